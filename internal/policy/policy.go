@@ -1,0 +1,113 @@
+// Package policy holds shoal's request-distribution policies: the one piece of
+// code that both the live front-end (internal/front) and the trace-driven
+// simulator (internal/sim) run, so a policy that wins in simulation is the very
+// code that serves traffic (SPEC §3).
+//
+// A policy sees the cluster through a *Cluster (nodes with weights, health and
+// load counters that the caller maintains) and a Request, and answers with a
+// Decision. Policies keep no wall clock and no global random source: time comes
+// in Request.Now (real monotonic time in the front, virtual time in the
+// simulator) and any randomness from a seeded source given at construction, so
+// every policy is deterministic and its tests can spell out exact sequences.
+//
+// Policies are not safe for concurrent use; the front serialises calls to one
+// policy with a mutex (a decision costs tens of nanoseconds) and the simulator
+// is single-threaded.
+package policy
+
+import "time"
+
+// Node is the policy's view of one back-end. The caller owns the slice and
+// updates the counters; policies only read them (except through Start/Finish).
+type Node struct {
+	// Name identifies the node in logs and tables (its URL in the front).
+	Name string
+	// Weight is the configured, or feedback-adjusted, capacity weight. 0 drains
+	// the node: it gets no new requests but in-flight ones finish.
+	Weight int
+	// Group names the node's capacity class for gwrr.
+	Group string
+	// Up is the health state; a node that is not Up is never chosen.
+	Up bool
+	// Removed marks a slot whose node was taken out of the cluster. Slots are
+	// never reused or compacted, so a node index is stable for a policy's tables.
+	Removed bool
+	// Active is the number of requests in flight on the node, as counted by the
+	// caller through Cluster.Start and Cluster.Finish.
+	Active int
+	// Load is the node's last self-reported utilisation in [0,1] (CPU), fed by
+	// the front's health checks or the simulator; dfwrr steers by it.
+	Load float64
+}
+
+// Usable reports whether the node may receive a new request.
+func (n *Node) Usable() bool { return n.Up && !n.Removed && n.Weight > 0 }
+
+// Cluster is the shared view a policy decides over.
+type Cluster struct {
+	Nodes []Node
+	// Version is bumped by the caller whenever membership, weight or health
+	// changes, so policies can cache derived values (gcd, max weight, rings).
+	Version uint64
+}
+
+// Start records that a request was dispatched to node i.
+func (c *Cluster) Start(i int) { c.Nodes[i].Active++ }
+
+// Finish records that a request on node i completed.
+func (c *Cluster) Finish(i int) {
+	if c.Nodes[i].Active > 0 {
+		c.Nodes[i].Active--
+	}
+}
+
+// Request is what a policy knows about one HTTP request.
+type Request struct {
+	// URL is the request path (the content key).
+	URL string
+	// Size is the object's size in bytes when known, else -1.
+	Size int64
+	// Conn identifies the client connection (tbccrd's connection table, keyed
+	// by client address and port in the front). 0 means "no connection state".
+	Conn uint64
+	// Holder is the node currently holding the client connection, -1 for a
+	// connection that has not been placed yet.
+	Holder int
+	// Now is monotonic time from the caller: real in the front, virtual in sim.
+	Now time.Duration
+}
+
+// Decision is a policy's answer.
+type Decision struct {
+	// Node is the chosen node's index in Cluster.Nodes, or -1 when no node can
+	// take the request (the front answers 503).
+	Node int
+	// Handoff asks for the client connection to be moved to Node (tbccrd's tag
+	// differing from the holder; weblins' large-file handoff). Paths that cannot
+	// hand off relay instead.
+	Handoff bool
+	// Fetch, when >= 0, tells the serving node to fetch the object from that
+	// node's memory rather than its own disk (weblins' cooperative fetch).
+	Fetch int
+}
+
+// None is the decision for "no node available".
+var None = Decision{Node: -1, Fetch: -1}
+
+// Policy chooses a node for each request.
+type Policy interface {
+	// Name is the policy's short name as used on the command line.
+	Name() string
+	// Pick chooses a node for r. It must not call Start; the caller does after
+	// it has actually dispatched the request.
+	Pick(c *Cluster, r *Request) Decision
+	// Done tells the policy that a request it placed on node finished, so
+	// policies that keep tables (lard, tbccrd) can update them.
+	Done(c *Cluster, node int, r *Request)
+}
+
+// ConnCloser is implemented by policies that keep per-connection state
+// (tbccrd's connection table); the caller reports closed connections.
+type ConnCloser interface {
+	CloseConn(conn uint64)
+}
