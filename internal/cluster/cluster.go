@@ -1,0 +1,340 @@
+// Package cluster is the front-end's control plane: the table of back-end
+// nodes, their health and reported load, and the one place where the
+// request-distribution policy is consulted. The data plane (internal/front)
+// asks Pick for a node and reports Done; it never touches the policy or the
+// tables directly, so health checks, the admin API and the policy can change
+// the cluster while requests flow (SPEC §1 "front").
+//
+// A policy is not safe for concurrent use, so every call into it happens
+// under one mutex. A decision costs tens of nanoseconds, far below the
+// microseconds a relayed request costs, so the lock is not a bottleneck at the
+// request rates one front-end core reaches.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"shoal/internal/policy"
+)
+
+// NodeSpec describes a node as configured.
+type NodeSpec struct {
+	// URL is the node's base URL, e.g. "http://127.0.0.1:9001".
+	URL string
+	// Weight is the node's capacity weight; 0 means 1 (use SetWeight to drain).
+	Weight int
+	// Group is the node's capacity class for gwrr.
+	Group string
+}
+
+// Backend is one node as the data plane sees it: where to dial and counters
+// the data plane updates without taking the cluster lock.
+type Backend struct {
+	// Index is the node's stable slot in the policy's view.
+	Index int
+	// URL is the configured base URL.
+	URL string
+	// Addr is the host:port to dial.
+	Addr string
+
+	// Requests counts requests dispatched to this node.
+	Requests atomic.Int64
+	// Failures counts connect errors and resets reported through Failed.
+	Failures atomic.Int64
+	// InFlight is the number of requests currently dispatched and not Done.
+	InFlight atomic.Int64
+
+	status atomic.Pointer[Status]
+}
+
+// Status is a node's last self-report from GET /.shoal/status, which the
+// health checker stores and the admin API shows.
+type Status struct {
+	ActiveConnections int64   `json:"active_connections"`
+	Requests          int64   `json:"requests"`
+	BytesSent         int64   `json:"bytes_sent"`
+	CacheObjects      int64   `json:"cache_objects"`
+	CacheBytes        int64   `json:"cache_bytes"`
+	CacheHitRatio     float64 `json:"cache_hit_ratio"`
+	ByteHitRatio      float64 `json:"byte_hit_ratio"`
+	CPUPercent        float64 `json:"cpu_percent"`
+	RSSBytes          int64   `json:"rss_bytes"`
+	Goroutines        int64   `json:"goroutines"`
+	HandoffSocket     string  `json:"handoff_socket"`
+}
+
+// LastStatus returns the node's last status report, or nil before the first.
+func (b *Backend) LastStatus() *Status { return b.status.Load() }
+
+// Options tunes a Cluster. The zero value is usable.
+type Options struct {
+	// Clock returns monotonic time for policy.Request.Now; nil uses the real
+	// clock measured from New. The simulator and tests pass their own.
+	Clock func() time.Duration
+}
+
+// Cluster holds the node table and the policy.
+type Cluster struct {
+	mu       sync.Mutex
+	view     policy.Cluster
+	pol      policy.Policy
+	backends []*Backend
+	clock    func() time.Duration
+
+	// events receives health and membership changes for metrics; optional.
+	onChange atomic.Pointer[func(Event)]
+}
+
+// Event is a control-plane change worth counting (health flips, weight
+// changes, membership changes).
+type Event struct {
+	Node int
+	Kind string // "up", "down", "weight", "add", "remove"
+}
+
+// ErrNoNode is returned for an index that does not name a live node.
+var ErrNoNode = errors.New("no such node")
+
+// New builds a cluster over specs with policy p. Every node starts up;
+// the health checker (Checker) marks nodes down as it learns.
+func New(p policy.Policy, specs []NodeSpec, opts Options) (*Cluster, error) {
+	if p == nil {
+		return nil, errors.New("cluster: nil policy")
+	}
+	c := &Cluster{pol: p, clock: opts.Clock}
+	if c.clock == nil {
+		start := time.Now()
+		c.clock = func() time.Duration { return time.Since(start) }
+	}
+	for _, s := range specs {
+		if _, err := c.Add(s); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Policy returns the cluster's policy (for the admin API's table dumps; call
+// its methods only through WithPolicy).
+func (c *Cluster) Policy() policy.Policy { return c.pol }
+
+// WithPolicy runs f with the policy and view under the cluster lock, for
+// readers such as the admin API that dump policy tables.
+func (c *Cluster) WithPolicy(f func(p policy.Policy, v *policy.Cluster)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f(c.pol, &c.view)
+}
+
+// OnChange installs a callback for control-plane events (metrics).
+func (c *Cluster) OnChange(f func(Event)) { c.onChange.Store(&f) }
+
+func (c *Cluster) emit(e Event) {
+	if f := c.onChange.Load(); f != nil {
+		(*f)(e)
+	}
+}
+
+// Pick asks the policy for a node for r and records the dispatch. A Decision
+// with Node == -1 means no node can take the request (answer 503), and the
+// returned Backend is nil.
+func (c *Cluster) Pick(r *policy.Request) (policy.Decision, *Backend) {
+	return c.PickExcept(r, -1)
+}
+
+// PickExcept is Pick with node exclude taken out of consideration, for the one
+// retry of an idempotent request whose first node failed before answering.
+func (c *Cluster) PickExcept(r *policy.Request, exclude int) (policy.Decision, *Backend) {
+	if r.Now == 0 {
+		r.Now = c.clock()
+	}
+	c.mu.Lock()
+	var restore bool
+	if exclude >= 0 && exclude < len(c.view.Nodes) && c.view.Nodes[exclude].Up {
+		c.view.Nodes[exclude].Up = false
+		c.view.Version++
+		restore = true
+	}
+	d := c.pol.Pick(&c.view, r)
+	if restore {
+		c.view.Nodes[exclude].Up = true
+		c.view.Version++
+	}
+	if d.Node < 0 || d.Node >= len(c.backends) {
+		c.mu.Unlock()
+		return policy.None, nil
+	}
+	c.view.Start(d.Node)
+	b := c.backends[d.Node]
+	c.mu.Unlock()
+	b.Requests.Add(1)
+	b.InFlight.Add(1)
+	return d, b
+}
+
+// Done records that the request r dispatched to b finished.
+func (c *Cluster) Done(b *Backend, r *policy.Request) {
+	b.InFlight.Add(-1)
+	c.mu.Lock()
+	c.view.Finish(b.Index)
+	c.pol.Done(&c.view, b.Index, r)
+	c.mu.Unlock()
+}
+
+// Failed reports a connect error or reset on b (passive health). The node is
+// marked down at once; the active checker brings it back after Rise good
+// checks.
+func (c *Cluster) Failed(b *Backend, err error) {
+	b.Failures.Add(1)
+	c.SetUp(b.Index, false)
+}
+
+// CloseConn tells a policy that keeps per-connection state that the client
+// connection conn has closed.
+func (c *Cluster) CloseConn(conn uint64) {
+	cc, ok := c.pol.(policy.ConnCloser)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	cc.CloseConn(conn)
+	c.mu.Unlock()
+}
+
+// Backends returns the live (not removed) backends.
+func (c *Cluster) Backends() []*Backend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Backend, 0, len(c.backends))
+	for i, b := range c.backends {
+		if !c.view.Nodes[i].Removed {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// NodeInfo is a snapshot of one node for the admin API.
+type NodeInfo struct {
+	Index    int     `json:"index"`
+	URL      string  `json:"url"`
+	Weight   int     `json:"weight"`
+	Group    string  `json:"group,omitempty"`
+	Up       bool    `json:"up"`
+	Active   int     `json:"active"`
+	Load     float64 `json:"load"`
+	Requests int64   `json:"requests"`
+	Failures int64   `json:"failures"`
+	HitRatio float64 `json:"hit_ratio"`
+}
+
+// Nodes returns a snapshot of every live node.
+func (c *Cluster) Nodes() []NodeInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]NodeInfo, 0, len(c.backends))
+	for i, b := range c.backends {
+		n := c.view.Nodes[i]
+		if n.Removed {
+			continue
+		}
+		info := NodeInfo{Index: i, URL: b.URL, Weight: n.Weight, Group: n.Group, Up: n.Up,
+			Active: n.Active, Load: n.Load, Requests: b.Requests.Load(), Failures: b.Failures.Load()}
+		if s := b.status.Load(); s != nil {
+			info.HitRatio = s.CacheHitRatio
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Add puts a new node into the cluster and returns its index.
+func (c *Cluster) Add(s NodeSpec) (int, error) {
+	u, err := url.Parse(s.URL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "") {
+		return -1, fmt.Errorf("node %q: want a URL like http://127.0.0.1:9001", s.URL)
+	}
+	if s.Weight < 0 {
+		return -1, fmt.Errorf("node %s: weight %d is negative", s.URL, s.Weight)
+	}
+	if s.Weight == 0 {
+		s.Weight = 1
+	}
+	c.mu.Lock()
+	for i, b := range c.backends {
+		if b.URL == s.URL && !c.view.Nodes[i].Removed {
+			c.mu.Unlock()
+			return -1, fmt.Errorf("node %s: already in the cluster", s.URL)
+		}
+	}
+	i := len(c.backends)
+	c.backends = append(c.backends, &Backend{Index: i, URL: s.URL, Addr: u.Host})
+	c.view.Nodes = append(c.view.Nodes, policy.Node{Name: s.URL, Weight: s.Weight, Group: s.Group, Up: true})
+	c.view.Version++
+	c.mu.Unlock()
+	c.emit(Event{Node: i, Kind: "add"})
+	return i, nil
+}
+
+// Remove takes node i out of the cluster. Its slot stays (indices are
+// stable for the policy's tables); in-flight requests finish.
+func (c *Cluster) Remove(i int) error {
+	if err := c.update(i, func(n *policy.Node) { n.Removed = true; n.Up = false }); err != nil {
+		return err
+	}
+	c.emit(Event{Node: i, Kind: "remove"})
+	return nil
+}
+
+// SetWeight changes node i's weight; 0 drains it.
+func (c *Cluster) SetWeight(i, w int) error {
+	if w < 0 {
+		return fmt.Errorf("node %d: weight %d is negative", i, w)
+	}
+	if err := c.update(i, func(n *policy.Node) { n.Weight = w }); err != nil {
+		return err
+	}
+	c.emit(Event{Node: i, Kind: "weight"})
+	return nil
+}
+
+// SetUp sets node i's health state.
+func (c *Cluster) SetUp(i int, up bool) {
+	changed := false
+	_ = c.update(i, func(n *policy.Node) { changed = n.Up != up; n.Up = up })
+	if changed {
+		kind := "down"
+		if up {
+			kind = "up"
+		}
+		c.emit(Event{Node: i, Kind: kind})
+	}
+}
+
+// SetStatus stores node i's status report and feeds its CPU load into the
+// policy view (dfwrr, lard and tbccrd read it).
+func (c *Cluster) SetStatus(i int, s *Status) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i < 0 || i >= len(c.backends) {
+		return
+	}
+	c.backends[i].status.Store(s)
+	c.view.Nodes[i].Load = s.CPUPercent / 100
+}
+
+func (c *Cluster) update(i int, f func(*policy.Node)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i < 0 || i >= len(c.view.Nodes) || c.view.Nodes[i].Removed {
+		return fmt.Errorf("node %d: %w", i, ErrNoNode)
+	}
+	f(&c.view.Nodes[i])
+	c.view.Version++
+	return nil
+}

@@ -1,0 +1,171 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"shoal/internal/policy"
+)
+
+// firstUsable picks the lowest-index usable node; enough to test the
+// control plane without depending on a real policy's sequence.
+type firstUsable struct{ done []int }
+
+func (firstUsable) Name() string { return "first" }
+func (firstUsable) Pick(c *policy.Cluster, r *policy.Request) policy.Decision {
+	for i := range c.Nodes {
+		if c.Nodes[i].Usable() {
+			return policy.Decision{Node: i, Fetch: -1}
+		}
+	}
+	return policy.None
+}
+func (f *firstUsable) Done(c *policy.Cluster, node int, r *policy.Request) {
+	f.done = append(f.done, node)
+}
+
+func newTest(t *testing.T, urls ...string) (*Cluster, *firstUsable) {
+	t.Helper()
+	p := &firstUsable{}
+	var specs []NodeSpec
+	for _, u := range urls {
+		specs = append(specs, NodeSpec{URL: u})
+	}
+	c, err := New(p, specs, Options{Clock: func() time.Duration { return time.Second }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, p
+}
+
+func TestPickDoneCounters(t *testing.T) {
+	c, p := newTest(t, "http://127.0.0.1:1", "http://127.0.0.1:2")
+	r := &policy.Request{URL: "/a", Holder: -1}
+	d, b := c.Pick(r)
+	if d.Node != 0 || b.Addr != "127.0.0.1:1" {
+		t.Fatalf("pick = %d %v, want node 0 at 127.0.0.1:1", d.Node, b)
+	}
+	if r.Now != time.Second {
+		t.Errorf("Now = %v, want the clock's 1s", r.Now)
+	}
+	if got := c.Nodes()[0].Active; got != 1 {
+		t.Errorf("active after pick = %d, want 1", got)
+	}
+	c.Done(b, r)
+	if got := c.Nodes()[0].Active; got != 0 || b.InFlight.Load() != 0 || b.Requests.Load() != 1 {
+		t.Errorf("after done: active %d inflight %d requests %d, want 0 0 1", got, b.InFlight.Load(), b.Requests.Load())
+	}
+	if len(p.done) != 1 || p.done[0] != 0 {
+		t.Errorf("policy Done calls = %v, want [0]", p.done)
+	}
+}
+
+func TestPickExceptRestoresNode(t *testing.T) {
+	c, _ := newTest(t, "http://127.0.0.1:1", "http://127.0.0.1:2")
+	d, b := c.PickExcept(&policy.Request{URL: "/a"}, 0)
+	if d.Node != 1 {
+		t.Fatalf("PickExcept(0) chose %d, want 1", d.Node)
+	}
+	c.Done(b, &policy.Request{})
+	if d, _ := c.Pick(&policy.Request{URL: "/a"}); d.Node != 0 {
+		t.Fatalf("after PickExcept node 0 should be back, got %d", d.Node)
+	}
+	// Excluding the only usable node leaves none.
+	c2, _ := newTest(t, "http://127.0.0.1:1")
+	if d, b := c2.PickExcept(&policy.Request{}, 0); d.Node != -1 || b != nil {
+		t.Fatalf("PickExcept of the only node = %d, want -1", d.Node)
+	}
+}
+
+func TestWeightRemoveAdd(t *testing.T) {
+	c, _ := newTest(t, "http://127.0.0.1:1", "http://127.0.0.1:2")
+	if err := c.SetWeight(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := c.Pick(&policy.Request{}); d.Node != 1 {
+		t.Fatalf("drained node 0 still chosen: %d", d.Node)
+	}
+	if err := c.Remove(1); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := c.Pick(&policy.Request{}); d.Node != -1 {
+		t.Fatalf("all drained or removed should give -1, got %d", d.Node)
+	}
+	if err := c.SetWeight(1, 3); !errors.Is(err, ErrNoNode) {
+		t.Errorf("SetWeight on removed node: err = %v, want ErrNoNode", err)
+	}
+	if _, err := c.Add(NodeSpec{URL: "http://127.0.0.1:1"}); err == nil {
+		t.Error("adding a duplicate URL succeeded")
+	}
+	i, err := c.Add(NodeSpec{URL: "http://127.0.0.1:3", Weight: 2})
+	if err != nil || i != 2 {
+		t.Fatalf("Add = %d, %v; want slot 2", i, err)
+	}
+	if n := len(c.Nodes()); n != 2 {
+		t.Errorf("live nodes = %d, want 2", n)
+	}
+	for _, bad := range []string{"127.0.0.1:9", "ftp://x:1", "http://"} {
+		if _, err := c.Add(NodeSpec{URL: bad}); err == nil {
+			t.Errorf("Add(%q) accepted a bad URL", bad)
+		}
+	}
+}
+
+func TestFailedMarksDownAndEmits(t *testing.T) {
+	c, _ := newTest(t, "http://127.0.0.1:1", "http://127.0.0.1:2")
+	var events []Event
+	c.OnChange(func(e Event) { events = append(events, e) })
+	_, b := c.Pick(&policy.Request{})
+	c.Failed(b, errors.New("reset"))
+	c.Done(b, &policy.Request{})
+	if d, _ := c.Pick(&policy.Request{}); d.Node != 1 {
+		t.Fatalf("failed node still chosen: %d", d.Node)
+	}
+	if len(events) != 1 || events[0] != (Event{Node: 0, Kind: "down"}) {
+		t.Errorf("events = %v, want one down for node 0", events)
+	}
+}
+
+func TestCheckRiseFall(t *testing.T) {
+	var healthy atomic.Bool
+	healthy.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/.shoal/status" || !healthy.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		json.NewEncoder(w).Encode(Status{CPUPercent: 42, CacheHitRatio: 0.5, HandoffSocket: "/tmp/x.sock"})
+	}))
+	defer srv.Close()
+	c, _ := newTest(t, srv.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Check(ctx, CheckConfig{Interval: 10 * time.Millisecond, Rise: 2, Fall: 2})
+
+	waitFor(t, "status stored", func() bool { s := c.backends[0].LastStatus(); return s != nil && s.HandoffSocket == "/tmp/x.sock" })
+	if n := c.Nodes()[0]; n.Load != 0.42 || n.HitRatio != 0.5 {
+		t.Errorf("load %v hit %v, want 0.42 and 0.5 from the report", n.Load, n.HitRatio)
+	}
+	healthy.Store(false)
+	waitFor(t, "node down", func() bool { return !c.Nodes()[0].Up })
+	healthy.Store(true)
+	waitFor(t, "node up again", func() bool { return c.Nodes()[0].Up })
+}
+
+// waitFor polls cond for up to 5 s; it asserts an eventual state, not a time.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
