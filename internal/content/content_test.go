@@ -449,9 +449,11 @@ func benchLookup(b *testing.B, p string, want error) {
 	}
 }
 
-func BenchmarkLookupClean(b *testing.B)     { benchLookup(b, "/docs/deep/c.js", nil) }
-func BenchmarkLookupQuery(b *testing.B)     { benchLookup(b, "/docs/deep/c.js?v=3", nil) }
-func BenchmarkLookupEncoded(b *testing.B)   { benchLookup(b, "/sp%20ace.txt", nil) }
-func BenchmarkLookupDotDot(b *testing.B)    { benchLookup(b, "/docs/../index.html", nil) }
-func BenchmarkLookupTraversal(b *testing.B) { benchLookup(b, "/%2e%2e/%2e%2e/etc/passwd", ErrForbidden) }
-func BenchmarkLookupNotFound(b *testing.B)  { benchLookup(b, "/docs/missing.html", ErrNotFound) }
+func BenchmarkLookupClean(b *testing.B)   { benchLookup(b, "/docs/deep/c.js", nil) }
+func BenchmarkLookupQuery(b *testing.B)   { benchLookup(b, "/docs/deep/c.js?v=3", nil) }
+func BenchmarkLookupEncoded(b *testing.B) { benchLookup(b, "/sp%20ace.txt", nil) }
+func BenchmarkLookupDotDot(b *testing.B)  { benchLookup(b, "/docs/../index.html", nil) }
+func BenchmarkLookupTraversal(b *testing.B) {
+	benchLookup(b, "/%2e%2e/%2e%2e/etc/passwd", ErrForbidden)
+}
+func BenchmarkLookupNotFound(b *testing.B) { benchLookup(b, "/docs/missing.html", ErrNotFound) }
