@@ -1,0 +1,238 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Config holds every knob of every policy. The zero value of a field means
+// "use the documented default" (DefaultConfig shows them all), so a caller
+// only sets what it wants to change; a front or simulator can decode it
+// straight from TOML. Knobs a policy does not use are ignored by it.
+type Config struct {
+	// Seed seeds p2c's PCG source. Default 0 (itself a valid seed): equal seeds
+	// give equal decision sequences.
+	Seed uint64
+
+	// GroupWeights overrides gwrr's weight of a group (Node.Group); a group
+	// not listed weighs the sum of its usable members' weights (seed 004 §3).
+	GroupWeights map[string]int
+
+	// Period is dfwrr's feedback interval and weblins' popular-set rebuild
+	// interval, in Request.Now time. Default 5 s (LVS feedbackd polls every
+	// few seconds).
+	Period time.Duration
+	// FeedbackA is the coefficient A of dfwrr's w += A·cbrt(target − load).
+	// Default 5, as in the LVS dynamic-feedback description.
+	FeedbackA float64
+	// TargetLoad is dfwrr's target utilisation. Default 0.95 (LVS).
+	TargetLoad float64
+	// MaxWeightScale bounds dfwrr's weight to [1, MaxWeightScale·base].
+	// Default 10 (LVS's SCALE).
+	MaxWeightScale int
+
+	// Epsilon is chbl's balance factor ε: a node may hold at most
+	// ⌈(1+ε)·(in-flight+1)/usable⌉ requests. Default 0.25 (HAProxy's
+	// hash-balance-factor 125).
+	Epsilon float64
+	// VirtualNodes is the number of points each node puts on chbl's ring.
+	// Default 100.
+	VirtualNodes int
+
+	// TLow and THigh are LARD's load thresholds in active requests
+	// (Pai et al. 1998). Defaults 25 and 65.
+	TLow, THigh int
+	// K is how long a LARD/R server set must stay unchanged before its most
+	// loaded member is dropped. Default 20 s.
+	K time.Duration
+
+	// LoadLimit is the open-connection count at which tbccrd treats a cache
+	// holder as fully loaded and falls back to a disk holder (seed 000 §2.2.2
+	// step 2). Default THigh.
+	LoadLimit int
+	// CacheBytes is the memory-cache budget (MAX_CACHE_SIZE) of each node that
+	// tbccrd and weblins mirror. Default 32 MiB.
+	CacheBytes int64
+	// NodeCacheBytes overrides CacheBytes per node index where the entry is > 0.
+	NodeCacheBytes []int64
+	// NoCacheAbove: objects larger than this many bytes are never marked as
+	// cached. Default 500 KiB for tbccrd (seed 000 §3.3.1) and 100 KiB for
+	// weblins (seed 001's S).
+	NoCacheAbove int64
+	// DiskHolders says which nodes hold url on disk (tbccrd's disk_hit flags,
+	// seed 000 §2.2.1). Default nil: every node holds every URL.
+	DiskHolders func(url string) []int
+	// NewReplacer builds the replacement order of one node's mirrored cache.
+	// Default NewLRU.
+	NewReplacer func(node int) Replacer
+
+	// HandoffSize is weblins' S: a file this large or larger is worth a
+	// handoff to its owner. Default 100 KiB.
+	HandoffSize int64
+	// OverloadConns is weblins' T: an owner with this many active requests is
+	// overloaded. Default 130.
+	OverloadConns int
+	// PopularN is the size of weblins' replicated popular set (top files by
+	// request rate in the last Period). Default 100. Ignored when
+	// PopularBytes > 0.
+	PopularN int
+	// PopularBytes, when > 0, fills the popular set by rate until the files'
+	// total size reaches this budget instead of taking PopularN files.
+	PopularBytes int64
+}
+
+// DefaultConfig returns the configuration with every default filled in.
+func DefaultConfig() Config {
+	c := Config{}
+	c.fill()
+	return c
+}
+
+// fill replaces zero fields with their documented defaults.
+func (c *Config) fill() {
+	if c.Period == 0 {
+		c.Period = 5 * time.Second
+	}
+	if c.FeedbackA == 0 {
+		c.FeedbackA = 5
+	}
+	if c.TargetLoad == 0 {
+		c.TargetLoad = 0.95
+	}
+	if c.MaxWeightScale == 0 {
+		c.MaxWeightScale = 10
+	}
+	if c.Epsilon == 0 {
+		c.Epsilon = 0.25
+	}
+	if c.VirtualNodes == 0 {
+		c.VirtualNodes = 100
+	}
+	if c.TLow == 0 {
+		c.TLow = 25
+	}
+	if c.THigh == 0 {
+		c.THigh = 65
+	}
+	if c.K == 0 {
+		c.K = 20 * time.Second
+	}
+	if c.LoadLimit == 0 {
+		c.LoadLimit = c.THigh
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = 32 << 20
+	}
+	if c.NewReplacer == nil {
+		c.NewReplacer = func(int) Replacer { return NewLRU() }
+	}
+	if c.HandoffSize == 0 {
+		c.HandoffSize = 100 << 10
+	}
+	if c.OverloadConns == 0 {
+		c.OverloadConns = 130
+	}
+	if c.PopularN == 0 {
+		c.PopularN = 100
+	}
+}
+
+// validate rejects settings no policy can work with.
+func (c *Config) validate() error {
+	var errs []error
+	if c.Period < 0 {
+		errs = append(errs, fmt.Errorf("period %v: must be positive", c.Period))
+	}
+	if c.TargetLoad < 0 {
+		errs = append(errs, fmt.Errorf("target load %v: must be positive", c.TargetLoad))
+	}
+	if c.MaxWeightScale < 1 {
+		errs = append(errs, fmt.Errorf("max weight scale %d: must be at least 1", c.MaxWeightScale))
+	}
+	if c.Epsilon < 0 {
+		errs = append(errs, fmt.Errorf("epsilon %v: must be positive", c.Epsilon))
+	}
+	if c.VirtualNodes < 1 || c.VirtualNodes > 10000 {
+		errs = append(errs, fmt.Errorf("virtual nodes %d: must be in [1, 10000]", c.VirtualNodes))
+	}
+	if c.TLow < 0 || c.THigh < 0 || c.TLow > c.THigh {
+		errs = append(errs, fmt.Errorf("lard thresholds T_low %d, T_high %d: need 0 <= T_low <= T_high", c.TLow, c.THigh))
+	}
+	if c.K < 0 {
+		errs = append(errs, fmt.Errorf("lardr K %v: must be positive", c.K))
+	}
+	if c.LoadLimit < 0 || c.OverloadConns < 0 {
+		errs = append(errs, fmt.Errorf("load limits %d, %d: must be positive", c.LoadLimit, c.OverloadConns))
+	}
+	if c.CacheBytes < 0 || c.NoCacheAbove < 0 || c.HandoffSize < 0 || c.PopularBytes < 0 {
+		errs = append(errs, errors.New("byte sizes must not be negative"))
+	}
+	if c.PopularN < 0 {
+		errs = append(errs, fmt.Errorf("popular set size %d: must be positive", c.PopularN))
+	}
+	for g, w := range c.GroupWeights {
+		if w < 0 {
+			errs = append(errs, fmt.Errorf("group %q weight %d: must not be negative", g, w))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cacheBytes is node i's mirrored cache budget.
+func (c *Config) cacheBytes(i int) int64 {
+	if i < len(c.NodeCacheBytes) && c.NodeCacheBytes[i] > 0 {
+		return c.NodeCacheBytes[i]
+	}
+	return c.CacheBytes
+}
+
+// constructors maps a policy name to its constructor; cfg is already filled.
+var constructors = map[string]func(cfg Config) Policy{
+	"rr":      func(Config) Policy { return &RR{} },
+	"wrr":     func(Config) Policy { return &WRR{} },
+	"gwrr":    func(cfg Config) Policy { return &GWRR{groupWeights: cfg.GroupWeights} },
+	"lc":      func(Config) Policy { return &LC{} },
+	"wlc":     func(Config) Policy { return &LC{weighted: true} },
+	"dfwrr":   func(cfg Config) Policy { return newDFWRR(cfg) },
+	"urlhash": func(Config) Policy { return &URLHash{} },
+	"chbl":    func(cfg Config) Policy { return &CHBL{eps: cfg.Epsilon, vnodes: cfg.VirtualNodes} },
+	"p2c":     func(cfg Config) Policy { return newP2C(cfg.Seed) },
+	"lard":    func(cfg Config) Policy { return newLARD(cfg) },
+	"lardr":   func(cfg Config) Policy { return newLARDR(cfg) },
+	"tbccrd":  func(cfg Config) Policy { return newTBCCRD(cfg) },
+	"weblins": func(cfg Config) Policy { return newWeblins(cfg) },
+}
+
+// New builds the policy called name (see Names) with cfg's knobs; zero fields
+// take their defaults. The error names the policy and the bad setting.
+func New(name string, cfg Config) (Policy, error) {
+	mk, ok := constructors[name]
+	if !ok {
+		return nil, fmt.Errorf("policy %q: unknown (have %v)", name, Names())
+	}
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", name, err)
+	}
+	return mk(cfg), nil
+}
+
+// Names lists the policy names New accepts, sorted.
+func Names() []string {
+	names := make([]string, 0, len(constructors))
+	for n := range constructors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Tabler is implemented by policies that keep tables worth showing an
+// operator (lard's target map, tbccrd's URL distribution table). Tables
+// returns a snapshot that encodes to JSON and does not alias the policy's
+// state; limit caps the number of rows per table (0 = no rows, counts only).
+type Tabler interface {
+	Tables(limit int) any
+}
