@@ -231,6 +231,8 @@ type NodeInfo struct {
 	Requests int64   `json:"requests"`
 	Failures int64   `json:"failures"`
 	HitRatio float64 `json:"hit_ratio"`
+	// Status is the node's last self-report, nil before the first check.
+	Status *Status `json:"status,omitempty"`
 }
 
 // Nodes returns a snapshot of every live node.
@@ -247,6 +249,7 @@ func (c *Cluster) Nodes() []NodeInfo {
 			Active: n.Active, Load: n.Load, Requests: b.Requests.Load(), Failures: b.Failures.Load()}
 		if s := b.status.Load(); s != nil {
 			info.HitRatio = s.CacheHitRatio
+			info.Status = s
 		}
 		out = append(out, info)
 	}
