@@ -26,27 +26,27 @@ var ErrNeedMore = &Error{Status: 0, Reason: "incomplete request head"}
 
 // Refusals. Each names the rule it enforces (RFC 9112 section in brackets).
 var (
-	ErrTooLarge          = &Error{431, "request head too large"}                          // limit
-	ErrTooManyHeaders    = &Error{431, "too many header fields"}                          // limit
-	ErrBareLF            = &Error{400, "bare LF line terminator"}                         // [2.2]
-	ErrBareCR            = &Error{400, "bare CR"}                                         // [2.2]
-	ErrNUL               = &Error{400, "NUL byte in request head"}                        // [5.5]
-	ErrBadMethod         = &Error{400, "invalid method token"}                            // [3.1]
-	ErrBadTarget         = &Error{400, "invalid request-target"}                          // [3.2]
-	ErrBadRequestLine    = &Error{400, "malformed request line"}                          // [3]
-	ErrBadVersion        = &Error{400, "malformed HTTP version"}                          // [2.3]
-	ErrVersion           = &Error{505, "HTTP version not supported"}                      // [2.3]
-	ErrObsFold           = &Error{400, "obsolete line folding"}                           // [5.2]
-	ErrBadHeaderName     = &Error{400, "invalid header field name"}                       // [5.1]
-	ErrBadHeaderValue    = &Error{400, "invalid header field value"}                      // [5.5]
-	ErrBadContentLength  = &Error{400, "invalid Content-Length"}                          // [6.3]
-	ErrDupContentLength  = &Error{400, "duplicate Content-Length"}                        // [6.3]
-	ErrLengthAndChunked  = &Error{400, "both Transfer-Encoding and Content-Length"}       // [6.3]
-	ErrBadTE             = &Error{400, "chunked is not the final transfer coding"}        // [6.3]
-	ErrUnknownTE         = &Error{501, "unsupported transfer coding"}                     // [6.1]
-	ErrTEOnHTTP10        = &Error{400, "Transfer-Encoding in an HTTP/1.0 request"}        // [6.1]
-	ErrMissingHost       = &Error{400, "missing Host header"}                             // [3.2]
-	ErrDupHost           = &Error{400, "more than one Host header"}                       // [3.2]
+	ErrTooLarge         = &Error{431, "request head too large"}                    // limit
+	ErrTooManyHeaders   = &Error{431, "too many header fields"}                    // limit
+	ErrBareLF           = &Error{400, "bare LF line terminator"}                   // [2.2]
+	ErrBareCR           = &Error{400, "bare CR"}                                   // [2.2]
+	ErrNUL              = &Error{400, "NUL byte in request head"}                  // [5.5]
+	ErrBadMethod        = &Error{400, "invalid method token"}                      // [3.1]
+	ErrBadTarget        = &Error{400, "invalid request-target"}                    // [3.2]
+	ErrBadRequestLine   = &Error{400, "malformed request line"}                    // [3]
+	ErrBadVersion       = &Error{400, "malformed HTTP version"}                    // [2.3]
+	ErrVersion          = &Error{505, "HTTP version not supported"}                // [2.3]
+	ErrObsFold          = &Error{400, "obsolete line folding"}                     // [5.2]
+	ErrBadHeaderName    = &Error{400, "invalid header field name"}                 // [5.1]
+	ErrBadHeaderValue   = &Error{400, "invalid header field value"}                // [5.5]
+	ErrBadContentLength = &Error{400, "invalid Content-Length"}                    // [6.3]
+	ErrDupContentLength = &Error{400, "duplicate Content-Length"}                  // [6.3]
+	ErrLengthAndChunked = &Error{400, "both Transfer-Encoding and Content-Length"} // [6.3]
+	ErrBadTE            = &Error{400, "chunked is not the final transfer coding"}  // [6.3]
+	ErrUnknownTE        = &Error{501, "unsupported transfer coding"}               // [6.1]
+	ErrTEOnHTTP10       = &Error{400, "Transfer-Encoding in an HTTP/1.0 request"}  // [6.1]
+	ErrMissingHost      = &Error{400, "missing Host header"}                       // [3.2]
+	ErrDupHost          = &Error{400, "more than one Host header"}                 // [3.2]
 )
 
 // Header is one header field as it appeared on the wire: Name as sent (case
