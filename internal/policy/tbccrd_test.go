@@ -1,0 +1,141 @@
+package policy
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// flags returns the nodes whose disk_hit and cache_hit flags are set for url.
+func flags(p *TBCCRD, url string) (disk, cache []int) {
+	e := p.urls[url]
+	if e == nil {
+		return nil, nil
+	}
+	for i, c := range e.cells {
+		if c.disk {
+			disk = append(disk, i)
+		}
+		if c.cache {
+			cache = append(cache, i)
+		}
+	}
+	return disk, cache
+}
+
+// TestTBCCRDTrace follows seed 000 §2.2.2 by hand on two nodes with a
+// 100-byte MAX_CACHE_SIZE, LRU, and a load limit of 2 connections.
+func TestTBCCRDTrace(t *testing.T) {
+	c := newCluster(1, 1)
+	p := mustNew(t, "tbccrd", Config{CacheBytes: 100, LoadLimit: 2}).(*TBCCRD)
+	steps := []struct {
+		note    string
+		conn    uint64
+		url     string
+		size    int64
+		close   uint64 // connection closed before this request
+		node    int
+		handoff bool
+		cache   map[string][]int // expected cache_hit flags after the step
+		counts  []int            // connections per node after the step
+	}{
+		{"new conn → wrr a; nobody caches /a → least-conn disk holder a", 1, "/a", 60, 0, 0, false,
+			map[string][]int{"/a": {0}}, []int{1, 0}},
+		{"new conn → wrr b; /b → disk holder b (a has 1 conn)", 2, "/b", 30, 0, 1, false,
+			map[string][]int{"/a": {0}, "/b": {1}}, []int{1, 1}},
+		{"keep-alive conn 2 asks /a: cached on a below the limit → tag a, hand off", 2, "/a", 60, 0, 0, true,
+			map[string][]int{"/a": {0}, "/b": {1}}, []int{2, 0}},
+		{"new conn → wrr a; /c → disk holder b (fewer conns), b caches 30+50", 3, "/c", 50, 0, 1, true,
+			map[string][]int{"/a": {0}, "/b": {1}, "/c": {1}}, []int{2, 1}},
+		{"conn 3 asks /d on b: 30+50+40 > 100 → LRU evicts /b, its cache_hit cleared", 3, "/d", 40, 0, 1, false,
+			map[string][]int{"/a": {0}, "/b": nil, "/c": {1}, "/d": {1}}, []int{2, 1}},
+		{"new conn → wrr b; /a's holder a is at the limit (2) → disk holder b caches /a, evicts /c", 4, "/a", 60, 0, 1, false,
+			map[string][]int{"/a": {0, 1}, "/c": nil, "/d": {1}}, []int{2, 2}},
+		{"conn 2 closed; new conn → wrr a; /a cached on a (1 conn) and b (2) → a", 5, "/a", 60, 2, 0, false,
+			map[string][]int{"/a": {0, 1}, "/d": {1}}, []int{2, 2}},
+		{"/big above 500 KiB is never cached", 5, "/big", 600 << 10, 0, 0, false,
+			map[string][]int{"/big": nil}, []int{2, 2}},
+	}
+	for i, st := range steps {
+		if st.close != 0 {
+			var cc ConnCloser = p
+			cc.CloseConn(st.close)
+		}
+		now := time.Duration(i) * time.Second
+		d := p.Pick(c, &Request{URL: st.url, Size: st.size, Conn: st.conn, Holder: -1, Now: now})
+		if d.Node != st.node || d.Handoff != st.handoff || d.Fetch != -1 {
+			t.Fatalf("step %d (%s): got %+v, want node %d handoff %v", i, st.note, d, st.node, st.handoff)
+		}
+		for u, want := range st.cache {
+			disk, cache := flags(p, u)
+			if !slices.Equal(cache, want) {
+				t.Fatalf("step %d (%s): cache_hit(%s) = %v, want %v", i, st.note, u, cache, want)
+			}
+			if !slices.Equal(disk, []int{0, 1}) {
+				t.Fatalf("step %d: disk_hit(%s) = %v", i, u, disk)
+			}
+		}
+		if !slices.Equal(p.connCount, st.counts) {
+			t.Fatalf("step %d (%s): connections %v, want %v", i, st.note, p.connCount, st.counts)
+		}
+	}
+	if got := p.mirrors[1].used; got != 100 {
+		t.Errorf("node b mirrored bytes = %d, want 100 (/d 40 + /a 60)", got)
+	}
+	tb := p.Tables(100).(TBCCRDTables)
+	if tb.Conns != 4 || tb.URLs != 5 || !slices.Equal(tb.CachedBytes, []int64{60, 100}) {
+		t.Errorf("tables: %+v", tb)
+	}
+}
+
+func TestTBCCRDDiskHolders(t *testing.T) {
+	c := newCluster(1, 1, 1)
+	p := mustNew(t, "tbccrd", Config{DiskHolders: func(u string) []int {
+		if u == "/only-c" {
+			return []int{2}
+		}
+		return []int{0, 1, 2}
+	}}).(*TBCCRD)
+	// Holder a (already placed): /only-c lives on c's disk only.
+	d := p.Pick(c, &Request{URL: "/only-c", Size: 10, Conn: 9, Holder: 0})
+	if d.Node != 2 || !d.Handoff {
+		t.Fatalf("got %+v, want node 2 with handoff", d)
+	}
+	disk, cache := flags(p, "/only-c")
+	if !slices.Equal(disk, []int{2}) || !slices.Equal(cache, []int{2}) {
+		t.Errorf("disk %v cache %v", disk, cache)
+	}
+	// c goes down: its memory is gone and nobody else can serve it.
+	c.Nodes[2].Up = false
+	c.Version++
+	if d := p.Pick(c, &Request{URL: "/only-c", Size: 10, Conn: 9, Holder: -1}); d != None {
+		t.Errorf("with its only disk holder down: %+v", d)
+	}
+	if _, cache := flags(p, "/only-c"); cache != nil {
+		t.Errorf("cache flags survive a down node: %v", cache)
+	}
+}
+
+func TestTBCCRDSizeLearnedInDone(t *testing.T) {
+	c := newCluster(1)
+	p := mustNew(t, "tbccrd", Config{CacheBytes: 100}).(*TBCCRD)
+	p.Pick(c, &Request{URL: "/a", Size: -1, Holder: -1})
+	p.Pick(c, &Request{URL: "/b", Size: -1, Holder: -1})
+	if _, cache := flags(p, "/a"); !slices.Equal(cache, []int{0}) {
+		t.Fatalf("unknown size not cached: %v", cache)
+	}
+	// The response says /b is 70 bytes, then /a 50: 120 > 100 → the LRU /b goes.
+	p.Done(c, 0, &Request{URL: "/b", Size: 70})
+	p.Done(c, 0, &Request{URL: "/a", Size: 50})
+	if _, cache := flags(p, "/b"); cache != nil {
+		t.Errorf("/b should have been evicted, cache %v", cache)
+	}
+	if got := p.mirrors[0].used; got != 50 {
+		t.Errorf("used %d, want 50", got)
+	}
+	// Learning that /a is above the no-cache threshold drops it.
+	p.Done(c, 0, &Request{URL: "/a", Size: 600 << 10})
+	if _, cache := flags(p, "/a"); cache != nil || p.mirrors[0].used != 0 {
+		t.Errorf("/a above threshold still cached: %v, used %d", cache, p.mirrors[0].used)
+	}
+}
