@@ -1,0 +1,217 @@
+package cache
+
+// gdsf implements Greedy-Dual-Size-Frequency (L. Cherkasova, "Improving WWW
+// proxies performance with Greedy-Dual-Size-Frequency caching policy",
+// HP Labs HPL-98-69R1, 1998; SPEC §2) and, with cluster set, the cluster-aware
+// variant of Weblins (seed 001, §3 "Cache replacement policy").
+//
+// Every cached object p has a priority
+//
+//	H(p) = L + F(p)·C(p)/S(p)
+//
+// with F the number of hits since p entered the cache (1 on insertion), C its
+// retrieval cost, S its size and L the inflating clock: on each eviction L is
+// set to the victim's H, so objects that stop being used age relative to newly
+// computed priorities. The victim is always the object with the lowest H
+// (ties: least recently accessed first). Small, popular, costly objects stay.
+//
+// Cluster GDSF (Weblins §3): the value of a file includes "the cost of
+// bringing the file into the cache". In a cooperative cluster that cost is low
+// when another node's memory still holds the file (a peer fetch) and is the
+// disk cost when this node holds the last cached copy. So C(p) = PeerCost when
+// CachedElsewhere(p), else Cost, and replicas are evicted before singlets,
+// which keeps more distinct files in the cluster's aggregate memory. C is
+// evaluated when p is inserted or hit; because a peer may drop its copy later,
+// a victim whose C was the peer cost is re-checked before eviction and, if it
+// has become the last copy, re-prioritised with the disk cost (at most once
+// per access, so eviction always terminates).
+type gdsf[V any] struct {
+	common[V]
+	cluster bool
+	clock   float64 // L
+	seq     uint64
+	heap    []*entry[V] // 4-ary min-heap on (h, seq)
+}
+
+func newGDSF[V any](cfg Config[V], cluster bool) *gdsf[V] {
+	return &gdsf[V]{common: common[V]{cfg: cfg, m: make(map[string]*entry[V])}, cluster: cluster}
+}
+
+// diskCost is C for the last cached copy (and for plain GDSF).
+func (c *gdsf[V]) diskCost(e *entry[V]) float64 {
+	if c.cfg.Cost == nil {
+		return 1
+	}
+	return c.cfg.Cost(e.key, e.size)
+}
+
+// prioritise recomputes e's cost and priority against the current clock.
+func (c *gdsf[V]) prioritise(e *entry[V]) {
+	cost := 0.0
+	e.dup = c.cluster && c.cfg.CachedElsewhere != nil && c.cfg.CachedElsewhere(e.key)
+	switch {
+	case !e.dup:
+		cost = c.diskCost(e)
+	case c.cfg.PeerCost != nil:
+		cost = c.cfg.PeerCost(e.key, e.size)
+	default:
+		cost = c.diskCost(e) / 10
+	}
+	e.base = c.clock
+	e.h = c.clock + e.freq*max(cost, 0)/float64(max(e.size, 1)) // H ≥ L keeps L monotone
+	c.seq++
+	e.seq = c.seq
+}
+
+func (c *gdsf[V]) Get(key string) (V, bool) {
+	e, ok := c.m[key]
+	if !ok {
+		c.st.Misses++
+		var zero V
+		return zero, false
+	}
+	c.st.Hits++
+	c.st.HitBytes += e.size
+	e.freq++
+	c.prioritise(e)
+	c.fix(e.idx)
+	return e.val, true
+}
+
+func (c *gdsf[V]) Add(key string, v V, size int64) bool {
+	freq := 1.0
+	if e, ok := c.m[key]; ok {
+		// Replacement: keep the frequency, re-insert with the new size.
+		freq = e.freq
+		c.drop(e)
+	} else {
+		c.st.MissBytes += max(size, 0)
+	}
+	if !c.admissible(size) {
+		return false
+	}
+	for c.bytes+size > c.cfg.Capacity {
+		c.evict()
+	}
+	e := c.alloc()
+	e.key, e.val, e.size, e.freq = key, v, size, freq
+	c.m[key] = e
+	c.bytes += size
+	c.prioritise(e)
+	c.push(e)
+	return true
+}
+
+// evict removes the lowest-priority entry and advances the clock to its H.
+func (c *gdsf[V]) evict() {
+	for {
+		e := c.heap[0]
+		if e.dup && c.cluster && !c.cfg.CachedElsewhere(e.key) {
+			// The other copy is gone: this is now the last one, so it is
+			// worth the disk cost again. H keeps its original clock base.
+			e.dup = false
+			e.h = e.base + e.freq*max(c.diskCost(e), 0)/float64(max(e.size, 1))
+			c.fix(0)
+			continue
+		}
+		c.clock = e.h
+		c.st.Evictions++
+		if c.cfg.OnEvict != nil {
+			c.cfg.OnEvict(e.key, e.val, e.size)
+		}
+		c.drop(e)
+		return
+	}
+}
+
+func (c *gdsf[V]) drop(e *entry[V]) {
+	c.removeAt(e.idx)
+	delete(c.m, e.key)
+	c.bytes -= e.size
+	c.release(e)
+}
+
+func (c *gdsf[V]) Remove(key string) bool {
+	e, ok := c.m[key]
+	if ok {
+		c.drop(e)
+	}
+	return ok
+}
+
+// The heap is 4-ary: half the depth of a binary heap and its children share a
+// cache line, which is why it is the usual choice for timer/priority queues.
+
+func (c *gdsf[V]) less(a, b *entry[V]) bool {
+	return a.h < b.h || a.h == b.h && a.seq < b.seq
+}
+
+func (c *gdsf[V]) push(e *entry[V]) {
+	e.idx = len(c.heap)
+	c.heap = append(c.heap, e)
+	c.up(e.idx)
+}
+
+func (c *gdsf[V]) removeAt(i int) {
+	last := len(c.heap) - 1
+	if i != last {
+		c.heap[i] = c.heap[last]
+		c.heap[i].idx = i
+	}
+	c.heap[last] = nil
+	c.heap = c.heap[:last]
+	if i < last {
+		c.fix(i)
+	}
+}
+
+func (c *gdsf[V]) fix(i int) {
+	if !c.up(i) {
+		c.down(i)
+	}
+}
+
+func (c *gdsf[V]) up(i int) bool {
+	h := c.heap
+	e := h[i]
+	moved := false
+	for i > 0 {
+		p := (i - 1) / 4
+		if !c.less(e, h[p]) {
+			break
+		}
+		h[i] = h[p]
+		h[i].idx = i
+		i = p
+		moved = true
+	}
+	h[i] = e
+	e.idx = i
+	return moved
+}
+
+func (c *gdsf[V]) down(i int) {
+	h := c.heap
+	n := len(h)
+	e := h[i]
+	for {
+		first := 4*i + 1
+		if first >= n {
+			break
+		}
+		best := first
+		for k := first + 1; k < first+4 && k < n; k++ {
+			if c.less(h[k], h[best]) {
+				best = k
+			}
+		}
+		if !c.less(h[best], e) {
+			break
+		}
+		h[i] = h[best]
+		h[i].idx = i
+		i = best
+	}
+	h[i] = e
+	e.idx = i
+}
