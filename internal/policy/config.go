@@ -52,6 +52,10 @@ type Config struct {
 	// holder as fully loaded and falls back to a disk holder (seed 000 §2.2.2
 	// step 2). Default THigh.
 	LoadLimit int
+	// ConnTimeout drops tbccrd connection-table entries unused for this long
+	// (Request.Now time), so a close the caller never reported cannot skew
+	// the per-node connection counts forever. Default 5 min.
+	ConnTimeout time.Duration
 	// CacheBytes is the memory-cache budget (MAX_CACHE_SIZE) of each node that
 	// tbccrd and weblins mirror. Default 32 MiB.
 	CacheBytes int64
@@ -122,6 +126,9 @@ func (c *Config) fill() {
 	if c.LoadLimit == 0 {
 		c.LoadLimit = c.THigh
 	}
+	if c.ConnTimeout == 0 {
+		c.ConnTimeout = 5 * time.Minute
+	}
 	if c.CacheBytes == 0 {
 		c.CacheBytes = 32 << 20
 	}
@@ -159,6 +166,9 @@ func (c *Config) validate() error {
 	}
 	if c.TLow < 0 || c.THigh < 0 || c.TLow > c.THigh {
 		errs = append(errs, fmt.Errorf("lard thresholds T_low %d, T_high %d: need 0 <= T_low <= T_high", c.TLow, c.THigh))
+	}
+	if c.ConnTimeout < 0 {
+		errs = append(errs, fmt.Errorf("connection timeout %v: must be positive", c.ConnTimeout))
 	}
 	if c.K < 0 {
 		errs = append(errs, fmt.Errorf("lardr K %v: must be positive", c.K))

@@ -76,8 +76,8 @@ func (p *DFWRR) round(c *Cluster) {
 func (p *DFWRR) feedback(c *Cluster) {
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
-		if !n.Usable() || p.base[i] <= 0 {
-			continue
+		if !n.Usable() || p.base[i] <= 0 || math.IsNaN(n.Load) || math.IsInf(n.Load, 0) {
+			continue // no usable report: keep the weight
 		}
 		d := p.dyn[i] + p.a*math.Cbrt(p.target-n.Load)
 		d = min(max(d, 1), float64(p.scale*p.base[i]))

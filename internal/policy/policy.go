@@ -13,6 +13,24 @@
 // Policies are not safe for concurrent use; the front serialises calls to one
 // policy with a mutex (a decision costs tens of nanoseconds) and the simulator
 // is single-threaded.
+//
+// Build one with New(name, Config); Names lists them (SPEC §3):
+//
+//	rr, wrr    round robin; LVS weighted round robin exactly as seed 004 §4
+//	gwrr       group WRR: WRR over groups, WRR inside the group (seed 004 §3)
+//	lc, wlc    LVS least connections, weighted (Active/Weight)
+//	dfwrr      WRR with dynamic feedback w += A·cbrt(0.95 − load) (seed 004 §3)
+//	urlhash    URL hash mod usable nodes
+//	chbl       consistent hashing with bounded loads, ε = 0.25
+//	p2c        power of two choices on Active, seeded
+//	lard       locality-aware request distribution (Pai et al. 1998)
+//	lardr      LARD with replication (server sets that grow and shrink)
+//	tbccrd     tag-based cache-cooperative distribution (seed 000 §2.2)
+//	weblins    first member, popular set, owner handoff/fetch (seed 001)
+//
+// Policies with tables (lard, lardr, tbccrd, weblins) implement Tabler for the
+// admin API; tbccrd implements ConnCloser. Sizes a policy learns from a
+// response go back through Done with Request.Size set.
 package policy
 
 import "time"

@@ -171,14 +171,14 @@ func TestLCAndWLC(t *testing.T) {
 	}{
 		{"lc", []int{1, 1, 1}, []int{3, 1, 1}, -1, 1},
 		{"lc", []int{1, 1, 1}, []int{3, 1, 1}, 1, 2},
-		{"lc", []int{1, 0, 1}, []int{3, 0, 1}, -1, 2},   // drained node skipped
-		{"lc", []int{9, 1, 1}, []int{2, 1, 3}, -1, 1},   // weights ignored
-		{"wlc", []int{4, 2, 1}, []int{4, 3, 1}, -1, 0},  // 1, 1.5, 1 → tie → lowest
-		{"wlc", []int{4, 2, 1}, []int{5, 3, 1}, -1, 2},  // 1.25, 1.5, 1
-		{"wlc", []int{9, 1, 1}, []int{2, 1, 3}, -1, 0},  // 0.22, 1, 3
-		{"wlc", []int{3, 2}, []int{2, 1}, -1, 1},        // 2·2=4 > 1·3=3 → b
-		{"wlc", []int{0, 0}, []int{0, 0}, -1, -1},       // all drained
-		{"lc", []int{1}, []int{0}, 0, -1},               // all down
+		{"lc", []int{1, 0, 1}, []int{3, 0, 1}, -1, 2},  // drained node skipped
+		{"lc", []int{9, 1, 1}, []int{2, 1, 3}, -1, 1},  // weights ignored
+		{"wlc", []int{4, 2, 1}, []int{4, 3, 1}, -1, 0}, // 1, 1.5, 1 → tie → lowest
+		{"wlc", []int{4, 2, 1}, []int{5, 3, 1}, -1, 2}, // 1.25, 1.5, 1
+		{"wlc", []int{9, 1, 1}, []int{2, 1, 3}, -1, 0}, // 0.22, 1, 3
+		{"wlc", []int{3, 2}, []int{2, 1}, -1, 1},       // 2·2=4 > 1·3=3 → b
+		{"wlc", []int{0, 0}, []int{0, 0}, -1, -1},      // all drained
+		{"lc", []int{1}, []int{0}, 0, -1},              // all down
 	}
 	for _, tt := range tests {
 		c := newCluster(tt.weights...)

@@ -27,7 +27,7 @@ import (
 // connection may move several times). Objects above Config.NoCacheAbove
 // (500 KiB) are never marked cached. Requests with Conn == 0 carry no
 // connection state; for them in-flight requests (Node.Active) stand in for
-// connections. Sizes: Request.Size when known in Pick, else what Done
+// connections. Entries idle for Config.ConnTimeout are swept. Sizes: Request.Size when known in Pick, else what Done
 // reports; an unknown size is accounted as 0 bytes until learned.
 type TBCCRD struct {
 	loadLimit   int
@@ -41,6 +41,8 @@ type TBCCRD struct {
 	mirrors     []*mirror
 	evictedNode int // node whose mirror is evicting (for the callback)
 	onEvict     func(string)
+	self        int // node holding the current request's connection, -1
+	nextSweep   time.Duration
 }
 
 type tbConn struct {
@@ -119,11 +121,30 @@ func (p *TBCCRD) row(url string, n int) *tbURL {
 	return e
 }
 
+// load is node i's open-connection count, not counting the request's own
+// connection (a connection does not compete with itself, so on a tie it
+// stays where it is and saves a handoff).
 func (p *TBCCRD) load(c *Cluster, r *Request, i int) int {
 	if r.Conn == 0 {
 		return c.Nodes[i].Active
 	}
+	if i == p.self {
+		return p.connCount[i] - 1
+	}
 	return p.connCount[i]
+}
+
+// sweep drops connection entries idle for longer than ConnTimeout.
+func (p *TBCCRD) sweep(now time.Duration) {
+	if now < p.nextSweep {
+		return
+	}
+	p.nextSweep = now + p.cfg.ConnTimeout/2
+	for id, ce := range p.conns {
+		if now-ce.last > p.cfg.ConnTimeout {
+			p.CloseConn(id)
+		}
+	}
 }
 
 // Pick implements Policy.
@@ -131,10 +152,17 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 	if p.v.refresh(c) {
 		p.sync(c)
 	}
+	p.sweep(r.Now)
 	n := len(c.Nodes)
 	holder := r.Holder
-	if ce, ok := p.conns[r.Conn]; ok && r.Conn != 0 && holder < 0 {
-		holder = ce.node
+	p.self = -1
+	if r.Conn != 0 {
+		if ce, ok := p.conns[r.Conn]; ok {
+			p.self = ce.node
+			if holder < 0 {
+				holder = ce.node
+			}
+		}
 	}
 	if holder < 0 || holder >= n || !c.Nodes[holder].Usable() {
 		holder = p.wrr.Pick(c, r).Node
@@ -180,8 +208,8 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 	// (3) tag and tables.
 	e.cells[best].last = r.Now
 	if r.Conn != 0 {
-		if ce, ok := p.conns[r.Conn]; ok && ce.node < len(p.connCount) {
-			p.connCount[ce.node]--
+		if p.self >= 0 && p.self < len(p.connCount) {
+			p.connCount[p.self]--
 		}
 		p.conns[r.Conn] = tbConn{node: best, last: r.Now}
 		p.connCount[best]++

@@ -139,3 +139,18 @@ func TestTBCCRDSizeLearnedInDone(t *testing.T) {
 		t.Errorf("/a above threshold still cached: %v, used %d", cache, p.mirrors[0].used)
 	}
 }
+
+func TestTBCCRDConnTimeout(t *testing.T) {
+	c := newCluster(1, 1)
+	p := mustNew(t, "tbccrd", Config{ConnTimeout: time.Minute}).(*TBCCRD)
+	p.Pick(c, &Request{URL: "/a", Size: 1, Conn: 1, Holder: -1, Now: 0})
+	p.Pick(c, &Request{URL: "/b", Size: 1, Conn: 2, Holder: -1, Now: 50 * time.Second})
+	if !slices.Equal(p.connCount, []int{1, 1}) {
+		t.Fatalf("counts %v", p.connCount)
+	}
+	// At 100 s conn 1 (last used at 0) is stale, conn 2 (50 s) is not.
+	p.Pick(c, &Request{URL: "/b", Size: 1, Conn: 2, Holder: -1, Now: 100 * time.Second})
+	if _, ok := p.conns[1]; ok || len(p.conns) != 1 || !slices.Equal(p.connCount, []int{0, 1}) {
+		t.Errorf("after sweep: conns %v counts %v", p.conns, p.connCount)
+	}
+}
