@@ -10,81 +10,83 @@ import (
 // Config holds every knob of every policy. The zero value of a field means
 // "use the documented default" (DefaultConfig shows them all), so a caller
 // only sets what it wants to change; a front or simulator can decode it
-// straight from TOML. Knobs a policy does not use are ignored by it.
+// straight from TOML (durations as strings such as "20s"; the two hooks are
+// code-only). Knobs a policy does not use are ignored by it.
 type Config struct {
 	// Seed seeds p2c's PCG source. Default 0 (itself a valid seed): equal seeds
 	// give equal decision sequences.
-	Seed uint64
+	Seed uint64 `toml:"seed"`
 
 	// GroupWeights overrides gwrr's weight of a group (Node.Group); a group
 	// not listed weighs the sum of its usable members' weights (seed 004 §3).
-	GroupWeights map[string]int
+	GroupWeights map[string]int `toml:"group_weights"`
 
 	// Period is dfwrr's feedback interval and weblins' popular-set rebuild
 	// interval, in Request.Now time. Default 5 s (LVS feedbackd polls every
 	// few seconds).
-	Period time.Duration
+	Period time.Duration `toml:"period"`
 	// FeedbackA is the coefficient A of dfwrr's w += A·cbrt(target − load).
 	// Default 5, as in the LVS dynamic-feedback description.
-	FeedbackA float64
+	FeedbackA float64 `toml:"feedback_a"`
 	// TargetLoad is dfwrr's target utilisation. Default 0.95 (LVS).
-	TargetLoad float64
+	TargetLoad float64 `toml:"target_load"`
 	// MaxWeightScale bounds dfwrr's weight to [1, MaxWeightScale·base].
 	// Default 10 (LVS's SCALE).
-	MaxWeightScale int
+	MaxWeightScale int `toml:"max_weight_scale"`
 
 	// Epsilon is chbl's balance factor ε: a node may hold at most
 	// ⌈(1+ε)·(in-flight+1)/usable⌉ requests. Default 0.25 (HAProxy's
 	// hash-balance-factor 125).
-	Epsilon float64
+	Epsilon float64 `toml:"epsilon"`
 	// VirtualNodes is the number of points each node puts on chbl's ring.
 	// Default 100.
-	VirtualNodes int
+	VirtualNodes int `toml:"virtual_nodes"`
 
 	// TLow and THigh are LARD's load thresholds in active requests
 	// (Pai et al. 1998). Defaults 25 and 65.
-	TLow, THigh int
+	TLow  int `toml:"t_low"`
+	THigh int `toml:"t_high"`
 	// K is how long a LARD/R server set must stay unchanged before its most
 	// loaded member is dropped. Default 20 s.
-	K time.Duration
+	K time.Duration `toml:"k"`
 
 	// LoadLimit is the open-connection count at which tbccrd treats a cache
 	// holder as fully loaded and falls back to a disk holder (seed 000 §2.2.2
 	// step 2). Default THigh.
-	LoadLimit int
+	LoadLimit int `toml:"load_limit"`
 	// ConnTimeout drops tbccrd connection-table entries unused for this long
 	// (Request.Now time), so a close the caller never reported cannot skew
 	// the per-node connection counts forever. Default 5 min.
-	ConnTimeout time.Duration
+	ConnTimeout time.Duration `toml:"conn_timeout"`
 	// CacheBytes is the memory-cache budget (MAX_CACHE_SIZE) of each node that
 	// tbccrd and weblins mirror. Default 32 MiB.
-	CacheBytes int64
+	CacheBytes int64 `toml:"cache_bytes"`
 	// NodeCacheBytes overrides CacheBytes per node index where the entry is > 0.
-	NodeCacheBytes []int64
+	NodeCacheBytes []int64 `toml:"node_cache_bytes"`
 	// NoCacheAbove: objects larger than this many bytes are never marked as
 	// cached. Default 500 KiB for tbccrd (seed 000 §3.3.1) and 100 KiB for
 	// weblins (seed 001's S).
-	NoCacheAbove int64
+	NoCacheAbove int64 `toml:"no_cache_above"`
 	// DiskHolders says which nodes hold url on disk (tbccrd's disk_hit flags,
 	// seed 000 §2.2.1). Default nil: every node holds every URL.
-	DiskHolders func(url string) []int
+	DiskHolders func(url string) []int `toml:"-"`
 	// NewReplacer builds the replacement order of one node's mirrored cache.
 	// Default NewLRU.
-	NewReplacer func(node int) Replacer
+	NewReplacer func(node int) Replacer `toml:"-"`
 
 	// HandoffSize is weblins' S: a file this large or larger is worth a
 	// handoff to its owner. Default 100 KiB.
-	HandoffSize int64
+	HandoffSize int64 `toml:"handoff_size"`
 	// OverloadConns is weblins' T: an owner with this many active requests is
 	// overloaded. Default 130.
-	OverloadConns int
+	OverloadConns int `toml:"overload_conns"`
 	// PopularN is the size of weblins' replicated popular set (top files by
 	// request rate in the last Period). Default 100. Ignored when
 	// PopularBytes > 0.
-	PopularN int
+	PopularN int `toml:"popular_n"`
 	// PopularBytes, when > 0, fills the popular set by rate until the files'
 	// total size reaches this budget instead of taking PopularN files.
-	PopularBytes int64
+	PopularBytes int64 `toml:"popular_bytes"`
 }
 
 // DefaultConfig returns the configuration with every default filled in.

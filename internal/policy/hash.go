@@ -16,11 +16,18 @@ func (p *URLHash) Name() string { return "urlhash" }
 
 // Pick implements Policy.
 func (p *URLHash) Pick(c *Cluster, r *Request) Decision {
-	p.v.refresh(c)
-	if len(p.v.usable) == 0 {
-		return None
+	for range 2 {
+		p.v.refresh(c)
+		if len(p.v.usable) == 0 {
+			return None
+		}
+		i := p.v.usable[hashString(r.URL)%uint64(len(p.v.usable))]
+		if c.Nodes[i].Usable() {
+			return decide(i)
+		}
+		p.v.valid = false // health changed without a Version bump: rescan
 	}
-	return decide(p.v.usable[hashString(r.URL)%uint64(len(p.v.usable))])
+	return None
 }
 
 // Done implements Policy.

@@ -27,12 +27,23 @@ func (p *P2C) Pick(c *Cluster, r *Request) Decision {
 	case 0:
 		return None
 	case 1:
+		if !c.Nodes[u[0]].Usable() {
+			return decide(leastActive(c))
+		}
 		return decide(u[0])
 	}
 	a := p.rng.IntN(len(u))
 	b := p.rng.IntN(len(u) - 1)
 	if b >= a {
 		b++
+	}
+	if !c.Nodes[u[a]].Usable() || !c.Nodes[u[b]].Usable() {
+		// Health changed without a Version bump: rescan and retry once.
+		if p.v.valid {
+			p.v.valid = false
+			return p.Pick(c, r)
+		}
+		return decide(leastActive(c))
 	}
 	if c.Nodes[u[b]].Active < c.Nodes[u[a]].Active {
 		return decide(u[b])

@@ -69,12 +69,17 @@ type Cluster struct {
 	Version uint64
 }
 
-// Start records that a request was dispatched to node i.
-func (c *Cluster) Start(i int) { c.Nodes[i].Active++ }
+// Start records that a request was dispatched to node i. An index outside
+// Nodes (such as None's -1) is ignored rather than trusted.
+func (c *Cluster) Start(i int) {
+	if i >= 0 && i < len(c.Nodes) {
+		c.Nodes[i].Active++
+	}
+}
 
 // Finish records that a request on node i completed.
 func (c *Cluster) Finish(i int) {
-	if c.Nodes[i].Active > 0 {
+	if i >= 0 && i < len(c.Nodes) && c.Nodes[i].Active > 0 {
 		c.Nodes[i].Active--
 	}
 }
