@@ -84,12 +84,13 @@ type Entry struct {
 	// nanoseconds; the inode is deliberately left out so that nodes serving
 	// identical copies of a site agree on ETags (the reason Apache 2.4 dropped
 	// the inode from its default FileETag). For directories it is a hash of
-	// the children's names and ETags, so it changes exactly when the directory
-	// listing would.
+	// the children's names, kinds and file ETags, so it changes exactly when
+	// the directory listing would.
 	ETag string
-	// ContentType comes from mime.TypeByExtension, defaulting to
-	// application/octet-stream; it is never sniffed from content. Directories
-	// have none: the server decides between an index file and a listing.
+	// ContentType comes from the extension: a pinned table of web types, then
+	// mime.TypeByExtension, then application/octet-stream. It is never sniffed
+	// from content. Directories have none: the server decides between an
+	// index file and a listing.
 	ContentType string
 	// IsDir reports a directory entry.
 	IsDir bool

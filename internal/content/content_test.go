@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"shoal/internal/site"
 )
 
 // writeTree creates files (path → content) under dir; a content starting with
@@ -55,6 +57,8 @@ func fixture(t testing.TB) string {
 		"100%.txt":          "percent",
 		"%2e%2e/trap.txt":   "literal name, not a traversal",
 		"noext":             "n",
+		"IMG.PNG":           "png",
+		"blob.bin":          "bb",
 		".hidden":           "hidden",
 		".git/config":       "git",
 		"docs/.env":         "env",
@@ -200,6 +204,8 @@ func TestEntryFields(t *testing.T) {
 		{"/style.css", "text/css; charset=utf-8", 6, false},
 		{"/docs/deep/c.js", "text/javascript; charset=utf-8", 3, false},
 		{"/noext", DefaultContentType, 1, false},
+		{"/IMG.PNG", "image/png", 3, false},
+		{"/blob.bin", DefaultContentType, 2, false},
 		{"/link-in.txt", "text/plain; charset=utf-8", 4, false},
 		{"/docs", "", 0, true},
 		{"/", "", 0, true},
@@ -319,13 +325,15 @@ func TestPublishDiff(t *testing.T) {
 	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 	writeTree(t, v1, map[string]string{
 		"same.txt": "same", "changed.txt": "old", "removed.txt": "bye", "d/keep.txt": "k", "gone/x.txt": "x",
+		"s/t/deep.txt": "v1",
 	})
 	writeTree(t, v2, map[string]string{
 		"same.txt": "same", "changed.txt": "new!", "added.txt": "hi", "d/keep.txt": "k", "d/new.txt": "n",
+		"s/t/deep.txt": "v2!",
 	})
 	// Equal mtimes for the unchanged files so their ETags match across roots.
 	for _, dir := range []string{v1, v2} {
-		for _, f := range []string{"same.txt", "changed.txt", "d/keep.txt"} {
+		for _, f := range []string{"same.txt", "changed.txt", "d/keep.txt", "s/t/deep.txt"} {
 			if err := os.Chtimes(filepath.Join(dir, f), old, old); err != nil {
 				t.Fatal(err)
 			}
@@ -342,7 +350,9 @@ func TestPublishDiff(t *testing.T) {
 	want := Diff{
 		Added:   []string{"/added.txt", "/d/new.txt"},
 		Removed: []string{"/gone", "/gone/x.txt", "/removed.txt"},
-		Changed: []string{"/", "/changed.txt", "/d"}, // dirs whose listing changed
+		// Directories change when their own listing does: "/s" lists only
+		// "t", so the deep change reaches "/s/t" but not "/s".
+		Changed: []string{"/", "/changed.txt", "/d", "/s/t", "/s/t/deep.txt"},
 	}
 	if !slices.Equal(d.Added, want.Added) || !slices.Equal(d.Removed, want.Removed) || !slices.Equal(d.Changed, want.Changed) {
 		t.Errorf("Diff = %+v\nwant   %+v", d, want)
@@ -432,6 +442,21 @@ func TestCleanURLAllocs(t *testing.T) {
 	for _, p := range []string{"/", "/docs/deep/c.js", "/index.html?q=1"} {
 		if n := testing.AllocsPerRun(100, func() { _, _, _ = CleanURL(p) }); n != 0 {
 			t.Errorf("CleanURL(%q) allocates %.0f times, want 0", p, n)
+		}
+	}
+}
+
+// BenchmarkOpen scans the default sample site (3000 files, ~40 MB): the
+// cost of Open and of each Publish.
+func BenchmarkOpen(b *testing.B) {
+	dir := b.TempDir()
+	if _, err := site.Generate(dir, site.Config{}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Open(dir); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -19,6 +19,38 @@ import (
 // depend on bytes an uploader controls.
 const DefaultContentType = "application/octet-stream"
 
+// webTypes pins the content types of common web formats. mime.TypeByExtension
+// lets the host's /etc/mime.types override Go's built-in table (Debian maps .js
+// to application/javascript on older releases, text/javascript on newer), and
+// nodes of one cluster must answer the same URL with the same header wherever
+// they run.
+var webTypes = map[string]string{
+	".html": "text/html; charset=utf-8", ".htm": "text/html; charset=utf-8",
+	".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+	".mjs": "text/javascript; charset=utf-8", ".json": "application/json",
+	".txt": "text/plain; charset=utf-8", ".xml": "text/xml; charset=utf-8",
+	".svg": "image/svg+xml", ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+	".gif": "image/gif", ".webp": "image/webp", ".avif": "image/avif", ".ico": "image/vnd.microsoft.icon",
+	".wasm": "application/wasm", ".pdf": "application/pdf", ".woff": "font/woff", ".woff2": "font/woff2",
+	".mp4": "video/mp4", ".webm": "video/webm", ".mp3": "audio/mpeg",
+	".gz": "application/gzip", ".zip": "application/zip", ".bin": DefaultContentType,
+}
+
+// contentType maps a file extension to its Content-Type: the pinned web
+// types first, then mime.TypeByExtension, then DefaultContentType.
+func contentType(ext string) string {
+	if ext == "" {
+		return DefaultContentType
+	}
+	if t, ok := webTypes[strings.ToLower(ext)]; ok {
+		return t
+	}
+	if t := mime.TypeByExtension(ext); t != "" {
+		return t
+	}
+	return DefaultContentType
+}
+
 // scan builds a Table (version 0) from the tree at root. Errors reading a
 // directory fail the whole scan, so a Publish never swaps in half a site; a
 // file that vanishes while the walk runs is simply left out.
@@ -92,10 +124,7 @@ func scan(root string) (*Table, error) {
 		if !e.IsDir {
 			e.Size = info.Size()
 			e.ETag = fileETag(info)
-			e.ContentType = mime.TypeByExtension(path.Ext(e.URL))
-			if e.ContentType == "" {
-				e.ContentType = DefaultContentType
-			}
+			e.ContentType = contentType(path.Ext(e.URL))
 			t.files++
 		}
 		t.entries[e.URL] = e
@@ -109,7 +138,7 @@ func scan(root string) (*Table, error) {
 	for _, kids := range t.children {
 		slices.SortFunc(kids, func(a, b *Entry) int { return strings.Compare(a.URL, b.URL) })
 	}
-	t.dirETag(t.entries["/"])
+	t.dirETags()
 	return t, nil
 }
 
@@ -148,18 +177,28 @@ func fileETag(info fs.FileInfo) string {
 	return string(b)
 }
 
-// dirETag sets the ETag of directory e (and, first, of its subdirectories) to
-// an FNV-64a hash of its children's names and ETags.
-func (t *Table) dirETag(e *Entry) {
+// dirETags gives every directory an ETag that changes exactly when its
+// listing does: an FNV-64a hash of its children's names and kinds and of the
+// ETags of the files directly inside it. Subdirectories count by name only,
+// so a change deep in the tree does not invalidate every ancestor's listing,
+// and identical trees published from different roots get identical tags.
+func (t *Table) dirETags() {
 	h := fnv.New64a()
-	for _, c := range t.children[e.URL] {
-		if c.IsDir {
-			t.dirETag(c)
+	for _, e := range t.entries {
+		if !e.IsDir {
+			continue
 		}
-		h.Write([]byte(path.Base(c.URL)))
-		h.Write([]byte{0})
-		h.Write([]byte(c.ETag))
-		h.Write([]byte{0})
+		h.Reset()
+		for _, c := range t.children[e.URL] {
+			h.Write([]byte(path.Base(c.URL)))
+			if c.IsDir {
+				h.Write([]byte{0, 'd'})
+			} else {
+				h.Write([]byte{0, 'f'})
+				h.Write([]byte(c.ETag))
+			}
+			h.Write([]byte{0})
+		}
+		e.ETag = `"d-` + strconv.FormatUint(h.Sum64(), 16) + `"`
 	}
-	e.ETag = `"d-` + strconv.FormatUint(h.Sum64(), 16) + `"`
 }
