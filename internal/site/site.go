@@ -14,7 +14,10 @@
 //
 // Generation is deterministic: the same Config produces a byte-identical tree
 // (math/rand/v2 PCG seeded from Config.Seed; content bytes are slices of two
-// pools drawn once from that stream, so writing is as cheap as copying). If
+// pools drawn once from that stream, so writing is as cheap as copying).
+// Sizes pass through math.Exp/Pow, so identity is promised for one toolchain
+// and architecture; the manifest records every size, and a tree that does
+// not match it is regenerated. manifest.txt is served like any file. If
 // the directory already holds a complete site generated with the same Config
 // (manifest.txt matches and every listed file has its size) nothing is
 // rewritten.
@@ -123,6 +126,26 @@ type Summary struct {
 	MedianSize, MaxSize int64
 	// Reused is true when an identical existing site was kept as is.
 	Reused bool
+}
+
+// String is a one-line description for status output, e.g.
+// "3000 files, 39.2 MB (median 8.2 KB, max 1.0 MB) + 39 index pages".
+func (s Summary) String() string {
+	return fmt.Sprintf("%d files, %s (median %s, max %s) + %d index pages",
+		s.Files, human(s.Bytes), human(s.MedianSize), human(s.MaxSize), s.Pages)
+}
+
+// human formats n bytes with a decimal unit.
+func human(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f KB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 // File is one URL of the site and its size.

@@ -176,6 +176,10 @@ func TestSizeDistribution(t *testing.T) {
 	slices.Sort(sizes)
 	median, largest := sizes[len(sizes)/2], sizes[len(sizes)-1]
 	t.Logf("median %d max %d total %d kinds %v", median, largest, total, kinds)
+	sum := Summary{Files: 3000, Bytes: 39240340, Pages: 39, MedianSize: 8177, MaxSize: 1019734}
+	if got, want := sum.String(), "3000 files, 39.2 MB (median 8.2 KB, max 1.0 MB) + 39 index pages"; got != want {
+		t.Errorf("Summary.String() = %q, want %q", got, want)
+	}
 	if median < 7600 || median > 9200 {
 		t.Errorf("median %d outside [7600, 9200]", median)
 	}
