@@ -1,0 +1,92 @@
+package sim
+
+// event is one scheduled happening in virtual time. Events are plain values in
+// a typed heap (no interface boxing, no allocation per event once the heap's
+// slice has grown); the request an event belongs to is an index into the
+// simulator's request pool.
+type event struct {
+	t    int64  // virtual time, ns
+	seq  uint64 // tie-break: equal times fire in scheduling order
+	kind uint8
+	req  int32
+}
+
+// eventQueue is a binary min-heap of events ordered by (t, seq), so the
+// simulation is deterministic: two events at the same instant always fire in
+// the order they were scheduled.
+type eventQueue struct {
+	h   []event
+	seq uint64
+}
+
+func (e *event) less(o *event) bool {
+	return e.t < o.t || (e.t == o.t && e.seq < o.seq)
+}
+
+// push schedules an event of kind for request req at time t.
+func (q *eventQueue) push(t int64, kind uint8, req int32) {
+	q.seq++
+	q.h = append(q.h, event{t: t, seq: q.seq, kind: kind, req: req})
+	h := q.h
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].less(&h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+// pop removes and returns the earliest event; ok is false when none is left.
+func (q *eventQueue) pop() (ev event, ok bool) {
+	n := len(q.h)
+	if n == 0 {
+		return event{}, false
+	}
+	h := q.h
+	ev = h[0]
+	n--
+	h[0] = h[n]
+	q.h = h[:n]
+	h = q.h
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h[r].less(&h[l]) {
+			m = r
+		}
+		if !h[m].less(&h[i]) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	return ev, true
+}
+
+// Len is the number of pending events.
+func (q *eventQueue) Len() int { return len(q.h) }
+
+// fifo is a single first-come-first-served server (a CPU or a disk). Because
+// every job's service time is known when it is queued and jobs are queued in
+// event order, the queue needs no storage: a job queued at now starts when the
+// server frees up and the server is then busy until start+d. serve returns the
+// job's completion time, at which the caller schedules the next step.
+type fifo struct {
+	free int64 // time the last queued job completes
+	busy int64 // total service time, for utilisation
+}
+
+// serve queues a job of duration d at time now and returns its completion time.
+func (s *fifo) serve(now, d int64) int64 {
+	start := max(now, s.free)
+	s.free = start + d
+	s.busy += d
+	return s.free
+}
