@@ -33,6 +33,12 @@
 //     nodes (which could block or leak a server) are skipped, as are names
 //     containing a backslash, which no request could reach.
 //
+// The table is a snapshot of the tree at scan time. If files are edited in
+// place afterwards, say a file swapped for a symlink that leaves the root, a
+// server opening Entry.Path would follow it. Entry.Path is already resolved,
+// so its last component is never a link: servers should open it with
+// O_NOFOLLOW, and sites should be changed by publishing a new root.
+//
 // # Publishing
 //
 // A Store holds an immutable Table behind an atomic.Pointer. Publish scans a
