@@ -1,0 +1,346 @@
+package front
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"shoal/internal/cluster"
+	"shoal/internal/httpwire"
+	"shoal/internal/policy"
+)
+
+// clientConn is one client connection and everything reused across its
+// requests: the read buffer the head is parsed in, the write buffer heads
+// are built in, the parsed request and the exchange.
+type clientConn struct {
+	s      *Server
+	c      net.Conn
+	id     uint64
+	ip     string // remote IP for X-Forwarded-For
+	in     inbuf
+	out    []byte
+	vec    [2][]byte
+	bufs   net.Buffers
+	req    httpwire.Request
+	x      Exchange
+	holder int
+	idle   atomic.Bool
+	rdl    deadline
+	wdl    deadline
+	url    string // last request path, reused while it repeats
+	tokens [][]byte
+	// pathName/pathCtr cache the last data path's counter.
+	pathName string
+	pathCtr  *atomic.Uint64
+}
+
+func (s *Server) newClientConn(c net.Conn) *clientConn {
+	cc := &clientConn{s: s, c: c, holder: -1}
+	cc.id = s.nextConn.Add(1)
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		cc.ip = a.IP.String()
+	} else if h, _, err := net.SplitHostPort(c.RemoteAddr().String()); err == nil {
+		cc.ip = h
+	}
+	// The read buffer holds a maximal head plus room for the start of a
+	// body; the write buffer a rewritten head (which adds at most XFF and
+	// Host) or a node's response head.
+	cc.in.b = make([]byte, s.cfg.MaxHeadBytes+4096)
+	cc.out = make([]byte, 0, s.cfg.MaxHeadBytes+1024)
+	cc.idle.Store(true)
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		c.Close()
+		return nil
+	}
+	s.conns[cc] = struct{}{}
+	s.mu.Unlock()
+	s.ctr.connsAccepted.Add(1)
+	s.ctr.connsActive.Add(1)
+	return cc
+}
+
+func (cc *clientConn) serve() {
+	s := cc.s
+	detached := false
+	defer func() {
+		if !detached {
+			cc.c.Close()
+		}
+		s.mu.Lock()
+		delete(s.conns, cc)
+		s.mu.Unlock()
+		s.ctr.connsActive.Add(-1)
+		if cc.holder >= 0 {
+			s.cl.CloseConn(cc.id)
+		}
+	}()
+	first := true
+	for {
+		if s.closing.Load() && cc.in.len() == 0 {
+			return
+		}
+		if !cc.readHead(first) {
+			return
+		}
+		first = false
+		res := cc.handle()
+		if res.Detached {
+			detached = true
+			return
+		}
+		if res.Close {
+			return
+		}
+	}
+}
+
+// readHead reads until a complete head is parsed into cc.req, answering
+// refusals itself. It reports false when the connection must close.
+func (cc *clientConn) readHead(first bool) bool {
+	s := cc.s
+	now := time.Now().UnixNano()
+	if first {
+		cc.rdl.setRead(cc.c, now, s.cfg.HeaderTimeout)
+	} else if cc.in.len() == 0 {
+		cc.rdl.setRead(cc.c, now, s.cfg.IdleTimeout)
+	}
+	started := cc.in.len() > 0
+	for {
+		if cc.in.len() > 0 {
+			_, err := s.parser.Parse(cc.in.bytes(), &cc.req)
+			if err == nil {
+				cc.idle.Store(false)
+				return true
+			}
+			if err != httpwire.ErrNeedMore {
+				st := 400
+				var he *httpwire.Error
+				if errors.As(err, &he) && he.Status != 0 {
+					st = he.Status
+				}
+				s.ctr.requests.Add(1)
+				cc.writeError(st, true)
+				return false
+			}
+			if !started {
+				// The head has begun: from now on it must complete within
+				// HeaderTimeout, however slowly the bytes trickle in.
+				started = true
+				cc.rdl.setRead(cc.c, time.Now().UnixNano(), s.cfg.HeaderTimeout)
+			}
+		}
+		cc.idle.Store(cc.in.len() == 0)
+		n, err := cc.in.fill(cc.c)
+		if n > 0 {
+			s.ctr.bytesIn.Add(uint64(n))
+			continue
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && cc.in.len() > 0 && !s.closing.Load() {
+				cc.writeError(408, true)
+			}
+			return false
+		}
+	}
+}
+
+// isRetryable reports whether a request may be sent to a second node:
+// only the safe methods without a body, so a retry can never repeat a side
+// effect or need a body that was already streamed away.
+func isRetryable(r *httpwire.Request) bool {
+	if r.HasBody() {
+		return false
+	}
+	switch string(r.Method) {
+	case "GET", "HEAD", "OPTIONS", "TRACE":
+		return true
+	}
+	return false
+}
+
+// handle routes and serves the request in cc.req.
+func (cc *clientConn) handle() Result {
+	s := cc.s
+	req := &cc.req
+	s.ctr.requests.Add(1)
+	head := cc.in.bytes()[:req.HeadLen]
+	cc.in.consume(req.HeadLen)
+
+	if req.IsMethod("CONNECT") {
+		return cc.finish(Result{Status: cc.writeError(501, true), Close: true}, nil, "", false, time.Now())
+	}
+	start := time.Now()
+	if p := req.Path(); string(p) != cc.url {
+		cc.url = string(p)
+	}
+	pr := policy.Request{URL: cc.url, Size: -1, Conn: cc.id, Holder: cc.holder}
+	d, b := s.cl.Pick(&pr)
+	if d.Node < 0 || b == nil {
+		st := cc.writeError(503, req.Close || req.HasBody())
+		return cc.finish(Result{Status: st, Close: req.Close || req.HasBody()}, nil, "", false, start)
+	}
+	cc.holder = d.Node
+	x := &cc.x
+	*x = Exchange{Req: req, Head: head, Decision: d, Backend: b, Policy: &pr, cc: cc}
+	path := s.cfg.Path
+	if s.cfg.Choose != nil {
+		path = s.cfg.Choose(d, x)
+	}
+	cc.countPath(path.Name())
+	res := path.Serve(x)
+	s.cl.Done(b, &pr)
+	if res.NodeFailed {
+		s.cl.Failed(b, res.Err)
+	}
+	retried := false
+	if res.Retry && isRetryable(req) {
+		// The node failed before any response byte: once, elsewhere.
+		if d2, b2 := s.cl.PickExcept(&pr, b.Index); d2.Node >= 0 && b2 != nil {
+			retried = true
+			s.ctr.retries.Add(1)
+			cc.holder = d2.Node
+			x.Decision, x.Backend, x.Attempt = d2, b2, 1
+			if s.cfg.Choose != nil {
+				path = s.cfg.Choose(d2, x)
+			}
+			res = path.Serve(x)
+			s.cl.Done(b2, &pr)
+			if res.NodeFailed {
+				s.cl.Failed(b2, res.Err)
+			}
+			b = b2
+		}
+	}
+	if res.Retry {
+		closeConn := req.Close || req.HasBody()
+		res = Result{Status: cc.writeError(502, closeConn), Close: closeConn, Err: res.Err}
+	}
+	if !res.Detached && !res.Close && s.closing.Load() {
+		res.Close = true
+	}
+	return cc.finish(res, b, path.Name(), retried, start)
+}
+
+// finish tells the observer about the answered request.
+func (cc *clientConn) finish(res Result, b *cluster.Backend, path string, retried bool, start time.Time) Result {
+	if o := cc.s.cfg.Observer; o != nil {
+		ob := Observation{Node: -1, Path: path, Status: res.Status, Retried: retried, Elapsed: time.Since(start)}
+		if b != nil {
+			ob.Node, ob.NodeURL = b.Index, b.URL
+		}
+		o.Observe(ob)
+	}
+	return res
+}
+
+func (cc *clientConn) countPath(name string) {
+	if name != cc.pathName || cc.pathCtr == nil {
+		cc.pathName = name
+		cc.pathCtr = cc.s.pathCounter(name)
+	}
+	cc.pathCtr.Add(1)
+}
+
+// writeError sends a small canned answer made by the front itself and
+// returns its status. close adds "Connection: close" (the caller closes).
+func (cc *clientConn) writeError(status int, close bool) int {
+	s := cc.s
+	text := httpwire.StatusText(status)
+	out := httpwire.AppendStatusLine(cc.out[:0], status)
+	out = append(out, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: "...)
+	out = strconv.AppendInt(out, int64(len(text)+1), 10)
+	out = append(out, "\r\n"...)
+	if close {
+		out = append(out, "Connection: close\r\n"...)
+	}
+	out = append(out, "\r\n"...)
+	out = append(out, text...)
+	out = append(out, '\n')
+	cc.out = out[:0]
+	if status >= 500 {
+		s.ctr.sent5xx.Add(1)
+	} else if status >= 400 {
+		s.ctr.sent4xx.Add(1)
+	}
+	s.ctr.status[status/100].Add(1)
+	cc.wdl.setWrite(cc.c, time.Now().UnixNano(), s.cfg.WriteTimeout)
+	n, _ := cc.c.Write(out)
+	s.ctr.bytesOut.Add(uint64(n))
+	return status
+}
+
+// write sends b to the client, counting the bytes.
+func (cc *clientConn) write(b []byte) error {
+	n, err := cc.c.Write(b)
+	cc.s.ctr.bytesOut.Add(uint64(n))
+	return err
+}
+
+// writev sends a then b in one system call (writev) when b is not empty.
+func (cc *clientConn) writev(a, b []byte) error {
+	if len(b) == 0 {
+		return cc.write(a)
+	}
+	cc.vec[0], cc.vec[1] = a, b
+	cc.bufs = cc.vec[:]
+	n, err := cc.bufs.WriteTo(cc.c)
+	cc.vec[0], cc.vec[1] = nil, nil
+	cc.s.ctr.bytesOut.Add(uint64(n))
+	return err
+}
+
+// redirect answers 302 to the chosen node's URL with the request's path.
+func (cc *clientConn) redirect(x *Exchange) Result {
+	req := x.Req
+	closeConn := req.Close || req.HasBody() || cc.s.closing.Load()
+	out := httpwire.AppendStatusLine(cc.out[:0], 302)
+	out = append(out, "Location: "...)
+	base := x.Backend.URL
+	for len(base) > 0 && base[len(base)-1] == '/' {
+		base = base[:len(base)-1]
+	}
+	out = append(out, base...)
+	out = append(out, originForm(req.Target)...)
+	out = append(out, "\r\nContent-Length: 0\r\n"...)
+	if closeConn {
+		out = append(out, "Connection: close\r\n"...)
+	} else if req.Minor == 0 {
+		out = append(out, "Connection: keep-alive\r\n"...)
+	}
+	out = append(out, "\r\n"...)
+	cc.out = out[:0]
+	cc.wdl.setWrite(cc.c, time.Now().UnixNano(), cc.s.cfg.WriteTimeout)
+	cc.s.ctr.status[3].Add(1)
+	if err := cc.write(out); err != nil {
+		return Result{Status: 302, Close: true, Err: err}
+	}
+	return Result{Status: 302, Close: closeConn}
+}
+
+// originForm returns the path and query of a request-target: itself for
+// origin-form, the part after the authority for absolute-form, "/" for "*".
+func originForm(t []byte) []byte {
+	if len(t) > 0 && t[0] == '/' {
+		return t
+	}
+	for i := 0; i+2 < len(t); i++ {
+		if t[i] == ':' && t[i+1] == '/' && t[i+2] == '/' {
+			for j := i + 3; j < len(t); j++ {
+				if t[j] == '/' || t[j] == '?' {
+					if t[j] == '?' {
+						return append([]byte("/"), t[j:]...)
+					}
+					return t[j:]
+				}
+			}
+			break
+		}
+	}
+	return []byte("/")
+}

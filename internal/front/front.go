@@ -1,0 +1,441 @@
+// Package front is the front-end's data plane (SPEC §1 "front", §4): it
+// accepts client connections, reads each request head with httpwire's strict
+// parser, asks the control plane (internal/cluster) for a node per request,
+// and moves the request by a data path — relay through pooled keep-alive
+// connections (the baseline every load balancer has) or a 302 redirect — with
+// a seam (DataPath) where the handoff paths of seeds 000/002 plug in later.
+//
+// Why not net/http and httputil.ReverseProxy: they allocate a Request, a
+// header map and a response per request and own the connection's buffers, and
+// reach about 0.3× HAProxy's request rate on one core. This package keeps one
+// goroutine and two reusable buffers per client connection, parses in place,
+// rewrites the head in one pass (hop-by-hop headers out, X-Forwarded-For in)
+// into one write, keeps a small LIFO free list of keep-alive connections per
+// node without a goroutine per pooled connection, and streams bodies, using
+// splice(2) through io.CopyN between TCP sockets for large ones.
+//
+// Every request on a keep-alive client connection is routed on its own, so
+// content-aware policies (lard, tbccrd) see each URL (seed 000 §2.2: "several
+// moves per keep-alive connection"). An idempotent request whose node fails
+// before sending any response byte is retried once on another node; requests
+// beyond a node's connection limit wait in a bounded queue (LARD's front-end
+// queue, Pai et al. 1998) rather than overload it.
+package front
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"shoal/internal/cluster"
+	"shoal/internal/httpwire"
+	"shoal/internal/policy"
+)
+
+// Config tunes a Server. Zero fields take the documented defaults, chosen to
+// match what nginx and HAProxy ship with where they have an equivalent.
+type Config struct {
+	// MaxHeadBytes bounds a request head; a larger one gets 431. Default
+	// httpwire.DefaultMaxHead (8 KiB).
+	MaxHeadBytes int
+	// HeaderTimeout is how long a client may take to send a complete request
+	// head once it has started one (or after connecting); it cuts slowloris
+	// clients. Default 10 s (nginx client_header_timeout 60 s is generous;
+	// HAProxy's timeout http-request is usually set to 10 s).
+	HeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive client connection that sends no new
+	// request for this long. Default 60 s.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds how long a write to a client may block (a client
+	// that stops reading). Default 60 s.
+	WriteTimeout time.Duration
+
+	// DialTimeout bounds a connect to a node. Default 3 s.
+	DialTimeout time.Duration
+	// ResponseTimeout bounds the wait for a node's response head and each
+	// read of its body; exceeding it answers 504. Default 60 s.
+	ResponseTimeout time.Duration
+	// PoolIdle is how long a pooled node connection may sit unused before it
+	// is closed. Default 30 s (below nginx's keepalive_timeout of 75 s, so
+	// the front, not the node, usually closes first).
+	PoolIdle time.Duration
+	// PoolSize caps idle pooled connections per node. Default 128.
+	PoolSize int
+
+	// MaxConn is the per-node limit of requests in flight; requests beyond it
+	// queue at the front. 0 means no limit (the default).
+	MaxConn int
+	// QueueLen bounds each node's queue; a request that finds it full gets
+	// 503 at once. Default 1024.
+	QueueLen int
+	// QueueTimeout is the longest a request waits in a node's queue before
+	// it is answered 503. Default 5 s.
+	QueueTimeout time.Duration
+
+	// Path is the data path used when Choose is nil. Default Relay().
+	Path DataPath
+	// Choose, when set, picks the data path for each request from the
+	// policy's decision (the hybrid rule of seed 002 plugs in here).
+	Choose func(d policy.Decision, x *Exchange) DataPath
+	// Observer, when set, is told about every finished request (latency
+	// histograms by node for /metrics).
+	Observer Observer
+	// Log receives connection-level errors worth an operator's attention
+	// (accept failures). Default: discard.
+	Log *log.Logger
+}
+
+func (c *Config) fill() {
+	if c.MaxHeadBytes <= 0 {
+		c.MaxHeadBytes = httpwire.DefaultMaxHead
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = 10 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 60 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 60 * time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 3 * time.Second
+	}
+	if c.ResponseTimeout <= 0 {
+		c.ResponseTimeout = 60 * time.Second
+	}
+	if c.PoolIdle <= 0 {
+		c.PoolIdle = 30 * time.Second
+	}
+	if c.PoolSize <= 0 {
+		c.PoolSize = 128
+	}
+	if c.QueueLen <= 0 {
+		c.QueueLen = 1024
+	}
+	if c.QueueTimeout <= 0 {
+		c.QueueTimeout = 5 * time.Second
+	}
+	if c.Path == nil {
+		c.Path = Relay()
+	}
+}
+
+// Observation describes one finished request for an Observer.
+type Observation struct {
+	Node    int           // node index, -1 if none was chosen
+	NodeURL string        // the node's base URL, "" if none
+	Path    string        // data path name ("relay", "redirect", ...)
+	Status  int           // status sent to the client, 0 if none
+	Retried bool          // the request was retried on another node
+	Elapsed time.Duration // from head parsed to response done
+}
+
+// Observer receives per-request observations; the metrics engineer
+// implements it (histograms by node and policy) so the front does not
+// import Prometheus. Observe is called on the request's goroutine and must
+// be fast and safe for concurrent use.
+type Observer interface {
+	Observe(o Observation)
+}
+
+// Stats is a snapshot of the server's counters.
+type Stats struct {
+	ConnsAccepted uint64            // client connections accepted
+	ConnsActive   int64             // client connections open now
+	Requests      uint64            // request heads parsed and dispatched or refused
+	Retries       uint64            // requests retried once on another node
+	FreshRedials  uint64            // stale pooled connections replaced by a fresh one (not retries)
+	Sent4xx       uint64            // 4xx answers the front generated (bad requests, 431)
+	Sent5xx       uint64            // 5xx answers the front generated (502, 503, 504)
+	Status        [6]uint64         // responses to clients by class: [1]=1xx … [5]=5xx, relayed or generated
+	BytesIn       uint64            // bytes read from clients
+	BytesOut      uint64            // bytes written to clients
+	Queued        uint64            // requests that waited in a node queue
+	QueueTimeouts uint64            // requests answered 503 after waiting too long
+	QueueFull     uint64            // requests answered 503 because a node queue was full
+	NodeDials     uint64            // connections opened to nodes
+	Paths         map[string]uint64 // requests per data path name
+}
+
+type counters struct {
+	connsAccepted atomic.Uint64
+	connsActive   atomic.Int64
+	requests      atomic.Uint64
+	retries       atomic.Uint64
+	freshRedials  atomic.Uint64
+	sent4xx       atomic.Uint64
+	sent5xx       atomic.Uint64
+	status        [6]atomic.Uint64
+	bytesIn       atomic.Uint64
+	bytesOut      atomic.Uint64
+	queued        atomic.Uint64
+	queueTimeouts atomic.Uint64
+	queueFull     atomic.Uint64
+	nodeDials     atomic.Uint64
+}
+
+// Server is the front-end data plane. Create it with New, run it with
+// Serve, stop it with Shutdown or Close.
+type Server struct {
+	cfg    Config
+	cl     *cluster.Cluster
+	parser httpwire.Parser
+	dialer net.Dialer
+
+	ctr   counters
+	paths sync.Map // path name → *atomic.Uint64
+
+	upMu      sync.Mutex
+	upstreams atomic.Pointer[[]*upstream] // by Backend.Index; grown copy-on-write
+
+	nextConn atomic.Uint64
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*clientConn]struct{}
+	closing   atomic.Bool
+	done      chan struct{}
+	janitor   sync.Once
+}
+
+// New builds a server that dispatches through c.
+func New(c *cluster.Cluster, cfg Config) (*Server, error) {
+	if c == nil {
+		return nil, errors.New("front: nil cluster")
+	}
+	cfg.fill()
+	if cfg.MaxHeadBytes < 512 {
+		return nil, fmt.Errorf("front: MaxHeadBytes %d: need at least 512", cfg.MaxHeadBytes)
+	}
+	s := &Server{
+		cfg:       cfg,
+		cl:        c,
+		parser:    httpwire.Parser{MaxHead: cfg.MaxHeadBytes},
+		dialer:    net.Dialer{Timeout: cfg.DialTimeout},
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[*clientConn]struct{}{},
+		done:      make(chan struct{}),
+	}
+	empty := []*upstream{}
+	s.upstreams.Store(&empty)
+	return s, nil
+}
+
+// Cluster returns the control plane the server dispatches through.
+func (s *Server) Cluster() *cluster.Cluster { return s.cl }
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("front: server closed")
+
+// Serve accepts connections on ln until Shutdown or Close, serving each on
+// its own goroutine. It always returns a non-nil error.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	s.janitor.Do(func() { go s.reap() })
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				// EMFILE and friends: back off like net/http does.
+				if backoff == 0 {
+					backoff = 5 * time.Millisecond
+				} else if backoff *= 2; backoff > time.Second {
+					backoff = time.Second
+				}
+				s.logf("front: accept: %v; retrying in %v", err, backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("front: accept: %w", err)
+		}
+		backoff = 0
+		cc := s.newClientConn(c)
+		if cc == nil {
+			continue
+		}
+		go cc.serve()
+	}
+}
+
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Log != nil {
+		s.cfg.Log.Printf(format, args...)
+	}
+}
+
+// Shutdown stops accepting, closes idle client connections at once and
+// lets busy ones finish their current request (answered with
+// "Connection: close"), then closes pooled node connections. If ctx ends
+// first, the remaining connections are closed and ctx's error returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.beginClose()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if s.kickIdle() == 0 {
+			s.closePools()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			s.Close()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Close closes listeners, every client connection and every pooled node
+// connection at once.
+func (s *Server) Close() error {
+	s.beginClose()
+	s.mu.Lock()
+	for cc := range s.conns {
+		cc.c.Close()
+	}
+	s.mu.Unlock()
+	s.closePools()
+	return nil
+}
+
+func (s *Server) beginClose() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closing.Swap(true) {
+		close(s.done)
+	}
+	for ln := range s.listeners {
+		ln.Close()
+	}
+}
+
+// kickIdle wakes every client connection that is waiting for a request so it
+// sees the shutdown, and returns how many connections are still open.
+func (s *Server) kickIdle() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cc := range s.conns {
+		if cc.idle.Load() {
+			cc.c.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
+	return len(s.conns)
+}
+
+// Stats returns a snapshot of the counters (for the admin API and metrics).
+func (s *Server) Stats() Stats {
+	c := &s.ctr
+	st := Stats{
+		ConnsAccepted: c.connsAccepted.Load(),
+		ConnsActive:   c.connsActive.Load(),
+		Requests:      c.requests.Load(),
+		Retries:       c.retries.Load(),
+		FreshRedials:  c.freshRedials.Load(),
+		Sent4xx:       c.sent4xx.Load(),
+		Sent5xx:       c.sent5xx.Load(),
+		BytesIn:       c.bytesIn.Load(),
+		BytesOut:      c.bytesOut.Load(),
+		Queued:        c.queued.Load(),
+		QueueTimeouts: c.queueTimeouts.Load(),
+		QueueFull:     c.queueFull.Load(),
+		NodeDials:     c.nodeDials.Load(),
+		Paths:         map[string]uint64{},
+	}
+	for i := range c.status {
+		st.Status[i] = c.status[i].Load()
+	}
+	s.paths.Range(func(k, v any) bool {
+		st.Paths[k.(string)] = v.(*atomic.Uint64).Load()
+		return true
+	})
+	return st
+}
+
+// pathCounter returns the request counter of the data path called name.
+func (s *Server) pathCounter(name string) *atomic.Uint64 {
+	if v, ok := s.paths.Load(name); ok {
+		return v.(*atomic.Uint64)
+	}
+	v, _ := s.paths.LoadOrStore(name, new(atomic.Uint64))
+	return v.(*atomic.Uint64)
+}
+
+// upstream returns the per-node data-plane state (pool, limiter) of b,
+// creating it on first use; nodes added at runtime get theirs lazily.
+func (s *Server) upstream(b *cluster.Backend) *upstream {
+	ups := *s.upstreams.Load()
+	if b.Index < len(ups) && ups[b.Index] != nil {
+		return ups[b.Index]
+	}
+	s.upMu.Lock()
+	defer s.upMu.Unlock()
+	ups = *s.upstreams.Load()
+	if b.Index < len(ups) && ups[b.Index] != nil {
+		return ups[b.Index]
+	}
+	n := len(ups)
+	if b.Index >= n {
+		n = b.Index + 1
+	}
+	grown := make([]*upstream, n)
+	copy(grown, ups)
+	u := newUpstream(b, &s.cfg)
+	grown[b.Index] = u
+	s.upstreams.Store(&grown)
+	return u
+}
+
+// reap closes pooled node connections idle longer than PoolIdle, so that
+// idle pools shrink without a timer or goroutine per connection.
+func (s *Server) reap() {
+	t := time.NewTicker(s.cfg.PoolIdle / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			now := time.Now().UnixNano()
+			for _, u := range *s.upstreams.Load() {
+				if u != nil {
+					u.pool.reap(now)
+				}
+			}
+		}
+	}
+}
+
+func (s *Server) closePools() {
+	for _, u := range *s.upstreams.Load() {
+		if u != nil {
+			u.pool.closeAll()
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package front
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/internal/cluster"
+	"shoal/internal/policy"
+)
+
+// rrPolicy is a minimal round robin over usable nodes, so these tests do not
+// depend on internal/policy's implementations.
+type rrPolicy struct{ next int }
+
+func (p *rrPolicy) Name() string { return "testrr" }
+func (p *rrPolicy) Pick(c *policy.Cluster, r *policy.Request) policy.Decision {
+	n := len(c.Nodes)
+	for k := 0; k < n; k++ {
+		i := (p.next + k) % n
+		if c.Nodes[i].Usable() {
+			p.next = i + 1
+			return policy.Decision{Node: i, Fetch: -1}
+		}
+	}
+	return policy.None
+}
+func (p *rrPolicy) Done(*policy.Cluster, int, *policy.Request) {}
+
+// startFront runs a front over the node URLs and returns its address.
+func startFront(t testing.TB, cfg Config, urls ...string) (string, *Server, *cluster.Cluster) {
+	t.Helper()
+	specs := make([]cluster.NodeSpec, len(urls))
+	for i, u := range urls {
+		specs[i] = cluster.NodeSpec{URL: u}
+	}
+	cl, err := cluster.New(&rrPolicy{}, specs, cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cl, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { s.Serve(ln); close(done) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		<-done
+	})
+	return ln.Addr().String(), s, cl
+}
+
+// namedBackend is an httptest server answering "<name> <path>" with the
+// request headers it saw echoed back as X-Seen-* headers.
+func namedBackend(t testing.TB, name string) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range r.Header {
+			w.Header()["X-Seen-"+k] = v
+		}
+		w.Header().Set("X-Backend", name)
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%s %s", name, r.URL.Path)
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// rawBackend serves each connection with fn on a plain TCP listener, for
+// answers net/http would not send (hop-by-hop headers, resets).
+func rawBackend(t testing.TB, fn func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); fn(c) }()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// client is one raw keep-alive connection to the front.
+type client struct {
+	t  testing.TB
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func dialFront(t testing.TB, addr string) *client {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &client{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+// do sends raw and reads one response with its whole body.
+func (cl *client) do(raw string) (*http.Response, string) {
+	cl.t.Helper()
+	if _, err := io.WriteString(cl.c, raw); err != nil {
+		cl.t.Fatal(err)
+	}
+	return cl.read(methodOf(raw))
+}
+
+func (cl *client) read(method string) (*http.Response, string) {
+	cl.t.Helper()
+	resp, err := http.ReadResponse(cl.br, &http.Request{Method: method})
+	if err != nil {
+		cl.t.Fatalf("read response: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		cl.t.Fatalf("read body: %v", err)
+	}
+	return resp, string(body)
+}
+
+// closed reports whether the front closed the connection (EOF or reset on
+// the next read) within a few seconds.
+func (cl *client) closed() bool {
+	cl.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := cl.br.ReadByte()
+	return err != nil && !isTimeoutErr(err)
+}
+
+func isTimeoutErr(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+func methodOf(raw string) string {
+	if i := strings.IndexByte(raw, ' '); i > 0 {
+		return raw[:i]
+	}
+	return "GET"
+}
+
+func get(path string) string {
+	return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n"
+}
