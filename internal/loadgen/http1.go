@@ -160,21 +160,24 @@ func (p *respReader) readOne(head bool) (resp response, err error) {
 		if colon <= 0 {
 			return resp, fmt.Errorf("%w: bad header line %q", errProtocol, clip(l))
 		}
-		name, value := l[:colon], bytes.TrimSpace(l[colon+1:])
+		name := l[:colon]
 		switch {
-		case bytes.EqualFold(name, []byte("Content-Length")):
+		case headerIs(name, "content-length"):
+			value := bytes.TrimSpace(l[colon+1:])
 			n, ok := parseDecimal(value)
 			if !ok || (contentLength >= 0 && n != contentLength) {
 				return resp, fmt.Errorf("%w: bad Content-Length %q", errProtocol, clip(value))
 			}
 			contentLength = n
-		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+		case headerIs(name, "transfer-encoding"):
 			// Only a final "chunked" coding makes the length knowable.
+			value := bytes.TrimSpace(l[colon+1:])
 			if !hasTokenLast(value, "chunked") {
 				return resp, fmt.Errorf("%w: unsupported Transfer-Encoding %q", errProtocol, clip(value))
 			}
 			chunked = true
-		case bytes.EqualFold(name, []byte("Connection")):
+		case headerIs(name, "connection"):
+			value := l[colon+1:]
 			if hasToken(value, "close") {
 				resp.close = true
 			} else if http10 && hasToken(value, "keep-alive") {
@@ -272,6 +275,25 @@ func eofAs(err, sentinel error, what string) error {
 		return fmt.Errorf("%w: %s", sentinel, what)
 	}
 	return err
+}
+
+// headerIs compares a header name with a lower-case ASCII name, ignoring
+// case; cheaper than bytes.EqualFold, which must handle Unicode, and the
+// length check rejects most headers at once.
+func headerIs(name []byte, lower string) bool {
+	if len(name) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

@@ -311,16 +311,18 @@ func (w *worker) run(ctx context.Context) {
 		if r.limit > 0 && i >= r.limit {
 			return
 		}
-		var start time.Time
+		now := time.Now()
+		start := now
 		if r.cfg.Rate > 0 {
 			start = r.t0.Add(time.Duration(float64(i) * 1e9 / r.cfg.Rate))
-			if !w.sleepUntil(ctx, start) {
-				return
+			if start.After(now) {
+				if !w.sleepUntil(ctx, start) {
+					return
+				}
+				now = time.Now()
 			}
-		} else {
-			start = time.Now()
 		}
-		w.do(ctx, r.cfg.Workload.Target(i), start)
+		w.do(ctx, r.cfg.Workload.Target(i), start, now)
 		w.done.Add(1)
 	}
 }
@@ -345,10 +347,11 @@ func (w *worker) sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// do performs one request; start is the time latency counts from.
-func (w *worker) do(ctx context.Context, target string, start time.Time) {
+// do performs one request; start is the time latency counts from, now the
+// time it is actually sent.
+func (w *worker) do(ctx context.Context, target string, start, now time.Time) {
 	r := w.r
-	s := int64(time.Since(r.t0)) + 1
+	s := int64(now.Sub(r.t0)) + 1
 	w.inflight.Store(s)
 	if w.conn == nil {
 		d := net.Dialer{Timeout: r.cfg.Timeout}

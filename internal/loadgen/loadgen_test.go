@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -409,7 +410,7 @@ func trivialServer(b *testing.B) string {
 					}
 					data := buf[:pending+n]
 					for {
-						i := strings.Index(string(data), "\r\n\r\n")
+						i := bytes.Index(data, []byte("\r\n\r\n"))
 						if i < 0 {
 							break
 						}

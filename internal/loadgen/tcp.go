@@ -60,10 +60,14 @@ func RunTCP(ctx context.Context, cfg TCPConfig) (*TCPResult, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = defaultTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	// A cancel (not a deadline) context: a dial that inherits a deadline
+	// fails with "i/o timeout" before ctx reports Done, which would count
+	// the end of the run as errors.
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var stopped atomic.Bool
-	go func() { <-ctx.Done(); stopped.Store(true) }()
+	stopTimer := time.AfterFunc(cfg.Duration, func() { stopped.Store(true); cancel() })
+	defer stopTimer.Stop()
 
 	results := make([]TCPResult, cfg.Connections)
 	var wg sync.WaitGroup
