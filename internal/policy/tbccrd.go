@@ -30,19 +30,15 @@ import (
 // connections. Entries idle for Config.ConnTimeout are swept. Sizes: Request.Size when known in Pick, else what Done
 // reports; an unknown size is accounted as 0 bytes until learned.
 type TBCCRD struct {
-	loadLimit   int
-	noCache     int64
-	cfg         Config
-	wrr         WRR
-	v           view
-	conns       map[uint64]tbConn
-	connCount   []int
-	urls        map[string]*tbURL
-	mirrors     []*mirror
-	evictedNode int // node whose mirror is evicting (for the callback)
-	onEvict     func(string)
-	self        int // node holding the current request's connection, -1
-	nextSweep   time.Duration
+	loadLimit int
+	cfg       Config
+	wrr       WRR
+	v         view
+	conns     map[uint64]tbConn
+	connCount []int
+	t         *urlTable
+	self      int // node holding the current request's connection, -1
+	nextSweep time.Duration
 }
 
 type tbConn struct {
@@ -50,29 +46,13 @@ type tbConn struct {
 	last time.Duration
 }
 
-// tbURL is one row of the URL distribution table.
-type tbURL struct {
-	size  int64 // -1 until known
-	cells []tbCell
-}
-
-// tbCell is the (URL, node) entry of the URL distribution table.
-type tbCell struct {
-	disk, cache bool
-	last        time.Duration
-}
-
 func newTBCCRD(cfg Config) *TBCCRD {
-	p := &TBCCRD{loadLimit: cfg.LoadLimit, noCache: cfg.NoCacheAbove, cfg: cfg,
-		conns: map[uint64]tbConn{}, urls: map[string]*tbURL{}}
-	if p.noCache == 0 {
-		p.noCache = 500 << 10
+	noCache := cfg.NoCacheAbove
+	if noCache == 0 {
+		noCache = 500 << 10
 	}
-	p.onEvict = func(u string) {
-		if e := p.urls[u]; e != nil && p.evictedNode < len(e.cells) {
-			e.cells[p.evictedNode].cache = false
-		}
-	}
+	p := &TBCCRD{loadLimit: cfg.LoadLimit, cfg: cfg, conns: map[uint64]tbConn{}}
+	p.t = newURLTable(&p.cfg, noCache)
 	return p
 }
 
@@ -82,43 +62,15 @@ func (p *TBCCRD) Name() string { return "tbccrd" }
 // sync grows per-node state to the cluster size and empties the mirrors of
 // nodes that went down or were removed: their memory is gone.
 func (p *TBCCRD) sync(c *Cluster) {
-	for len(p.mirrors) < len(c.Nodes) {
-		i := len(p.mirrors)
-		p.mirrors = append(p.mirrors, newMirror(p.cfg.cacheBytes(i), p.cfg.NewReplacer(i)))
+	p.t.grow(len(c.Nodes))
+	for len(p.connCount) < len(c.Nodes) {
 		p.connCount = append(p.connCount, 0)
 	}
 	for i := range c.Nodes {
 		if n := &c.Nodes[i]; !n.Up || n.Removed {
-			p.evictedNode = i
-			p.mirrors[i].clear(p.onEvict)
+			p.t.clear(i)
 		}
 	}
-}
-
-// row returns url's table row, creating it with the disk flags on first
-// sight, and grows it when nodes were added.
-func (p *TBCCRD) row(url string, n int) *tbURL {
-	e := p.urls[url]
-	if e == nil {
-		e = &tbURL{size: -1}
-		p.urls[url] = e
-	}
-	if len(e.cells) < n {
-		old := len(e.cells)
-		e.cells = append(e.cells, make([]tbCell, n-old)...)
-		if p.cfg.DiskHolders == nil {
-			for i := old; i < n; i++ {
-				e.cells[i].disk = true
-			}
-		} else {
-			for _, i := range p.cfg.DiskHolders(url) {
-				if i >= old && i < n {
-					e.cells[i].disk = true
-				}
-			}
-		}
-	}
-	return e
 }
 
 // load is node i's open-connection count, not counting the request's own
@@ -170,9 +122,9 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 			return None
 		}
 	}
-	e := p.row(r.URL, n)
+	id, e := p.t.row(r.URL, n)
 	if r.Size >= 0 {
-		p.setSize(r.URL, e, r.Size, r.Now)
+		p.t.setSize(id, r.Size)
 	}
 	// (1) least-connection cache holder.
 	best := -1
@@ -183,7 +135,7 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 		}
 	}
 	if best >= 0 && p.load(c, r, best) < p.loadLimit {
-		p.mirrors[best].hit(r.URL, r.Now)
+		p.t.hit(id, best, r.Now)
 	} else {
 		// (2) least-connection disk holder, which now caches the URL.
 		d := -1
@@ -196,10 +148,7 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 		switch {
 		case d >= 0:
 			best = d
-			if e.size <= p.noCache {
-				p.evictedNode = d
-				e.cells[d].cache = p.mirrors[d].insert(r.URL, e.size, r.Now, p.onEvict)
-			}
+			p.t.insert(id, d, r.Now)
 		case best < 0:
 			return None // only unusable nodes have it
 		}
@@ -217,36 +166,14 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 	return Decision{Node: best, Handoff: best != holder, Fetch: -1}
 }
 
-// setSize records url's size and re-accounts it in every mirror holding it:
-// evicting others if it grew, dropping it if it is now above the no-cache
-// threshold.
-func (p *TBCCRD) setSize(url string, e *tbURL, size int64, now time.Duration) {
-	if e.size == size {
-		return
-	}
-	e.size = size
-	for i := range e.cells {
-		if !e.cells[i].cache {
-			continue
-		}
-		p.evictedNode = i
-		if size > p.noCache {
-			p.mirrors[i].remove(url)
-			e.cells[i].cache = false
-			continue
-		}
-		e.cells[i].cache = p.mirrors[i].insert(url, size, now, p.onEvict)
-	}
-}
-
 // Done implements Policy: a size learned from the response (r.Size >= 0) is
 // recorded in the URL table.
 func (p *TBCCRD) Done(c *Cluster, node int, r *Request) {
 	if r.Size < 0 {
 		return
 	}
-	if e := p.urls[r.URL]; e != nil {
-		p.setSize(r.URL, e, r.Size, r.Now)
+	if id, ok := p.t.lookup(r.URL); ok {
+		p.t.setSize(id, r.Size)
 	}
 }
 
@@ -287,16 +214,16 @@ type TBCCRDRow struct {
 
 // Tables implements Tabler.
 func (p *TBCCRD) Tables(limit int) any {
-	t := TBCCRDTables{Conns: len(p.conns), ConnsPerNode: append([]int{}, p.connCount...), URLs: len(p.urls)}
-	for _, m := range p.mirrors {
-		t.CachedBytes = append(t.CachedBytes, m.used)
-		t.CachedURLs = append(t.CachedURLs, len(m.size))
+	t := TBCCRDTables{Conns: len(p.conns), ConnsPerNode: append([]int{}, p.connCount...), URLs: len(p.t.rows)}
+	for _, nc := range p.t.caches {
+		t.CachedBytes = append(t.CachedBytes, nc.used)
+		t.CachedURLs = append(t.CachedURLs, nc.objects)
 	}
-	for u, e := range p.urls {
+	for _, e := range p.t.rows {
 		if len(t.Rows) >= limit {
 			break
 		}
-		row := TBCCRDRow{URL: u, Size: e.size, Disk: []int{}, Cache: []int{}}
+		row := TBCCRDRow{URL: e.url, Size: e.size, Disk: []int{}, Cache: []int{}}
 		for i, cell := range e.cells {
 			if cell.disk {
 				row.Disk = append(row.Disk, i)

@@ -8,11 +8,11 @@ import (
 
 // flags returns the nodes whose disk_hit and cache_hit flags are set for url.
 func flags(p *TBCCRD, url string) (disk, cache []int) {
-	e := p.urls[url]
-	if e == nil {
+	id, ok := p.t.lookup(url)
+	if !ok {
 		return nil, nil
 	}
-	for i, c := range e.cells {
+	for i, c := range p.t.rows[id].cells {
 		if c.disk {
 			disk = append(disk, i)
 		}
@@ -79,7 +79,7 @@ func TestTBCCRDTrace(t *testing.T) {
 			t.Fatalf("step %d (%s): connections %v, want %v", i, st.note, p.connCount, st.counts)
 		}
 	}
-	if got := p.mirrors[1].used; got != 100 {
+	if got := p.t.caches[1].used; got != 100 {
 		t.Errorf("node b mirrored bytes = %d, want 100 (/d 40 + /a 60)", got)
 	}
 	tb := p.Tables(100).(TBCCRDTables)
@@ -124,19 +124,24 @@ func TestTBCCRDSizeLearnedInDone(t *testing.T) {
 	if _, cache := flags(p, "/a"); !slices.Equal(cache, []int{0}) {
 		t.Fatalf("unknown size not cached: %v", cache)
 	}
-	// The response says /b is 70 bytes, then /a 50: 120 > 100 → the LRU /b goes.
+	// The responses say /b is 70 bytes, then /a 50: 120 > 100, and the least
+	// recently requested object, /a, goes — as the node's own LRU would have
+	// done when it stored both.
 	p.Done(c, 0, &Request{URL: "/b", Size: 70})
 	p.Done(c, 0, &Request{URL: "/a", Size: 50})
-	if _, cache := flags(p, "/b"); cache != nil {
-		t.Errorf("/b should have been evicted, cache %v", cache)
+	if _, cache := flags(p, "/a"); cache != nil {
+		t.Errorf("/a should have been evicted, cache %v", cache)
 	}
-	if got := p.mirrors[0].used; got != 50 {
-		t.Errorf("used %d, want 50", got)
+	if _, cache := flags(p, "/b"); !slices.Equal(cache, []int{0}) {
+		t.Errorf("/b should stay, cache %v", cache)
 	}
-	// Learning that /a is above the no-cache threshold drops it.
-	p.Done(c, 0, &Request{URL: "/a", Size: 600 << 10})
-	if _, cache := flags(p, "/a"); cache != nil || p.mirrors[0].used != 0 {
-		t.Errorf("/a above threshold still cached: %v, used %d", cache, p.mirrors[0].used)
+	if got := p.t.caches[0].used; got != 70 {
+		t.Errorf("used %d, want 70", got)
+	}
+	// Learning that /b is above the no-cache threshold drops it.
+	p.Done(c, 0, &Request{URL: "/b", Size: 600 << 10})
+	if _, cache := flags(p, "/b"); cache != nil || p.t.caches[0].used != 0 || p.t.caches[0].objects != 0 {
+		t.Errorf("/b above threshold still cached: %v, used %d", cache, p.t.caches[0].used)
 	}
 }
 

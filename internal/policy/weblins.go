@@ -39,30 +39,31 @@ const nominalSize = 8 << 10
 // (Request.Size −1 and none learned in Done) counts as small.
 type Weblins struct {
 	cfg      Config
-	noCache  int64
 	wrr      WRR
 	v        view
-	docs     map[string]*wlDoc
+	t        *urlTable
+	docs     []wlDoc // by URL id
 	assigned []float64
-	mirrors  []*mirror
-	popular  map[string]struct{}
-	touched  []*wlDoc
+	popular  []bool  // by URL id
+	popIDs   []int32 // ids with popular set, for clearing
+	touched  []int32 // ids requested this period
 	next     time.Duration
 	started  bool
 }
 
+// wlDoc is weblins' per-document state beside the URL table row.
 type wlDoc struct {
-	url   string
 	owner int
-	size  int64
-	count int
+	count int // requests this period
 }
 
 func newWeblins(cfg Config) *Weblins {
-	p := &Weblins{cfg: cfg, noCache: cfg.NoCacheAbove, docs: map[string]*wlDoc{}, popular: map[string]struct{}{}}
-	if p.noCache == 0 {
-		p.noCache = cfg.HandoffSize
+	noCache := cfg.NoCacheAbove
+	if noCache == 0 {
+		noCache = cfg.HandoffSize
 	}
+	p := &Weblins{cfg: cfg}
+	p.t = newURLTable(&p.cfg, noCache)
 	return p
 }
 
@@ -70,14 +71,13 @@ func newWeblins(cfg Config) *Weblins {
 func (p *Weblins) Name() string { return "weblins" }
 
 func (p *Weblins) sync(c *Cluster) {
-	for len(p.mirrors) < len(c.Nodes) {
-		i := len(p.mirrors)
-		p.mirrors = append(p.mirrors, newMirror(p.cfg.cacheBytes(i), p.cfg.NewReplacer(i)))
+	p.t.grow(len(c.Nodes))
+	for len(p.assigned) < len(c.Nodes) {
 		p.assigned = append(p.assigned, 0)
 	}
 	for i := range c.Nodes {
 		if n := &c.Nodes[i]; !n.Up || n.Removed {
-			p.mirrors[i].clear(func(string) {})
+			p.t.clear(i)
 		}
 	}
 }
@@ -94,47 +94,47 @@ func (p *Weblins) place(c *Cluster, d *wlDoc) bool {
 	return best >= 0
 }
 
-func (p *Weblins) weight(d *wlDoc) float64 {
-	if d.size < 0 {
+// weight is a document's expected-load contribution per request: its size,
+// or nominalSize while unknown.
+func weight(size int64) float64 {
+	if size < 0 {
 		return nominalSize
 	}
-	return float64(d.size)
+	return float64(size)
 }
 
 // rebuild recomputes the popular set from this period's counts.
 func (p *Weblins) rebuild() {
-	clear(p.popular)
-	slices.SortFunc(p.touched, func(a, b *wlDoc) int {
-		if a.count != b.count {
-			return b.count - a.count
+	for _, id := range p.popIDs {
+		p.popular[id] = false
+	}
+	p.popIDs = p.popIDs[:0]
+	slices.SortFunc(p.touched, func(a, b int32) int {
+		if ca, cb := p.docs[a].count, p.docs[b].count; ca != cb {
+			return cb - ca
 		}
-		return strings.Compare(a.url, b.url)
+		return strings.Compare(p.t.rows[a].url, p.t.rows[b].url)
 	})
 	var bytes int64
-	for _, d := range p.touched {
+	for _, id := range p.touched {
 		if p.cfg.PopularBytes > 0 {
-			s := max(d.size, 0)
+			s := max(p.t.rows[id].size, 0)
 			if bytes+s > p.cfg.PopularBytes {
 				continue
 			}
 			bytes += s
-		} else if len(p.popular) >= p.cfg.PopularN {
+		} else if len(p.popIDs) >= p.cfg.PopularN {
 			break
 		}
-		p.popular[d.url] = struct{}{}
+		p.popular[id] = true
+		p.popIDs = append(p.popIDs, id)
 	}
-	for _, d := range p.touched {
-		d.count = 0
+	for _, id := range p.touched {
+		p.docs[id].count = 0
 	}
 	p.touched = p.touched[:0]
 	for i := range p.assigned {
 		p.assigned[i] /= 2
-	}
-}
-
-func (p *Weblins) cache(node int, d *wlDoc, now time.Duration) {
-	if d.size <= p.noCache {
-		p.mirrors[node].insert(d.url, d.size, now, func(string) {})
 	}
 }
 
@@ -156,44 +156,45 @@ func (p *Weblins) Pick(c *Cluster, r *Request) Decision {
 			return None
 		}
 	}
-	d := p.docs[r.URL]
-	if d == nil {
-		d = &wlDoc{url: r.URL, size: -1, owner: -1}
-		p.docs[r.URL] = d
+	id, e := p.t.row(r.URL, n)
+	for int(id) >= len(p.docs) {
+		p.docs = append(p.docs, wlDoc{owner: -1})
+		p.popular = append(p.popular, false)
 	}
 	if r.Size >= 0 {
-		d.size = r.Size
+		p.t.setSize(id, r.Size)
 	}
+	d := &p.docs[id]
 	if d.owner < 0 || d.owner >= n || !c.Nodes[d.owner].Usable() {
 		if !p.place(c, d) {
 			return None
 		}
 	}
 	if d.count == 0 {
-		p.touched = append(p.touched, d)
+		p.touched = append(p.touched, id)
 	}
 	d.count++
 	owner := d.owner
-	p.assigned[owner] += p.weight(d)
+	p.assigned[owner] += weight(e.size)
 
-	if _, pop := p.popular[d.url]; pop {
+	if p.popular[id] {
 		return Decision{Node: first, Fetch: -1}
 	}
-	if p.mirrors[first].has(d.url) {
-		p.mirrors[first].hit(d.url, r.Now)
+	if p.t.cached(id, first) {
+		p.t.hit(id, first, r.Now)
 		return Decision{Node: first, Fetch: -1}
 	}
 	if first != owner && c.Nodes[owner].Active >= p.cfg.OverloadConns {
 		fetch := -1
-		if p.mirrors[owner].has(d.url) {
+		if p.t.cached(id, owner) {
 			fetch = owner
-			p.mirrors[owner].hit(d.url, r.Now)
+			p.t.hit(id, owner, r.Now)
 		}
-		p.cache(first, d, r.Now)
+		p.t.insert(id, first, r.Now)
 		return Decision{Node: first, Fetch: fetch}
 	}
-	p.cache(owner, d, r.Now)
-	if d.size >= p.cfg.HandoffSize {
+	p.t.insert(id, owner, r.Now)
+	if e.size >= p.cfg.HandoffSize {
 		return Decision{Node: owner, Handoff: owner != first, Fetch: -1}
 	}
 	if owner == first {
@@ -204,15 +205,15 @@ func (p *Weblins) Pick(c *Cluster, r *Request) Decision {
 
 // Done implements Policy: a size learned from the response is recorded.
 func (p *Weblins) Done(c *Cluster, node int, r *Request) {
-	if d := p.docs[r.URL]; d != nil && r.Size >= 0 {
-		d.size = r.Size
+	if id, ok := p.t.lookup(r.URL); ok && r.Size >= 0 {
+		p.t.setSize(id, r.Size)
 	}
 }
 
 // Owner returns url's owner node, or -1 if it was never requested.
 func (p *Weblins) Owner(url string) int {
-	if d := p.docs[url]; d != nil {
-		return d.owner
+	if id, ok := p.t.lookup(url); ok {
+		return p.docs[id].owner
 	}
 	return -1
 }
@@ -232,14 +233,14 @@ type WeblinsTables struct {
 // Tables implements Tabler.
 func (p *Weblins) Tables(limit int) any {
 	t := WeblinsTables{Docs: len(p.docs), Assigned: slices.Clone(p.assigned)}
-	for _, m := range p.mirrors {
-		t.CachedBytes = append(t.CachedBytes, m.used)
+	for _, nc := range p.t.caches {
+		t.CachedBytes = append(t.CachedBytes, nc.used)
 	}
-	for u := range p.popular {
+	for _, id := range p.popIDs {
 		if len(t.Popular) >= limit {
 			break
 		}
-		t.Popular = append(t.Popular, u)
+		t.Popular = append(t.Popular, p.t.rows[id].url)
 	}
 	slices.Sort(t.Popular)
 	return t

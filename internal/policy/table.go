@@ -1,0 +1,186 @@
+package policy
+
+import "time"
+
+// urlTable is the front's per-URL state shared by tbccrd and weblins: a dense
+// id per URL and, per (URL, node), the cell of seed 000's URL distribution
+// table (§2.2.1: disk_hit, cache_hit, last access; the URL's size is per
+// row). It also mirrors each node's memory cache — byte budget
+// (MAX_CACHE_SIZE) and replacement order — so cache_hit flags fall exactly
+// when the node would evict. Unknown sizes (< 0) are accounted as 0 bytes
+// until learned; objects above noCache are never cached. URL strings are
+// kept as map keys and must be immutable.
+type urlTable struct {
+	cfg     *Config
+	noCache int64
+	ids     map[string]int32
+	rows    []urlRow
+	caches  []nodeCache
+}
+
+type urlRow struct {
+	url   string
+	size  int64
+	cells []urlCell
+}
+
+type urlCell struct {
+	disk, cache bool
+	last        time.Duration
+}
+
+// nodeCache is the mirror of one node's memory cache.
+type nodeCache struct {
+	limit, used int64
+	objects     int
+	repl        Replacer
+}
+
+func newURLTable(cfg *Config, noCache int64) *urlTable {
+	return &urlTable{cfg: cfg, noCache: noCache, ids: map[string]int32{}}
+}
+
+// grow extends per-node state to n nodes.
+func (t *urlTable) grow(n int) {
+	for len(t.caches) < n {
+		i := len(t.caches)
+		t.caches = append(t.caches, nodeCache{limit: t.cfg.cacheBytes(i), repl: t.cfg.NewReplacer(i)})
+	}
+}
+
+// row returns url's id and row, creating it on first sight with the disk
+// flags from Config.DiskHolders (default: every node), and growing its cells
+// to n nodes.
+func (t *urlTable) row(url string, n int) (int32, *urlRow) {
+	id, ok := t.ids[url]
+	if !ok {
+		id = int32(len(t.rows))
+		t.ids[url] = id
+		t.rows = append(t.rows, urlRow{url: url, size: -1})
+	}
+	e := &t.rows[id]
+	if len(e.cells) < n {
+		old := len(e.cells)
+		e.cells = append(e.cells, make([]urlCell, n-old)...)
+		if t.cfg.DiskHolders == nil {
+			for i := old; i < n; i++ {
+				e.cells[i].disk = true
+			}
+		} else {
+			for _, i := range t.cfg.DiskHolders(url) {
+				if i >= old && i < n {
+					e.cells[i].disk = true
+				}
+			}
+		}
+	}
+	return id, e
+}
+
+// lookup returns url's id, or false.
+func (t *urlTable) lookup(url string) (int32, bool) {
+	id, ok := t.ids[url]
+	return id, ok
+}
+
+// cached reports whether node's cache holds id.
+func (t *urlTable) cached(id int32, node int) bool {
+	c := t.rows[id].cells
+	return node < len(c) && c[node].cache
+}
+
+// insert caches id on node (or refreshes it), then evicts in replacement
+// order while the node's Σ size exceeds its budget, clearing the victims'
+// cache_hit flags. It reports whether id is cached afterwards (not if it is
+// above the no-cache threshold or the budget, or was itself the victim).
+func (t *urlTable) insert(id int32, node int, now time.Duration) bool {
+	e := &t.rows[id]
+	size := max(e.size, 0)
+	nc := &t.caches[node]
+	if e.size > t.noCache || size > nc.limit {
+		t.remove(id, node)
+		return false
+	}
+	if e.cells[node].cache {
+		nc.repl.Hit(id, now)
+		return true
+	}
+	e.cells[node].cache = true
+	nc.used += size
+	nc.objects++
+	nc.repl.Add(id, size, now)
+	t.evict(node)
+	return e.cells[node].cache
+}
+
+// evict drops objects from node in replacement order until its budget holds.
+func (t *urlTable) evict(node int) {
+	nc := &t.caches[node]
+	for nc.used > nc.limit {
+		v, ok := nc.repl.Victim()
+		if !ok {
+			return
+		}
+		if !t.remove(v, node) {
+			nc.repl.Remove(v) // replacer out of step with the flags: drop it
+		}
+	}
+}
+
+// hit records an access to id cached on node.
+func (t *urlTable) hit(id int32, node int, now time.Duration) {
+	t.caches[node].repl.Hit(id, now)
+}
+
+// remove uncaches id from node and reports whether it was cached.
+func (t *urlTable) remove(id int32, node int) bool {
+	e := &t.rows[id]
+	if node >= len(e.cells) || !e.cells[node].cache {
+		return false
+	}
+	e.cells[node].cache = false
+	nc := &t.caches[node]
+	nc.used -= max(e.size, 0)
+	nc.objects--
+	nc.repl.Remove(id)
+	return true
+}
+
+// setSize records id's size and re-accounts it on every node caching it:
+// dropping it when it is now above the no-cache threshold or a node's
+// budget, evicting others when it grew.
+func (t *urlTable) setSize(id int32, size int64) {
+	e := &t.rows[id]
+	if e.size == size {
+		return
+	}
+	old := max(e.size, 0)
+	e.size = size
+	for i := range e.cells {
+		if !e.cells[i].cache {
+			continue
+		}
+		nc := &t.caches[i]
+		nc.used += max(size, 0) - old
+		if size > t.noCache || size > nc.limit {
+			t.remove(id, i)
+			continue
+		}
+		t.evict(i)
+	}
+}
+
+// clear empties node's cache (the node went down or left: its memory is
+// gone).
+func (t *urlTable) clear(node int) {
+	nc := &t.caches[node]
+	for nc.objects > 0 {
+		v, ok := nc.repl.Victim()
+		if !ok {
+			break
+		}
+		if !t.remove(v, node) {
+			nc.repl.Remove(v)
+		}
+	}
+}
