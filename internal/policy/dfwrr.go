@@ -18,6 +18,8 @@ import (
 // away and gently when close. Weights are kept as floats and rounded for
 // scheduling. A change of a node's configured weight resets its dynamic weight
 // to the new base; base 0 stays 0 (drained), as in LVS.
+//
+// Build it with New("dfwrr", cfg); the zero value is not ready for use.
 type DFWRR struct {
 	a, target float64
 	scale     int

@@ -8,6 +8,8 @@ package policy
 // gwrr sends the same share to each node as wrr but keeps every group's
 // members evenly loaded among themselves. Groups are ordered by their first
 // member's index. A group with no usable member weighs 0.
+//
+// Build it with New("gwrr", cfg); the zero value is not ready for use.
 type GWRR struct {
 	groupWeights map[string]int
 	v            view

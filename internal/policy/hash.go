@@ -45,6 +45,8 @@ func (p *URLHash) Done(*Cluster, int, *Request) {}
 // cap requests after the placement, while an unloaded cluster keeps the pure
 // consistent-hash affinity. ε is kept as an integer per-mille factor so the
 // bound is exact integer arithmetic (ε = 0.25 → 1250‰).
+//
+// Build it with New("chbl", cfg); the zero value is not ready for use.
 type CHBL struct {
 	eps    float64
 	vnodes int

@@ -30,6 +30,8 @@ func lardOverloaded(c *Cluster, l, tlow, thigh int) bool {
 // load exceeds T_high while some node is below T_low, or reaches 2·T_high. A
 // target whose node is down or drained is placed afresh. The table keeps one
 // entry per distinct URL (as in the paper); URL strings must be immutable.
+//
+// Build it with New("lard", cfg); the zero value is not ready for use.
 type LARD struct {
 	tlow, thigh int
 	target      map[string]int
@@ -85,6 +87,8 @@ func (p *LARD) Tables(limit int) any {
 // changed for K, its most loaded member is dropped, so a target that cooled
 // down shrinks back. This is the paper's pseudo-code line by line; time is
 // Request.Now. Ties: least loaded → lowest index, most loaded → highest.
+//
+// Build it with New("lardr", cfg); the zero value is not ready for use.
 type LARDR struct {
 	tlow, thigh int
 	k           time.Duration

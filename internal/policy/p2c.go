@@ -7,6 +7,8 @@ import "math/rand/v2"
 // requests (the first drawn on a tie). It needs no shared state between
 // front-ends and avoids the herd effect of pure least-connections. Randomness
 // is a PCG source seeded from Config.Seed, so a seed fixes the sequence.
+//
+// Build it with New("p2c", cfg); the zero value is not ready for use.
 type P2C struct {
 	rng *rand.Rand
 	v   view

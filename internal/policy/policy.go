@@ -11,8 +11,9 @@
 // every policy is deterministic and its tests can spell out exact sequences.
 //
 // Policies are not safe for concurrent use; the front serialises calls to one
-// policy with a mutex (a decision costs tens of nanoseconds) and the simulator
-// is single-threaded.
+// policy with a mutex (a decision costs tens of nanoseconds, a few hundred
+// for the table-keeping tbccrd and weblins; see BenchmarkPick) and the
+// simulator is single-threaded.
 //
 // Build one with New(name, Config); Names lists them (SPEC §3):
 //

@@ -27,8 +27,11 @@ import (
 // connection may move several times). Objects above Config.NoCacheAbove
 // (500 KiB) are never marked cached. Requests with Conn == 0 carry no
 // connection state; for them in-flight requests (Node.Active) stand in for
-// connections. Entries idle for Config.ConnTimeout are swept. Sizes: Request.Size when known in Pick, else what Done
-// reports; an unknown size is accounted as 0 bytes until learned.
+// connections. Entries idle for Config.ConnTimeout are swept. Sizes come
+// from Request.Size in Pick when known, else from what Done reports; an
+// unknown size is accounted as 0 bytes until learned.
+//
+// Build it with New("tbccrd", cfg); the zero value is not ready for use.
 type TBCCRD struct {
 	loadLimit int
 	cfg       Config

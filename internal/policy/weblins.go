@@ -37,6 +37,8 @@ const nominalSize = 8 << 10
 // smaller URL. Popular files live outside the mirrored cache budgets. Files
 // above Config.NoCacheAbove (default S) are not cached. An unknown size
 // (Request.Size −1 and none learned in Done) counts as small.
+//
+// Build it with New("weblins", cfg); the zero value is not ready for use.
 type Weblins struct {
 	cfg      Config
 	wrr      WRR
