@@ -87,6 +87,9 @@ type Config struct {
 	// PopularBytes, when > 0, fills the popular set by rate until the files'
 	// total size reaches this budget instead of taking PopularN files.
 	PopularBytes int64 `toml:"popular_bytes"`
+	// FirstMember is weblins' layer-4 choice of first member: "wrr"
+	// (default) or "lc" (SPEC §3).
+	FirstMember string `toml:"first_member"`
 }
 
 // DefaultConfig returns the configuration with every default filled in.
@@ -146,6 +149,9 @@ func (c *Config) fill() {
 	if c.PopularN == 0 {
 		c.PopularN = 100
 	}
+	if c.FirstMember == "" {
+		c.FirstMember = "wrr"
+	}
 }
 
 // validate rejects settings no policy can work with.
@@ -180,6 +186,14 @@ func (c *Config) validate() error {
 	}
 	if c.CacheBytes < 0 || c.NoCacheAbove < 0 || c.HandoffSize < 0 || c.PopularBytes < 0 {
 		errs = append(errs, errors.New("byte sizes must not be negative"))
+	}
+	for i, b := range c.NodeCacheBytes {
+		if b < 0 {
+			errs = append(errs, fmt.Errorf("node %d cache bytes %d: must not be negative", i, b))
+		}
+	}
+	if c.FirstMember != "wrr" && c.FirstMember != "lc" {
+		errs = append(errs, fmt.Errorf("first member %q: want wrr or lc", c.FirstMember))
 	}
 	if c.PopularN < 0 {
 		errs = append(errs, fmt.Errorf("popular set size %d: must be positive", c.PopularN))

@@ -11,7 +11,8 @@ import (
 const nominalSize = 8 << 10
 
 // Weblins is seed 001's request distribution (SPEC §3). A layer-4 switch
-// places each new connection on a *first member* by wrr (Request.Holder when
+// places each new connection on a *first member* by wrr or, with
+// Config.FirstMember "lc", least connections (Request.Holder when
 // the connection is already placed). Every document has an *owner*, the node
 // whose disk holds it: on first sight a URL is placed, greedily, on the
 // usable node with the least assigned expected load, where a node's expected
@@ -41,7 +42,7 @@ const nominalSize = 8 << 10
 // Build it with New("weblins", cfg); the zero value is not ready for use.
 type Weblins struct {
 	cfg      Config
-	wrr      WRR
+	l4       Policy // first-member choice: wrr or lc
 	v        view
 	t        *urlTable
 	docs     []wlDoc // by URL id
@@ -64,7 +65,10 @@ func newWeblins(cfg Config) *Weblins {
 	if noCache == 0 {
 		noCache = cfg.HandoffSize
 	}
-	p := &Weblins{cfg: cfg}
+	p := &Weblins{cfg: cfg, l4: &WRR{}}
+	if cfg.FirstMember == "lc" {
+		p.l4 = &LC{}
+	}
 	p.t = newURLTable(&p.cfg, noCache)
 	return p
 }
@@ -154,7 +158,7 @@ func (p *Weblins) Pick(c *Cluster, r *Request) Decision {
 	n := len(c.Nodes)
 	first := r.Holder
 	if first < 0 || first >= n || !c.Nodes[first].Usable() {
-		if first = p.wrr.Pick(c, r).Node; first < 0 {
+		if first = p.l4.Pick(c, r).Node; first < 0 {
 			return None
 		}
 	}

@@ -112,3 +112,17 @@ func TestWeblinsSizeThreshold(t *testing.T) {
 		t.Errorf("size S-1: %+v", d)
 	}
 }
+
+func TestWeblinsFirstMemberLC(t *testing.T) {
+	c := newCluster(1, 1, 1)
+	setActive(c, 5, 0, 3)
+	p := mustNew(t, "weblins", Config{FirstMember: "lc"})
+	// /a is placed on a (no expected load yet); it is small, asked on a new
+	// connection: lc picks b as first member, which fetches from a.
+	if d := p.Pick(c, &Request{URL: "/a", Size: 10, Holder: -1}); d != (Decision{Node: 1, Fetch: 0}) {
+		t.Errorf("got %+v", d)
+	}
+	if _, err := New("weblins", Config{FirstMember: "dns"}); err == nil {
+		t.Error("bad first member accepted")
+	}
+}
