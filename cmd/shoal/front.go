@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"shoal/internal/admin"
+	"shoal/internal/cluster"
+	"shoal/internal/config"
+	"shoal/internal/front"
+	"shoal/internal/policy"
+)
+
+func init() {
+	register("front", "run the front-end dispatcher over a set of nodes", runFront)
+}
+
+func runFront(args []string) error {
+	fs := newFlags("front", "--nodes URL,URL,… [--listen ADDR] [--policy NAME] [--admin ADDR] [--config FILE]",
+		"Run the shoal front-end: route every request to a node by policy and relay (or redirect) it.")
+	def := config.DefaultFront()
+	listen := fs.String("listen", def.Listen, "client-facing listen address")
+	nodes := fs.String("nodes", "", "comma-separated node URLs, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002")
+	pol := fs.String("policy", def.Policy, "request-distribution policy: "+strings.Join(policy.Names(), ", "))
+	path := fs.String("path", def.Path, "data path: relay or redirect")
+	adminAddr := fs.String("admin", "", "admin API and /metrics address (empty: off)")
+	cfgFile := fs.String("config", "", "TOML configuration file (flags given explicitly override it)")
+	maxConn := fs.Int("max-conn", 0, "requests in flight per node before requests queue at the front (0: no limit)")
+	queueTO := fs.Duration("queue-timeout", def.Limits.QueueTimeout.Duration, "longest wait in a node queue before 503")
+	headerTO := fs.Duration("header-timeout", def.Limits.HeaderTimeout.Duration, "limit for receiving one request head (slowloris)")
+	idleTO := fs.Duration("idle-timeout", def.Limits.IdleTimeout.Duration, "limit for an idle keep-alive client connection")
+	maxHead := fs.Int("max-header-bytes", def.Limits.MaxHeaderBytes, "largest request head accepted (431 above)")
+	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+
+	fc := def
+	if *cfgFile != "" {
+		var err error
+		if fc, err = config.LoadFront(*cfgFile); err != nil {
+			return err
+		}
+	}
+	// Flags set on the command line win over the file.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["listen"] || *cfgFile == "" {
+		fc.Listen = *listen
+	}
+	if set["policy"] || *cfgFile == "" {
+		fc.Policy = *pol
+	}
+	if set["path"] || *cfgFile == "" {
+		fc.Path = *path
+	}
+	if set["admin"] || *cfgFile == "" {
+		fc.Admin = *adminAddr
+	}
+	if set["nodes"] || *cfgFile == "" {
+		fc.Nodes = nil
+		for _, u := range strings.Split(*nodes, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				fc.Nodes = append(fc.Nodes, config.Node{URL: u})
+			}
+		}
+	}
+	if set["max-conn"] || *cfgFile == "" {
+		fc.Limits.MaxConnPerNode = *maxConn
+	}
+	if set["queue-timeout"] || *cfgFile == "" {
+		fc.Limits.QueueTimeout.Duration = *queueTO
+	}
+	if set["header-timeout"] || *cfgFile == "" {
+		fc.Limits.HeaderTimeout.Duration = *headerTO
+	}
+	if set["idle-timeout"] || *cfgFile == "" {
+		fc.Limits.IdleTimeout.Duration = *idleTO
+	}
+	if set["max-header-bytes"] || *cfgFile == "" {
+		fc.Limits.MaxHeaderBytes = *maxHead
+	}
+	if set["health-interval"] || *cfgFile == "" {
+		fc.Health.Interval.Duration = *health
+	}
+	if len(fc.Nodes) == 0 {
+		fs.Usage()
+		return errors.New("no nodes: give --nodes or [[node]] entries in --config")
+	}
+
+	p, err := policy.New(fc.Policy, fc.Tuning.Policy())
+	if err != nil {
+		return err
+	}
+	specs := make([]cluster.NodeSpec, len(fc.Nodes))
+	for i, n := range fc.Nodes {
+		specs[i] = cluster.NodeSpec{URL: n.URL, Group: n.Group}
+		if n.Weight != nil {
+			specs[i].Weight = *n.Weight
+		}
+	}
+	cl, err := cluster.New(p, specs, cluster.Options{})
+	if err != nil {
+		return err
+	}
+	for i, n := range fc.Nodes {
+		if n.Weight != nil && *n.Weight == 0 {
+			cl.SetWeight(i, 0) // NodeSpec treats 0 as 1; the file means "start drained"
+		}
+	}
+	var dp front.DataPath
+	switch fc.Path {
+	case "relay":
+		dp = front.Relay()
+	case "redirect":
+		dp = front.Redirect()
+	default:
+		return fmt.Errorf("--path %q: want relay or redirect", fc.Path)
+	}
+	logger := log.New(os.Stderr, "shoal front: ", log.LstdFlags)
+	srv, err := front.New(cl, front.Config{
+		MaxHeadBytes:  fc.Limits.MaxHeaderBytes,
+		HeaderTimeout: fc.Limits.HeaderTimeout.Duration,
+		IdleTimeout:   fc.Limits.IdleTimeout.Duration,
+		MaxConn:       fc.Limits.MaxConnPerNode,
+		QueueTimeout:  fc.Limits.QueueTimeout.Duration,
+		Path:          dp,
+		Log:           logger,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", fc.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", fc.Listen, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if fc.Health.Interval.Duration > 0 {
+		go cl.Check(ctx, cluster.CheckConfig{Interval: fc.Health.Interval.Duration, Rise: fc.Health.Rise, Fall: fc.Health.Fall})
+	}
+	var adminSrv *http.Server
+	if fc.Admin != "" {
+		aln, err := net.Listen("tcp", fc.Admin)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("admin listen %s: %w", fc.Admin, err)
+		}
+		adminSrv = &http.Server{Handler: admin.New(cl, admin.NewMetrics(cl, fc.Policy)), ReadHeaderTimeout: 10 * time.Second}
+		go adminSrv.Serve(aln)
+		logger.Printf("admin API on %s", aln.Addr())
+	}
+	logger.Printf("serving on %s: policy %s, path %s, %d nodes", ln.Addr(), fc.Policy, fc.Path, len(fc.Nodes))
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	select {
+	case err := <-errc:
+		return err
+	case s := <-sig:
+		logger.Printf("%s: shutting down", s)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if adminSrv != nil {
+		adminSrv.Shutdown(sctx)
+	}
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if err := <-errc; err != nil && !errors.Is(err, front.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
