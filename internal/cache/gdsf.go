@@ -15,10 +15,15 @@ package cache
 // computed priorities. The victim is always the object with the lowest H
 // (ties: least recently accessed first). Small, popular, costly objects stay.
 //
-// Cluster GDSF (Weblins §3): the value of a file includes "the cost of
-// bringing the file into the cache". In a cooperative cluster that cost is low
-// when another node's memory still holds the file (a peer fetch) and is the
-// disk cost when this node holds the last cached copy. So C(p) = PeerCost when
+// Cluster GDSF: Weblins (seed 001) lists "adapting the traditional greedy
+// dual-size frequency (GDSF) replacement algorithm to suit cluster
+// environments" as contribution (a) (§1), and its §3 "Cache replacement
+// policy" names the value of a file as its size, popularity, time of reference
+// and "the cost of bringing the file into the cache". (The stored seed text
+// keeps only that opening paragraph of §3; the rule below is SPEC §2's
+// summary of it.) In a cooperative cluster that cost is low when another
+// node's memory still holds the file (a peer fetch) and is the disk cost when
+// this node holds the last cached copy. So C(p) = PeerCost when
 // CachedElsewhere(p), else Cost, and replicas are evicted before singlets,
 // which keeps more distinct files in the cluster's aggregate memory. C is
 // evaluated when p is inserted or hit; because a peer may drop its copy later,

@@ -204,6 +204,10 @@ func TestNASAHitRatios(t *testing.T) {
 		total += s
 	}
 	mean := total / int64(len(sizes))
+	var reqBytes int64
+	for _, r := range reqs {
+		reqBytes += r.size
+	}
 
 	const nodes = 4
 	budgets := []int64{1 << 20, 4 << 20, 16 << 20}
@@ -277,7 +281,11 @@ func TestNASAHitRatios(t *testing.T) {
 		"%d bytes in all, mean object size %d B (size = largest 200 response, trace.Sizes).\n", len(reqs), skipped, len(sizes), total, mean)
 	fmt.Fprintf(&md, "Each request: Get; on a miss, Add with the object's size (objects above the budget are not offered). "+
 		"Cluster rows: 4 caches of budget/4 each (same total memory), hit = local hit; cgdsf's CachedElsewhere "+
-		"peeks at the other 3 caches (peer cost = disk cost / 10). Cells: object hit ratio / byte hit ratio.\n\n")
+		"peeks at the other 3 caches (peer cost = disk cost / 10). With URL-hash routing a URL only ever reaches one node, "+
+		"so CachedElsewhere is never true and cgdsf equals gdsf (asserted); client-hash routing (a layer-4 switch) "+
+		"creates the duplicates cgdsf is about. golang-lru counts objects, so it gets budget / mean object size "+
+		"entries (the mean over distinct objects; the request-weighted mean is %d B). "+
+		"Cells: object hit ratio / byte hit ratio.\n\n", reqBytes/int64(len(reqs)))
 	md.WriteString("| cache |")
 	for _, b := range budgets {
 		fmt.Fprintf(&md, " %d MB |", b>>20)
