@@ -1,0 +1,263 @@
+// Package admin serves the front-end's admin API and Prometheus metrics on
+// an address of their own, apart from client traffic, as HAProxy's stats
+// socket and nginx's status module are. It is a control-plane reader and
+// writer of internal/cluster; it never sits on the request path.
+//
+// Endpoints (JSON unless noted):
+//
+//	GET    /nodes                 every node: weight, health, active, load, requests, hit ratio
+//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""}
+//	DELETE /nodes/{i}             remove node i (in-flight requests finish)
+//	PUT    /nodes/{i}/weight      set node i's weight: {"weight": 0} drains it
+//	GET    /tables?limit=N        the policy's tables (lard's target map, tbccrd's URL table)
+//	GET    /metrics               Prometheus text format
+//
+// net/http is the right tool here: the admin API is low-rate and benefits
+// from the standard library's routing and robustness more than from speed.
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"shoal/internal/cluster"
+	"shoal/internal/policy"
+)
+
+// Server is the admin API over one cluster.
+type Server struct {
+	cl      *cluster.Cluster
+	metrics *Metrics
+	mux     *http.ServeMux
+}
+
+// New builds the admin API for cl, exporting m's metrics at /metrics.
+func New(cl *cluster.Cluster, m *Metrics) *Server {
+	s := &Server{cl: cl, metrics: m, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /nodes", s.listNodes)
+	s.mux.HandleFunc("POST /nodes", s.addNode)
+	s.mux.HandleFunc("DELETE /nodes/{i}", s.removeNode)
+	s.mux.HandleFunc("PUT /nodes/{i}/weight", s.setWeight)
+	s.mux.HandleFunc("GET /tables", s.tables)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{}))
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.cl.Nodes())
+}
+
+// decode reads a small JSON body strictly: unknown fields are errors, so a
+// typo in an admin call fails loudly instead of doing nothing.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
+	var spec struct {
+		URL    string `json:"url"`
+		Weight int    `json:"weight"`
+		Group  string `json:"group"`
+	}
+	if err := decode(r, &spec); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	i, err := s.cl.Add(cluster.NodeSpec{URL: spec.URL, Weight: spec.Weight, Group: spec.Group})
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]int{"index": i})
+}
+
+func nodeIndex(w http.ResponseWriter, r *http.Request) (int, bool) {
+	i, err := strconv.Atoi(r.PathValue("i"))
+	if err != nil || i < 0 {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("node index %q: want a number from GET /nodes", r.PathValue("i")))
+		return 0, false
+	}
+	return i, true
+}
+
+func nodeErr(w http.ResponseWriter, err error) {
+	code := http.StatusBadRequest
+	if errors.Is(err, cluster.ErrNoNode) {
+		code = http.StatusNotFound
+	}
+	writeErr(w, code, err)
+}
+
+func (s *Server) removeNode(w http.ResponseWriter, r *http.Request) {
+	i, ok := nodeIndex(w, r)
+	if !ok {
+		return
+	}
+	if err := s.cl.Remove(i); err != nil {
+		nodeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) setWeight(w http.ResponseWriter, r *http.Request) {
+	i, ok := nodeIndex(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Weight *int `json:"weight"`
+	}
+	if err := decode(r, &body); err != nil || body.Weight == nil {
+		if err == nil {
+			err = errors.New(`request body: want {"weight": N}`)
+		}
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	if err := s.cl.SetWeight(i, *body.Weight); err != nil {
+		nodeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"index": i, "weight": *body.Weight})
+}
+
+func (s *Server) tables(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("limit %q: want a count >= 0", v))
+			return
+		}
+		limit = n
+	}
+	var out any
+	name := ""
+	s.cl.WithPolicy(func(p policy.Policy, _ *policy.Cluster) {
+		name = p.Name()
+		if t, ok := p.(policy.Tabler); ok {
+			out = t.Tables(limit)
+		}
+	})
+	writeJSON(w, http.StatusOK, map[string]any{"policy": name, "tables": out})
+}
+
+// Metrics holds the front's Prometheus collectors on a registry of its own
+// (no global registry: two fronts in one process, as tests run them, must
+// not collide).
+type Metrics struct {
+	reg       *prometheus.Registry
+	policy    string
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	decisions *prometheus.CounterVec
+	retries   prometheus.Counter
+	health    *prometheus.CounterVec
+}
+
+// NewMetrics registers the front's metrics for cluster cl running policy.
+// Node gauges (health, weight, active, hit ratios from the nodes' status
+// reports, and the cluster's aggregate hit ratio) are read from cl at scrape
+// time.
+func NewMetrics(cl *cluster.Cluster, policyName string) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), policy: policyName}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_front_requests_total",
+		Help: "Requests relayed, by node, policy, data path and status class."}, []string{"node", "policy", "path", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shoal_front_request_duration_seconds",
+		Help:    "Time from request head read to response end, by node and policy.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 14)}, []string{"node", "policy"})
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_policy_decisions_total",
+		Help: "Policy decisions by outcome (node chosen, handoff, none)."}, []string{"policy", "outcome"})
+	m.retries = prometheus.NewCounter(prometheus.CounterOpts{Name: "shoal_front_retries_total",
+		Help: "Idempotent requests retried on another node after their first node failed before answering."})
+	m.health = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_cluster_events_total",
+		Help: "Control-plane changes: node up, down, weight, add, remove."}, []string{"node", "event"})
+	m.reg.MustRegister(m.requests, m.latency, m.decisions, m.retries, m.health,
+		&nodeCollector{cl: cl}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	cl.OnChange(func(e cluster.Event) { m.health.WithLabelValues(strconv.Itoa(e.Node), e.Kind).Inc() })
+	return m
+}
+
+// Registry returns the registry /metrics serves.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Retry counts one retry.
+func (m *Metrics) Retry() { m.retries.Inc() }
+
+// Decision counts one policy outcome ("node", "handoff" or "none").
+func (m *Metrics) Decision(outcome string) { m.decisions.WithLabelValues(m.policy, outcome).Inc() }
+
+// nodeCollector exports per-node state at scrape time, so the request path
+// never pays for gauges.
+type nodeCollector struct{ cl *cluster.Cluster }
+
+var (
+	descUp       = prometheus.NewDesc("shoal_node_up", "1 if the node passes health checks.", []string{"node", "url"}, nil)
+	descWeight   = prometheus.NewDesc("shoal_node_weight", "The node's current weight.", []string{"node", "url"}, nil)
+	descActive   = prometheus.NewDesc("shoal_node_active_requests", "Requests in flight on the node.", []string{"node", "url"}, nil)
+	descHit      = prometheus.NewDesc("shoal_node_cache_hit_ratio", "The node's object hit ratio from its status report.", []string{"node", "url"}, nil)
+	descByteHit  = prometheus.NewDesc("shoal_node_cache_byte_hit_ratio", "The node's byte hit ratio from its status report.", []string{"node", "url"}, nil)
+	descNodeReqs = prometheus.NewDesc("shoal_node_requests", "Requests the node reports having served.", []string{"node", "url"}, nil)
+	descAggHit   = prometheus.NewDesc("shoal_cluster_cache_hit_ratio",
+		"Aggregate object hit ratio of the cluster: the nodes' hit ratios weighted by the requests each served.", nil, nil)
+)
+
+func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descUp, descWeight, descActive, descHit, descByteHit, descNodeReqs, descAggHit} {
+		ch <- d
+	}
+}
+
+func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	var hits, reqs float64
+	for _, n := range c.cl.Nodes() {
+		lv := []string{strconv.Itoa(n.Index), n.URL}
+		up := 0.0
+		if n.Up {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up, lv...)
+		ch <- prometheus.MustNewConstMetric(descWeight, prometheus.GaugeValue, float64(n.Weight), lv...)
+		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(n.Active), lv...)
+		if s := n.Status; s != nil {
+			ch <- prometheus.MustNewConstMetric(descHit, prometheus.GaugeValue, s.CacheHitRatio, lv...)
+			ch <- prometheus.MustNewConstMetric(descByteHit, prometheus.GaugeValue, s.ByteHitRatio, lv...)
+			ch <- prometheus.MustNewConstMetric(descNodeReqs, prometheus.GaugeValue, float64(s.Requests), lv...)
+			hits += s.CacheHitRatio * float64(s.Requests)
+			reqs += float64(s.Requests)
+		}
+	}
+	agg := 0.0
+	if reqs > 0 {
+		agg = hits / reqs
+	}
+	ch <- prometheus.MustNewConstMetric(descAggHit, prometheus.GaugeValue, agg, nil...)
+}

@@ -1,0 +1,114 @@
+package admin
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"shoal/internal/cluster"
+	"shoal/internal/policy"
+)
+
+// tablePolicy is a minimal policy with a table, to test /tables without
+// depending on any real policy's internals.
+type tablePolicy struct{ picks int }
+
+func (*tablePolicy) Name() string { return "table" }
+func (p *tablePolicy) Pick(c *policy.Cluster, r *policy.Request) policy.Decision {
+	p.picks++
+	return policy.Decision{Node: 0, Fetch: -1}
+}
+func (*tablePolicy) Done(*policy.Cluster, int, *policy.Request) {}
+func (p *tablePolicy) Tables(limit int) any {
+	return map[string]int{"picks": p.picks, "limit": limit}
+}
+
+func setup(t *testing.T) (*cluster.Cluster, *httptest.Server) {
+	t.Helper()
+	cl, err := cluster.New(&tablePolicy{}, []cluster.NodeSpec{{URL: "http://127.0.0.1:9001"}, {URL: "http://127.0.0.1:9002", Weight: 3}}, cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(cl, NewMetrics(cl, "table")))
+	t.Cleanup(srv.Close)
+	return cl, srv
+}
+
+func call(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestNodesAPI(t *testing.T) {
+	cl, srv := setup(t)
+	code, body := call(t, "GET", srv.URL+"/nodes", "")
+	var nodes []cluster.NodeInfo
+	if err := json.Unmarshal([]byte(body), &nodes); code != 200 || err != nil {
+		t.Fatalf("GET /nodes = %d %v %s", code, err, body)
+	}
+	if len(nodes) != 2 || nodes[1].Weight != 3 || !nodes[0].Up {
+		t.Fatalf("nodes = %+v", nodes)
+	}
+
+	steps := []struct {
+		method, path, body string
+		code               int
+		contains           string
+	}{
+		{"POST", "/nodes", `{"url":"http://127.0.0.1:9003","weight":2}`, 201, `"index": 2`},
+		{"POST", "/nodes", `{"url":"http://127.0.0.1:9003"}`, 400, "already in the cluster"},
+		{"POST", "/nodes", `{"url":"http://127.0.0.1:9004","wieght":2}`, 400, "unknown field"},
+		{"PUT", "/nodes/0/weight", `{"weight":0}`, 200, `"weight": 0`},
+		{"PUT", "/nodes/0/weight", `{}`, 400, `want {\"weight\": N}`},
+		{"PUT", "/nodes/0/weight", `{"weight":-1}`, 400, "negative"},
+		{"PUT", "/nodes/7/weight", `{"weight":1}`, 404, "no such node"},
+		{"PUT", "/nodes/x/weight", `{"weight":1}`, 400, "want a number"},
+		{"DELETE", "/nodes/1", "", 204, ""},
+		{"DELETE", "/nodes/1", "", 404, "no such node"},
+		{"GET", "/tables?limit=5", "", 200, `"limit": 5`},
+		{"GET", "/tables?limit=-2", "", 400, "want a count"},
+	}
+	for _, s := range steps {
+		code, body := call(t, s.method, srv.URL+s.path, s.body)
+		if code != s.code || !strings.Contains(body, s.contains) {
+			t.Errorf("%s %s %s = %d %q, want %d containing %q", s.method, s.path, s.body, code, body, s.code, s.contains)
+		}
+	}
+	got := cl.Nodes()
+	if len(got) != 2 || got[0].Weight != 0 || got[1].URL != "http://127.0.0.1:9003" || got[1].Weight != 2 {
+		t.Errorf("cluster after API calls = %+v", got)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	cl, srv := setup(t)
+	cl.SetStatus(0, &cluster.Status{CacheHitRatio: 0.5, Requests: 100})
+	cl.SetStatus(1, &cluster.Status{CacheHitRatio: 1.0, Requests: 300})
+	if err := cl.SetWeight(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	code, body := call(t, "GET", srv.URL+"/metrics", "")
+	if code != 200 {
+		t.Fatalf("/metrics = %d", code)
+	}
+	for _, want := range []string{
+		"shoal_cluster_cache_hit_ratio 0.875", // (0.5·100 + 1.0·300) / 400
+		`shoal_cluster_events_total{event="weight",node="1"} 1`,
+		`shoal_node_weight{node="1",url="http://127.0.0.1:9002"} 0`,
+		`shoal_node_up{node="0",url="http://127.0.0.1:9001"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTemplateIsDefaults(t *testing.T) {
+	f, err := ParseFront("template.toml", []byte(FrontTemplate))
+	if err != nil {
+		t.Fatalf("template does not parse: %v", err)
+	}
+	d := DefaultFront()
+	if f.Listen != d.Listen || f.Policy != d.Policy || f.Path != d.Path || f.Health != d.Health || f.Limits != d.Limits {
+		t.Errorf("template and defaults differ:\n%+v\n%+v", f, d)
+	}
+	if f.Admin != "127.0.0.1:9090" || len(f.Nodes) != 2 || *f.Nodes[0].Weight != 1 || f.Nodes[1].Weight != nil {
+		t.Errorf("template nodes/admin = %q %+v", f.Admin, f.Nodes)
+	}
+	p := f.Tuning.Policy()
+	if p.TLow != 25 || p.THigh != 65 || p.K != 20*time.Second || p.CacheBytes != 32<<20 || p.NoCacheAbove != 500<<10 || p.Epsilon != 0.25 {
+		t.Errorf("tuning → policy config = %+v", p)
+	}
+}
+
+func TestErrorsNameFileLineAndFix(t *testing.T) {
+	cases := []struct {
+		name, file string
+		want       []string // substrings of the error, in order
+	}{
+		{"unknown policy", "listen = \"127.0.0.1:1\"\npolicy = \"lardd\"\n",
+			[]string{"f.toml:2:", `policy "lardd" is unknown`, "fix: use one of", "lard"}},
+		{"unknown key", "[limits]\nmax_conns = 3\n",
+			[]string{"f.toml:2:", `unknown key "limits.max_conns"`, "fix: remove it or correct its spelling"}},
+		{"bad duration", "[health]\ninterval = \"soon\"\n",
+			[]string{"f.toml:2", "not a duration", "fix:"}},
+		{"type error", "[health]\nrise = \"two\"\n",
+			[]string{"f.toml:2", "fix: check the TOML syntax"}},
+		{"syntax", "policy = \n",
+			[]string{"f.toml:1", "fix:"}},
+		{"negative weight", "[[node]]\nurl = \"http://a:1\"\n\n[[node]]\nurl = \"http://b:1\"\nweight = -2\n",
+			[]string{"f.toml:6:", "node 2: weight -2 is negative", "fix: use 0 to drain"}},
+		{"bad url", "[[node]]\nurl = \"127.0.0.1:9\"\n",
+			[]string{"f.toml:2:", `url "127.0.0.1:9" is not an http URL`}},
+		{"header limit", "[limits]\nmax_header_bytes = 10\n",
+			[]string{"f.toml:2:", "max_header_bytes 10 is out of range"}},
+		{"bad tuning", "[tuning]\nt_low = 90\nt_high = 10\n",
+			[]string{"f.toml:1:", "T_low 90, T_high 10", "fix: correct the [tuning] value"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseFront("f.toml", []byte(c.file))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %T is not a *config.Error: %v", err, err)
+			}
+			msg := err.Error()
+			at := 0
+			for _, w := range c.want {
+				i := strings.Index(msg[at:], w)
+				if i < 0 {
+					t.Fatalf("error %q lacks %q (in order)", msg, w)
+				}
+				at += i + len(w)
+			}
+		})
+	}
+}
+
+func TestValidateFlags(t *testing.T) {
+	f := Front{Policy: "nope"}
+	err := f.Validate()
+	if err == nil || !strings.HasPrefix(err.Error(), "flags: policy \"nope\"") {
+		t.Fatalf("Validate = %v", err)
+	}
+	g := Front{}
+	if err := g.Validate(); err != nil || g.Listen != "127.0.0.1:8080" {
+		t.Fatalf("zero config should validate to defaults: %v %+v", err, g)
+	}
+}
