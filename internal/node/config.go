@@ -1,0 +1,111 @@
+// Package node is shoal's back-end web server (SPEC §1, role "node"): an
+// HTTP/1.1 static file server over a content.Store with a byte-budgeted
+// memory cache in front of the disk.
+//
+// It does not use net/http. Each connection is served by one goroutine that
+// reads into its own fixed buffer, parses every complete request head in it
+// with httpwire (pipelining), and answers the whole batch with one write.
+// Cached objects carry their response head prebuilt at insert time, so a hit
+// costs a map lookup, a few appends and one write syscall (one buffer for
+// small objects, writev through net.Buffers for larger ones). Files above the
+// cache's size threshold (500 KB as in TB-CCRD, seed 000) and cache misses of
+// large files stream with sendfile(2) (io.Copy from *os.File into
+// *net.TCPConn). Timeouts are enforced by one sweeper goroutine that closes
+// connections whose state has not changed in time, instead of re-arming a
+// runtime timer on every request.
+//
+// GET /.shoal/status reports the node's load as JSON: the resource report the
+// front-end collects (seed 002's resource-collection module).
+//
+// Deliberate limits: request bodies are not read (a GET/HEAD with a body small
+// enough to be already buffered is skipped, otherwise the connection closes
+// after the response); multi-range requests get a 200 with the full body
+// instead of multipart/byteranges (RFC 9110 §14.2 allows ignoring Range);
+// If-Range is honoured only as an exact strong ETag match.
+package node
+
+import (
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Config configures a Server. Zero fields take the documented defaults.
+type Config struct {
+	// Root is the site root directory (required).
+	Root string
+	// CacheBytes is the memory cache budget in bytes. Default 64 MiB;
+	// negative disables the cache.
+	CacheBytes int64
+	// CachePolicy is "lru", "gdsf" or "cgdsf" (SPEC §2). Default "gdsf".
+	CachePolicy string
+	// MaxObject is the size above which files are never cached and always
+	// streamed with sendfile. Default 500 KiB (TB-CCRD's threshold, seed 000).
+	MaxObject int64
+	// CachedElsewhere tells cgdsf whether another node's memory holds a URL
+	// (SPEC §2, Weblins). Nil means "no", which makes cgdsf behave as GDSF.
+	CachedElsewhere func(url string) bool
+	// MaxHead is the request head limit in bytes; larger heads get 431.
+	// Default httpwire.DefaultMaxHead (8 KiB).
+	MaxHead int
+	// ReadTimeout bounds the time from the first byte of a request head to
+	// its end (slowloris). Default 10 s.
+	ReadTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a keep-alive
+	// connection. Default 60 s.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds how long a response may make no progress (a client
+	// that stops reading). Default 60 s.
+	WriteTimeout time.Duration
+	// AccessLog receives one Common Log Format line per request; nil turns
+	// the access log off (the default). It is buffered and flushed every
+	// second and on Shutdown.
+	AccessLog io.Writer
+	// Logger receives structured operational logs. Default slog.Default().
+	Logger *slog.Logger
+	// HandoffSocket is reported in the status JSON; empty until connection
+	// handoff (SPEC §4) is enabled.
+	HandoffSocket string
+	// ServerName is sent in the Server header. Default "shoal".
+	ServerName string
+}
+
+// Defaults for Config.
+const (
+	DefaultCacheBytes   = 64 << 20
+	DefaultCachePolicy  = "gdsf"
+	DefaultMaxObject    = 500 << 10
+	DefaultReadTimeout  = 10 * time.Second
+	DefaultIdleTimeout  = 60 * time.Second
+	DefaultWriteTimeout = 60 * time.Second
+)
+
+func (c *Config) withDefaults() {
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
+	if c.CachePolicy == "" {
+		c.CachePolicy = DefaultCachePolicy
+	}
+	if c.MaxObject <= 0 {
+		c.MaxObject = DefaultMaxObject
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ServerName == "" {
+		c.ServerName = "shoal"
+	}
+	if c.MaxHead <= 0 {
+		c.MaxHead = 8 << 10
+	}
+}

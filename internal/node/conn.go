@@ -1,0 +1,530 @@
+package node
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"shoal/internal/content"
+	"shoal/internal/httpwire"
+	"shoal/internal/trace"
+)
+
+// Connection states, for the sweeper and Shutdown.
+const (
+	stIdle    int32 = iota // waiting for a request, nothing buffered
+	stReading              // part of a request head is buffered
+	stActive               // handling requests or writing responses
+	stClosed               // closed by the sweeper or Shutdown
+)
+
+const (
+	// inlineBody is the largest cached body copied into the output buffer;
+	// larger bodies go out by writev without a copy.
+	inlineBody = 16 << 10
+	// flushAt bounds the output buffered for a pipelined batch.
+	flushAt = 64 << 10
+	// sendChunk is the sendfile chunk between write-progress updates.
+	sendChunk = 4 << 20
+	// statusPath answers with the node's status JSON. Dot-names are never
+	// in the content table, so it cannot shadow a file.
+	statusPath = "/.shoal/status"
+)
+
+var (
+	crlf            = []byte("\r\n")
+	connectionClose = []byte("Connection: close\r\n")
+)
+
+// conn is one client connection, served by one goroutine.
+type conn struct {
+	s    *Server
+	nc   net.Conn
+	host string // client address for the access log
+
+	buf  []byte // read buffer; requests are parsed in place
+	r, w int    // unparsed bytes are buf[r:w]
+	req  httpwire.Request
+
+	out      []byte      // response bytes for the current batch
+	bufs     net.Buffers // segments for writev when large bodies are not copied
+	wbufs    net.Buffers // scratch that WriteTo consumes
+	segStart int         // start of out not yet referenced by bufs
+	lr       io.LimitedReader
+	logLine  []byte
+
+	state atomic.Int32
+	since atomic.Int64 // unix ns when the current state began
+
+	nreq, nbytes int64 // batch counters, added to the server's per batch
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		s:   s,
+		nc:  nc,
+		buf: make([]byte, s.cfg.MaxHead+4096),
+		out: make([]byte, 0, 4096),
+	}
+	if s.logBuf != nil {
+		if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+			c.host = a.IP.String()
+		} else {
+			c.host = nc.RemoteAddr().String()
+		}
+	}
+	c.since.Store(time.Now().UnixNano())
+	return c
+}
+
+// checkTimeout is called by the sweeper: it closes the connection if its
+// current state has lasted longer than that state's limit.
+func (c *conn) checkTimeout(now int64) {
+	st := c.state.Load()
+	var limit time.Duration
+	switch st {
+	case stIdle:
+		limit = c.s.cfg.IdleTimeout
+	case stReading:
+		limit = c.s.cfg.ReadTimeout
+	case stActive:
+		limit = c.s.cfg.WriteTimeout
+	default:
+		return
+	}
+	if now-c.since.Load() > int64(limit) && c.state.CompareAndSwap(st, stClosed) {
+		c.nc.Close()
+	}
+}
+
+func (c *conn) closeIfIdle() {
+	if c.state.CompareAndSwap(stIdle, stClosed) {
+		c.nc.Close()
+	}
+}
+
+func (c *conn) forceClose() {
+	c.state.Store(stClosed)
+	c.nc.Close()
+}
+
+func (c *conn) serve() {
+	defer func() {
+		c.nc.Close()
+		c.s.untrack(c)
+	}()
+	c.state.Store(stIdle)
+	st := stIdle
+	headStart := c.since.Load()
+	for {
+		if c.s.draining.Load() && c.r == c.w {
+			return
+		}
+		n, err := c.nc.Read(c.buf[c.w:])
+		if n <= 0 {
+			return
+		}
+		c.w += n
+		if !c.state.CompareAndSwap(st, stActive) {
+			return // closed by the sweeper or Shutdown
+		}
+		now := time.Now()
+		c.since.Store(now.UnixNano())
+		keep := c.process(now)
+		if !keep || err != nil {
+			return
+		}
+		next := stIdle
+		if c.r < c.w {
+			next = stReading
+		}
+		if st != stReading || next != stReading {
+			headStart = now.UnixNano()
+		}
+		// A head that stays partial keeps the time it started, so a
+		// client trickling bytes is cut at ReadTimeout.
+		c.since.Store(headStart)
+		if !c.state.CompareAndSwap(stActive, next) {
+			return
+		}
+		st = next
+	}
+}
+
+// process answers every complete request in the buffer, then flushes. It
+// reports whether the connection stays open.
+func (c *conn) process(now time.Time) bool {
+	keep := true
+	for c.r < c.w && keep {
+		n, err := c.s.parser.Parse(c.buf[c.r:c.w], &c.req)
+		if err == httpwire.ErrNeedMore {
+			break
+		}
+		if err != nil {
+			status, reason := 400, "malformed request"
+			var e *httpwire.Error
+			if errors.As(err, &e) {
+				status, reason = e.Status, e.Reason
+			}
+			c.simple(status, "", now, true, false, reason)
+			keep = false
+			break
+		}
+		c.r += n
+		keep = c.handle(now)
+		if len(c.out) >= flushAt || len(c.bufs) >= 64 {
+			if c.flush() != nil {
+				keep = false
+			}
+		}
+	}
+	if c.r == c.w {
+		c.r, c.w = 0, 0
+	} else if c.r > 0 {
+		c.w = copy(c.buf, c.buf[c.r:c.w])
+		c.r = 0
+	}
+	if c.flush() != nil {
+		keep = false
+	}
+	if c.nreq > 0 {
+		c.s.requests.Add(c.nreq)
+		c.nreq = 0
+	}
+	if c.nbytes > 0 {
+		c.s.bytesSent.Add(c.nbytes)
+		c.nbytes = 0
+	}
+	if len(c.logLine) > 0 {
+		c.s.writeLog(c.logLine)
+		c.logLine = c.logLine[:0]
+	}
+	if cap(c.out) > 1<<20 {
+		c.out = make([]byte, 0, 4096)
+	}
+	return keep
+}
+
+// flush writes the batch: one write(2) when everything is in out, one
+// writev(2) when large cached bodies are referenced in place.
+func (c *conn) flush() error {
+	var n int64
+	var err error
+	if len(c.bufs) == 0 {
+		if len(c.out) == 0 {
+			return nil
+		}
+		var m int
+		m, err = c.nc.Write(c.out)
+		n = int64(m)
+	} else {
+		if c.segStart < len(c.out) {
+			c.bufs = append(c.bufs, c.out[c.segStart:])
+		}
+		c.wbufs = c.bufs
+		n, err = c.wbufs.WriteTo(c.nc)
+		clear(c.bufs)
+		c.bufs = c.bufs[:0]
+		c.wbufs = nil
+	}
+	c.nbytes += n
+	c.out = c.out[:0]
+	c.segStart = 0
+	return err
+}
+
+// bstr views b as a string without copying. Only for calls that do not keep
+// the string (map lookups, AppendCLF, comparisons).
+func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// handle appends the response to the current request and reports whether
+// the connection stays open.
+func (c *conn) handle(now time.Time) bool {
+	req := &c.req
+	c.nreq++
+	closeAfter := req.Close || c.s.draining.Load()
+	if req.HasBody() {
+		// Bodies are not used; skip one that is already buffered, else
+		// answer and close rather than read it.
+		if !req.Chunked && int64(c.w-c.r) >= req.ContentLength {
+			c.r += int(req.ContentLength)
+		} else {
+			closeAfter = true
+		}
+	}
+	var head bool
+	switch bstr(req.Method) {
+	case "GET":
+	case "HEAD":
+		head = true
+	default:
+		c.simple(405, "Allow: GET, HEAD\r\n", now, closeAfter, false, "method not allowed")
+		return !closeAfter
+	}
+	path := req.Path()
+	if len(path) > 0 && path[0] != '/' {
+		path = stripAuthority(path)
+	}
+	if len(path) == 0 || path[0] != '/' {
+		c.simple(400, "", now, true, head, "bad request-target")
+		return false
+	}
+	if bstr(path) == statusPath {
+		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, head)
+		return !closeAfter
+	}
+	tbl := c.s.store.Snapshot()
+	e, err := tbl.Lookup(bstr(path))
+	if err != nil {
+		switch {
+		case errors.Is(err, content.ErrForbidden):
+			c.simple(403, "", now, closeAfter, head, "forbidden")
+		case errors.Is(err, content.ErrBadPath):
+			c.simple(400, "", now, closeAfter, head, "bad path")
+		default:
+			c.simple(404, "", now, closeAfter, head, "not found")
+		}
+		return !closeAfter
+	}
+	if e.IsDir {
+		return c.serveDir(tbl, e, path, now, closeAfter, head)
+	}
+	return c.serveFile(e, now, closeAfter, head)
+}
+
+// stripAuthority turns an absolute-form target ("http://host/p") into its
+// path; anything else is returned unchanged (and then refused).
+func stripAuthority(t []byte) []byte {
+	for _, scheme := range []string{"http://", "https://"} {
+		if len(t) >= len(scheme) && httpwire.EqualFold(t[:len(scheme)], scheme) {
+			rest := t[len(scheme):]
+			for i, ch := range rest {
+				if ch == '/' {
+					return rest[i:]
+				}
+			}
+			return []byte("/")
+		}
+	}
+	return t
+}
+
+// finish appends Date, optional Connection: close and the blank line.
+func (c *conn) finish(now time.Time, closeAfter bool) {
+	c.out = append(c.out, c.s.dates.Line(now)...)
+	if closeAfter {
+		c.out = append(c.out, connectionClose...)
+	}
+	c.out = append(c.out, crlf...)
+}
+
+// simple answers with a short text/plain body naming the status.
+func (c *conn) simple(status int, extra string, now time.Time, closeAfter, head bool, reason string) {
+	body := make([]byte, 0, 64)
+	body = append(body, httpwire.StatusText(status)...)
+	if reason != "" {
+		body = append(body, ": "...)
+		body = append(body, reason...)
+	}
+	body = append(body, '\n')
+	c.serveBytes(status, "text/plain; charset=utf-8", extra, body, now, closeAfter, head)
+}
+
+// serveBytes answers with a generated body.
+func (c *conn) serveBytes(status int, ctype, extra string, body []byte, now time.Time, closeAfter, head bool) {
+	c.out = httpwire.AppendStatusLine(c.out, status)
+	c.out = httpwire.AppendHeader(c.out, "Server", c.s.cfg.ServerName)
+	c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
+	c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", int64(len(body)))
+	c.out = append(c.out, extra...)
+	c.finish(now, closeAfter)
+	n := int64(0)
+	if !head {
+		c.out = append(c.out, body...)
+		n = int64(len(body))
+	}
+	c.logRequest(now, status, n)
+}
+
+// logRequest appends the access-log line for the current request.
+func (c *conn) logRequest(now time.Time, status int, bodyBytes int64) {
+	if c.s.logBuf == nil {
+		return
+	}
+	proto := "HTTP/1.1"
+	if c.req.Minor == 0 {
+		proto = "HTTP/1.0"
+	}
+	method, target := bstr(c.req.Method), bstr(c.req.Target)
+	if len(c.req.Method) == 0 { // refused before the request line was parsed
+		method, target, proto = "-", "-", ""
+	}
+	c.logLine = trace.AppendCLF(c.logLine, trace.Record{
+		Host: c.host, Time: now, Method: method, URL: target, Proto: proto, Status: status, Bytes: bodyBytes,
+	})
+}
+
+// serveFile answers GET/HEAD for a file: from the cache when it fits,
+// otherwise with sendfile.
+func (c *conn) serveFile(e *content.Entry, now time.Time, closeAfter, head bool) bool {
+	var o *object
+	if c.s.cache != nil && e.Size <= c.s.cfg.MaxObject {
+		if v, ok := c.s.cache.Get(e.URL); ok && v.etag == e.ETag {
+			o = v
+		} else {
+			body, err := readSmall(e)
+			if err != nil {
+				c.s.cfg.Logger.Warn("read file", "url", e.URL, "err", err)
+				c.simple(404, "", now, closeAfter, head, "not found")
+				return !closeAfter
+			}
+			o = newObject(c.s.cfg.ServerName, e, body)
+			c.s.cache.Add(e.URL, o, o.cost())
+		}
+	}
+	req := &c.req
+	lastMod := ""
+	if o != nil {
+		lastMod = o.lastMod
+	} else {
+		lastMod = string(httpwire.AppendHTTPDate(nil, e.ModTime))
+	}
+
+	// Conditionals (RFC 9110 §13.2.2): If-None-Match wins over
+	// If-Modified-Since.
+	notModified := false
+	if req.IfNoneMatch != nil {
+		notModified = httpwire.MatchETag(req.IfNoneMatch, e.ETag)
+	} else if req.IfModifiedSince != nil {
+		if t, ok := httpwire.ParseHTTPDate(req.IfModifiedSince); ok {
+			notModified = !e.ModTime.Truncate(time.Second).After(t)
+		}
+	}
+	if notModified {
+		c.out = httpwire.AppendStatusLine(c.out, 304)
+		c.out = appendEntityHeaders(c.out, c.s.cfg.ServerName, e.ETag, lastMod)
+		c.finish(now, closeAfter)
+		c.logRequest(now, 304, 0)
+		return !closeAfter
+	}
+
+	first, last, kind := int64(0), e.Size-1, httpwire.RangeNone
+	if req.Range != nil && c.ifRangeOK(e.ETag, lastMod) {
+		first, last, kind = httpwire.ParseRange(req.Range, e.Size)
+	}
+	switch kind {
+	case httpwire.RangeUnsatisfiable:
+		c.out = httpwire.AppendStatusLine(c.out, 416)
+		c.out = httpwire.AppendHeader(c.out, "Server", c.s.cfg.ServerName)
+		c.out = append(c.out, "Content-Range: bytes */"...)
+		c.out = appendInt(c.out, e.Size)
+		c.out = append(c.out, "\r\nContent-Length: 0\r\n"...)
+		c.finish(now, closeAfter)
+		c.logRequest(now, 416, 0)
+		return !closeAfter
+	case httpwire.RangeSingle:
+		c.out = httpwire.AppendStatusLine(c.out, 206)
+		c.out = httpwire.AppendHeader(c.out, "Content-Type", e.ContentType)
+		c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", last-first+1)
+		c.out = httpwire.AppendContentRange(c.out, first, last, e.Size)
+		c.out = appendEntityHeaders(c.out, c.s.cfg.ServerName, e.ETag, lastMod)
+		c.finish(now, closeAfter)
+	default: // none or multi: the whole representation
+		first, last = 0, e.Size-1
+		if o != nil {
+			c.out = append(c.out, o.head...)
+		} else {
+			c.out = httpwire.AppendStatusLine(c.out, 200)
+			c.out = httpwire.AppendHeader(c.out, "Content-Type", e.ContentType)
+			c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", e.Size)
+			c.out = appendEntityHeaders(c.out, c.s.cfg.ServerName, e.ETag, lastMod)
+		}
+		c.finish(now, closeAfter)
+	}
+	status := 200
+	if kind == httpwire.RangeSingle {
+		status = 206
+	}
+	length := last - first + 1
+	if head || length <= 0 {
+		c.logRequest(now, status, 0)
+		return !closeAfter
+	}
+	c.logRequest(now, status, length)
+	if o != nil {
+		body := o.body[first : last+1]
+		if len(body) <= inlineBody {
+			c.out = append(c.out, body...)
+		} else {
+			c.bufs = append(c.bufs, c.out[c.segStart:], body)
+			c.segStart = len(c.out)
+		}
+		return !closeAfter
+	}
+	return c.sendFile(e, first, length) && !closeAfter
+}
+
+// ifRangeOK reports whether a Range may be honoured: no If-Range, or an
+// If-Range equal to the current strong ETag or Last-Modified date.
+func (c *conn) ifRangeOK(etag, lastMod string) bool {
+	for _, h := range c.req.Headers {
+		if httpwire.EqualFold(h.Name, "if-range") {
+			v := bstr(h.Value)
+			return v == etag || v == lastMod
+		}
+	}
+	return true
+}
+
+// sendFile flushes the pending head and streams length bytes of e from
+// offset with sendfile(2). A short copy (the file shrank) closes the
+// connection, since the Content-Length already promised more.
+func (c *conn) sendFile(e *content.Entry, offset, length int64) bool {
+	f, err := os.Open(e.Path)
+	if err != nil {
+		c.s.cfg.Logger.Warn("open file", "url", e.URL, "err", err)
+		c.flush()
+		return false
+	}
+	defer f.Close()
+	if offset > 0 {
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			c.flush()
+			return false
+		}
+	}
+	if c.flush() != nil {
+		return false
+	}
+	for length > 0 {
+		chunk := min(length, sendChunk)
+		c.lr = io.LimitedReader{R: f, N: chunk}
+		n, err := io.Copy(c.nc, &c.lr)
+		c.nbytes += n
+		length -= n
+		c.since.Store(time.Now().UnixNano())
+		if err != nil || n < chunk {
+			return false
+		}
+	}
+	c.lr = io.LimitedReader{}
+	return true
+}
+
+func appendInt(dst []byte, n int64) []byte {
+	var tmp [20]byte
+	i := len(tmp)
+	if n == 0 {
+		return append(dst, '0')
+	}
+	for n > 0 {
+		i--
+		tmp[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(dst, tmp[i:]...)
+}

@@ -1,0 +1,246 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"shoal/internal/cache"
+	"shoal/internal/content"
+	"shoal/internal/httpwire"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("node: server closed")
+
+// Server is one node's HTTP/1.1 server. Create it with New; it is safe for
+// concurrent use, and one Server may Serve several listeners.
+type Server struct {
+	cfg    Config
+	store  *content.Store
+	cache  cache.Cache[*object] // nil when disabled
+	parser httpwire.Parser
+	dates  httpwire.DateCache
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	draining  atomic.Bool
+	done      chan struct{} // closed when the sweeper stops
+	stopSweep chan struct{}
+	stopOnce  sync.Once
+
+	// counters (summed per batch by connections)
+	active    atomic.Int64
+	requests  atomic.Int64
+	bytesSent atomic.Int64
+
+	logMu  sync.Mutex
+	logBuf *bufio.Writer // nil when the access log is off
+
+	usage usageSampler
+}
+
+// New checks cfg, scans the site root and builds the cache.
+func New(cfg Config) (*Server, error) {
+	cfg.withDefaults()
+	if cfg.Root == "" {
+		return nil, errors.New("node: Config.Root is required")
+	}
+	store, err := content.Open(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	s := &Server{
+		cfg:       cfg,
+		store:     store,
+		parser:    httpwire.Parser{MaxHead: cfg.MaxHead},
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
+		done:      make(chan struct{}),
+		stopSweep: make(chan struct{}),
+	}
+	if cfg.CacheBytes > 0 {
+		c, err := cache.New(cache.Config[*object]{
+			Policy:          cfg.CachePolicy,
+			Capacity:        cfg.CacheBytes,
+			MaxObject:       cfg.MaxObject + 4096, // room for the prebuilt head
+			CachedElsewhere: cfg.CachedElsewhere,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("node: cache: %w", err)
+		}
+		s.cache = cache.NewSync(c)
+	}
+	if cfg.AccessLog != nil {
+		s.logBuf = bufio.NewWriterSize(cfg.AccessLog, 64<<10)
+	}
+	s.usage.init()
+	go s.sweep()
+	return s, nil
+}
+
+// Store returns the content store the server answers from (for Publish).
+func (s *Server) Store() *content.Store { return s.store }
+
+// Serve accepts connections on ln until Shutdown, serving each on its own
+// goroutine. It returns ErrServerClosed after Shutdown, or the accept error
+// that stopped it.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.draining.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.cfg.Logger.Warn("accept error; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("node: accept: %w", err)
+		}
+		backoff = 0
+		c := newConn(s, nc)
+		if !s.track(c) {
+			nc.Close()
+			return ErrServerClosed
+		}
+		go c.serve()
+	}
+}
+
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining.Load() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.active.Add(1)
+	return true
+}
+
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.active.Add(-1)
+}
+
+// Shutdown stops accepting, closes idle connections, lets in-flight
+// responses finish (their connections close after the response), and
+// returns when no connection is left or ctx ends; then remaining
+// connections are closed and ctx.Err() is returned. The access log is
+// flushed either way.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining.Store(true)
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	s.mu.Unlock()
+
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	for {
+		s.mu.Lock()
+		n := len(s.conns)
+		for c := range s.conns {
+			c.closeIfIdle()
+		}
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			s.mu.Lock()
+			for c := range s.conns {
+				c.forceClose()
+			}
+			s.mu.Unlock()
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	s.stopOnce.Do(func() { close(s.stopSweep) })
+	<-s.done
+	s.flushLog()
+	return err
+}
+
+// sweep enforces the read, idle and write timeouts and flushes the access
+// log once a second. One coarse loop over all connections replaces a timer
+// per connection per request.
+func (s *Server) sweep() {
+	defer close(s.done)
+	interval := min(s.cfg.ReadTimeout, s.cfg.IdleTimeout, s.cfg.WriteTimeout) / 4
+	interval = min(max(interval, 5*time.Millisecond), 250*time.Millisecond)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	lastFlush := time.Now()
+	for {
+		select {
+		case <-s.stopSweep:
+			return
+		case now := <-t.C:
+			ns := now.UnixNano()
+			s.mu.Lock()
+			for c := range s.conns {
+				c.checkTimeout(ns)
+			}
+			s.mu.Unlock()
+			if now.Sub(lastFlush) >= time.Second {
+				s.flushLog()
+				lastFlush = now
+			}
+		}
+	}
+}
+
+func (s *Server) writeLog(b []byte) {
+	s.logMu.Lock()
+	s.logBuf.Write(b)
+	s.logMu.Unlock()
+}
+
+func (s *Server) flushLog() {
+	if s.logBuf == nil {
+		return
+	}
+	s.logMu.Lock()
+	if err := s.logBuf.Flush(); err != nil {
+		s.cfg.Logger.Error("access log flush", "err", err)
+	}
+	s.logMu.Unlock()
+}
+
+// errTooManyFiles is the accept error that is worth retrying after a pause.
+var errTooManyFiles = syscall.EMFILE
