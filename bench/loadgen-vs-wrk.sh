@@ -69,8 +69,16 @@ http {
 }
 CONF
 
+# Build the committed HEAD (not the working tree, where other work may be
+# half-written), or the working tree with SHOAL_WORKTREE=1.
 echo "building shoal…" >&2
-(cd "$repo" && go build -o "$tmp/shoal" ./cmd/shoal)
+if [[ "${SHOAL_WORKTREE:-0}" == 1 ]]; then
+	(cd "$repo" && go build -o "$tmp/shoal" ./cmd/shoal)
+else
+	mkdir -p "$tmp/src"
+	git -C "$repo" archive HEAD | tar -x -C "$tmp/src"
+	(cd "$tmp/src" && go build -o "$tmp/shoal" ./cmd/shoal)
+fi
 
 taskset -c "$SERVER_CPU" nginx -p "$tmp" -c "$tmp/nginx.conf" -e "$tmp/logs/error.log" &
 nginx_pid=$!

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"sync"
@@ -74,6 +75,11 @@ type Result struct {
 	WireBytes, BodyBytes int64
 	// Connects counts TCP connections opened.
 	Connects uint64
+	// Backlog (open loop only) counts requests that were due before the
+	// run ended but never finished: the queue an overloaded server leaves.
+	// Their latency is unknown and not in the histogram, so a large backlog
+	// means the percentiles are optimistic.
+	Backlog uint64
 	// Errors counts failures by kind; 4xx/5xx responses are also Requests.
 	Errors [NumErrorKinds]uint64
 	// Latency holds one sample per complete response: completion minus
@@ -240,6 +246,22 @@ loop:
 	res := &Result{Duration: end.Sub(r.t0)}
 	for _, w := range r.workers {
 		res.merge(&w.res)
+	}
+	if r.cfg.Rate > 0 {
+		due := uint64(math.Ceil(res.Duration.Seconds() * r.cfg.Rate)) // i/R < duration
+		if r.limit > 0 && due > r.limit {
+			due = r.limit
+		}
+		var failed uint64
+		for _, n := range res.Errors[:ErrStatus4xx] {
+			failed += n
+		}
+		for _, n := range res.Errors[ErrShortBody:] {
+			failed += n
+		}
+		if done := res.Requests + failed; due > done {
+			res.Backlog = due - done
+		}
 	}
 	return res, nil
 }

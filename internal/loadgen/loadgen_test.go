@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -441,5 +442,49 @@ func BenchmarkClientRequest(b *testing.B) {
 	res, err := r.Run(context.Background())
 	if err != nil || res.Requests != uint64(b.N) {
 		b.Fatalf("%v: %d of %d requests, errors %v", err, res.Requests, b.N, res.Errors)
+	}
+}
+
+// An open-loop run that the server cannot keep up with reports the
+// requests it left queued instead of silently dropping them.
+func TestOpenLoopBacklog(t *testing.T) {
+	srv := newRawServer(t, func(_ int, _, _ string, c *net.TCPConn) bool {
+		io.Copy(io.Discard, c) // never answers
+		return false
+	})
+	res := run(t, Config{URL: srv.url() + "/", Rate: 100, Duration: 200 * time.Millisecond})
+	// At least ceil(0.2 s × 100/s) = 20 requests were due; none finished.
+	if res.Requests != 0 || res.Backlog < 20 {
+		t.Errorf("requests %d backlog %d, want 0 and ≥ 20", res.Requests, res.Backlog)
+	}
+}
+
+func TestSummaryJSON(t *testing.T) {
+	var r Result
+	r.Requests, r.OK, r.Duration, r.WireBytes = 10, 9, 2*time.Second, 4000
+	r.Errors[ErrStatus5xx] = 1
+	r.Latency.Record(time.Millisecond)
+	b, err := json.Marshal(Summarize(Config{URL: "http://x/", Connections: 2}, &r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"requests", "duration_s", "rps", "bytes_per_sec", "latency_ms", "errors"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("key %q missing from %s", k, b)
+		}
+	}
+	lat := m["latency_ms"].(map[string]any)
+	for _, k := range []string{"p50", "p90", "p99", "p999", "max"} {
+		if _, ok := lat[k]; !ok {
+			t.Errorf("latency_ms.%s missing", k)
+		}
+	}
+	if m["rps"].(float64) != 5 || m["bytes_per_sec"].(float64) != 2000 || m["errors"].(map[string]any)["status_5xx"].(float64) != 1 ||
+		lat["max"].(float64) != 1 {
+		t.Errorf("values wrong: %s", b)
 	}
 }

@@ -52,6 +52,7 @@ type Summary struct {
 	BytesPerSec float64           `json:"bytes_per_sec"` // response bytes incl. headers
 	BodyBytes   int64             `json:"body_bytes"`
 	Connects    uint64            `json:"connects"`
+	Backlog     uint64            `json:"backlog,omitempty"` // open loop: due but never finished
 	LatencyMS   Latencies         `json:"latency_ms"`
 	Errors      map[string]uint64 `json:"errors"`
 	ErrorsTotal uint64            `json:"errors_total"`
@@ -62,7 +63,7 @@ func Summarize(cfg Config, r *Result) Summary {
 	s := Summary{
 		URL: cfg.URL, Mode: "closed", Connections: cfg.Connections,
 		Requests: r.Requests, OK: r.OK, DurationS: r.Duration.Seconds(),
-		RPS: r.RPS(), BytesPerSec: r.BytesPerSec(), BodyBytes: r.BodyBytes, Connects: r.Connects,
+		RPS: r.RPS(), BytesPerSec: r.BytesPerSec(), BodyBytes: r.BodyBytes, Connects: r.Connects, Backlog: r.Backlog,
 		LatencyMS: LatenciesOf(&r.Latency), Errors: ErrorCounts(&r.Errors),
 	}
 	if s.Connections <= 0 {
@@ -86,6 +87,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "%s — %s, %d connections, %.2fs\n", s.URL, mode, s.Connections, s.DurationS)
 	fmt.Fprintf(&b, "  requests    %d (ok %d), %d connections opened\n", s.Requests, s.OK, s.Connects)
+	if s.Backlog > 0 {
+		fmt.Fprintf(&b, "  backlog     %d requests were due but never finished: the server fell behind the rate, percentiles are optimistic\n", s.Backlog)
+	}
 	fmt.Fprintf(&b, "  throughput  %.1f req/s, %s/s\n", s.RPS, humanBytes(s.BytesPerSec))
 	l := s.LatencyMS
 	fmt.Fprintf(&b, "  latency ms  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f\n",
