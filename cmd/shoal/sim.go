@@ -1,0 +1,228 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"shoal/internal/policy"
+	"shoal/internal/sim"
+	"shoal/internal/trace"
+)
+
+func init() {
+	register("sim", "trace-driven cluster simulator: throughput and miss ratio per policy and node count", runSim)
+}
+
+func runSim(args []string) error {
+	fs := newFlags("sim", "--trace FILE [--policies wrr,lard,…] [--nodes 1,2,4,8,16] [--cache-mb N] [--cache lru|gdsf|cgdsf] [--seed S] [--json | --csv] [--plot out.svg]",
+		"Replay an access log through a simulated cluster (SPEC §6) for every policy and node count; print one row per run")
+	tracePath := fs.String("trace", "", "access log to replay (CLF or EPA, plain or gzip)")
+	policies := fs.String("policies", "wrr,lard,lardr,tbccrd,weblins", "comma-separated policies (any of "+strings.Join(policy.Names(), ",")+")")
+	nodesFlag := fs.String("nodes", "1,2,4,8,16", "comma-separated node counts")
+	cacheMB := fs.Float64("cache-mb", 32, "memory cache per node, MiB")
+	cachePol := fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf")
+	seed := fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output")
+	front := fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)")
+	perNode := fs.Int("per-node", 16, "throughput mode: requests in the system per node")
+	timeScale := fs.Float64("time-scale", 0, "latency mode: replay at trace timestamps × this factor (0 = throughput mode)")
+	costsFile := fs.String("costs", "", "TOML file overriding cost-model fields (keys as the --cost.* flags)")
+	parallel := fs.Int("parallel", 0, "concurrent runs (0 = GOMAXPROCS); output does not depend on it")
+	asJSON := fs.Bool("json", false, "print the rows as a JSON array on stdout")
+	asCSV := fs.Bool("csv", false, "print the rows as CSV on stdout")
+	plotOut := fs.String("plot", "", "write throughput and miss-ratio plots (two panels) to NAME.svg and NAME.png")
+	flagCosts := sim.DefaultCosts()
+	fields := flagCosts.Fields()
+	for _, f := range fields {
+		if f.Dur != nil {
+			fs.DurationVar(f.Dur, "cost."+f.Name, *f.Dur, f.Usage)
+		} else {
+			fs.Int64Var(f.Int, "cost."+f.Name, *f.Int, f.Usage)
+		}
+	}
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *tracePath == "" {
+		fs.Usage()
+		return errors.New("--trace is required")
+	}
+	if *asJSON && *asCSV {
+		return errors.New("--json and --csv are exclusive")
+	}
+	pols := splitList(*policies)
+	for _, p := range pols {
+		if _, err := policy.New(p, policy.Config{}); err != nil {
+			return err
+		}
+	}
+	var nodes []int
+	for _, s := range splitList(*nodesFlag) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 4096 {
+			return fmt.Errorf("--nodes: %q is not a node count in [1, 4096]", s)
+		}
+		nodes = append(nodes, n)
+	}
+	if len(pols) == 0 || len(nodes) == 0 {
+		return errors.New("need at least one policy and one node count")
+	}
+	if *cacheMB <= 0 {
+		return fmt.Errorf("--cache-mb %v: must be positive", *cacheMB)
+	}
+	path, err := sim.ParsePath(*front)
+	if err != nil {
+		return err
+	}
+	// Costs: defaults, then the TOML file, then flags given explicitly.
+	costs := sim.DefaultCosts()
+	if *costsFile != "" {
+		if costs, err = sim.LoadCosts(*costsFile, costs); err != nil {
+			return err
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for i, f := range costs.Fields() {
+		if !set["cost."+f.Name] {
+			continue
+		}
+		if f.Dur != nil {
+			*f.Dur = *fields[i].Dur
+		} else {
+			*f.Int = *fields[i].Int
+		}
+	}
+	if err := costs.Validate(); err != nil {
+		return err
+	}
+
+	sizes, err := trace.Sizes(*tracePath)
+	if err != nil {
+		return err
+	}
+	base := sim.Config{
+		CacheBytes: int64(*cacheMB * (1 << 20)),
+		Cache:      *cachePol,
+		Costs:      &costs,
+		Path:       path,
+		PerNode:    *perNode,
+		TimeScale:  *timeScale,
+		Seed:       *seed,
+	}
+	sw := sim.Sweep{Base: base, Policies: pols, Nodes: nodes, Parallel: *parallel,
+		Open: func() (sim.Source, error) {
+			r, err := trace.Open(*tracePath)
+			if err != nil {
+				return nil, err
+			}
+			return &closingSource{TraceSource: sim.NewTraceSource(r, sizes), r: r}, nil
+		}}
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		bar := progressbar.NewOptions(len(pols)*len(nodes), progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetDescription("simulating"), progressbar.OptionShowCount(),
+			progressbar.OptionClearOnFinish())
+		var mu sync.Mutex
+		sw.RunDone = func() {
+			mu.Lock()
+			bar.Add(1)
+			mu.Unlock()
+		}
+		defer bar.Finish()
+	}
+	ctx, cancel := interruptible()
+	defer cancel()
+	start := time.Now()
+	results, err := sw.Run(ctx)
+	if err != nil {
+		return err
+	}
+	rows := sim.Rows(results)
+	switch {
+	case *asJSON:
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return err
+		}
+	case *asCSV:
+		if err := writeSimCSV(os.Stdout, rows); err != nil {
+			return err
+		}
+	default:
+		writeSimTable(os.Stdout, rows)
+		fmt.Printf("\n%s: %d requests replayed per run; %.1f MiB cache per node (%s); simulated in %v\n",
+			*tracePath, rows[0].Requests, *cacheMB, *cachePol, time.Since(start).Round(time.Millisecond))
+	}
+	if *plotOut != "" {
+		svg, png := sim.PlotPaths(*plotOut)
+		title := fmt.Sprintf("(%.4g MiB/node, %s)", *cacheMB, *cachePol)
+		if err := sim.Plot(rows, title, svg, png); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s and %s\n", svg, png)
+	}
+	return nil
+}
+
+// closingSource lets the sweep close each run's trace file.
+type closingSource struct {
+	*sim.TraceSource
+	r *trace.Reader
+}
+
+func (c *closingSource) Close() error { return c.r.Close() }
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+var simColumns = []string{"policy", "nodes", "requests", "throughput_rps", "miss_ratio", "byte_miss_ratio",
+	"node_cpu_util", "node_disk_util", "front_cpu_util", "handoffs_per_request", "internal_bytes_per_request", "mean_latency_ms"}
+
+func simRecord(r sim.Row) []string {
+	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+	return []string{r.Policy, strconv.Itoa(r.Nodes), strconv.FormatInt(r.Requests, 10), f(r.ThroughputRPS, 1),
+		f(r.MissRatio, 4), f(r.ByteMissRatio, 4), f(r.NodeCPUUtil, 3), f(r.NodeDiskUtil, 3), f(r.FrontCPUUtil, 3),
+		f(r.HandoffsPerRequest, 3), f(r.InternalBytesPerRequest, 1), f(r.MeanLatencyMS, 2)}
+}
+
+func writeSimCSV(w io.Writer, rows []sim.Row) error {
+	cw := csv.NewWriter(w)
+	cw.Write(simColumns)
+	for _, r := range rows {
+		cw.Write(simRecord(r))
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func writeSimTable(w io.Writer, rows []sim.Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tnodes\trequests\treq/s\tmiss\tbyte miss\tnode cpu\tnode disk\tfront cpu\thandoffs/req\tinternal B/req\tlatency ms\t")
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(simRecord(r), "\t")+"\t")
+	}
+	tw.Flush()
+}
