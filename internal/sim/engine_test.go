@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 // TestEventOrder pushes events out of order, with ties, and checks they pop
 // by time and, at equal times, in the order they were scheduled.
@@ -53,5 +56,39 @@ func TestFIFO(t *testing.T) {
 	}
 	if s.busy != 23 {
 		t.Errorf("busy %d, want 23", s.busy)
+	}
+}
+
+// TestEventQueueRandom interleaves pushes and pops of random times (many
+// ties) and checks every pop against a brute-force minimum by (t, seq).
+func TestEventQueueRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var q eventQueue
+	var ref []event
+	var seq uint64
+	now := int64(0)
+	for step := range 20000 {
+		if len(ref) == 0 || rng.IntN(100) < 55 {
+			at := now + int64(rng.IntN(20))
+			q.push(at, evDone, int32(step))
+			seq++
+			ref = append(ref, event{t: at, seq: seq, req: int32(step)})
+			continue
+		}
+		m := 0
+		for i := range ref {
+			if ref[i].less(&ref[m]) {
+				m = i
+			}
+		}
+		ev, ok := q.pop()
+		if !ok || ev.req != ref[m].req || ev.t != ref[m].t {
+			t.Fatalf("step %d: popped %+v, want %+v", step, ev, ref[m])
+		}
+		now = ev.t
+		ref = append(ref[:m], ref[m+1:]...)
+		if q.Len() != len(ref) {
+			t.Fatalf("step %d: Len %d, want %d", step, q.Len(), len(ref))
+		}
 	}
 }

@@ -1,0 +1,137 @@
+package trace
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Summary describes a workload the way an operator sizing caches needs it
+// (issue 4, `shoal trace stats`): how many requests and distinct objects,
+// how many bytes the distinct objects take, how skewed popularity is, and how
+// much memory covers most requests.
+type Summary struct {
+	// Requests is the number of well-formed records; Malformed the lines the
+	// reader skipped (0 for sources that do not count them).
+	Requests  int64 `json:"requests"`
+	Malformed int   `json:"malformed"`
+	// UniqueURLs is the number of distinct URLs; SizedURLs those with at least
+	// one 200 response, whose size is known.
+	UniqueURLs int `json:"unique_urls"`
+	SizedURLs  int `json:"sized_urls"`
+	// UniqueBytes is Σ object size over distinct URLs, an object's size being
+	// its largest 200-response size (as Sizes); the working set.
+	UniqueBytes int64 `json:"unique_bytes"`
+	// TransferredBytes is Σ logged response bytes.
+	TransferredBytes int64 `json:"transferred_bytes"`
+	// OneTimers is the number of URLs requested exactly once.
+	OneTimers int `json:"one_timers"`
+	// ZipfAlpha is the popularity exponent α: minus the least-squares slope of
+	// log(request count) against log(popularity rank), fitted over URLs
+	// requested at least twice (the one-timers' flat tail would bias it).
+	// Web traces show α ≈ 0.6–0.9 (Breslau et al. 1999). 0 if fewer than two
+	// such URLs.
+	ZipfAlpha float64 `json:"zipf_alpha"`
+	// Cover90, Cover95 and Cover99 are the bytes of the most popular objects
+	// that together receive 90, 95 and 99 % of all requests: the memory a
+	// perfect popularity cache would need. URLs of unknown size count 0 bytes.
+	Cover90 int64 `json:"cover90_bytes"`
+	Cover95 int64 `json:"cover95_bytes"`
+	Cover99 int64 `json:"cover99_bytes"`
+}
+
+// Stats reads src to the end and summarises it. Memory grows with distinct
+// URLs, not requests. If src has a Malformed() int method (Reader does), its
+// count is reported.
+func Stats(src Source) (Summary, error) {
+	type urlStat struct {
+		count int64
+		size  int64
+	}
+	urls := map[string]*urlStat{}
+	var s Summary
+	for {
+		rec, err := src.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return s, fmt.Errorf("stats: %w", err)
+		}
+		s.Requests++
+		if rec.Bytes > 0 {
+			s.TransferredBytes += rec.Bytes
+		}
+		u := urls[rec.URL]
+		if u == nil {
+			u = &urlStat{size: -1}
+			urls[rec.URL] = u
+		}
+		u.count++
+		if rec.Status == 200 && rec.Bytes > u.size {
+			u.size = rec.Bytes
+		}
+	}
+	if m, ok := src.(interface{ Malformed() int }); ok {
+		s.Malformed = m.Malformed()
+	}
+	type ranked struct {
+		url string
+		urlStat
+	}
+	rs := make([]ranked, 0, len(urls))
+	for k, u := range urls {
+		rs = append(rs, ranked{k, *u})
+		if u.size >= 0 {
+			s.SizedURLs++
+			s.UniqueBytes += u.size
+		}
+		if u.count == 1 {
+			s.OneTimers++
+		}
+	}
+	s.UniqueURLs = len(rs)
+	// Most requested first; ties by URL so the result does not depend on map order.
+	slices.SortFunc(rs, func(a, b ranked) int {
+		if a.count != b.count {
+			if a.count > b.count {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.url, b.url)
+	})
+
+	var sx, sy, sxx, sxy, n float64
+	for i, r := range rs {
+		if r.count < 2 {
+			break
+		}
+		x, y := math.Log(float64(i+1)), math.Log(float64(r.count))
+		sx, sy, sxx, sxy, n = sx+x, sy+y, sxx+x*x, sxy+x*y, n+1
+	}
+	if d := n*sxx - sx*sx; n >= 2 && d > 0 {
+		s.ZipfAlpha = -(n*sxy - sx*sy) / d
+	}
+
+	targets := []struct {
+		frac float64
+		out  *int64
+	}{{0.90, &s.Cover90}, {0.95, &s.Cover95}, {0.99, &s.Cover99}}
+	var reqs, bytes int64
+	t := 0
+	for _, r := range rs {
+		if t == len(targets) {
+			break
+		}
+		reqs += r.count
+		bytes += max(r.size, 0)
+		for t < len(targets) && float64(reqs) >= targets[t].frac*float64(s.Requests) {
+			*targets[t].out = bytes
+			t++
+		}
+	}
+	return s, nil
+}
