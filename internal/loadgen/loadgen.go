@@ -223,6 +223,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		deadline = t.C
 	}
 	end := time.Time{}
+	done := ctx.Done()
 loop:
 	for {
 		select {
@@ -232,11 +233,11 @@ loop:
 			r.watchdog()
 		case <-deadline:
 			end = time.Now()
+			deadline, done = nil, nil // stop once; the workers now drain
 			r.stop(cancel)
-		case <-ctx.Done():
-			if end.IsZero() {
-				end = time.Now()
-			}
+		case <-done: // the caller cancelled
+			end = time.Now()
+			deadline, done = nil, nil
 			r.stop(cancel)
 		}
 	}
