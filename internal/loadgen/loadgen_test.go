@@ -372,9 +372,10 @@ func TestNames(t *testing.T) {
 		}
 	}
 	idx := filepath.Join(t.TempDir(), "index")
-	os.WriteFile(idx, []byte("# most popular first\n/index.html\n\nimg/a b.gif\n/ü\n"), 0o644)
-	got, err = ReadIndex(idx, "")
-	if err != nil || !slices.Equal(got, []string{"/index.html", "/img/a%20b.gif", "/%C3%BC"}) {
+	os.WriteFile(idx, []byte("# most popular first\n/index.html\n\n/img/a b.gif\nrelative\n/ü\n"+
+		"# shoal sample site, format 1\nconfig seed=1\n1234 /docs/d1.html\n"), 0o644)
+	got, err = ReadIndex(idx, "/p")
+	if err != nil || !slices.Equal(got, []string{"/p/index.html", "/p/img/a%20b.gif", "/p/%C3%BC", "/p/docs/d1.html"}) {
 		t.Errorf("ReadIndex = %q, %v", got, err)
 	}
 }

@@ -119,8 +119,13 @@ func PatternNames(prefix, pattern string, n int) ([]string, error) {
 	return out, nil
 }
 
-// ReadIndex reads a site's file list: one URL path per line, most popular
-// first; blank lines and lines starting with '#' are skipped.
+// ReadIndex reads a site's file list, most popular first (Zipf rank 1 is
+// the first URL). Each line is either "URL" or "SIZE URL" — the second form
+// is the line format of a shoal sample site's manifest.txt (internal/site),
+// so `--index site/manifest.txt` works as is (its URLs are in sorted order,
+// so ranks then follow the URL order). URLs must start with '/'; blank
+// lines, '#' comments and any other line (such as the manifest's "config"
+// line) are skipped.
 func ReadIndex(path, prefix string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -133,7 +138,10 @@ func ReadIndex(path, prefix string) ([]string, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		l := strings.TrimSpace(sc.Text())
-		if l == "" || l[0] == '#' {
+		if size, rest, ok := strings.Cut(l, " "); ok && size != "" && strings.Trim(size, "0123456789") == "" {
+			l = strings.TrimSpace(rest)
+		}
+		if !strings.HasPrefix(l, "/") {
 			continue
 		}
 		out = append(out, requestTarget(&b, prefix, l))
