@@ -85,6 +85,11 @@ func runSim(args []string) error {
 	if *cacheMB <= 0 {
 		return fmt.Errorf("--cache-mb %v: must be positive", *cacheMB)
 	}
+	switch *cachePol {
+	case "lru", "gdsf", "cgdsf":
+	default:
+		return fmt.Errorf("--cache %q: want lru, gdsf or cgdsf", *cachePol)
+	}
 	path, err := sim.ParsePath(*front)
 	if err != nil {
 		return err
