@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -130,13 +131,14 @@ func runSim(args []string) error {
 		TimeScale:  *timeScale,
 		Seed:       *seed,
 	}
+	var skipped atomic.Int64 // the same in every run
 	sw := sim.Sweep{Base: base, Policies: pols, Nodes: nodes, Parallel: *parallel,
 		Open: func() (sim.Source, error) {
 			r, err := trace.Open(*tracePath)
 			if err != nil {
 				return nil, err
 			}
-			return &closingSource{TraceSource: sim.NewTraceSource(r, sizes), r: r}, nil
+			return &closingSource{TraceSource: sim.NewTraceSource(r, sizes), r: r, skipped: &skipped}, nil
 		}}
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		bar := progressbar.NewOptions(len(pols)*len(nodes), progressbar.OptionSetWriter(os.Stderr),
@@ -171,8 +173,8 @@ func runSim(args []string) error {
 		}
 	default:
 		writeSimTable(os.Stdout, rows)
-		fmt.Printf("\n%s: %d requests replayed per run; %.1f MiB cache per node (%s); simulated in %v\n",
-			*tracePath, rows[0].Requests, *cacheMB, *cachePol, time.Since(start).Round(time.Millisecond))
+		fmt.Printf("\n%s: %d requests replayed per run (%d skipped: URL never answered 200, no size); %.4g MiB cache per node (%s); simulated in %v\n",
+			*tracePath, rows[0].Requests, skipped.Load(), *cacheMB, *cachePol, time.Since(start).Round(time.Millisecond))
 	}
 	if *plotOut != "" {
 		svg, png := sim.PlotPaths(*plotOut)
@@ -185,13 +187,18 @@ func runSim(args []string) error {
 	return nil
 }
 
-// closingSource lets the sweep close each run's trace file.
+// closingSource lets the sweep close each run's trace file, and reports how
+// many records had no object size.
 type closingSource struct {
 	*sim.TraceSource
-	r *trace.Reader
+	r       *trace.Reader
+	skipped *atomic.Int64
 }
 
-func (c *closingSource) Close() error { return c.r.Close() }
+func (c *closingSource) Close() error {
+	c.skipped.Store(c.Skipped())
+	return c.r.Close()
+}
 
 func splitList(s string) []string {
 	var out []string

@@ -2,8 +2,11 @@ package sim
 
 import (
 	"math"
+	"runtime"
 	"testing"
 	"time"
+
+	"shoal/internal/trace"
 )
 
 func repeat(url string, size int64, n int) []Access {
@@ -157,5 +160,32 @@ func TestFrontSaturation(t *testing.T) {
 	perReq := func(r Result) float64 { return r.FrontCPUUtil / r.ThroughputRPS }
 	if ratio := perReq(r7) / perReq(rt); ratio < 5 {
 		t.Errorf("front CPU per request l7/tag = %.2f, want ≥ 5", ratio)
+	}
+}
+
+// TestMemoryFlatInRequests streams a synthetic workload of 500 URLs: ten
+// times more requests must not allocate meaningfully more (the simulator's
+// state grows with URLs × nodes, not with requests).
+func TestMemoryFlatInRequests(t *testing.T) {
+	alloc := func(n int) uint64 {
+		g, err := trace.Synth{Files: 500, Requests: n, Seed: 2, MaxSize: 400 << 10}.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := NewTraceSource(g, g.Sizes())
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		if _, err := Run(Config{Policy: "tbccrd", Nodes: 4, CacheBytes: 1 << 20}, src); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&m1)
+		return m1.TotalAlloc - m0.TotalAlloc
+	}
+	small, big := alloc(20000), alloc(200000)
+	perReq := float64(big-small) / 180000
+	t.Logf("allocated %d B for 20k requests, %d B for 200k: %.2f B per extra request", small, big, perReq)
+	if perReq > 8 {
+		t.Errorf("%.2f bytes allocated per extra request; want ≈ 0", perReq)
 	}
 }
