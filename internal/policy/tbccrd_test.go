@@ -159,3 +159,35 @@ func TestTBCCRDConnTimeout(t *testing.T) {
 		t.Errorf("after sweep: conns %v counts %v", p.conns, p.connCount)
 	}
 }
+
+// TestTBCCRDKeepAliveMoves follows one keep-alive connection whose URLs live
+// on different nodes: every request is tagged on its own and the connection
+// moves each time the tag differs from its holder (seed 000 §2.2.2, last
+// paragraph), with the connection table following it.
+func TestTBCCRDKeepAliveMoves(t *testing.T) {
+	c := newCluster(1, 1, 1)
+	home := map[string]int{"/z": 0, "/x": 1, "/y": 2}
+	p := mustNew(t, "tbccrd", Config{DiskHolders: func(u string) []int { return []int{home[u]} }}).(*TBCCRD)
+	steps := []struct {
+		url     string
+		node    int
+		handoff bool
+	}{
+		{"/z", 0, false}, // new connection: wrr places it on a, /z is on a
+		{"/x", 1, true},
+		{"/y", 2, true},
+		{"/x", 1, true},
+		{"/x", 1, false},
+	}
+	for i, st := range steps {
+		d := p.Pick(c, &Request{URL: st.url, Size: 100, Conn: 9, Holder: -1})
+		if d.Node != st.node || d.Handoff != st.handoff {
+			t.Fatalf("step %d %s: got %+v, want node %d handoff %v", i, st.url, d, st.node, st.handoff)
+		}
+		want := []int{0, 0, 0}
+		want[st.node] = 1
+		if !slices.Equal(p.connCount, want) || p.conns[9].node != st.node {
+			t.Fatalf("step %d: connection table %v counts %v", i, p.conns, p.connCount)
+		}
+	}
+}
