@@ -430,22 +430,26 @@ func trivialServer(b *testing.B) string {
 }
 
 // BenchmarkClientRequest is the per-request cost of the client (write,
-// read, parse 1 KB response, record latency) plus the in-process server's,
-// over one keep-alive connection.
+// read, parse a 1 KB response, record latency) plus the in-process server's,
+// over 1 and 64 keep-alive connections. Client and server share the CPUs, so
+// this is an upper bound on the client's own cost; allocs/op must stay 0.
 func BenchmarkClientRequest(b *testing.B) {
-	url := trivialServer(b)
-	b.ReportAllocs()
-	r, err := New(Config{URL: url, Requests: uint64(b.N)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	res, err := r.Run(context.Background())
-	if err != nil || res.Requests != uint64(b.N) {
-		b.Fatalf("%v: %d of %d requests, errors %v", err, res.Requests, b.N, res.Errors)
+	for _, conns := range []int{1, 64} {
+		b.Run(fmt.Sprintf("conns=%d", conns), func(b *testing.B) {
+			url := trivialServer(b)
+			r, err := New(Config{URL: url, Requests: uint64(b.N), Connections: conns})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			res, err := r.Run(context.Background())
+			if err != nil || res.Requests != uint64(b.N) {
+				b.Fatalf("%v: %d of %d requests, errors %v", err, res.Requests, b.N, res.Errors)
+			}
+		})
 	}
 }
-
 // An open-loop run that the server cannot keep up with reports the
 // requests it left queued instead of silently dropping them.
 func TestOpenLoopBacklog(t *testing.T) {
