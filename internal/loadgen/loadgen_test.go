@@ -450,6 +450,7 @@ func BenchmarkClientRequest(b *testing.B) {
 		})
 	}
 }
+
 // An open-loop run that the server cannot keep up with reports the
 // requests it left queued instead of silently dropping them.
 func TestOpenLoopBacklog(t *testing.T) {
