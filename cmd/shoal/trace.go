@@ -46,21 +46,30 @@ func runTrace(args []string) error {
 func traceStats(args []string) error {
 	fs := newFlags("trace stats", "[--json] FILE", "Summarise an access log (CLF or EPA, plain or gzip) for cache sizing")
 	asJSON := fs.Bool("json", false, "print the summary as a JSON object")
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
+	// Flags may come before or after FILE.
+	var files []string
+	for {
+		if help, err := parseFlags(fs, args); help || err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() != 1 {
+	if len(files) != 1 {
 		fs.Usage()
 		return errors.New("need exactly one trace file")
 	}
-	r, err := trace.Open(fs.Arg(0))
+	r, err := trace.Open(files[0])
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	s, err := trace.Stats(r)
 	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+		return fmt.Errorf("%s: %w", files[0], err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -41,6 +42,14 @@ func Plot(rows []Row, title, svgPath, pngPath string) error {
 	if len(order) == 0 {
 		return fmt.Errorf("plot: no rows")
 	}
+	var nodeTicks plot.ConstantTicks
+	seen := map[int]bool{}
+	for _, r := range rows {
+		if !seen[r.Nodes] {
+			seen[r.Nodes] = true
+			nodeTicks = append(nodeTicks, plot.Tick{Value: float64(r.Nodes), Label: strconv.Itoa(r.Nodes)})
+		}
+	}
 	// Legends go where the curves are not: top left for throughput (curves
 	// rise to the right), bottom left for miss ratio (they fall to the right).
 	panel := func(name, ylabel string, data map[string]plotter.XYs, top bool) (*plot.Plot, error) {
@@ -51,6 +60,8 @@ func Plot(rows []Row, title, svgPath, pngPath string) error {
 		p.Y.Min = 0
 		p.Legend.Top, p.Legend.Left = top, true
 		p.Legend.XOffs = vg.Inch / 4
+		p.X.Tick.Marker = nodeTicks
+		p.Y.Tick.Marker = plainTicks{}
 		args := make([]any, 0, 2*len(order))
 		for _, pol := range order {
 			args = append(args, pol, data[pol])
@@ -94,4 +105,18 @@ func Plot(rows []Row, title, svgPath, pngPath string) error {
 		}
 	}
 	return nil
+}
+
+// plainTicks are gonum's default ticks labelled without trailing zeros
+// ("2500", not "2500.00").
+type plainTicks struct{}
+
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
