@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -16,6 +17,11 @@ import (
 // closes, and repeats. Comparing the mean time per operation with and
 // without connection migration at rising concurrency is how the seed finds
 // its crossover (migration wins above ~45 threads).
+//
+// Every operation uses a fresh connection, so a long run leaves many sockets
+// in TIME_WAIT; on loopback Linux reuses them (net.ipv4.tcp_tw_reuse = 2,
+// the default), against a remote server set tcp_tw_reuse = 1 or keep runs
+// short, or connects fail with EADDRNOTAVAIL (counted as "connect").
 type TCPConfig struct {
 	// Addr is the server, "host:port".
 	Addr string
@@ -187,6 +193,10 @@ func (s *Sink) Serve(ln net.Listener) error {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				time.Sleep(10 * time.Millisecond) // out of descriptors: back off, as net/http does
 				continue
 			}
 			return fmt.Errorf("sink: accept: %w", err)
