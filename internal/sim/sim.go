@@ -82,6 +82,8 @@ type Config struct {
 	// §3.3.1), "gdsf" or "cgdsf" (seed 001). GDSF's cost C is the object's
 	// disk read time (Costs.Disk); cgdsf's peer cost is a peer fetch (both
 	// sides' PeerPer512), and its CachedElsewhere asks the other nodes' caches.
+	// tbccrd's and weblins' mirrors of the node caches evict in the same
+	// order (see mirrorReplacers) unless PolicyConfig.NewReplacer is set.
 	Cache string
 	// Costs are the time and byte costs. Zero value = DefaultCosts().
 	Costs *Costs
@@ -268,6 +270,11 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if pc.PopularN == 0 && pc.PopularBytes == 0 {
 		pc.PopularBytes = max(cfg.CacheBytes/8, 1)
 	}
+	if cfg.Cache != cache.LRU && pc.NewReplacer == nil {
+		mr := &mirrorReplacers{cfg: cache.Config[struct{}]{Policy: cfg.Cache, Capacity: cfg.CacheBytes}}
+		mr.cfg.Cost, mr.cfg.PeerCost = s.gdsfCost, s.gdsfPeerCost
+		pc.NewReplacer = mr.newReplacer
+	}
 	pol, err := policy.New(cfg.Policy, pc)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
@@ -279,7 +286,6 @@ func newSim(cfg Config, src Source) (*sim, error) {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 	}
-	pc.Period = max(pc.Period, 0)
 	s.period = int64(policy.DefaultConfig().Period)
 	if pc.Period > 0 {
 		s.period = int64(pc.Period)
@@ -296,8 +302,7 @@ func newSim(cfg Config, src Source) (*sim, error) {
 			MaxObject: s.c.NoCacheAbove,
 		}
 		if cfg.Cache != cache.LRU {
-			cc.Cost = func(_ string, size int64) float64 { return float64(s.c.Disk(size)) / 1e6 }
-			cc.PeerCost = func(_ string, size int64) float64 { return float64(2*s.c.Peer(size)) / 1e6 }
+			cc.Cost, cc.PeerCost = s.gdsfCost, s.gdsfPeerCost
 			self := i
 			cc.CachedElsewhere = func(key string) bool {
 				for j := range s.nodes {
@@ -327,6 +332,13 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	s.res.Nodes = cfg.Nodes
 	return s, nil
 }
+
+// gdsfCost is GDSF's C: the disk read time of the object, in ms.
+func (s *sim) gdsfCost(_ string, size int64) float64 { return float64(s.c.Disk(size)) / 1e6 }
+
+// gdsfPeerCost is cluster GDSF's C for an object another node caches: a
+// peer fetch (CPU on both sides), in ms.
+func (s *sim) gdsfPeerCost(_ string, size int64) float64 { return float64(2*s.c.Peer(size)) / 1e6 }
 
 // alloc takes a request slot from the pool.
 func (s *sim) alloc() int32 {

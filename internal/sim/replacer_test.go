@@ -1,0 +1,47 @@
+package sim
+
+import (
+	"testing"
+
+	"shoal/internal/cache"
+)
+
+// TestCacheReplacer drives the adapter the way the policy's mirror does:
+// budget 10 B, objects of 4 B. Adding a third overflows the backing cache,
+// which picks the victim; Victim reports it until the mirror removes it.
+func TestCacheReplacer(t *testing.T) {
+	for _, pol := range []string{cache.LRU, cache.GDSF} {
+		m := &mirrorReplacers{cfg: cache.Config[struct{}]{Policy: pol, Capacity: 10}}
+		r := m.newReplacer(0)
+		if _, ok := r.Victim(); ok {
+			t.Fatalf("%s: victim of an empty cache", pol)
+		}
+		r.Add(0, 4, 0)
+		r.Add(1, 4, 0)
+		r.Hit(0, 0) // 1 is now the older (LRU) / less frequent (GDSF) one
+		r.Add(2, 4, 0)
+		v, ok := r.Victim()
+		if !ok || v != 1 {
+			t.Fatalf("%s: victim %d %v, want 1", pol, v, ok)
+		}
+		r.Remove(1)
+		if v, ok := r.Victim(); ok {
+			t.Fatalf("%s: victim %d after removal, want none", pol, v)
+		}
+	}
+}
+
+// TestCGDSFMirrorsSeeEachOther: a cgdsf mirror asks the other nodes'
+// mirrors whether an object is cached elsewhere; the duplicate goes first.
+func TestCGDSFMirrorsSeeEachOther(t *testing.T) {
+	m := &mirrorReplacers{cfg: cache.Config[struct{}]{Policy: cache.CGDSF, Capacity: 10}}
+	a, b := m.newReplacer(0), m.newReplacer(1)
+	b.Add(5, 4, 0) // object 5 also lives on node 1
+	a.Add(5, 4, 0)
+	a.Add(6, 4, 0)
+	a.Hit(5, 0) // more hits would keep 5 under plain GDSF …
+	a.Add(7, 4, 0)
+	if v, ok := a.Victim(); !ok || v != 5 {
+		t.Fatalf("victim %d %v, want the duplicate 5", v, ok)
+	}
+}
