@@ -127,18 +127,35 @@ type Result struct {
 // Row is one line of the results table; its JSON keys are the CLI's --json
 // contract (issue 4).
 type Row struct {
-	Policy                  string  `json:"policy"`
-	Nodes                   int     `json:"nodes"`
-	Requests                int64   `json:"requests"`
-	ThroughputRPS           float64 `json:"throughput_rps"`
-	MissRatio               float64 `json:"miss_ratio"`
-	ByteMissRatio           float64 `json:"byte_miss_ratio"`
-	NodeCPUUtil             float64 `json:"node_cpu_util"`
-	NodeDiskUtil            float64 `json:"node_disk_util"`
-	FrontCPUUtil            float64 `json:"front_cpu_util"`
-	HandoffsPerRequest      float64 `json:"handoffs_per_request"`
+	Policy string `json:"policy"`
+	Nodes  int    `json:"nodes"`
+	// Requests is the number of trace requests served.
+	Requests int64 `json:"requests"`
+	// ThroughputRPS is Requests over the virtual time from the first arrival
+	// to the last completion (seed 000 §3.3.2's definition).
+	ThroughputRPS float64 `json:"throughput_rps"`
+	// MissRatio is the share of requests whose object was read from a disk;
+	// ByteMissRatio the share of requested bytes read from a disk.
+	MissRatio     float64 `json:"miss_ratio"`
+	ByteMissRatio float64 `json:"byte_miss_ratio"`
+	// NodeCPUUtil and NodeDiskUtil are busy time over elapsed time, averaged
+	// over nodes; FrontCPUUtil is the front's (≈1 means the front is the
+	// bottleneck).
+	NodeCPUUtil  float64 `json:"node_cpu_util"`
+	NodeDiskUtil float64 `json:"node_disk_util"`
+	FrontCPUUtil float64 `json:"front_cpu_util"`
+	// HandoffsPerRequest counts TCP handoffs: front→node on an l7 front (one
+	// per request), node→node for tbccrd and weblins.
+	HandoffsPerRequest float64 `json:"handoffs_per_request"`
+	// InternalBytesPerRequest is cluster-internal traffic: location queries
+	// and replies or tags (seed 000 §3.2), plus objects moved between nodes'
+	// memories.
 	InternalBytesPerRequest float64 `json:"internal_bytes_per_request"`
-	MeanLatencyMS           float64 `json:"mean_latency_ms"`
+	// MeanLatencyMS is the mean time from entering the front to completion.
+	// In throughput mode it is the closed loop's response time (window ÷
+	// throughput, by Little's law); in latency mode the response time at the
+	// trace's (scaled) arrival rate.
+	MeanLatencyMS float64 `json:"mean_latency_ms"`
 }
 
 // event kinds
