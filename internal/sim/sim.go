@@ -191,6 +191,7 @@ type node struct {
 	cpu, disk fifo
 	cache     cache.Cache[struct{}]
 	lastBusy  int64 // CPU busy at the last load report
+	lastDisk  int64 // disk busy at the last load report
 }
 
 // sim is one run's state.
@@ -584,13 +585,17 @@ func (s *sim) complete(i int32, r *reqState) error {
 	return nil
 }
 
-// reportLoad feeds each node's CPU utilisation over the last period into
-// Node.Load (dfwrr's feedback), as a node's status report would.
+// reportLoad feeds each node's utilisation over the last period into
+// Node.Load (dfwrr's feedback), as a node's status report would: the busier
+// of its CPU and its disk, since a disk-bound node is as loaded as a
+// CPU-bound one (LVS feedback daemons combine CPU and I/O load likewise).
 func (s *sim) reportLoad() {
 	for j := range s.nodes {
 		n := &s.nodes[j]
-		s.cl.Nodes[j].Load = min(float64(n.cpu.busy-n.lastBusy)/float64(s.period), 1)
-		n.lastBusy = n.cpu.busy
+		cpu := float64(n.cpu.busy-n.lastBusy) / float64(s.period)
+		disk := float64(n.disk.busy-n.lastDisk) / float64(s.period)
+		s.cl.Nodes[j].Load = min(max(cpu, disk), 1)
+		n.lastBusy, n.lastDisk = n.cpu.busy, n.disk.busy
 	}
 	for s.nextLoad <= s.now {
 		s.nextLoad += s.period
