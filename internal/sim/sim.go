@@ -386,7 +386,7 @@ func (s *sim) admit(t int64) (bool, error) {
 	i := s.alloc()
 	r := &s.reqs[i]
 	s.conn++
-	r.pr = policy.Request{URL: a.URL, Size: a.Size, Conn: s.conn, Holder: -1}
+	r.pr = policy.Request{URL: a.URL, Size: max(a.Size, 0), Conn: s.conn, Holder: -1}
 	r.holder, r.node, r.fetch = -1, -1, -1
 	if s.cfg.TimeScale > 0 {
 		at := int64(float64(a.At) * s.cfg.TimeScale)
