@@ -93,7 +93,7 @@ func benchHTTP(args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *tracePath != "" && (set["zipf"] || set["index"]) {
+	if *tracePath != "" && (set["zipf"] || set["index"] || set["files"]) {
 		return errors.New("give --trace or --zipf, not both")
 	}
 	u, err := url.Parse(*rawURL)

@@ -76,9 +76,10 @@ type Result struct {
 	// Connects counts TCP connections opened.
 	Connects uint64
 	// Backlog (open loop only) counts requests that were due before the
-	// run ended but never finished: the queue an overloaded server leaves.
-	// Their latency is unknown and not in the histogram, so a large backlog
-	// means the percentiles are optimistic.
+	// run ended but never sent because every connection was busy: the
+	// queue an overloaded server leaves behind. Their latency is unknown
+	// and not in the histogram, so a backlog well above the connection
+	// count means the percentiles are optimistic (raise --connections).
 	Backlog uint64
 	// Errors counts failures by kind; 4xx/5xx responses are also Requests.
 	Errors [NumErrorKinds]uint64
@@ -253,15 +254,12 @@ loop:
 		if r.limit > 0 && due > r.limit {
 			due = r.limit
 		}
-		var failed uint64
-		for _, n := range res.Errors[:ErrStatus4xx] {
-			failed += n
+		var sent uint64
+		for _, w := range r.workers {
+			sent += w.sent
 		}
-		for _, n := range res.Errors[ErrShortBody:] {
-			failed += n
-		}
-		if done := res.Requests + failed; due > done {
-			res.Backlog = due - done
+		if due > sent {
+			res.Backlog = due - sent
 		}
 	}
 	return res, nil
@@ -316,6 +314,7 @@ type worker struct {
 	inflight atomic.Int64
 	done     atomic.Uint64
 
+	sent       uint64 // requests started (open-loop backlog accounting)
 	req        []byte
 	lastTarget string
 	res        Result
@@ -345,6 +344,7 @@ func (w *worker) run(ctx context.Context) {
 				now = time.Now()
 			}
 		}
+		w.sent++
 		w.do(ctx, r.cfg.Workload.Target(i), start, now)
 		w.done.Add(1)
 	}

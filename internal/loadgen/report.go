@@ -52,7 +52,7 @@ type Summary struct {
 	BytesPerSec float64           `json:"bytes_per_sec"` // response bytes incl. headers
 	BodyBytes   int64             `json:"body_bytes"`
 	Connects    uint64            `json:"connects"`
-	Backlog     uint64            `json:"backlog,omitempty"` // open loop: due but never finished
+	Backlog     uint64            `json:"backlog,omitempty"` // open loop: due but never sent
 	LatencyMS   Latencies         `json:"latency_ms"`
 	Errors      map[string]uint64 `json:"errors"`
 	ErrorsTotal uint64            `json:"errors_total"`
@@ -88,7 +88,8 @@ func (s Summary) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%s — %s, %d connections, %.2fs\n", s.URL, mode, s.Connections, s.DurationS)
 	fmt.Fprintf(&b, "  requests    %d (ok %d), %d connections opened\n", s.Requests, s.OK, s.Connects)
 	if s.Backlog > 0 {
-		fmt.Fprintf(&b, "  backlog     %d requests were due but never finished: the server fell behind the rate, percentiles are optimistic\n", s.Backlog)
+		fmt.Fprintf(&b, "  backlog     %d requests were due but never sent (all connections busy); if that is well above\n"+
+			"              the connection count the server fell behind the rate and the percentiles are optimistic\n", s.Backlog)
 	}
 	fmt.Fprintf(&b, "  throughput  %.1f req/s, %s/s\n", s.RPS, humanBytes(s.BytesPerSec))
 	l := s.LatencyMS
