@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"strings"
@@ -112,4 +113,24 @@ func BenchmarkParseResponse(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzResponseReader: arbitrary server bytes must never panic the reader,
+// and a parsed response can never claim more bytes than were sent.
+func FuzzResponseReader(f *testing.F) {
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"), false)
+	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"), false)
+	f.Add([]byte("HTTP/1.0 100 Continue\r\n\r\nHTTP/1.0 304 NM\r\n\r\n"), true)
+	f.Fuzz(func(t *testing.T, in []byte, head bool) {
+		p := newRespReader(bytes.NewReader(in), 256)
+		for i := 0; i < 4; i++ {
+			resp, err := p.read(head)
+			if err != nil {
+				return
+			}
+			if resp.bodyBytes < 0 || resp.wireBytes > int64(len(in)) || resp.bodyBytes > resp.wireBytes {
+				t.Fatalf("response %+v from %d input bytes", resp, len(in))
+			}
+		}
+	})
 }
