@@ -366,7 +366,7 @@ func TestNames(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{"/site/f00001", "/site/f00002", "/site/f00003"}) {
 		t.Errorf("PatternNames = %q, %v", got, err)
 	}
-	for _, p := range []string{"/static", "/%d/%d", "/%%"} {
+	for _, p := range []string{"/static", "/%d/%d", "/%%", "/%s"} {
 		if _, err := PatternNames("", p, 3); err == nil {
 			t.Errorf("pattern %q accepted", p)
 		}

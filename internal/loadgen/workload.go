@@ -111,6 +111,9 @@ func PatternNames(prefix, pattern string, n int) ([]string, error) {
 	if strings.Count(pattern, "%")-2*strings.Count(pattern, "%%") != 1 {
 		return nil, fmt.Errorf("pattern %q: want exactly one integer verb such as %%05d", pattern)
 	}
+	if strings.Contains(fmt.Sprintf(pattern, 1), "%!") {
+		return nil, fmt.Errorf("pattern %q: its verb does not format an integer", pattern)
+	}
 	out := make([]string, n)
 	var b strings.Builder
 	for i := range out {
