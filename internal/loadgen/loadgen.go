@@ -333,15 +333,17 @@ func (w *worker) run(ctx context.Context) {
 		if r.limit > 0 && i >= r.limit {
 			return
 		}
-		now := time.Now()
+		// Times are offsets from t0 on the monotonic clock: one clock
+		// read each, where time.Now would also read the wall clock.
+		now := time.Since(r.t0)
 		start := now
 		if r.cfg.Rate > 0 {
-			start = r.t0.Add(time.Duration(float64(i) * 1e9 / r.cfg.Rate))
-			if start.After(now) {
-				if !w.sleepUntil(ctx, start) {
+			start = time.Duration(float64(i) * 1e9 / r.cfg.Rate) // due at t0 + i/R
+			if start > now {
+				if !w.sleepFor(ctx, start-now) {
 					return
 				}
-				now = time.Now()
+				now = time.Since(r.t0)
 			}
 		}
 		w.sent++
@@ -350,12 +352,8 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// sleepUntil waits for t; false if the run stopped meanwhile.
-func (w *worker) sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return true
-	}
+// sleepFor waits for d; false if the run stopped meanwhile.
+func (w *worker) sleepFor(ctx context.Context, d time.Duration) bool {
 	if w.timer == nil {
 		w.timer = time.NewTimer(d)
 	} else {
@@ -371,10 +369,10 @@ func (w *worker) sleepUntil(ctx context.Context, t time.Time) bool {
 }
 
 // do performs one request; start is the time latency counts from, now the
-// time it is actually sent.
-func (w *worker) do(ctx context.Context, target string, start, now time.Time) {
+// time it is actually sent, both as offsets from t0.
+func (w *worker) do(ctx context.Context, target string, start, now time.Duration) {
 	r := w.r
-	s := int64(now.Sub(r.t0)) + 1
+	s := int64(now) + 1
 	w.inflight.Store(s)
 	if w.conn == nil {
 		d := net.Dialer{Timeout: r.cfg.Timeout}
@@ -411,7 +409,7 @@ func (w *worker) do(ctx context.Context, target string, start, now time.Time) {
 		w.fail(classify(err))
 		return
 	}
-	w.res.Latency.Record(time.Since(start))
+	w.res.Latency.Record(time.Since(r.t0) - start)
 	w.res.Requests++
 	w.res.WireBytes += resp.wireBytes
 	w.res.BodyBytes += resp.bodyBytes
