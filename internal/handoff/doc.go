@@ -1,0 +1,86 @@
+// Package handoff moves accepted client TCP connections from the front-end to
+// a node, so that the node answers the client directly and the response bytes
+// never pass through the front (SPEC §4; seeds 000 §2.2 and 002). It has two
+// transports, one per deployment:
+//
+//	same host  (passfd)   front ──SCM_RIGHTS over a Unix socket──▶ node
+//	across hosts (repair) front ──TCP_REPAIR state, HMAC'd──▶ node (+ per-flow steering)
+//
+//	          client
+//	            │ TCP (one connection, kept end to end)
+//	            ▼
+//	  ┌──────── front ────────┐  reads the request head, asks the policy,
+//	  │ accept, parse, Pick   │  then moves the socket instead of relaying
+//	  └──┬─────────────────▲──┘
+//	     │ fd + bytes read │ fd + next request (content-aware policies)
+//	     ▼                 │
+//	   node A ──────────────┘      node A writes the response straight
+//	     │                         to the client socket
+//	     └────────▶ client
+//
+// # passfd: same host
+//
+// The front sends the client socket's descriptor in an SCM_RIGHTS control
+// message TOGETHER WITH the bytes it has already read from it (the request
+// head and anything pipelined after it) and a fixed 24-byte header (magic
+// "shf1", kind, flags, node index, move count, the front's connection id),
+// all in ONE sendmsg(2) on a SOCK_SEQPACKET Unix socket. SEQPACKET because it
+// is connection-oriented (each side sees the other go away), reliable, and
+// keeps record boundaries: one record is one move, so the descriptor can
+// never be separated from its bytes or split across reads as on SOCK_STREAM
+// (where ancillary data rides on an arbitrary byte of a stream), and a
+// connected socket (unlike SOCK_DGRAM) gives the node a way back to the
+// front without knowing its address. A send is atomic: nil error means the
+// descriptor is queued in the kernel and the sender closes its own copy
+// (close(2) of one copy does not end the TCP connection); an error means
+// nothing left and the sender still owns the connection, so the front falls
+// back to relay for that request. If the node dies with descriptors still
+// queued, the kernel closes them and the client sees its connection end.
+//
+// The node (ListenFD, a net.Listener) reads with recvmsg into a buffer of
+// FDHeaderLen+FDMaxData bytes and a control buffer with room for several
+// descriptors; a truncated record or control part (MSG_TRUNC, MSG_CTRUNC),
+// a malformed header, a move without a descriptor, or extra descriptors are
+// refused and counted, and every descriptor that came with them is closed
+// (no leak, and the client is never left hanging). The received descriptor
+// (MSG_CMSG_CLOEXEC) is wrapped with net.FileConn and yielded by Accept as an
+// *FDConn; the node's server unwraps it, processes Preread first, then reads
+// further requests from the socket itself and writes every response to it
+// (sendfile included).
+//
+// Keep-alive after a handoff. The policy lives in the front, so a node cannot
+// tell whether the next request on a connection is its own. The design is
+// the simplest one that is always correct:
+//
+//   - content-blind policies (rr, wrr, lc, …): the front hands off without
+//     FDFlagReturn and the node keeps and serves the connection to its end,
+//     exactly as a client connected to it directly;
+//   - content-aware policies (lard, tbccrd, urlhash, weblins, …): the front
+//     sets FDFlagReturn; the node serves that one request, then waits for the
+//     next one and hands the connection BACK on the same SEQPACKET socket
+//     (FDReturn: same one-message format, descriptor + the bytes it read),
+//     and the front re-dispatches it — to the same node or to another one:
+//     tbccrd's repeated handoffs (seed 000 §2.2). When such a connection ends
+//     at the node, the node sends FDEnded (no descriptor) with the front's
+//     connection id — seed 002's FIN-HANDOFF — so the front drops it from
+//     its connection table.
+//
+// Every move is counted on both sides (FDListener.Stats, and the front's
+// handoff counters). A returned connection costs the front one recvmsg, a
+// head parse, a policy call and one sendmsg — still O(head) rather than
+// O(response) work.
+//
+// # repair: across hosts
+//
+// The front and the nodes share a virtual IP held by the nodes on a
+// non-ARPing interface (as LVS direct routing). The front accepts, reads the
+// head, freezes the socket with TCP_REPAIR and sends its full state
+// (4-tuple, sequence numbers, window, MSS, window scale, timestamps, SACK,
+// unread and unsent data) to the node in one HMAC-authenticated message; it
+// then steers the flow's later packets to the node in the kernel and closes
+// its copy silently. The node rebuilds the socket in repair mode and replies
+// from the virtual IP straight to the client; at the end it tells the front
+// to drop the flow. Forged, replayed or stale messages are refused and
+// counted. See repair*.go, steer*.go and lab*.go (the network-namespace
+// test topology).
+package handoff

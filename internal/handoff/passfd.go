@@ -1,0 +1,253 @@
+package handoff
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Message kinds. Every message is one SOCK_SEQPACKET record: a fixed
+// FDHeaderLen-byte header, then the client bytes already read; kinds that move
+// a connection carry exactly one descriptor in an SCM_RIGHTS control message.
+const (
+	// FDHandoff (front → node) moves a client connection to the node,
+	// with the request head and any pipelined bytes the front has read.
+	FDHandoff uint8 = 1
+	// FDReturn (node → front) hands a connection back for re-dispatch,
+	// with the bytes of the next request(s) the node has read.
+	FDReturn uint8 = 2
+	// FDEnded (node → front, no descriptor) reports that a connection
+	// handed off with FDFlagReturn ended at the node, so the front can drop it
+	// from its connection table (seed 002's FIN-HANDOFF).
+	FDEnded uint8 = 3
+)
+
+// FDFlagReturn asks the node to serve only the first request of a handed-off
+// connection and then give it back (FDReturn) with whatever it has read
+// of the next one; without it the node keeps the connection to its end.
+const FDFlagReturn uint8 = 1
+
+// FDHeaderLen is the size of the fixed message header.
+const FDHeaderLen = 24
+
+// FDMaxData bounds the client bytes carried in one message: a maximal request
+// head (8 KiB by default) plus the front's read-ahead, with room to spare.
+// The kernel's default unix send buffer (≈208 KiB) holds several such
+// records.
+const FDMaxData = 64 << 10
+
+// fdMagic starts every header, so a stray writer or a version mismatch is
+// refused instead of being misparsed.
+var fdMagic = [4]byte{'s', 'h', 'f', '1'}
+
+// FDHeader is the fixed part of a message.
+type FDHeader struct {
+	// Kind is FDHandoff, FDReturn or FDEnded.
+	Kind uint8
+	// Flags holds FDFlagReturn.
+	Flags uint8
+	// Node is the cluster index of the node the connection is sent to
+	// (FDHandoff) or comes back from (FDReturn, FDEnded), so the front
+	// knows the holder without a lookup.
+	Node int32
+	// Moves counts how many times this client connection has been moved so
+	// far, this move included (for statistics and loop detection).
+	Moves uint32
+	// Conn is the front's connection id (policy.Request.Conn), echoed back
+	// so a returned connection keeps its identity in tbccrd's table.
+	Conn uint64
+}
+
+// AppendFDHeader appends h's wire form to dst.
+func AppendFDHeader(dst []byte, h FDHeader) []byte {
+	dst = append(dst, fdMagic[:]...)
+	dst = append(dst, h.Kind, h.Flags, 0, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(h.Node))
+	dst = binary.LittleEndian.AppendUint32(dst, h.Moves)
+	dst = binary.LittleEndian.AppendUint64(dst, h.Conn)
+	return dst
+}
+
+// ParseFDHeader decodes the header at the start of b.
+func ParseFDHeader(b []byte) (FDHeader, error) {
+	if len(b) < FDHeaderLen {
+		return FDHeader{}, fmt.Errorf("%w: %d-byte message", ErrFDMessage, len(b))
+	}
+	if [4]byte(b[:4]) != fdMagic {
+		return FDHeader{}, fmt.Errorf("%w: bad fdMagic %q", ErrFDMessage, b[:4])
+	}
+	h := FDHeader{
+		Kind:  b[4],
+		Flags: b[5],
+		Node:  int32(binary.LittleEndian.Uint32(b[8:])),
+		Moves: binary.LittleEndian.Uint32(b[12:]),
+		Conn:  binary.LittleEndian.Uint64(b[16:]),
+	}
+	if h.Kind < FDHandoff || h.Kind > FDEnded {
+		return FDHeader{}, fmt.Errorf("%w: kind %d", ErrFDMessage, h.Kind)
+	}
+	return h, nil
+}
+
+// Errors from Recv. Each one means the message was dropped and any
+// descriptor that came with it closed (the client sees its connection
+// reset or closed, never a hang).
+var (
+	// ErrFDMessage: the record is not a well-formed shoal message.
+	ErrFDMessage = errors.New("handoff: malformed message")
+	// ErrFDTruncated: the record or its control data did not fit the buffers
+	// (MSG_TRUNC or MSG_CTRUNC).
+	ErrFDTruncated = errors.New("handoff: message truncated")
+	// ErrNoDescriptor: a kind that moves a connection came without one.
+	ErrNoDescriptor = errors.New("handoff: message without a descriptor")
+)
+
+// fdOOBSize is room for the control data of one message: a few descriptors,
+// so that a sender passing more than one is detected (and the extras closed)
+// rather than silently truncated by the kernel.
+var fdOOBSize = unix.CmsgSpace(4 * 4)
+
+// SendFD writes one message on uc: h, then data, with conn's descriptor
+// attached (SCM_RIGHTS) when conn is not nil. The message is atomic on a
+// SOCK_SEQPACKET socket: a nil error means the descriptor is queued in the
+// kernel for the fdPeer, and the caller must close its own copy (closing it
+// does not end the TCP connection while the fdPeer's copy exists); a non-nil
+// error means nothing was sent and the caller still owns the connection.
+// timeout bounds a send blocked on a full socket buffer (0: no limit).
+// scratch, if not nil, is reused for the record.
+func SendFD(uc *net.UnixConn, h FDHeader, data []byte, conn syscall.Conn, timeout time.Duration, scratch []byte) ([]byte, error) {
+	if len(data) > FDMaxData {
+		return scratch, fmt.Errorf("handoff: %d bytes to send, limit %d", len(data), FDMaxData)
+	}
+	msg := AppendFDHeader(scratch[:0], h)
+	msg = append(msg, data...)
+	if timeout > 0 {
+		uc.SetWriteDeadline(time.Now().Add(timeout))
+	}
+	if conn == nil {
+		_, _, err := uc.WriteMsgUnix(msg, nil, nil)
+		return msg, err
+	}
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return msg, fmt.Errorf("handoff: client socket: %w", err)
+	}
+	var werr error
+	// Control holds a reference on the descriptor, so it cannot be closed
+	// and reused under us while it is being sent.
+	cerr := rc.Control(func(fd uintptr) {
+		_, _, werr = uc.WriteMsgUnix(msg, unix.UnixRights(int(fd)), nil)
+	})
+	if cerr != nil {
+		return msg, fmt.Errorf("handoff: client socket: %w", cerr)
+	}
+	if werr != nil {
+		return msg, fmt.Errorf("handoff: sendmsg: %w", werr)
+	}
+	return msg, nil
+}
+
+// FDMessage is one message read by Recv.
+type FDMessage struct {
+	Header FDHeader
+	// Data is the client bytes carried in the message; it aliases the
+	// buffer given to Recv.
+	Data []byte
+	// Conn is the moved client connection, nil for FDEnded.
+	Conn net.Conn
+	// Stray is the number of extra descriptors that came with the message
+	// and were closed.
+	Stray int
+}
+
+// RecvFD reads one message from uc into buf (which should hold FDHeaderLen +
+// FDMaxData bytes) and wraps a received descriptor with net.FileConn. On any
+// error other than a read error of uc itself, every descriptor the message
+// carried has been closed; the caller may go on reading.
+func RecvFD(uc *net.UnixConn, buf []byte) (FDMessage, error) {
+	var oobArr [64]byte
+	oob := oobArr[:fdOOBSize]
+	n, oobn, flags, _, err := uc.ReadMsgUnix(buf, oob)
+	var fds []int
+	if oobn > 0 {
+		fds = parseFDRights(oob[:oobn])
+	}
+	if err != nil {
+		closeFDs(fds)
+		if errors.Is(err, io.EOF) {
+			return FDMessage{}, errFDEOF
+		}
+		return FDMessage{}, err
+	}
+	if n == 0 && oobn == 0 {
+		// A zero-length record without control data: on SOCK_SEQPACKET this
+		// is end of stream (the fdPeer closed).
+		return FDMessage{}, errFDEOF
+	}
+	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		closeFDs(fds)
+		return FDMessage{}, fmt.Errorf("%w (flags %#x, %d bytes, %d descriptors)", ErrFDTruncated, flags, n, len(fds))
+	}
+	h, err := ParseFDHeader(buf[:n])
+	if err != nil {
+		closeFDs(fds)
+		return FDMessage{}, err
+	}
+	r := FDMessage{Header: h, Data: buf[FDHeaderLen:n]}
+	if h.Kind == FDEnded {
+		r.Stray = len(fds)
+		closeFDs(fds)
+		return r, nil
+	}
+	if len(fds) == 0 {
+		return FDMessage{}, fmt.Errorf("%w (kind %d)", ErrNoDescriptor, h.Kind)
+	}
+	r.Stray = len(fds) - 1
+	closeFDs(fds[1:])
+	f := os.NewFile(uintptr(fds[0]), "handoff")
+	c, err := net.FileConn(f) // dups the descriptor
+	f.Close()
+	if err != nil {
+		return FDMessage{}, fmt.Errorf("%w: wrap received socket: %v", ErrFDMessage, err)
+	}
+	r.Conn = c
+	return r, nil
+}
+
+// errFDEOF is returned by Recv when the fdPeer closed the socket.
+var errFDEOF = fmt.Errorf("handoff: fdPeer closed: %w", net.ErrClosed)
+
+// parseFDRights returns every descriptor in the control data.
+func parseFDRights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		if msgs[i].Header.Level != unix.SOL_SOCKET || msgs[i].Header.Type != unix.SCM_RIGHTS {
+			continue
+		}
+		if r, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// fdCounter is a small helper so the stats structs below stay plain.
+type fdCounter = atomic.Uint64

@@ -1,0 +1,162 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// FDClient is the sending end of one node's handoff socket (the front). It
+// keeps one SOCK_SEQPACKET connection to the socket, dialled on first use
+// and again after it breaks, and reads what the node sends back on it:
+// returned connections (FDReturn) go to OnReturn, end notices (FDEnded)
+// to OnEnded. Send is safe for concurrent use; sendmsg on a SEQPACKET
+// socket is atomic per record, so concurrent sends never interleave.
+type FDClient struct {
+	path    string
+	timeout time.Duration
+	// OnReturn receives connections handed back by the node; it owns r.Conn.
+	// Nil closes them.
+	onReturn func(r FDMessage)
+	// OnEnded receives FDEnded notices. Nil ignores them.
+	onEnded func(h FDHeader)
+
+	mu     sync.Mutex
+	uc     *net.UnixConn
+	closed bool
+
+	scratch sync.Pool
+}
+
+// FDClientConfig configures NewFDClient.
+type FDClientConfig struct {
+	// Path is the node's handoff socket.
+	Path string
+	// SendTimeout bounds one send blocked on a full socket (a node that has
+	// stopped accepting). Default 1 s; the caller then falls back to relay.
+	SendTimeout time.Duration
+	// OnReturn receives connections the node hands back; the callee owns
+	// r.Conn (and r.Data, a private copy). Nil closes them.
+	OnReturn func(r FDMessage)
+	// OnEnded receives FDEnded notices. Nil ignores them.
+	OnEnded func(h FDHeader)
+}
+
+// NewFDClient returns a client for cfg.Path; it dials lazily.
+func NewFDClient(cfg FDClientConfig) *FDClient {
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = time.Second
+	}
+	c := &FDClient{path: cfg.Path, timeout: cfg.SendTimeout, onReturn: cfg.OnReturn, onEnded: cfg.OnEnded}
+	c.scratch.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	return c
+}
+
+// Path returns the socket path.
+func (c *FDClient) Path() string { return c.path }
+
+// ErrFDClientClosed is returned by Send after Close.
+var ErrFDClientClosed = errors.New("handoff: client closed")
+
+// conn returns the live socket, dialling it if needed.
+func (c *FDClient) conn() (*net.UnixConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrFDClientClosed
+	}
+	if c.uc != nil {
+		return c.uc, nil
+	}
+	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: c.path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("handoff: dial %s: %w", c.path, err)
+	}
+	c.uc = uc
+	go c.read(uc)
+	return uc, nil
+}
+
+// drop forgets uc (if it is still the current socket) and closes it.
+func (c *FDClient) drop(uc *net.UnixConn) {
+	c.mu.Lock()
+	if c.uc == uc {
+		c.uc = nil
+	}
+	c.mu.Unlock()
+	uc.Close()
+}
+
+// Send moves conn to the node with h and data (the bytes already read from
+// it) in one message. A nil error means the descriptor is on its way and
+// the caller must close its copy and forget the connection; an error means
+// nothing was sent and the caller still owns conn (and should fall back).
+func (c *FDClient) Send(h FDHeader, data []byte, conn syscall.Conn) error {
+	uc, err := c.conn()
+	if err != nil {
+		return err
+	}
+	bp := c.scratch.Get().(*[]byte)
+	*bp, err = SendFD(uc, h, data, conn, c.timeout, *bp)
+	if cap(*bp) <= 64<<10 {
+		c.scratch.Put(bp)
+	}
+	if err != nil {
+		var ne net.Error
+		if !(errors.As(err, &ne) && ne.Timeout()) {
+			// A broken socket (the node restarted): redial next time.
+			c.drop(uc)
+		}
+		return fmt.Errorf("handoff: send to %s: %w", c.path, err)
+	}
+	return nil
+}
+
+// Close closes the socket. Connections the node still holds are not
+// affected; ones it tries to return afterwards are closed by the kernel
+// when the socket goes away.
+func (c *FDClient) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	uc := c.uc
+	c.uc = nil
+	c.mu.Unlock()
+	if uc != nil {
+		return uc.Close()
+	}
+	return nil
+}
+
+func (c *FDClient) read(uc *net.UnixConn) {
+	defer c.drop(uc)
+	buf := make([]byte, FDHeaderLen+FDMaxData)
+	for {
+		r, err := RecvFD(uc, buf)
+		if err != nil {
+			if isFDMessageError(err) {
+				continue
+			}
+			return
+		}
+		switch r.Header.Kind {
+		case FDReturn:
+			if c.onReturn == nil {
+				r.Conn.Close()
+				continue
+			}
+			r.Data = append([]byte(nil), r.Data...)
+			c.onReturn(r)
+		case FDEnded:
+			if c.onEnded != nil {
+				c.onEnded(r.Header)
+			}
+		default:
+			if r.Conn != nil {
+				r.Conn.Close()
+			}
+		}
+	}
+}
