@@ -8,12 +8,12 @@ import (
 )
 
 // spliceMin is the body remainder from which streaming goes socket to socket
-// through io.CopyN, which the net package turns into splice(2) between two
+// through io.Copy over an io.LimitedReader, which the net package turns into splice(2) between two
 // TCP connections (no copy through user space). Below it a read/write loop
 // through the connection's own buffer costs fewer system calls.
 const spliceMin = 32 << 10
 
-// spliceStep bounds one io.CopyN so deadlines are refreshed while a large
+// spliceStep bounds one spliceN so deadlines are refreshed while a large
 // body streams: a stalled peer is cut, a slow but live one is not.
 const spliceStep = 4 << 20
 
@@ -82,8 +82,22 @@ type pipe struct {
 	src    net.Conn
 	srcBuf *inbuf
 	srcDL  *deadline
-	rto    time.Duration // read stall timeout on src
-	wto    time.Duration // write stall timeout on dst
+	rto    time.Duration     // read stall timeout on src
+	wto    time.Duration     // write stall timeout on dst
+	lr     *io.LimitedReader // reused by spliceN, so streaming does not allocate
+}
+
+// spliceN copies up to k bytes from the source socket to dst, which the
+// net package does with splice(2) when both are TCP connections. It returns
+// io.EOF when the source ended before k bytes (as io.CopyN does).
+func (p *pipe) spliceN(k int64) (int64, error) {
+	p.lr.R, p.lr.N = p.src, k
+	w, err := io.Copy(p.dst, p.lr)
+	p.lr.R = nil
+	if err == nil && w < k {
+		err = io.EOF
+	}
+	return w, err
 }
 
 func (p *pipe) arm() {
@@ -116,7 +130,7 @@ func (p *pipe) copyN(n int64) (int64, error) {
 			if k > spliceStep {
 				k = spliceStep
 			}
-			w, err := io.CopyN(p.dst, p.src, k)
+			w, err := p.spliceN(k)
 			done += w
 			if err == io.EOF {
 				return done, io.ErrUnexpectedEOF
@@ -163,7 +177,7 @@ func (p *pipe) copyUntilClose() (int64, error) {
 	}
 	for {
 		p.arm()
-		w, err := io.CopyN(p.dst, p.src, spliceStep)
+		w, err := p.spliceN(spliceStep)
 		done += w
 		if err == io.EOF {
 			return done, nil
@@ -191,7 +205,7 @@ func (p *pipe) copyChunked(strip bool) (int64, error) {
 				if k > spliceStep {
 					k = spliceStep
 				}
-				w, err := io.CopyN(p.dst, p.src, k)
+				w, err := p.spliceN(k)
 				done += w
 				ch.left -= w
 				if ch.left == 0 {

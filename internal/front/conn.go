@@ -2,6 +2,7 @@ package front
 
 import (
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -25,6 +26,8 @@ type clientConn struct {
 	vec    [2][]byte
 	bufs   net.Buffers
 	req    httpwire.Request
+	pr     policy.Request
+	lr     io.LimitedReader
 	x      Exchange
 	holder int
 	idle   atomic.Bool
@@ -179,29 +182,32 @@ func (cc *clientConn) handle() Result {
 	if p := req.Path(); string(p) != cc.url {
 		cc.url = string(p)
 	}
-	pr := policy.Request{URL: cc.url, Size: -1, Conn: cc.id, Holder: cc.holder}
-	d, b := s.cl.Pick(&pr)
+	// The policy request lives in cc: passed to the policy interface it
+	// would escape, and allocate, if it were a local.
+	cc.pr = policy.Request{URL: cc.url, Size: -1, Conn: cc.id, Holder: cc.holder}
+	pr := &cc.pr
+	d, b := s.cl.Pick(pr)
 	if d.Node < 0 || b == nil {
 		st := cc.writeError(503, req.Close || req.HasBody())
 		return cc.finish(Result{Status: st, Close: req.Close || req.HasBody()}, nil, "", false, start)
 	}
 	cc.holder = d.Node
 	x := &cc.x
-	*x = Exchange{Req: req, Head: head, Decision: d, Backend: b, Policy: &pr, cc: cc}
+	*x = Exchange{Req: req, Head: head, Decision: d, Backend: b, Policy: pr, cc: cc}
 	path := s.cfg.Path
 	if s.cfg.Choose != nil {
 		path = s.cfg.Choose(d, x)
 	}
 	cc.countPath(path.Name())
 	res := path.Serve(x)
-	s.cl.Done(b, &pr)
+	s.cl.Done(b, pr)
 	if res.NodeFailed {
 		s.cl.Failed(b, res.Err)
 	}
 	retried := false
 	if res.Retry && isRetryable(req) {
 		// The node failed before any response byte: once, elsewhere.
-		if d2, b2 := s.cl.PickExcept(&pr, b.Index); d2.Node >= 0 && b2 != nil {
+		if d2, b2 := s.cl.PickExcept(pr, b.Index); d2.Node >= 0 && b2 != nil {
 			retried = true
 			s.ctr.retries.Add(1)
 			cc.holder = d2.Node
@@ -210,7 +216,7 @@ func (cc *clientConn) handle() Result {
 				path = s.cfg.Choose(d2, x)
 			}
 			res = path.Serve(x)
-			s.cl.Done(b2, &pr)
+			s.cl.Done(b2, pr)
 			if res.NodeFailed {
 				s.cl.Failed(b2, res.Err)
 			}

@@ -12,7 +12,7 @@
 // rewrites the head in one pass (hop-by-hop headers out, X-Forwarded-For in)
 // into one write, keeps a small LIFO free list of keep-alive connections per
 // node without a goroutine per pooled connection, and streams bodies, using
-// splice(2) through io.CopyN between TCP sockets for large ones.
+// splice(2) (io.Copy between TCP sockets) for large ones.
 //
 // Every request on a keep-alive client connection is routed on its own, so
 // content-aware policies (lard, tbccrd) see each URL (seed 000 §2.2: "several

@@ -183,7 +183,7 @@ func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error 
 		}
 	}
 	p := pipe{dst: nc.c, dstDL: &nc.wdl, src: cc.c, srcBuf: &cc.in, srcDL: &cc.rdl,
-		rto: s.cfg.HeaderTimeout, wto: s.cfg.ResponseTimeout}
+		rto: s.cfg.HeaderTimeout, wto: s.cfg.ResponseTimeout, lr: &cc.lr}
 	var n int64
 	if req.Chunked {
 		n, err = p.copyChunked(false)
@@ -289,7 +289,7 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn) Resu
 	now := time.Now().UnixNano()
 	cc.wdl.setWrite(cc.c, now, s.cfg.WriteTimeout)
 	p := pipe{dst: cc.c, dstDL: &cc.wdl, src: nc.c, srcBuf: &nc.in, srcDL: &nc.rdl,
-		rto: s.cfg.ResponseTimeout, wto: s.cfg.WriteTimeout}
+		rto: s.cfg.ResponseTimeout, wto: s.cfg.WriteTimeout, lr: &cc.lr}
 	var err error
 	var n int64
 	switch {
