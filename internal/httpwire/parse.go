@@ -46,7 +46,8 @@ var (
 	ErrUnknownTE        = &Error{501, "unsupported transfer coding"}               // [6.1]
 	ErrTEOnHTTP10       = &Error{400, "Transfer-Encoding in an HTTP/1.0 request"}  // [6.1]
 	ErrMissingHost      = &Error{400, "missing Host header"}                       // [3.2]
-	ErrDupHost          = &Error{400, "more than one Host header"}                 // [3.2]
+	ErrDupHost          = &Error{400, "more than one Host header"}
+	ErrBadHost          = &Error{400, "invalid Host header"} // [3.2]
 )
 
 // Header is one header field as it appeared on the wire: Name as sent (case
@@ -156,6 +157,8 @@ var (
 	tchar  [256]bool
 	vchar  [256]bool // allowed inside a field value
 	tgchar [256]bool // allowed in a request-target
+	// hostchar: uri-host [":" port] (RFC 3986 reg-name, IP-literal, pct-encoded).
+	hostchar [256]bool
 )
 
 func init() {
@@ -170,6 +173,10 @@ func init() {
 		}
 		vchar[c] = (c >= 0x21 && c != 0x7f) || c == ' ' || c == '\t'
 		tgchar[c] = c >= 0x21 && c != 0x7f
+		hostchar[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	for _, c := range []byte("-._~!$&'()*+,;=:[]%") {
+		hostchar[c] = true
 	}
 }
 
@@ -364,6 +371,11 @@ func (r *Request) known(name, value []byte, closeTok *bool) error {
 		if eqFold(name, "host") {
 			if r.HasHost {
 				return ErrDupHost
+			}
+			for _, c := range value {
+				if !hostchar[c] {
+					return ErrBadHost
+				}
 			}
 			r.HasHost, r.Host = true, value
 		}

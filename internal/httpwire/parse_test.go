@@ -44,8 +44,8 @@ func TestParseFields(t *testing.T) {
 			func(r *Request) bool {
 				return string(r.IfNoneMatch) == `"x"` && string(r.IfModifiedSince) == "Sun, 06 Nov 1994 08:49:37 GMT" && string(r.Range) == "bytes=0-1"
 			}},
-		{"ows trimmed, empty value", "GET / HTTP/1.1\r\nHost: \t a b \t\r\nX-Empty:\r\n\r\n", func(r *Request) bool {
-			return string(r.Host) == "a b" && len(r.Headers[1].Value) == 0
+		{"ows trimmed, empty value", "GET / HTTP/1.1\r\nHost: \t [::1]:80 \t\r\nX-Empty:\r\nX: a b\r\n\r\n", func(r *Request) bool {
+			return string(r.Host) == "[::1]:80" && len(r.Headers[1].Value) == 0 && string(r.Headers[2].Value) == "a b"
 		}},
 		{"leading blank line", "\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Method) == "GET" && r.HeadLen == 29 }},
 		{"query path", "GET /a/b?c=d HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Path()) == "/a/b" }},
@@ -104,6 +104,9 @@ func TestParseRefusals(t *testing.T) {
 		{"bad version digits", "GET / HTTP/1.x\r\nHost: a\r\n\r\n", ErrBadVersion},
 		{"version 2", "GET / HTTP/2.0\r\nHost: a\r\n\r\n", ErrVersion},
 		{"missing host", "GET / HTTP/1.1\r\nX: a\r\n\r\n", ErrMissingHost},
+		{"host with space", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", ErrBadHost},
+		{"host with slash", "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", ErrBadHost},
+		{"host with userinfo", "GET / HTTP/1.1\r\nHost: u@a\r\n\r\n", ErrBadHost},
 		{"two hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", ErrDupHost},
 		{"too large", "GET /" + strings.Repeat("a", DefaultMaxHead) + " HTTP/1.1\r\nHost: a\r\n\r\n", ErrTooLarge},
 		{"too large incomplete", "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", DefaultMaxHead), ErrTooLarge},

@@ -62,6 +62,9 @@ type conn struct {
 	since atomic.Int64 // unix ns when the current state began
 
 	nreq, nbytes int64 // batch counters, added to the server's per batch
+
+	pre int       // bytes at buf[w:] handed over with the connection, read first
+	hb  *handback // non-nil for a connection handed off by the front (handoff.go)
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -71,6 +74,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		buf: make([]byte, s.cfg.MaxHead+4096),
 		out: make([]byte, 0, 4096),
 	}
+	c.adoptHandoff()
 	if s.logBuf != nil {
 		if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 			c.host = a.IP.String()
@@ -102,8 +106,11 @@ func (c *conn) checkTimeout(now int64) {
 	}
 }
 
+// closeIfIdle closes the connection unless a response is being produced:
+// at Shutdown, a client that has sent nothing or only part of a head has no
+// response in flight.
 func (c *conn) closeIfIdle() {
-	if c.state.CompareAndSwap(stIdle, stClosed) {
+	if c.state.CompareAndSwap(stIdle, stClosed) || c.state.CompareAndSwap(stReading, stClosed) {
 		c.nc.Close()
 	}
 }
@@ -115,17 +122,17 @@ func (c *conn) forceClose() {
 
 func (c *conn) serve() {
 	defer func() {
+		c.endHandoff()
 		c.nc.Close()
 		c.s.untrack(c)
 	}()
-	c.state.Store(stIdle)
-	st := stIdle
+	st := stIdle // the zero state; Shutdown may already have closed it
 	headStart := c.since.Load()
 	for {
 		if c.s.draining.Load() && c.r == c.w {
 			return
 		}
-		n, err := c.nc.Read(c.buf[c.w:])
+		n, err := c.read()
 		if n <= 0 {
 			return
 		}
@@ -177,6 +184,9 @@ func (c *conn) process(now time.Time) bool {
 		}
 		c.r += n
 		keep = c.handle(now)
+		if c.oneServed() {
+			break // the rest goes back to the front (handoff.go)
+		}
 		if len(c.out) >= flushAt || len(c.bufs) >= 64 {
 			if c.flush() != nil {
 				keep = false

@@ -151,8 +151,9 @@ func (s *Server) untrack(c *conn) {
 	s.active.Add(-1)
 }
 
-// Shutdown stops accepting, closes idle connections, lets in-flight
-// responses finish (their connections close after the response), and
+// Shutdown stops accepting, closes idle connections (and those holding only
+// part of a request head), lets in-flight responses finish (their
+// connections close after the batch being answered), and
 // returns when no connection is left or ctx ends; then remaining
 // connections are closed and ctx.Err() is returned. The access log is
 // flushed either way.

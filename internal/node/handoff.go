@@ -1,0 +1,125 @@
+package node
+
+import (
+	"errors"
+	"net"
+)
+
+// Handed is a client connection that the front-end handed off to this node
+// (SPEC §4 "handoff, same host"): handoff.FDConn implements it. A Server
+// serving a listener that yields Handed connections (handoff.ListenFD)
+// unwraps them, so responses go out on the client's own *net.TCPConn
+// (sendfile and writev included), and starts from the bytes the front had
+// already read.
+type Handed interface {
+	net.Conn
+	// NetConn is the client connection itself.
+	NetConn() net.Conn
+	// Preread is what the front read before handing off: the request head
+	// and any pipelined bytes after it.
+	Preread() []byte
+	// OneRequest asks the node to serve only the first request and then
+	// hand the connection back for re-dispatch (content-aware policies).
+	OneRequest() bool
+	// HandBack returns the connection to the front with the client bytes
+	// read since; on success the node closes its copy and forgets it.
+	HandBack(rest []byte) error
+	// Ended tells the front that a OneRequest connection ended here.
+	Ended()
+}
+
+// handback is the handoff state of one connection.
+type handback struct {
+	h        Handed
+	oneShot  bool // serve one request, then hand back
+	served   bool // that request has been answered
+	returned bool // handed back: the front owns it now
+}
+
+// errHandedBack ends a connection's serve loop after a successful hand-back.
+var errHandedBack = errors.New("node: connection handed back to the front")
+
+// ServeConn serves a connection this server did not accept — one handed
+// over by another process — starting with preread, the bytes already read
+// from it. It blocks until the connection ends and returns ErrServerClosed
+// if the server is shutting down (the connection is then closed).
+func (s *Server) ServeConn(nc net.Conn, preread []byte) error {
+	c := newConn(s, nc)
+	c.setPreread(preread)
+	if !s.track(c) {
+		c.nc.Close()
+		return ErrServerClosed
+	}
+	c.serve()
+	return nil
+}
+
+// setPreread places b at the start of the read buffer, to be returned by
+// the first read.
+func (c *conn) setPreread(b []byte) {
+	if len(b) > len(c.buf)-1024 {
+		c.buf = make([]byte, len(b)+4096)
+	}
+	c.pre = copy(c.buf[c.w:], b)
+}
+
+// adoptHandoff unwraps a Handed connection: the conn serves the client
+// socket itself and starts with the front's bytes.
+func (c *conn) adoptHandoff() {
+	h, ok := c.nc.(Handed)
+	if !ok {
+		return
+	}
+	c.nc = h.NetConn()
+	c.setPreread(h.Preread())
+	c.hb = &handback{h: h, oneShot: h.OneRequest()}
+}
+
+// read is the serve loop's read: preread bytes first; then, for a
+// connection to hand back after its one request, the next request's first
+// bytes are read and the connection goes back to the front with everything
+// unprocessed (errHandedBack). If the hand-back fails the node keeps the
+// connection and serves it itself.
+func (c *conn) read() (int, error) {
+	if c.pre > 0 {
+		n := c.pre
+		c.pre = 0
+		return n, nil
+	}
+	hb := c.hb
+	if hb == nil || !hb.oneShot || !hb.served {
+		return c.nc.Read(c.buf[c.w:])
+	}
+	if c.r == c.w {
+		n, err := c.nc.Read(c.buf[c.w:])
+		if n <= 0 {
+			return n, err
+		}
+		c.w += n
+	}
+	if hb.h.HandBack(c.buf[c.r:c.w]) == nil {
+		hb.returned = true
+		return 0, errHandedBack
+	}
+	hb.oneShot = false
+	n := c.w - c.r
+	c.w = c.r
+	return n, nil
+}
+
+// oneServed records an answered request and reports whether the batch
+// must stop here because the connection goes back to the front.
+func (c *conn) oneServed() bool {
+	if c.hb == nil || !c.hb.oneShot {
+		return false
+	}
+	c.hb.served = true
+	return true
+}
+
+// endHandoff tells the front that a connection it expects back ended here.
+func (c *conn) endHandoff() {
+	if c.hb != nil && !c.hb.returned {
+		c.hb.h.Ended()
+	}
+}
