@@ -6,8 +6,9 @@
 # request cap — as fast as it gets, which makes the test strict) serves a
 # 1 KB file on loopback. wrk -t1 -c64 and `shoal bench http` with 64
 # connections and GOMAXPROCS=1 each run pinned to core 1, interleaved RUNS
-# times; the script prints every run, the medians and the ratio
-# shoal/wrk. Target: ratio ≥ 0.90.
+# times (alternating which goes first); the script prints every run, the
+# medians, the per-run ratio shoal/wrk (median, min–max) and each client's
+# CPU time per request. Target: ratio ≥ 0.90.
 #
 # Usage: bench/loadgen-vs-wrk.sh            (env: RUNS=5 DURATION=5s CONNS=64)
 # Needs nginx and wrk (apt-get install -y nginx wrk), taskset, go.
@@ -94,26 +95,56 @@ if [[ "$size" != 1024 ]]; then
 	exit 1
 fi
 
+# Each run prints "requests/s  client-CPU-µs-per-request". The CPU cost per
+# request (user+sys of the client process, from bash's time) is the
+# noise-robust view of "is the generator the bottleneck": it barely moves
+# when other processes steal the cores, while requests/s does. Under
+# background load requests/s also favours shoal: the Go runtime puts a
+# thread stuck in a syscall aside and runs on another, so the process holds
+# more than one scheduler share of the contended core while wrk holds one.
+# Trust ratios from a quiet machine (load average below 1 per core).
+TIMEFORMAT='%U %S'
 run_wrk() {
-	taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$url" | awk '/^Requests\/sec:/ {print $2}'
+	{ time taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$url" >"$tmp/wrk.out"; } 2>"$tmp/wrk.time"
+	local rps
+	rps=$(awk '/^Requests\/sec:/ {print $2}' "$tmp/wrk.out")
+	# wrk prints "N requests in 5.00s"
+	awk -v rps="$rps" 'NR==FNR && / requests in / {n=$1; next} NR!=FNR {printf "%s %.2f\n", rps, ($1+$2)*1e6/n}' "$tmp/wrk.out" "$tmp/wrk.time"
 }
 run_shoal() {
-	GOMAXPROCS=1 taskset -c "$CLIENT_CPU" "$tmp/shoal" bench http --url "$url" --connections "$CONNS" \
-		--duration "$DURATION" --json | sed -n 's/.*"rps":\([0-9.e+]*\).*/\1/p'
+	{ time GOMAXPROCS=1 taskset -c "$CLIENT_CPU" "$tmp/shoal" bench http --url "$url" --connections "$CONNS" \
+		--duration "$DURATION" --json >"$tmp/shoal.out"; } 2>"$tmp/shoal.time"
+	local rps n
+	rps=$(sed -n 's/.*"rps":\([0-9.e+]*\).*/\1/p' "$tmp/shoal.out")
+	n=$(sed -n 's/.*"requests":\([0-9]*\).*/\1/p' "$tmp/shoal.out")
+	awk -v rps="$rps" -v n="$n" '{printf "%s %.2f\n", rps, ($1+$2)*1e6/n}' "$tmp/shoal.time"
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+minmax() { sort -g | awk 'NR==1 {min=$1} {max=$1} END {printf "%s–%s", min, max}'; }
 
 echo "nginx 1 worker on cpu $SERVER_CPU; clients on cpu $CLIENT_CPU; $CONNS connections; $DURATION × $RUNS interleaved; $url"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 run_wrk >/dev/null # warm-up (page cache, nginx open_file_cache)
-wrk_all=() shoal_all=()
+w_rps=() s_rps=() w_cpu=() s_cpu=() ratios=()
 for i in $(seq "$RUNS"); do
-	w=$(run_wrk)
-	s=$(run_shoal)
-	[[ -n "$w" && -n "$s" ]] || { echo "run $i: could not read a result (wrk '$w', shoal '$s')" >&2; exit 1; }
-	wrk_all+=("$w") shoal_all+=("$s")
-	printf 'run %d: wrk %10.0f req/s   shoal %10.0f req/s\n' "$i" "$w" "$s"
+	# Alternate who goes first so that a drift in background load
+	# does not always favour the same tool.
+	if ((i % 2)); then w=$(run_wrk); s=$(run_shoal); else s=$(run_shoal); w=$(run_wrk); fi
+	read -r wr wc <<<"$w"
+	read -r sr sc <<<"$s"
+	[[ -n "$wr" && -n "$sr" ]] || { echo "run $i: could not read a result (wrk '$w', shoal '$s')" >&2; exit 1; }
+	w_rps+=("$wr") s_rps+=("$sr") w_cpu+=("$wc") s_cpu+=("$sc")
+	r=$(awk -v s="$sr" -v w="$wr" 'BEGIN {printf "%.3f", s/w}')
+	ratios+=("$r")
+	printf 'run %d: wrk %8.0f req/s %6.2f µs CPU/req   shoal %8.0f req/s %6.2f µs CPU/req   ratio %s\n' \
+		"$i" "$wr" "$wc" "$sr" "$sc" "$r"
 done
-wm=$(printf '%s\n' "${wrk_all[@]}" | median)
-sm=$(printf '%s\n' "${shoal_all[@]}" | median)
-ratio=$(awk -v s="$sm" -v w="$wm" 'BEGIN {printf "%.3f", s/w}')
-printf 'median: wrk %.0f req/s   shoal %.0f req/s   ratio shoal/wrk %s (target ≥ 0.90)\n' "$wm" "$sm" "$ratio"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+wm=$(printf '%s\n' "${w_rps[@]}" | median)
+sm=$(printf '%s\n' "${s_rps[@]}" | median)
+wcm=$(printf '%s\n' "${w_cpu[@]}" | median)
+scm=$(printf '%s\n' "${s_cpu[@]}" | median)
+rm_=$(printf '%s\n' "${ratios[@]}" | median)
+printf 'median requests/s: wrk %.0f  shoal %.0f  ratio of medians %.3f\n' "$wm" "$sm" "$(awk -v s="$sm" -v w="$wm" 'BEGIN {print s/w}')"
+printf 'per-run ratio shoal/wrk: median %s (min–max %s)  target ≥ 0.90\n' "$rm_" "$(printf '%s\n' "${ratios[@]}" | minmax)"
+printf 'median client CPU per request: wrk %.2f µs  shoal %.2f µs  (shoal/wrk %.2f)\n' "$wcm" "$scm" "$(awk -v s="$scm" -v w="$wcm" 'BEGIN {print s/w}')"
