@@ -495,3 +495,37 @@ func TestSummaryJSON(t *testing.T) {
 		t.Errorf("values wrong: %s", b)
 	}
 }
+
+// Cancelling the context ends a run early; what was done is reported and
+// the requests it interrupted are not errors.
+func TestRunCancel(t *testing.T) {
+	srv := newRawServer(t, func(n int, _, _ string, c *net.TCPConn) bool {
+		if n < 3 {
+			return ok(c, "x")
+		}
+		io.Copy(io.Discard, c) // the 4th request on each connection hangs
+		return false
+	})
+	r, err := New(Config{URL: srv.url() + "/", Connections: 2, Duration: time.Hour, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for r.Completed() < 6 { // wait until both connections are stuck
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+	}()
+	res, err := r.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 6 || res.Errors != [NumErrorKinds]uint64{} {
+		t.Errorf("requests %d errors %v, want 6 and none", res.Requests, res.Errors)
+	}
+	if _, err := r.Run(context.Background()); err == nil {
+		t.Error("a Runner must refuse to run twice")
+	}
+}
