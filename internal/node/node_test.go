@@ -570,3 +570,27 @@ func TestShutdownClosesIdleAndFinishes(t *testing.T) {
 		t.Fatal("still accepting after Shutdown")
 	}
 }
+
+func TestPublishInvalidatesCache(t *testing.T) {
+	root, _ := site(t)
+	ts := start(t, root, nil)
+	c := ts.dial(t)
+	c.send(get("/hello.txt"))
+	if r := c.read(false); r.body != helloBody {
+		t.Fatalf("before: %q", r.body)
+	}
+	next := t.TempDir()
+	if err := os.WriteFile(filepath.Join(next, "hello.txt"), []byte("version two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.srv.Store().Publish(next); err != nil {
+		t.Fatal(err)
+	}
+	c.send(get("/hello.txt") + get("/1k.bin"))
+	if r := c.read(false); r.status != 200 || r.body != "version two\n" {
+		t.Fatalf("after publish: %d %q", r.status, r.body)
+	}
+	if r := c.read(false); r.status != 404 {
+		t.Fatalf("removed file: %d", r.status)
+	}
+}
