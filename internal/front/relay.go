@@ -316,15 +316,16 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn) Resu
 		}
 	}
 	s.ctr.bytesOut.Add(uint64(n))
+	status := resp.Status // nc (and resp in it) belongs to the pool after put
 	if err != nil || !nodeReuse || nc.in.len() != 0 {
 		nc.c.Close()
 	} else {
 		u.pool.put(nc, time.Now().UnixNano())
 	}
 	if err != nil {
-		return Result{Status: resp.Status, Close: true, Err: fmt.Errorf("node %s: body: %w", u.b.URL, err)}
+		return Result{Status: status, Close: true, Err: fmt.Errorf("node %s: body: %w", u.b.URL, err)}
 	}
-	return Result{Status: resp.Status, Close: closeClient}
+	return Result{Status: status, Close: closeClient}
 }
 
 // connTokens appends the field names listed in Connection headers (other
