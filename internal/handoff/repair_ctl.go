@@ -1,0 +1,419 @@
+//go:build linux
+
+package handoff
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The repair path's control channel: one TCP connection from the front to
+// each node's handoff port, carrying authenticated frames (repair_msg.go)
+// both ways. The front sends MsgHandoff and waits for the node's
+// MsgHandoffAck; the node later sends MsgFinHandoff for each moved
+// connection that ended. If the channel breaks, the front assumes the node
+// is gone and drops all of its flows (their clients then get resets from
+// the front instead of hanging).
+
+// readFrame reads one whole frame into buf (grown as needed).
+func readFrame(r *bufio.Reader, buf []byte) ([]byte, error) {
+	hdr, err := r.Peek(FrameHeaderLen)
+	if err != nil {
+		return buf, err
+	}
+	n, err := FrameLen(hdr)
+	if err != nil {
+		return buf, err
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	_, err = io.ReadFull(r, buf)
+	return buf, err
+}
+
+func setKeepAlive(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+		// A node whose host vanished (no FIN, no RST) is noticed in about
+		// four seconds instead of the default two hours.
+		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 3})
+	}
+}
+
+// ---------------------------------------------------------------- front side
+
+// RepairClient is the front's end of one node's control channel. Create it
+// with DialRepair; it is safe for concurrent use.
+type RepairClient struct {
+	addr    string
+	auth    *Auth
+	timeout time.Duration
+	onFin   func(Flow)
+	onDown  func(error)
+
+	wmu     sync.Mutex // serialises writes and redials
+	c       net.Conn
+	gen     uint64 // bumped per connection
+	out     []byte
+	nextID  atomic.Uint64
+	pmu     sync.Mutex
+	pending map[uint64]chan ackResult
+	closed  atomic.Bool
+}
+
+type ackResult struct {
+	status byte
+	msg    string
+	err    error
+}
+
+// RepairClientConfig configures a RepairClient.
+type RepairClientConfig struct {
+	// Addr is the node's handoff listener (host:port).
+	Addr string
+	// Auth signs and checks frames (required; shared with the node).
+	Auth *Auth
+	// Timeout bounds dialing and waiting for one acknowledgement
+	// (default 2s).
+	Timeout time.Duration
+	// OnFin is called for each FIN-HANDOFF (from the reader goroutine).
+	OnFin func(Flow)
+	// OnDown is called when an established channel breaks: every flow
+	// moved to this node is now unowned.
+	OnDown func(error)
+}
+
+// NewRepairClient returns a client; it dials lazily on the first Handoff.
+func NewRepairClient(cfg RepairClientConfig) *RepairClient {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	return &RepairClient{addr: cfg.Addr, auth: cfg.Auth, timeout: cfg.Timeout, onFin: cfg.OnFin, onDown: cfg.OnDown,
+		pending: make(map[uint64]chan ackResult)}
+}
+
+// ErrRebuildFailed means the node answered that it could not rebuild the
+// socket (nothing was sent to the client; the front may thaw and relay).
+var ErrRebuildFailed = errors.New("handoff: node could not rebuild the connection")
+
+// Handoff sends st for flow f and waits for the node's answer. A nil error
+// means the node owns the connection now. ErrRebuildFailed means the node
+// refused cleanly; any other error leaves the outcome unknown.
+func (c *RepairClient) Handoff(st *TCPState) error {
+	if c.closed.Load() {
+		return errors.New("handoff: repair client closed")
+	}
+	id := c.nextID.Add(1)
+	ch := make(chan ackResult, 1)
+	c.pmu.Lock()
+	c.pending[id] = ch
+	c.pmu.Unlock()
+	defer func() {
+		c.pmu.Lock()
+		delete(c.pending, id)
+		c.pmu.Unlock()
+	}()
+
+	c.wmu.Lock()
+	if c.c == nil {
+		if err := c.dialLocked(); err != nil {
+			c.wmu.Unlock()
+			return err
+		}
+	}
+	p := binary.BigEndian.AppendUint64(make([]byte, 0, 8+stateFixed+len(st.RecvQueue)+len(st.SendQueue)), id)
+	p = st.AppendBinary(p)
+	c.out = c.auth.Seal(c.out[:0], MsgHandoff, p)
+	conn := c.c
+	conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	_, err := conn.Write(c.out)
+	c.wmu.Unlock()
+	if err != nil {
+		c.drop(conn, err)
+		return fmt.Errorf("handoff: send to %s: %w", c.addr, err)
+	}
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return r.err
+		}
+		if r.status != 0 {
+			return fmt.Errorf("%w: %s: %s", ErrRebuildFailed, c.addr, r.msg)
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("handoff: %s: no answer within %v", c.addr, c.timeout)
+	}
+}
+
+func (c *RepairClient) dialLocked() error {
+	conn, err := net.DialTimeout("tcp", c.addr, c.timeout)
+	if err != nil {
+		return fmt.Errorf("handoff: dial %s: %w", c.addr, err)
+	}
+	setKeepAlive(conn)
+	c.c = conn
+	c.gen++
+	go c.read(conn)
+	return nil
+}
+
+// drop forgets a broken channel (once) and tells the owner.
+func (c *RepairClient) drop(conn net.Conn, err error) {
+	c.wmu.Lock()
+	mine := c.c == conn
+	if mine {
+		c.c = nil
+	}
+	c.wmu.Unlock()
+	conn.Close()
+	if !mine {
+		return
+	}
+	c.pmu.Lock()
+	for id, ch := range c.pending {
+		ch <- ackResult{err: fmt.Errorf("handoff: channel to %s broke: %w", c.addr, err)}
+		delete(c.pending, id)
+	}
+	c.pmu.Unlock()
+	if c.onDown != nil && !c.closed.Load() {
+		c.onDown(err)
+	}
+}
+
+func (c *RepairClient) read(conn net.Conn) {
+	r := bufio.NewReaderSize(conn, 4096)
+	var buf []byte
+	for {
+		var err error
+		buf, err = readFrame(r, buf)
+		if err != nil {
+			c.drop(conn, err)
+			return
+		}
+		k, p, err := c.auth.Open(buf)
+		if err != nil {
+			continue // counted by Auth; a forged frame does not end the channel
+		}
+		switch k {
+		case MsgHandoffAck:
+			if len(p) < 9 {
+				continue
+			}
+			id := binary.BigEndian.Uint64(p)
+			c.pmu.Lock()
+			ch := c.pending[id]
+			delete(c.pending, id)
+			c.pmu.Unlock()
+			if ch != nil {
+				ch <- ackResult{status: p[8], msg: string(p[9:])}
+			}
+		case MsgFinHandoff:
+			if f, err := UnmarshalFlow(p); err == nil && c.onFin != nil {
+				c.onFin(f)
+			}
+		}
+	}
+}
+
+// Close ends the channel without calling OnDown.
+func (c *RepairClient) Close() error {
+	c.closed.Store(true)
+	c.wmu.Lock()
+	conn := c.c
+	c.c = nil
+	c.wmu.Unlock()
+	if conn != nil {
+		return conn.Close()
+	}
+	return nil
+}
+
+// ----------------------------------------------------------------- node side
+
+// RepairListener is a node's handoff port: it accepts control channels from
+// fronts, rebuilds each connection handed to it with Restore, and yields the
+// rebuilt connections from Accept, so it plugs into any server that serves
+// a net.Listener. Closing a yielded connection sends FIN-HANDOFF for it.
+type RepairListener struct {
+	ln   net.Listener
+	auth *Auth
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+
+	mu    sync.Mutex
+	chans map[net.Conn]struct{}
+
+	// Restored, Failed and Fins count rebuilt connections, rebuilds that
+	// failed, and FIN-HANDOFF notices sent.
+	Restored, Failed, Fins atomic.Uint64
+}
+
+// ListenRepair serves the handoff port on ln with auth.
+func ListenRepair(ln net.Listener, auth *Auth) *RepairListener {
+	l := &RepairListener{ln: ln, auth: auth, ch: make(chan net.Conn, 64), done: make(chan struct{}), chans: map[net.Conn]struct{}{}}
+	go l.acceptLoop()
+	return l
+}
+
+// Auth returns the listener's authenticator (for its refusal counters).
+func (l *RepairListener) Auth() *Auth { return l.auth }
+
+func (l *RepairListener) acceptLoop() {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			l.Close()
+			return
+		}
+		setKeepAlive(c)
+		l.mu.Lock()
+		l.chans[c] = struct{}{}
+		l.mu.Unlock()
+		go l.serveChannel(c)
+	}
+}
+
+// channel is one control connection's write side.
+type channel struct {
+	mu   sync.Mutex
+	c    net.Conn
+	auth *Auth
+	buf  []byte
+}
+
+func (ch *channel) send(k MsgKind, p []byte) error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.buf = ch.auth.Seal(ch.buf[:0], k, p)
+	ch.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, err := ch.c.Write(ch.buf)
+	return err
+}
+
+func (l *RepairListener) serveChannel(c net.Conn) {
+	defer func() {
+		l.mu.Lock()
+		delete(l.chans, c)
+		l.mu.Unlock()
+		c.Close()
+	}()
+	ch := &channel{c: c, auth: l.auth}
+	r := bufio.NewReaderSize(c, 64<<10)
+	var buf []byte
+	for {
+		var err error
+		buf, err = readFrame(r, buf)
+		if err != nil {
+			return
+		}
+		k, p, err := l.auth.Open(buf)
+		if err != nil || k != MsgHandoff || len(p) < 8 {
+			continue // refused and counted by Auth
+		}
+		id := p[:8]
+		st, err := UnmarshalState(p[8:])
+		var conn net.Conn
+		if err == nil {
+			var tc *net.TCPConn
+			tc, err = Restore(st)
+			if err == nil {
+				conn = &movedConn{TCPConn: tc, flow: Flow{Client: st.Remote, VIP: st.Local}, ch: ch, l: l}
+			}
+		}
+		ack := append([]byte(nil), id...)
+		if err != nil {
+			l.Failed.Add(1)
+			ack = append(ack, 1)
+			ack = append(ack, err.Error()...)
+			ch.send(MsgHandoffAck, ack)
+			continue
+		}
+		l.Restored.Add(1)
+		ack = append(ack, 0)
+		if err := ch.send(MsgHandoffAck, ack); err != nil {
+			conn.Close()
+			return
+		}
+		select {
+		case l.ch <- conn:
+		case <-l.done:
+			conn.Close()
+			return
+		}
+	}
+}
+
+// Accept returns the next rebuilt connection.
+func (l *RepairListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops the handoff port and its control channels.
+func (l *RepairListener) Close() error {
+	var err error
+	l.once.Do(func() {
+		close(l.done)
+		err = l.ln.Close()
+		l.mu.Lock()
+		for c := range l.chans {
+			c.Close()
+		}
+		l.mu.Unlock()
+	})
+	return err
+}
+
+// Addr is the handoff port's address.
+func (l *RepairListener) Addr() net.Addr { return l.ln.Addr() }
+
+// movedConn is a rebuilt connection. It embeds *net.TCPConn so that
+// io.Copy from a file still uses sendfile (ReadFrom is promoted); Close
+// also sends FIN-HANDOFF to the front.
+type movedConn struct {
+	*net.TCPConn
+	flow Flow
+	ch   *channel
+	l    *RepairListener
+	once sync.Once
+}
+
+// Flow returns the moved connection's 4-tuple.
+func (m *movedConn) Flow() Flow { return m.flow }
+
+func (m *movedConn) Close() error {
+	err := m.TCPConn.Close()
+	m.once.Do(func() {
+		if m.ch.send(MsgFinHandoff, m.flow.AppendBinary(nil)) == nil {
+			m.l.Fins.Add(1)
+		}
+	})
+	return err
+}

@@ -1,0 +1,355 @@
+//go:build linux
+
+package handoff
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// Steer keeps the per-flow steering that sends a handed-off connection's
+// later packets from the client to the node that now owns it, in the
+// front's network namespace. It is the kernel half of seed 002's
+// "前置機…根據(jù)遷移環(huán)境" (the front keeps forwarding a migrated
+// connection's packets to the real server).
+//
+// Mechanism (chosen over an eBPF map, see below): one nftables table
+//
+//	table ip <Table> {
+//	  map flows { type ipv4_addr . inet_service : mark }   # client addr . port → node mark
+//	  chain pre { type filter hook prerouting priority mangle
+//	    ip daddr VIP tcp dport PORT meta mark set ip saddr . tcp sport map @flows }
+//	}
+//
+// plus, per node, a policy route `ip rule fwmark M lookup T` with
+// `default via <node> dev <dev>` in table T, and the `local` routing rule
+// moved from preference 0 to LocalPref so that marked packets are routed
+// (forwarded to the node's MAC, destination VIP unchanged — LVS direct
+// routing) instead of being delivered to the front's own VIP. Unmarked
+// packets still reach the front. A map lookup is a hash lookup, so the cost
+// per packet does not grow with the number of flows, and adding or removing a
+// flow is one netlink batch with one element: no rule is rewritten.
+//
+// An eBPF tc program with a hash map would do the same with fewer moving
+// parts at packet time (bpf_redirect_neigh, no policy routing), but needs a
+// compiled BPF object in the tree and its toolchain; nf_tables is in every
+// distribution kernel and inspectable with `nft list ruleset`.
+//
+// Steer is safe for concurrent use.
+type Steer struct {
+	cfg   SteerConfig
+	mu    sync.Mutex
+	conn  *nftables.Conn
+	table *nftables.Table
+	set   *nftables.Set
+	flows map[Flow]int // flow → node index
+	nodes map[int]netip.Addr
+	moved bool // the local rule was moved
+
+	// Added, Removed and Errors count steering changes.
+	Added, Removed, Errors atomic.Uint64
+}
+
+// SteerConfig configures a Steer. Zero fields take the documented default.
+type SteerConfig struct {
+	// VIP is the virtual address and port clients connect to (required).
+	VIP netip.AddrPort
+	// Dev is the interface towards the nodes (required), e.g. "eth0".
+	Dev string
+	// Table is the nftables table name (default "shoal_steer"); an existing
+	// table of that name is replaced.
+	Table string
+	// MarkBase is OR-ed with node index+1 to form the flow's fwmark
+	// (default 0x5e000000).
+	MarkBase uint32
+	// RouteTable is the first routing table id; node i uses RouteTable+i
+	// (default 2000).
+	RouteTable int
+	// RulePref is the preference of the fwmark rules (default 10) and
+	// LocalPref where the `local` table's rule is moved (default 100).
+	RulePref, LocalPref int
+}
+
+func (c *SteerConfig) fill() {
+	if c.Table == "" {
+		c.Table = "shoal_steer"
+	}
+	if c.MarkBase == 0 {
+		c.MarkBase = 0x5e000000
+	}
+	if c.RouteTable == 0 {
+		c.RouteTable = 2000
+	}
+	if c.RulePref == 0 {
+		c.RulePref = 10
+	}
+	if c.LocalPref == 0 {
+		c.LocalPref = 100
+	}
+}
+
+// Mark returns the fwmark used for node i.
+func (s *Steer) Mark(i int) uint32 { return s.cfg.MarkBase | uint32(i+1) }
+
+// NewSteer installs the nftables table in the current network namespace and
+// moves the local routing rule. Close undoes both.
+func NewSteer(cfg SteerConfig) (*Steer, error) {
+	cfg.fill()
+	if !cfg.VIP.Addr().Is4() || cfg.VIP.Port() == 0 || cfg.Dev == "" {
+		return nil, fmt.Errorf("handoff: steer: need an IPv4 VIP:port and a device, got %v %q", cfg.VIP, cfg.Dev)
+	}
+	c, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return nil, fmt.Errorf("handoff: steer: netlink: %w", err)
+	}
+	s := &Steer{cfg: cfg, conn: c, flows: make(map[Flow]int), nodes: make(map[int]netip.Addr)}
+	if err := s.install(); err != nil {
+		c.CloseLasting()
+		return nil, err
+	}
+	if err := s.moveLocal(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Steer) install() error {
+	c := s.conn
+	// Replace a leftover table (a front that crashed) atomically in the
+	// same batch: add (no-op if present), delete, add.
+	old := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: s.cfg.Table}
+	c.AddTable(old)
+	c.DelTable(old)
+	s.table = c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: s.cfg.Table})
+	s.set = &nftables.Set{
+		Table:         s.table,
+		Name:          "flows",
+		IsMap:         true,
+		Concatenation: true,
+		KeyType:       nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService),
+		DataType:      nftables.TypeMark,
+	}
+	if err := c.AddSet(s.set, nil); err != nil {
+		return fmt.Errorf("handoff: steer: map: %w", err)
+	}
+	accept := nftables.ChainPolicyAccept
+	ch := c.AddChain(&nftables.Chain{
+		Name: "pre", Table: s.table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityMangle, Policy: &accept,
+	})
+	vip := s.cfg.VIP.Addr().As4()
+	var port [2]byte
+	binary.BigEndian.PutUint16(port[:], s.cfg.VIP.Port())
+	c.AddRule(&nftables.Rule{Table: s.table, Chain: ch, Exprs: []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: vip[:]},
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port[:]},
+		// key = saddr (reg32 8) . sport (reg32 9)
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Payload{DestRegister: 9, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2},
+		&expr.Lookup{SourceRegister: 1, SetName: s.set.Name, SetID: s.set.ID, DestRegister: 1, IsDestRegSet: true},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+	}})
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("handoff: steer: install table %s: %w", s.cfg.Table, err)
+	}
+	return nil
+}
+
+// ip runs one iproute2 command in the current namespace. Routing setup
+// happens once per node, so a process per change is acceptable; the
+// per-flow path (Add/Remove) is netlink only.
+func ip(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("handoff: ip %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func (s *Steer) moveLocal() error {
+	out, err := exec.Command("ip", "-4", "rule", "show").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("handoff: ip rule show: %w: %s", err, out)
+	}
+	pref := strconv.Itoa(s.cfg.LocalPref)
+	if !bytes.Contains(out, []byte(pref+":\tfrom all lookup local")) {
+		if err := ip("-4", "rule", "add", "pref", pref, "lookup", "local"); err != nil {
+			return err
+		}
+	}
+	if bytes.Contains(out, []byte("0:\tfrom all lookup local")) && !strings.HasPrefix(pref, "0") {
+		if err := ip("-4", "rule", "del", "pref", "0", "lookup", "local"); err != nil {
+			return err
+		}
+	}
+	s.moved = true
+	return nil
+}
+
+// AddNode routes node i's mark to addr (replacing an earlier address).
+func (s *Steer) AddNode(i int, addr netip.Addr) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := strconv.Itoa(s.cfg.RouteTable + i)
+	mark := "0x" + strconv.FormatUint(uint64(s.Mark(i)), 16)
+	if err := ip("-4", "route", "replace", "default", "via", addr.String(), "dev", s.cfg.Dev, "table", t); err != nil {
+		return err
+	}
+	if _, ok := s.nodes[i]; !ok {
+		ip("-4", "rule", "del", "pref", strconv.Itoa(s.cfg.RulePref), "fwmark", mark, "lookup", t) // leftover
+		if err := ip("-4", "rule", "add", "pref", strconv.Itoa(s.cfg.RulePref), "fwmark", mark, "lookup", t); err != nil {
+			return err
+		}
+	}
+	s.nodes[i] = addr
+	return nil
+}
+
+func (s *Steer) elem(f Flow, node int, withVal bool) nftables.SetElement {
+	a := f.Client.Addr().As4()
+	k := make([]byte, 8) // each concatenated field is padded to 4 bytes
+	copy(k, a[:])
+	binary.BigEndian.PutUint16(k[4:], f.Client.Port())
+	e := nftables.SetElement{Key: k}
+	if withVal {
+		e.Val = binary.NativeEndian.AppendUint32(nil, s.Mark(node)) // meta mark is host order
+	}
+	return e
+}
+
+// ErrUnknownNode is returned by Add for a node without AddNode.
+var ErrUnknownNode = errors.New("handoff: steer: node has no route")
+
+// Add steers flow f to node i. It returns once the kernel has the entry.
+func (s *Steer) Add(f Flow, node int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.nodes[node]; !ok {
+		return fmt.Errorf("%w: %d", ErrUnknownNode, node)
+	}
+	if old, ok := s.flows[f]; ok && old != node {
+		s.conn.SetDeleteElements(s.set, []nftables.SetElement{s.elem(f, 0, false)})
+	}
+	if err := s.conn.SetAddElements(s.set, []nftables.SetElement{s.elem(f, node, true)}); err != nil {
+		s.Errors.Add(1)
+		return fmt.Errorf("handoff: steer %v: %w", f, err)
+	}
+	if err := s.conn.Flush(); err != nil {
+		s.Errors.Add(1)
+		return fmt.Errorf("handoff: steer %v: %w", f, err)
+	}
+	s.flows[f] = node
+	s.Added.Add(1)
+	return nil
+}
+
+// Remove stops steering f; its later packets reach the front again (which
+// answers them with a reset, having no socket). It reports whether f was
+// steered.
+func (s *Steer) Remove(f Flow) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.flows[f]; !ok {
+		return false, nil
+	}
+	delete(s.flows, f)
+	if err := s.removeLocked([]Flow{f}); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
+func (s *Steer) removeLocked(fs []Flow) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	els := make([]nftables.SetElement, len(fs))
+	for i, f := range fs {
+		els[i] = s.elem(f, 0, false)
+	}
+	if err := s.conn.SetDeleteElements(s.set, els); err != nil {
+		s.Errors.Add(1)
+		return fmt.Errorf("handoff: unsteer: %w", err)
+	}
+	if err := s.conn.Flush(); err != nil {
+		s.Errors.Add(1)
+		return fmt.Errorf("handoff: unsteer: %w", err)
+	}
+	s.Removed.Add(uint64(len(fs)))
+	return nil
+}
+
+// RemoveNode drops every flow steered to node i (the node died or left)
+// and returns how many there were.
+func (s *Steer) RemoveNode(node int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var fs []Flow
+	for f, n := range s.flows {
+		if n == node {
+			fs = append(fs, f)
+			delete(s.flows, f)
+		}
+	}
+	return len(fs), s.removeLocked(fs)
+}
+
+// Len is the number of steered flows.
+func (s *Steer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.flows)
+}
+
+// KernelLen reads the number of entries in the kernel map (for tests and
+// for checking that user space and kernel agree).
+func (s *Steer) KernelLen() (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	els, err := s.conn.GetSetElements(s.set)
+	return len(els), err
+}
+
+// Close removes the table, the node routes and rules, and puts the local
+// rule back at preference 0.
+func (s *Steer) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	s.conn.DelTable(s.table)
+	if err := s.conn.Flush(); err != nil {
+		errs = append(errs, fmt.Errorf("handoff: steer: delete table: %w", err))
+	}
+	for i := range s.nodes {
+		t := strconv.Itoa(s.cfg.RouteTable + i)
+		mark := "0x" + strconv.FormatUint(uint64(s.Mark(i)), 16)
+		errs = append(errs, ip("-4", "rule", "del", "pref", strconv.Itoa(s.cfg.RulePref), "fwmark", mark, "lookup", t))
+		errs = append(errs, ip("-4", "route", "flush", "table", t))
+	}
+	s.nodes = map[int]netip.Addr{}
+	if s.moved {
+		errs = append(errs, ip("-4", "rule", "add", "pref", "0", "lookup", "local"))
+		errs = append(errs, ip("-4", "rule", "del", "pref", strconv.Itoa(s.cfg.LocalPref), "lookup", "local"))
+		s.moved = false
+	}
+	s.flows = map[Flow]int{}
+	s.conn.CloseLasting()
+	return errors.Join(errs...)
+}
