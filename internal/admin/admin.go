@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"shoal/internal/cluster"
+	"shoal/internal/front"
 	"shoal/internal/policy"
 )
 
@@ -208,6 +209,23 @@ func NewMetrics(cl *cluster.Cluster, policyName string) *Metrics {
 
 // Registry returns the registry /metrics serves.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Observe records one finished request (front.Observer): a count by node,
+// policy, data path and status class, and the latency histogram.
+func (m *Metrics) Observe(o front.Observation) {
+	node := strconv.Itoa(o.Node)
+	code := "none"
+	if o.Status >= 100 && o.Status < 600 {
+		code = strconv.Itoa(o.Status/100) + "xx"
+	}
+	m.requests.WithLabelValues(node, m.policy, o.Path, code).Inc()
+	if o.Node >= 0 {
+		m.latency.WithLabelValues(node, m.policy).Observe(o.Elapsed.Seconds())
+	}
+	if o.Retried {
+		m.retries.Inc()
+	}
+}
 
 // Retry counts one retry.
 func (m *Metrics) Retry() { m.retries.Inc() }

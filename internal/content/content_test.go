@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"shoal/internal/site"
 )
 
 // writeTree creates files (path → content) under dir; a content starting with
@@ -442,21 +440,6 @@ func TestCleanURLAllocs(t *testing.T) {
 	for _, p := range []string{"/", "/docs/deep/c.js", "/index.html?q=1"} {
 		if n := testing.AllocsPerRun(100, func() { _, _, _ = CleanURL(p) }); n != 0 {
 			t.Errorf("CleanURL(%q) allocates %.0f times, want 0", p, n)
-		}
-	}
-}
-
-// BenchmarkOpen scans the default sample site (3000 files, ~40 MB): the
-// cost of Open and of each Publish.
-func BenchmarkOpen(b *testing.B) {
-	dir := b.TempDir()
-	if _, err := site.Generate(dir, site.Config{}); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Open(dir); err != nil {
-			b.Fatal(err)
 		}
 	}
 }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"shoal/internal/up"
+)
+
+func init() {
+	register("up", "start a whole cluster on this machine with a sample site", runUp)
+}
+
+func runUp(args []string) error {
+	fs := newFlags("up", "[flags]", "Start a whole shoal cluster on this machine: nodes, front-end and admin API.\n"+
+		"Without --site it generates a deterministic sample site in your cache folder.")
+	var c up.Config
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "front-end address to point a browser at")
+	fs.StringVar(&c.Admin, "admin", "127.0.0.1:9090", "admin API and /metrics address (\"off\" disables it)")
+	fs.IntVar(&c.Nodes, "nodes", 4, "number of nodes")
+	fs.StringVar(&c.Site, "site", "", "serve this directory instead of the generated sample site")
+	fs.StringVar(&c.SiteFromTrace, "site-from-trace", "", "serve a site whose files are the URLs of this access log (CLF, .gz ok), to replay it")
+	fs.StringVar(&c.DataDir, "data", "", "folder for generated sites (default: your cache folder/shoal)")
+	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
+	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
+	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy (see README)")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	cl, err := up.Start(c)
+	if err != nil {
+		return err
+	}
+	c = cl.Config
+	fmt.Printf("shoal is up: open %s\n", cl.URL)
+	fmt.Printf("  %d nodes, policy %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, c.CacheMB, c.Cache, cl.SiteInfo)
+	if cl.AdminURL != "" {
+		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)
+	}
+	fmt.Printf("  Ctrl-C stops it.\n")
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	var runErr error
+	select {
+	case s := <-sig:
+		fmt.Fprintf(os.Stderr, "shoal up: %v, stopping\n", s)
+	case runErr = <-cl.Err():
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	cl.Shutdown(ctx)
+	return runErr
+}

@@ -1,0 +1,267 @@
+// Package up starts a whole shoal cluster on one machine: a site (generated,
+// given, or written from an access log), N nodes on loopback ports, the
+// control plane with health checks, the front-end and its admin API — the
+// `shoal up` a newcomer runs first (SPEC §1 "up"). Everything runs in one
+// process and stops together.
+package up
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"shoal/internal/admin"
+	"shoal/internal/cluster"
+	"shoal/internal/front"
+	"shoal/internal/node"
+	"shoal/internal/policy"
+	"shoal/internal/site"
+	"shoal/internal/trace"
+)
+
+// Config describes the cluster to start. Zero fields take the defaults shown.
+type Config struct {
+	// Listen is the front-end's client address. Default "127.0.0.1:8080".
+	Listen string
+	// Admin is the admin API and /metrics address. Default "127.0.0.1:9090";
+	// "off" disables it.
+	Admin string
+	// Nodes is the number of nodes. Default 4.
+	Nodes int
+	// Site is the site root to serve; empty generates the sample site in
+	// DataDir (or, with SiteFromTrace, a site matching the trace).
+	Site string
+	// SiteFromTrace, when set, writes a site whose files are the URLs of this
+	// access log with their sizes (trace.Sizes), so the log can be replayed.
+	SiteFromTrace string
+	// DataDir holds generated sites. Default: the user's cache folder/shoal.
+	DataDir string
+	// CacheMB is each node's memory cache budget in MiB. Default 64.
+	CacheMB int
+	// Cache is the nodes' replacement policy: lru, gdsf or cgdsf. Default gdsf.
+	Cache string
+	// Policy is the front's distribution policy. Default DefaultPolicy.
+	Policy string
+	// HealthInterval is the active health-check period. Default 1 s.
+	HealthInterval time.Duration
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultPolicy is the policy `shoal up` uses unless told otherwise:
+// tbccrd (seed 000), which the simulator shows ahead on a trace shaped like
+// the sample site once the working set exceeds one node's cache: lard's
+// locality plus balancing by connections (README, "Choosing a policy").
+const DefaultPolicy = "tbccrd"
+
+func (c *Config) fill() error {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.Admin == "" {
+		c.Admin = "127.0.0.1:9090"
+	}
+	if c.Nodes == 0 {
+		c.Nodes = 4
+	}
+	if c.Nodes < 1 || c.Nodes > 64 {
+		return fmt.Errorf("up: --nodes %d: want 1 to 64", c.Nodes)
+	}
+	if c.CacheMB == 0 {
+		c.CacheMB = 64
+	}
+	if c.CacheMB < 0 {
+		return fmt.Errorf("up: --cache-mb %d: want a positive size", c.CacheMB)
+	}
+	if c.Cache == "" {
+		c.Cache = "gdsf"
+	}
+	if c.Policy == "" {
+		c.Policy = DefaultPolicy
+	}
+	if c.HealthInterval <= 0 {
+		c.HealthInterval = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.DataDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		c.DataDir = filepath.Join(base, "shoal")
+	}
+	return nil
+}
+
+// Cluster is a running cluster.
+type Cluster struct {
+	// URL is where to point a browser.
+	URL string
+	// AdminURL is the admin API's base URL, "" when off.
+	AdminURL string
+	// NodeURLs are the nodes' own URLs.
+	NodeURLs []string
+	// SiteInfo describes the site being served, for the status line.
+	SiteInfo string
+	// Config is the configuration with defaults filled in.
+	Config Config
+
+	Front   *front.Server
+	Control *cluster.Cluster
+	Metrics *admin.Metrics
+
+	nodes  []*node.Server
+	admin  *http.Server
+	cancel context.CancelFunc
+	errc   chan error
+}
+
+// Start brings the cluster up and returns once every listener is open.
+func Start(cfg Config) (*Cluster, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	root, info, err := prepareSite(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})
+	if err != nil {
+		return nil, fmt.Errorf("up: %w", err)
+	}
+	c := &Cluster{Config: cfg, SiteInfo: info, errc: make(chan error, cfg.Nodes+2)}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
+
+	var specs []cluster.NodeSpec
+	for i := range cfg.Nodes {
+		n, err := node.New(node.Config{Root: root, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
+			Logger: cfg.Logger.With("node", i)})
+		if err != nil {
+			return nil, fmt.Errorf("up: node %d: %w", i, err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("up: node %d: %w", i, err)
+		}
+		c.nodes = append(c.nodes, n)
+		u := "http://" + ln.Addr().String()
+		c.NodeURLs = append(c.NodeURLs, u)
+		specs = append(specs, cluster.NodeSpec{URL: u})
+		go c.watch(func() error { return n.Serve(ln) })
+	}
+
+	c.Control, err = cluster.New(pol, specs, cluster.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("up: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go c.Control.Check(ctx, cluster.CheckConfig{Interval: cfg.HealthInterval})
+
+	c.Metrics = admin.NewMetrics(c.Control, cfg.Policy)
+	c.Front, err = front.New(c.Control, front.Config{Observer: c.Metrics})
+	if err != nil {
+		return nil, fmt.Errorf("up: %w", err)
+	}
+	fln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("up: front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
+	}
+	c.URL = "http://" + fln.Addr().String() + "/"
+	go c.watch(func() error { return c.Front.Serve(fln) })
+
+	if cfg.Admin != "off" {
+		aln, err := net.Listen("tcp", cfg.Admin)
+		if err != nil {
+			return nil, fmt.Errorf("up: admin: %w (use --admin off or another address)", err)
+		}
+		c.AdminURL = "http://" + aln.Addr().String()
+		c.admin = &http.Server{Handler: admin.New(c.Control, c.Metrics), ReadHeaderTimeout: 10 * time.Second}
+		go c.watch(func() error { return c.admin.Serve(aln) })
+	}
+	ok = true
+	return c, nil
+}
+
+// prepareSite returns the site root to serve and a one-line description.
+func prepareSite(cfg *Config) (root, info string, err error) {
+	switch {
+	case cfg.Site != "":
+		if fi, err := os.Stat(cfg.Site); err != nil || !fi.IsDir() {
+			return "", "", fmt.Errorf("up: --site %s: not a directory", cfg.Site)
+		}
+		return cfg.Site, "site " + cfg.Site, nil
+	case cfg.SiteFromTrace != "":
+		sizes, err := trace.Sizes(cfg.SiteFromTrace)
+		if err != nil {
+			return "", "", fmt.Errorf("up: --site-from-trace: %w", err)
+		}
+		name := strings.TrimSuffix(filepath.Base(cfg.SiteFromTrace), ".gz")
+		root = filepath.Join(cfg.DataDir, "trace-"+name)
+		n, skipped, err := site.FromSizes(root, sizes)
+		if err != nil {
+			return "", "", fmt.Errorf("up: %w", err)
+		}
+		return root, fmt.Sprintf("%d files from %s (%d URLs skipped) in %s", n, filepath.Base(cfg.SiteFromTrace), skipped, root), nil
+	default:
+		root = filepath.Join(cfg.DataDir, "site")
+		sum, err := site.Generate(root, site.Config{})
+		if err != nil {
+			return "", "", fmt.Errorf("up: %w", err)
+		}
+		return root, sum.String(), nil
+	}
+}
+
+// watch runs serve and reports an error other than a normal close on Err.
+func (c *Cluster) watch(serve func() error) {
+	err := serve()
+	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) ||
+		errors.Is(err, front.ErrServerClosed) || errors.Is(err, node.ErrServerClosed) {
+		return
+	}
+	c.errc <- err
+}
+
+// Err delivers the first error a server stops with (nil errors are not sent).
+func (c *Cluster) Err() <-chan error { return c.errc }
+
+// Shutdown stops accepting, lets in-flight requests finish until ctx ends,
+// then closes everything.
+func (c *Cluster) Shutdown(ctx context.Context) error {
+	var errs []error
+	if c.Front != nil {
+		errs = append(errs, c.Front.Shutdown(ctx))
+	}
+	if c.admin != nil {
+		errs = append(errs, c.admin.Shutdown(ctx))
+	}
+	for _, n := range c.nodes {
+		errs = append(errs, n.Shutdown(ctx))
+	}
+	if c.cancel != nil {
+		c.cancel()
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops everything at once.
+func (c *Cluster) Close() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.Shutdown(ctx)
+}
