@@ -82,6 +82,8 @@ type Config struct {
 	// Choose, when set, picks the data path for each request from the
 	// policy's decision (the hybrid rule of seed 002 plugs in here).
 	Choose func(d policy.Decision, x *Exchange) DataPath
+	// Hybrid holds the thresholds of the hybrid rule (Hybrid, hybrid.go).
+	Hybrid HybridConfig
 	// Observer, when set, is told about every finished request (latency
 	// histograms by node for /metrics).
 	Observer Observer
@@ -161,6 +163,7 @@ type Stats struct {
 	QueueFull     uint64            // requests answered 503 because a node queue was full
 	NodeDials     uint64            // connections opened to nodes
 	Paths         map[string]uint64 // requests per data path name
+	Handoff       HandoffStats      // handoff paths: passes, fallbacks, returns, hybrid decisions
 }
 
 type counters struct {
@@ -188,8 +191,9 @@ type Server struct {
 	parser httpwire.Parser
 	dialer net.Dialer
 
-	ctr   counters
-	paths sync.Map // path name → *atomic.Uint64
+	ctr     counters
+	paths   sync.Map // path name → *atomic.Uint64
+	handoff handoffCounters
 
 	upMu      sync.Mutex
 	upstreams atomic.Pointer[[]*upstream] // by Backend.Index; grown copy-on-write
@@ -367,6 +371,7 @@ func (s *Server) Stats() Stats {
 		QueueFull:     c.queueFull.Load(),
 		NodeDials:     c.nodeDials.Load(),
 		Paths:         map[string]uint64{},
+		Handoff:       s.handoff.snapshot(),
 	}
 	for i := range c.status {
 		st.Status[i] = c.status[i].Load()

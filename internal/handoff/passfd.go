@@ -115,7 +115,8 @@ var (
 // rather than silently truncated by the kernel.
 var fdOOBSize = unix.CmsgSpace(4 * 4)
 
-// SendFD writes one message on uc: h, then data, with conn's descriptor
+// SendFD writes one message on uc: h, then the data slices (the head and
+// the bytes after it, say) concatenated, with conn's descriptor
 // attached (SCM_RIGHTS) when conn is not nil. The message is atomic on a
 // SOCK_SEQPACKET socket: a nil error means the descriptor is queued in the
 // kernel for the fdPeer, and the caller must close its own copy (closing it
@@ -123,12 +124,18 @@ var fdOOBSize = unix.CmsgSpace(4 * 4)
 // error means nothing was sent and the caller still owns the connection.
 // timeout bounds a send blocked on a full socket buffer (0: no limit).
 // scratch, if not nil, is reused for the record.
-func SendFD(uc *net.UnixConn, h FDHeader, data []byte, conn syscall.Conn, timeout time.Duration, scratch []byte) ([]byte, error) {
-	if len(data) > FDMaxData {
-		return scratch, fmt.Errorf("handoff: %d bytes to send, limit %d", len(data), FDMaxData)
+func SendFD(uc *net.UnixConn, h FDHeader, conn syscall.Conn, timeout time.Duration, scratch []byte, data ...[]byte) ([]byte, error) {
+	total := 0
+	for _, d := range data {
+		total += len(d)
+	}
+	if total > FDMaxData {
+		return scratch, fmt.Errorf("handoff: %d bytes to send, limit %d", total, FDMaxData)
 	}
 	msg := AppendFDHeader(scratch[:0], h)
-	msg = append(msg, data...)
+	for _, d := range data {
+		msg = append(msg, d...)
+	}
 	if timeout > 0 {
 		uc.SetWriteDeadline(time.Now().Add(timeout))
 	}

@@ -91,16 +91,16 @@ func (c *FDClient) drop(uc *net.UnixConn) {
 }
 
 // Send moves conn to the node with h and data (the bytes already read from
-// it) in one message. A nil error means the descriptor is on its way and
+// it, concatenated) in one message. A nil error means the descriptor is on its way and
 // the caller must close its copy and forget the connection; an error means
 // nothing was sent and the caller still owns conn (and should fall back).
-func (c *FDClient) Send(h FDHeader, data []byte, conn syscall.Conn) error {
+func (c *FDClient) Send(h FDHeader, conn syscall.Conn, data ...[]byte) error {
 	uc, err := c.conn()
 	if err != nil {
 		return err
 	}
 	bp := c.scratch.Get().(*[]byte)
-	*bp, err = SendFD(uc, h, data, conn, c.timeout, *bp)
+	*bp, err = SendFD(uc, h, conn, c.timeout, *bp, data...)
 	if cap(*bp) <= 64<<10 {
 		c.scratch.Put(bp)
 	}

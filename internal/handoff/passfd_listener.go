@@ -233,13 +233,13 @@ func (p *fdPeer) send(h FDHeader, data []byte, c net.Conn) error {
 	defer p.sendMu.Unlock()
 	var err error
 	if c == nil {
-		p.scratch, err = SendFD(p.uc, h, data, nil, 5*time.Second, p.scratch)
+		p.scratch, err = SendFD(p.uc, h, nil, 5*time.Second, p.scratch, data)
 	} else {
 		sc, ok := c.(syscall.Conn)
 		if !ok {
 			return fmt.Errorf("handoff: %T has no descriptor", c)
 		}
-		p.scratch, err = SendFD(p.uc, h, data, sc, 5*time.Second, p.scratch)
+		p.scratch, err = SendFD(p.uc, h, sc, 5*time.Second, p.scratch, data)
 	}
 	return err
 }

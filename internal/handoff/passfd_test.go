@@ -90,7 +90,7 @@ func TestSendRecv(t *testing.T) {
 	client, server := fdTCPPair(t)
 	h := FDHeader{Kind: FDHandoff, Flags: FDFlagReturn, Node: 2, Moves: 1, Conn: 99}
 	data := []byte("GET /x HTTP/1.1\r\nHost: h\r\n\r\nGET /y")
-	if _, err := SendFD(a, h, data, server, time.Second, nil); err != nil {
+	if _, err := SendFD(a, h, server, time.Second, nil, data[:10], data[10:]); err != nil {
 		t.Fatal(err)
 	}
 	server.Close() // the sender's copy; the connection must survive it
@@ -200,7 +200,7 @@ func TestRecvRefuses(t *testing.T) {
 			}
 			// The socket still works for the next message.
 			c, s := fdTCPPair(t)
-			if _, err := SendFD(a, FDHeader{Kind: FDHandoff}, nil, s, time.Second, nil); err != nil {
+			if _, err := SendFD(a, FDHeader{Kind: FDHandoff}, s, time.Second, nil); err != nil {
 				t.Fatal(err)
 			}
 			s.Close()
@@ -226,7 +226,7 @@ func TestRecvEOF(t *testing.T) {
 func TestSendTooLarge(t *testing.T) {
 	a, _ := fdSeqpair(t)
 	_, s := fdTCPPair(t)
-	if _, err := SendFD(a, FDHeader{Kind: FDHandoff}, make([]byte, FDMaxData+1), s, 0, nil); err == nil {
+	if _, err := SendFD(a, FDHeader{Kind: FDHandoff}, s, 0, nil, make([]byte, FDMaxData), []byte{1}); err == nil {
 		t.Fatal("sent more than FDMaxData")
 	}
 }
@@ -253,7 +253,7 @@ func TestListenerClient(t *testing.T) {
 	defer cl.Close()
 
 	client, server := fdTCPPair(t)
-	if err := cl.Send(FDHeader{Kind: FDHandoff, Flags: FDFlagReturn, Node: 1, Moves: 1, Conn: 7}, []byte("head"), server); err != nil {
+	if err := cl.Send(FDHeader{Kind: FDHandoff, Flags: FDFlagReturn, Node: 1, Moves: 1, Conn: 7}, server, []byte("he"), []byte("ad")); err != nil {
 		t.Fatal(err)
 	}
 	server.Close()
@@ -283,7 +283,7 @@ func TestListenerClient(t *testing.T) {
 	r.Conn.Write([]byte("B"))
 
 	// Second move: the node ends the connection and says so.
-	if err := cl.Send(FDHeader{Kind: FDHandoff, Flags: FDFlagReturn, Node: 2, Moves: 3, Conn: 7}, nil, r.Conn.(syscall.Conn)); err != nil {
+	if err := cl.Send(FDHeader{Kind: FDHandoff, Flags: FDFlagReturn, Node: 2, Moves: 3, Conn: 7}, r.Conn.(syscall.Conn)); err != nil {
 		t.Fatal(err)
 	}
 	r.Conn.Close()
@@ -330,7 +330,7 @@ func TestClientRedials(t *testing.T) {
 	cl := NewFDClient(FDClientConfig{Path: path})
 	defer cl.Close()
 	_, s := fdTCPPair(t)
-	if err := cl.Send(FDHeader{Kind: FDHandoff}, nil, s); err != nil {
+	if err := cl.Send(FDHeader{Kind: FDHandoff}, s); err != nil {
 		t.Fatal(err)
 	}
 	c, _ := l.Accept()
@@ -338,7 +338,7 @@ func TestClientRedials(t *testing.T) {
 	l.Close()
 	// The node is gone: sends fail (and the caller keeps its connection).
 	deadline := time.Now().Add(5 * time.Second)
-	for cl.Send(FDHeader{Kind: FDHandoff}, nil, s) == nil {
+	for cl.Send(FDHeader{Kind: FDHandoff}, s) == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("sends to a closed listener keep succeeding")
 		}
@@ -352,7 +352,7 @@ func TestClientRedials(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if err := cl.Send(FDHeader{Kind: FDHandoff}, nil, s); err != nil {
+	if err := cl.Send(FDHeader{Kind: FDHandoff}, s); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}
 	c, _ = l.Accept()

@@ -1,0 +1,214 @@
+package front
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"shoal/internal/handoff"
+)
+
+// ReturnMode says when a node must hand a passed connection back to the
+// front after one request (see internal/handoff's package doc).
+type ReturnMode int
+
+const (
+	// ReturnAuto hands connections back under content-aware policies
+	// (every policy except the content-blind rr, wrr, gwrr, lc, wlc, dfwrr
+	// and p2c), whose next request may belong to another node.
+	ReturnAuto ReturnMode = iota
+	// ReturnAlways re-dispatches every request at the front.
+	ReturnAlways
+	// ReturnNever leaves the connection with the node to its end.
+	ReturnNever
+)
+
+// contentBlind lists the policies whose choice does not depend on the URL:
+// under them a node may keep a passed connection, as LVS keeps a client on
+// its real server.
+var contentBlind = map[string]bool{"rr": true, "wrr": true, "gwrr": true, "lc": true, "wlc": true, "dfwrr": true, "p2c": true}
+
+// PassFDConfig tunes the passfd data path. The zero value is usable.
+type PassFDConfig struct {
+	// Return says when nodes hand connections back. Default ReturnAuto.
+	Return ReturnMode
+	// SendTimeout bounds a handoff blocked on a node's full socket; the
+	// request then falls back to relay. Default 1 s.
+	SendTimeout time.Duration
+}
+
+// HandoffStats counts the handoff data paths' work (front.Stats.Handoff).
+type HandoffStats struct {
+	// Passed counts connections passed to a node (passfd handoffs).
+	Passed uint64
+	// FallbackNoSocket counts requests relayed because the chosen node has
+	// not (yet) reported a handoff socket in its status.
+	FallbackNoSocket uint64
+	// FallbackSend counts requests relayed because the send failed before
+	// the descriptor left (node socket gone, full or refusing).
+	FallbackSend uint64
+	// Returned counts connections handed back by nodes for re-dispatch;
+	// ReturnRefused those the front could not take (shutting down, too
+	// many bytes).
+	Returned      uint64
+	ReturnRefused uint64
+	// Ended counts end notices for connections handed off with a return
+	// request (seed 002's FIN-HANDOFF).
+	Ended uint64
+	// Hybrid decisions (seed 002): hand off because front CPU, active client
+	// connections or object size was above its threshold, or relay.
+	HybridCPU, HybridConns, HybridSize, HybridRelay uint64
+	// FrontCPUPercent is the front's last sampled CPU use (100 = one core),
+	// when the hybrid rule samples it.
+	FrontCPUPercent float64
+}
+
+type handoffCounters struct {
+	passed, fallbackNoSocket, fallbackSend, returned, returnRefused, ended atomic.Uint64
+	hybridCPU, hybridConns, hybridSize, hybridRelay                        atomic.Uint64
+	cpuBits                                                                atomic.Uint64 // float64 bits of the last CPU sample
+}
+
+func (h *handoffCounters) snapshot() HandoffStats {
+	return HandoffStats{
+		Passed: h.passed.Load(), FallbackNoSocket: h.fallbackNoSocket.Load(), FallbackSend: h.fallbackSend.Load(),
+		Returned: h.returned.Load(), ReturnRefused: h.returnRefused.Load(), Ended: h.ended.Load(),
+		HybridCPU: h.hybridCPU.Load(), HybridConns: h.hybridConns.Load(), HybridSize: h.hybridSize.Load(),
+		HybridRelay: h.hybridRelay.Load(), FrontCPUPercent: math.Float64frombits(h.cpuBits.Load()),
+	}
+}
+
+// PassFD returns the same-host handoff data path (SPEC §4): the front
+// passes the client socket and the bytes it read to the chosen node over the
+// node's handoff socket (learned from the node's status report,
+// cluster.Backend.LastStatus().HandoffSocket), closes its own copy and
+// forgets the connection; the node answers the client directly. A node
+// without a socket yet, or a send that fails before the descriptor left,
+// falls back to relay for that request (counted). Connections that nodes
+// hand back (content-aware policies) are re-dispatched like new requests on
+// their connection. One PassFD value serves one Server.
+func PassFD(cfg PassFDConfig) DataPath {
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = time.Second
+	}
+	return &passfdPath{cfg: cfg, clients: map[string]*handoff.FDClient{}}
+}
+
+type passfdPath struct {
+	cfg PassFDConfig
+
+	mu      sync.Mutex
+	clients map[string]*handoff.FDClient // by socket path
+	ret     int8                         // 0 undecided, 1 hand back, -1 keep
+	closer  sync.Once
+}
+
+func (p *passfdPath) Name() string { return "passfd" }
+
+// client returns the socket client for path, bound to s for hand-backs.
+func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.clients[path]; c != nil {
+		return c
+	}
+	c := handoff.NewFDClient(handoff.FDClientConfig{
+		Path:        path,
+		SendTimeout: p.cfg.SendTimeout,
+		OnReturn:    func(r handoff.FDMessage) { p.adopt(s, r) },
+		OnEnded: func(h handoff.FDHeader) {
+			s.handoff.ended.Add(1)
+			s.cl.CloseConn(h.Conn)
+		},
+	})
+	p.clients[path] = c
+	p.closer.Do(func() {
+		go func() {
+			<-s.done
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			for _, c := range p.clients {
+				c.Close()
+			}
+		}()
+	})
+	return c
+}
+
+// handBack reports whether nodes must return connections after a request.
+func (p *passfdPath) handBack(s *Server) bool {
+	switch p.cfg.Return {
+	case ReturnAlways:
+		return true
+	case ReturnNever:
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ret == 0 {
+		p.ret = 1
+		if pol := s.cl.Policy(); pol != nil && contentBlind[pol.Name()] {
+			p.ret = -1
+		}
+	}
+	return p.ret > 0
+}
+
+func (p *passfdPath) Serve(x *Exchange) Result {
+	cc := x.cc
+	s := cc.s
+	st := x.Backend.LastStatus()
+	if st == nil || st.HandoffSocket == "" {
+		s.handoff.fallbackNoSocket.Add(1)
+		return cc.relay(x)
+	}
+	sc, ok := cc.c.(syscall.Conn)
+	if !ok {
+		s.handoff.fallbackSend.Add(1)
+		return cc.relay(x)
+	}
+	back := p.handBack(s)
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(x.Backend.Index), Moves: 1, Conn: cc.id}
+	if back {
+		h.Flags = handoff.FDFlagReturn
+	}
+	if err := p.client(s, st.HandoffSocket).Send(h, sc, x.Head, x.Buffered()); err != nil {
+		s.handoff.fallbackSend.Add(1)
+		s.logf("front: passfd to %s: %v; relaying", x.Backend.URL, err)
+		return cc.relay(x)
+	}
+	// The descriptor is queued for the node: close our copy (this does not
+	// end the TCP connection) and forget the connection.
+	cc.c.Close()
+	s.handoff.passed.Add(1)
+	if back {
+		// The connection comes back or its end is reported (FDEnded), so
+		// it stays in the policy's connection table meanwhile.
+		cc.holder = -1
+	}
+	return Result{Detached: true}
+}
+
+// adopt takes a connection a node handed back and serves it like a
+// connection with a request already buffered: its next request is routed
+// afresh, keeping its id and holder for the policy.
+func (p *passfdPath) adopt(s *Server, r handoff.FDMessage) {
+	cc := s.newClientConn(r.Conn)
+	if cc == nil {
+		s.handoff.returnRefused.Add(1) // shutting down: newClientConn closed it
+		return
+	}
+	s.ctr.connsAccepted.Add(^uint64(0)) // a returning connection, not a new one
+	s.handoff.returned.Add(1)
+	if r.Header.Conn != 0 {
+		cc.id = r.Header.Conn
+	}
+	cc.holder = int(r.Header.Node)
+	if len(r.Data) > len(cc.in.b) { // a node with a larger head limit
+		cc.in.b = make([]byte, len(r.Data)+4096)
+	}
+	cc.in.w = copy(cc.in.b, r.Data)
+	go cc.serve()
+}
