@@ -40,6 +40,7 @@ func runFront(args []string) error {
 	headerTO := fs.Duration("header-timeout", def.Limits.HeaderTimeout.Duration, "limit for receiving one request head (slowloris)")
 	idleTO := fs.Duration("idle-timeout", def.Limits.IdleTimeout.Duration, "limit for an idle keep-alive client connection")
 	maxHead := fs.Int("max-header-bytes", def.Limits.MaxHeaderBytes, "largest request head accepted (431 above)")
+	repair := addRepairFrontFlags(fs)
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -124,6 +125,13 @@ func runFront(args []string) error {
 		dp = front.Relay()
 	case "redirect":
 		dp = front.Redirect()
+	case "repair":
+		rp, closeRepair, err := repair.frontPath(fc.Listen, log.New(os.Stderr, "shoal front: ", log.LstdFlags))
+		if err != nil {
+			return err
+		}
+		defer closeRepair()
+		dp = rp
 	default:
 		return fmt.Errorf("--path %q: want relay or redirect", fc.Path)
 	}

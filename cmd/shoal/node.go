@@ -28,6 +28,7 @@ func runNode(args []string) error {
 	readTO := fs.Duration("read-timeout", node.DefaultReadTimeout, "limit for reading one request head")
 	idleTO := fs.Duration("idle-timeout", node.DefaultIdleTimeout, "limit for an idle keep-alive connection")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
+	repair := addRepairNodeFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -69,6 +70,12 @@ func runNode(args []string) error {
 	}
 	cfg.Logger.Info("node serving", "root", *root, "addr", ln.Addr().String(), "cache", *policy, "cache_mb", *cacheMB)
 
+	closeRepair, err := repair.startNode(srv, cfg.Logger.Info)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer closeRepair()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)

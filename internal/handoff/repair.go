@@ -413,3 +413,47 @@ func setsockoptBytes(fd, level, opt int, b []byte) error {
 	}
 	return nil
 }
+
+// Thaw takes a socket that Freeze left in repair mode back to normal
+// operation without sending anything (TCP_REPAIR_OFF_NO_WP), for a front
+// that could not hand the connection off and relays it instead.
+func Thaw(c syscall.Conn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("handoff: thaw: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF_NO_WP)
+	}); err != nil {
+		return fmt.Errorf("handoff: thaw: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("handoff: thaw: TCP_REPAIR off: %w", serr)
+	}
+	return nil
+}
+
+// InterfaceOf returns the name of the interface that holds addr, for
+// SteerConfig.Dev when the front's VIP is on the interface towards the
+// nodes.
+func InterfaceOf(addr netip.Addr) (string, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "", fmt.Errorf("handoff: interfaces: %w", err)
+	}
+	for _, ifc := range ifs {
+		as, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range as {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
+					return ifc.Name, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("handoff: no interface holds %s", addr)
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net/netip"
+	"os"
+
+	"shoal/internal/front"
+	"shoal/internal/node"
+)
+
+// Flags and wiring of the repair (cross-host handoff) data path, shared by
+// `shoal front --path repair` and `shoal node --repair-listen`.
+
+type repairFlags struct {
+	keyFile *string
+	port    *int
+	dev     *string
+	listen  *string // node only
+}
+
+func addRepairFrontFlags(fs *flag.FlagSet) *repairFlags {
+	return &repairFlags{
+		keyFile: fs.String("repair-key-file", "", "--path repair: file holding the HMAC key shared with the nodes (≥16 bytes)"),
+		port:    fs.Int("repair-port", 7070, "--path repair: the nodes' handoff port (shoal node --repair-listen)"),
+		dev:     fs.String("repair-dev", "", "--path repair: interface towards the nodes (default: the one holding the listen address)"),
+	}
+}
+
+func addRepairNodeFlags(fs *flag.FlagSet) *repairFlags {
+	return &repairFlags{
+		keyFile: fs.String("repair-key-file", "", "HMAC key file shared with the front (with --repair-listen)"),
+		listen:  fs.String("repair-listen", "", "handoff port for the front's repair path, e.g. 10.0.0.11:7070 (empty: off; needs CAP_NET_ADMIN and the VIP on lo)"),
+	}
+}
+
+func readRepairKey(path string) ([]byte, error) {
+	if path == "" {
+		return nil, errors.New("--repair-key-file is required for the repair path")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("repair key: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < 16 {
+		return nil, fmt.Errorf("repair key %s: %d bytes, need at least 16", path, len(b))
+	}
+	return b, nil
+}
+
+// frontPath builds the repair data path for a front listening on listen
+// (which must be the VIP:port). The caller closes it after the server
+// stops; close also logs its counters.
+func (rf *repairFlags) frontPath(listen string, logger *log.Logger) (*front.RepairPath, func(), error) {
+	key, err := readRepairKey(*rf.keyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	vip, err := netip.ParseAddrPort(listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--path repair: --listen must be VIP:port, got %q: %w", listen, err)
+	}
+	rp, err := front.Repair(front.RepairConfig{Key: key, VIP: vip, Dev: *rf.dev, Port: *rf.port})
+	if err != nil {
+		return nil, nil, err
+	}
+	return rp, func() {
+		logger.Printf("repair: %+v", rp.Stats())
+		if err := rp.Close(); err != nil {
+			logger.Printf("repair: close: %v", err)
+		}
+	}, nil
+}
+
+// startNode opens the node's handoff port if --repair-listen is set.
+func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ...any)) (func(), error) {
+	if *rf.listen == "" {
+		return func() {}, nil
+	}
+	key, err := readRepairKey(*rf.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	rl, err := srv.ListenRepair(*rf.listen, key)
+	if err != nil {
+		return nil, err
+	}
+	logf("repair handoff port open", "addr", rl.Addr().String())
+	return func() {
+		a := rl.Auth()
+		logf("repair handoff port closed", "restored", rl.Restored.Load(), "failed", rl.Failed.Load(),
+			"fin_handoff", rl.Fins.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
+			"stale", a.Stale.Load(), "malformed", a.Malformed.Load())
+		rl.Close()
+	}, nil
+}

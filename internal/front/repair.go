@@ -1,0 +1,294 @@
+//go:build linux
+
+package front
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"shoal/internal/handoff"
+)
+
+// RepairConfig configures the cross-host handoff path (Repair).
+type RepairConfig struct {
+	// Key is the HMAC-SHA256 key shared with the nodes (at least 16 bytes).
+	Key []byte
+	// VIP is the virtual address and port the front accepts clients on;
+	// the nodes hold the same address on a non-ARPing interface.
+	VIP netip.AddrPort
+	// Dev is the interface towards the nodes. Default: the one holding VIP.
+	Dev string
+	// Port is the nodes' handoff port (shoal node --repair-listen); the
+	// node's host is taken from its URL. Default 7070.
+	Port int
+	// Timeout bounds a handoff: dial, send, and the node's answer.
+	// Default 2 s.
+	Timeout time.Duration
+	// Linger keeps a flow's steering entry this long after FIN-HANDOFF, so
+	// that the client's last ACK and FIN of the closing handshake still
+	// reach the node. Default 2 s.
+	Linger time.Duration
+	// Steer overrides the nftables/routing parameters (VIP and Dev are
+	// filled from above).
+	Steer handoff.SteerConfig
+}
+
+// RepairStats counts the repair path's work.
+type RepairStats struct {
+	// Moved counts connections rebuilt on a node.
+	Moved uint64
+	// FallbackFreeze counts requests relayed because the socket could not
+	// be frozen (e.g. the client had already half-closed);
+	// FallbackNode those relayed because the node refused cleanly or could
+	// not be reached before anything was sent.
+	FallbackFreeze, FallbackNode uint64
+	// Lost counts connections whose handoff outcome was unknown (no
+	// answer): the front dropped them silently and the client gets a
+	// reset on its next packet.
+	Lost uint64
+	// Ended counts FIN-HANDOFF notices; Dropped flows removed because their
+	// node's control channel broke; Steered the flows steered now.
+	Ended, Dropped uint64
+	Steered        int
+	// Refused counts control frames refused as forged, replayed, stale or
+	// malformed.
+	Forged, Replayed, Stale, Malformed uint64
+}
+
+// RepairPath is the repair data path (seed 002, SPEC §4): the front reads a
+// request, freezes the client's TCP socket with TCP_REPAIR, steers the
+// flow's later packets to the chosen node (nftables map + fwmark routing,
+// handoff.Steer), sends the socket's state in one HMAC-authenticated
+// message, and on the node's acknowledgement closes its own copy silently.
+// The node rebuilds the socket and answers from the VIP straight to the
+// client. When the node reports the connection's end (FIN-HANDOFF) the front
+// removes the steering entry.
+//
+// Order matters: steering goes in before the state is sent, so that no
+// client packet reaches the frozen front socket after the node took over;
+// the window in which a client packet can reach the node before the socket
+// exists there lasts one control round trip (sub-millisecond on a LAN) and a
+// client normally sends nothing in it (it waits for the response).
+type RepairPath struct {
+	cfg   RepairConfig
+	auth  *handoff.Auth
+	steer *handoff.Steer
+
+	mu      sync.Mutex
+	clients map[int]*handoff.RepairClient // by Backend.Index
+	conns   map[handoff.Flow]uint64       // flow → client connection id
+	s       *Server                       // set on first Serve
+
+	moved, fallbackFreeze, fallbackNode, lost, ended, dropped atomic.Uint64
+}
+
+// Repair installs the steering table in the current network namespace and
+// returns the path. Close removes the steering again.
+func Repair(cfg RepairConfig) (*RepairPath, error) {
+	if cfg.Port == 0 {
+		cfg.Port = 7070
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = 2 * time.Second
+	}
+	if !cfg.VIP.Addr().Is4() || cfg.VIP.Port() == 0 {
+		return nil, fmt.Errorf("front: repair: VIP %v: need an IPv4 address and port", cfg.VIP)
+	}
+	if cfg.Dev == "" {
+		dev, err := handoff.InterfaceOf(cfg.VIP.Addr())
+		if err != nil {
+			return nil, fmt.Errorf("front: repair: %w", err)
+		}
+		cfg.Dev = dev
+	}
+	auth, err := handoff.NewAuth(cfg.Key, 0)
+	if err != nil {
+		return nil, fmt.Errorf("front: repair: %w", err)
+	}
+	sc := cfg.Steer
+	sc.VIP, sc.Dev = cfg.VIP, cfg.Dev
+	st, err := handoff.NewSteer(sc)
+	if err != nil {
+		return nil, fmt.Errorf("front: repair: %w", err)
+	}
+	return &RepairPath{cfg: cfg, auth: auth, steer: st,
+		clients: map[int]*handoff.RepairClient{}, conns: map[handoff.Flow]uint64{}}, nil
+}
+
+// Name is "repair".
+func (p *RepairPath) Name() string { return "repair" }
+
+// Stats returns the path's counters.
+func (p *RepairPath) Stats() RepairStats {
+	return RepairStats{
+		Moved: p.moved.Load(), FallbackFreeze: p.fallbackFreeze.Load(), FallbackNode: p.fallbackNode.Load(),
+		Lost: p.lost.Load(), Ended: p.ended.Load(), Dropped: p.dropped.Load(), Steered: p.steer.Len(),
+		Forged: p.auth.Forged.Load(), Replayed: p.auth.Replayed.Load(), Stale: p.auth.Stale.Load(),
+		Malformed: p.auth.Malformed.Load(),
+	}
+}
+
+// Steer exposes the steering table (tests compare it with the kernel's).
+func (p *RepairPath) Steer() *handoff.Steer { return p.steer }
+
+// Close ends the control channels and removes the steering table and
+// routes. Connections already moved keep working only while their flows
+// stay steered, so close the path last.
+func (p *RepairPath) Close() error {
+	p.mu.Lock()
+	for _, c := range p.clients {
+		c.Close()
+	}
+	p.clients = map[int]*handoff.RepairClient{}
+	p.mu.Unlock()
+	return p.steer.Close()
+}
+
+// client returns node b's control channel, setting up its route.
+func (p *RepairPath) client(s *Server, idx int, hostport string) (*handoff.RepairClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.s == nil {
+		p.s = s
+	}
+	if c := p.clients[idx]; c != nil {
+		return c, nil
+	}
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return nil, fmt.Errorf("front: repair: node address %q: %w", hostport, err)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		ips, lerr := net.LookupIP(host)
+		if lerr != nil || len(ips) == 0 {
+			return nil, fmt.Errorf("front: repair: node host %q: %v", host, lerr)
+		}
+		ip, _ = netip.AddrFromSlice(ips[0].To4())
+	}
+	if err := p.steer.AddNode(idx, ip); err != nil {
+		return nil, fmt.Errorf("front: repair: %w", err)
+	}
+	c := handoff.NewRepairClient(handoff.RepairClientConfig{
+		Addr:    net.JoinHostPort(ip.String(), strconv.Itoa(p.cfg.Port)),
+		Auth:    p.auth,
+		Timeout: p.cfg.Timeout,
+		OnFin:   p.fin,
+		OnDown: func(err error) {
+			n, _ := p.steer.RemoveNode(idx)
+			p.dropped.Add(uint64(n))
+			s.logf("front: repair: channel to node %d broke (%v): dropped %d flows", idx, err, n)
+		},
+	})
+	p.clients[idx] = c
+	return c, nil
+}
+
+// fin handles FIN-HANDOFF: the node's socket is closed; keep steering for
+// Linger so the closing handshake completes on the node, then forget.
+func (p *RepairPath) fin(f handoff.Flow) {
+	p.ended.Add(1)
+	p.mu.Lock()
+	id, ok := p.conns[f]
+	delete(p.conns, f)
+	s := p.s
+	p.mu.Unlock()
+	if ok && s != nil {
+		s.cl.CloseConn(id)
+	}
+	time.AfterFunc(p.cfg.Linger, func() {
+		p.mu.Lock()
+		_, reused := p.conns[f] // same 4-tuple handed off again meanwhile
+		p.mu.Unlock()
+		if !reused {
+			p.steer.Remove(f)
+		}
+	})
+}
+
+// Serve moves the client connection of x to x.Backend, or relays when that
+// is not possible without loss.
+func (p *RepairPath) Serve(x *Exchange) Result {
+	cc := x.cc
+	s := cc.s
+	tc, ok := cc.c.(*net.TCPConn)
+	if !ok {
+		p.fallbackFreeze.Add(1)
+		return cc.relay(x)
+	}
+	c, err := p.client(s, x.Backend.Index, x.Backend.Addr)
+	if err != nil {
+		p.fallbackNode.Add(1)
+		s.logf("%v; relaying", err)
+		return cc.relay(x)
+	}
+	// Head and Buffered are contiguous in the connection's buffer.
+	buf := x.Buffered()
+	prefix := make([]byte, 0, len(x.Head)+len(buf))
+	prefix = append(append(prefix, x.Head...), buf...)
+	st, err := handoff.Freeze(tc, prefix)
+	if err != nil {
+		p.fallbackFreeze.Add(1)
+		return cc.relay(x)
+	}
+	f := handoff.Flow{Client: st.Remote, VIP: st.Local}
+	if err := p.steer.Add(f, x.Backend.Index); err != nil {
+		p.fallbackNode.Add(1)
+		return p.thawAndRelay(x, tc, err)
+	}
+	p.mu.Lock()
+	p.conns[f] = cc.id
+	p.mu.Unlock()
+	err = c.Handoff(st)
+	switch {
+	case err == nil:
+		tc.Close() // repair mode: no FIN, no RST
+		p.moved.Add(1)
+		cc.holder = -1 // the policy's connection ends at FIN-HANDOFF
+		return Result{Detached: true}
+	case errors.Is(err, handoff.ErrRebuildFailed) || !sentMaybe(err):
+		p.forget(f)
+		p.fallbackNode.Add(1)
+		return p.thawAndRelay(x, tc, err)
+	default:
+		// No answer: the node may own the socket. Both owning it would
+		// corrupt the stream, so the front lets go without a word; if the
+		// node does not have it, the client's next packet meets a reset.
+		p.forget(f)
+		p.lost.Add(1)
+		tc.Close()
+		s.logf("front: repair to %s: %v; connection dropped", x.Backend.URL, err)
+		return Result{Detached: true, NodeFailed: true, Err: err}
+	}
+}
+
+// sentMaybe reports whether err leaves open that the node received the
+// state (a dial error does not).
+func sentMaybe(err error) bool {
+	var op *net.OpError
+	return !(errors.As(err, &op) && op.Op == "dial")
+}
+
+func (p *RepairPath) forget(f handoff.Flow) {
+	p.mu.Lock()
+	delete(p.conns, f)
+	p.mu.Unlock()
+	p.steer.Remove(f)
+}
+
+func (p *RepairPath) thawAndRelay(x *Exchange, tc *net.TCPConn, why error) Result {
+	if err := handoff.Thaw(tc); err != nil {
+		return Result{Close: true, Err: fmt.Errorf("front: repair: %v; %w", why, err)}
+	}
+	x.cc.s.logf("front: repair to %s: %v; relaying", x.Backend.URL, why)
+	return x.cc.relay(x)
+}

@@ -1,0 +1,37 @@
+//go:build linux
+
+package node
+
+import (
+	"fmt"
+	"net"
+
+	"shoal/internal/handoff"
+)
+
+// ListenRepair opens the node's handoff port for the front's repair data
+// path (seed 002; SPEC §4): it accepts the front's control channel on addr,
+// rebuilds each TCP connection handed over with TCP_REPAIR, and serves it
+// on s like any accepted connection, answering from the virtual IP straight
+// to the client. When such a connection ends the node sends FIN-HANDOFF so
+// the front removes its steering entry. key is the HMAC key shared with the
+// front; forged, replayed and stale messages are refused and counted in the
+// returned listener's Auth(). The node must hold the virtual IP locally
+// (e.g. on lo with arp_ignore=1, arp_announce=2) and run with
+// CAP_NET_ADMIN, which TCP_REPAIR requires.
+//
+// It returns once the port is open; serving runs on its own goroutine
+// until Shutdown (which closes the listener like any other).
+func (s *Server) ListenRepair(addr string, key []byte) (*handoff.RepairListener, error) {
+	auth, err := handoff.NewAuth(key, 0)
+	if err != nil {
+		return nil, fmt.Errorf("node: repair: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("node: repair listen %s: %w", addr, err)
+	}
+	rl := handoff.ListenRepair(ln, auth)
+	go s.Serve(rl)
+	return rl, nil
+}
