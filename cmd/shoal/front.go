@@ -32,7 +32,8 @@ func runFront(args []string) error {
 	listen := fs.String("listen", def.Listen, "client-facing listen address")
 	nodes := fs.String("nodes", "", "comma-separated node URLs, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002")
 	pol := fs.String("policy", def.Policy, "request-distribution policy: "+strings.Join(policy.Names(), ", "))
-	path := fs.String("path", def.Path, "data path: relay or redirect")
+	path := fs.String("path", def.Path, "data path: relay, redirect, passfd (same-host handoff), hybrid (passfd when it pays) or repair")
+	passfd := addPassFDFrontFlags(fs)
 	adminAddr := fs.String("admin", "", "admin API and /metrics address (empty: off)")
 	cfgFile := fs.String("config", "", "TOML configuration file (flags given explicitly override it)")
 	maxConn := fs.Int("max-conn", 0, "requests in flight per node before requests queue at the front (0: no limit)")
@@ -120,7 +121,13 @@ func runFront(args []string) error {
 		}
 	}
 	var dp front.DataPath
+	var choose func(policy.Decision, *front.Exchange) front.DataPath
+	var hybrid front.HybridConfig
 	switch fc.Path {
+	case "passfd", "hybrid":
+		if dp, choose, hybrid, err = passfd.dataPath(fc.Path, fc.Health.Interval.Duration); err != nil {
+			return err
+		}
 	case "relay":
 		dp = front.Relay()
 	case "redirect":
@@ -143,6 +150,8 @@ func runFront(args []string) error {
 		MaxConn:       fc.Limits.MaxConnPerNode,
 		QueueTimeout:  fc.Limits.QueueTimeout.Duration,
 		Path:          dp,
+		Choose:        choose,
+		Hybrid:        hybrid,
 		Log:           logger,
 	})
 	if err != nil {

@@ -29,6 +29,7 @@ func runNode(args []string) error {
 	idleTO := fs.Duration("idle-timeout", node.DefaultIdleTimeout, "limit for an idle keep-alive connection")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
 	repair := addRepairNodeFlags(fs)
+	handoffSock := addPassFDNodeFlag(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -44,6 +45,10 @@ func runNode(args []string) error {
 		ReadTimeout: *readTO,
 		IdleTimeout: *idleTO,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	}
+	var err error
+	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
+		return err
 	}
 	if *cacheMB == 0 {
 		cfg.CacheBytes = -1
@@ -70,6 +75,10 @@ func runNode(args []string) error {
 	}
 	cfg.Logger.Info("node serving", "root", *root, "addr", ln.Addr().String(), "cache", *policy, "cache_mb", *cacheMB)
 
+	if err := startPassFDNode(srv, cfg.HandoffSocket, cfg.Logger.Info); err != nil {
+		ln.Close()
+		return err
+	}
 	closeRepair, err := repair.startNode(srv, cfg.Logger.Info)
 	if err != nil {
 		ln.Close()

@@ -51,7 +51,7 @@ type Front struct {
 	Admin string `toml:"admin"`
 	// Policy is the request-distribution policy (see policy.Names). Default "wrr".
 	Policy string `toml:"policy"`
-	// Path is the data path: relay or redirect (handoff paths later). Default "relay".
+	// Path is the data path: relay, redirect, passfd, hybrid or repair (SPEC §4). Default "relay".
 	Path string `toml:"path"`
 	// Nodes are the back-ends.
 	Nodes []Node `toml:"node"`
@@ -135,7 +135,7 @@ func (t Tuning) Policy() policy.Config {
 }
 
 // Paths lists the data paths `path` accepts.
-var Paths = []string{"relay", "redirect"}
+var Paths = []string{"relay", "redirect", "passfd", "hybrid", "repair"}
 
 // DefaultFront returns the front configuration with every default filled in.
 func DefaultFront() Front {
