@@ -37,8 +37,9 @@ const (
 )
 
 var (
-	crlf            = []byte("\r\n")
-	connectionClose = []byte("Connection: close\r\n")
+	crlf                = []byte("\r\n")
+	connectionClose     = []byte("Connection: close\r\n")
+	connectionKeepAlive = []byte("Connection: keep-alive\r\n")
 )
 
 // conn is one client connection, served by one goroutine.
@@ -329,6 +330,9 @@ func (c *conn) finish(now time.Time, closeAfter bool) {
 	c.out = append(c.out, c.s.dates.Line(now)...)
 	if closeAfter {
 		c.out = append(c.out, connectionClose...)
+	} else if c.req.Minor == 0 {
+		// HTTP/1.0 clients assume close unless told otherwise.
+		c.out = append(c.out, connectionKeepAlive...)
 	}
 	c.out = append(c.out, crlf...)
 }

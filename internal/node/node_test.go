@@ -286,6 +286,15 @@ func TestPipelining(t *testing.T) {
 		t.Fatalf("1.0: %d", r.status)
 	}
 	c2.closed()
+	c3 := ts.dial(t)
+	c3.send("GET /hello.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /hello.txt HTTP/1.0\r\n\r\n")
+	if r := c3.read(false); r.status != 200 || r.h.Get("Connection") != "keep-alive" {
+		t.Fatalf("1.0 keep-alive: %d %v", r.status, r.h)
+	}
+	if r := c3.read(false); r.status != 200 || r.h.Get("Connection") != "close" {
+		t.Fatalf("1.0 second: %d %v", r.status, r.h)
+	}
+	c3.closed()
 }
 
 func TestConditional(t *testing.T) {
