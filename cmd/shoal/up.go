@@ -28,16 +28,27 @@ func runUp(args []string) error {
 	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
 	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
 	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy (see README)")
+	path := fs.String("path", "relay", "data path: relay (all in one process), or passfd / hybrid (nodes as separate processes that take client connections over Unix sockets)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	cl, err := up.Start(c)
+	var cl *up.Cluster
+	var err error
+	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }
+	if *path == "relay" {
+		cl, err = up.Start(c)
+	} else {
+		var p *up.Procs
+		if p, err = up.StartProcs(c, up.ProcsConfig{Path: *path}); err == nil {
+			cl, shutdown = p.Cluster, p.Shutdown
+		}
+	}
 	if err != nil {
 		return err
 	}
 	c = cl.Config
 	fmt.Printf("shoal is up: open %s\n", cl.URL)
-	fmt.Printf("  %d nodes, policy %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, c.CacheMB, c.Cache, cl.SiteInfo)
+	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, *path, c.CacheMB, c.Cache, cl.SiteInfo)
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)
 	}
@@ -54,6 +65,6 @@ func runUp(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	cl.Shutdown(ctx)
+	shutdown(ctx)
 	return runErr
 }

@@ -1,0 +1,81 @@
+package up
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStartProcs builds the shoal binary, starts a front with two node
+// processes on the passfd path, and checks that requests are answered by
+// the nodes over handed-off connections, and that Shutdown stops the nodes.
+func TestStartProcs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the shoal binary")
+	}
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "shoal")
+	build := exec.Command("go", "build", "-o", exe, "shoal/cmd/shoal")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	site := filepath.Join(dir, "site")
+	os.MkdirAll(site, 0o755)
+	body := bytes.Repeat([]byte("shoal "), 50000)
+	os.WriteFile(filepath.Join(site, "big.txt"), body, 0o644)
+	logs, _ := os.CreateTemp(dir, "nodes.log")
+	defer logs.Close()
+
+	p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 2, Site: site, Policy: "wrr",
+		HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		ProcsConfig{Path: "passfd", Exe: exe, Stderr: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Wait until the front has learned both sockets.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, b := range p.Control.Backends() {
+		for st := b.LastStatus(); st == nil || !strings.HasPrefix(st.HandoffSocket, p.SocketDir); st = b.LastStatus() {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s: no handoff socket reported", b.URL)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	for range 6 {
+		resp, err := client.Get(p.URL + "big.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("body: %d bytes, %v", len(got), err)
+		}
+	}
+	st := p.Front.Stats()
+	if st.Handoff.Passed != 6 || st.BytesOut != 0 {
+		t.Errorf("front: passed %d (want 6), bytes out %d (want 0)", st.Handoff.Passed, st.BytesOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p.Shutdown(ctx)
+	for i, cmd := range p.cmds {
+		if cmd.ProcessState == nil {
+			t.Errorf("node %d still running after Shutdown", i)
+		}
+	}
+	if _, err := os.Stat(p.SocketDir); !os.IsNotExist(err) {
+		t.Errorf("socket folder left: %v", err)
+	}
+}
