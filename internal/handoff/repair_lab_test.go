@@ -127,6 +127,10 @@ func TestRepairHelper(t *testing.T) {
 		err = helperFront(f[1], f[2], f[3:])
 	case "client":
 		err = helperClient(f[1:])
+	case "fetch":
+		err = helperFetch(f[1:])
+	case "hold":
+		err = helperHold(f[1:])
 	default:
 		err = fmt.Errorf("unknown role %q", f[0])
 	}

@@ -1,0 +1,489 @@
+//go:build linux
+
+package handoff
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// End-to-end tests of the repair data path with the real binaries: `shoal
+// front --path repair` in the front namespace, `shoal node --repair-listen`
+// in each node namespace, and clients (curl and a Go client re-executed from
+// this test binary) in the client namespace.
+
+// buildShoal compiles cmd/shoal once per test binary run.
+var buildOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+func shoalBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.Getwd()
+		if err != nil {
+			buildOnce.err = err
+			return
+		}
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				break
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				buildOnce.err = errors.New("go.mod not found")
+				return
+			}
+			dir = parent
+		}
+		out, err := os.MkdirTemp("", "shoal-repair-e2e-")
+		if err != nil {
+			buildOnce.err = err
+			return
+		}
+		buildOnce.path = filepath.Join(out, "shoal")
+		cmd := exec.Command("go", "build", "-o", buildOnce.path, "./cmd/shoal")
+		cmd.Dir = dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			buildOnce.err = fmt.Errorf("go build ./cmd/shoal: %v\n%s", err, b)
+		}
+	})
+	if buildOnce.err != nil {
+		t.Fatal(buildOnce.err)
+	}
+	return buildOnce.path
+}
+
+// e2eSizes are the object sizes served (1 KB to 1 MB), by file index.
+var e2eSizes = []int{1 << 10, 2 << 10, 4 << 10, 10 << 10, 32 << 10, 100 << 10, 256 << 10, 1 << 20}
+
+// makeSite writes n files /fNNN.bin of e2eSizes[i%len] random bytes and a
+// manifest "name size sha256" per line; it returns the site root and the
+// manifest path.
+func makeSite(t *testing.T, n int) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "site")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var man strings.Builder
+	for i := range n {
+		b := make([]byte, e2eSizes[i%len(e2eSizes)])
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		name := fmt.Sprintf("f%03d.bin", i)
+		if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		fmt.Fprintf(&man, "/%s %d %s\n", name, len(b), hex.EncodeToString(sum[:]))
+	}
+	mp := filepath.Join(dir, "manifest")
+	if err := os.WriteFile(mp, []byte(man.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root, mp
+}
+
+type manifestEntry struct {
+	path string
+	size int
+	sum  string
+}
+
+func readManifest(path string) ([]manifestEntry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []manifestEntry
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		n, _ := strconv.Atoi(f[1])
+		out = append(out, manifestEntry{f[0], n, f[2]})
+	}
+	return out, nil
+}
+
+// proc is a shoal process in a namespace with its log file.
+type proc struct {
+	cmd *exec.Cmd
+	log string
+}
+
+func startShoal(t *testing.T, ns, logPath string, args ...string) *proc {
+	t.Helper()
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := Exec(context.Background(), ns, shoalBinary(t), args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	p := &proc{cmd: cmd, log: logPath}
+	t.Cleanup(func() { p.stop() })
+	return p
+}
+
+// stop asks the process to shut down (SIGTERM), killing it after 5 s.
+func (p *proc) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (p *proc) logText() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
+}
+
+// waitLog polls the log for re until timeout.
+func (p *proc) waitLog(re *regexp.Regexp, timeout time.Duration) []string {
+	end := time.Now().Add(timeout)
+	for time.Now().Before(end) {
+		if m := re.FindStringSubmatch(p.logText()); m != nil {
+			return m
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// repairCluster is a lab with nodes and a front on the repair path.
+type repairCluster struct {
+	lab      *Lab
+	front    *proc
+	nodes    []*proc
+	manifest []manifestEntry
+	manPath  string
+	base     string // http://VIP
+}
+
+func startRepairCluster(t *testing.T, nodes, files int) *repairCluster {
+	t.Helper()
+	l := newTestLab(t, nodes)
+	bin := shoalBinary(t)
+	_ = bin
+	root, manPath := makeSite(t, files)
+	man, err := readManifest(manPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	if err := os.WriteFile(key, []byte("e2e-shared-key-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rc := &repairCluster{lab: l, manifest: man, manPath: manPath, base: "http://" + l.VIP.String()}
+	var urls []string
+	for i, a := range l.NodeAddrs {
+		p := startShoal(t, l.NodeNS(i), filepath.Join(dir, fmt.Sprintf("node%d.log", i+1)),
+			"node", "--root", root, "--listen", a.String()+":8080",
+			"--repair-listen", a.String()+":7070", "--repair-key-file", key)
+		rc.nodes = append(rc.nodes, p)
+		urls = append(urls, "http://"+a.String()+":8080")
+	}
+	for _, p := range rc.nodes {
+		if p.waitLog(regexp.MustCompile(`repair handoff port open`), 10*time.Second) == nil {
+			t.Fatalf("node did not open its handoff port:\n%s", p.logText())
+		}
+	}
+	rc.front = startShoal(t, l.FrontNS(), filepath.Join(dir, "front.log"),
+		"front", "--listen", l.VIP.String()+":80", "--nodes", strings.Join(urls, ","),
+		"--path", "repair", "--repair-key-file", key, "--policy", "rr")
+	if rc.front.waitLog(regexp.MustCompile(`serving on`), 10*time.Second) == nil {
+		t.Fatalf("front did not start:\n%s", rc.front.logText())
+	}
+	return rc
+}
+
+// rxBytes reads an interface's received-bytes counter inside ns.
+func rxBytes(t *testing.T, ns string) int64 {
+	t.Helper()
+	out, err := Exec(context.Background(), ns, "cat", "/sys/class/net/eth0/statistics/rx_bytes").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+type fetchResult struct {
+	OK, Bad, Errors, Dials int
+	Bytes                  int64
+	FirstError             string `json:"first_error"`
+}
+
+// TestRepairShoalKeepAlive is the issue's acceptance test: many requests
+// over concurrent keep-alive connections through `shoal front --path
+// repair`, 1 KB to 1 MB bodies checked by SHA-256, with curl and a Go
+// client. Every connection is moved to a node at its first request; the
+// front's interface must not see the response bytes.
+func TestRepairShoalKeepAlive(t *testing.T) {
+	conns, reqs := 200, 10000
+	if testing.Short() {
+		conns, reqs = 40, 1000
+	}
+	rc := startRepairCluster(t, 3, 64)
+	l := rc.lab
+	rx0 := rxBytes(t, l.FrontNS())
+
+	// curl: several URLs on one keep-alive connection, bodies compared.
+	if _, err := exec.LookPath("curl"); err == nil {
+		dir := t.TempDir()
+		args := []string{"-sS", "--fail", "--max-time", "20"}
+		for i := range 12 {
+			args = append(args, rc.base+rc.manifest[i].path, "-o", filepath.Join(dir, strconv.Itoa(i)))
+		}
+		args = append(args, "-w", "%{num_connects}\n")
+		out, err := Exec(context.Background(), l.ClientNS(), "curl", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("curl: %v: %s", err, out)
+		}
+		if n := strings.Count(string(out), "1\n"); n != 1 {
+			t.Errorf("curl opened %d connections for 12 URLs, want 1 (keep-alive): %q", n, out)
+		}
+		for i := range 12 {
+			b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(i)))
+			sum := sha256.Sum256(b)
+			if err != nil || hex.EncodeToString(sum[:]) != rc.manifest[i].sum {
+				t.Errorf("curl %s: %d bytes, checksum mismatch (%v)", rc.manifest[i].path, len(b), err)
+			}
+		}
+	} else {
+		t.Log("curl not installed: only the Go client runs")
+	}
+
+	var res strings.Builder
+	start := time.Now()
+	cl, _ := helper(t, l.ClientNS(), "fetch", &res, rc.base, strconv.Itoa(conns), strconv.Itoa(reqs), rc.manPath)
+	if err := cl.Wait(); err != nil {
+		t.Fatalf("Go client: %v", err)
+	}
+	elapsed := time.Since(start)
+	var r fetchResult
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res.String())), &r); err != nil {
+		t.Fatalf("Go client output %q: %v", res.String(), err)
+	}
+	t.Logf("Go client: %d requests over %d connections in %v: %+v", reqs, conns, elapsed.Round(time.Millisecond), r)
+	if r.OK != reqs || r.Bad != 0 || r.Errors != 0 {
+		t.Errorf("Go client: %d ok of %d, %d corrupt, %d errors (first: %s)", r.OK, reqs, r.Bad, r.Errors, r.FirstError)
+	}
+	if r.Dials != conns {
+		t.Errorf("Go client dialed %d connections, want %d (keep-alive lost)", r.Dials, conns)
+	}
+
+	// The response bytes went node → client directly: everything the
+	// front's interface received (client requests and ACKs it forwards,
+	// control acknowledgements) is a small fraction of the bodies.
+	rx := rxBytes(t, l.FrontNS()) - rx0
+	t.Logf("front eth0 received %d bytes while clients received %d body bytes (%.2f%%)", rx, r.Bytes, 100*float64(rx)/float64(r.Bytes))
+	if rx*10 > r.Bytes {
+		t.Errorf("front received %d bytes for %d body bytes: responses went through the front", rx, r.Bytes)
+	}
+
+	// Every moved connection ended with FIN-HANDOFF and lost its steering
+	// entry after the linger (2 s).
+	time.Sleep(2500 * time.Millisecond)
+	rc.front.stop()
+	m := rc.front.waitLog(regexp.MustCompile(`repair: \{Moved:(\d+) FallbackFreeze:(\d+) FallbackNode:(\d+) Lost:(\d+) Ended:(\d+) Dropped:(\d+) Steered:(\d+)`), 5*time.Second)
+	if m == nil {
+		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
+	}
+	t.Logf("front: %s", m[0])
+	moved, _ := strconv.Atoi(m[1])
+	wantMoved := conns
+	if _, err := exec.LookPath("curl"); err == nil {
+		wantMoved++
+	}
+	if moved != wantMoved || m[2] != "0" || m[3] != "0" || m[4] != "0" {
+		t.Errorf("front moved %s connections (want %d), fallbacks %s/%s, lost %s", m[1], wantMoved, m[2], m[3], m[4])
+	}
+	if m[5] != m[1] || m[7] != "0" {
+		t.Errorf("front saw %s FIN-HANDOFF for %s moved connections, %s flows still steered", m[5], m[1], m[7])
+	}
+}
+
+// TestRepairNodeDeath kills the node that owns a moved connection: the
+// front must drop the flow when the node's control channel breaks, and the
+// client's next request must end in a reset or EOF, not a hang.
+func TestRepairNodeDeath(t *testing.T) {
+	rc := startRepairCluster(t, 1, 8)
+	l := rc.lab
+	var out strings.Builder
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
+	cl, in := helper(t, l.ClientNS(), "hold", w, l.VIP.String()+":80", rc.manifest[0].path)
+	// READY means the first response arrived over the moved connection.
+	if rc.front.waitLog(regexp.MustCompile(`serving on`), time.Second) == nil {
+		t.Fatal("front gone")
+	}
+	rc.nodes[0].cmd.Process.Kill()
+	rc.nodes[0].cmd.Wait()
+	if m := rc.front.waitLog(regexp.MustCompile(`channel to node 0 broke .*dropped (\d+) flows`), 10*time.Second); m == nil || m[1] != "1" {
+		t.Errorf("front did not drop the flow (match %q):\n%s", m, rc.front.logText())
+	}
+	start := time.Now()
+	fmt.Fprintln(in, "go")
+	in.Close()
+	if err := cl.Wait(); err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	mu.Lock()
+	got := strings.TrimSpace(out.String())
+	mu.Unlock()
+	t.Logf("client's next request after the node died: %s in %v", got, time.Since(start).Round(time.Millisecond))
+	if got != "reset" && got != "eof" {
+		t.Errorf("client saw %q, want reset or eof", got)
+	}
+}
+
+// helperFetch is the Go client: conns keep-alive connections share reqs
+// requests for the manifest's files; it prints one JSON line.
+func helperFetch(args []string) error {
+	base := args[0]
+	conns, _ := strconv.Atoi(args[1])
+	reqs, _ := strconv.Atoi(args[2])
+	man, err := readManifest(args[3])
+	if err != nil {
+		return err
+	}
+	fmt.Println("READY")
+	var ok, bad, errs, dials atomic.Int64
+	var nbytes atomic.Int64
+	var firstErr atomic.Value
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := &net.Dialer{Timeout: 5 * time.Second}
+			tr := &http.Transport{
+				MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true,
+				DialContext: func(ctx context.Context, n, a string) (net.Conn, error) {
+					dials.Add(1)
+					return d.DialContext(ctx, n, a)
+				},
+			}
+			defer tr.CloseIdleConnections()
+			cl := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+			h := sha256.New()
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= reqs {
+					return
+				}
+				e := man[k%len(man)]
+				resp, err := cl.Get(base + e.path)
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				h.Reset()
+				n, err := io.Copy(h, resp.Body)
+				resp.Body.Close()
+				nbytes.Add(n)
+				if err != nil || resp.StatusCode != 200 || int(n) != e.size || hex.EncodeToString(h.Sum(nil)) != e.sum {
+					bad.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("%s: status %d, %d bytes, %v", e.path, resp.StatusCode, n, err))
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	fe, _ := firstErr.Load().(string)
+	b, _ := json.Marshal(map[string]any{"ok": ok.Load(), "bad": bad.Load(), "errors": errs.Load(),
+		"dials": dials.Load(), "bytes": nbytes.Load(), "first_error": fe})
+	fmt.Println(string(b))
+	return nil
+}
+
+// helperHold opens one keep-alive connection, fetches path, prints READY,
+// waits for a line on stdin, sends the same request again and prints how
+// the connection answered: ok, reset, eof or timeout.
+func helperHold(args []string) error {
+	c, err := net.DialTimeout("tcp4", args[0], 5*time.Second)
+	if err != nil {
+		return err
+	}
+	req := "GET " + args[1] + " HTTP/1.1\r\nHost: vip\r\n\r\n"
+	r := bufio.NewReader(c)
+	get := func() error {
+		if _, err := io.WriteString(c, req); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return err
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := get(); err != nil {
+		return fmt.Errorf("first request: %w", err)
+	}
+	fmt.Println("READY")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	err = get()
+	var ne net.Error
+	switch {
+	case err == nil:
+		fmt.Println("ok")
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		fmt.Println("reset")
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		fmt.Println("eof")
+	case errors.As(err, &ne) && ne.Timeout():
+		fmt.Println("timeout")
+	default:
+		fmt.Println("error:", err)
+	}
+	return nil
+}
