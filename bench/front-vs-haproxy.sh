@@ -7,7 +7,10 @@
 # `shoal front --policy rr` (GOMAXPROCS=1) are each pinned to core 0; wrk
 # (-t1 -c64, pinned to core 1) loads one of them at a time, interleaved,
 # RUNS times per size; the medians of requests/s and p99 latency are printed
-# as a Markdown table with shoal/HAProxy ratios.
+# as a Markdown table with shoal/HAProxy ratios. Because this machine is
+# shared and noisy, the table also gives each proxy's CPU time per request
+# (utime+stime from /proc/PID/stat over the run, divided by the requests wrk
+# completed): a cost that other load on the machine barely moves.
 #
 # Usage: bench/front-vs-haproxy.sh            (from the repo root; builds shoal)
 # Env:   RUNS=5 DURATION=5s CONNS=64 SHOAL=path/to/shoal SIZES="1k 64k 1m"
@@ -101,11 +104,13 @@ backend be
 	server n2 $N2
 HAP
 taskset -c "$PROXY_CORE" haproxy -db -f "$W/haproxy.cfg" &
-PIDS+=($!)
+HPID=$!
+PIDS+=($HPID)
 
 GOMAXPROCS=1 taskset -c "$PROXY_CORE" "$SHOAL" front --listen "$SHO" --nodes "http://$N1,http://$N2" \
 	--policy rr --health-interval 0 2>"$W/shoal.err" &
-PIDS+=($!)
+SPID=$!
+PIDS+=($SPID)
 
 # Wait until everything answers.
 for a in $N1 $N2 $HAP $SHO; do
@@ -116,18 +121,25 @@ for a in $N1 $N2 $HAP $SHO; do
 	curl -sf -o /dev/null "http://$a/1k" || { echo "front-vs-haproxy: $a does not answer" >&2; cat "$W"/*.err >&2; exit 1; }
 done
 
-# run ADDR SIZE → "rps p99ms"
+# cputicks PID → utime+stime in clock ticks
+cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TCK=$(getconf CLK_TCK)
+
+# run ADDR SIZE PID → "rps p99ms cpu_us_per_request"
 run() {
-	local out rps p99
+	local out rps p99 reqs t0 t1
+	t0=$(cputicks "$3")
 	out=$(taskset -c "$LOAD_CORE" wrk -t1 -c"$CONNS" -d"$DURATION" --latency "http://$1/$2")
+	t1=$(cputicks "$3")
 	if echo "$out" | grep -q "Non-2xx\|Socket errors"; then
 		echo "front-vs-haproxy: errors against $1/$2:" >&2
 		echo "$out" | grep "Non-2xx\|Socket errors" >&2
 	fi
 	rps=$(echo "$out" | awk '/Requests\/sec:/ {print $2}')
+	reqs=$(echo "$out" | awk '/requests in/ {print $1}')
 	p99=$(echo "$out" | awk '$1=="99%" {v=$2; u=v; sub(/[0-9.]+/,"",u); sub(/[a-z]+$/,"",v);
 		if (u=="us") v=v/1000; else if (u=="s") v=v*1000; print v}')
-	echo "$rps $p99"
+	echo "$rps $p99 $(awk -v d=$((t1 - t0)) -v n="$reqs" -v t="$TCK" 'BEGIN {printf "%.1f", d * 1e6 / t / n}')"
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
@@ -137,19 +149,23 @@ for size in $SIZES; do
 done
 for r in $(seq "$RUNS"); do
 	for size in $SIZES; do
-		run $HAP "$size" >>"$W/h.$size"
-		run $SHO "$size" >>"$W/s.$size"
-		echo "run $r/$RUNS $size: haproxy $(tail -1 "$W/h.$size")  shoal $(tail -1 "$W/s.$size")  (rps p99ms)" >&2
+		run $HAP "$size" $HPID >>"$W/h.$size"
+		run $SHO "$size" $SPID >>"$W/s.$size"
+		echo "run $r/$RUNS $size: haproxy $(tail -1 "$W/h.$size")  shoal $(tail -1 "$W/s.$size")  (rps p99ms cpu-us/req)" >&2
 	done
 done
 
 echo
 echo "shoal front vs HAProxy $(haproxy -v | awk 'NR==1{print $3}'): wrk -t1 -c$CONNS -d$DURATION, medians of $RUNS interleaved runs; proxies on core $PROXY_CORE, nginx and wrk on core $LOAD_CORE"
 echo
-echo "| size | HAProxy req/s | shoal req/s | ratio | HAProxy p99 ms | shoal p99 ms |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| size | HAProxy req/s | shoal req/s | ratio | HAProxy p99 ms | shoal p99 ms | HAProxy CPU µs/req | shoal CPU µs/req | CPU ratio |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for size in $SIZES; do
 	hr=$(awk '{print $1}' "$W/h.$size" | median); sr=$(awk '{print $1}' "$W/s.$size" | median)
 	hp=$(awk '{print $2}' "$W/h.$size" | median); sp=$(awk '{print $2}' "$W/s.$size" | median)
-	printf "| %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n" "$size" "$hr" "$sr" "$(echo "$sr $hr" | awk '{print $1/$2}')" "$hp" "$sp"
+	hc=$(awk '{print $3}' "$W/h.$size" | median); sc=$(awk '{print $3}' "$W/s.$size" | median)
+	printf "| %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f |\n" "$size" "$hr" "$sr" \
+		"$(echo "$sr $hr" | awk '{print $1/$2}')" "$hp" "$sp" "$hc" "$sc" "$(echo "$sc $hc" | awk '{print $1/$2}')"
 done
+echo
+echo "ratio = shoal/HAProxy requests per second (>= 1 means shoal is at least as fast); CPU ratio = shoal/HAProxy CPU per request (<= 1 means shoal is cheaper)."

@@ -39,7 +39,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 
 	expect := cc.buildRequest(x)
 	replayable := !req.HasBody()
-	nc := u.pool.get(time.Now().UnixNano())
+	nc := u.pool.get(cc.now)
 	reused := nc != nil
 	for {
 		if nc == nil {
@@ -154,7 +154,7 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error {
 	s := cc.s
 	req := x.Req
-	now := time.Now().UnixNano()
+	now := cc.now
 	nc.wdl.setWrite(nc.c, now, s.cfg.ResponseTimeout)
 	if !req.HasBody() {
 		_, err := nc.c.Write(cc.out)
@@ -211,7 +211,7 @@ func (e errBodyBroken) Unwrap() error { return e.error }
 // of a response arrived (after which the request cannot be retried).
 func (cc *clientConn) readResponseHead(x *Exchange, nc *nodeConn) (got bool, err error) {
 	s := cc.s
-	nc.rdl.setRead(nc.c, time.Now().UnixNano(), s.cfg.ResponseTimeout)
+	nc.rdl.setRead(nc.c, cc.now, s.cfg.ResponseTimeout)
 	for {
 		if nc.in.len() > 0 {
 			got = true
@@ -287,6 +287,7 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn) Resu
 	s.ctr.status[resp.Status/100].Add(1)
 
 	now := time.Now().UnixNano()
+	cc.now = now
 	cc.wdl.setWrite(cc.c, now, s.cfg.WriteTimeout)
 	p := pipe{dst: cc.c, dstDL: &cc.wdl, src: nc.c, srcBuf: &nc.in, srcDL: &nc.rdl,
 		rto: s.cfg.ResponseTimeout, wto: s.cfg.WriteTimeout, lr: &cc.lr}
@@ -320,7 +321,10 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn) Resu
 	if err != nil || !nodeReuse || nc.in.len() != 0 {
 		nc.c.Close()
 	} else {
-		u.pool.put(nc, time.Now().UnixNano())
+		if n > 0 { // streamed through pipe: the clock moved on
+			cc.now = time.Now().UnixNano()
+		}
+		u.pool.put(nc, cc.now)
 	}
 	if err != nil {
 		return Result{Status: status, Close: true, Err: fmt.Errorf("node %s: body: %w", u.b.URL, err)}
