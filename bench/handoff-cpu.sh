@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# handoff-cpu.sh — front-end CPU seconds per request, relay against passfd
+# (issue 6 "Measurements", SPEC §4 and §7; seed 000 §3.1 claims a handoff
+# front has ≥ 5× the capacity of a relaying one).
+#
+# Two `shoal node` processes with handoff sockets serve 1 KB, 100 KB and
+# 1 MB files; `shoal front` (GOMAXPROCS=1, pinned to core 0) runs once per
+# data path; `shoal bench http` (pinned to core 1, with the nodes) loads it
+# for DURATION per run, with keep-alive and with one request per connection
+# (Connection: close). The front's CPU time (utime+stime from
+# /proc/PID/stat over the run) divided by the requests completed is the
+# cost per request: unlike req/s, other load on this shared machine barely
+# moves it. Paths:
+#   relay          the front relays through pooled keep-alive connections
+#                  (splice(2) for large bodies)
+#   passfd         policy wrr (content-blind): the node keeps a passed
+#                  connection, so with keep-alive the front sees only the
+#                  first request of each connection
+#   passfd-return  policy urlhash (content-aware): nodes hand every
+#                  connection back after each request and the front
+#                  re-dispatches it — one recvmsg + parse + sendmsg per request
+# Prints a Markdown table with each cost as a ratio to relay's.
+#
+# Usage: bench/handoff-cpu.sh           (from the repo root; builds shoal)
+# Env:   RUNS=3 DURATION=5s CONNS=32 SHOAL=path/to/shoal SIZES="1k 100k 1m"
+set -euo pipefail
+
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-5s}
+CONNS=${CONNS:-32}
+SIZES=${SIZES:-"1k 100k 1m"}
+FRONT_CORE=${FRONT_CORE:-0}
+LOAD_CORE=${LOAD_CORE:-1}
+BASE=${PORT_BASE:-$((30000 + (RANDOM % 2000) * 10))}
+N1=127.0.0.1:$BASE N2=127.0.0.1:$((BASE + 1)) FR=127.0.0.1:$((BASE + 2))
+
+for t in taskset go python3; do
+	command -v "$t" >/dev/null || { echo "handoff-cpu: $t not found" >&2; exit 1; }
+done
+
+W=$(mktemp -d /tmp/shoal-hcpu.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$W"
+}
+trap cleanup EXIT INT TERM
+
+if [ -z "${SHOAL:-}" ]; then
+	SHOAL=$W/shoal
+	go build -o "$SHOAL" ./cmd/shoal
+fi
+
+mkdir -p "$W/www"
+head -c 1024 /dev/urandom >"$W/www/1k"
+head -c 102400 /dev/urandom >"$W/www/100k"
+head -c 1048576 /dev/urandom >"$W/www/1m"
+
+i=0
+for addr in $N1 $N2; do
+	taskset -c "$LOAD_CORE" "$SHOAL" node --root "$W/www" --listen "$addr" \
+		--handoff-socket "$W/n$i.sock" 2>"$W/node$i.log" &
+	PIDS+=($!)
+	i=$((i + 1))
+done
+
+waitport() {
+	for _ in $(seq 100); do
+		(exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "handoff-cpu: nothing listening on $1" >&2
+	exit 1
+}
+waitport $N1
+waitport $N2
+
+ticks() { # utime+stime of a process, in clock ticks
+	awk '{print $14 + $15}' "/proc/$1/stat"
+}
+HZ=$(getconf CLK_TCK)
+
+# One front per path, all started up front; cells are interleaved (every path
+# for a size and mode back to back, RUNS times) and the median is reported,
+# so that drift in the machine's load hits all paths alike.
+declare -A FPID FADDR
+port=$((BASE + 2))
+for path in relay passfd passfd-return; do
+	case $path in
+	relay) args=(--path relay --policy wrr) ;;
+	passfd) args=(--path passfd --policy wrr) ;;
+	passfd-return) args=(--path passfd --policy urlhash) ;;
+	esac
+	FADDR[$path]=127.0.0.1:$port
+	port=$((port + 1))
+	GOMAXPROCS=1 taskset -c "$FRONT_CORE" "$SHOAL" front --listen "${FADDR[$path]}" --nodes "http://$N1,http://$N2" \
+		--health-interval 200ms "${args[@]}" 2>"$W/front-$path.log" &
+	FPID[$path]=$!
+	PIDS+=($!)
+	waitport "${FADDR[$path]}"
+done
+sleep 0.6 # one health check: the fronts learn the handoff sockets
+
+declare -A COST
+for size in $SIZES; do
+	for ka in true false; do
+		for run in $(seq "$RUNS"); do
+			for path in relay passfd passfd-return; do
+				pid=${FPID[$path]}
+				before=$(ticks "$pid")
+				taskset -c "$LOAD_CORE" "$SHOAL" bench http --url "http://${FADDR[$path]}/$size" --connections "$CONNS" \
+					--duration "$DURATION" --keepalive=$ka --json >"$W/out.json"
+				after=$(ticks "$pid")
+				read -r reqs errs < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["ok"], r["errors_total"])' "$W/out.json")
+				if [ "$errs" != 0 ]; then
+					echo "handoff-cpu: $path $size keepalive=$ka: $errs errors" >&2
+				fi
+				COST[$path,$size,$ka]+="$(python3 -c "print(($after - $before) / $HZ / max($reqs, 1) * 1e6)") "
+				COST[$path,$size,$ka,n]+="$reqs "
+			done
+		done
+	done
+done
+median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' $1; }
+
+echo
+echo "Front CPU µs per request, median of $RUNS interleaved runs (GOMAXPROCS=1, $CONNS connections, $DURATION per run; ratio to relay; requests per run)"
+echo
+echo "| object | connection | relay | passfd (wrr: node keeps it) | passfd-return (urlhash: back after each request) |"
+echo "|---|---|---|---|---|"
+for size in $SIZES; do
+	for ka in true false; do
+		mode=$([ $ka = true ] && echo keep-alive || echo close)
+		r=$(median "${COST[relay,$size,$ka]}")
+		line="| $size | $mode | $(printf '%.1f' "$r") ($(median "${COST[relay,$size,$ka,n]}"))"
+		for path in passfd passfd-return; do
+			c=$(median "${COST[$path,$size,$ka]}")
+			ratio=$(python3 -c "print('%.3f' % ($c / $r if $r > 0 else float('nan')))")
+			line="$line | $(printf '%.1f' "$c") = ${ratio}× ($(median "${COST[$path,$size,$ka,n]}"))"
+		done
+		echo "$line |"
+	done
+done
