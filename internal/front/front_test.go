@@ -565,3 +565,37 @@ func TestShutdownGraceful(t *testing.T) {
 		t.Fatal("listener still accepting after Shutdown")
 	}
 }
+
+func TestExpectContinueAnsweredByFront(t *testing.T) {
+	a := namedBackend(t, "A")
+	addr, _, _ := startFront(t, Config{}, a.URL)
+	c := dialFront(t, addr)
+	io.WriteString(c.c, "PUT /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+	// The client sends its body only after the interim answer.
+	interim, err := http.ReadResponse(c.br, nil)
+	if err != nil || interim.StatusCode != 100 {
+		t.Fatalf("interim: %v %v", interim, err)
+	}
+	io.WriteString(c.c, "hello")
+	resp, body := c.read("PUT")
+	if resp.StatusCode != 200 || body != "A /up" || resp.Header.Get("X-Seen-Expect") != "" {
+		t.Fatalf("%d %q, node saw Expect %q", resp.StatusCode, body, resp.Header.Get("X-Seen-Expect"))
+	}
+}
+
+func TestHEADAndHTTP10KeepAlive(t *testing.T) {
+	a := namedBackend(t, "A")
+	addr, _, _ := startFront(t, Config{}, a.URL)
+	c := dialFront(t, addr)
+	resp, body := c.do("HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp.StatusCode != 200 || body != "" {
+		t.Fatalf("HEAD: %d %q", resp.StatusCode, body)
+	}
+	resp, body = c.do("GET /k HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+	if resp.StatusCode != 200 || body != "A /k" || resp.Header.Get("Connection") != "keep-alive" {
+		t.Fatalf("HTTP/1.0 keep-alive: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	if resp, body = c.do(get("/again")); body != "A /again" {
+		t.Fatalf("after HTTP/1.0 keep-alive: %d %q", resp.StatusCode, body)
+	}
+}
