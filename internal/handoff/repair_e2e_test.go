@@ -251,7 +251,53 @@ func rxBytes(t *testing.T, ns string) int64 {
 type fetchResult struct {
 	OK, Bad, Errors, Dials int
 	Bytes                  int64
-	FirstError             string `json:"first_error"`
+	FirstError             string         `json:"first_error"`
+	ReadErrors             map[string]int `json:"read_errors"` // why connections ended early
+}
+
+// watchConn records the read error that ended a client connection, so a
+// lost keep-alive connection is explained (EOF: the server closed it;
+// reset: a RST arrived).
+type watchConn struct {
+	net.Conn
+	n    int64
+	once sync.Once
+}
+
+var (
+	closeMu      sync.Mutex
+	closeReasons = map[string]int{}
+)
+
+func (w *watchConn) Write(p []byte) (int, error) {
+	n, err := w.Conn.Write(p)
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		closeMu.Lock()
+		closeReasons["write: "+err.Error()]++
+		closeMu.Unlock()
+	}
+	return n, err
+}
+
+func (w *watchConn) Read(p []byte) (int, error) {
+	n, err := w.Conn.Read(p)
+	w.n += int64(n)
+	if err != nil {
+		w.once.Do(func() {
+			if errors.Is(err, net.ErrClosed) {
+				return // the client's own close
+			}
+			why := err.Error()
+			var errno syscall.Errno
+			if errors.As(err, &errno) {
+				why = errno.Error()
+			}
+			closeMu.Lock()
+			closeReasons[why]++
+			closeMu.Unlock()
+		})
+	}
+	return n, err
 }
 
 // TestRepairShoalKeepAlive is the issue's acceptance test: many requests
@@ -311,6 +357,9 @@ func TestRepairShoalKeepAlive(t *testing.T) {
 	}
 	if r.Dials != conns {
 		t.Errorf("Go client dialed %d connections, want %d (keep-alive lost)", r.Dials, conns)
+		for i, p := range rc.nodes {
+			t.Logf("node%d log:\n%s", i+1, p.logText())
+		}
 	}
 
 	// The response bytes went node → client directly: everything the
@@ -378,10 +427,16 @@ func TestRepairNodeDeath(t *testing.T) {
 	}
 }
 
-// helperFetch is the Go client: conns keep-alive connections share reqs
-// requests for the manifest's files; it prints one JSON line.
+// helperFetch is the Go client: conns workers, each with exactly one
+// keep-alive connection (plain net.Conn + http.ReadResponse, so that no
+// transport quietly re-dials), share reqs requests for the manifest's
+// files; it prints one JSON line. A worker whose connection fails counts an
+// error and dials again.
 func helperFetch(args []string) error {
-	base := args[0]
+	addr := strings.TrimPrefix(args[0], "http://")
+	if !strings.Contains(addr, ":") {
+		addr += ":80"
+	}
 	conns, _ := strconv.Atoi(args[1])
 	reqs, _ := strconv.Atoi(args[2])
 	man, err := readManifest(args[3])
@@ -398,37 +453,64 @@ func helperFetch(args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := &net.Dialer{Timeout: 5 * time.Second}
-			tr := &http.Transport{
-				MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true,
-				DialContext: func(ctx context.Context, n, a string) (net.Conn, error) {
-					dials.Add(1)
-					return d.DialContext(ctx, n, a)
-				},
-			}
-			defer tr.CloseIdleConnections()
-			cl := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+			var c net.Conn
+			var r *bufio.Reader
+			defer func() {
+				if c != nil {
+					c.Close()
+				}
+			}()
 			h := sha256.New()
+			fail := func(format string, a ...any) {
+				errs.Add(1)
+				firstErr.CompareAndSwap(nil, fmt.Sprintf(format, a...))
+				if c != nil {
+					c.Close()
+					c = nil
+				}
+			}
 			for {
 				k := int(next.Add(1)) - 1
 				if k >= reqs {
 					return
 				}
 				e := man[k%len(man)]
-				resp, err := cl.Get(base + e.path)
+				if c == nil {
+					dials.Add(1)
+					nc, err := net.DialTimeout("tcp4", addr, 5*time.Second)
+					if err != nil {
+						fail("dial: %v", err)
+						continue
+					}
+					c = &watchConn{Conn: nc}
+					r = bufio.NewReaderSize(c, 64<<10)
+				}
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				if _, err := io.WriteString(c, "GET "+e.path+" HTTP/1.1\r\nHost: vip\r\n\r\n"); err != nil {
+					fail("write %s: %v", e.path, err)
+					continue
+				}
+				resp, err := http.ReadResponse(r, nil)
 				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
+					fail("response %s: %v", e.path, err)
 					continue
 				}
 				h.Reset()
 				n, err := io.Copy(h, resp.Body)
 				resp.Body.Close()
 				nbytes.Add(n)
-				if err != nil || resp.StatusCode != 200 || int(n) != e.size || hex.EncodeToString(h.Sum(nil)) != e.sum {
-					bad.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("%s: status %d, %d bytes, %v", e.path, resp.StatusCode, n, err))
+				if err != nil {
+					fail("body %s: %v after %d bytes", e.path, err, n)
 					continue
+				}
+				if resp.StatusCode != 200 || int(n) != e.size || hex.EncodeToString(h.Sum(nil)) != e.sum {
+					bad.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("%s: status %d, %d bytes, checksum mismatch", e.path, resp.StatusCode, n))
+					continue
+				}
+				if resp.Close {
+					c.Close()
+					c = nil
 				}
 				ok.Add(1)
 			}
@@ -436,8 +518,11 @@ func helperFetch(args []string) error {
 	}
 	wg.Wait()
 	fe, _ := firstErr.Load().(string)
+	closeMu.Lock()
+	reasons := closeReasons
+	closeMu.Unlock()
 	b, _ := json.Marshal(map[string]any{"ok": ok.Load(), "bad": bad.Load(), "errors": errs.Load(),
-		"dials": dials.Load(), "bytes": nbytes.Load(), "first_error": fe})
+		"dials": dials.Load(), "bytes": nbytes.Load(), "first_error": fe, "read_errors": reasons})
 	fmt.Println(string(b))
 	return nil
 }
