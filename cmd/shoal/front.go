@@ -143,6 +143,12 @@ func runFront(args []string) error {
 		return fmt.Errorf("--path %q: want relay or redirect", fc.Path)
 	}
 	logger := log.New(os.Stderr, "shoal front: ", log.LstdFlags)
+	var metrics *admin.Metrics
+	var observer front.Observer // stays a nil interface without --admin
+	if fc.Admin != "" {
+		metrics = admin.NewMetrics(cl, fc.Policy)
+		observer = metrics
+	}
 	srv, err := front.New(cl, front.Config{
 		MaxHeadBytes:  fc.Limits.MaxHeaderBytes,
 		HeaderTimeout: fc.Limits.HeaderTimeout.Duration,
@@ -152,6 +158,7 @@ func runFront(args []string) error {
 		Path:          dp,
 		Choose:        choose,
 		Hybrid:        hybrid,
+		Observer:      observer,
 		Log:           logger,
 	})
 	if err != nil {
@@ -173,7 +180,7 @@ func runFront(args []string) error {
 			ln.Close()
 			return fmt.Errorf("admin listen %s: %w", fc.Admin, err)
 		}
-		adminSrv = &http.Server{Handler: admin.New(cl, admin.NewMetrics(cl, fc.Policy)), ReadHeaderTimeout: 10 * time.Second}
+		adminSrv = &http.Server{Handler: admin.New(cl, metrics), ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(aln)
 		logger.Printf("admin API on %s", aln.Addr())
 	}
