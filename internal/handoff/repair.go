@@ -241,8 +241,7 @@ func peekQueue(fd int, dst []byte, n int) ([]byte, error) {
 
 // Restore rebuilds the connection described by st in this network namespace
 // and returns it as a net.Conn that the caller serves normally. The local
-// address (the virtual IP) must be assigned here or IP_FREEBIND must be
-// allowed; no packet is sent while the socket is rebuilt, and leaving repair
+// address (the virtual IP) must be assigned in this namespace; no packet is sent while the socket is rebuilt, and leaving repair
 // mode sends one window probe so that the client learns the new window.
 func Restore(st *TCPState) (*net.TCPConn, error) {
 	fd, err := RestoreFD(st)
@@ -287,9 +286,10 @@ func restore(fd int, st *TCPState) error {
 	// TCP_REPAIR sets sk_reuse = SK_FORCE_REUSE, so the bind below succeeds
 	// next to a listener on the same address; SO_REUSEADDR must not be set
 	// after it (it would lower sk_reuse back to SK_CAN_REUSE).
-	// IP_FREEBIND lets a node bind the virtual IP even if it is configured
-	// on an interface that is not up yet; with the VIP on lo it is a no-op.
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_FREEBIND, 1)
+	// No IP_FREEBIND or IP_TRANSPARENT: the node must hold the local
+	// address (the VIP on lo) to receive the flow's packets anyway, and
+	// refusing to bind anything else means a handoff message can never
+	// make a node send from an address that is not its own.
 	if err := unix.Bind(fd, sockaddr(st.Local)); err != nil {
 		return fmt.Errorf("handoff: restore bind %s: %w", st.Local, err)
 	}

@@ -250,8 +250,10 @@ func UnmarshalState(b []byte) (*TCPState, error) {
 	if uint64(nr)+uint64(ns) != uint64(len(p)) || st.Unsent > ns || st.SndWscale > 14 || st.RcvWscale > 14 {
 		return nil, fmt.Errorf("%w: inconsistent state lengths", ErrMalformed)
 	}
-	if !st.Local.Addr().IsValid() || st.Local.Port() == 0 || st.Remote.Port() == 0 {
-		return nil, fmt.Errorf("%w: bad addresses", ErrMalformed)
+	if bad := func(a netip.Addr) bool {
+		return !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	}; bad(st.Local.Addr()) || bad(st.Remote.Addr()) || st.Local.Port() == 0 || st.Remote.Port() == 0 {
+		return nil, fmt.Errorf("%w: bad addresses %v %v", ErrMalformed, st.Local, st.Remote)
 	}
 	st.RecvQueue = p[:nr:nr]
 	st.SendQueue = p[nr:]
