@@ -336,9 +336,10 @@ func (cc *clientConn) redirect(x *Exchange) Result {
 }
 
 // originForm returns the path and query of a request-target: itself for
-// origin-form, the part after the authority for absolute-form, "/" for "*".
+// origin-form and "*", the part after the authority for absolute-form, "/"
+// for anything else.
 func originForm(t []byte) []byte {
-	if len(t) > 0 && t[0] == '/' {
+	if len(t) > 0 && t[0] == '/' || len(t) == 1 && t[0] == '*' {
 		return t
 	}
 	for i := 0; i+2 < len(t); i++ {

@@ -599,3 +599,21 @@ func TestHEADAndHTTP10KeepAlive(t *testing.T) {
 		t.Fatalf("after HTTP/1.0 keep-alive: %d %q", resp.StatusCode, body)
 	}
 }
+
+func TestAbsoluteFormForwardedAsOriginForm(t *testing.T) {
+	a := namedBackend(t, "A")
+	addr, _, _ := startFront(t, Config{}, a.URL)
+	c := dialFront(t, addr)
+	for target, want := range map[string]string{
+		"http://example.com/abs/p?q=1": "A /abs/p",
+		"http://example.com":           "A /",
+		"http://example.com?x":         "A /",
+	} {
+		if _, body := c.do("GET " + target + " HTTP/1.1\r\nHost: example.com\r\n\r\n"); body != want {
+			t.Errorf("%s: got %q want %q", target, body, want)
+		}
+	}
+	if got := string(originForm([]byte("*"))); got != "*" {
+		t.Errorf("originForm(*) = %q", got)
+	}
+}

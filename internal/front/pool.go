@@ -112,6 +112,17 @@ func (p *pool) reap(now int64) {
 	}
 }
 
+// drain closes every idle connection, keeping the pool open.
+func (p *pool) drain() {
+	p.mu.Lock()
+	old := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, nc := range old {
+		nc.c.Close()
+	}
+}
+
 func (p *pool) closeAll() {
 	p.mu.Lock()
 	old := p.idle

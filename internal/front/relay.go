@@ -52,7 +52,10 @@ func (cc *clientConn) relay(x *Exchange) Result {
 			nc = nil
 			if replayable && reused {
 				// A pooled connection the node had closed: redial once.
+				// The idle ones older than it are most likely closed too
+				// (idle timeout or restart of the node): drop them all.
 				s.ctr.freshRedials.Add(1)
+				u.pool.drain()
 				reused = false
 				continue
 			}
@@ -80,6 +83,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 			return Result{Status: cc.writeError(502, true), Close: true, Err: err}
 		case replayable && reused:
 			s.ctr.freshRedials.Add(1)
+			u.pool.drain()
 			reused = false
 			continue
 		case replayable:
@@ -100,7 +104,7 @@ func (cc *clientConn) dial(u *upstream) (*nodeConn, error) {
 }
 
 // buildRequest writes the request head for the node into cc.out: the
-// request line as HTTP/1.1, every header except the hop-by-hop ones (RFC
+// request line as HTTP/1.1 in origin-form, every header except the hop-by-hop ones (RFC
 // 9110 §7.6.1) and Expect (the front answers 100-continue itself), the
 // client's address appended to X-Forwarded-For, and Host when an HTTP/1.0
 // client sent none. It reports whether the client expects 100-continue.
@@ -115,7 +119,9 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	}
 	out := append(cc.out[:0], req.Method...)
 	out = append(out, ' ')
-	out = append(out, req.Target...)
+	// Absolute-form ("http://host/p") is meant for forward proxies; a
+	// node gets origin-form.
+	out = append(out, originForm(req.Target)...)
 	out = append(out, " HTTP/1.1\r\n"...)
 	for i, h := range req.Headers {
 		if dropHeader(h.Name, cc.tokens) {
