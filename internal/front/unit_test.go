@@ -125,3 +125,51 @@ func TestLimiterFIFOAndBound(t *testing.T) {
 		t.Fatalf("err %v, want queue timeout", err)
 	}
 }
+
+// scanAll runs the chunk scanner over in, step bytes at a time, and returns
+// the bytes consumed, the chunk data, whether the body ended and whether it
+// was refused.
+func scanAll(in []byte, step int) (int, []byte, bool, bool) {
+	var ch chunker
+	var data []byte
+	pos := 0
+	for pos < len(in) {
+		end := min(pos+step, len(in))
+		n, d0, d1, fin, err := ch.scan(in[pos:end])
+		if n < 0 || n > end-pos || d0 < 0 || d1 < d0 || d1 > n {
+			panic("scan out of range")
+		}
+		data = append(data, in[pos+d0:pos+d1]...)
+		pos += n
+		if err != nil {
+			return pos, data, false, true
+		}
+		if fin {
+			return pos, data, true, false
+		}
+	}
+	return pos, data, false, false
+}
+
+// FuzzChunker checks that the chunked-body scanner never panics or reads
+// out of range, never consumes past the end of a body, and gives the same
+// answer whether the bytes arrive at once or one by one (as they may from a
+// socket).
+func FuzzChunker(f *testing.F) {
+	f.Add([]byte("3\r\nabc\r\n0\r\n\r\nNEXT"))
+	f.Add([]byte("A;x=y\r\n0123456789\r\n0\r\nT: 1\r\n\r\n"))
+	f.Add([]byte("3\nabc\r\n0\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		n1, d1, fin1, bad1 := scanAll(in, len(in)+1)
+		n2, d2, fin2, bad2 := scanAll(in, 1)
+		if fin1 != fin2 || bad1 != bad2 || string(d1) != string(d2) || (!bad1 && n1 != n2) {
+			t.Fatalf("whole: n %d fin %v bad %v; bytewise: n %d fin %v bad %v", n1, fin1, bad1, n2, fin2, bad2)
+		}
+		if fin1 {
+			// Re-scanning exactly the body must also end there.
+			if n3, _, fin3, _ := scanAll(in[:n1], 7); !fin3 || n3 != n1 {
+				t.Fatalf("body prefix of %d bytes: n %d fin %v", n1, n3, fin3)
+			}
+		}
+	})
+}
