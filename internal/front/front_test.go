@@ -617,3 +617,18 @@ func TestAbsoluteFormForwardedAsOriginForm(t *testing.T) {
 		t.Errorf("originForm(*) = %q", got)
 	}
 }
+
+func TestIdleKeepAliveClosed(t *testing.T) {
+	a := namedBackend(t, "A")
+	addr, _, _ := startFront(t, Config{IdleTimeout: 200 * time.Millisecond}, a.URL)
+	c := dialFront(t, addr)
+	if resp, _ := c.do(get("/")); resp.StatusCode != 200 {
+		t.Fatal("first request failed")
+	}
+	// No second request: the front closes the connection without a word.
+	c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := c.br.Read(make([]byte, 1))
+	if n != 0 || err == nil || isTimeoutErr(err) {
+		t.Fatalf("idle connection: read %d bytes, err %v; want EOF", n, err)
+	}
+}
