@@ -164,9 +164,9 @@ func runFront(args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", fc.Listen)
+	ln, err := front.Listen(fc.Listen) // TCP_DEFER_ACCEPT, no keep-alive probes (listen.go)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", fc.Listen, err)
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -58,8 +58,9 @@ type FDHeader struct {
 	// (FDHandoff) or comes back from (FDReturn, FDEnded), so the front
 	// knows the holder without a lookup.
 	Node int32
-	// Moves counts how many times this client connection has been moved so
-	// far, this move included (for statistics and loop detection).
+	// Moves counts the moves of the current dispatch: the front sends 1 and
+	// a node handing the connection back sends what it received plus one
+	// (statistics and loop detection for multi-hop forwarding).
 	Moves uint32
 	// Conn is the front's connection id (policy.Request.Conn), echoed back
 	// so a returned connection keeps its identity in tbccrd's table.

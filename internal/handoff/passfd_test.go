@@ -15,7 +15,7 @@ import (
 )
 
 // fdSeqpair returns two connected SOCK_SEQPACKET Unix sockets.
-func fdSeqpair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
+func fdSeqpair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -35,7 +35,7 @@ func fdSeqpair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 }
 
 // fdTCPPair returns a connected client and server TCP connection on loopback.
-func fdTCPPair(t *testing.T) (client, server *net.TCPConn) {
+func fdTCPPair(t testing.TB) (client, server *net.TCPConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -357,4 +357,26 @@ func TestClientRedials(t *testing.T) {
 	}
 	c, _ = l.Accept()
 	c.Close()
+}
+
+// BenchmarkSendRecvFD measures one move: sendmsg with a descriptor and a
+// 300-byte request head, recvmsg, net.FileConn, and closing both copies.
+func BenchmarkSendRecvFD(b *testing.B) {
+	a, r := fdSeqpair(b)
+	_, s := fdTCPPair(b)
+	head := bytes.Repeat([]byte("x"), 300)
+	buf := make([]byte, FDHeaderLen+FDMaxData)
+	var scratch []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if scratch, err = SendFD(a, FDHeader{Kind: FDHandoff}, s, 0, scratch, head); err != nil {
+			b.Fatal(err)
+		}
+		m, err := RecvFD(r, buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Conn.Close()
+	}
 }

@@ -149,7 +149,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("up: %w", err)
 	}
-	fln, err := net.Listen("tcp", cfg.Listen)
+	fln, err := front.Listen(cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("up: front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
 	}
