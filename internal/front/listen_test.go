@@ -21,7 +21,9 @@ func TestListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	var v int
-	rc.Control(func(fd uintptr) { v, err = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT) })
+	rc.Control(func(fd uintptr) {
+		v, err = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT)
+	})
 	if err != nil || v <= 0 {
 		t.Errorf("TCP_DEFER_ACCEPT = %d, %v; want > 0", v, err)
 	}
