@@ -30,9 +30,11 @@ type RepairConfig struct {
 	// Timeout bounds a handoff: dial, send, and the node's answer.
 	// Default 2 s.
 	Timeout time.Duration
-	// Linger keeps a flow's steering entry this long after FIN-HANDOFF, so
-	// that the client's last ACK and FIN of the closing handshake still
-	// reach the node. Default 2 s.
+	// Linger keeps a flow's steering entry this long after FIN-HANDOFF.
+	// Default 0 (remove at once): a node sends FIN-HANDOFF only when its
+	// socket is fully closed (all bytes and both FINs acknowledged), so no
+	// further client packet is expected; a retransmitted FIN that arrives
+	// later meets a harmless reset from the front.
 	Linger time.Duration
 	// Steer overrides the nftables/routing parameters (VIP and Dev are
 	// filled from above).
@@ -96,9 +98,6 @@ func Repair(cfg RepairConfig) (*RepairPath, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
-	}
-	if cfg.Linger <= 0 {
-		cfg.Linger = 2 * time.Second
 	}
 	if !cfg.VIP.Addr().Is4() || cfg.VIP.Port() == 0 {
 		return nil, fmt.Errorf("front: repair: VIP %v: need an IPv4 address and port", cfg.VIP)
@@ -193,8 +192,8 @@ func (p *RepairPath) client(s *Server, idx int, hostport string) (*handoff.Repai
 	return c, nil
 }
 
-// fin handles FIN-HANDOFF: the node's socket is closed; keep steering for
-// Linger so the closing handshake completes on the node, then forget.
+// fin handles FIN-HANDOFF: the node's socket is fully closed; forget the
+// flow (after Linger).
 func (p *RepairPath) fin(f handoff.Flow) {
 	p.ended.Add(1)
 	p.mu.Lock()
@@ -205,14 +204,19 @@ func (p *RepairPath) fin(f handoff.Flow) {
 	if ok && s != nil {
 		s.cl.CloseConn(id)
 	}
-	time.AfterFunc(p.cfg.Linger, func() {
+	remove := func() {
 		p.mu.Lock()
 		_, reused := p.conns[f] // same 4-tuple handed off again meanwhile
 		p.mu.Unlock()
 		if !reused {
 			p.steer.Remove(f)
 		}
-	})
+	}
+	if p.cfg.Linger <= 0 {
+		remove()
+		return
+	}
+	time.AfterFunc(p.cfg.Linger, remove)
 }
 
 // Serve moves the client connection of x to x.Backend, or relays when that

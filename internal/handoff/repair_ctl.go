@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The repair path's control channel: one TCP connection from the front to
@@ -256,14 +258,26 @@ type RepairListener struct {
 	mu    sync.Mutex
 	chans map[net.Conn]struct{}
 
+	// DrainTimeout bounds how long a closed connection may wait for its
+	// last bytes to be acknowledged and the client's FIN before the node
+	// sends FIN-HANDOFF anyway (DefaultDrainTimeout; set before use).
+	DrainTimeout time.Duration
+
 	// Restored, Failed and Fins count rebuilt connections, rebuilds that
 	// failed, and FIN-HANDOFF notices sent.
 	Restored, Failed, Fins atomic.Uint64
 }
 
+// DefaultDrainTimeout is RepairListener.DrainTimeout's default.
+const DefaultDrainTimeout = 10 * time.Second
+
+// tcpClose is TCP_CLOSE in tcp_info.tcpi_state.
+const tcpClose = 7
+
 // ListenRepair serves the handoff port on ln with auth.
 func ListenRepair(ln net.Listener, auth *Auth) *RepairListener {
-	l := &RepairListener{ln: ln, auth: auth, ch: make(chan net.Conn, 64), done: make(chan struct{}), chans: map[net.Conn]struct{}{}}
+	l := &RepairListener{ln: ln, auth: auth, ch: make(chan net.Conn, 64), done: make(chan struct{}), chans: map[net.Conn]struct{}{},
+		DrainTimeout: DefaultDrainTimeout}
 	go l.acceptLoop()
 	return l
 }
@@ -395,8 +409,8 @@ func (l *RepairListener) Close() error {
 func (l *RepairListener) Addr() net.Addr { return l.ln.Addr() }
 
 // movedConn is a rebuilt connection. It embeds *net.TCPConn so that
-// io.Copy from a file still uses sendfile (ReadFrom is promoted); Close
-// also sends FIN-HANDOFF to the front.
+// io.Copy from a file still uses sendfile (ReadFrom is promoted). Its Close
+// is graceful and tells the front when the flow is really over: see Close.
 type movedConn struct {
 	*net.TCPConn
 	flow Flow
@@ -408,12 +422,44 @@ type movedConn struct {
 // Flow returns the moved connection's 4-tuple.
 func (m *movedConn) Flow() Flow { return m.flow }
 
+// Close sends FIN after the queued response bytes (shutdown SHUT_WR) and
+// returns at once. A background goroutine waits until the kernel has the
+// connection fully closed — every byte and our FIN acknowledged and the
+// client's FIN received (TCP_CLOSE) — or DrainTimeout passes, then closes
+// the descriptor and sends FIN-HANDOFF. Telling the front at close(2) time
+// would be too early: close returns while up to a socket buffer of response
+// is still in flight, and the client's ACKs for it must keep reaching this
+// node; once the front removes the steering entry they would meet a reset.
 func (m *movedConn) Close() error {
-	err := m.TCPConn.Close()
+	var err error
 	m.once.Do(func() {
-		if m.ch.send(MsgFinHandoff, m.flow.AppendBinary(nil)) == nil {
-			m.l.Fins.Add(1)
-		}
+		err = m.TCPConn.CloseWrite()
+		go m.finish()
 	})
 	return err
+}
+
+func (m *movedConn) finish() {
+	deadline := time.Now().Add(m.l.DrainTimeout)
+	wait := 2 * time.Millisecond
+	if rc, err := m.TCPConn.SyscallConn(); err == nil {
+		for time.Now().Before(deadline) {
+			state := byte(0)
+			rc.Control(func(fd uintptr) {
+				var info [8]byte
+				if n, err := getsockoptBytes(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO, info[:]); err == nil && n > 0 {
+					state = info[0]
+				}
+			})
+			if state == tcpClose || state == 0 {
+				break
+			}
+			time.Sleep(wait)
+			wait = min(2*wait, 100*time.Millisecond)
+		}
+	}
+	m.TCPConn.Close()
+	if m.ch.send(MsgFinHandoff, m.flow.AppendBinary(nil)) == nil {
+		m.l.Fins.Add(1)
+	}
 }

@@ -40,7 +40,7 @@ var buildOnce struct {
 	err  error
 }
 
-func shoalBinary(t *testing.T) string {
+func shoalBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.Getwd()
@@ -83,7 +83,7 @@ var e2eSizes = []int{1 << 10, 2 << 10, 4 << 10, 10 << 10, 32 << 10, 100 << 10, 2
 // makeSite writes n files /fNNN.bin of e2eSizes[i%len] random bytes and a
 // manifest "name size sha256" per line; it returns the site root and the
 // manifest path.
-func makeSite(t *testing.T, n int) (string, string) {
+func makeSite(t testing.TB, n int) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	root := filepath.Join(dir, "site")
@@ -137,7 +137,7 @@ type proc struct {
 	log string
 }
 
-func startShoal(t *testing.T, ns, logPath string, args ...string) *proc {
+func startShoal(t testing.TB, ns, logPath string, args ...string) *proc {
 	t.Helper()
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -197,7 +197,22 @@ type repairCluster struct {
 	base     string // http://VIP
 }
 
-func startRepairCluster(t *testing.T, nodes, files int) *repairCluster {
+func startRepairCluster(t testing.TB, nodes, files int) *repairCluster {
+	t.Helper()
+	return startRepairClusterPath(t, nodes, files, "repair")
+}
+
+// stopAll stops the front and nodes and removes the lab.
+func (rc *repairCluster) stopAll() {
+	rc.front.stop()
+	for _, n := range rc.nodes {
+		n.stop()
+	}
+	rc.lab.Down(context.Background())
+}
+
+// startRepairClusterPath is startRepairCluster with the front on path.
+func startRepairClusterPath(t testing.TB, nodes, files int, path string) *repairCluster {
 	t.Helper()
 	l := newTestLab(t, nodes)
 	bin := shoalBinary(t)
@@ -228,7 +243,7 @@ func startRepairCluster(t *testing.T, nodes, files int) *repairCluster {
 	}
 	rc.front = startShoal(t, l.FrontNS(), filepath.Join(dir, "front.log"),
 		"front", "--listen", l.VIP.String()+":80", "--nodes", strings.Join(urls, ","),
-		"--path", "repair", "--repair-key-file", key, "--policy", "rr")
+		"--path", path, "--repair-key-file", key, "--policy", "rr")
 	if rc.front.waitLog(regexp.MustCompile(`serving on`), 10*time.Second) == nil {
 		t.Fatalf("front did not start:\n%s", rc.front.logText())
 	}
@@ -236,7 +251,7 @@ func startRepairCluster(t *testing.T, nodes, files int) *repairCluster {
 }
 
 // rxBytes reads an interface's received-bytes counter inside ns.
-func rxBytes(t *testing.T, ns string) int64 {
+func rxBytes(t testing.TB, ns string) int64 {
 	t.Helper()
 	out, err := Exec(context.Background(), ns, "cat", "/sys/class/net/eth0/statistics/rx_bytes").Output()
 	if err != nil {
@@ -251,6 +266,7 @@ func rxBytes(t *testing.T, ns string) int64 {
 
 type fetchResult struct {
 	OK, Bad, Errors, Dials int
+	Slow                   int // requests that took over 100 ms
 	Bytes                  int64
 	FirstError             string         `json:"first_error"`
 	ReadErrors             map[string]int `json:"read_errors"` // why connections ended early
@@ -372,9 +388,9 @@ func TestRepairShoalKeepAlive(t *testing.T) {
 		t.Errorf("front received %d bytes for %d body bytes: responses went through the front", rx, r.Bytes)
 	}
 
-	// Every moved connection ended with FIN-HANDOFF and lost its steering
-	// entry after the linger (2 s).
-	time.Sleep(2500 * time.Millisecond)
+	// Every moved connection ended with FIN-HANDOFF (sent by the node once
+	// its socket is fully closed) and lost its steering entry.
+	time.Sleep(500 * time.Millisecond)
 	rc.front.stop()
 	m := rc.front.waitLog(regexp.MustCompile(`repair: \{Moved:(\d+) FallbackFreeze:(\d+) FallbackNode:(\d+) Lost:(\d+) Ended:(\d+) Dropped:(\d+) Steered:(\d+)`), 5*time.Second)
 	if m == nil {
@@ -391,6 +407,43 @@ func TestRepairShoalKeepAlive(t *testing.T) {
 	}
 	if m[5] != m[1] || m[7] != "0" {
 		t.Errorf("front saw %s FIN-HANDOFF for %s moved connections, %s flows still steered", m[5], m[1], m[7])
+	}
+}
+
+// TestRepairShoalClose sends one request per connection ("Connection:
+// close"), so every request is a handoff and the node closes first. At this
+// rate clients reuse source ports within seconds; the new connection's SYN
+// must reach the front even if the old flow's entry is still present, and no
+// response byte may be cut off by a steering entry removed too early.
+func TestRepairShoalClose(t *testing.T) {
+	reqs := 3000
+	if testing.Short() {
+		reqs = 300
+	}
+	rc := startRepairCluster(t, 3, 16)
+	var res strings.Builder
+	start := time.Now()
+	cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &res, rc.base, "16", strconv.Itoa(reqs), rc.manPath, "close")
+	if err := cl.Wait(); err != nil {
+		t.Fatalf("Go client: %v", err)
+	}
+	var r fetchResult
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res.String())), &r); err != nil {
+		t.Fatalf("Go client output %q: %v", res.String(), err)
+	}
+	t.Logf("%d one-request connections in %v: %+v", reqs, time.Since(start).Round(time.Millisecond), r)
+	if r.OK != reqs || r.Bad != 0 || r.Errors != 0 || r.Dials != reqs {
+		t.Errorf("Go client: %d ok of %d, %d corrupt, %d errors, %d dials (first: %s)", r.OK, reqs, r.Bad, r.Errors, r.Dials, r.FirstError)
+	}
+	time.Sleep(500 * time.Millisecond)
+	rc.front.stop()
+	m := rc.front.waitLog(regexp.MustCompile(`repair: \{Moved:(\d+) .*Lost:(\d+) Ended:(\d+) Dropped:(\d+) Steered:(\d+)`), 5*time.Second)
+	if m == nil {
+		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
+	}
+	t.Logf("front: %s", m[0])
+	if m[1] != strconv.Itoa(reqs) || m[2] != "0" || m[3] != m[1] || m[5] != "0" {
+		t.Errorf("front: moved %s of %d, lost %s, ended %s, still steered %s", m[1], reqs, m[2], m[3], m[5])
 	}
 }
 
@@ -463,8 +516,13 @@ func helperFetch(args []string) error {
 	if err != nil {
 		return err
 	}
+	closeEach := len(args) > 4 && args[4] == "close" // one request per connection
+	hdr := "\r\nHost: vip\r\n\r\n"
+	if closeEach {
+		hdr = "\r\nHost: vip\r\nConnection: close\r\n\r\n"
+	}
 	fmt.Println("READY")
-	var ok, bad, errs, dials atomic.Int64
+	var ok, bad, errs, dials, slow atomic.Int64
 	var nbytes atomic.Int64
 	var firstErr atomic.Value
 	var next atomic.Int64
@@ -495,6 +553,7 @@ func helperFetch(args []string) error {
 					return
 				}
 				e := man[k%len(man)]
+				t0 := time.Now()
 				if c == nil {
 					dials.Add(1)
 					nc, err := net.DialTimeout("tcp4", addr, 5*time.Second)
@@ -506,7 +565,7 @@ func helperFetch(args []string) error {
 					r = bufio.NewReaderSize(c, 64<<10)
 				}
 				c.SetDeadline(time.Now().Add(20 * time.Second))
-				if _, err := io.WriteString(c, "GET "+e.path+" HTTP/1.1\r\nHost: vip\r\n\r\n"); err != nil {
+				if _, err := io.WriteString(c, "GET "+e.path+" HTTP/1.1"+hdr); err != nil {
 					fail("write %s: %v", e.path, err)
 					continue
 				}
@@ -528,11 +587,14 @@ func helperFetch(args []string) error {
 					firstErr.CompareAndSwap(nil, fmt.Sprintf("%s: status %d, %d bytes, checksum mismatch", e.path, resp.StatusCode, n))
 					continue
 				}
-				if resp.Close {
+				if resp.Close || closeEach {
 					c.Close()
 					c = nil
 				}
 				ok.Add(1)
+				if d := time.Since(t0); d > 100*time.Millisecond {
+					slow.Add(1)
+				}
 			}
 		}()
 	}
@@ -542,7 +604,8 @@ func helperFetch(args []string) error {
 	reasons := closeReasons
 	closeMu.Unlock()
 	b, _ := json.Marshal(map[string]any{"ok": ok.Load(), "bad": bad.Load(), "errors": errs.Load(),
-		"dials": dials.Load(), "bytes": nbytes.Load(), "first_error": fe, "read_errors": reasons})
+		"dials": dials.Load(), "bytes": nbytes.Load(), "first_error": fe, "read_errors": reasons,
+		"slow": slow.Load()})
 	fmt.Println(string(b))
 	return nil
 }

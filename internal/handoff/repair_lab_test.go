@@ -35,7 +35,7 @@ const helperEnv = "SHOAL_REPAIR_HELPER"
 var labKey = []byte("0123456789abcdef0123456789abcdef")
 
 // newTestLab builds a lab or skips when namespaces cannot be created.
-func newTestLab(t *testing.T, nodes int) *Lab {
+func newTestLab(t testing.TB, nodes int) *Lab {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("lab needs root (CAP_NET_ADMIN) for network namespaces")
@@ -60,7 +60,7 @@ func newTestLab(t *testing.T, nodes int) *Lab {
 
 // helper starts this test binary in namespace ns as role; it returns once
 // the helper printed READY (the rest of its stdout goes to out).
-func helper(t *testing.T, ns, role string, out io.Writer, args ...string) (*exec.Cmd, io.WriteCloser) {
+func helper(t testing.TB, ns, role string, out io.Writer, args ...string) (*helperProc, io.WriteCloser) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -109,7 +109,19 @@ func helper(t *testing.T, ns, role string, out io.Writer, args ...string) (*exec
 	case <-time.After(20 * time.Second):
 		t.Fatalf("helper %s in %s not ready", role, ns)
 	}
-	return cmd, stdin
+	return &helperProc{cmd: cmd, outDone: outDone}, stdin
+}
+
+// helperProc is a running helper; Wait returns after its output was read
+// (exec.Cmd.Wait alone may close the pipe before the last line is read).
+type helperProc struct {
+	cmd     *exec.Cmd
+	outDone chan struct{}
+}
+
+func (h *helperProc) Wait() error {
+	<-h.outDone
+	return h.cmd.Wait()
 }
 
 // TestRepairHelper is not a test: it is the entry point of helper processes.
