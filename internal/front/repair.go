@@ -85,6 +85,7 @@ type RepairPath struct {
 	mu      sync.Mutex
 	clients map[int]*handoff.RepairClient // by Backend.Index
 	conns   map[handoff.Flow]uint64       // flow → client connection id
+	unsteer []handoff.Flow                // ended flows waiting for removal
 	s       *Server                       // set on first Serve
 
 	moved, fallbackFreeze, fallbackNode, lost, ended, dropped atomic.Uint64
@@ -193,7 +194,7 @@ func (p *RepairPath) client(s *Server, idx int, hostport string) (*handoff.Repai
 }
 
 // fin handles FIN-HANDOFF: the node's socket is fully closed; forget the
-// flow (after Linger).
+// flow (after Linger, batched).
 func (p *RepairPath) fin(f handoff.Flow) {
 	p.ended.Add(1)
 	p.mu.Lock()
@@ -204,19 +205,40 @@ func (p *RepairPath) fin(f handoff.Flow) {
 	if ok && s != nil {
 		s.cl.CloseConn(id)
 	}
-	remove := func() {
-		p.mu.Lock()
-		_, reused := p.conns[f] // same 4-tuple handed off again meanwhile
-		p.mu.Unlock()
-		if !reused {
-			p.steer.Remove(f)
+	time.AfterFunc(p.cfg.Linger, func() { p.unsteerLater(f) })
+}
+
+// unsteerBatch is how long removals wait to share one netlink commit.
+const unsteerBatch = 2 * time.Millisecond
+
+// unsteerLater queues f's steering entry for removal; queued removals are
+// committed together within unsteerBatch, which at high connection rates
+// turns one nftables transaction per connection into one per batch.
+func (p *RepairPath) unsteerLater(f handoff.Flow) {
+	p.mu.Lock()
+	p.unsteer = append(p.unsteer, f)
+	first := len(p.unsteer) == 1
+	p.mu.Unlock()
+	if first {
+		time.AfterFunc(unsteerBatch, p.flushUnsteer)
+	}
+}
+
+func (p *RepairPath) flushUnsteer() {
+	p.mu.Lock()
+	fs := p.unsteer
+	p.unsteer = nil
+	// A 4-tuple handed off again meanwhile keeps its (new) entry.
+	keep := fs[:0]
+	for _, f := range fs {
+		if _, reused := p.conns[f]; !reused {
+			keep = append(keep, f)
 		}
 	}
-	if p.cfg.Linger <= 0 {
-		remove()
-		return
+	p.mu.Unlock()
+	if _, err := p.steer.RemoveFlows(keep); err != nil && p.s != nil {
+		p.s.logf("front: repair: %v", err)
 	}
-	time.AfterFunc(p.cfg.Linger, remove)
 }
 
 // Serve moves the client connection of x to x.Backend, or relays when that

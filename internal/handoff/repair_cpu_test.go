@@ -26,6 +26,10 @@ import (
 func BenchmarkRepairFrontCPU(b *testing.B) {
 	for _, path := range []string{"relay", "repair"} {
 		rc := startRepairClusterPath(b, 3, 24, path)
+		time.Sleep(500 * time.Millisecond)
+		c0 := procCPU(b, rc.front.cmd.Process.Pid)
+		time.Sleep(time.Second)
+		b.Logf("path %s: idle front uses %v CPU per second", path, procCPU(b, rc.front.cmd.Process.Pid)-c0)
 		for _, size := range []int{1 << 10, 100 << 10, 1 << 20} {
 			man := rc.sizeManifest(b, size)
 			for _, mode := range []string{"close", "keepalive"} {
