@@ -225,18 +225,29 @@ func (s *Steer) moveLocal() error {
 		return fmt.Errorf("handoff: ip rule show: %w: %s", err, out)
 	}
 	pref := strconv.Itoa(s.cfg.LocalPref)
-	if !bytes.Contains(out, []byte(pref+":\tfrom all lookup local")) {
+	if !hasLocalRule(out, pref) {
 		if err := ip("-4", "rule", "add", "pref", pref, "lookup", "local"); err != nil {
 			return err
 		}
 	}
-	if bytes.Contains(out, []byte("0:\tfrom all lookup local")) && !strings.HasPrefix(pref, "0") {
+	if hasLocalRule(out, "0") && pref != "0" {
 		if err := ip("-4", "rule", "del", "pref", "0", "lookup", "local"); err != nil {
 			return err
 		}
 	}
 	s.moved = true
 	return nil
+}
+
+// hasLocalRule reports whether `ip rule show` output has the local table's
+// rule at preference pref.
+func hasLocalRule(out []byte, pref string) bool {
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, pref+":") && strings.HasSuffix(strings.TrimSpace(l), "from all lookup local") {
+			return true
+		}
+	}
+	return false
 }
 
 // AddNode routes node i's mark to addr (replacing an earlier address).

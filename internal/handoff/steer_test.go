@@ -1,0 +1,216 @@
+//go:build linux
+
+package handoff
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// inNetns runs f on a thread switched into a fresh network namespace that
+// has one interface d0 (a veth) with 10.201.0.3/24 and the VIP. It skips
+// without root.
+func inNetns(tb testing.TB, f func()) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root for a network namespace")
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	ns := LabPrefix + "steer-" + hex.EncodeToString(b[:])
+	for _, args := range [][]string{
+		{"netns", "add", ns},
+		{"-n", ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1"}, // no dummy driver in every kernel
+		{"-n", ns, "link", "set", "d1", "up"},
+		{"-n", ns, "addr", "add", "10.201.0.3/24", "dev", "d0"},
+		{"-n", ns, "addr", "add", "10.201.0.100/32", "dev", "d0"},
+		{"-n", ns, "link", "set", "d0", "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			if args[0] == "netns" {
+				tb.Skipf("ip netns add: %v: %s", err, out)
+			}
+			tb.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	tb.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			tb.Error(err)
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			tb.Error(err)
+			return
+		}
+		f()
+	}()
+	<-done
+}
+
+func flow(port uint16) Flow {
+	return Flow{Client: netip.AddrPortFrom(netip.MustParseAddr("10.201.0.2"), port), VIP: netip.MustParseAddrPort("10.201.0.100:80")}
+}
+
+// TestSteerTable checks that user space and the kernel map agree through
+// adds, moves, removals and a node's removal, and that Close undoes the
+// routing changes.
+func TestSteerTable(t *testing.T) {
+	inNetns(t, func() {
+		s, err := NewSteer(SteerConfig{VIP: netip.MustParseAddrPort("10.201.0.100:80"), Dev: "d0"})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		check := func(step string, want int) {
+			t.Helper()
+			k, err := s.KernelLen()
+			if err != nil || k != want || s.Len() != want {
+				t.Errorf("%s: kernel has %d (%v), user space %d, want %d", step, k, err, s.Len(), want)
+			}
+		}
+		if err := s.Add(flow(1000), 0); !errors.Is(err, ErrUnknownNode) {
+			t.Errorf("Add to a node without a route: %v", err)
+		}
+		for i, a := range []string{"10.201.0.11", "10.201.0.12"} {
+			if err := s.AddNode(i, netip.MustParseAddr(a)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		for p := range uint16(10) {
+			if err := s.Add(flow(1000+p), int(p%2)); err != nil {
+				t.Error(err)
+			}
+		}
+		check("10 added", 10)
+		if err := s.Add(flow(1000), 1); err != nil { // moved to the other node
+			t.Error(err)
+		}
+		check("one moved", 10)
+		if ok, err := s.Remove(flow(1001)); !ok || err != nil {
+			t.Errorf("Remove: %v %v", ok, err)
+		}
+		if ok, _ := s.Remove(flow(1001)); ok {
+			t.Error("second Remove reported a steered flow")
+		}
+		check("one removed", 9)
+		if n, err := s.RemoveFlows([]Flow{flow(1002), flow(1004), flow(5000)}); n != 2 || err != nil {
+			t.Errorf("RemoveFlows = %d, %v; want 2", n, err)
+		}
+		check("two removed in a batch", 7)
+		// Node 1 now has 1000, 1003, 1005, 1007, 1009.
+		if n, err := s.RemoveNode(1); n != 5 || err != nil {
+			t.Errorf("RemoveNode(1) = %d, %v; want 5", n, err)
+		}
+		check("node 1 dropped", 2)
+		out, _ := exec.Command("ip", "rule", "show").CombinedOutput()
+		if !bytesContains(out, "fwmark 0x5e000001 lookup 2000") || hasLocalRule(out, "0") || !hasLocalRule(out, "100") {
+			t.Errorf("rules after NewSteer:\n%s", out)
+		}
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+		out, _ = exec.Command("ip", "rule", "show").CombinedOutput()
+		if bytesContains(out, "fwmark") || !hasLocalRule(out, "0") || hasLocalRule(out, "100") {
+			t.Errorf("rules after Close:\n%s", out)
+		}
+		if b, _ := os.ReadFile(earlyDemuxPath); string(b) != "1\n" {
+			t.Errorf("tcp_early_demux after Close = %q, want 1", b)
+		}
+	})
+}
+
+func bytesContains(b []byte, sub string) bool { return strings.Contains(string(b), sub) }
+
+// BenchmarkSteer measures the front's CPU cost of steering one flow (add
+// then remove) with the chosen nftables map, against an eBPF hash map
+// update and delete of the same key (the cost floor of the alternative
+// mechanism; the tc program that would read that map is not built).
+func BenchmarkSteer(b *testing.B) {
+	b.Run("nftables-map", func(b *testing.B) {
+		inNetns(b, func() {
+			s, err := NewSteer(SteerConfig{VIP: netip.MustParseAddrPort("10.201.0.100:80"), Dev: "d0"})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer s.Close()
+			s.AddNode(0, netip.MustParseAddr("10.201.0.11"))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				f := flow(uint16(i))
+				if err := s.Add(f, 0); err != nil {
+					b.Error(err)
+					return
+				}
+				s.Remove(f)
+			}
+		})
+	})
+	b.Run("bpf-hash-map", func(b *testing.B) {
+		if os.Geteuid() != 0 {
+			b.Skip("needs root")
+		}
+		fd, err := bpfHashMap(8, 4, 65536)
+		if err != nil {
+			b.Skip("BPF_MAP_CREATE: ", err)
+		}
+		defer unix.Close(fd)
+		var key [8]byte
+		val := uint32(0x5e000001)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			key[4], key[5] = byte(i>>8), byte(i)
+			if err := bpfElem(fd, unix.BPF_MAP_UPDATE_ELEM, key[:], unsafe.Pointer(&val)); err != nil {
+				b.Fatal(err)
+			}
+			if err := bpfElem(fd, unix.BPF_MAP_DELETE_ELEM, key[:], nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func bpfHashMap(keySize, valueSize, maxEntries uint32) (int, error) {
+	attr := struct{ typ, key, value, max, flags uint32 }{unix.BPF_MAP_TYPE_HASH, keySize, valueSize, maxEntries, 0}
+	fd, _, e := unix.Syscall(unix.SYS_BPF, unix.BPF_MAP_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	if e != 0 {
+		return -1, e
+	}
+	return int(fd), nil
+}
+
+func bpfElem(fd int, cmd uintptr, key []byte, val unsafe.Pointer) error {
+	attr := struct {
+		fd         uint32
+		_          uint32
+		key, value uint64
+		flags      uint64
+	}{fd: uint32(fd), key: uint64(uintptr(unsafe.Pointer(&key[0]))), value: uint64(uintptr(val))}
+	_, _, e := unix.Syscall(unix.SYS_BPF, cmd, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	runtime.KeepAlive(key)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
