@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -396,10 +397,52 @@ func TestPassFDHybrid(t *testing.T) {
 			t.Errorf("%s: %s, %d bytes; want %s, %d", u, got, n, path, sizeOf(t, u))
 		}
 	}
-	// Active-connection rule: with the limit at 0 open connections … every
-	// request is handed off.
 	if st := s.Stats(); st.Paths["passfd"] != 2 || st.Paths["relay"] != 2 {
 		t.Errorf("paths %v, want 2 passfd and 2 relay", st.Paths)
+	}
+}
+
+// TestPassFDHybridLoadRules checks the connection and CPU rules: with more
+// client connections open than the limit, or the sampled front CPU above
+// its threshold, small objects are handed off too.
+func TestPassFDHybridLoadRules(t *testing.T) {
+	cfg := Config{Hybrid: HybridConfig{CPUPercent: 30, ActiveConns: 1, MinSize: -1, SampleEvery: time.Hour}}
+	cfg.Choose = Hybrid(PassFD(PassFDConfig{}))
+	addr, s, _, _, _, _ := passfdCluster(t, "wrr", 1, cfg)
+	get := func(c net.Conn) {
+		t.Helper()
+		fmt.Fprintf(c, "GET /f0-0.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+	}
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a := dial()
+	get(a) // one connection open: relay
+	if h := s.Stats().Handoff; h.HybridRelay != 1 || h.HybridConns != 0 {
+		t.Fatalf("one connection: %+v, want one relay", h)
+	}
+	b := dial()
+	get(b) // two open, limit 1: hand off
+	if h := s.Stats().Handoff; h.HybridConns != 1 || h.Passed != 1 {
+		t.Fatalf("two connections: %+v, want one handoff for connections", h)
+	}
+	// Connection b left the front; a is alone again. Pretend the sampler
+	// saw the front busy.
+	s.handoff.cpuBits.Store(math.Float64bits(55))
+	get(a)
+	if h := s.Stats().Handoff; h.HybridCPU != 1 || h.Passed != 2 || h.FrontCPUPercent != 55 {
+		t.Fatalf("busy front: %+v, want one handoff for CPU", h)
 	}
 }
 
