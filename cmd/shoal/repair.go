@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"shoal/internal/front"
+	"shoal/internal/handoff"
 	"shoal/internal/node"
 )
 
@@ -20,6 +21,7 @@ type repairFlags struct {
 	keyFile *string
 	port    *int
 	dev     *string
+	steer   *string
 	listen  *string // node only
 }
 
@@ -28,6 +30,7 @@ func addRepairFrontFlags(fs *flag.FlagSet) *repairFlags {
 		keyFile: fs.String("repair-key-file", "", "--path repair: file holding the HMAC key shared with the nodes (≥16 bytes)"),
 		port:    fs.Int("repair-port", 7070, "--path repair: the nodes' handoff port (shoal node --repair-listen)"),
 		dev:     fs.String("repair-dev", "", "--path repair: interface towards the nodes (default: the one holding the listen address)"),
+		steer:   fs.String("repair-steer", "nftables", "--path repair: per-flow steering map: nftables or bpf (TCX program, kernel ≥ 6.6)"),
 	}
 }
 
@@ -65,7 +68,8 @@ func (rf *repairFlags) frontPath(listen string, logger *log.Logger) (*front.Repa
 	if err != nil {
 		return nil, nil, fmt.Errorf("--path repair: --listen must be VIP:port, got %q: %w", listen, err)
 	}
-	rp, err := front.Repair(front.RepairConfig{Key: key, VIP: vip, Dev: *rf.dev, Port: *rf.port})
+	rp, err := front.Repair(front.RepairConfig{Key: key, VIP: vip, Dev: *rf.dev, Port: *rf.port,
+		Steer: handoff.SteerConfig{Backend: *rf.steer}})
 	if err != nil {
 		return nil, nil, err
 	}

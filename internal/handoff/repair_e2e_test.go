@@ -212,7 +212,7 @@ func (rc *repairCluster) stopAll() {
 }
 
 // startRepairClusterPath is startRepairCluster with the front on path.
-func startRepairClusterPath(t testing.TB, nodes, files int, path string) *repairCluster {
+func startRepairClusterPath(t testing.TB, nodes, files int, path string, frontArgs ...string) *repairCluster {
 	t.Helper()
 	l := newTestLab(t, nodes)
 	bin := shoalBinary(t)
@@ -241,9 +241,9 @@ func startRepairClusterPath(t testing.TB, nodes, files int, path string) *repair
 			t.Fatalf("node did not open its handoff port:\n%s", p.logText())
 		}
 	}
-	rc.front = startShoal(t, l.FrontNS(), filepath.Join(dir, "front.log"),
-		"front", "--listen", l.VIP.String()+":80", "--nodes", strings.Join(urls, ","),
-		"--path", path, "--repair-key-file", key, "--policy", "rr")
+	args := append([]string{"front", "--listen", l.VIP.String() + ":80", "--nodes", strings.Join(urls, ","),
+		"--path", path, "--repair-key-file", key, "--policy", "rr"}, frontArgs...)
+	rc.front = startShoal(t, l.FrontNS(), filepath.Join(dir, "front.log"), args...)
 	if rc.front.waitLog(regexp.MustCompile(`serving on`), 10*time.Second) == nil {
 		t.Fatalf("front did not start:\n%s", rc.front.logText())
 	}
@@ -416,11 +416,17 @@ func TestRepairShoalKeepAlive(t *testing.T) {
 // must reach the front even if the old flow's entry is still present, and no
 // response byte may be cut off by a steering entry removed too early.
 func TestRepairShoalClose(t *testing.T) {
+	for _, backend := range []string{"nftables", "bpf"} {
+		t.Run(backend, func(t *testing.T) { testRepairShoalClose(t, backend) })
+	}
+}
+
+func testRepairShoalClose(t *testing.T, backend string) {
 	reqs := 3000
 	if testing.Short() {
 		reqs = 300
 	}
-	rc := startRepairCluster(t, 3, 16)
+	rc := startRepairClusterPath(t, 3, 16, "repair", "--repair-steer", backend)
 	var res strings.Builder
 	start := time.Now()
 	cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &res, rc.base, "16", strconv.Itoa(reqs), rc.manPath, "close")

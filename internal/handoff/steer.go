@@ -53,9 +53,7 @@ import (
 type Steer struct {
 	cfg        SteerConfig
 	mu         sync.Mutex
-	conn       *nftables.Conn
-	table      *nftables.Table
-	set        *nftables.Set
+	m          flowMap      // the kernel's flow → mark map (nftables or eBPF)
 	flows      map[Flow]int // flow → node index
 	nodes      map[int]netip.Addr
 	moved      bool   // the local rule was moved
@@ -71,6 +69,9 @@ type SteerConfig struct {
 	VIP netip.AddrPort
 	// Dev is the interface towards the nodes (required), e.g. "eth0".
 	Dev string
+	// Backend selects the kernel map: "nftables" (default) or "bpf" (a
+	// TCX ingress program on Dev reading an eBPF hash map; kernel ≥ 6.6).
+	Backend string
 	// Table is the nftables table name (default "shoal_steer"); an existing
 	// table of that name is replaced.
 	Table string
@@ -86,6 +87,9 @@ type SteerConfig struct {
 }
 
 func (c *SteerConfig) fill() {
+	if c.Backend == "" {
+		c.Backend = "nftables"
+	}
 	if c.Table == "" {
 		c.Table = "shoal_steer"
 	}
@@ -113,15 +117,20 @@ func NewSteer(cfg SteerConfig) (*Steer, error) {
 	if !cfg.VIP.Addr().Is4() || cfg.VIP.Port() == 0 || cfg.Dev == "" {
 		return nil, fmt.Errorf("handoff: steer: need an IPv4 VIP:port and a device, got %v %q", cfg.VIP, cfg.Dev)
 	}
-	c, err := nftables.New(nftables.AsLasting())
-	if err != nil {
-		return nil, fmt.Errorf("handoff: steer: netlink: %w", err)
+	var m flowMap
+	var err error
+	switch cfg.Backend {
+	case "nftables":
+		m, err = newNftMap(cfg)
+	case "bpf":
+		m, err = newBPFMap(cfg)
+	default:
+		err = fmt.Errorf("handoff: steer: backend %q: want nftables or bpf", cfg.Backend)
 	}
-	s := &Steer{cfg: cfg, conn: c, flows: make(map[Flow]int), nodes: make(map[int]netip.Addr)}
-	if err := s.install(); err != nil {
-		c.CloseLasting()
+	if err != nil {
 		return nil, err
 	}
+	s := &Steer{cfg: cfg, m: m, flows: make(map[Flow]int), nodes: make(map[int]netip.Addr)}
 	if err := s.moveLocal(); err != nil {
 		s.Close()
 		return nil, err
@@ -157,14 +166,53 @@ func (s *Steer) noEarlyDemux() error {
 	return nil
 }
 
-func (s *Steer) install() error {
+// flowMap is the kernel half of Steer: a map from a client's address and
+// port to the node's fwmark, consulted for every packet to the VIP.
+type flowMap interface {
+	put(f Flow, mark uint32) error
+	del(fs []Flow) error
+	count() (int, error)
+	close() error
+}
+
+// flowKey is the 8-byte map key: client IPv4 address and port in network
+// order, padded to 8 bytes (nftables pads each concatenated field to 4).
+func flowKey(f Flow) []byte {
+	a := f.Client.Addr().As4()
+	k := make([]byte, 8)
+	copy(k, a[:])
+	binary.BigEndian.PutUint16(k[4:], f.Client.Port())
+	return k
+}
+
+// nftMap is the nftables backend.
+type nftMap struct {
+	conn  *nftables.Conn
+	table *nftables.Table
+	set   *nftables.Set
+}
+
+func newNftMap(cfg SteerConfig) (*nftMap, error) {
+	c, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return nil, fmt.Errorf("handoff: steer: netlink: %w", err)
+	}
+	s := &nftMap{conn: c}
+	if err := s.install(cfg); err != nil {
+		c.CloseLasting()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *nftMap) install(cfg SteerConfig) error {
 	c := s.conn
 	// Replace a leftover table (a front that crashed) atomically in the
 	// same batch: add (no-op if present), delete, add.
-	old := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: s.cfg.Table}
+	old := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: cfg.Table}
 	c.AddTable(old)
 	c.DelTable(old)
-	s.table = c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: s.cfg.Table})
+	s.table = c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: cfg.Table})
 	s.set = &nftables.Set{
 		Table:         s.table,
 		Name:          "flows",
@@ -181,9 +229,9 @@ func (s *Steer) install() error {
 		Name: "pre", Table: s.table, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityMangle, Policy: &accept,
 	})
-	vip := s.cfg.VIP.Addr().As4()
+	vip := cfg.VIP.Addr().As4()
 	var port [2]byte
-	binary.BigEndian.PutUint16(port[:], s.cfg.VIP.Port())
+	binary.BigEndian.PutUint16(port[:], cfg.VIP.Port())
 	c.AddRule(&nftables.Rule{Table: s.table, Chain: ch, Exprs: []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: vip[:]},
@@ -203,7 +251,42 @@ func (s *Steer) install() error {
 		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
 	}})
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("handoff: steer: install table %s: %w", s.cfg.Table, err)
+		return fmt.Errorf("handoff: steer: install table %s: %w", cfg.Table, err)
+	}
+	return nil
+}
+
+func (s *nftMap) put(f Flow, mark uint32) error {
+	// meta mark is host order
+	e := nftables.SetElement{Key: flowKey(f), Val: binary.NativeEndian.AppendUint32(nil, mark)}
+	if err := s.conn.SetAddElements(s.set, []nftables.SetElement{e}); err != nil {
+		return err
+	}
+	return s.conn.Flush()
+}
+
+func (s *nftMap) del(fs []Flow) error {
+	els := make([]nftables.SetElement, len(fs))
+	for i, f := range fs {
+		els[i] = nftables.SetElement{Key: flowKey(f)}
+	}
+	if err := s.conn.SetDeleteElements(s.set, els); err != nil {
+		return err
+	}
+	return s.conn.Flush()
+}
+
+func (s *nftMap) count() (int, error) {
+	els, err := s.conn.GetSetElements(s.set)
+	return len(els), err
+}
+
+func (s *nftMap) close() error {
+	s.conn.DelTable(s.table)
+	err := s.conn.Flush()
+	s.conn.CloseLasting()
+	if err != nil {
+		return fmt.Errorf("handoff: steer: delete table: %w", err)
 	}
 	return nil
 }
@@ -269,18 +352,6 @@ func (s *Steer) AddNode(i int, addr netip.Addr) error {
 	return nil
 }
 
-func (s *Steer) elem(f Flow, node int, withVal bool) nftables.SetElement {
-	a := f.Client.Addr().As4()
-	k := make([]byte, 8) // each concatenated field is padded to 4 bytes
-	copy(k, a[:])
-	binary.BigEndian.PutUint16(k[4:], f.Client.Port())
-	e := nftables.SetElement{Key: k}
-	if withVal {
-		e.Val = binary.NativeEndian.AppendUint32(nil, s.Mark(node)) // meta mark is host order
-	}
-	return e
-}
-
 // ErrUnknownNode is returned by Add for a node without AddNode.
 var ErrUnknownNode = errors.New("handoff: steer: node has no route")
 
@@ -292,13 +363,9 @@ func (s *Steer) Add(f Flow, node int) error {
 		return fmt.Errorf("%w: %d", ErrUnknownNode, node)
 	}
 	if old, ok := s.flows[f]; ok && old != node {
-		s.conn.SetDeleteElements(s.set, []nftables.SetElement{s.elem(f, 0, false)})
+		s.m.del([]Flow{f})
 	}
-	if err := s.conn.SetAddElements(s.set, []nftables.SetElement{s.elem(f, node, true)}); err != nil {
-		s.Errors.Add(1)
-		return fmt.Errorf("handoff: steer %v: %w", f, err)
-	}
-	if err := s.conn.Flush(); err != nil {
+	if err := s.m.put(f, s.Mark(node)); err != nil {
 		s.Errors.Add(1)
 		return fmt.Errorf("handoff: steer %v: %w", f, err)
 	}
@@ -343,15 +410,7 @@ func (s *Steer) removeLocked(fs []Flow) error {
 	if len(fs) == 0 {
 		return nil
 	}
-	els := make([]nftables.SetElement, len(fs))
-	for i, f := range fs {
-		els[i] = s.elem(f, 0, false)
-	}
-	if err := s.conn.SetDeleteElements(s.set, els); err != nil {
-		s.Errors.Add(1)
-		return fmt.Errorf("handoff: unsteer: %w", err)
-	}
-	if err := s.conn.Flush(); err != nil {
+	if err := s.m.del(fs); err != nil {
 		s.Errors.Add(1)
 		return fmt.Errorf("handoff: unsteer: %w", err)
 	}
@@ -386,8 +445,7 @@ func (s *Steer) Len() int {
 func (s *Steer) KernelLen() (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	els, err := s.conn.GetSetElements(s.set)
-	return len(els), err
+	return s.m.count()
 }
 
 // Close removes the table, the node routes and rules, and puts the local
@@ -396,9 +454,9 @@ func (s *Steer) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	s.conn.DelTable(s.table)
-	if err := s.conn.Flush(); err != nil {
-		errs = append(errs, fmt.Errorf("handoff: steer: delete table: %w", err))
+	if s.m != nil {
+		errs = append(errs, s.m.close())
+		s.m = nil
 	}
 	for i := range s.nodes {
 		t := strconv.Itoa(s.cfg.RouteTable + i)
@@ -419,6 +477,5 @@ func (s *Steer) Close() error {
 		s.earlyDemux = nil
 	}
 	s.flows = map[Flow]int{}
-	s.conn.CloseLasting()
 	return errors.Join(errs...)
 }

@@ -1,0 +1,135 @@
+//go:build linux
+
+package handoff
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+)
+
+// bpfMap is Steer's eBPF backend: a hash map (client address . port →
+// fwmark) read by a small TCX ingress program on the front's interface
+// towards the clients. For a TCP packet to VIP:port without SYN whose key
+// is in the map, the program sets skb->mark; the same fwmark policy routes
+// as with nftables then forward the packet to the node. Updating the map is
+// one bpf(2) call (no netlink transaction, no nf_tables commit), which is
+// what makes it cheaper per handoff (BenchmarkSteer).
+//
+// The program is assembled here instruction by instruction (no C compiler
+// or generated object in the tree); it assumes IPv4 without options (IHL 5)
+// and leaves every other packet alone.
+type bpfMap struct {
+	m    *ebpf.Map
+	prog *ebpf.Program
+	l    link.Link
+}
+
+// __sk_buff field offsets (include/uapi/linux/bpf.h).
+const (
+	skbMark    = 8
+	skbData    = 76
+	skbDataEnd = 80
+)
+
+func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
+	ifc, err := net.InterfaceByName(cfg.Dev)
+	if err != nil {
+		return nil, fmt.Errorf("handoff: steer: %w", err)
+	}
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_flows", Type: ebpf.Hash, KeySize: 8, ValueSize: 4, MaxEntries: 1 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("handoff: steer: bpf map: %w", err)
+	}
+	vip := cfg.VIP.Addr().As4()
+	var port [2]byte
+	binary.BigEndian.PutUint16(port[:], cfg.VIP.Port())
+	// Packet bytes loaded as little-endian words compare against these.
+	vipLE := int32(binary.LittleEndian.Uint32(vip[:]))
+	portLE := int32(binary.LittleEndian.Uint16(port[:]))
+	const (
+		ipOff  = 14
+		tcpOff = ipOff + 20
+	)
+	insns := asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, tcpOff+14),
+		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
+		asm.LoadMem(asm.R5, asm.R2, 12, asm.Half), // ethertype
+		asm.JNE.Imm(asm.R5, 0x0008, "pass"),       // 0x0800 in network order
+		asm.LoadMem(asm.R5, asm.R2, ipOff, asm.Byte),
+		asm.JNE.Imm(asm.R5, 0x45, "pass"), // IPv4, no options
+		asm.LoadMem(asm.R5, asm.R2, ipOff+9, asm.Byte),
+		asm.JNE.Imm(asm.R5, 6, "pass"), // TCP
+		asm.LoadMem(asm.R5, asm.R2, ipOff+16, asm.Word),
+		asm.JNE.Imm32(asm.R5, vipLE, "pass"),
+		asm.LoadMem(asm.R5, asm.R2, tcpOff+2, asm.Half),
+		asm.JNE.Imm(asm.R5, portLE, "pass"),
+		asm.LoadMem(asm.R5, asm.R2, tcpOff+13, asm.Byte),
+		asm.And.Imm(asm.R5, 0x02), // never steer a SYN
+		asm.JNE.Imm(asm.R5, 0, "pass"),
+		// key on the stack: saddr, sport, 0 0
+		asm.LoadMem(asm.R5, asm.R2, ipOff+12, asm.Word),
+		asm.StoreMem(asm.RFP, -8, asm.R5, asm.Word),
+		asm.LoadMem(asm.R5, asm.R2, tcpOff, asm.Half),
+		asm.StoreMem(asm.RFP, -4, asm.R5, asm.Word),
+		asm.LoadMapPtr(asm.R1, m.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -8),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "pass"),
+		asm.LoadMem(asm.R5, asm.R0, 0, asm.Word),
+		asm.StoreMem(asm.R6, skbMark, asm.R5, asm.Word),
+		asm.Mov.Imm(asm.R0, -1).WithSymbol("pass"), // TCX_NEXT: continue as if no program ran
+		asm.Return(),
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "shoal_steer", Type: ebpf.SchedCLS, License: "Apache-2.0", Instructions: insns})
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("handoff: steer: load bpf program: %w", err)
+	}
+	l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: prog, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		prog.Close()
+		m.Close()
+		return nil, fmt.Errorf("handoff: steer: attach tcx ingress on %s: %w", cfg.Dev, err)
+	}
+	return &bpfMap{m: m, prog: prog, l: l}, nil
+}
+
+func (b *bpfMap) put(f Flow, mark uint32) error {
+	return b.m.Update(flowKey(f), mark, ebpf.UpdateAny)
+}
+
+func (b *bpfMap) del(fs []Flow) error {
+	var errs []error
+	for _, f := range fs {
+		if err := b.m.Delete(flowKey(f)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (b *bpfMap) count() (int, error) {
+	n := 0
+	var k [8]byte
+	var v uint32
+	it := b.m.Iterate()
+	for it.Next(&k, &v) {
+		n++
+	}
+	return n, it.Err()
+}
+
+func (b *bpfMap) close() error {
+	return errors.Join(b.l.Close(), b.prog.Close(), b.m.Close())
+}
