@@ -100,7 +100,7 @@ func (cc *clientConn) dial(u *upstream) (*nodeConn, error) {
 		return nil, err
 	}
 	cc.s.ctr.nodeDials.Add(1)
-	return &nodeConn{c: c, in: inbuf{b: make([]byte, nodeBufSize)}}, nil
+	return newNodeConn(c), nil
 }
 
 // buildRequest writes the request head for the node into cc.out: the
@@ -163,6 +163,10 @@ func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error 
 	now := cc.now
 	nc.wdl.setWrite(nc.c, now, s.cfg.ResponseTimeout)
 	if !req.HasBody() {
+		if nc.raw != nil && nc.in.len() == 0 && nc.in.w < len(nc.in.b) {
+			nc.rdl.setRead(nc.c, now, s.cfg.ResponseTimeout)
+			return nc.sendAwait(cc.out)
+		}
 		_, err := nc.c.Write(cc.out)
 		return err
 	}
@@ -243,7 +247,14 @@ func (cc *clientConn) readResponseHead(x *Exchange, nc *nodeConn) (got bool, err
 				return true, err
 			}
 		}
-		n, err := nc.in.fill(nc.c)
+		var n int
+		var err error
+		if nc.awaited { // sendAwait already read (or failed to)
+			nc.awaited = false
+			n, err = nc.rn, nc.rerr
+		} else {
+			n, err = nc.in.fill(nc.c)
+		}
 		if n > 0 {
 			continue
 		}
