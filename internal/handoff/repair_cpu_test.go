@@ -16,7 +16,8 @@ import (
 
 // BenchmarkRepairFrontCPU measures what the issue asks of the repair path:
 // the front process's CPU time per request (summed over its threads from
-// /proc/<pid>/task/*/schedstat, in µs) for relay and repair, 1 KB, 100 KB
+// /proc/<pid>/task/*/schedstat, in µs) for relay and repair (with each
+// steering backend), 1 KB, 100 KB
 // and 1 MB objects, one request per connection and keep-alive, with 16
 // concurrent client connections in the lab. The nodes and the kernel's
 // forwarding of the clients' ACKs are not counted (they are not the front
@@ -24,8 +25,11 @@ import (
 //
 //	go test -run '^$' -bench RepairFrontCPU -benchtime 2000x ./internal/handoff/
 func BenchmarkRepairFrontCPU(b *testing.B) {
-	for _, path := range []string{"relay", "repair"} {
-		rc := startRepairClusterPath(b, 3, 24, path)
+	for _, pc := range []struct{ name, path, steer string }{
+		{"relay", "relay", "nftables"}, {"repair-nft", "repair", "nftables"}, {"repair-bpf", "repair", "bpf"},
+	} {
+		path := pc.name
+		rc := startRepairClusterPath(b, 3, 24, pc.path, "--repair-steer", pc.steer)
 		time.Sleep(500 * time.Millisecond)
 		c0 := procCPU(b, rc.front.cmd.Process.Pid)
 		time.Sleep(time.Second)
