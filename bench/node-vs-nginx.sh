@@ -128,18 +128,22 @@ run() {
 		END { printf "%.0f %.0f\n", rps, p99 }'
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.0f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 fmt_us() { awk -v v="$1" 'BEGIN { if (v >= 1000) printf "%.2f ms", v / 1000; else printf "%d µs", v }'; }
 
-echo "| file | nginx req/s | shoal req/s | shoal/nginx | nginx p99 | shoal p99 |"
-echo "|---|---:|---:|---:|---:|---:|"
+# shoal/nginx is the ratio of the medians; "paired" is the median of the
+# per-round ratios (each round runs both servers back to back), which is
+# steadier when other work on the machine comes and goes.
+echo "| file | nginx req/s | shoal req/s | shoal/nginx | paired ratio | nginx p99 | shoal p99 |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 for size in $SIZES; do
 	f="$size.bin"
 	run "$nport" "$f" >/dev/null # warm-up (page cache, shoal's cache)
 	run "$sport" "$f" >/dev/null
 	: >"$work/n.txt"
 	: >"$work/s.txt"
+	: >"$work/r.txt"
 	for i in $(seq "$RUNS"); do
 		if [ $((i % 2)) = 1 ]; then
 			run "$nport" "$f" >>"$work/n.txt"
@@ -148,6 +152,8 @@ for size in $SIZES; do
 			run "$sport" "$f" >>"$work/s.txt"
 			run "$nport" "$f" >>"$work/n.txt"
 		fi
+		paste -d' ' <(tail -1 "$work/s.txt") <(tail -1 "$work/n.txt") |
+			awk '{ printf "%.4f\n", ($3 > 0) ? $1 / $3 : 0 }' >>"$work/r.txt"
 		echo "  $size run $i: nginx $(tail -1 "$work/n.txt")  shoal $(tail -1 "$work/s.txt")  (rps p99_us)" >&2
 	done
 	nr=$(cut -d' ' -f1 "$work/n.txt" | median)
@@ -155,5 +161,6 @@ for size in $SIZES; do
 	np=$(cut -d' ' -f2 "$work/n.txt" | median)
 	sp=$(cut -d' ' -f2 "$work/s.txt" | median)
 	ratio=$(awk -v a="$sr" -v b="$nr" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')
-	echo "| $size | $nr | $sr | $ratio | $(fmt_us "$np") | $(fmt_us "$sp") |"
+	paired=$(median <"$work/r.txt" | awk '{ printf "%.2f", $1 }')
+	echo "| $size | $nr | $sr | $ratio | $paired | $(fmt_us "$np") | $(fmt_us "$sp") |"
 done
