@@ -84,7 +84,7 @@ type RepairPath struct {
 
 	mu      sync.Mutex
 	clients map[int]*handoff.RepairClient // by Backend.Index
-	conns   map[handoff.Flow]uint64       // flow → client connection id
+	conns   map[handoff.Flow]movedFlow    // steered flows
 	unsteer []handoff.Flow                // ended flows waiting for removal
 	s       *Server                       // set on first Serve
 
@@ -121,7 +121,7 @@ func Repair(cfg RepairConfig) (*RepairPath, error) {
 		return nil, fmt.Errorf("front: repair: %w", err)
 	}
 	return &RepairPath{cfg: cfg, auth: auth, steer: st,
-		clients: map[int]*handoff.RepairClient{}, conns: map[handoff.Flow]uint64{}}, nil
+		clients: map[int]*handoff.RepairClient{}, conns: map[handoff.Flow]movedFlow{}}, nil
 }
 
 // Name is "repair".
@@ -193,17 +193,28 @@ func (p *RepairPath) client(s *Server, idx int, hostport string) (*handoff.Repai
 	return c, nil
 }
 
+// movedFlow is one moved connection as the front remembers it.
+type movedFlow struct {
+	conn uint64 // client connection id (policy.Request.Conn)
+	tag  uint32 // incarnation: the RcvSeq sent in the handoff
+}
+
 // fin handles FIN-HANDOFF: the node's socket is fully closed; forget the
-// flow (after Linger, batched).
-func (p *RepairPath) fin(f handoff.Flow) {
-	p.ended.Add(1)
+// flow (after Linger, batched). A notice for an older connection on the
+// same 4-tuple (tag mismatch) is ignored.
+func (p *RepairPath) fin(f handoff.Flow, tag uint32) {
 	p.mu.Lock()
-	id, ok := p.conns[f]
+	mf, ok := p.conns[f]
+	if ok && mf.tag != tag {
+		p.mu.Unlock()
+		return
+	}
 	delete(p.conns, f)
 	s := p.s
 	p.mu.Unlock()
+	p.ended.Add(1)
 	if ok && s != nil {
-		s.cl.CloseConn(id)
+		s.cl.CloseConn(mf.conn)
 	}
 	time.AfterFunc(p.cfg.Linger, func() { p.unsteerLater(f) })
 }
@@ -272,7 +283,7 @@ func (p *RepairPath) Serve(x *Exchange) Result {
 		return p.thawAndRelay(x, tc, err)
 	}
 	p.mu.Lock()
-	p.conns[f] = cc.id
+	p.conns[f] = movedFlow{conn: cc.id, tag: st.RcvSeq}
 	p.mu.Unlock()
 	err = c.Handoff(st)
 	switch {

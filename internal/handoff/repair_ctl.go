@@ -59,7 +59,7 @@ type RepairClient struct {
 	addr    string
 	auth    *Auth
 	timeout time.Duration
-	onFin   func(Flow)
+	onFin   func(Flow, uint32)
 	onDown  func(error)
 
 	wmu     sync.Mutex // serialises writes and redials
@@ -87,8 +87,11 @@ type RepairClientConfig struct {
 	// Timeout bounds dialing and waiting for one acknowledgement
 	// (default 2s).
 	Timeout time.Duration
-	// OnFin is called for each FIN-HANDOFF (from the reader goroutine).
-	OnFin func(Flow)
+	// OnFin is called for each FIN-HANDOFF (from the reader goroutine)
+	// with the flow and the incarnation tag of the handoff it ends (the
+	// TCPState.RcvSeq that was sent), so that a late notice for an earlier
+	// connection on the same 4-tuple cannot end a newer one.
+	OnFin func(f Flow, tag uint32)
 	// OnDown is called when an established channel breaks: every flow
 	// moved to this node is now unowned.
 	OnDown func(error)
@@ -222,8 +225,8 @@ func (c *RepairClient) read(conn net.Conn) {
 				ch <- ackResult{status: p[8], msg: string(p[9:])}
 			}
 		case MsgFinHandoff:
-			if f, err := UnmarshalFlow(p); err == nil && c.onFin != nil {
-				c.onFin(f)
+			if f, err := UnmarshalFlow(p); err == nil && len(p) >= 16 && c.onFin != nil {
+				c.onFin(f, binary.BigEndian.Uint32(p[12:]))
 			}
 		}
 	}
@@ -354,7 +357,7 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 			var tc *net.TCPConn
 			tc, err = Restore(st)
 			if err == nil {
-				conn = &movedConn{TCPConn: tc, flow: Flow{Client: st.Remote, VIP: st.Local}, ch: ch, l: l}
+				conn = &movedConn{TCPConn: tc, flow: Flow{Client: st.Remote, VIP: st.Local}, tag: st.RcvSeq, ch: ch, l: l}
 			}
 		}
 		ack := append([]byte(nil), id...)
@@ -414,6 +417,7 @@ func (l *RepairListener) Addr() net.Addr { return l.ln.Addr() }
 type movedConn struct {
 	*net.TCPConn
 	flow Flow
+	tag  uint32 // TCPState.RcvSeq of the handoff: names this incarnation
 	ch   *channel
 	l    *RepairListener
 	once sync.Once
@@ -459,7 +463,7 @@ func (m *movedConn) finish() {
 		}
 	}
 	m.TCPConn.Close()
-	if m.ch.send(MsgFinHandoff, m.flow.AppendBinary(nil)) == nil {
+	if m.ch.send(MsgFinHandoff, binary.BigEndian.AppendUint32(m.flow.AppendBinary(nil), m.tag)) == nil {
 		m.l.Fins.Add(1)
 	}
 }

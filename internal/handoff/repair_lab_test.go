@@ -203,7 +203,7 @@ func helperFront(vip, dev string, nodes []string) error {
 			return err
 		}
 		clients = append(clients, NewRepairClient(RepairClientConfig{Addr: n, Auth: auth,
-			OnFin: func(f Flow) { st.Remove(f) }}))
+			OnFin: func(f Flow, _ uint32) { st.Remove(f) }}))
 	}
 	ln, err := net.Listen("tcp4", vip)
 	if err != nil {

@@ -44,7 +44,8 @@ const (
 	// status byte (0 = rebuilt and serving).
 	MsgHandoffAck MsgKind = 2
 	// MsgFinHandoff (node → front) says the moved connection has ended, so
-	// the front removes its steering entry (seed 002's FIN-HANDOFF).
+	// the front removes its steering entry (seed 002's FIN-HANDOFF):
+	// flow (12 bytes) and the handoff's RcvSeq as an incarnation tag.
 	MsgFinHandoff MsgKind = 3
 )
 
