@@ -30,7 +30,7 @@ func addRepairFrontFlags(fs *flag.FlagSet) *repairFlags {
 		keyFile: fs.String("repair-key-file", "", "--path repair: file holding the HMAC key shared with the nodes (≥16 bytes)"),
 		port:    fs.Int("repair-port", 7070, "--path repair: the nodes' handoff port (shoal node --repair-listen)"),
 		dev:     fs.String("repair-dev", "", "--path repair: interface towards the nodes (default: the one holding the listen address)"),
-		steer:   fs.String("repair-steer", "nftables", "--path repair: per-flow steering map: nftables or bpf (TCX program, kernel ≥ 6.6)"),
+		steer:   fs.String("repair-steer", "auto", "--path repair: per-flow steering: bpf (TCX program, kernel ≥ 6.6), nftables, or auto (bpf, else nftables)"),
 	}
 }
 
@@ -73,6 +73,7 @@ func (rf *repairFlags) frontPath(listen string, logger *log.Logger) (*front.Repa
 	if err != nil {
 		return nil, nil, err
 	}
+	logger.Printf("repair: steering flows with %s on %s", rp.Steer().Backend(), vip)
 	return rp, func() {
 		logger.Printf("repair: %+v", rp.Stats())
 		if err := rp.Close(); err != nil {

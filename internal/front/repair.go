@@ -65,8 +65,8 @@ type RepairStats struct {
 
 // RepairPath is the repair data path (seed 002, SPEC §4): the front reads a
 // request, freezes the client's TCP socket with TCP_REPAIR, steers the
-// flow's later packets to the chosen node (nftables map + fwmark routing,
-// handoff.Steer), sends the socket's state in one HMAC-authenticated
+// flow's later packets to the chosen node (handoff.Steer: an eBPF or
+// nftables flow map), sends the socket's state in one HMAC-authenticated
 // message, and on the node's acknowledgement closes its own copy silently.
 // The node rebuilds the socket and answers from the VIP straight to the
 // client. When the node reports the connection's end (FIN-HANDOFF) the front

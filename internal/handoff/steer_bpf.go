@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -14,12 +15,15 @@ import (
 )
 
 // bpfMap is Steer's eBPF backend: a hash map (client address . port →
-// fwmark) read by a small TCX ingress program on the front's interface
-// towards the clients. For a TCP packet to VIP:port without SYN whose key
-// is in the map, the program sets skb->mark; the same fwmark policy routes
-// as with nftables then forward the packet to the node. Updating the map is
-// one bpf(2) call (no netlink transaction, no nf_tables commit), which is
-// what makes it cheaper per handoff (BenchmarkSteer).
+// fwmark, node address) read by a small TCX ingress program on the front's
+// interface towards the clients. For a TCP packet to VIP:port without SYN
+// whose key is in the map, the program sets skb->mark and sends the frame
+// straight back out of the interface to the node's MAC with
+// bpf_redirect_neigh, before the front's IP stack sees it (no routing, no
+// prerouting hook, no forwarding path; the fwmark routes stay as a
+// fallback). Updating the map is one bpf(2) call (no netlink transaction, no
+// nf_tables commit), which is what makes it cheaper per handoff
+// (BenchmarkSteer).
 //
 // The program is assembled here instruction by instruction (no C compiler
 // or generated object in the tree); it assumes IPv4 without options (IHL 5)
@@ -42,7 +46,7 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("handoff: steer: %w", err)
 	}
-	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_flows", Type: ebpf.Hash, KeySize: 8, ValueSize: 4, MaxEntries: 1 << 20})
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_flows", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 1 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("handoff: steer: bpf map: %w", err)
 	}
@@ -86,8 +90,27 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 		asm.Add.Imm(asm.R2, -8),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "pass"),
+		// value: mark (u32), node IPv4 address (network order)
 		asm.LoadMem(asm.R5, asm.R0, 0, asm.Word),
 		asm.StoreMem(asm.R6, skbMark, asm.R5, asm.Word),
+		asm.LoadMem(asm.R5, asm.R0, 4, asm.Word),
+		// struct bpf_redir_neigh { u32 nh_family; be32 ipv4_nh; u32 pad[3] } at fp-32
+		asm.StoreImm(asm.RFP, -32, 2, asm.Word), // AF_INET
+		asm.StoreMem(asm.RFP, -28, asm.R5, asm.Word),
+		asm.StoreImm(asm.RFP, -24, 0, asm.Word),
+		asm.StoreImm(asm.RFP, -20, 0, asm.Word),
+		asm.StoreImm(asm.RFP, -16, 0, asm.Word),
+		// bpf_redirect_neigh(ifindex, &nh, 20, 0): straight out of the same
+		// interface to the node's MAC, skipping the front's IP stack (no
+		// routing, no forwarding path) — LVS direct routing in the driver
+		// hook.
+		asm.Mov.Imm(asm.R1, int32(ifc.Index)),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -32),
+		asm.Mov.Imm(asm.R3, 20),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnRedirectNeigh.Call(),
+		asm.Return(),                               // TC_ACT_REDIRECT (7) from the helper, or TC_ACT_SHOT on error
 		asm.Mov.Imm(asm.R0, -1).WithSymbol("pass"), // TCX_NEXT: continue as if no program ran
 		asm.Return(),
 	}
@@ -105,8 +128,12 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 	return &bpfMap{m: m, prog: prog, l: l}, nil
 }
 
-func (b *bpfMap) put(f Flow, mark uint32) error {
-	return b.m.Update(flowKey(f), mark, ebpf.UpdateAny)
+func (b *bpfMap) put(f Flow, mark uint32, node netip.Addr) error {
+	var v [8]byte
+	binary.NativeEndian.PutUint32(v[:], mark)
+	a := node.As4()
+	copy(v[4:], a[:])
+	return b.m.Update(flowKey(f), v[:], ebpf.UpdateAny)
 }
 
 func (b *bpfMap) del(fs []Flow) error {
@@ -121,8 +148,7 @@ func (b *bpfMap) del(fs []Flow) error {
 
 func (b *bpfMap) count() (int, error) {
 	n := 0
-	var k [8]byte
-	var v uint32
+	var k, v [8]byte
 	it := b.m.Iterate()
 	for it.Next(&k, &v) {
 		n++
