@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"shoal/internal/handoff"
+	"shoal/internal/httpwire"
+	"shoal/internal/policy"
+
+	"golang.org/x/sys/unix"
 )
 
 // ReturnMode says when a node must hand a passed connection back to the
@@ -54,6 +58,9 @@ type HandoffStats struct {
 	// many bytes).
 	Returned      uint64
 	ReturnRefused uint64
+	// Redispatched counts returned connections passed on again without
+	// being wrapped (the fast path; included in Returned and Passed).
+	Redispatched uint64
 	// Ended counts end notices for connections handed off with a return
 	// request (seed 002's FIN-HANDOFF).
 	Ended uint64
@@ -66,16 +73,17 @@ type HandoffStats struct {
 }
 
 type handoffCounters struct {
-	passed, fallbackNoSocket, fallbackSend, returned, returnRefused, ended atomic.Uint64
-	hybridCPU, hybridConns, hybridSize, hybridRelay                        atomic.Uint64
-	cpuBits                                                                atomic.Uint64 // float64 bits of the last CPU sample
+	passed, fallbackNoSocket, fallbackSend, returned, returnRefused, ended, redispatched atomic.Uint64
+	hybridCPU, hybridConns, hybridSize, hybridRelay                                      atomic.Uint64
+	cpuBits                                                                              atomic.Uint64 // float64 bits of the last CPU sample
 }
 
 func (h *handoffCounters) snapshot() HandoffStats {
 	return HandoffStats{
 		Passed: h.passed.Load(), FallbackNoSocket: h.fallbackNoSocket.Load(), FallbackSend: h.fallbackSend.Load(),
 		Returned: h.returned.Load(), ReturnRefused: h.returnRefused.Load(), Ended: h.ended.Load(),
-		HybridCPU: h.hybridCPU.Load(), HybridConns: h.hybridConns.Load(), HybridSize: h.hybridSize.Load(),
+		Redispatched: h.redispatched.Load(),
+		HybridCPU:    h.hybridCPU.Load(), HybridConns: h.hybridConns.Load(), HybridSize: h.hybridSize.Load(),
 		HybridRelay: h.hybridRelay.Load(), FrontCPUPercent: math.Float64frombits(h.cpuBits.Load()),
 	}
 }
@@ -117,6 +125,7 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 	c := handoff.NewFDClient(handoff.FDClientConfig{
 		Path:        path,
 		SendTimeout: p.cfg.SendTimeout,
+		RawReturns:  true,
 		OnReturn:    func(r handoff.FDMessage) { p.adopt(s, r) },
 		OnEnded: func(h handoff.FDHeader) {
 			s.handoff.ended.Add(1)
@@ -191,17 +200,29 @@ func (p *passfdPath) Serve(x *Exchange) Result {
 	return Result{Detached: true}
 }
 
-// adopt takes a connection a node handed back and serves it like a
-// connection with a request already buffered: its next request is routed
-// afresh, keeping its id and holder for the policy.
+// adopt takes a connection a node handed back. Most carry a complete
+// request head that goes straight to a node by handoff again: redispatch
+// does that without ever wrapping the descriptor. Anything else (a partial
+// head, a body, a node that cannot take a handoff, or another data path
+// chosen by Config.Choose) is served like a connection with bytes already
+// buffered: its next request is routed afresh, keeping its id and holder
+// for the policy.
 func (p *passfdPath) adopt(s *Server, r handoff.FDMessage) {
-	cc := s.newClientConn(r.Conn)
+	s.handoff.returned.Add(1)
+	if p.redispatch(s, r) {
+		return
+	}
+	c, err := handoff.WrapFD(r.FD)
+	if err != nil {
+		s.handoff.returnRefused.Add(1)
+		return
+	}
+	cc := s.newClientConn(c)
 	if cc == nil {
 		s.handoff.returnRefused.Add(1) // shutting down: newClientConn closed it
 		return
 	}
 	s.ctr.connsAccepted.Add(^uint64(0)) // a returning connection, not a new one
-	s.handoff.returned.Add(1)
 	if r.Header.Conn != 0 {
 		cc.id = r.Header.Conn
 	}
@@ -211,4 +232,51 @@ func (p *passfdPath) adopt(s *Server, r handoff.FDMessage) {
 	}
 	cc.in.w = copy(cc.in.b, r.Data)
 	go cc.serve()
+}
+
+// redispatch is the fast path for a returned connection whose buffered
+// bytes hold a complete request head without a body, under a front whose
+// only path is this one: parse, ask the policy, pass the bare descriptor to
+// the chosen node. It reports false, having consumed nothing, when the
+// request needs the full connection machinery; then the policy may be asked
+// a second time for it by the slow path (only when the node chosen first
+// has no handoff socket or its socket fails, which counts a fallback).
+func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
+	if s.cfg.Choose != nil || s.cfg.Path != DataPath(p) || s.closing.Load() || r.FD < 0 {
+		return false
+	}
+	var req httpwire.Request
+	if _, err := s.parser.Parse(r.Data, &req); err != nil || req.HasBody() || req.IsMethod("CONNECT") {
+		return false
+	}
+	start := time.Now()
+	pr := policy.Request{URL: string(req.Path()), Size: -1, Conn: r.Header.Conn, Holder: int(r.Header.Node)}
+	d, b := s.cl.Pick(&pr)
+	if d.Node < 0 || b == nil {
+		return false // the slow path answers 503
+	}
+	st := b.LastStatus()
+	if st == nil || st.HandoffSocket == "" {
+		s.cl.Done(b, &pr)
+		return false
+	}
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(b.Index), Moves: r.Header.Moves + 1, Conn: r.Header.Conn}
+	if p.handBack(s) {
+		h.Flags = handoff.FDFlagReturn
+	}
+	err := p.client(s, st.HandoffSocket).SendRaw(h, r.FD, r.Data)
+	s.cl.Done(b, &pr)
+	if err != nil {
+		s.handoff.fallbackSend.Add(1)
+		return false
+	}
+	unix.Close(r.FD)
+	s.ctr.requests.Add(1)
+	s.pathCounter(p.Name()).Add(1)
+	s.handoff.passed.Add(1)
+	s.handoff.redispatched.Add(1)
+	if o := s.cfg.Observer; o != nil {
+		o.Observe(Observation{Node: b.Index, NodeURL: b.URL, Path: p.Name(), Elapsed: time.Since(start)})
+	}
+	return true
 }

@@ -195,9 +195,18 @@ func TestPassFDManyConnections(t *testing.T) {
 	if testing.Short() {
 		total, conns = 1000, 50
 	}
-	for _, pol := range []string{"wrr", "lard"} {
+	// lard+hybrid: a hybrid rule that always hands off, so returned
+	// connections take the slow path (wrapped and served like new ones).
+	for _, pol := range []string{"wrr", "lard", "lard+hybrid"} {
 		t.Run(pol, func(t *testing.T) {
-			addr, s, _, hls, urls, sums := passfdCluster(t, pol, 3, Config{Path: PassFD(PassFDConfig{})})
+			cfg := Config{Path: PassFD(PassFDConfig{})}
+			if pol == "lard+hybrid" {
+				pol = "lard"
+				cfg.Path = nil
+				cfg.Choose = Hybrid(PassFD(PassFDConfig{}))
+				cfg.Hybrid = HybridConfig{CPUPercent: -1, ActiveConns: -1, MinSize: 1, Size: func(string) int64 { return 1 }}
+			}
+			addr, s, _, hls, urls, sums := passfdCluster(t, pol, 3, cfg)
 			hammer(t, addr, conns, total, urls, sums)
 			st := s.Stats()
 			h := st.Handoff
@@ -231,6 +240,10 @@ func TestPassFDManyConnections(t *testing.T) {
 				}
 				if h.Returned != ret || ret < uint64(total-2*conns) {
 					t.Errorf("lard: front got %d returns, nodes returned %d (want ≈ %d)", h.Returned, ret, total-conns)
+				}
+				fast := h.Redispatched == h.Returned
+				if hybrid := cfg.Choose != nil; hybrid == fast || (hybrid && h.HybridSize != uint64(total)) {
+					t.Errorf("lard (hybrid %v): %d of %d returns redispatched without wrapping", hybrid, h.Redispatched, h.Returned)
 				}
 			}
 		})

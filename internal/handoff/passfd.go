@@ -120,28 +120,17 @@ var fdOOBSize = unix.CmsgSpace(4 * 4)
 // the bytes after it, say) concatenated, with conn's descriptor
 // attached (SCM_RIGHTS) when conn is not nil. The message is atomic on a
 // SOCK_SEQPACKET socket: a nil error means the descriptor is queued in the
-// kernel for the fdPeer, and the caller must close its own copy (closing it
-// does not end the TCP connection while the fdPeer's copy exists); a non-nil
+// kernel for the peer, and the caller must close its own copy (closing it
+// does not end the TCP connection while the peer's copy exists); a non-nil
 // error means nothing was sent and the caller still owns the connection.
 // timeout bounds a send blocked on a full socket buffer (0: no limit).
 // scratch, if not nil, is reused for the record.
 func SendFD(uc *net.UnixConn, h FDHeader, conn syscall.Conn, timeout time.Duration, scratch []byte, data ...[]byte) ([]byte, error) {
-	total := 0
-	for _, d := range data {
-		total += len(d)
-	}
-	if total > FDMaxData {
-		return scratch, fmt.Errorf("handoff: %d bytes to send, limit %d", total, FDMaxData)
-	}
-	msg := AppendFDHeader(scratch[:0], h)
-	for _, d := range data {
-		msg = append(msg, d...)
-	}
-	if timeout > 0 {
-		uc.SetWriteDeadline(time.Now().Add(timeout))
-	}
-	if conn == nil {
-		_, _, err := uc.WriteMsgUnix(msg, nil, nil)
+	msg, err := record(uc, h, timeout, scratch, data)
+	if err != nil || conn == nil {
+		if err == nil {
+			_, _, err = uc.WriteMsgUnix(msg, nil, nil)
+		}
 		return msg, err
 	}
 	rc, err := conn.SyscallConn()
@@ -163,14 +152,51 @@ func SendFD(uc *net.UnixConn, h FDHeader, conn syscall.Conn, timeout time.Durati
 	return msg, nil
 }
 
+// SendRawFD is SendFD for a bare descriptor (one received with
+// RecvRawFD and not wrapped): on success the caller closes fd.
+func SendRawFD(uc *net.UnixConn, h FDHeader, fd int, timeout time.Duration, scratch []byte, data ...[]byte) ([]byte, error) {
+	msg, err := record(uc, h, timeout, scratch, data)
+	if err != nil {
+		return msg, err
+	}
+	if _, _, err := uc.WriteMsgUnix(msg, unix.UnixRights(fd), nil); err != nil {
+		return msg, fmt.Errorf("handoff: sendmsg: %w", err)
+	}
+	return msg, nil
+}
+
+// record builds a message in scratch and arms uc's write deadline.
+func record(uc *net.UnixConn, h FDHeader, timeout time.Duration, scratch []byte, data [][]byte) ([]byte, error) {
+	total := 0
+	for _, d := range data {
+		total += len(d)
+	}
+	if total > FDMaxData {
+		return scratch, fmt.Errorf("handoff: %d bytes to send, limit %d", total, FDMaxData)
+	}
+	msg := AppendFDHeader(scratch[:0], h)
+	for _, d := range data {
+		msg = append(msg, d...)
+	}
+	if timeout > 0 {
+		uc.SetWriteDeadline(time.Now().Add(timeout))
+	}
+	return msg, nil
+}
+
 // FDMessage is one message read by Recv.
 type FDMessage struct {
 	Header FDHeader
 	// Data is the client bytes carried in the message; it aliases the
 	// buffer given to Recv.
 	Data []byte
-	// Conn is the moved client connection, nil for FDEnded.
+	// Conn is the moved client connection, nil for FDEnded and for
+	// RecvRawFD.
 	Conn net.Conn
+	// FD is the moved descriptor from RecvRawFD (-1 otherwise); the
+	// receiver owns it: send it on with SendRawFD, wrap it with WrapFD, or
+	// close it.
+	FD int
 	// Stray is the number of extra descriptors that came with the message
 	// and were closed.
 	Stray int
@@ -181,6 +207,34 @@ type FDMessage struct {
 // error other than a read error of uc itself, every descriptor the message
 // carried has been closed; the caller may go on reading.
 func RecvFD(uc *net.UnixConn, buf []byte) (FDMessage, error) {
+	r, err := RecvRawFD(uc, buf)
+	if err != nil || r.FD < 0 {
+		return r, err
+	}
+	c, err := WrapFD(r.FD)
+	if err != nil {
+		return FDMessage{}, err
+	}
+	r.Conn, r.FD = c, -1
+	return r, nil
+}
+
+// WrapFD turns a received socket descriptor into a net.Conn (a
+// *net.TCPConn for a TCP socket) and closes fd, also on error.
+func WrapFD(fd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), "handoff")
+	c, err := net.FileConn(f) // dups the descriptor
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%w: wrap received socket: %v", ErrFDMessage, err)
+	}
+	return c, nil
+}
+
+// RecvRawFD is RecvFD without wrapping: the descriptor comes back in
+// FDMessage.FD, so a receiver that only passes it on saves net.FileConn's
+// half-dozen system calls.
+func RecvRawFD(uc *net.UnixConn, buf []byte) (FDMessage, error) {
 	var oobArr [64]byte
 	oob := oobArr[:fdOOBSize]
 	n, oobn, flags, _, err := uc.ReadMsgUnix(buf, oob)
@@ -197,7 +251,7 @@ func RecvFD(uc *net.UnixConn, buf []byte) (FDMessage, error) {
 	}
 	if n == 0 && oobn == 0 {
 		// A zero-length record without control data: on SOCK_SEQPACKET this
-		// is end of stream (the fdPeer closed).
+		// is end of stream (the peer closed).
 		return FDMessage{}, errFDEOF
 	}
 	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
@@ -209,7 +263,7 @@ func RecvFD(uc *net.UnixConn, buf []byte) (FDMessage, error) {
 		closeFDs(fds)
 		return FDMessage{}, err
 	}
-	r := FDMessage{Header: h, Data: buf[FDHeaderLen:n]}
+	r := FDMessage{Header: h, Data: buf[FDHeaderLen:n], FD: -1}
 	if h.Kind == FDEnded {
 		r.Stray = len(fds)
 		closeFDs(fds)
@@ -220,14 +274,18 @@ func RecvFD(uc *net.UnixConn, buf []byte) (FDMessage, error) {
 	}
 	r.Stray = len(fds) - 1
 	closeFDs(fds[1:])
-	f := os.NewFile(uintptr(fds[0]), "handoff")
-	c, err := net.FileConn(f) // dups the descriptor
-	f.Close()
-	if err != nil {
-		return FDMessage{}, fmt.Errorf("%w: wrap received socket: %v", ErrFDMessage, err)
-	}
-	r.Conn = c
+	r.FD = fds[0]
 	return r, nil
+}
+
+// close closes the message's connection or descriptor, if any.
+func (r *FDMessage) close() {
+	if r.Conn != nil {
+		r.Conn.Close()
+	}
+	if r.FD >= 0 {
+		unix.Close(r.FD)
+	}
 }
 
 // errFDEOF is returned by Recv when the fdPeer closed the socket.

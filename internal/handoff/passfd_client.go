@@ -23,6 +23,7 @@ type FDClient struct {
 	onReturn func(r FDMessage)
 	// OnEnded receives FDEnded notices. Nil ignores them.
 	onEnded func(h FDHeader)
+	raw     bool
 
 	mu     sync.Mutex
 	uc     *net.UnixConn
@@ -43,6 +44,10 @@ type FDClientConfig struct {
 	OnReturn func(r FDMessage)
 	// OnEnded receives FDEnded notices. Nil ignores them.
 	OnEnded func(h FDHeader)
+	// RawReturns delivers returned connections to OnReturn as bare
+	// descriptors (FDMessage.FD, Conn nil), for a front that passes most of
+	// them straight on with SendRaw.
+	RawReturns bool
 }
 
 // NewFDClient returns a client for cfg.Path; it dials lazily.
@@ -50,7 +55,7 @@ func NewFDClient(cfg FDClientConfig) *FDClient {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = time.Second
 	}
-	c := &FDClient{path: cfg.Path, timeout: cfg.SendTimeout, onReturn: cfg.OnReturn, onEnded: cfg.OnEnded}
+	c := &FDClient{path: cfg.Path, timeout: cfg.SendTimeout, onReturn: cfg.OnReturn, onEnded: cfg.OnEnded, raw: cfg.RawReturns}
 	c.scratch.New = func() any { b := make([]byte, 0, 16<<10); return &b }
 	return c
 }
@@ -95,12 +100,25 @@ func (c *FDClient) drop(uc *net.UnixConn) {
 // the caller must close its copy and forget the connection; an error means
 // nothing was sent and the caller still owns conn (and should fall back).
 func (c *FDClient) Send(h FDHeader, conn syscall.Conn, data ...[]byte) error {
+	return c.send(h, conn, -1, data)
+}
+
+// SendRaw is Send for a bare descriptor; on success the caller closes fd.
+func (c *FDClient) SendRaw(h FDHeader, fd int, data ...[]byte) error {
+	return c.send(h, nil, fd, data)
+}
+
+func (c *FDClient) send(h FDHeader, conn syscall.Conn, fd int, data [][]byte) error {
 	uc, err := c.conn()
 	if err != nil {
 		return err
 	}
 	bp := c.scratch.Get().(*[]byte)
-	*bp, err = SendFD(uc, h, conn, c.timeout, *bp, data...)
+	if conn != nil {
+		*bp, err = SendFD(uc, h, conn, c.timeout, *bp, data...)
+	} else {
+		*bp, err = SendRawFD(uc, h, fd, c.timeout, *bp, data...)
+	}
 	if cap(*bp) <= 64<<10 {
 		c.scratch.Put(bp)
 	}
@@ -134,7 +152,13 @@ func (c *FDClient) read(uc *net.UnixConn) {
 	defer c.drop(uc)
 	buf := make([]byte, FDHeaderLen+FDMaxData)
 	for {
-		r, err := RecvFD(uc, buf)
+		var r FDMessage
+		var err error
+		if c.raw {
+			r, err = RecvRawFD(uc, buf)
+		} else {
+			r, err = RecvFD(uc, buf)
+		}
 		if err != nil {
 			if isFDMessageError(err) {
 				continue
@@ -144,7 +168,7 @@ func (c *FDClient) read(uc *net.UnixConn) {
 		switch r.Header.Kind {
 		case FDReturn:
 			if c.onReturn == nil {
-				r.Conn.Close()
+				r.close()
 				continue
 			}
 			r.Data = append([]byte(nil), r.Data...)
@@ -154,9 +178,7 @@ func (c *FDClient) read(uc *net.UnixConn) {
 				c.onEnded(r.Header)
 			}
 		default:
-			if r.Conn != nil {
-				r.Conn.Close()
-			}
+			r.close()
 		}
 	}
 }

@@ -380,3 +380,34 @@ func BenchmarkSendRecvFD(b *testing.B) {
 		m.Conn.Close()
 	}
 }
+
+// TestRawForward receives a descriptor without wrapping it, forwards it
+// with SendRawFD, and wraps it at the far end.
+func TestRawForward(t *testing.T) {
+	a, b := fdSeqpair(t)
+	c, d := fdSeqpair(t)
+	client, server := fdTCPPair(t)
+	if _, err := SendFD(a, FDHeader{Kind: FDReturn, Conn: 3}, server, time.Second, nil, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	server.Close()
+	buf := make([]byte, FDHeaderLen+FDMaxData)
+	r, err := RecvRawFD(b, buf)
+	if err != nil || r.FD < 0 || r.Conn != nil || string(r.Data) != "x" {
+		t.Fatalf("raw: %+v, %v", r, err)
+	}
+	if _, err := SendRawFD(c, FDHeader{Kind: FDHandoff, Conn: 3}, r.FD, time.Second, nil, r.Data, []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(r.FD)
+	r2, err := RecvFD(d, buf)
+	if err != nil || r2.FD != -1 || string(r2.Data) != "xy" {
+		t.Fatalf("wrapped: %+v, %v", r2, err)
+	}
+	r2.Conn.Write([]byte("ok"))
+	r2.Conn.Close()
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if got, err := io.ReadAll(client); string(got) != "ok" || err != nil {
+		t.Fatalf("client read %q, %v", got, err)
+	}
+}
