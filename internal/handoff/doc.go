@@ -66,9 +66,11 @@
 //     its connection table.
 //
 // Every move is counted on both sides (FDListener.Stats, and the front's
-// handoff counters). A returned connection costs the front one recvmsg, a
-// head parse, a policy call and one sendmsg — still O(head) rather than
-// O(response) work.
+// handoff counters). A returned connection whose bytes hold a complete head
+// costs the front one recvmsg, a head parse, a policy call and one sendmsg
+// of the bare descriptor (RecvRawFD, SendRawFD: it is never wrapped in a
+// net.Conn) — O(head) rather than O(response) work; a partial head is
+// wrapped (WrapFD) and read like a new connection's.
 //
 // # repair: across hosts
 //
