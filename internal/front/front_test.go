@@ -632,3 +632,26 @@ func TestIdleKeepAliveClosed(t *testing.T) {
 		t.Fatalf("idle connection: read %d bytes, err %v; want EOF", n, err)
 	}
 }
+
+func TestUntilCloseResponse(t *testing.T) {
+	big := pattern(300 << 10)
+	node := rawBackend(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n")
+		c.Write(big) // and close: the end of the body
+	})
+	addr, s, _ := startFront(t, Config{}, node)
+	c := dialFront(t, addr)
+	resp, body := c.do(get("/"))
+	if resp.StatusCode != 200 || !resp.Close || sum([]byte(body)) != sum(big) {
+		t.Fatalf("status %d close %v, %d body bytes (want %d)", resp.StatusCode, resp.Close, len(body), len(big))
+	}
+	if !c.closed() {
+		t.Fatal("client connection not closed after an until-close body")
+	}
+	if st := s.Stats(); st.Status[2] != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
