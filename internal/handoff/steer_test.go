@@ -42,8 +42,10 @@ func inNetns(tb testing.TB, f func()) {
 			}
 			tb.Fatalf("ip %v: %v: %s", args, err, out)
 		}
+		if args[0] == "netns" {
+			tb.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		}
 	}
-	tb.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 
 	done := make(chan struct{})
 	go func() {
