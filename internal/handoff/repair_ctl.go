@@ -289,6 +289,7 @@ func ListenRepair(ln net.Listener, auth *Auth) *RepairListener {
 func (l *RepairListener) Auth() *Auth { return l.auth }
 
 func (l *RepairListener) acceptLoop() {
+	var backoff time.Duration
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
@@ -297,14 +298,16 @@ func (l *RepairListener) acceptLoop() {
 				return
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				l.Close()
+				return
 			}
-			l.Close()
-			return
+			// EMFILE, ENOBUFS and the like pass; keep the port alive.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
 		}
+		backoff = 0
 		setKeepAlive(c)
 		l.mu.Lock()
 		l.chans[c] = struct{}{}

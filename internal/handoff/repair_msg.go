@@ -28,9 +28,11 @@ const (
 	frameVersion = 1
 	frameHeader  = 4 + 1 + 1 + 2 + 16 + 8 + 4
 	frameMAC     = sha256.Size
-	// MaxFramePayload bounds one message: a TCPState carries at most the
-	// socket's unread receive queue and unacknowledged send queue.
-	MaxFramePayload = 32 << 20
+	// MaxFramePayload bounds one message (and what a receiver allocates
+	// before the MAC is checked): a TCPState carries the socket's unread
+	// receive queue and unacknowledged send queue, which the front keeps
+	// small (it freezes right after reading a request head).
+	MaxFramePayload = 8 << 20
 )
 
 // MsgKind is a repair-path control message type.
