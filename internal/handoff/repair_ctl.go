@@ -117,6 +117,10 @@ func (c *RepairClient) Handoff(st *TCPState) error {
 	if c.closed.Load() {
 		return errors.New("handoff: repair client closed")
 	}
+	if n := stateFixed + 8 + len(st.RecvQueue) + len(st.SendQueue); n > MaxFramePayload {
+		// Nothing was sent: the caller may thaw the socket and relay.
+		return fmt.Errorf("%w: state of %d bytes exceeds %d", ErrRebuildFailed, n, MaxFramePayload)
+	}
 	id := c.nextID.Add(1)
 	ch := make(chan ackResult, 1)
 	c.pmu.Lock()
