@@ -453,6 +453,37 @@ func testRepairShoalClose(t *testing.T, backend string) {
 	}
 }
 
+// TestRepairFallbackRelay points the front at a handoff port where nobody
+// listens: each request's socket is frozen and steered, the dial fails, and
+// the front must unsteer, thaw the socket and relay the request instead —
+// the client sees nothing unusual.
+func TestRepairFallbackRelay(t *testing.T) {
+	rc := startRepairClusterPath(t, 1, 8, "repair", "--repair-port", "7999")
+	var res strings.Builder
+	cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &res, rc.base, "4", "40", rc.manPath)
+	if err := cl.Wait(); err != nil {
+		t.Fatalf("Go client: %v", err)
+	}
+	var r fetchResult
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res.String())), &r); err != nil {
+		t.Fatalf("Go client output %q: %v", res.String(), err)
+	}
+	if r.OK != 40 || r.Bad != 0 || r.Errors != 0 {
+		t.Errorf("Go client through the relay fallback: %+v", r)
+	}
+	rc.front.stop()
+	m := rc.front.waitLog(regexp.MustCompile(`repair: \{Moved:(\d+) FallbackFreeze:(\d+) FallbackNode:(\d+) Lost:(\d+) .*Steered:(\d+)`), 5*time.Second)
+	if m == nil {
+		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
+	}
+	t.Logf("front: %s", m[0])
+	// After a fallback the connection stays with the front, whose next
+	// request tries the handoff again: one attempt per request.
+	if m[1] != "0" || m[3] != "40" || m[4] != "0" || m[5] != "0" {
+		t.Errorf("moved %s, node fallbacks %s (want 40), lost %s, steered %s", m[1], m[3], m[4], m[5])
+	}
+}
+
 // TestRepairNodeDeath takes away the node that owns a moved connection,
 // either by killing its process (its kernel still closes the sockets) or by
 // cutting its link (nothing comes back at all). The front must drop the
