@@ -21,9 +21,6 @@ import (
 // without root.
 func inNetns(tb testing.TB, f func()) {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("needs root for a network namespace")
-	}
 	var b [3]byte
 	rand.Read(b[:])
 	ns := LabPrefix + "steer-" + hex.EncodeToString(b[:])
@@ -38,7 +35,7 @@ func inNetns(tb testing.TB, f func()) {
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			if args[0] == "netns" {
-				tb.Skipf("ip netns add: %v: %s", err, out)
+				tb.Skipf("needs CAP_NET_ADMIN for a network namespace: ip netns add: %v: %s", err, out)
 			}
 			tb.Fatalf("ip %v: %v: %s", args, err, out)
 		}
