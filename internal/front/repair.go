@@ -77,6 +77,13 @@ type RepairStats struct {
 // the window in which a client packet can reach the node before the socket
 // exists there lasts one control round trip (sub-millisecond on a LAN) and a
 // client normally sends nothing in it (it waits for the response).
+//
+// Limits: IPv4 only. A moved keep-alive connection stays with its node to
+// its end (later requests never reach the front, so content-aware policies
+// only see the first request of each connection). Stopping the front
+// removes the steering, which ends every moved connection (its next packet
+// meets a reset from the front). The nodes' handoff port authenticates
+// every message but should still be reachable only from the front.
 type RepairPath struct {
 	cfg   RepairConfig
 	auth  *handoff.Auth
