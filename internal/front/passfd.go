@@ -58,6 +58,9 @@ type HandoffStats struct {
 	// many bytes).
 	Returned      uint64
 	ReturnRefused uint64
+	// Lost counts connections out at a node with a return request when
+	// that node's socket broke; they leave the policy's connection table.
+	Lost uint64
 	// Redispatched counts returned connections passed on again without
 	// being wrapped (the fast path; included in Returned and Passed).
 	Redispatched uint64
@@ -73,17 +76,17 @@ type HandoffStats struct {
 }
 
 type handoffCounters struct {
-	passed, fallbackNoSocket, fallbackSend, returned, returnRefused, ended, redispatched atomic.Uint64
-	hybridCPU, hybridConns, hybridSize, hybridRelay                                      atomic.Uint64
-	cpuBits                                                                              atomic.Uint64 // float64 bits of the last CPU sample
+	passed, fallbackNoSocket, fallbackSend, returned, returnRefused, ended, redispatched, lost atomic.Uint64
+	hybridCPU, hybridConns, hybridSize, hybridRelay                                            atomic.Uint64
+	cpuBits                                                                                    atomic.Uint64 // float64 bits of the last CPU sample
 }
 
 func (h *handoffCounters) snapshot() HandoffStats {
 	return HandoffStats{
 		Passed: h.passed.Load(), FallbackNoSocket: h.fallbackNoSocket.Load(), FallbackSend: h.fallbackSend.Load(),
 		Returned: h.returned.Load(), ReturnRefused: h.returnRefused.Load(), Ended: h.ended.Load(),
-		Redispatched: h.redispatched.Load(),
-		HybridCPU:    h.hybridCPU.Load(), HybridConns: h.hybridConns.Load(), HybridSize: h.hybridSize.Load(),
+		Redispatched: h.redispatched.Load(), Lost: h.lost.Load(),
+		HybridCPU: h.hybridCPU.Load(), HybridConns: h.hybridConns.Load(), HybridSize: h.hybridSize.Load(),
 		HybridRelay: h.hybridRelay.Load(), FrontCPUPercent: math.Float64frombits(h.cpuBits.Load()),
 	}
 }
@@ -101,7 +104,7 @@ func PassFD(cfg PassFDConfig) DataPath {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = time.Second
 	}
-	return &passfdPath{cfg: cfg, clients: map[string]*handoff.FDClient{}}
+	return &passfdPath{cfg: cfg, clients: map[string]*handoff.FDClient{}, out: map[string]map[uint64]struct{}{}}
 }
 
 type passfdPath struct {
@@ -109,8 +112,12 @@ type passfdPath struct {
 
 	mu      sync.Mutex
 	clients map[string]*handoff.FDClient // by socket path
-	ret     int8                         // 0 undecided, 1 hand back, -1 keep
-	closer  sync.Once
+	// out holds, by socket path, the ids of connections handed off with a
+	// return request and not yet back or ended: if that node's socket
+	// breaks (the node died), they leave the policy's connection table.
+	out    map[string]map[uint64]struct{}
+	ret    int8 // 0 undecided, 1 hand back, -1 keep
+	closer sync.Once
 }
 
 func (p *passfdPath) Name() string { return "passfd" }
@@ -126,10 +133,24 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 		Path:        path,
 		SendTimeout: p.cfg.SendTimeout,
 		RawReturns:  true,
-		OnReturn:    func(r handoff.FDMessage) { p.adopt(s, r) },
+		OnReturn: func(r handoff.FDMessage) {
+			p.settle(path, r.Header.Conn)
+			p.adopt(s, r)
+		},
 		OnEnded: func(h handoff.FDHeader) {
 			s.handoff.ended.Add(1)
+			p.settle(path, h.Conn)
 			s.cl.CloseConn(h.Conn)
+		},
+		OnDisconnect: func() {
+			p.mu.Lock()
+			lost := p.out[path]
+			delete(p.out, path)
+			p.mu.Unlock()
+			for id := range lost {
+				s.handoff.lost.Add(1)
+				s.cl.CloseConn(id)
+			}
 		},
 	})
 	p.clients[path] = c
@@ -144,6 +165,25 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 		}()
 	})
 	return c
+}
+
+// owe records that connection id went to the node at path with a return
+// request; settle forgets it when it comes back or ends.
+func (p *passfdPath) owe(path string, id uint64) {
+	p.mu.Lock()
+	m := p.out[path]
+	if m == nil {
+		m = map[uint64]struct{}{}
+		p.out[path] = m
+	}
+	m[id] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *passfdPath) settle(path string, id uint64) {
+	p.mu.Lock()
+	delete(p.out[path], id)
+	p.mu.Unlock()
 }
 
 // handBack reports whether nodes must return connections after a request.
@@ -182,8 +222,11 @@ func (p *passfdPath) Serve(x *Exchange) Result {
 	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(x.Backend.Index), Moves: 1, Conn: cc.id}
 	if back {
 		h.Flags = handoff.FDFlagReturn
+		// Recorded before the send: the node may return it at once.
+		p.owe(st.HandoffSocket, cc.id)
 	}
 	if err := p.client(s, st.HandoffSocket).Send(h, sc, x.Head, x.Buffered()); err != nil {
+		p.settle(st.HandoffSocket, cc.id)
 		s.handoff.fallbackSend.Add(1)
 		s.logf("front: passfd to %s: %v; relaying", x.Backend.URL, err)
 		return cc.relay(x)
@@ -264,9 +307,13 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 	if p.handBack(s) {
 		h.Flags = handoff.FDFlagReturn
 	}
+	if h.Flags&handoff.FDFlagReturn != 0 {
+		p.owe(st.HandoffSocket, r.Header.Conn)
+	}
 	err := p.client(s, st.HandoffSocket).SendRaw(h, r.FD, r.Data)
 	s.cl.Done(b, &pr)
 	if err != nil {
+		p.settle(st.HandoffSocket, r.Header.Conn)
 		s.handoff.fallbackSend.Add(1)
 		return false
 	}

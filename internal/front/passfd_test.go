@@ -464,6 +464,15 @@ func TestPassFDNodeDies(t *testing.T) {
 	if os.Getenv("SHOAL_TEST_DYING_NODE") != "" {
 		t.Skip("helper process")
 	}
+	for _, pol := range []string{"wrr", "lard"} {
+		t.Run(pol, func(t *testing.T) { passfdNodeDies(t, pol) })
+	}
+}
+
+// passfdNodeDies runs TestPassFDNodeDies under one policy: with lard the
+// connection was handed off with a return request, and the front must also
+// forget it (Handoff.Lost) when the node's socket breaks.
+func passfdNodeDies(t *testing.T, pol string) {
 	dir, err := os.MkdirTemp("", "shoal-die-")
 	if err != nil {
 		t.Fatal(err)
@@ -482,7 +491,7 @@ func TestPassFDNodeDies(t *testing.T) {
 		t.Fatalf("helper said %q", lines.Text())
 	}
 	nodeURL := lines.Text()
-	p, _ := policy.New("wrr", policy.Config{})
+	p, _ := policy.New(pol, policy.Config{})
 	cl, err := cluster.New(p, []cluster.NodeSpec{{URL: nodeURL}}, cluster.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -530,6 +539,16 @@ func TestPassFDNodeDies(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("node marked down %v after it died (health interval %v)", time.Since(killed), interval)
+	want := uint64(0)
+	if pol == "lard" {
+		want = 1
+	}
+	for s.Stats().Handoff.Lost != want {
+		if time.Since(killed) > 5*time.Second {
+			t.Fatalf("handoff %+v: want %d lost connection(s)", s.Stats().Handoff, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if d := time.Since(killed); d > interval+interval/2+100*time.Millisecond {
 		t.Logf("note: down after %v, more than one interval (loaded machine?)", d)
 	}

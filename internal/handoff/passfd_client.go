@@ -24,6 +24,8 @@ type FDClient struct {
 	// OnEnded receives FDEnded notices. Nil ignores them.
 	onEnded func(h FDHeader)
 	raw     bool
+	// onDisconnect: see FDClientConfig.OnDisconnect.
+	onDisconnect func()
 
 	mu     sync.Mutex
 	uc     *net.UnixConn
@@ -44,6 +46,10 @@ type FDClientConfig struct {
 	OnReturn func(r FDMessage)
 	// OnEnded receives FDEnded notices. Nil ignores them.
 	OnEnded func(h FDHeader)
+	// OnDisconnect is called when a connection to the socket ends (the
+	// node died or restarted, or Close): connections it held will neither
+	// come back nor be reported ended. Nil ignores it.
+	OnDisconnect func()
 	// RawReturns delivers returned connections to OnReturn as bare
 	// descriptors (FDMessage.FD, Conn nil), for a front that passes most of
 	// them straight on with SendRaw.
@@ -55,7 +61,8 @@ func NewFDClient(cfg FDClientConfig) *FDClient {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = time.Second
 	}
-	c := &FDClient{path: cfg.Path, timeout: cfg.SendTimeout, onReturn: cfg.OnReturn, onEnded: cfg.OnEnded, raw: cfg.RawReturns}
+	c := &FDClient{path: cfg.Path, timeout: cfg.SendTimeout, onReturn: cfg.OnReturn, onEnded: cfg.OnEnded, raw: cfg.RawReturns,
+		onDisconnect: cfg.OnDisconnect}
 	c.scratch.New = func() any { b := make([]byte, 0, 16<<10); return &b }
 	return c
 }
@@ -149,7 +156,12 @@ func (c *FDClient) Close() error {
 }
 
 func (c *FDClient) read(uc *net.UnixConn) {
-	defer c.drop(uc)
+	defer func() {
+		c.drop(uc)
+		if c.onDisconnect != nil {
+			c.onDisconnect()
+		}
+	}()
 	buf := make([]byte, FDHeaderLen+FDMaxData)
 	for {
 		var r FDMessage
