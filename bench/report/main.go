@@ -1,0 +1,132 @@
+// Command report turns the per-run JSON Lines written by the benchmark
+// scripts under bench/ (JSON_OUT=FILE) into the side-by-side ratio table of
+// bench/compare.sh: a summary JSON (bench/results/latest.json), a Markdown
+// table, and a grouped bar plot of the ratios (SVG/PNG, gonum.org/v1/plot).
+// SPEC §7: every performance claim is a ratio against a peer measured in
+// the same run, quoted with its spread.
+//
+// Usage:
+//
+//	go run ./bench/report summarize --runs runs.jsonl --out latest.json [--meta k=v ...]
+//	go run ./bench/report table --in latest.json
+//	go run ./bench/report plot --in latest.json --out latest.svg [--out latest.png]
+//
+// summarize and table print the Markdown table on stdout.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+const usage = `Usage: report <summarize|table|plot> [flags]
+
+  summarize --runs FILE --out FILE [--meta key=value ...]   per-run JSON Lines → summary JSON + Markdown table
+  table     --in FILE                                       summary JSON → Markdown table
+  plot      --in FILE --out FILE.svg [--out FILE.png]       summary JSON → grouped bar plot of the ratios
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "report: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// list is a repeatable string flag.
+type list []string
+
+func (l *list) String() string     { return strings.Join(*l, ",") }
+func (l *list) Set(v string) error { *l = append(*l, v); return nil }
+
+func run(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return errors.New("missing mode")
+	}
+	fs := flag.NewFlagSet("report "+args[0], flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
+	switch args[0] {
+	case "summarize":
+		runsPath := fs.String("runs", "", "per-run JSON Lines (the JSON_OUT of the bench scripts)")
+		out := fs.String("out", "", "summary JSON to write")
+		var meta list
+		fs.Var(&meta, "meta", "key=value recorded in the summary's meta (repeatable)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *runsPath == "" || *out == "" {
+			return errors.New("summarize needs --runs and --out")
+		}
+		f, err := os.Open(*runsPath)
+		if err != nil {
+			return err
+		}
+		runs, err := ReadRuns(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", *runsPath, err)
+		}
+		if len(runs) == 0 {
+			return fmt.Errorf("%s: no runs", *runsPath)
+		}
+		rows, err := Summarize(runs)
+		if err != nil {
+			return err
+		}
+		rep := Report{Schema: Schema, Meta: map[string]string{}, Rows: rows}
+		for _, kv := range meta {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("--meta %q: want key=value", kv)
+			}
+			rep.Meta[k] = v
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fmt.Errorf("encoding summary: %w", err)
+		}
+		if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		return Markdown(stdout, rows)
+	case "table", "plot":
+		in := fs.String("in", "", "summary JSON (from summarize)")
+		var outs list
+		if args[0] == "plot" {
+			fs.Var(&outs, "out", "image to write: .svg, .png or .pdf (repeatable)")
+		}
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *in == "" {
+			return errors.New("--in is required")
+		}
+		f, err := os.Open(*in)
+		if err != nil {
+			return err
+		}
+		rep, err := ReadReport(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", *in, err)
+		}
+		if args[0] == "table" {
+			return Markdown(stdout, rep.Rows)
+		}
+		if len(outs) == 0 {
+			return errors.New("plot needs at least one --out")
+		}
+		return Plot(rep, outs...)
+	}
+	fmt.Fprint(os.Stderr, usage)
+	return fmt.Errorf("unknown mode %q", args[0])
+}

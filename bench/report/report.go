@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Schema names the layout of the summary JSON (bench/results/latest.json).
+// Bump the number when a key changes meaning, so old results are not misread.
+const Schema = "shoal-bench-compare/1"
+
+// Metrics a comparison is judged on. Each decides which way the per-run ratio
+// points, so that in every row a ratio above 1 favours shoal.
+const (
+	// MetricRPS: ratio = shoal req/s ÷ peer req/s (same load, same core).
+	MetricRPS = "rps"
+	// MetricCPU: ratio = peer CPU µs/request ÷ shoal CPU µs/request, i.e.
+	// how many more requests shoal serves per CPU second (seed 000 §3.1
+	// states the handoff claim this way: capacity of the front).
+	MetricCPU = "cpu"
+)
+
+// Sample is one side of one run (or, in a Row, the medians over runs).
+// Optional numbers are pointers so that "not measured" is null in JSON,
+// never a fake zero.
+type Sample struct {
+	Name  string   `json:"name"`             // e.g. "nginx", "shoal node"
+	RPS   float64  `json:"rps"`              // requests per second
+	P99Ms *float64 `json:"p99_ms,omitempty"` // 99th percentile latency, ms
+	CPUUs *float64 `json:"cpu_us,omitempty"` // server CPU time per request, µs
+}
+
+// Run is one line of the JSON Lines the sub-scripts write when JSON_OUT is
+// set: both sides of a comparison measured back to back (one round of the
+// interleaved A B / B A schedule), so their ratio is a paired measurement.
+type Run struct {
+	Comparison string `json:"comparison"` // e.g. "node vs nginx"
+	Size       string `json:"size"`       // object size label: "1k", "64k", "1m"
+	Run        int    `json:"run"`        // 1-based round number
+	Metric     string `json:"metric"`     // MetricRPS or MetricCPU
+	Peer       Sample `json:"peer"`
+	Shoal      Sample `json:"shoal"`
+}
+
+// Ratio is one run's shoal-favouring ratio (see MetricRPS, MetricCPU).
+func (r Run) Ratio() (float64, error) {
+	var num, den float64
+	switch r.Metric {
+	case MetricRPS:
+		num, den = r.Shoal.RPS, r.Peer.RPS
+	case MetricCPU:
+		if r.Peer.CPUUs == nil || r.Shoal.CPUUs == nil {
+			return 0, fmt.Errorf("%s %s run %d: metric cpu without cpu_us on both sides", r.Comparison, r.Size, r.Run)
+		}
+		num, den = *r.Peer.CPUUs, *r.Shoal.CPUUs
+	default:
+		return 0, fmt.Errorf("%s %s run %d: unknown metric %q", r.Comparison, r.Size, r.Run, r.Metric)
+	}
+	if !(den > 0) || !(num >= 0) || math.IsInf(num, 0) || math.IsInf(den, 0) {
+		return 0, fmt.Errorf("%s %s run %d: ratio %v/%v is undefined", r.Comparison, r.Size, r.Run, num, den)
+	}
+	return num / den, nil
+}
+
+// Spread is the minimum, median and maximum of the per-run ratios.
+type Spread struct {
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+}
+
+// Row summarises every run of one comparison at one size: medians of each
+// side's numbers and the spread of the paired per-run ratios.
+type Row struct {
+	Comparison string `json:"comparison"`
+	Size       string `json:"size"`
+	Metric     string `json:"metric"`
+	Runs       int    `json:"runs"`
+	Peer       Sample `json:"peer"`
+	Shoal      Sample `json:"shoal"`
+	Ratio      Spread `json:"ratio"`
+}
+
+// Label names a row's comparison for people (table and plot): the
+// comparison as the sub-script spelt it, e.g. "shoal node vs nginx".
+func (r Row) Label() string { return r.Comparison }
+
+// Report is the whole summary file. Meta carries free-form context the
+// harness records (date, load average, knobs) so a table is never quoted
+// without the conditions it was measured under.
+type Report struct {
+	Schema string            `json:"schema"`
+	Meta   map[string]string `json:"meta,omitempty"`
+	Rows   []Row             `json:"rows"`
+}
+
+// ReadRuns parses JSON Lines of Run; blank lines are skipped. Unknown keys
+// are rejected so that a typo in a sub-script cannot silently drop a field.
+func ReadRuns(r io.Reader) ([]Run, error) {
+	var runs []Run
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		var run Run
+		if err := dec.Decode(&run); err != nil {
+			return nil, fmt.Errorf("runs line %d: %w", n, err)
+		}
+		if run.Comparison == "" || run.Size == "" {
+			return nil, fmt.Errorf("runs line %d: comparison and size are required", n)
+		}
+		runs = append(runs, run)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading runs: %w", err)
+	}
+	return runs, nil
+}
+
+// Summarize groups runs by (comparison, size) in first-seen order and
+// reduces each group to a Row. A run whose ratio is undefined (a side
+// served nothing) is an error: a harness that hides failed cells would
+// print a flattering table.
+func Summarize(runs []Run) ([]Row, error) {
+	type key struct{ c, s string }
+	var order []key
+	groups := map[key][]Run{}
+	for _, r := range runs {
+		k := key{r.Comparison, r.Size}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	rows := make([]Row, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		ratios := make([]float64, len(g))
+		for i, r := range g {
+			if r.Metric != g[0].Metric {
+				return nil, fmt.Errorf("%s %s: runs mix metrics %q and %q", k.c, k.s, g[0].Metric, r.Metric)
+			}
+			v, err := r.Ratio()
+			if err != nil {
+				return nil, err
+			}
+			ratios[i] = v
+		}
+		sort.Float64s(ratios)
+		rows = append(rows, Row{
+			Comparison: k.c,
+			Size:       k.s,
+			Metric:     g[0].Metric,
+			Runs:       len(g),
+			Peer:       medianSample(g, func(r Run) Sample { return r.Peer }),
+			Shoal:      medianSample(g, func(r Run) Sample { return r.Shoal }),
+			Ratio:      Spread{Min: ratios[0], Median: median(ratios), Max: ratios[len(ratios)-1]},
+		})
+	}
+	return rows, nil
+}
+
+// medianSample takes the median of each field independently; an optional
+// field is present only if every run measured it.
+func medianSample(g []Run, side func(Run) Sample) Sample {
+	s := Sample{Name: side(g[0]).Name}
+	rps := make([]float64, 0, len(g))
+	var p99, cpu []float64
+	for _, r := range g {
+		x := side(r)
+		rps = append(rps, x.RPS)
+		if x.P99Ms != nil {
+			p99 = append(p99, *x.P99Ms)
+		}
+		if x.CPUUs != nil {
+			cpu = append(cpu, *x.CPUUs)
+		}
+	}
+	s.RPS = median(rps)
+	if len(p99) == len(g) {
+		v := median(p99)
+		s.P99Ms = &v
+	}
+	if len(cpu) == len(g) {
+		v := median(cpu)
+		s.CPUUs = &v
+	}
+	return s
+}
+
+// median of a non-empty slice (the mean of the middle two for even length).
+// It sorts a copy.
+func median(xs []float64) float64 {
+	c := append([]float64(nil), xs...)
+	sort.Float64s(c)
+	n := len(c)
+	if n%2 == 1 {
+		return c[n/2]
+	}
+	return (c[n/2-1] + c[n/2]) / 2
+}
+
+// ReadReport parses a summary file and checks its schema tag.
+func ReadReport(r io.Reader) (*Report, error) {
+	var rep Report
+	if err := json.NewDecoder(r).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("reading report: %w", err)
+	}
+	if rep.Schema != Schema {
+		return nil, fmt.Errorf("report schema %q, want %q", rep.Schema, Schema)
+	}
+	if len(rep.Rows) == 0 {
+		return nil, errors.New("report has no rows")
+	}
+	return &rep, nil
+}
+
+// Markdown writes the ratio table: one line per comparison and size.
+func Markdown(w io.Writer, rows []Row) error {
+	var b strings.Builder
+	b.WriteString("| comparison | size | peer req/s | shoal req/s | ratio min / median / max | peer p99 ms | shoal p99 ms | peer CPU µs/req | shoal CPU µs/req |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		metric := ""
+		if r.Metric == MetricCPU {
+			metric = " (CPU)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.2f / **%.2f** / %.2f%s | %s | %s | %s | %s |\n",
+			r.Label(), r.Size, r.Peer.RPS, r.Shoal.RPS,
+			r.Ratio.Min, r.Ratio.Median, r.Ratio.Max, metric,
+			opt(r.Peer.P99Ms, "%.2f"), opt(r.Shoal.P99Ms, "%.2f"), opt(r.Peer.CPUUs, "%.1f"), opt(r.Shoal.CPUUs, "%.1f"))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func opt(v *float64, format string) string {
+	if v == nil {
+		return "–"
+	}
+	return fmt.Sprintf(format, *v)
+}
