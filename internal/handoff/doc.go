@@ -40,9 +40,11 @@
 // The node (ListenFD, a net.Listener) reads with recvmsg into a buffer of
 // FDHeaderLen+FDMaxData bytes and a control buffer with room for several
 // descriptors; a truncated record or control part (MSG_TRUNC, MSG_CTRUNC),
-// a malformed header, a move without a descriptor, or extra descriptors are
-// refused and counted, and every descriptor that came with them is closed
-// (no leak, and the client is never left hanging). The received descriptor
+// a malformed header or a move without a descriptor is refused and
+// counted, and every descriptor that came with it closed; extra descriptors
+// on a good message are closed and counted (no leak, and no client is left
+// hanging). The socket file is mode 0600: only the node's user may hand it
+// connections. The received descriptor
 // (MSG_CMSG_CLOEXEC) is wrapped with net.FileConn and yielded by Accept as an
 // *FDConn; the node's server unwraps it, processes Preread first, then reads
 // further requests from the socket itself and writes every response to it
@@ -64,6 +66,12 @@
 //     at the node, the node sends FDEnded (no descriptor) with the front's
 //     connection id — seed 002's FIN-HANDOFF — so the front drops it from
 //     its connection table.
+//
+// If a node dies, the kernel closes the descriptors it held or had queued,
+// so its clients see a reset or end of file at once; the front sees the
+// SEQPACKET connection end, drops the connections it expected back from
+// that node from its connection table, and the health check marks the node
+// down.
 //
 // Every move is counted on both sides (FDListener.Stats, and the front's
 // handoff counters). A returned connection whose bytes hold a complete head
