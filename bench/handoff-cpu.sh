@@ -21,8 +21,14 @@
 #                  re-dispatches it — one recvmsg + parse + sendmsg per request
 # Prints a Markdown table with each cost as a ratio to relay's.
 #
+# With CURVE=1 it instead runs seed 002's experiment over HTTP: requests/s
+# and mean latency of relay and passfd against the number of concurrent
+# clients (one request per connection, CURVE_SIZE objects), to find the
+# concurrency at which handoff overtakes relay (the paper saw 45).
+#
 # Usage: bench/handoff-cpu.sh           (from the repo root; builds shoal)
 # Env:   RUNS=3 DURATION=5s CONNS=32 SHOAL=path/to/shoal SIZES="1k 100k 1m"
+#        CURVE=1 CURVE_SIZE=100k CURVE_CONNS="1 2 4 8 16 32 64 128"
 set -euo pipefail
 
 RUNS=${RUNS:-3}
@@ -31,8 +37,9 @@ CONNS=${CONNS:-32}
 SIZES=${SIZES:-"1k 100k 1m"}
 FRONT_CORE=${FRONT_CORE:-0}
 LOAD_CORE=${LOAD_CORE:-1}
-BASE=${PORT_BASE:-$((30000 + (RANDOM % 2000) * 10))}
-N1=127.0.0.1:$BASE N2=127.0.0.1:$((BASE + 1)) FR=127.0.0.1:$((BASE + 2))
+# Below the ephemeral range (32768+), whose ports outgoing connections hold.
+BASE=${PORT_BASE:-$((21000 + (RANDOM % 1000) * 10))}
+N1=127.0.0.1:$BASE N2=127.0.0.1:$((BASE + 1))
 
 for t in taskset go python3; do
 	command -v "$t" >/dev/null || { echo "handoff-cpu: $t not found" >&2; exit 1; }
@@ -84,6 +91,8 @@ HZ=$(getconf CLK_TCK)
 # One front per path, all started up front; cells are interleaved (every path
 # for a size and mode back to back, RUNS times) and the median is reported,
 # so that drift in the machine's load hits all paths alike.
+median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' $1; }
+
 declare -A FPID FADDR
 port=$((BASE + 2))
 for path in relay passfd passfd-return; do
@@ -101,6 +110,29 @@ for path in relay passfd passfd-return; do
 	waitport "${FADDR[$path]}"
 done
 sleep 0.6 # one health check: the fronts learn the handoff sockets
+
+if [ -n "${CURVE:-}" ]; then
+	echo
+	echo "Seed 002's curve over HTTP: ${CURVE_SIZE:-100k} objects, Connection: close, $DURATION per point, median of $RUNS"
+	echo
+	echo "| clients | relay req/s | passfd req/s | relay mean ms | passfd mean ms |"
+	echo "|---|---|---|---|---|"
+	for c in ${CURVE_CONNS:-1 2 4 8 16 32 64 128}; do
+		declare -A RPS=() LAT=()
+		for run in $(seq "$RUNS"); do
+			for path in relay passfd; do
+				taskset -c "$LOAD_CORE" "$SHOAL" bench http --url "http://${FADDR[$path]}/${CURVE_SIZE:-100k}" \
+					--connections "$c" --duration "$DURATION" --keepalive=false --json >"$W/out.json"
+				read -r rps lat < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["rps"], r["latency_ms"]["mean"])' "$W/out.json")
+				RPS[$path]+="$rps "
+				LAT[$path]+="$lat "
+			done
+		done
+		printf "| %s | %.0f | %.0f | %.2f | %.2f |\n" "$c" "$(median "${RPS[relay]}")" "$(median "${RPS[passfd]}")" \
+			"$(median "${LAT[relay]}")" "$(median "${LAT[passfd]}")"
+	done
+	exit 0
+fi
 
 declare -A COST
 for size in $SIZES; do
@@ -122,8 +154,6 @@ for size in $SIZES; do
 		done
 	done
 done
-median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' $1; }
-
 echo
 echo "Front CPU µs per request, median of $RUNS interleaved runs (GOMAXPROCS=1, $CONNS connections, $DURATION per run; ratio to relay; requests per run)"
 echo
