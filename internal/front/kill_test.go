@@ -5,15 +5,20 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"shoal/internal/node"
 )
 
 const helperEnv = "SHOAL_FRONT_HELPER_NODE"
@@ -21,12 +26,19 @@ const helperEnv = "SHOAL_FRONT_HELPER_NODE"
 // helperBody is what a helper node answers for every path.
 var helperBody = pattern(16 << 10)
 
-// TestHelperNode is not a test: run as a child process with helperEnv set,
-// it is a back-end node in its own process (so that the parent can kill -9
-// it), serving helperBody and printing its address on stdout.
+// TestHelperNode is not a test: run as a child process with helperEnv set
+// to a site directory, it is a real shoal node (internal/node) in its own
+// process (so that the parent can kill -9 it), serving helperObjects files
+// of helperBody and printing its address on stdout.
 func TestHelperNode(t *testing.T) {
-	if os.Getenv(helperEnv) == "" {
+	dir := os.Getenv(helperEnv)
+	if dir == "" {
 		t.Skip("helper process for TestNodeKilledUnderLoad")
+	}
+	srv, err := node.New(node.Config{Root: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,19 +46,34 @@ func TestHelperNode(t *testing.T) {
 		os.Exit(1)
 	}
 	fmt.Println(ln.Addr().String())
-	http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", fmt.Sprint(len(helperBody)))
-		w.Write(helperBody)
-	}))
+	srv.Serve(ln)
 	os.Exit(0)
+}
+
+// helperObjects is how many distinct files the helper nodes serve.
+const helperObjects = 64
+
+// helperSite writes the helper nodes' site: /obj/0 … /obj/63.
+func helperSite(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "obj"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range helperObjects {
+		if err := os.WriteFile(filepath.Join(dir, "obj", strconv.Itoa(i)), helperBody, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // startHelperNode runs TestHelperNode in a child process and returns it
 // with its base URL.
-func startHelperNode(t *testing.T) (*exec.Cmd, string) {
+func startHelperNode(t *testing.T, site string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperNode$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd.Env = append(os.Environ(), helperEnv+"="+site)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +98,9 @@ func TestNodeKilledUnderLoad(t *testing.T) {
 	if testing.Short() {
 		total = 1000
 	}
-	n1, u1 := startHelperNode(t)
-	_, u2 := startHelperNode(t)
+	site := helperSite(t)
+	n1, u1 := startHelperNode(t, site)
+	_, u2 := startHelperNode(t, site)
 	addr, s, cl := startFront(t, Config{}, u1, u2)
 
 	var issued, ok, streaming atomic.Int64
@@ -96,7 +124,7 @@ func TestNodeKilledUnderLoad(t *testing.T) {
 				if i == killAt {
 					killOnce.Do(func() { n1.Process.Kill() })
 				}
-				resp, err := hc.Get(fmt.Sprintf("http://%s/obj/%d", addr, i))
+				resp, err := hc.Get(fmt.Sprintf("http://%s/obj/%d", addr, i%helperObjects))
 				if err != nil {
 					mu.Lock()
 					failures = append(failures, fmt.Sprintf("request %d: %v", i, err))
