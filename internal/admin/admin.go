@@ -196,7 +196,7 @@ func NewMetrics(cl *cluster.Cluster, policyName string) *Metrics {
 		Help:    "Time from request head read to response end, by node and policy.",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 14)}, []string{"node", "policy"})
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_policy_decisions_total",
-		Help: "Policy decisions by outcome (node chosen, handoff, none)."}, []string{"policy", "outcome"})
+		Help: "Policy decisions by outcome: node (relayed or redirected to a node), handoff (connection moved), none (no node: 503)."}, []string{"policy", "outcome"})
 	m.retries = prometheus.NewCounter(prometheus.CounterOpts{Name: "shoal_front_retries_total",
 		Help: "Idempotent requests retried on another node after their first node failed before answering."})
 	m.health = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_cluster_events_total",
@@ -219,6 +219,14 @@ func (m *Metrics) Observe(o front.Observation) {
 		code = strconv.Itoa(o.Status/100) + "xx"
 	}
 	m.requests.WithLabelValues(node, m.policy, o.Path, code).Inc()
+	outcome := "node"
+	switch {
+	case o.Node < 0:
+		outcome = "none"
+	case o.Path != "relay" && o.Path != "redirect":
+		outcome = "handoff"
+	}
+	m.decisions.WithLabelValues(m.policy, outcome).Inc()
 	if o.Node >= 0 {
 		m.latency.WithLabelValues(node, m.policy).Observe(o.Elapsed.Seconds())
 	}
@@ -226,12 +234,6 @@ func (m *Metrics) Observe(o front.Observation) {
 		m.retries.Inc()
 	}
 }
-
-// Retry counts one retry.
-func (m *Metrics) Retry() { m.retries.Inc() }
-
-// Decision counts one policy outcome ("node", "handoff" or "none").
-func (m *Metrics) Decision(outcome string) { m.decisions.WithLabelValues(m.policy, outcome).Inc() }
 
 // nodeCollector exports per-node state at scrape time, so the request path
 // never pays for gauges.

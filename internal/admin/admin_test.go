@@ -7,8 +7,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"shoal/internal/cluster"
+	"shoal/internal/front"
 	"shoal/internal/policy"
 )
 
@@ -106,6 +108,29 @@ func TestMetrics(t *testing.T) {
 		`shoal_cluster_events_total{event="weight",node="1"} 1`,
 		`shoal_node_weight{node="1",url="http://127.0.0.1:9002"} 0`,
 		`shoal_node_up{node="0",url="http://127.0.0.1:9001"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func TestObserveCountsRequestsDecisionsRetries(t *testing.T) {
+	cl, srv := setup(t)
+	m := NewMetrics(cl, "table")
+	srv.Config.Handler = New(cl, m)
+	m.Observe(front.Observation{Node: 0, Path: "relay", Status: 200, Elapsed: 2 * time.Millisecond})
+	m.Observe(front.Observation{Node: 1, Path: "passfd", Status: 200, Retried: true})
+	m.Observe(front.Observation{Node: -1, Path: "relay", Status: 503})
+	_, body := call(t, "GET", srv.URL+"/metrics", "")
+	for _, want := range []string{
+		`shoal_front_requests_total{code="2xx",node="0",path="relay",policy="table"} 1`,
+		`shoal_front_requests_total{code="5xx",node="-1",path="relay",policy="table"} 1`,
+		`shoal_policy_decisions_total{outcome="node",policy="table"} 1`,
+		`shoal_policy_decisions_total{outcome="handoff",policy="table"} 1`,
+		`shoal_policy_decisions_total{outcome="none",policy="table"} 1`,
+		"shoal_front_retries_total 1",
+		`shoal_front_request_duration_seconds_count{node="0",policy="table"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
