@@ -116,7 +116,7 @@ type passfdPath struct {
 	// return request and not yet back or ended: if that node's socket
 	// breaks (the node died), they leave the policy's connection table.
 	out    map[string]map[uint64]struct{}
-	ret    int8 // 0 undecided, 1 hand back, -1 keep
+	ret    atomic.Int32 // 0 undecided, 1 hand back, -1 keep
 	closer sync.Once
 }
 
@@ -194,15 +194,15 @@ func (p *passfdPath) handBack(s *Server) bool {
 	case ReturnNever:
 		return false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ret == 0 {
-		p.ret = 1
+	r := p.ret.Load()
+	if r == 0 {
+		r = 1
 		if pol := s.cl.Policy(); pol != nil && contentBlind[pol.Name()] {
-			p.ret = -1
+			r = -1
 		}
+		p.ret.Store(r)
 	}
-	return p.ret > 0
+	return r > 0
 }
 
 func (p *passfdPath) Serve(x *Exchange) Result {
