@@ -5,15 +5,18 @@
 # Two nginx back-ends (1 worker each, pinned to core 1) serve 1 KB, 64 KB and
 # 1 MB files. HAProxy 2.6 (nbthread 1, http-reuse always, roundrobin) and
 # `shoal front --policy rr` (GOMAXPROCS=1) are each pinned to core 0; wrk
-# (-t1 -c64, pinned to core 1) loads one of them at a time, interleaved,
-# RUNS times per size; the medians of requests/s and p99 latency are printed
-# as a Markdown table with shoal/HAProxy ratios. Because this machine is
-# shared and noisy, the table also gives each proxy's CPU time per request
-# (utime+stime from /proc/PID/stat over the run, divided by the requests wrk
-# completed): a cost that other load on the machine barely moves.
+# (-t1 -c64, pinned to core 1) loads one of them at a time, interleaved
+# (alternating which goes first), RUNS times per size; the medians of
+# requests/s and p99 latency are printed as a Markdown table with
+# shoal/HAProxy ratios. Because this machine is shared and noisy, the
+# table also gives each proxy's CPU time per request (utime+stime from
+# /proc/PID/stat over the run, divided by the requests wrk completed): a
+# cost that other load on the machine barely moves.
 #
 # Usage: bench/front-vs-haproxy.sh            (from the repo root; builds shoal)
 # Env:   RUNS=5 DURATION=5s CONNS=64 SHOAL=path/to/shoal SIZES="1k 64k 1m"
+#        JSON_OUT=FILE appends one JSON line per round (both proxies, one size)
+#        to FILE, the input of bench/report (see bench/compare.sh).
 #        NICE=-10 (every process of the benchmark runs at this niceness, to
 #        keep other work on a shared machine from skewing one side)
 set -euo pipefail
@@ -152,8 +155,19 @@ for size in $SIZES; do
 done
 for r in $(seq "$RUNS"); do
 	for size in $SIZES; do
-		run $HAP "$size" $HPID >>"$W/h.$size"
-		run $SHO "$size" $SPID >>"$W/s.$size"
+		if [ $((r % 2)) = 1 ]; then # alternate who goes first: drift in background load hits both
+			run $HAP "$size" $HPID >>"$W/h.$size"
+			run $SHO "$size" $SPID >>"$W/s.$size"
+		else
+			run $SHO "$size" $SPID >>"$W/s.$size"
+			run $HAP "$size" $HPID >>"$W/h.$size"
+		fi
+		if [ -n "${JSON_OUT:-}" ]; then # one JSON line per round for bench/compare.sh (bench/report)
+			read -r hr hp hc < <(tail -1 "$W/h.$size")
+			read -r sr sp sc < <(tail -1 "$W/s.$size")
+			printf '{"comparison":"shoal front vs HAProxy","size":"%s","run":%d,"metric":"rps","peer":{"name":"HAProxy","rps":%s,"p99_ms":%s,"cpu_us":%s},"shoal":{"name":"shoal front","rps":%s,"p99_ms":%s,"cpu_us":%s}}\n' \
+				"$size" "$r" "$hr" "$hp" "$hc" "$sr" "$sp" "$sc" >>"$JSON_OUT"
+		fi
 		echo "run $r/$RUNS $size: haproxy $(tail -1 "$W/h.$size")  shoal $(tail -1 "$W/s.$size")  (rps p99ms cpu-us/req)" >&2
 	done
 done

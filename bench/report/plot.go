@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"path/filepath"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -56,10 +57,16 @@ func layout(rows []Row) (bars []bar, ticks []plot.Tick, sizes []string) {
 			bars = append(bars, bar{x: x, row: r})
 			x++
 		}
-		ticks = append(ticks, plot.Tick{Value: (first + x - 1) / 2, Label: g[0].Label()})
+		ticks = append(ticks, plot.Tick{Value: (first + x - 1) / 2, Label: tickLabel(g[0].Label())})
 		x++ // gap
 	}
 	return bars, ticks, sizes
+}
+
+// tickLabel breaks a long comparison label into lines at ": " and ", " so
+// that neighbouring groups' labels do not overlap.
+func tickLabel(s string) string {
+	return strings.NewReplacer(": ", ":\n", ", ", "\n").Replace(s)
 }
 
 // errPoints adapts bars to plotter.XYer + YErrorer: the whisker of a bar
@@ -89,7 +96,7 @@ func Plot(rep *Report, outs ...string) error {
 			p.Title.Text += ", load average " + l
 		}
 	}
-	p.Y.Label.Text = "ratio (req/s, or CPU per request for CPU rows)"
+	p.Y.Label.Text = "ratio: shoal ÷ peer req/s; front CPU rows: relay ÷ handoff CPU per request"
 	p.Y.Min = 0
 	p.X.Min, p.X.Max = -1, bars[len(bars)-1].x+1
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)

@@ -238,6 +238,9 @@ func TestLayout(t *testing.T) {
 	if len(ticks) != 2 || ticks[0].Value != 0.5 || ticks[0].Label != "A" || ticks[1].Value != 3 {
 		t.Errorf("ticks = %+v", ticks)
 	}
+	if got := tickLabel("front CPU: passfd vs relay, close"); got != "front CPU:\npassfd vs relay\nclose" {
+		t.Errorf("tickLabel = %q", got)
+	}
 	if strings.Join(sizes, ",") != "1k,64k" {
 		t.Errorf("sizes = %v", sizes)
 	}

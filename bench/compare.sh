@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# compare.sh — the side-by-side benchmark harness (issue 5, SPEC §7: every
+# performance claim of shoal is a ratio against a peer measured in the same
+# run). One command runs the whole matrix and prints ONE ratio table:
+#
+#   node     `shoal node` vs nginx serving 1 KB / 64 KB / 1 MB files
+#            (bench/node-vs-nginx.sh)
+#   front    `shoal front` vs HAProxy relaying to two nginx back-ends
+#            (bench/front-vs-haproxy.sh)
+#   handoff  the front's CPU per request: passfd handoff vs relay
+#            (bench/handoff-cpu.sh; skipped with a reason if it fails)
+#
+# Servers run pinned to SERVER_CPU (taskset), one at a time; the load
+# generator (wrk -t1 -c$CONNS; `shoal bench http` for handoff, which is how
+# handoff-cpu.sh loads) runs on CLIENT_CPU. Each cell is RUNS paired rounds
+# (peer and shoal back to back, alternating who goes first); the ratio column
+# is min / median / max over the rounds of shoal÷peer req/s — or, for the
+# handoff rows, relay÷passfd front CPU per request (how many more requests
+# the front serves per CPU second). Above 1 favours shoal in every row.
+#
+# The sub-scripts stay usable on their own; with JSON_OUT=FILE each appends
+# one JSON line per round, and bench/report (Go, gonum/plot) turns the lines
+# into the table, bench/results/latest.json (+ latest.md) and
+# bench/results/latest.svg / latest.png (grouped bars, min–max whiskers).
+#
+# Usage: bench/compare.sh                 (from anywhere in the repo; as root
+#                                          on a fresh Debian it apt-installs
+#                                          nginx, haproxy, wrk; needs Go)
+# Knobs (env), with the defaults that fit in ~7 minutes on a 2-core machine:
+#   RUNS=3            paired rounds per cell (median of 3; use 5+ on a quiet box)
+#   DURATION=3s       length of one load run (node, front, handoff)
+#   CONNS=64          wrk connections (node, front)
+#   HANDOFF_CONNS=32  `shoal bench http` connections for handoff
+#   SIZES="1k 64k 1m" object sizes
+#   ONLY="node front handoff"  which comparisons to run
+#   SERVER_CPU=0 CLIENT_CPU=1  cores for the servers and for the load
+#   NICE=-10          niceness of servers and load (node, front; as root)
+#   OUT=bench/results where latest.{json,md,svg,png} go
+#   SHOAL=path        use a prebuilt shoal; else HEAD is built (git archive),
+#                     or the working tree with SHOAL_WORKTREE=1
+# Every process it starts runs in its own process group and is killed on
+# exit, error, Ctrl-C or SIGTERM.
+set -euo pipefail
+
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-3s}
+CONNS=${CONNS:-64}
+HANDOFF_CONNS=${HANDOFF_CONNS:-32}
+SIZES=${SIZES:-"1k 64k 1m"}
+ONLY=${ONLY:-"node front handoff"}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+NICE=${NICE:--10}
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+OUT=${OUT:-bench/results}
+start=$(date +%s)
+
+# --- tools -------------------------------------------------------------------
+missing=()
+for t in nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux curl:curl python3:python3; do
+	command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
+done
+if ((${#missing[@]})); then
+	if [ "$(id -u)" != 0 ]; then
+		echo "compare: missing ${missing[*]}; run as root or: apt-get install -y ${missing[*]}" >&2
+		exit 1
+	fi
+	echo "compare: installing ${missing[*]} ..." >&2
+	apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+fi
+command -v go >/dev/null || [ -n "${SHOAL:-}" ] || { echo "compare: needs Go (go.mod's version) to build shoal" >&2; exit 1; }
+# Debian starts the packaged services on install; they would hold the cores.
+if command -v service >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+	service nginx stop >/dev/null 2>&1 || true
+	service haproxy stop >/dev/null 2>&1 || true
+fi
+
+# --- processes and cleanup -----------------------------------------------------
+W=$(mktemp -d /tmp/shoal-compare.XXXXXX)
+set -m # background jobs get their own process group: one kill reaches every child
+GROUPS_=()
+cleanup() {
+	local g
+	trap - INT TERM EXIT
+	for g in "${GROUPS_[@]:-}"; do [ -n "$g" ] && kill -TERM -- "-$g" 2>/dev/null || true; done
+	for _ in $(seq 20); do
+		local alive=0
+		for g in "${GROUPS_[@]:-}"; do [ -n "$g" ] && kill -0 -- "-$g" 2>/dev/null && alive=1; done
+		[ $alive = 0 ] && break
+		sleep 0.1
+	done
+	for g in "${GROUPS_[@]:-}"; do [ -n "$g" ] && kill -KILL -- "-$g" 2>/dev/null || true; done
+	rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'echo "compare: interrupted, cleaning up" >&2; exit 130' INT TERM
+
+# job NAME CMD...: run CMD in its own process group, stdout to $W/NAME.out,
+# stderr (progress) to the terminal prefixed with NAME; returns CMD's status.
+job() {
+	local name=$1 pid rc=0
+	shift
+	"$@" >"$W/$name.out" 2> >(sed -u "s/^/  [$name] /" >&2) &
+	pid=$!
+	GROUPS_+=("$pid")
+	wait "$pid" || rc=$?
+	local g rest=()
+	for g in "${GROUPS_[@]}"; do [ "$g" = "$pid" ] || rest+=("$g"); done
+	GROUPS_=("${rest[@]:-}")
+	return $rc
+}
+
+# --- build once ----------------------------------------------------------------
+if [ -z "${SHOAL:-}" ]; then
+	echo "compare: building shoal and bench/report ..." >&2
+	src=$repo
+	if [ "${SHOAL_WORKTREE:-0}" != 1 ] && git -C "$repo" rev-parse HEAD >/dev/null 2>&1; then
+		# The committed HEAD, not a working tree where others may be half-way.
+		mkdir -p "$W/src"
+		git -C "$repo" archive HEAD | tar -x -C "$W/src"
+		src=$W/src
+	fi
+	(cd "$src" && go build -o "$W/shoal" ./cmd/shoal && go build -o "$W/report" ./bench/report)
+	SHOAL=$W/shoal
+else
+	(cd "$repo" && go build -o "$W/report" ./bench/report)
+fi
+
+RUNSF=$W/runs.jsonl
+: >"$RUNSF"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+skipped=()
+echo "compare: RUNS=$RUNS DURATION=$DURATION CONNS=$CONNS SIZES=\"$SIZES\" ONLY=\"$ONLY\"; load average $load_before" >&2
+
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+
+if want node; then
+	echo "compare: node vs nginx ..." >&2
+	job node env SHOAL_BIN="$SHOAL" RUNS="$RUNS" DUR="$DURATION" CONNS="$CONNS" SIZES="$SIZES" \
+		SERVER_CPU="$SERVER_CPU" CLIENT_CPU="$CLIENT_CPU" NICE="$NICE" JSON_OUT="$RUNSF" bench/node-vs-nginx.sh ||
+		skipped+=("node vs nginx: bench/node-vs-nginx.sh failed ($?)")
+fi
+
+if want front; then
+	echo "compare: front vs HAProxy ..." >&2
+	job front env SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" CONNS="$CONNS" SIZES="$SIZES" \
+		PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE" JSON_OUT="$RUNSF" bench/front-vs-haproxy.sh ||
+		skipped+=("front vs HAProxy: bench/front-vs-haproxy.sh failed ($?)")
+fi
+
+# handoff-cpu.sh prints only medians, so it runs once per round (RUNS=1) and
+# its Markdown rows are read back:
+#   | 1k | close | 170.6 (3752.0) | 129.9 = 0.761× (308.0) | 114.9 = 0.674× (3219.0) |
+#   object, connection, relay µs (requests), passfd µs = ratio× (requests), passfd-return …
+# Two rows go into the table: passfd with Connection: close (every request is
+# a new connection the front hands off) and passfd-return with keep-alive
+# (content-aware: the node hands each connection back after every request).
+if want handoff; then
+	dur_s=$(awk -v d="$DURATION" 'BEGIN { v = d + 0; if (d ~ /ms$/) v /= 1000; else if (d ~ /m$/) v *= 60; print v }')
+	for r in $(seq "$RUNS"); do
+		echo "compare: handoff vs relay, round $r/$RUNS ..." >&2
+		if ! job "handoff$r" env SHOAL="$SHOAL" RUNS=1 DURATION="$DURATION" CONNS="$HANDOFF_CONNS" SIZES="$SIZES" \
+			FRONT_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" bench/handoff-cpu.sh; then
+			skipped+=("handoff vs relay: bench/handoff-cpu.sh failed in round $r (see its output above)")
+			break
+		fi
+		if ! awk -F'|' -v run="$r" -v dur="$dur_s" -v sizes=" $SIZES " '
+			function num(s) { gsub(/^ +| +$/, "", s); return s + 0 }
+			function reqs(s) { if (match(s, /\(([0-9.]+)\)/)) return substr(s, RSTART + 1, RLENGTH - 2) + 0; return -1 }
+			function line(cmp, size, shoal, sf, pf) {
+				if (reqs(pf) < 0 || reqs(sf) < 0) { bad = 1; return }
+				printf "{\"comparison\":\"%s\",\"size\":\"%s\",\"run\":%d,\"metric\":\"cpu\",", cmp, size, run
+				printf "\"peer\":{\"name\":\"relay\",\"rps\":%.1f,\"cpu_us\":%s},", reqs(pf) / dur, num(pf)
+				printf "\"shoal\":{\"name\":\"%s\",\"rps\":%.1f,\"cpu_us\":%s}}\n", shoal, reqs(sf) / dur, num(sf)
+				n++
+			}
+			NF >= 7 {
+				size = $2; mode = $3; gsub(/ /, "", size); gsub(/ /, "", mode)
+				if (index(sizes, " " size " ") == 0) next
+				if (mode == "close") line("front CPU: passfd vs relay, close", size, "passfd", $5, $4)
+				if (mode == "keep-alive") line("front CPU: passfd-return vs relay, keep-alive", size, "passfd-return", $6, $4)
+			}
+			END { exit (bad || n == 0) }' "$W/handoff$r.out" >"$W/handoff$r.jsonl"; then
+			skipped+=("handoff vs relay: could not read bench/handoff-cpu.sh's table (format changed?)")
+			break
+		fi
+		cat "$W/handoff$r.jsonl" >>"$RUNSF"
+	done
+fi
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# --- summary ----------------------------------------------------------------------
+if [ ! -s "$RUNSF" ]; then
+	echo "compare: no comparison produced results:" >&2
+	printf '  %s\n' "${skipped[@]}" >&2
+	exit 1
+fi
+mkdir -p "$OUT"
+date_utc=$(date -u '+%Y-%m-%d %H:%M UTC')
+elapsed=$(($(date +%s) - start))
+meta=(
+	--meta "date=$date_utc"
+	--meta "loadavg_before=$load_before" --meta "loadavg_after=$load_after"
+	--meta "runs=$RUNS" --meta "duration=$DURATION" --meta "conns=$CONNS" --meta "handoff_conns=$HANDOFF_CONNS"
+	--meta "server_cpu=$SERVER_CPU" --meta "client_cpu=$CLIENT_CPU" --meta "nice=$NICE"
+	--meta "cpus=$(nproc) × $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+	--meta "kernel=$(uname -r)"
+	--meta "nginx=$(nginx -v 2>&1 | sed 's/.*\///')" --meta "haproxy=$(haproxy -v | awk 'NR==1 { print $3 }')"
+	--meta "shoal=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	--meta "elapsed_s=$elapsed"
+)
+for s in "${skipped[@]:-}"; do [ -n "$s" ] && meta+=(--meta "skipped=$s"); done
+"$W/report" summarize --runs "$RUNSF" --out "$OUT/latest.json" "${meta[@]}" >"$W/table.md"
+"$W/report" plot --in "$OUT/latest.json" --out "$OUT/latest.svg" --out "$OUT/latest.png"
+cp "$RUNSF" "$OUT/latest-runs.jsonl"
+{
+	echo "shoal side by side, $date_utc; load average $load_before before, $load_after after ($(nproc) CPUs)"
+	echo "RUNS=$RUNS paired rounds × DURATION=$DURATION; servers on CPU $SERVER_CPU, load on CPU $CLIENT_CPU; wrk -t1 -c$CONNS (handoff: shoal bench http -c $HANDOFF_CONNS)"
+	echo
+	cat "$W/table.md"
+	echo
+	echo "ratio: shoal ÷ peer req/s per paired round, min / **median** / max; (CPU) rows: relay ÷ handoff front CPU µs per request."
+	echo "Above 1 favours shoal. p99 and CPU columns are medians over the rounds; – = not measured."
+	for s in "${skipped[@]:-}"; do [ -n "$s" ] && echo "skipped: $s"; done
+} >"$OUT/latest.md"
+echo
+cat "$OUT/latest.md"
+echo
+echo "wrote $OUT/latest.json, latest.md, latest.svg, latest.png, latest-runs.jsonl; total time ${elapsed}s"
