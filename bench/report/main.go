@@ -76,11 +76,18 @@ func run(args []string, stdout io.Writer) error {
 		if len(runs) == 0 {
 			return fmt.Errorf("%s: no runs", *runsPath)
 		}
-		rows, err := Summarize(runs)
+		rows, dropped, err := Summarize(runs)
 		if err != nil {
 			return err
 		}
+		if len(rows) == 0 {
+			return fmt.Errorf("%s: every run failed: %s", *runsPath, strings.Join(dropped, "; "))
+		}
 		rep := Report{Schema: Schema, Meta: map[string]string{}, Rows: rows}
+		if len(dropped) > 0 {
+			rep.Meta["dropped"] = strings.Join(dropped, "; ")
+			fmt.Fprintf(os.Stderr, "report: left out %d failed runs: %s\n", len(dropped), rep.Meta["dropped"])
+		}
 		for _, kv := range meta {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {

@@ -81,7 +81,8 @@ type Row struct {
 	Comparison string `json:"comparison"`
 	Size       string `json:"size"`
 	Metric     string `json:"metric"`
-	Runs       int    `json:"runs"`
+	Runs       int    `json:"runs"`              // runs summarised
+	Dropped    int    `json:"dropped,omitempty"` // runs left out: undefined ratio
 	Peer       Sample `json:"peer"`
 	Shoal      Sample `json:"shoal"`
 	Ratio      Spread `json:"ratio"`
@@ -129,10 +130,12 @@ func ReadRuns(r io.Reader) ([]Run, error) {
 }
 
 // Summarize groups runs by (comparison, size) in first-seen order and
-// reduces each group to a Row. A run whose ratio is undefined (a side
-// served nothing) is an error: a harness that hides failed cells would
-// print a flattering table.
-func Summarize(runs []Run) ([]Row, error) {
+// reduces each group to a Row. A run whose ratio is undefined (a side served
+// nothing, a CPU time of zero) is left out of its row, counted in
+// Row.Dropped and described in dropped, so the table says that a cell
+// failed instead of hiding it; a group whose runs all failed has no row.
+// Runs of one group that mix metrics are an error.
+func Summarize(runs []Run) (rows []Row, dropped []string, err error) {
 	type key struct{ c, s string }
 	var order []key
 	groups := map[key][]Run{}
@@ -143,32 +146,39 @@ func Summarize(runs []Run) ([]Row, error) {
 		}
 		groups[k] = append(groups[k], r)
 	}
-	rows := make([]Row, 0, len(order))
+	rows = make([]Row, 0, len(order))
 	for _, k := range order {
-		g := groups[k]
-		ratios := make([]float64, len(g))
-		for i, r := range g {
-			if r.Metric != g[0].Metric {
-				return nil, fmt.Errorf("%s %s: runs mix metrics %q and %q", k.c, k.s, g[0].Metric, r.Metric)
+		all := groups[k]
+		var ok []Run
+		var ratios []float64
+		for _, r := range all {
+			if r.Metric != all[0].Metric {
+				return nil, nil, fmt.Errorf("%s %s: runs mix metrics %q and %q", k.c, k.s, all[0].Metric, r.Metric)
 			}
 			v, err := r.Ratio()
 			if err != nil {
-				return nil, err
+				dropped = append(dropped, err.Error())
+				continue
 			}
-			ratios[i] = v
+			ok = append(ok, r)
+			ratios = append(ratios, v)
+		}
+		if len(ok) == 0 {
+			continue
 		}
 		sort.Float64s(ratios)
 		rows = append(rows, Row{
 			Comparison: k.c,
 			Size:       k.s,
-			Metric:     g[0].Metric,
-			Runs:       len(g),
-			Peer:       medianSample(g, func(r Run) Sample { return r.Peer }),
-			Shoal:      medianSample(g, func(r Run) Sample { return r.Shoal }),
+			Metric:     all[0].Metric,
+			Runs:       len(ok),
+			Dropped:    len(all) - len(ok),
+			Peer:       medianSample(ok, func(r Run) Sample { return r.Peer }),
+			Shoal:      medianSample(ok, func(r Run) Sample { return r.Shoal }),
 			Ratio:      Spread{Min: ratios[0], Median: median(ratios), Max: ratios[len(ratios)-1]},
 		})
 	}
-	return rows, nil
+	return rows, dropped, nil
 }
 
 // medianSample takes the median of each field independently; an optional
@@ -235,6 +245,9 @@ func Markdown(w io.Writer, rows []Row) error {
 		metric := ""
 		if r.Metric == MetricCPU {
 			metric = " (CPU)"
+		}
+		if r.Dropped > 0 {
+			metric += fmt.Sprintf(" (%d of %d runs failed)", r.Dropped, r.Dropped+r.Runs)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.2f / **%.2f** / %.2f%s | %s | %s | %s | %s |\n",
 			r.Label(), r.Size, r.Peer.RPS, r.Shoal.RPS,

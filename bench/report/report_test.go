@@ -71,9 +71,12 @@ func TestSummarize(t *testing.T) {
 	if len(runs) != 6 {
 		t.Fatalf("read %d runs, want 6 (blank lines skipped)", len(runs))
 	}
-	rows, err := Summarize(runs)
+	rows, dropped, err := Summarize(runs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(dropped) != 0 {
+		t.Errorf("dropped = %v", dropped)
 	}
 	if len(rows) != 3 {
 		t.Fatalf("%d rows, want 3", len(rows))
@@ -117,12 +120,31 @@ func TestSummarizeErrors(t *testing.T) {
 		{Comparison: "a", Size: "1k", Metric: MetricRPS, Peer: Sample{RPS: 1}, Shoal: Sample{RPS: 1}},
 		{Comparison: "a", Size: "1k", Metric: MetricCPU, Peer: Sample{CPUUs: f(1)}, Shoal: Sample{CPUUs: f(1)}},
 	}
-	if _, err := Summarize(mixed); err == nil {
+	if _, _, err := Summarize(mixed); err == nil {
 		t.Error("mixed metrics: no error")
 	}
-	failed := []Run{{Comparison: "a", Size: "1k", Metric: MetricRPS, Peer: Sample{RPS: 0}, Shoal: Sample{RPS: 5}}}
-	if _, err := Summarize(failed); err == nil {
-		t.Error("a side with 0 req/s: no error")
+	// A failed run is left out of its row (and its medians), and counted.
+	partly := []Run{
+		{Comparison: "a", Size: "1k", Run: 1, Metric: MetricRPS, Peer: Sample{RPS: 0}, Shoal: Sample{RPS: 5}},
+		{Comparison: "a", Size: "1k", Run: 2, Metric: MetricRPS, Peer: Sample{RPS: 10}, Shoal: Sample{RPS: 5}},
+		{Comparison: "b", Size: "1k", Run: 1, Metric: MetricCPU, Peer: Sample{CPUUs: f(1)}, Shoal: Sample{CPUUs: f(0)}},
+	}
+	rows, dropped, err := Summarize(partly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Runs != 1 || rows[0].Dropped != 1 || rows[0].Peer.RPS != 10 || rows[0].Ratio.Median != 0.5 {
+		t.Errorf("rows = %+v, want only a/1k from run 2 with one dropped", rows)
+	}
+	if len(dropped) != 2 || !strings.Contains(dropped[0], "a 1k run 1") || !strings.Contains(dropped[1], "b 1k run 1") {
+		t.Errorf("dropped = %q", dropped)
+	}
+	var b strings.Builder
+	if err := Markdown(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "(1 of 2 runs failed)") {
+		t.Errorf("table does not say a run failed:\n%s", b.String())
 	}
 }
 
@@ -146,7 +168,7 @@ func TestSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := Summarize(runs)
+	rows, _, err := Summarize(runs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +302,12 @@ func TestCLI(t *testing.T) {
 	if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
 		t.Errorf("PNG lacks the PNG signature")
 	}
+	failed := filepath.Join(dir, "failed.jsonl")
+	if err := os.WriteFile(failed, []byte(`{"comparison":"a","size":"1k","run":1,"metric":"rps","peer":{"rps":0},"shoal":{"rps":1}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, bad := range [][]string{
+		{"summarize", "--runs", failed, "--out", filepath.Join(dir, "f.json")}, // every run failed
 		{"plot", "--in", js, "--out", filepath.Join(dir, "x.gif")},
 		{"plot", "--in", js},
 		{"summarize", "--runs", runsPath, "--out", js, "--meta", "novalue"},
