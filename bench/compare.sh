@@ -136,19 +136,27 @@ skipped=()
 echo "compare: RUNS=$RUNS DURATION=$DURATION CONNS=$CONNS SIZES=\"$SIZES\" ONLY=\"$ONLY\"; load average $load_before" >&2
 
 want() { [[ " $ONLY " == *" $1 "* ]]; }
+rows() { wc -l <"$RUNSF"; }
+# produced NAME BEFORE: a sub-script that exits 0 without writing rows would
+# silently drop its comparison from the table; say so instead.
+produced() { [ "$(rows)" -gt "$2" ] || skipped+=("$1: the script wrote no JSON_OUT rows"); }
 
 if want node; then
 	echo "compare: node vs nginx ..." >&2
+	n0=$(rows)
 	job node env SHOAL_BIN="$SHOAL" RUNS="$RUNS" DUR="$DURATION" CONNS="$CONNS" SIZES="$SIZES" \
 		SERVER_CPU="$SERVER_CPU" CLIENT_CPU="$CLIENT_CPU" NICE="$NICE" JSON_OUT="$RUNSF" bench/node-vs-nginx.sh ||
 		skipped+=("node vs nginx: bench/node-vs-nginx.sh failed ($?)")
+	produced "node vs nginx" "$n0"
 fi
 
 if want front; then
 	echo "compare: front vs HAProxy ..." >&2
+	n0=$(rows)
 	job front env SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" CONNS="$CONNS" SIZES="$SIZES" \
 		PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE" JSON_OUT="$RUNSF" bench/front-vs-haproxy.sh ||
 		skipped+=("front vs HAProxy: bench/front-vs-haproxy.sh failed ($?)")
+	produced "front vs HAProxy" "$n0"
 fi
 
 # handoff-cpu.sh prints only medians, so it runs once per round (RUNS=1) and
@@ -162,7 +170,7 @@ if want handoff; then
 	dur_s=$(awk -v d="$DURATION" 'BEGIN { v = d + 0; if (d ~ /ms$/) v /= 1000; else if (d ~ /m$/) v *= 60; print v }')
 	for r in $(seq "$RUNS"); do
 		echo "compare: handoff vs relay, round $r/$RUNS ..." >&2
-		if ! job "handoff$r" env SHOAL="$SHOAL" RUNS=1 DURATION="$DURATION" CONNS="$HANDOFF_CONNS" SIZES="$SIZES" \
+		if ! job "handoff$r" env -u CURVE SHOAL="$SHOAL" RUNS=1 DURATION="$DURATION" CONNS="$HANDOFF_CONNS" SIZES="$SIZES" \
 			FRONT_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" bench/handoff-cpu.sh; then
 			skipped+=("handoff vs relay: bench/handoff-cpu.sh failed in round $r (see its output above)")
 			break
