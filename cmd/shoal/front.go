@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -43,9 +43,15 @@ func runFront(args []string) error {
 	maxHead := fs.Int("max-header-bytes", def.Limits.MaxHeaderBytes, "largest request head accepted (431 above)")
 	repair := addRepairFrontFlags(fs)
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
+	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	if *printConfig {
+		fmt.Print(config.FrontTemplate)
+		return nil
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("role", "front")
 
 	fc := def
 	if *cfgFile != "" {
@@ -133,7 +139,7 @@ func runFront(args []string) error {
 	case "redirect":
 		dp = front.Redirect()
 	case "repair":
-		rp, closeRepair, err := repair.frontPath(fc.Listen, log.New(os.Stderr, "shoal front: ", log.LstdFlags))
+		rp, closeRepair, err := repair.frontPath(fc.Listen, logger)
 		if err != nil {
 			return err
 		}
@@ -142,7 +148,6 @@ func runFront(args []string) error {
 	default:
 		return fmt.Errorf("--path %q: want relay or redirect", fc.Path)
 	}
-	logger := log.New(os.Stderr, "shoal front: ", log.LstdFlags)
 	var metrics *admin.Metrics
 	var observer front.Observer // stays a nil interface without --admin
 	if fc.Admin != "" {
@@ -159,10 +164,13 @@ func runFront(args []string) error {
 		Choose:        choose,
 		Hybrid:        hybrid,
 		Observer:      observer,
-		Log:           logger,
+		Logger:        logger,
 	})
 	if err != nil {
 		return err
+	}
+	if metrics != nil {
+		metrics.WatchFront(srv.Stats)
 	}
 	ln, err := front.Listen(fc.Listen) // TCP_DEFER_ACCEPT, no keep-alive probes (listen.go)
 	if err != nil {
@@ -182,9 +190,9 @@ func runFront(args []string) error {
 		}
 		adminSrv = &http.Server{Handler: admin.New(cl, metrics), ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(aln)
-		logger.Printf("admin API on %s", aln.Addr())
+		logger.Info("admin API", "addr", aln.Addr().String())
 	}
-	logger.Printf("serving on %s: policy %s, path %s, %d nodes", ln.Addr(), fc.Policy, fc.Path, len(fc.Nodes))
+	logger.Info("serving", "addr", ln.Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes))
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -195,7 +203,7 @@ func runFront(args []string) error {
 	case err := <-errc:
 		return err
 	case s := <-sig:
-		logger.Printf("%s: shutting down", s)
+		logger.Info("shutting down", "signal", s.String())
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log"
+	"log/slog"
 	"net/netip"
 	"os"
 
@@ -59,7 +59,7 @@ func readRepairKey(path string) ([]byte, error) {
 // frontPath builds the repair data path for a front listening on listen
 // (which must be the VIP:port). The caller closes it after the server
 // stops; close also logs its counters.
-func (rf *repairFlags) frontPath(listen string, logger *log.Logger) (*front.RepairPath, func(), error) {
+func (rf *repairFlags) frontPath(listen string, logger *slog.Logger) (*front.RepairPath, func(), error) {
 	key, err := readRepairKey(*rf.keyFile)
 	if err != nil {
 		return nil, nil, err
@@ -73,11 +73,11 @@ func (rf *repairFlags) frontPath(listen string, logger *log.Logger) (*front.Repa
 	if err != nil {
 		return nil, nil, err
 	}
-	logger.Printf("repair: steering flows with %s on %s", rp.Steer().Backend(), vip)
+	logger.Info("repair: steering flows", "backend", rp.Steer().Backend(), "vip", vip)
 	return rp, func() {
-		logger.Printf("repair: %+v", rp.Stats())
+		logger.Info("repair: closing", "stats", fmt.Sprintf("%+v", rp.Stats()))
 		if err := rp.Close(); err != nil {
-			logger.Printf("repair: close: %v", err)
+			logger.Error("repair: close", "err", err)
 		}
 	}, nil
 }

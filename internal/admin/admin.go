@@ -10,6 +10,7 @@
 //	DELETE /nodes/{i}             remove node i (in-flight requests finish)
 //	PUT    /nodes/{i}/weight      set node i's weight: {"weight": 0} drains it
 //	GET    /tables?limit=N        the policy's tables (lard's target map, tbccrd's URL table)
+//	GET    /stats                 the front's counters: per data path, handoffs, hybrid decisions, queues
 //	GET    /metrics               Prometheus text format
 //
 // net/http is the right tool here: the admin API is low-rate and benefits
@@ -23,6 +24,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -47,6 +49,7 @@ func New(cl *cluster.Cluster, m *Metrics) *Server {
 	s.mux.HandleFunc("DELETE /nodes/{i}", s.removeNode)
 	s.mux.HandleFunc("PUT /nodes/{i}/weight", s.setWeight)
 	s.mux.HandleFunc("GET /tables", s.tables)
+	s.mux.HandleFunc("GET /stats", s.stats)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{}))
 	return s
 }
@@ -171,6 +174,15 @@ func (s *Server) tables(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"policy": name, "tables": out})
 }
 
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	f := s.metrics.front.Load()
+	if f == nil {
+		writeErr(w, http.StatusNotFound, errors.New("no front-end attached"))
+		return
+	}
+	writeJSON(w, http.StatusOK, (*f)())
+}
+
 // Metrics holds the front's Prometheus collectors on a registry of its own
 // (no global registry: two fronts in one process, as tests run them, must
 // not collide).
@@ -182,6 +194,16 @@ type Metrics struct {
 	decisions *prometheus.CounterVec
 	retries   prometheus.Counter
 	health    *prometheus.CounterVec
+	front     atomic.Pointer[func() front.Stats]
+}
+
+// WatchFront exports the front's own counters (requests per data path,
+// handoffs, hybrid decisions, queueing, bytes) at scrape time and serves
+// them at /stats, so the request path pays nothing for them.
+func (m *Metrics) WatchFront(stats func() front.Stats) {
+	if m.front.Swap(&stats) == nil {
+		m.reg.MustRegister(&frontCollector{stats: stats})
+	}
 }
 
 // NewMetrics registers the front's metrics for cluster cl running policy.
@@ -280,4 +302,55 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		agg = hits / reqs
 	}
 	ch <- prometheus.MustNewConstMetric(descAggHit, prometheus.GaugeValue, agg, nil...)
+}
+
+// frontCollector turns front.Stats into Prometheus metrics at scrape time.
+type frontCollector struct{ stats func() front.Stats }
+
+var (
+	descPath    = prometheus.NewDesc("shoal_front_path_requests_total", "Requests moved by each data path.", []string{"path"}, nil)
+	descConns   = prometheus.NewDesc("shoal_front_connections_accepted_total", "Client connections accepted.", nil, nil)
+	descActiveC = prometheus.NewDesc("shoal_front_connections_active", "Client connections open now.", nil, nil)
+	descBytes   = prometheus.NewDesc("shoal_front_bytes_total", "Bytes read from (in) and written to (out) clients by the front itself.", []string{"dir"}, nil)
+	descQueue   = prometheus.NewDesc("shoal_front_queue_total", "Node-queue events: queued, timeout (503), full (503).", []string{"event"}, nil)
+	descHandoff = prometheus.NewDesc("shoal_front_handoff_total",
+		"passfd handoff events: passed, fallback_no_socket, fallback_send, returned, return_refused, redispatched, ended, lost.", []string{"event"}, nil)
+	descHybrid = prometheus.NewDesc("shoal_front_hybrid_decisions_total",
+		"Hybrid data-path decisions (seed 002): hand off for cpu, conns or size, or relay.", []string{"reason"}, nil)
+)
+
+func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descHandoff, descHybrid} {
+		ch <- d
+	}
+}
+
+func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	counter := func(d *prometheus.Desc, v uint64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+	}
+	for path, n := range st.Paths {
+		counter(descPath, n, path)
+	}
+	counter(descConns, st.ConnsAccepted)
+	ch <- prometheus.MustNewConstMetric(descActiveC, prometheus.GaugeValue, float64(st.ConnsActive))
+	counter(descBytes, st.BytesIn, "in")
+	counter(descBytes, st.BytesOut, "out")
+	counter(descQueue, st.Queued, "queued")
+	counter(descQueue, st.QueueTimeouts, "timeout")
+	counter(descQueue, st.QueueFull, "full")
+	h := st.Handoff
+	for _, e := range []struct {
+		name string
+		v    uint64
+	}{{"passed", h.Passed}, {"fallback_no_socket", h.FallbackNoSocket}, {"fallback_send", h.FallbackSend},
+		{"returned", h.Returned}, {"return_refused", h.ReturnRefused}, {"redispatched", h.Redispatched},
+		{"ended", h.Ended}, {"lost", h.Lost}} {
+		counter(descHandoff, e.v, e.name)
+	}
+	counter(descHybrid, h.HybridCPU, "cpu")
+	counter(descHybrid, h.HybridConns, "conns")
+	counter(descHybrid, h.HybridSize, "size")
+	counter(descHybrid, h.HybridRelay, "relay")
 }

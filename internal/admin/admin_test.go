@@ -137,3 +137,26 @@ func TestObserveCountsRequestsDecisionsRetries(t *testing.T) {
 		}
 	}
 }
+
+func TestStatsNeedsFront(t *testing.T) {
+	cl, srv := setup(t)
+	if code, _ := call(t, "GET", srv.URL+"/stats", ""); code != 404 {
+		t.Errorf("/stats without a front = %d, want 404", code)
+	}
+	m := NewMetrics(cl, "table")
+	m.WatchFront(func() front.Stats {
+		return front.Stats{Requests: 7, Paths: map[string]uint64{"passfd": 5}, Handoff: front.HandoffStats{Passed: 5, HybridSize: 2}}
+	})
+	srv.Config.Handler = New(cl, m)
+	code, body := call(t, "GET", srv.URL+"/stats", "")
+	if code != 200 || !strings.Contains(body, `"Requests": 7`) {
+		t.Errorf("/stats = %d %s", code, body)
+	}
+	_, body = call(t, "GET", srv.URL+"/metrics", "")
+	for _, want := range []string{`shoal_front_path_requests_total{path="passfd"} 5`, `shoal_front_handoff_total{event="passed"} 5`,
+		`shoal_front_hybrid_decisions_total{reason="size"} 2`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

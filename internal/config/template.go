@@ -8,9 +8,9 @@ const FrontTemplate = `# shoal front configuration. Every key is optional; shown
 # Flags given on the command line override the file.
 
 listen = "127.0.0.1:8080"      # client-facing address
-admin = "127.0.0.1:9090"       # admin API and /metrics ("" turns it off)
+admin = "127.0.0.1:9090"       # admin API and /metrics (default "": off)
 policy = "wrr"                 # rr wrr gwrr lc wlc dfwrr urlhash chbl p2c lard lardr tbccrd weblins
-path = "relay"                 # data path: relay or redirect
+path = "relay"                 # data path: relay, redirect, passfd, hybrid or repair
 access_log = ""                # Common Log Format file, "-" for stdout, "" for none
 
 # One [[node]] table per back-end.

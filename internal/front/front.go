@@ -26,7 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -89,7 +89,7 @@ type Config struct {
 	Observer Observer
 	// Log receives connection-level errors worth an operator's attention
 	// (accept failures). Default: discard.
-	Log *log.Logger
+	Logger *slog.Logger
 }
 
 func (c *Config) fill() {
@@ -289,8 +289,8 @@ func isTemporary(err error) bool {
 }
 
 func (s *Server) logf(format string, args ...any) {
-	if s.cfg.Log != nil {
-		s.cfg.Log.Printf(format, args...)
+	if s.cfg.Logger != nil {
+		s.cfg.Logger.Warn(fmt.Sprintf(format, args...))
 	}
 }
 

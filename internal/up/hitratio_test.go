@@ -68,6 +68,9 @@ func TestLARDBeatsWRRHitRatio(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		ratio[pol] = scrape(t, c.AdminURL+"/metrics", "shoal_cluster_cache_hit_ratio")
+		if relayed := scrape(t, c.AdminURL+"/metrics", `shoal_front_path_requests_total{path="relay"}`); relayed < float64(res.Requests) {
+			t.Errorf("%s: /metrics counts %v relayed requests, the client got %d answers", pol, relayed, res.Requests)
+		}
 		t.Logf("%s: %d requests (%d ok) in %v, aggregate hit ratio %.4f", pol, res.Requests, res.OK, res.Duration.Round(time.Millisecond), ratio[pol])
 		c.Close()
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"shoal/internal/admin"
 	"shoal/internal/cluster"
 	"shoal/internal/content"
 	"shoal/internal/front"
@@ -120,15 +118,11 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	}
 
 	c := p.Cluster
-	c.Control, err = cluster.New(pol, specs, cluster.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("up: %w", err)
+	if err := c.startControl(pol, specs); err != nil {
+		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	go c.Control.Check(ctx, cluster.CheckConfig{Interval: cfg.HealthInterval})
 
-	fc := front.Config{Observer: nil, Path: front.PassFD(front.PassFDConfig{})}
+	fc := front.Config{Path: front.PassFD(front.PassFDConfig{})}
 	if pc.Path == "hybrid" {
 		st, err := content.Open(root)
 		if err != nil {
@@ -143,27 +137,8 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 			return -1
 		}
 	}
-	c.Metrics = admin.NewMetrics(c.Control, cfg.Policy)
-	fc.Observer = c.Metrics
-	c.Front, err = front.New(c.Control, fc)
-	if err != nil {
-		return nil, fmt.Errorf("up: %w", err)
-	}
-	fln, err := front.Listen(cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("up: front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
-	}
-	c.URL = "http://" + fln.Addr().String() + "/"
-	go c.watch(func() error { return c.Front.Serve(fln) })
-
-	if cfg.Admin != "off" {
-		aln, err := net.Listen("tcp", cfg.Admin)
-		if err != nil {
-			return nil, fmt.Errorf("up: admin: %w (use --admin off or another address)", err)
-		}
-		c.AdminURL = "http://" + aln.Addr().String()
-		c.admin = &http.Server{Handler: admin.New(c.Control, c.Metrics), ReadHeaderTimeout: 10 * time.Second}
-		go c.watch(func() error { return c.admin.Serve(aln) })
+	if err := c.startFront(fc); err != nil {
+		return nil, err
 	}
 	ok = true
 	return p, nil

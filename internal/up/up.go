@@ -164,37 +164,58 @@ func Start(cfg Config) (*Cluster, error) {
 		go c.watch(func() error { return n.Serve(ln) })
 	}
 
+	if err := c.startControl(pol, specs); err != nil {
+		return nil, err
+	}
+	if err := c.startFront(front.Config{}); err != nil {
+		return nil, err
+	}
+	ok = true
+	return c, nil
+}
+
+// startControl builds the control plane over the nodes and starts its
+// health checks.
+func (c *Cluster) startControl(pol policy.Policy, specs []cluster.NodeSpec) error {
+	var err error
 	c.Control, err = cluster.New(pol, specs, cluster.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("up: %w", err)
+		return fmt.Errorf("up: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	go c.Control.Check(ctx, cluster.CheckConfig{Interval: cfg.HealthInterval})
+	go c.Control.Check(ctx, cluster.CheckConfig{Interval: c.Config.HealthInterval})
+	return nil
+}
 
-	c.Metrics = admin.NewMetrics(c.Control, cfg.Policy)
-	c.Front, err = front.New(c.Control, front.Config{Observer: c.Metrics})
+// startFront starts the front-end with fc (its Observer is set here) on
+// Config.Listen, and the admin API with metrics unless it is off.
+func (c *Cluster) startFront(fc front.Config) error {
+	c.Metrics = admin.NewMetrics(c.Control, c.Config.Policy)
+	fc.Observer = c.Metrics
+	var err error
+	c.Front, err = front.New(c.Control, fc)
 	if err != nil {
-		return nil, fmt.Errorf("up: %w", err)
+		return fmt.Errorf("up: %w", err)
 	}
-	fln, err := net.Listen("tcp", cfg.Listen)
+	c.Metrics.WatchFront(c.Front.Stats)
+	fln, err := front.Listen(c.Config.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("up: front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
+		return fmt.Errorf("up: front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
 	}
 	c.URL = "http://" + fln.Addr().String() + "/"
 	go c.watch(func() error { return c.Front.Serve(fln) })
 
-	if cfg.Admin != "off" {
-		aln, err := net.Listen("tcp", cfg.Admin)
+	if c.Config.Admin != "off" {
+		aln, err := net.Listen("tcp", c.Config.Admin)
 		if err != nil {
-			return nil, fmt.Errorf("up: admin: %w (use --admin off or another address)", err)
+			return fmt.Errorf("up: admin: %w (use --admin off or another address)", err)
 		}
 		c.AdminURL = "http://" + aln.Addr().String()
 		c.admin = &http.Server{Handler: admin.New(c.Control, c.Metrics), ReadHeaderTimeout: 10 * time.Second}
 		go c.watch(func() error { return c.admin.Serve(aln) })
 	}
-	ok = true
-	return c, nil
+	return nil
 }
 
 // prepareSite returns the site root to serve and a one-line description.
