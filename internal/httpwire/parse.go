@@ -281,61 +281,14 @@ func parse(b []byte, r *Request, maxHeaders int) (int, error) {
 
 	var closeTok bool
 	for {
-		if i >= len(b) {
-			return 0, ErrNeedMore
+		name, value, next, err := nextField(b, i)
+		if err != nil {
+			return 0, err
 		}
-		c := b[i]
-		if c == '\r' {
-			if i+1 >= len(b) {
-				return 0, ErrNeedMore
-			}
-			if b[i+1] != '\n' {
-				return 0, ErrBareCR
-			}
-			i += 2
+		i = next
+		if name == nil {
 			break
 		}
-		if c == ' ' || c == '\t' {
-			return 0, ErrObsFold
-		}
-		// field-name ":"
-		j := i
-		for j < len(b) && tchar[b[j]] {
-			j++
-		}
-		if j == len(b) {
-			return 0, ErrNeedMore
-		}
-		if b[j] != ':' || j == i {
-			return 0, classify(b[j], ErrBadHeaderName)
-		}
-		name := b[i:j]
-		j++
-		for j < len(b) && (b[j] == ' ' || b[j] == '\t') {
-			j++
-		}
-		vs := j
-		for j < len(b) && vchar[b[j]] {
-			j++
-		}
-		if j == len(b) {
-			return 0, ErrNeedMore
-		}
-		if b[j] != '\r' {
-			return 0, classify(b[j], ErrBadHeaderValue)
-		}
-		if j+1 >= len(b) {
-			return 0, ErrNeedMore
-		}
-		if b[j+1] != '\n' {
-			return 0, ErrBareCR
-		}
-		ve := j
-		for ve > vs && (b[ve-1] == ' ' || b[ve-1] == '\t') {
-			ve--
-		}
-		value := b[vs:ve]
-		i = j + 2
 		if len(r.Headers) >= maxHeaders {
 			return 0, ErrTooManyHeaders
 		}
@@ -362,6 +315,65 @@ func parse(b []byte, r *Request, maxHeaders int) (int, error) {
 		r.Close = closeTok
 	}
 	return i, nil
+}
+
+// nextField parses the header field that starts at b[i], or the empty line
+// that ends the head (then name is nil). next is the offset after the line.
+// Requests and responses share it, so both refuse the same malformed heads:
+// obsolete line folding, bare CR or LF, invalid name or value bytes.
+// Optional white space around the value is trimmed.
+func nextField(b []byte, i int) (name, value []byte, next int, err error) {
+	if i >= len(b) {
+		return nil, nil, 0, ErrNeedMore
+	}
+	switch b[i] {
+	case '\r':
+		if i+1 >= len(b) {
+			return nil, nil, 0, ErrNeedMore
+		}
+		if b[i+1] != '\n' {
+			return nil, nil, 0, ErrBareCR
+		}
+		return nil, nil, i + 2, nil
+	case ' ', '\t':
+		return nil, nil, 0, ErrObsFold
+	}
+	j := i
+	for j < len(b) && tchar[b[j]] {
+		j++
+	}
+	if j == len(b) {
+		return nil, nil, 0, ErrNeedMore
+	}
+	if b[j] != ':' || j == i {
+		return nil, nil, 0, classify(b[j], ErrBadHeaderName)
+	}
+	name = b[i:j]
+	j++
+	for j < len(b) && (b[j] == ' ' || b[j] == '\t') {
+		j++
+	}
+	vs := j
+	for j < len(b) && vchar[b[j]] {
+		j++
+	}
+	if j == len(b) {
+		return nil, nil, 0, ErrNeedMore
+	}
+	if b[j] != '\r' {
+		return nil, nil, 0, classify(b[j], ErrBadHeaderValue)
+	}
+	if j+1 >= len(b) {
+		return nil, nil, 0, ErrNeedMore
+	}
+	if b[j+1] != '\n' {
+		return nil, nil, 0, ErrBareCR
+	}
+	ve := j
+	for ve > vs && (b[ve-1] == ' ' || b[ve-1] == '\t') {
+		ve--
+	}
+	return name, b[vs:ve], j + 2, nil
 }
 
 // known interprets the header fields the server acts on.

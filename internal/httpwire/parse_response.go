@@ -114,57 +114,14 @@ func ParseResponse(b []byte, r *ResponseHead, maxHeaders int) (int, error) {
 
 	var closeTok, keepAlive, hasTE bool
 	for {
-		if i >= len(b) {
-			return 0, ErrNeedMore
+		name, value, next, err := nextField(b, i)
+		if err != nil {
+			return 0, err
 		}
-		c := b[i]
-		if c == '\r' {
-			if i+1 >= len(b) {
-				return 0, ErrNeedMore
-			}
-			if b[i+1] != '\n' {
-				return 0, ErrBareCR
-			}
-			i += 2
+		i = next
+		if name == nil {
 			break
 		}
-		if c == ' ' || c == '\t' {
-			return 0, ErrObsFold
-		}
-		j := i
-		for j < len(b) && tchar[b[j]] {
-			j++
-		}
-		if j == len(b) {
-			return 0, ErrNeedMore
-		}
-		if b[j] != ':' || j == i {
-			return 0, classify(b[j], ErrBadHeaderName)
-		}
-		name := b[i:j]
-		j++
-		for j < len(b) && (b[j] == ' ' || b[j] == '\t') {
-			j++
-		}
-		vs := j
-		for j < len(b) && vchar[b[j]] {
-			j++
-		}
-		if j+1 >= len(b) {
-			return 0, ErrNeedMore
-		}
-		if b[j] != '\r' {
-			return 0, classify(b[j], ErrBadHeaderValue)
-		}
-		if b[j+1] != '\n' {
-			return 0, ErrBareCR
-		}
-		ve := j
-		for ve > vs && (b[ve-1] == ' ' || b[ve-1] == '\t') {
-			ve--
-		}
-		value := b[vs:ve]
-		i = j + 2
 		if len(r.Headers) >= maxHeaders {
 			return 0, ErrTooManyHeaders
 		}
