@@ -31,7 +31,8 @@
 #   DURATION=3s       length of one load run (node, front, handoff)
 #   CONNS=64          wrk connections (node, front)
 #   HANDOFF_CONNS=32  `shoal bench http` connections for handoff
-#   SIZES="1k 64k 1m" object sizes
+#   SIZES="1k 64k 1m" object sizes (node, front)
+#   HANDOFF_SIZES="1k 100k 1m"  the sizes bench/handoff-cpu.sh serves
 #   ONLY="node front handoff"  which comparisons to run
 #   SERVER_CPU=0 CLIENT_CPU=1  cores for the servers and for the load
 #   NICE=-10          niceness of servers and load (node, front; as root)
@@ -47,6 +48,7 @@ DURATION=${DURATION:-3s}
 CONNS=${CONNS:-64}
 HANDOFF_CONNS=${HANDOFF_CONNS:-32}
 SIZES=${SIZES:-"1k 64k 1m"}
+HANDOFF_SIZES=${HANDOFF_SIZES:-"1k 100k 1m"}
 ONLY=${ONLY:-"node front handoff"}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
@@ -99,16 +101,21 @@ trap cleanup EXIT
 trap 'echo "compare: interrupted, cleaning up" >&2; exit 130' INT TERM
 
 # job NAME CMD...: run CMD in its own process group, stdout to $W/NAME.out,
-# stderr (progress) to the terminal prefixed with NAME; returns CMD's status.
+# stderr (progress) to $W/NAME.err and, prefixed with NAME, to the terminal;
+# returns CMD's status.
 job() {
-	local name=$1 pid rc=0
+	local name=$1 pid tpid rc=0 g rest=()
 	shift
-	"$@" >"$W/$name.out" 2> >(sed -u "s/^/  [$name] /" >&2) &
+	: >"$W/$name.err"
+	"$@" >"$W/$name.out" 2>"$W/$name.err" &
 	pid=$!
 	GROUPS_+=("$pid")
+	{ tail -s 0.2 -n +1 -f --pid="$pid" "$W/$name.err" | sed -u "s/^/  [$name] /" >&2; } &
+	tpid=$!
+	GROUPS_+=("$tpid")
 	wait "$pid" || rc=$?
-	local g rest=()
-	for g in "${GROUPS_[@]}"; do [ "$g" = "$pid" ] || rest+=("$g"); done
+	wait "$tpid" || true
+	for g in "${GROUPS_[@]}"; do [ "$g" = "$pid" ] || [ "$g" = "$tpid" ] || rest+=("$g"); done
 	GROUPS_=("${rest[@]:-}")
 	return $rc
 }
@@ -133,7 +140,7 @@ RUNSF=$W/runs.jsonl
 : >"$RUNSF"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 skipped=()
-echo "compare: RUNS=$RUNS DURATION=$DURATION CONNS=$CONNS SIZES=\"$SIZES\" ONLY=\"$ONLY\"; load average $load_before" >&2
+echo "compare: RUNS=$RUNS DURATION=$DURATION CONNS=$CONNS SIZES=\"$SIZES\" HANDOFF_SIZES=\"$HANDOFF_SIZES\" ONLY=\"$ONLY\"; load average $load_before" >&2
 
 want() { [[ " $ONLY " == *" $1 "* ]]; }
 rows() { wc -l <"$RUNSF"; }
@@ -163,6 +170,8 @@ fi
 # its Markdown rows are read back:
 #   | 1k | close | 170.6 (3752.0) | 129.9 = 0.761× (308.0) | 114.9 = 0.674× (3219.0) |
 #   object, connection, relay µs (requests), passfd µs = ratio× (requests), passfd-return …
+# with the errors it reports on stderr ("handoff-cpu: passfd 1m keepalive=false:
+# 12 errors"): bench/report leaves runs with errors or too few requests out.
 # Two rows go into the table: passfd with Connection: close (every request is
 # a new connection the front hands off) and passfd-return with keep-alive
 # (content-aware: the node hands each connection back after every request).
@@ -170,28 +179,35 @@ if want handoff; then
 	dur_s=$(awk -v d="$DURATION" 'BEGIN { v = d + 0; if (d ~ /ms$/) v /= 1000; else if (d ~ /m$/) v *= 60; print v }')
 	for r in $(seq "$RUNS"); do
 		echo "compare: handoff vs relay, round $r/$RUNS ..." >&2
-		if ! job "handoff$r" env -u CURVE SHOAL="$SHOAL" RUNS=1 DURATION="$DURATION" CONNS="$HANDOFF_CONNS" SIZES="$SIZES" \
+		if ! job "handoff$r" env -u CURVE SHOAL="$SHOAL" RUNS=1 DURATION="$DURATION" CONNS="$HANDOFF_CONNS" SIZES="$HANDOFF_SIZES" \
 			FRONT_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" bench/handoff-cpu.sh; then
 			skipped+=("handoff vs relay: bench/handoff-cpu.sh failed in round $r (see its output above)")
 			break
 		fi
-		if ! awk -F'|' -v run="$r" -v dur="$dur_s" -v sizes=" $SIZES " '
+		if ! awk -v run="$r" -v dur="$dur_s" -v sizes=" $HANDOFF_SIZES " -v errfile="$W/handoff$r.err" '
+			FILENAME == errfile {
+				# handoff-cpu: PATH SIZE keepalive=BOOL: N errors
+				if ($1 == "handoff-cpu:" && $NF == "errors") { k = $4; sub(/:$/, "", k); errs[$2, $3, k] = $(NF - 1) }
+				next
+			}
 			function num(s) { gsub(/^ +| +$/, "", s); return s + 0 }
 			function reqs(s) { if (match(s, /\(([0-9.]+)\)/)) return substr(s, RSTART + 1, RLENGTH - 2) + 0; return -1 }
-			function line(cmp, size, shoal, sf, pf) {
+			function side(name, f, e) {
+				return sprintf("{\"name\":\"%s\",\"rps\":%.1f,\"cpu_us\":%s,\"requests\":%d,\"errors\":%d}", name, reqs(f) / dur, num(f), reqs(f), e + 0)
+			}
+			function line(cmp, size, shoal, sf, pf, ka) {
 				if (reqs(pf) < 0 || reqs(sf) < 0) { bad = 1; return }
-				printf "{\"comparison\":\"%s\",\"size\":\"%s\",\"run\":%d,\"metric\":\"cpu\",", cmp, size, run
-				printf "\"peer\":{\"name\":\"relay\",\"rps\":%.1f,\"cpu_us\":%s},", reqs(pf) / dur, num(pf)
-				printf "\"shoal\":{\"name\":\"%s\",\"rps\":%.1f,\"cpu_us\":%s}}\n", shoal, reqs(sf) / dur, num(sf)
+				printf "{\"comparison\":\"%s\",\"size\":\"%s\",\"run\":%d,\"metric\":\"cpu\",\"peer\":%s,\"shoal\":%s}\n", cmp, size, run,
+					side("relay", pf, errs["relay", size, ka]), side(shoal, sf, errs[shoal, size, ka])
 				n++
 			}
 			NF >= 7 {
 				size = $2; mode = $3; gsub(/ /, "", size); gsub(/ /, "", mode)
 				if (index(sizes, " " size " ") == 0) next
-				if (mode == "close") line("front CPU: passfd vs relay, close", size, "passfd", $5, $4)
-				if (mode == "keep-alive") line("front CPU: passfd-return vs relay, keep-alive", size, "passfd-return", $6, $4)
+				if (mode == "close") line("front CPU: passfd vs relay, close", size, "passfd", $5, $4, "keepalive=false")
+				if (mode == "keep-alive") line("front CPU: passfd-return vs relay, keep-alive", size, "passfd-return", $6, $4, "keepalive=true")
 			}
-			END { exit (bad || n == 0) }' "$W/handoff$r.out" >"$W/handoff$r.jsonl"; then
+			END { exit (bad || n == 0) }' "$W/handoff$r.err" FS='|' "$W/handoff$r.out" >"$W/handoff$r.jsonl"; then
 			skipped+=("handoff vs relay: could not read bench/handoff-cpu.sh's table (format changed?)")
 			break
 		fi
@@ -226,12 +242,14 @@ for s in "${skipped[@]:-}"; do [ -n "$s" ] && meta+=(--meta "skipped=$s"); done
 cp "$RUNSF" "$OUT/latest-runs.jsonl"
 {
 	echo "shoal side by side, $date_utc; load average $load_before before, $load_after after ($(nproc) CPUs)"
-	echo "RUNS=$RUNS paired rounds × DURATION=$DURATION; servers on CPU $SERVER_CPU, load on CPU $CLIENT_CPU; wrk -t1 -c$CONNS (handoff: shoal bench http -c $HANDOFF_CONNS)"
+	echo "RUNS=$RUNS paired rounds × DURATION=$DURATION; servers on CPU $SERVER_CPU, load on CPU $CLIENT_CPU; wrk -t1 -c$CONNS (front CPU rows: shoal bench http -c $HANDOFF_CONNS, sizes $HANDOFF_SIZES)"
 	echo
 	cat "$W/table.md"
 	echo
 	echo "ratio: shoal ÷ peer req/s per paired round, min / **median** / max; (CPU) rows: relay ÷ handoff front CPU µs per request."
 	echo "Above 1 favours shoal. p99 and CPU columns are medians over the rounds; – = not measured."
+	dropped=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("meta", {}).get("dropped", ""))' "$OUT/latest.json")
+	[ -z "$dropped" ] || echo "Runs left out (errors, stalls): $dropped."
 	for s in "${skipped[@]:-}"; do [ -n "$s" ] && echo "skipped: $s"; done
 } >"$OUT/latest.md"
 echo

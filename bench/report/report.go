@@ -34,7 +34,21 @@ type Sample struct {
 	RPS   float64  `json:"rps"`              // requests per second
 	P99Ms *float64 `json:"p99_ms,omitempty"` // 99th percentile latency, ms
 	CPUUs *float64 `json:"cpu_us,omitempty"` // server CPU time per request, µs
+	// Requests completed in the run; required by MetricCPU (see
+	// MinCPURequests), optional otherwise.
+	Requests int64 `json:"requests,omitempty"`
+	// Errors the load generator counted; a run with errors on either side
+	// does not count (its numbers are of a different workload).
+	Errors int64 `json:"errors,omitempty"`
 }
+
+// MinCPURequests is the fewest requests a side must complete for its CPU
+// time per request to count. CPU time comes from /proc in ticks of 1/HZ
+// (10 ms): below 200 requests one tick is worth more than 50 µs per request,
+// the size of the differences the CPU rows are meant to show; and a run
+// that completes so few requests has stalled, which is a failure to report,
+// not a cost to average.
+const MinCPURequests = 200
 
 // Run is one line of the JSON Lines the sub-scripts write when JSON_OUT is
 // set: both sides of a comparison measured back to back (one round of the
@@ -50,6 +64,10 @@ type Run struct {
 
 // Ratio is one run's shoal-favouring ratio (see MetricRPS, MetricCPU).
 func (r Run) Ratio() (float64, error) {
+	if r.Peer.Errors > 0 || r.Shoal.Errors > 0 {
+		return 0, fmt.Errorf("%s %s run %d: errors (%s %d, %s %d)", r.Comparison, r.Size, r.Run,
+			r.Peer.Name, r.Peer.Errors, r.Shoal.Name, r.Shoal.Errors)
+	}
 	var num, den float64
 	switch r.Metric {
 	case MetricRPS:
@@ -57,6 +75,10 @@ func (r Run) Ratio() (float64, error) {
 	case MetricCPU:
 		if r.Peer.CPUUs == nil || r.Shoal.CPUUs == nil {
 			return 0, fmt.Errorf("%s %s run %d: metric cpu without cpu_us on both sides", r.Comparison, r.Size, r.Run)
+		}
+		if r.Peer.Requests < MinCPURequests || r.Shoal.Requests < MinCPURequests {
+			return 0, fmt.Errorf("%s %s run %d: too few requests to time (%s %d, %s %d; want ≥ %d)", r.Comparison, r.Size, r.Run,
+				r.Peer.Name, r.Peer.Requests, r.Shoal.Name, r.Shoal.Requests, MinCPURequests)
 		}
 		num, den = *r.Peer.CPUUs, *r.Shoal.CPUUs
 	default:
@@ -182,14 +204,17 @@ func Summarize(runs []Run) (rows []Row, dropped []string, err error) {
 }
 
 // medianSample takes the median of each field independently; an optional
-// field is present only if every run measured it.
+// field is present only if every run measured it. Requests is the median
+// too; Errors is always 0 (runs with errors are left out).
 func medianSample(g []Run, side func(Run) Sample) Sample {
 	s := Sample{Name: side(g[0]).Name}
 	rps := make([]float64, 0, len(g))
+	reqs := make([]float64, 0, len(g))
 	var p99, cpu []float64
 	for _, r := range g {
 		x := side(r)
 		rps = append(rps, x.RPS)
+		reqs = append(reqs, float64(x.Requests))
 		if x.P99Ms != nil {
 			p99 = append(p99, *x.P99Ms)
 		}
@@ -198,6 +223,7 @@ func medianSample(g []Run, side func(Run) Sample) Sample {
 		}
 	}
 	s.RPS = median(rps)
+	s.Requests = int64(median(reqs))
 	if len(p99) == len(g) {
 		v := median(p99)
 		s.P99Ms = &v

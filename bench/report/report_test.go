@@ -20,7 +20,10 @@ func TestRunRatio(t *testing.T) {
 		wantErr bool
 	}{
 		{"rps: shoal over peer", Run{Metric: MetricRPS, Peer: Sample{RPS: 200}, Shoal: Sample{RPS: 150}}, 0.75, false},
-		{"cpu: peer over shoal", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(30)}, Shoal: Sample{CPUUs: f(10)}}, 3, false},
+		{"cpu: peer over shoal", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(30), Requests: 200}, Shoal: Sample{CPUUs: f(10), Requests: 5000}}, 3, false},
+		{"cpu: a stalled side", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(30), Requests: 5000}, Shoal: Sample{CPUUs: f(20000), Requests: 199}}, 0, true},
+		{"cpu: requests not given", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(30)}, Shoal: Sample{CPUUs: f(10)}}, 0, true},
+		{"errors on one side", Run{Metric: MetricRPS, Peer: Sample{RPS: 200}, Shoal: Sample{RPS: 150, Errors: 1}}, 0, true},
 		{"cpu without numbers", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(30)}}, 0, true},
 		{"peer served nothing", Run{Metric: MetricRPS, Peer: Sample{RPS: 0}, Shoal: Sample{RPS: 10}}, 0, true},
 		{"shoal cpu zero", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(3)}, Shoal: Sample{CPUUs: f(0)}}, 0, true},
@@ -58,8 +61,8 @@ const sampleRuns = `
 {"comparison":"shoal node vs nginx","size":"1k","run":2,"metric":"rps","peer":{"name":"nginx","rps":100,"p99_ms":4,"cpu_us":11},"shoal":{"name":"shoal node","rps":120,"p99_ms":1,"cpu_us":9}}
 
 {"comparison":"shoal node vs nginx","size":"1k","run":3,"metric":"rps","peer":{"name":"nginx","rps":200,"p99_ms":3,"cpu_us":12},"shoal":{"name":"shoal node","rps":200,"p99_ms":2}}
-{"comparison":"front CPU: passfd vs relay, close","size":"1k","run":1,"metric":"cpu","peer":{"name":"relay","rps":1000,"cpu_us":100},"shoal":{"name":"passfd","rps":900,"cpu_us":50}}
-{"comparison":"front CPU: passfd vs relay, close","size":"1k","run":2,"metric":"cpu","peer":{"name":"relay","rps":1000,"cpu_us":90},"shoal":{"name":"passfd","rps":800,"cpu_us":60}}
+{"comparison":"front CPU: passfd vs relay, close","size":"1k","run":1,"metric":"cpu","peer":{"name":"relay","rps":1000,"cpu_us":100,"requests":3000},"shoal":{"name":"passfd","rps":900,"cpu_us":50,"requests":2700}}
+{"comparison":"front CPU: passfd vs relay, close","size":"1k","run":2,"metric":"cpu","peer":{"name":"relay","rps":1000,"cpu_us":90,"requests":3000},"shoal":{"name":"passfd","rps":800,"cpu_us":60,"requests":2400}}
 {"comparison":"shoal node vs nginx","size":"64k","run":1,"metric":"rps","peer":{"name":"nginx","rps":50},"shoal":{"name":"shoal node","rps":40}}
 `
 
@@ -107,7 +110,7 @@ func TestSummarize(t *testing.T) {
 	if h.Ratio != (Spread{Min: 1.5, Median: 1.75, Max: 2}) {
 		t.Errorf("handoff ratio = %+v", h.Ratio)
 	}
-	if h.Peer.CPUUs == nil || *h.Peer.CPUUs != 95 || h.Shoal.RPS != 850 {
+	if h.Peer.CPUUs == nil || *h.Peer.CPUUs != 95 || h.Shoal.RPS != 850 || h.Shoal.Requests != 2550 {
 		t.Errorf("handoff medians = %+v / %+v", h.Peer, h.Shoal)
 	}
 	if rows[2].Ratio != (Spread{Min: 0.8, Median: 0.8, Max: 0.8}) || rows[2].Peer.P99Ms != nil {
@@ -127,7 +130,7 @@ func TestSummarizeErrors(t *testing.T) {
 	partly := []Run{
 		{Comparison: "a", Size: "1k", Run: 1, Metric: MetricRPS, Peer: Sample{RPS: 0}, Shoal: Sample{RPS: 5}},
 		{Comparison: "a", Size: "1k", Run: 2, Metric: MetricRPS, Peer: Sample{RPS: 10}, Shoal: Sample{RPS: 5}},
-		{Comparison: "b", Size: "1k", Run: 1, Metric: MetricCPU, Peer: Sample{CPUUs: f(1)}, Shoal: Sample{CPUUs: f(0)}},
+		{Comparison: "b", Size: "1k", Run: 1, Metric: MetricCPU, Peer: Sample{CPUUs: f(1), Requests: 900}, Shoal: Sample{CPUUs: f(0), Requests: 900}},
 	}
 	rows, dropped, err := Summarize(partly)
 	if err != nil {
