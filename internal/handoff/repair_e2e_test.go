@@ -244,7 +244,7 @@ func startRepairClusterPath(t testing.TB, nodes, files int, path string, frontAr
 	args := append([]string{"front", "--listen", l.VIP.String() + ":80", "--nodes", strings.Join(urls, ","),
 		"--path", path, "--repair-key-file", key, "--policy", "rr"}, frontArgs...)
 	rc.front = startShoal(t, l.FrontNS(), filepath.Join(dir, "front.log"), args...)
-	if rc.front.waitLog(regexp.MustCompile(`serving on`), 10*time.Second) == nil {
+	if rc.front.waitLog(regexp.MustCompile(`msg=serving `), 10*time.Second) == nil {
 		t.Fatalf("front did not start:\n%s", rc.front.logText())
 	}
 	return rc
@@ -392,7 +392,7 @@ func TestRepairShoalKeepAlive(t *testing.T) {
 	// its socket is fully closed) and lost its steering entry.
 	time.Sleep(500 * time.Millisecond)
 	rc.front.stop()
-	m := rc.front.waitLog(regexp.MustCompile(`repair: \{Moved:(\d+) FallbackFreeze:(\d+) FallbackNode:(\d+) Lost:(\d+) Ended:(\d+) Dropped:(\d+) Steered:(\d+)`), 5*time.Second)
+	m := rc.front.waitLog(regexp.MustCompile(`stats="\{Moved:(\d+) FallbackFreeze:(\d+) FallbackNode:(\d+) Lost:(\d+) Ended:(\d+) Dropped:(\d+) Steered:(\d+)`), 5*time.Second)
 	if m == nil {
 		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
 	}
@@ -443,7 +443,7 @@ func testRepairShoalClose(t *testing.T, backend string) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	rc.front.stop()
-	m := rc.front.waitLog(regexp.MustCompile(`repair: \{Moved:(\d+) .*Lost:(\d+) Ended:(\d+) Dropped:(\d+) Steered:(\d+)`), 5*time.Second)
+	m := rc.front.waitLog(regexp.MustCompile(`stats="\{Moved:(\d+) .*Lost:(\d+) Ended:(\d+) Dropped:(\d+) Steered:(\d+)`), 5*time.Second)
 	if m == nil {
 		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
 	}
@@ -472,7 +472,7 @@ func TestRepairFallbackRelay(t *testing.T) {
 		t.Errorf("Go client through the relay fallback: %+v", r)
 	}
 	rc.front.stop()
-	m := rc.front.waitLog(regexp.MustCompile(`repair: \{Moved:(\d+) FallbackFreeze:(\d+) FallbackNode:(\d+) Lost:(\d+) .*Steered:(\d+)`), 5*time.Second)
+	m := rc.front.waitLog(regexp.MustCompile(`stats="\{Moved:(\d+) FallbackFreeze:(\d+) FallbackNode:(\d+) Lost:(\d+) .*Steered:(\d+)`), 5*time.Second)
 	if m == nil {
 		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
 	}
