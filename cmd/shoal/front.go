@@ -36,7 +36,7 @@ func runFront(args []string) error {
 	passfd := addPassFDFrontFlags(fs)
 	adminAddr := fs.String("admin", "", "admin API and /metrics address (empty: off)")
 	cfgFile := fs.String("config", "", "TOML configuration file (flags given explicitly override it)")
-	maxConn := fs.Int("max-conn", 0, "requests in flight per node before requests queue at the front (0: no limit)")
+	maxConn := fs.Int("max-conn", def.Limits.MaxConnPerNode, "requests in flight per node before requests queue at the front (0: no limit)")
 	queueTO := fs.Duration("queue-timeout", def.Limits.QueueTimeout.Duration, "longest wait in a node queue before 503")
 	headerTO := fs.Duration("header-timeout", def.Limits.HeaderTimeout.Duration, "limit for receiving one request head (slowloris)")
 	idleTO := fs.Duration("idle-timeout", def.Limits.IdleTimeout.Duration, "limit for an idle keep-alive client connection")
