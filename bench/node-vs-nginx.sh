@@ -9,6 +9,8 @@
 # Env:   RUNS=5 DUR=5s CONNS=64 SIZES="1k 64k 1m" SERVER_CPU=0 CLIENT_CPU=1 NICE=-15
 #        NGINX_OPEN_FILE_CACHE=1 also turns on nginx's open_file_cache.
 #        SHOAL_BIN=path uses a prebuilt shoal binary instead of go build.
+#        JSON_OUT=FILE appends one JSON line per round (both servers, one
+#        size) to FILE, the input of bench/report (see bench/compare.sh).
 # Installs nginx and wrk with apt-get when missing. Prints a Markdown table.
 set -euo pipefail
 
@@ -110,22 +112,41 @@ http {
 CONF
 "${nice_cmd[@]}" taskset -c "$SERVER_CPU" "$NGINX" -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" 2>"$work/nginx/stderr" &
 pids+=($!)
+npid=$!
 
 sport=$(free_port)
 GOMAXPROCS=1 "${nice_cmd[@]}" taskset -c "$SERVER_CPU" "$work/shoal" node --root "$work/site" --listen "127.0.0.1:$sport" \
 	--cache-mb 64 --cache lru 2>"$work/shoal.log" &
 pids+=($!)
+spid=$!
 wait_port "$nport"
 wait_port "$sport"
 
-# run PORT FILE -> "rps p99_us"
+# cputicks PID -> utime+stime of PID and its children (nginx's worker), in clock ticks
+cputicks() {
+	local p t=0
+	for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+		t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$t"
+}
+HZ=$(getconf CLK_TCK)
+
+# run PORT FILE PID -> "rps p99_us cpu_us_per_request errors" (CPU of the server PID)
 run() {
-	"${nice_cmd[@]}" taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DUR" --latency "http://127.0.0.1:$1/$2" 2>&1 | awk '
+	local t0 t1 out
+	t0=$(cputicks "$3")
+	out=$("${nice_cmd[@]}" taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DUR" --latency "http://127.0.0.1:$1/$2" 2>&1)
+	t1=$(cputicks "$3")
+	echo "$out" | awk -v ticks=$((t1 - t0)) -v hz="$HZ" '
+		/ requests in / { n = $1 }
 		/Requests\/sec:/ { rps = $2 }
 		/^ +99%/ { v = $2; u = v; sub(/[a-z]+$/, "", v); sub(/^[0-9.]+/, "", u);
 		           m = (u == "us") ? 1 : (u == "ms") ? 1000 : (u == "s") ? 1000000 : 1; p99 = v * m }
 		/Non-2xx|Socket errors/ { print "wrk: " $0 > "/dev/stderr" }
-		END { printf "%.0f %.0f\n", rps, p99 }'
+		/Non-2xx/ { e += $NF }
+		/Socket errors/ { for (i = 3; i <= NF; i++) e += $i }
+		END { printf "%.0f %.0f %.1f %d\n", rps, p99, (n > 0) ? ticks * 1e6 / hz / n : 0, e }'
 }
 
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
@@ -139,22 +160,28 @@ echo "| file | nginx req/s | shoal req/s | shoal/nginx | paired ratio | nginx p9
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for size in $SIZES; do
 	f="$size.bin"
-	run "$nport" "$f" >/dev/null # warm-up (page cache, shoal's cache)
-	run "$sport" "$f" >/dev/null
+	run "$nport" "$f" "$npid" >/dev/null # warm-up (page cache, shoal's cache)
+	run "$sport" "$f" "$spid" >/dev/null
 	: >"$work/n.txt"
 	: >"$work/s.txt"
 	: >"$work/r.txt"
 	for i in $(seq "$RUNS"); do
 		if [ $((i % 2)) = 1 ]; then
-			run "$nport" "$f" >>"$work/n.txt"
-			run "$sport" "$f" >>"$work/s.txt"
+			run "$nport" "$f" "$npid" >>"$work/n.txt"
+			run "$sport" "$f" "$spid" >>"$work/s.txt"
 		else
-			run "$sport" "$f" >>"$work/s.txt"
-			run "$nport" "$f" >>"$work/n.txt"
+			run "$sport" "$f" "$spid" >>"$work/s.txt"
+			run "$nport" "$f" "$npid" >>"$work/n.txt"
 		fi
 		paste -d' ' <(tail -1 "$work/s.txt") <(tail -1 "$work/n.txt") |
-			awk '{ printf "%.4f\n", ($3 > 0) ? $1 / $3 : 0 }' >>"$work/r.txt"
-		echo "  $size run $i: nginx $(tail -1 "$work/n.txt")  shoal $(tail -1 "$work/s.txt")  (rps p99_us)" >&2
+			awk '{ printf "%.4f\n", ($5 > 0) ? $1 / $5 : 0 }' >>"$work/r.txt"
+		if [ -n "${JSON_OUT:-}" ]; then # one JSON line per round for bench/compare.sh (bench/report)
+			paste -d' ' <(tail -1 "$work/n.txt") <(tail -1 "$work/s.txt") | awk -v size="$size" -v run="$i" '{
+				printf "{\"comparison\":\"shoal node vs nginx\",\"size\":\"%s\",\"run\":%d,\"metric\":\"rps\",", size, run
+				printf "\"peer\":{\"name\":\"nginx\",\"rps\":%s,\"p99_ms\":%.3f,\"cpu_us\":%s,\"errors\":%d},", $1, $2 / 1000, $3, $4
+				printf "\"shoal\":{\"name\":\"shoal node\",\"rps\":%s,\"p99_ms\":%.3f,\"cpu_us\":%s,\"errors\":%d}}\n", $5, $6 / 1000, $7, $8 }' >>"$JSON_OUT"
+		fi
+		echo "  $size run $i: nginx $(tail -1 "$work/n.txt")  shoal $(tail -1 "$work/s.txt")  (rps p99_us cpu_us/req errors)" >&2
 	done
 	nr=$(cut -d' ' -f1 "$work/n.txt" | median)
 	sr=$(cut -d' ' -f1 "$work/s.txt" | median)
