@@ -15,12 +15,14 @@ import (
 
 // clientConn is one client connection and everything reused across its
 // requests: the read buffer the head is parsed in, the write buffer heads
-// are built in, the parsed request and the exchange.
+// are built in, the parsed request and the exchange. Finished ones go back
+// to the server's pool (Server.ccPool) with their buffers, so accepting a
+// connection allocates nothing of its own (it used to cost ~21 KB).
 type clientConn struct {
 	s      *Server
 	c      net.Conn
 	id     uint64
-	ip     string // remote IP for X-Forwarded-For
+	ip     string // remote IP for X-Forwarded-For, set on first use (clientIP)
 	in     inbuf
 	out    []byte
 	vec    [2][]byte
@@ -42,27 +44,80 @@ type clientConn struct {
 	// pathName/pathCtr cache the last data path's counter.
 	pathName string
 	pathCtr  *atomic.Uint64
+	// relayOnce makes the passfd path relay the next request without
+	// trying a handoff: the raw accept path already tried and failed
+	// (counted there).
+	relayOnce bool
+}
+
+// inSize and outSize are the sizes of a connection's buffers: a maximal
+// head plus room for the start of a body; a rewritten head (which adds at
+// most XFF and Host) or a node's response head.
+func (s *Server) inSize() int  { return s.cfg.MaxHeadBytes + 4096 }
+func (s *Server) outSize() int { return s.cfg.MaxHeadBytes + 1024 }
+
+// getClientConn returns a pooled or new clientConn reset for c.
+func (s *Server) getClientConn(c net.Conn) *clientConn {
+	cc, _ := s.ccPool.Get().(*clientConn)
+	if cc == nil {
+		cc = &clientConn{s: s}
+		cc.in.b = make([]byte, s.inSize())
+		cc.out = make([]byte, 0, s.outSize())
+	}
+	cc.c, cc.holder = c, -1
+	cc.in.r, cc.in.w = 0, 0
+	cc.now = time.Now().UnixNano()
+	return cc
+}
+
+// putClientConn returns a finished connection's state to the pool,
+// dropping every reference to the old connection and its requests.
+// Buffers grown past the standard sizes are not kept.
+func (s *Server) putClientConn(cc *clientConn) {
+	if len(cc.in.b) != s.inSize() || cap(cc.out) > s.outSize() {
+		return
+	}
+	cc.c, cc.ip, cc.id = nil, "", 0
+	cc.out = cc.out[:0]
+	cc.vec = [2][]byte{}
+	cc.bufs = nil
+	cc.req = httpwire.Request{Headers: cc.req.Headers[:0]}
+	cc.pr = policy.Request{}
+	cc.lr = io.LimitedReader{}
+	cc.x = Exchange{}
+	cc.rdl, cc.wdl = deadline{}, deadline{}
+	clear(cc.tokens)
+	cc.tokens = cc.tokens[:0]
+	cc.relayOnce = false
+	s.ccPool.Put(cc)
+}
+
+// clientIP returns the client's IP for X-Forwarded-For, formatting it on
+// first use: the handoff paths never need it.
+func (cc *clientConn) clientIP() string {
+	if cc.ip != "" {
+		return cc.ip
+	}
+	ra := cc.c.RemoteAddr()
+	if a, ok := ra.(*net.TCPAddr); ok {
+		cc.ip = a.IP.String()
+	} else if ra != nil {
+		if h, _, err := net.SplitHostPort(ra.String()); err == nil {
+			cc.ip = h
+		}
+	}
+	return cc.ip
 }
 
 func (s *Server) newClientConn(c net.Conn) *clientConn {
-	cc := &clientConn{s: s, c: c, holder: -1}
+	cc := s.getClientConn(c)
 	cc.id = s.nextConn.Add(1)
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		cc.ip = a.IP.String()
-	} else if h, _, err := net.SplitHostPort(c.RemoteAddr().String()); err == nil {
-		cc.ip = h
-	}
-	// The read buffer holds a maximal head plus room for the start of a
-	// body; the write buffer a rewritten head (which adds at most XFF and
-	// Host) or a node's response head.
-	cc.in.b = make([]byte, s.cfg.MaxHeadBytes+4096)
-	cc.out = make([]byte, 0, s.cfg.MaxHeadBytes+1024)
 	cc.idle.Store(true)
-	cc.now = time.Now().UnixNano()
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
 		c.Close()
+		s.putClientConn(cc)
 		return nil
 	}
 	s.conns[cc] = struct{}{}
@@ -86,6 +141,7 @@ func (cc *clientConn) serve() {
 		if cc.holder >= 0 {
 			s.cl.CloseConn(cc.id)
 		}
+		s.putClientConn(cc)
 	}()
 	first := true
 	for {

@@ -87,6 +87,11 @@ type Config struct {
 	// Observer, when set, is told about every finished request (latency
 	// histograms by node for /metrics).
 	Observer Observer
+	// NoFastAccept turns off the raw accept path (fastaccept.go) that a
+	// front whose only path is PassFD uses for connections arriving with a
+	// complete request head; every connection then takes the normal path.
+	// For comparisons and as an escape hatch. Default false.
+	NoFastAccept bool
 	// Log receives connection-level errors worth an operator's attention
 	// (accept failures). Default: discard.
 	Logger *slog.Logger
@@ -199,6 +204,7 @@ type Server struct {
 	upstreams atomic.Pointer[[]*upstream] // by Backend.Index; grown copy-on-write
 
 	nextConn atomic.Uint64
+	ccPool   sync.Pool // finished *clientConn, buffers included (conn.go)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -253,6 +259,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		delete(s.listeners, ln)
 		s.mu.Unlock()
 	}()
+	if tl, p := s.fastAccept(ln); tl != nil {
+		return s.serveRaw(tl, p)
+	}
 	var backoff time.Duration
 	for {
 		c, err := ln.Accept()

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,11 @@ type HandoffStats struct {
 	// Ended counts end notices for connections handed off with a return
 	// request (seed 002's FIN-HANDOFF).
 	Ended uint64
+	// FastPassed counts connections passed straight from the raw accept
+	// loop (fastaccept.go; included in Passed); FastFallback those the loop
+	// gave to the normal path (partial head, refusal, no socket, …);
+	// FastBlocked, among those, the ones whose node socket was full.
+	FastPassed, FastFallback, FastBlocked uint64
 	// Hybrid decisions (seed 002): hand off because front CPU, active client
 	// connections or object size was above its threshold, or relay.
 	HybridCPU, HybridConns, HybridSize, HybridRelay uint64
@@ -77,6 +83,7 @@ type HandoffStats struct {
 
 type handoffCounters struct {
 	passed, fallbackNoSocket, fallbackSend, returned, returnRefused, ended, redispatched, lost atomic.Uint64
+	fastPassed, fastFallback, fastBlocked                                                      atomic.Uint64
 	hybridCPU, hybridConns, hybridSize, hybridRelay                                            atomic.Uint64
 	cpuBits                                                                                    atomic.Uint64 // float64 bits of the last CPU sample
 }
@@ -86,6 +93,7 @@ func (h *handoffCounters) snapshot() HandoffStats {
 		Passed: h.passed.Load(), FallbackNoSocket: h.fallbackNoSocket.Load(), FallbackSend: h.fallbackSend.Load(),
 		Returned: h.returned.Load(), ReturnRefused: h.returnRefused.Load(), Ended: h.ended.Load(),
 		Redispatched: h.redispatched.Load(), Lost: h.lost.Load(),
+		FastPassed: h.fastPassed.Load(), FastFallback: h.fastFallback.Load(), FastBlocked: h.fastBlocked.Load(),
 		HybridCPU: h.hybridCPU.Load(), HybridConns: h.hybridConns.Load(), HybridSize: h.hybridSize.Load(),
 		HybridRelay: h.hybridRelay.Load(), FrontCPUPercent: math.Float64frombits(h.cpuBits.Load()),
 	}
@@ -208,6 +216,12 @@ func (p *passfdPath) handBack(s *Server) bool {
 func (p *passfdPath) Serve(x *Exchange) Result {
 	cc := x.cc
 	s := cc.s
+	if cc.relayOnce {
+		// The raw accept path tried this request's handoff and failed
+		// (counted there): relay it, hand off the next ones again.
+		cc.relayOnce = false
+		return cc.relay(x)
+	}
 	st := x.Backend.LastStatus()
 	if st == nil || st.HandoffSocket == "" {
 		s.handoff.fallbackNoSocket.Add(1)
@@ -310,14 +324,18 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 	if h.Flags&handoff.FDFlagReturn != 0 {
 		p.owe(st.HandoffSocket, r.Header.Conn)
 	}
-	err := p.client(s, st.HandoffSocket).SendRaw(h, r.FD, r.Data)
+	// Never wait here: this runs on the socket's reader goroutine. A full
+	// node socket sends the connection down the slow path, which waits.
+	err := p.client(s, st.HandoffSocket).TrySendRaw(h, r.FD, r.Data)
 	s.cl.Done(b, &pr)
 	if err != nil {
 		p.settle(st.HandoffSocket, r.Header.Conn)
-		s.handoff.fallbackSend.Add(1)
+		if !errors.Is(err, handoff.ErrWouldBlock) {
+			s.handoff.fallbackSend.Add(1)
+		}
 		return false
 	}
-	unix.Close(r.FD)
+	rawClose(r.FD)
 	s.ctr.requests.Add(1)
 	s.pathCounter(p.Name()).Add(1)
 	s.handoff.passed.Add(1)
@@ -326,4 +344,9 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 		o.Observe(Observation{Node: b.Index, NodeURL: b.URL, Path: p.Name(), Elapsed: time.Since(start)})
 	}
 	return true
+}
+
+// rawClose closes fd, a TCP socket without SO_LINGER (close never blocks).
+func rawClose(fd int) {
+	unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
 }

@@ -91,6 +91,13 @@ func passfdNode(t testing.TB, root, dir string, i int) (string, *handoff.FDListe
 // until every node has reported its socket.
 func passfdCluster(t testing.TB, pol string, n int, cfg Config) (addr string, s *Server, cl *cluster.Cluster, hls []*handoff.FDListener, urls []string, sums map[string]string) {
 	t.Helper()
+	return passfdClusterOn(t, func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }, pol, n, cfg)
+}
+
+// passfdClusterOn is passfdCluster with the front on a listener from
+// listen (Listen's TCP_DEFER_ACCEPT one, say).
+func passfdClusterOn(t testing.TB, listen func() (net.Listener, error), pol string, n int, cfg Config) (addr string, s *Server, cl *cluster.Cluster, hls []*handoff.FDListener, urls []string, sums map[string]string) {
+	t.Helper()
 	root, urls, sums := passfdSite(t)
 	dir, err := os.MkdirTemp("", "shoal-passfd-") // short: socket paths are limited to 107 bytes
 	if err != nil {
@@ -127,7 +134,7 @@ func passfdCluster(t testing.TB, pol string, n int, cfg Config) (addr string, s 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,8 +455,15 @@ func TestPassFDHybridLoadRules(t *testing.T) {
 	if h := s.Stats().Handoff; h.HybridConns != 1 || h.Passed != 1 {
 		t.Fatalf("two connections: %+v, want one handoff for connections", h)
 	}
-	// Connection b left the front; a is alone again. Pretend the sampler
-	// saw the front busy.
+	// Connection b left the front; a is alone again (once b's goroutine
+	// has finished: the node may answer before it has). Pretend the
+	// sampler saw the front busy.
+	for deadline := time.Now().Add(5 * time.Second); s.Stats().ConnsActive > 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still active, want 1", s.Stats().ConnsActive)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	s.handoff.cpuBits.Store(math.Float64bits(55))
 	get(a)
 	if h := s.Stats().Handoff; h.HybridCPU != 1 || h.Passed != 2 || h.FrontCPUPercent != 55 {

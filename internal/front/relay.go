@@ -138,13 +138,13 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 		out = append(out, h.Value...)
 		if i == lastXFF {
 			out = append(out, ", "...)
-			out = append(out, cc.ip...)
+			out = append(out, cc.clientIP()...)
 		}
 		out = append(out, "\r\n"...)
 	}
-	if lastXFF < 0 && cc.ip != "" {
+	if lastXFF < 0 && cc.clientIP() != "" {
 		out = append(out, "X-Forwarded-For: "...)
-		out = append(out, cc.ip...)
+		out = append(out, cc.clientIP()...)
 		out = append(out, "\r\n"...)
 	}
 	if !req.HasHost {

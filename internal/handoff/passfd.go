@@ -178,7 +178,7 @@ func record(uc *net.UnixConn, h FDHeader, timeout time.Duration, scratch []byte,
 	for _, d := range data {
 		msg = append(msg, d...)
 	}
-	if timeout > 0 {
+	if timeout > 0 && uc != nil {
 		uc.SetWriteDeadline(time.Now().Add(timeout))
 	}
 	return msg, nil

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // FDClient is the sending end of one node's handoff socket (the front). It
@@ -113,6 +116,79 @@ func (c *FDClient) Send(h FDHeader, conn syscall.Conn, data ...[]byte) error {
 // SendRaw is Send for a bare descriptor; on success the caller closes fd.
 func (c *FDClient) SendRaw(h FDHeader, fd int, data ...[]byte) error {
 	return c.send(h, nil, fd, data)
+}
+
+// ErrWouldBlock is returned by TrySendRaw when the node's socket buffer is
+// full: nothing was sent and the caller still owns the descriptor.
+var ErrWouldBlock = errors.New("handoff: node socket full")
+
+// TrySendRaw is SendRaw that never waits: when the node's socket buffer is
+// full it returns ErrWouldBlock at once instead of blocking up to the send
+// timeout, and it arms no deadline. It is for callers that must not stall —
+// the front's raw accept loop, which serves every new connection of a
+// listener from one goroutine and hands a blocked send to a goroutine of its
+// own. On success the caller closes fd; on any error it still owns it.
+func (c *FDClient) TrySendRaw(h FDHeader, fd int, data ...[]byte) error {
+	uc, err := c.conn()
+	if err != nil {
+		return err
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("handoff: send to %s: %w", c.path, err)
+	}
+	bp := c.scratch.Get().(*[]byte)
+	defer c.scratch.Put(bp)
+	msg, err := record(nil, h, 0, *bp, data)
+	*bp = msg[:0]
+	if err != nil {
+		return err
+	}
+	var oob [32]byte
+	rights := appendRights(oob[:0], fd)
+	iov := unix.Iovec{Base: &msg[0]}
+	iov.SetLen(len(msg))
+	mh := unix.Msghdr{Iov: &iov, Control: &rights[0]}
+	mh.Iovlen = 1
+	mh.SetControllen(len(rights))
+	var serr error
+	// Control, not Write: Write would refuse with the write deadline a
+	// blocking Send left armed (and since expired) on the socket.
+	cerr := rc.Control(func(s uintptr) {
+		// A raw system call: it cannot block (MSG_DONTWAIT), so the
+		// runtime's syscall bookkeeping (entersyscall, which also wakes
+		// a sleeping sysmon thread) is pure cost here.
+		_, _, e := unix.RawSyscall(unix.SYS_SENDMSG, s, uintptr(unsafe.Pointer(&mh)), unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		if e != 0 {
+			serr = e
+		}
+	})
+	if cerr == nil {
+		cerr = serr
+	}
+	switch {
+	case cerr == nil:
+		return nil
+	case errors.Is(cerr, unix.EAGAIN):
+		return ErrWouldBlock
+	default:
+		c.drop(uc)
+		return fmt.Errorf("handoff: send to %s: %w", c.path, cerr)
+	}
+}
+
+// appendRights appends an SCM_RIGHTS control message carrying fd to b, as
+// unix.UnixRights does but without allocating.
+func appendRights(b []byte, fd int) []byte {
+	n := unix.CmsgSpace(4)
+	b = b[:n]
+	clear(b)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level = unix.SOL_SOCKET
+	h.Type = unix.SCM_RIGHTS
+	h.SetLen(unix.CmsgLen(4))
+	*(*int32)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = int32(fd)
+	return b
 }
 
 func (c *FDClient) send(h FDHeader, conn syscall.Conn, fd int, data [][]byte) error {

@@ -42,6 +42,9 @@ var buildOnce struct {
 
 func shoalBinary(t testing.TB) string {
 	t.Helper()
+	if p := os.Getenv("SHOAL_TEST_BIN"); p != "" {
+		return p // a prebuilt binary: compare two builds in BenchmarkRepairFrontCPU
+	}
 	buildOnce.Do(func() {
 		dir, err := os.Getwd()
 		if err != nil {
