@@ -131,7 +131,7 @@ done
 cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TCK=$(getconf CLK_TCK)
 
-# run ADDR SIZE PID → "rps p99ms cpu_us_per_request errors"
+# run ADDR SIZE PID → "rps p99ms cpu_us_per_request errors requests"
 run() {
 	local out rps p99 reqs t0 t1
 	t0=$(cputicks "$3")
@@ -146,7 +146,7 @@ run() {
 	p99=$(echo "$out" | awk '$1=="99%" {v=$2; u=v; sub(/[0-9.]+/,"",u); sub(/[a-z]+$/,"",v);
 		if (u=="us") v=v/1000; else if (u=="s") v=v*1000; print v}')
 	echo "$rps $p99 $(awk -v d=$((t1 - t0)) -v n="$reqs" -v t="$TCK" 'BEGIN {printf "%.1f", d * 1e6 / t / n}') $(echo "$out" |
-		awk '/Non-2xx/ {n += $NF} /Socket errors/ {for (i = 3; i <= NF; i++) n += $i} END {print n + 0}')"
+		awk '/Non-2xx/ {n += $NF} /Socket errors/ {for (i = 3; i <= NF; i++) n += $i} END {print n + 0}') $reqs"
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
@@ -164,12 +164,12 @@ for r in $(seq "$RUNS"); do
 			run $HAP "$size" $HPID >>"$W/h.$size"
 		fi
 		if [ -n "${JSON_OUT:-}" ]; then # one JSON line per round for bench/compare.sh (bench/report)
-			read -r hr hp hc he < <(tail -1 "$W/h.$size")
-			read -r sr sp sc se < <(tail -1 "$W/s.$size")
-			printf '{"comparison":"shoal front vs HAProxy","size":"%s","run":%d,"metric":"rps","peer":{"name":"HAProxy","rps":%s,"p99_ms":%s,"cpu_us":%s,"errors":%s},"shoal":{"name":"shoal front","rps":%s,"p99_ms":%s,"cpu_us":%s,"errors":%s}}\n' \
-				"$size" "$r" "$hr" "$hp" "$hc" "$he" "$sr" "$sp" "$sc" "$se" >>"$JSON_OUT"
+			read -r hr hp hc he hn < <(tail -1 "$W/h.$size")
+			read -r sr sp sc se sn < <(tail -1 "$W/s.$size")
+			printf '{"comparison":"shoal front vs HAProxy","size":"%s","run":%d,"metric":"rps","peer":{"name":"HAProxy","rps":%s,"p99_ms":%s,"cpu_us":%s,"errors":%s,"requests":%s},"shoal":{"name":"shoal front","rps":%s,"p99_ms":%s,"cpu_us":%s,"errors":%s,"requests":%s}}\n' \
+				"$size" "$r" "$hr" "$hp" "$hc" "$he" "$hn" "$sr" "$sp" "$sc" "$se" "$sn" >>"$JSON_OUT"
 		fi
-		echo "run $r/$RUNS $size: haproxy $(tail -1 "$W/h.$size")  shoal $(tail -1 "$W/s.$size")  (rps p99ms cpu-us/req errors)" >&2
+		echo "run $r/$RUNS $size: haproxy $(tail -1 "$W/h.$size")  shoal $(tail -1 "$W/s.$size")  (rps p99ms cpu-us/req errors requests)" >&2
 	done
 done
 

@@ -132,7 +132,7 @@ cputicks() {
 }
 HZ=$(getconf CLK_TCK)
 
-# run PORT FILE PID -> "rps p99_us cpu_us_per_request errors" (CPU of the server PID)
+# run PORT FILE PID -> "rps p99_us cpu_us_per_request errors requests" (CPU of the server PID)
 run() {
 	local t0 t1 out
 	t0=$(cputicks "$3")
@@ -146,7 +146,7 @@ run() {
 		/Non-2xx|Socket errors/ { print "wrk: " $0 > "/dev/stderr" }
 		/Non-2xx/ { e += $NF }
 		/Socket errors/ { for (i = 3; i <= NF; i++) e += $i }
-		END { printf "%.0f %.0f %.1f %d\n", rps, p99, (n > 0) ? ticks * 1e6 / hz / n : 0, e }'
+		END { printf "%.0f %.0f %.1f %d %d\n", rps, p99, (n > 0) ? ticks * 1e6 / hz / n : 0, e, n }'
 }
 
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
@@ -174,14 +174,14 @@ for size in $SIZES; do
 			run "$nport" "$f" "$npid" >>"$work/n.txt"
 		fi
 		paste -d' ' <(tail -1 "$work/s.txt") <(tail -1 "$work/n.txt") |
-			awk '{ printf "%.4f\n", ($5 > 0) ? $1 / $5 : 0 }' >>"$work/r.txt"
+			awk '{ printf "%.4f\n", ($6 > 0) ? $1 / $6 : 0 }' >>"$work/r.txt"
 		if [ -n "${JSON_OUT:-}" ]; then # one JSON line per round for bench/compare.sh (bench/report)
 			paste -d' ' <(tail -1 "$work/n.txt") <(tail -1 "$work/s.txt") | awk -v size="$size" -v run="$i" '{
 				printf "{\"comparison\":\"shoal node vs nginx\",\"size\":\"%s\",\"run\":%d,\"metric\":\"rps\",", size, run
-				printf "\"peer\":{\"name\":\"nginx\",\"rps\":%s,\"p99_ms\":%.3f,\"cpu_us\":%s,\"errors\":%d},", $1, $2 / 1000, $3, $4
-				printf "\"shoal\":{\"name\":\"shoal node\",\"rps\":%s,\"p99_ms\":%.3f,\"cpu_us\":%s,\"errors\":%d}}\n", $5, $6 / 1000, $7, $8 }' >>"$JSON_OUT"
+				printf "\"peer\":{\"name\":\"nginx\",\"rps\":%s,\"p99_ms\":%.3f,\"cpu_us\":%s,\"errors\":%d,\"requests\":%d},", $1, $2 / 1000, $3, $4, $5
+				printf "\"shoal\":{\"name\":\"shoal node\",\"rps\":%s,\"p99_ms\":%.3f,\"cpu_us\":%s,\"errors\":%d,\"requests\":%d}}\n", $6, $7 / 1000, $8, $9, $10 }' >>"$JSON_OUT"
 		fi
-		echo "  $size run $i: nginx $(tail -1 "$work/n.txt")  shoal $(tail -1 "$work/s.txt")  (rps p99_us cpu_us/req errors)" >&2
+		echo "  $size run $i: nginx $(tail -1 "$work/n.txt")  shoal $(tail -1 "$work/s.txt")  (rps p99_us cpu_us/req errors requests)" >&2
 	done
 	nr=$(cut -d' ' -f1 "$work/n.txt" | median)
 	sr=$(cut -d' ' -f1 "$work/s.txt" | median)

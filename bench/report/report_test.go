@@ -23,7 +23,9 @@ func TestRunRatio(t *testing.T) {
 		{"cpu: peer over shoal", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(30), Requests: 200}, Shoal: Sample{CPUUs: f(10), Requests: 5000}}, 3, false},
 		{"cpu: a stalled side", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(30), Requests: 5000}, Shoal: Sample{CPUUs: f(20000), Requests: 199}}, 0, true},
 		{"cpu: requests not given", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(30)}, Shoal: Sample{CPUUs: f(10)}}, 0, true},
-		{"errors on one side", Run{Metric: MetricRPS, Peer: Sample{RPS: 200}, Shoal: Sample{RPS: 150, Errors: 1}}, 0, true},
+		{"errors, requests unknown", Run{Metric: MetricRPS, Peer: Sample{RPS: 200}, Shoal: Sample{RPS: 150, Errors: 1}}, 0, true},
+		{"1% errors pass", Run{Metric: MetricRPS, Peer: Sample{RPS: 200, Requests: 990, Errors: 10}, Shoal: Sample{RPS: 100, Requests: 1000}}, 0.5, false},
+		{"over 1% errors fail", Run{Metric: MetricRPS, Peer: Sample{RPS: 200, Requests: 989, Errors: 11}, Shoal: Sample{RPS: 100, Requests: 1000}}, 0, true},
 		{"cpu without numbers", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(30)}}, 0, true},
 		{"peer served nothing", Run{Metric: MetricRPS, Peer: Sample{RPS: 0}, Shoal: Sample{RPS: 10}}, 0, true},
 		{"shoal cpu zero", Run{Metric: MetricCPU, Peer: Sample{CPUUs: f(3)}, Shoal: Sample{CPUUs: f(0)}}, 0, true},
@@ -57,8 +59,8 @@ func TestMedian(t *testing.T) {
 }
 
 const sampleRuns = `
-{"comparison":"shoal node vs nginx","size":"1k","run":1,"metric":"rps","peer":{"name":"nginx","rps":100,"p99_ms":2,"cpu_us":10},"shoal":{"name":"shoal node","rps":90,"p99_ms":3,"cpu_us":12}}
-{"comparison":"shoal node vs nginx","size":"1k","run":2,"metric":"rps","peer":{"name":"nginx","rps":100,"p99_ms":4,"cpu_us":11},"shoal":{"name":"shoal node","rps":120,"p99_ms":1,"cpu_us":9}}
+{"comparison":"shoal node vs nginx","size":"1k","run":1,"metric":"rps","peer":{"name":"nginx","rps":100,"p99_ms":2,"cpu_us":10},"shoal":{"name":"shoal node","rps":90,"p99_ms":3,"cpu_us":12,"errors":2,"requests":900}}
+{"comparison":"shoal node vs nginx","size":"1k","run":2,"metric":"rps","peer":{"name":"nginx","rps":100,"p99_ms":4,"cpu_us":11},"shoal":{"name":"shoal node","rps":120,"p99_ms":1,"cpu_us":9,"errors":1,"requests":1200}}
 
 {"comparison":"shoal node vs nginx","size":"1k","run":3,"metric":"rps","peer":{"name":"nginx","rps":200,"p99_ms":3,"cpu_us":12},"shoal":{"name":"shoal node","rps":200,"p99_ms":2}}
 {"comparison":"front CPU: passfd vs relay, close","size":"1k","run":1,"metric":"cpu","peer":{"name":"relay","rps":1000,"cpu_us":100,"requests":3000},"shoal":{"name":"passfd","rps":900,"cpu_us":50,"requests":2700}}
@@ -101,6 +103,9 @@ func TestSummarize(t *testing.T) {
 	}
 	if n.Peer.CPUUs == nil || *n.Peer.CPUUs != 11 {
 		t.Errorf("node 1k peer cpu = %v, want 11", n.Peer.CPUUs)
+	}
+	if n.Shoal.Errors != 3 || n.Peer.Errors != 0 {
+		t.Errorf("node 1k errors = %d / %d, want the sums 0 / 3", n.Peer.Errors, n.Shoal.Errors)
 	}
 	if n.Shoal.CPUUs != nil {
 		t.Errorf("node 1k shoal cpu = %v, want nil (run 3 did not measure it)", *n.Shoal.CPUUs)
@@ -231,6 +236,9 @@ func TestMarkdown(t *testing.T) {
 		{Comparison: "front CPU: passfd vs relay, close", Size: "1m", Metric: MetricCPU, Runs: 3,
 			Peer: Sample{Name: "relay", RPS: 100, CPUUs: f(200)}, Shoal: Sample{Name: "passfd", RPS: 90, CPUUs: f(100)},
 			Ratio: Spread{Min: 1.5, Median: 2, Max: 2.5}},
+		{Comparison: "c", Size: "1k", Metric: MetricRPS, Runs: 2, Dropped: 1,
+			Peer: Sample{Name: "p", RPS: 10, Errors: 3}, Shoal: Sample{Name: "s", RPS: 20},
+			Ratio: Spread{Min: 2, Median: 2, Max: 2}},
 	}
 	var b strings.Builder
 	if err := Markdown(&b, rows); err != nil {
@@ -240,9 +248,10 @@ func TestMarkdown(t *testing.T) {
 	want := []string{
 		"| shoal node vs nginx | 1k | 20000 | 18001 | 0.85 / **0.90** / 0.95 | 3.46 | 4.00 | 40.0 | – |",
 		"| front CPU: passfd vs relay, close | 1m | 100 | 90 | 1.50 / **2.00** / 2.50 (CPU) | – | – | 200.0 | 100.0 |",
+		"| c | 1k | 10 | 20 | 2.00 / **2.00** / 2.00 (errors 3 / 0) (1 of 3 runs failed) | – | – | – | – |",
 	}
-	if len(lines) != 4 {
-		t.Fatalf("%d lines, want header, rule and 2 rows:\n%s", len(lines), b.String())
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want header, rule and 3 rows:\n%s", len(lines), b.String())
 	}
 	for i, w := range want {
 		if lines[i+2] != w {
