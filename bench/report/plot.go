@@ -89,15 +89,19 @@ func Plot(rep *Report, outs ...string) error {
 	}
 	bars, ticks, sizes := layout(rep.Rows)
 	p := plot.New()
-	p.Title.Text = "shoal ÷ peer: median of paired runs, whiskers min–max (> 1 favours shoal)"
+	p.Title.Text = "shoal ÷ peer req/s (front CPU rows: relay ÷ handoff CPU per request); median of paired runs, whiskers min–max"
 	if d := rep.Meta["date"]; d != "" {
 		p.Title.Text += "\n" + d
 		if l := rep.Meta["loadavg_before"]; l != "" {
 			p.Title.Text += ", load average " + l
 		}
 	}
-	p.Y.Label.Text = "ratio: shoal ÷ peer req/s; front CPU rows: relay ÷ handoff CPU per request"
+	p.Y.Label.Text = "ratio (> 1 favours shoal)"
 	p.Y.Min = 0
+	// Headroom above the highest whisker for the legend (top right).
+	for _, r := range rep.Rows {
+		p.Y.Max = max(p.Y.Max, 1.3*r.Ratio.Max)
+	}
 	p.X.Min, p.X.Max = -1, bars[len(bars)-1].x+1
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Legend.Top = true
