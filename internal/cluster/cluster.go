@@ -94,7 +94,7 @@ type Cluster struct {
 // changes, membership changes).
 type Event struct {
 	Node int
-	Kind string // "up", "down", "weight", "add", "remove"
+	Kind string // "up", "down", "weight", "add", "remove", "panic" (a pick that ignored health: panicPick)
 }
 
 // ErrNoNode is returned for an index that does not name a live node.
@@ -161,6 +161,10 @@ func (c *Cluster) PickExcept(r *policy.Request, exclude int) (policy.Decision, *
 		restore = true
 	}
 	d := c.pol.Pick(&c.view, r)
+	panicked := false
+	if d.Node < 0 {
+		d, panicked = c.panicPick(r, exclude)
+	}
 	if restore {
 		c.view.Nodes[exclude].Up = true
 		c.view.Version++
@@ -172,9 +176,43 @@ func (c *Cluster) PickExcept(r *policy.Request, exclude int) (policy.Decision, *
 	c.view.Start(d.Node)
 	b := c.backends[d.Node]
 	c.mu.Unlock()
+	if panicked {
+		c.emit(Event{Node: d.Node, Kind: "panic"})
+	}
 	b.Requests.Add(1)
 	b.InFlight.Add(1)
 	return d, b
+}
+
+// panicPick is the answer when the policy finds no node although some
+// nodes with weight are only marked down by health checks: it asks the
+// policy again as if they were up (Envoy's panic mode; nginx likewise tries
+// its servers again when all are marked failed). A health checker that
+// cannot reach overloaded nodes in time must not turn a slow cluster into a
+// dead one; a node that is really gone fails the connect at once, and the
+// front's one retry and passive marking handle that request. Drained
+// (weight 0), removed and excluded nodes stay out. Called with c.mu held.
+func (c *Cluster) panicPick(r *policy.Request, exclude int) (policy.Decision, bool) {
+	var down []int
+	for i := range c.view.Nodes {
+		n := &c.view.Nodes[i]
+		if !n.Up && !n.Removed && n.Weight > 0 && i != exclude {
+			down = append(down, i)
+		}
+	}
+	if len(down) == 0 {
+		return policy.None, false
+	}
+	for _, i := range down {
+		c.view.Nodes[i].Up = true
+	}
+	c.view.Version++
+	d := c.pol.Pick(&c.view, r)
+	for _, i := range down {
+		c.view.Nodes[i].Up = false
+	}
+	c.view.Version++
+	return d, d.Node >= 0
 }
 
 // Done records that the request r dispatched to b finished.

@@ -169,3 +169,35 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestPanicModeWhenAllMarkedDown(t *testing.T) {
+	c, _ := newTest(t, "http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3")
+	var events []Event
+	c.OnChange(func(e Event) { events = append(events, e) })
+	c.SetUp(0, false)
+	c.SetUp(1, false)
+	if d, _ := c.Pick(&policy.Request{}); d.Node != 2 {
+		t.Fatalf("with node 2 up, pick = %d, want 2 (no panic)", d.Node)
+	}
+	if err := c.SetWeight(2, 0); err != nil { // drained: never panicked back in
+		t.Fatal(err)
+	}
+	events = nil
+	d, b := c.Pick(&policy.Request{})
+	if d.Node != 0 || b == nil {
+		t.Fatalf("all with weight down: pick = %d, want 0 (panic mode ignores health)", d.Node)
+	}
+	if len(events) != 1 || events[0] != (Event{Node: 0, Kind: "panic"}) {
+		t.Errorf("events = %v, want one panic for node 0", events)
+	}
+	if n := c.Nodes(); n[0].Up || n[1].Up {
+		t.Errorf("panic mode changed health: %+v", n)
+	}
+	if d, _ := c.PickExcept(&policy.Request{}, 0); d.Node != 1 {
+		t.Errorf("panic PickExcept(0) = %d, want 1", d.Node)
+	}
+	c.Remove(1)
+	if d, _ := c.PickExcept(&policy.Request{}, 0); d.Node != -1 {
+		t.Errorf("only the excluded node left: pick = %d, want -1", d.Node)
+	}
+}

@@ -16,7 +16,9 @@ import (
 type CheckConfig struct {
 	// Interval between checks of one node. Default 1s.
 	Interval time.Duration
-	// Timeout of one check. Default Interval/2.
+	// Timeout of one check. Default Interval, at least 1 s (HAProxy uses
+	// inter as the check timeout): a node busy serving large files must not
+	// be declared dead because its status page took 100 ms.
 	Timeout time.Duration
 	// Rise is the number of good checks that bring a down node up. Default 2.
 	Rise int
@@ -31,7 +33,7 @@ func (cc *CheckConfig) defaults() {
 		cc.Interval = time.Second
 	}
 	if cc.Timeout <= 0 {
-		cc.Timeout = cc.Interval / 2
+		cc.Timeout = max(cc.Interval, time.Second)
 	}
 	if cc.Rise <= 0 {
 		cc.Rise = 2
