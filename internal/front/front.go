@@ -244,7 +244,10 @@ func (s *Server) Cluster() *cluster.Cluster { return s.cl }
 var ErrServerClosed = errors.New("front: server closed")
 
 // Serve accepts connections on ln until Shutdown or Close, serving each on
-// its own goroutine. It always returns a non-nil error.
+// its own goroutine — except under PassFD alone on a *net.TCPListener,
+// where connections that arrive with a whole request head are passed to
+// their node straight from the accept loop (fastaccept.go; stop it with
+// Shutdown or Close, not by closing ln). It always returns a non-nil error.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing.Load() {
