@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -407,28 +408,9 @@ func dropHeader(name []byte, tokens [][]byte) bool {
 		return true
 	}
 	for _, t := range tokens {
-		if eqFoldBytes(name, t) {
+		if bytes.EqualFold(name, t) { // ASCII tokens: its fast path
 			return true
 		}
 	}
 	return false
-}
-
-func eqFoldBytes(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i], b[i]
-		if x >= 'A' && x <= 'Z' {
-			x |= 0x20
-		}
-		if y >= 'A' && y <= 'Z' {
-			y |= 0x20
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
