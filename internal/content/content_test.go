@@ -129,6 +129,10 @@ func TestLookupTraversal(t *testing.T) {
 		{"/a\x00.txt", "", ErrBadPath},
 		{"/index.html%00", "", ErrBadPath},
 		{"/index.html%00.txt", "", ErrBadPath},
+		{"/index.html%0d%0aSet-Cookie:%20x", "", ErrBadPath}, // CR/LF: header and log injection
+		{"/docs/a\r.txt", "", ErrBadPath},
+		{"/a%09b", "", ErrBadPath},
+		{"/a%7f", "", ErrBadPath},
 		{"/..\\..\\etc\\passwd", "", ErrBadPath},
 		{"/docs\\a.txt", "", ErrBadPath},
 		{"/%5c..%5cetc", "", ErrBadPath},

@@ -28,7 +28,7 @@ func CleanURL(rawPath string) (url string, dir bool, err error) {
 			return "", false, err
 		}
 	}
-	if strings.IndexByte(p, 0) >= 0 || strings.IndexByte(p, '\\') >= 0 {
+	if strings.IndexByte(p, '\\') >= 0 || strings.IndexFunc(p, isControl) >= 0 {
 		return "", false, ErrBadPath
 	}
 	if p == "" || p[0] != '/' {
@@ -51,9 +51,14 @@ func CleanURL(rawPath string) (url string, dir bool, err error) {
 	return path.Clean(p), dir, nil
 }
 
+// isControl reports ASCII control characters (NUL, CR, LF, TAB, DEL, …):
+// never part of a file name a site serves, and CR/LF in a path are the stuff
+// of header and log injection.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
 // isClean reports whether p is already a canonical table key: it starts with
 // '/', has no empty, "." or ".." segment, no trailing slash (except "/"), and
-// no byte that needs decoding or rejecting ('%', '\\', NUL).
+// no byte that needs decoding or rejecting ('%', '\\', control characters).
 func isClean(p string) bool {
 	if p == "" || p[0] != '/' {
 		return false
@@ -64,10 +69,10 @@ func isClean(p string) bool {
 	segStart := 1
 	for i := 1; i <= len(p); i++ {
 		if i < len(p) {
-			switch p[i] {
-			case '%', '\\', 0:
+			switch c := p[i]; {
+			case c == '%' || c == '\\' || c < 0x20 || c == 0x7f:
 				return false
-			case '/':
+			case c == '/':
 			default:
 				continue
 			}
