@@ -48,6 +48,18 @@ func (t *urlTable) grow(n int) {
 	}
 }
 
+// sync grows the table to the cluster's size and empties the mirrors of
+// nodes that went down or were removed: their memory is gone. tbccrd and
+// weblins call it before each decision.
+func (t *urlTable) sync(c *Cluster) {
+	t.grow(len(c.Nodes))
+	for i := range c.Nodes {
+		if n := &c.Nodes[i]; !n.Up || n.Removed {
+			t.clear(i)
+		}
+	}
+}
+
 // row returns url's id and row, creating it on first sight with the disk
 // flags from Config.DiskHolders (default: every node), and growing its cells
 // to n nodes.

@@ -65,14 +65,9 @@ func (p *TBCCRD) Name() string { return "tbccrd" }
 // sync grows per-node state to the cluster size and empties the mirrors of
 // nodes that went down or were removed: their memory is gone.
 func (p *TBCCRD) sync(c *Cluster) {
-	p.t.grow(len(c.Nodes))
+	p.t.sync(c)
 	for len(p.connCount) < len(c.Nodes) {
 		p.connCount = append(p.connCount, 0)
-	}
-	for i := range c.Nodes {
-		if n := &c.Nodes[i]; !n.Up || n.Removed {
-			p.t.clear(i)
-		}
 	}
 }
 

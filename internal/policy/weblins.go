@@ -77,14 +77,9 @@ func newWeblins(cfg Config) *Weblins {
 func (p *Weblins) Name() string { return "weblins" }
 
 func (p *Weblins) sync(c *Cluster) {
-	p.t.grow(len(c.Nodes))
+	p.t.sync(c)
 	for len(p.assigned) < len(c.Nodes) {
 		p.assigned = append(p.assigned, 0)
-	}
-	for i := range c.Nodes {
-		if n := &c.Nodes[i]; !n.Up || n.Removed {
-			p.t.clear(i)
-		}
 	}
 }
 
