@@ -19,6 +19,7 @@ import (
 	"shoal/internal/config"
 	"shoal/internal/front"
 	"shoal/internal/policy"
+	"shoal/internal/sysmon"
 )
 
 func init() {
@@ -43,6 +44,7 @@ func runFront(args []string) error {
 	maxHead := fs.Int("max-header-bytes", def.Limits.MaxHeaderBytes, "largest request head accepted (431 above)")
 	repair := addRepairFrontFlags(fs)
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
+	sysmonIdle := fs.Bool("sysmon-idle", *def.SysmonIdle, "run Go's monitor thread at SCHED_IDLE so its wake-ups do not preempt the relay (Linux)")
 	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -97,6 +99,9 @@ func runFront(args []string) error {
 	}
 	if set["max-header-bytes"] || *cfgFile == "" {
 		fc.Limits.MaxHeaderBytes = *maxHead
+	}
+	if set["sysmon-idle"] || *cfgFile == "" {
+		fc.SysmonIdle = sysmonIdle
 	}
 	if set["health-interval"] || *cfgFile == "" {
 		fc.Health.Interval.Duration = *health
@@ -191,6 +196,13 @@ func runFront(args []string) error {
 		adminSrv = &http.Server{Handler: admin.New(cl, metrics), ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(aln)
 		logger.Info("admin API", "addr", aln.Addr().String())
+	}
+	if *fc.SysmonIdle {
+		if tid, err := sysmon.Idle(); err != nil {
+			logger.Warn("sysmon thread left at normal priority", "err", err)
+		} else {
+			logger.Debug("sysmon thread at SCHED_IDLE", "tid", tid)
+		}
 	}
 	logger.Info("serving", "addr", ln.Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes))
 

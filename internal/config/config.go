@@ -64,6 +64,10 @@ type Front struct {
 	// AccessLog is a file for the Common Log Format access log; "-" is
 	// stdout; empty turns it off. Default "".
 	AccessLog string `toml:"access_log"`
+	// SysmonIdle runs the Go runtime's monitor thread in SCHED_IDLE
+	// (Linux), so its wake-ups stop preempting the relay: about 10 % less
+	// CPU per small request on one core (see internal/sysmon). Default true.
+	SysmonIdle *bool `toml:"sysmon_idle"`
 }
 
 // Node is one back-end in the file.
@@ -153,6 +157,10 @@ func (f *Front) fill() {
 	def(&f.Listen, "127.0.0.1:8080")
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
+	if f.SysmonIdle == nil {
+		on := true
+		f.SysmonIdle = &on
+	}
 	if f.Health.Interval.Duration == 0 {
 		f.Health.Interval.Duration = time.Second
 	}
