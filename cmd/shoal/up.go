@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/handoff"
 	"shoal/internal/up"
 )
 
@@ -28,16 +29,29 @@ func runUp(args []string) error {
 	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
 	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
 	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy (see README)")
-	path := fs.String("path", "relay", "data path: relay (all in one process), or passfd / hybrid (nodes as separate processes that take client connections over Unix sockets)")
+	path := fs.String("path", "relay", "data path: relay (all in one process), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
+		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
+		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
+	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	var cl *up.Cluster
 	var err error
 	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }
-	if *path == "relay" {
+	var lab *up.Repair
+	switch *path {
+	case "relay":
 		cl, err = up.Start(c)
-	} else {
+	case "repair":
+		rc := up.RepairConfig{}
+		if *verbose {
+			rc.Log = func(cmd string) { fmt.Fprintln(os.Stderr, "+", cmd) }
+		}
+		if lab, err = up.StartRepair(c, rc); err == nil {
+			cl, shutdown = lab.Cluster, lab.Shutdown
+		}
+	default:
 		var p *up.Procs
 		if p, err = up.StartProcs(c, up.ProcsConfig{Path: *path}); err == nil {
 			cl, shutdown = p.Cluster, p.Shutdown
@@ -51,6 +65,11 @@ func runUp(args []string) error {
 	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, *path, c.CacheMB, c.Cache, cl.SiteInfo)
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)
+	}
+	if lab != nil {
+		fmt.Printf("  curl %s\n", cl.URL)
+		fmt.Printf("  lab %s: namespaces %s*, this host on %s as %s; if shoal is killed, sudo shoal lab down --all\n",
+			lab.Lab.ID, handoff.LabPrefix+lab.Lab.ID+"-", lab.HostIf, lab.HostAddr)
 	}
 	fmt.Printf("  Ctrl-C stops it.\n")
 
