@@ -36,6 +36,12 @@ func runUp(args []string) error {
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	// Signals are caught from here on: one that arrives while the cluster
+	// starts (the repair lab takes seconds) stops it as soon as it is up,
+	// instead of killing this process and leaving children and namespaces.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	var cl *up.Cluster
 	var err error
 	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }
@@ -73,9 +79,6 @@ func runUp(args []string) error {
 	}
 	fmt.Printf("  Ctrl-C stops it.\n")
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	var runErr error
 	select {
 	case s := <-sig:

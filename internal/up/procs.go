@@ -140,10 +140,12 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 // spawn starts cmd as a child of the cluster with its output on w. The
 // child gets SIGTERM if this process dies (Linux Pdeathsig; `ip netns exec`
 // keeps it across its exec), Shutdown stops it, and an exit that Shutdown
-// did not ask for is reported on Err as name's.
+// did not ask for is reported on Err as name's. It runs in a process group
+// of its own, so a terminal's Ctrl-C reaches only this process, which then
+// stops the children in order rather than racing them.
 func (p *Procs) spawn(name string, cmd *exec.Cmd, w *os.File) error {
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("up: %s: %w", name, err)
 	}
