@@ -115,9 +115,9 @@ func capsAllow(status string) error {
 }
 
 func needRoot(why error) error {
-	return fmt.Errorf("%w (%v): it builds network namespaces, a bridge and a veth to this host, and the front "+
-		"moves sockets with TCP_REPAIR, all of which need CAP_NET_ADMIN and CAP_SYS_ADMIN; run it as root "+
-		"(sudo shoal up --path repair) or use --path relay, passfd or hybrid, which need no privileges", ErrNeedRoot, why)
+	return fmt.Errorf("%w (%v): it builds network namespaces, a bridge and a veth to this host, and its front "+
+		"moves sockets with TCP_REPAIR; run it with sudo (sudo shoal up --path repair), "+
+		"or use --path relay, passfd or hybrid, which need no privileges", ErrNeedRoot, why)
 }
 
 // Ports inside the namespaces.
