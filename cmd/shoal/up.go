@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/handoff"
 	"shoal/internal/up"
 )
 
@@ -28,16 +29,35 @@ func runUp(args []string) error {
 	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
 	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
 	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy (see README)")
-	path := fs.String("path", "relay", "data path: relay (all in one process), or passfd / hybrid (nodes as separate processes that take client connections over Unix sockets)")
+	path := fs.String("path", "relay", "data path: relay (all in one process), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
+		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
+		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
+	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	// Signals are caught from here on: one that arrives while the cluster
+	// starts (the repair lab takes seconds) stops it as soon as it is up,
+	// instead of killing this process and leaving children and namespaces.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	var cl *up.Cluster
 	var err error
 	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }
-	if *path == "relay" {
+	var lab *up.Repair
+	switch *path {
+	case "relay":
 		cl, err = up.Start(c)
-	} else {
+	case "repair":
+		rc := up.RepairConfig{}
+		if *verbose {
+			rc.Log = func(cmd string) { fmt.Fprintln(os.Stderr, "+", cmd) }
+		}
+		if lab, err = up.StartRepair(c, rc); err == nil {
+			cl, shutdown = lab.Cluster, lab.Shutdown
+		}
+	default:
 		var p *up.Procs
 		if p, err = up.StartProcs(c, up.ProcsConfig{Path: *path}); err == nil {
 			cl, shutdown = p.Cluster, p.Shutdown
@@ -52,11 +72,13 @@ func runUp(args []string) error {
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)
 	}
+	if lab != nil {
+		fmt.Printf("  curl %s\n", cl.URL)
+		fmt.Printf("  lab %s: namespaces %s*, this host on %s as %s; if shoal is killed, sudo shoal lab down --all\n",
+			lab.Lab.ID, handoff.LabPrefix+lab.Lab.ID+"-", lab.HostIf, lab.HostAddr)
+	}
 	fmt.Printf("  Ctrl-C stops it.\n")
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	var runErr error
 	select {
 	case s := <-sig:

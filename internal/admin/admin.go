@@ -354,12 +354,14 @@ var (
 	descQueue   = prometheus.NewDesc("shoal_front_queue_total", "Node-queue events: queued, timeout (503), full (503).", []string{"event"}, nil)
 	descHandoff = prometheus.NewDesc("shoal_front_handoff_total",
 		"passfd handoff events: passed, fallback_no_socket, fallback_send, returned, return_refused, redispatched, ended, lost.", []string{"event"}, nil)
+	descRepair = prometheus.NewDesc("shoal_front_repair_total",
+		"repair (TCP_REPAIR) handoff events: moved, fallback_freeze, fallback_node, lost, ended, dropped, refused_forged, refused_replayed, refused_stale, refused_malformed.", []string{"event"}, nil)
 	descHybrid = prometheus.NewDesc("shoal_front_hybrid_decisions_total",
 		"Hybrid data-path decisions (seed 002): hand off for cpu, conns or size, or relay.", []string{"reason"}, nil)
 )
 
 func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descHandoff, descHybrid} {
+	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descHandoff, descRepair, descHybrid} {
 		ch <- d
 	}
 }
@@ -387,6 +389,16 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 		{"returned", h.Returned}, {"return_refused", h.ReturnRefused}, {"redispatched", h.Redispatched},
 		{"ended", h.Ended}, {"lost", h.Lost}} {
 		counter(descHandoff, e.v, e.name)
+	}
+	if r := st.Repair; r != nil {
+		for _, e := range []struct {
+			name string
+			v    uint64
+		}{{"moved", r.Moved}, {"fallback_freeze", r.FallbackFreeze}, {"fallback_node", r.FallbackNode},
+			{"lost", r.Lost}, {"ended", r.Ended}, {"dropped", r.Dropped}, {"refused_forged", r.Forged},
+			{"refused_replayed", r.Replayed}, {"refused_stale", r.Stale}, {"refused_malformed", r.Malformed}} {
+			counter(descRepair, e.v, e.name)
+		}
 	}
 	counter(descHybrid, h.HybridCPU, "cpu")
 	counter(descHybrid, h.HybridConns, "conns")

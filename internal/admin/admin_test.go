@@ -160,3 +160,27 @@ func TestStatsNeedsFront(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairMetrics: the repair path's counters appear in /stats and
+// /metrics when the front runs it, and not otherwise.
+func TestRepairMetrics(t *testing.T) {
+	cl, srv := setup(t)
+	m := NewMetrics(cl, "rr")
+	repair := &front.RepairStats{Moved: 9, FallbackNode: 1, Forged: 2}
+	m.WatchFront(func() front.Stats { return front.Stats{Paths: map[string]uint64{"repair": 10}, Repair: repair} })
+	srv.Config.Handler = New(cl, m)
+	if _, body := call(t, "GET", srv.URL+"/stats", ""); !strings.Contains(body, `"Moved": 9`) {
+		t.Errorf("/stats lacks the repair counters: %s", body)
+	}
+	_, body := call(t, "GET", srv.URL+"/metrics", "")
+	for _, want := range []string{`shoal_front_repair_total{event="moved"} 9`, `shoal_front_repair_total{event="fallback_node"} 1`,
+		`shoal_front_repair_total{event="refused_forged"} 2`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	repair = nil
+	if _, body := call(t, "GET", srv.URL+"/metrics", ""); strings.Contains(body, "shoal_front_repair_total") {
+		t.Error("/metrics reports repair counters without the repair path")
+	}
+}

@@ -169,6 +169,7 @@ type Stats struct {
 	NodeDials     uint64            // connections opened to nodes
 	Paths         map[string]uint64 // requests per data path name
 	Handoff       HandoffStats      // handoff paths: passes, fallbacks, returns, hybrid decisions
+	Repair        *RepairStats      `json:",omitempty"` // the repair path's counters; nil on other paths
 }
 
 type counters struct {
@@ -392,6 +393,10 @@ func (s *Server) Stats() Stats {
 		st.Paths[k.(string)] = v.(*atomic.Uint64).Load()
 		return true
 	})
+	if r, ok := s.cfg.Path.(interface{ Stats() RepairStats }); ok {
+		rs := r.Stats()
+		st.Repair = &rs
+	}
 	return st
 }
 

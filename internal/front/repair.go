@@ -41,28 +41,6 @@ type RepairConfig struct {
 	Steer handoff.SteerConfig
 }
 
-// RepairStats counts the repair path's work.
-type RepairStats struct {
-	// Moved counts connections rebuilt on a node.
-	Moved uint64
-	// FallbackFreeze counts requests relayed because the socket could not
-	// be frozen (e.g. the client had already half-closed);
-	// FallbackNode those relayed because the node refused cleanly or could
-	// not be reached before anything was sent.
-	FallbackFreeze, FallbackNode uint64
-	// Lost counts connections whose handoff outcome was unknown (no
-	// answer): the front dropped them silently and the client gets a
-	// reset on its next packet.
-	Lost uint64
-	// Ended counts FIN-HANDOFF notices; Dropped flows removed because their
-	// node's control channel broke; Steered the flows steered now.
-	Ended, Dropped uint64
-	Steered        int
-	// Refused counts control frames refused as forged, replayed, stale or
-	// malformed.
-	Forged, Replayed, Stale, Malformed uint64
-}
-
 // RepairPath is the repair data path (seed 002, SPEC §4): the front reads a
 // request, freezes the client's TCP socket with TCP_REPAIR, steers the
 // flow's later packets to the chosen node (handoff.Steer: an eBPF or

@@ -117,6 +117,11 @@ func (l *Lab) run(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// Run runs one command (an `ip …` step) the way Up does: logged to Log,
+// its output in the error. Callers that extend the lab (internal/up joins
+// the host to its bridge) use it so their steps read like the lab's own.
+func (l *Lab) Run(ctx context.Context, args ...string) error { return l.run(ctx, args...) }
+
 // ErrNoPrivilege says the process may not create network namespaces
 // (no CAP_NET_ADMIN/CAP_SYS_ADMIN): tests skip on it.
 var ErrNoPrivilege = errors.New("lab: creating network namespaces is not permitted")

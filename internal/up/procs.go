@@ -97,16 +97,9 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		cmd := exec.Command(pc.Exe, "node", "--root", root, "--listen", addr,
 			"--handoff-socket", filepath.Join(dir, "node"+strconv.Itoa(i)+".sock"),
 			"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache)
-		cmd.Stdout, cmd.Stderr = pc.Stderr, pc.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("up: node %d: %w", i, err)
+		if err := p.spawn(fmt.Sprintf("node %d", i), cmd, pc.Stderr); err != nil {
+			return nil, err
 		}
-		done := make(chan struct{})
-		p.mu.Lock()
-		p.cmds, p.waits = append(p.cmds, cmd), append(p.waits, done)
-		p.mu.Unlock()
-		go p.reap(i, cmd, done)
 		u := "http://" + addr
 		p.NodeURLs = append(p.NodeURLs, u)
 		specs = append(specs, cluster.NodeSpec{URL: u})
@@ -144,9 +137,29 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	return p, nil
 }
 
-// reap waits for a node process and reports an exit that Shutdown did not
+// spawn starts cmd as a child of the cluster with its output on w. The
+// child gets SIGTERM if this process dies (Linux Pdeathsig; `ip netns exec`
+// keeps it across its exec), Shutdown stops it, and an exit that Shutdown
+// did not ask for is reported on Err as name's. It runs in a process group
+// of its own, so a terminal's Ctrl-C reaches only this process, which then
+// stops the children in order rather than racing them.
+func (p *Procs) spawn(name string, cmd *exec.Cmd, w *os.File) error {
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("up: %s: %w", name, err)
+	}
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.cmds, p.waits = append(p.cmds, cmd), append(p.waits, done)
+	p.mu.Unlock()
+	go p.reap(name, cmd, done)
+	return nil
+}
+
+// reap waits for a child process and reports an exit that Shutdown did not
 // ask for.
-func (p *Procs) reap(i int, cmd *exec.Cmd, done chan struct{}) {
+func (p *Procs) reap(name string, cmd *exec.Cmd, done chan struct{}) {
 	err := cmd.Wait()
 	close(done)
 	p.mu.Lock()
@@ -157,14 +170,14 @@ func (p *Procs) reap(i int, cmd *exec.Cmd, done chan struct{}) {
 			err = errors.New("exited")
 		}
 		select {
-		case p.errc <- fmt.Errorf("up: node %d (pid %d): %w", i, cmd.Process.Pid, err):
+		case p.errc <- fmt.Errorf("up: %s (pid %d): %w", name, cmd.Process.Pid, err):
 		default:
 		}
 	}
 }
 
 // Shutdown stops the front and admin API (letting in-flight requests
-// finish), then sends SIGTERM to every node process and waits for them
+// finish), then sends SIGTERM to every child process and waits for them
 // until ctx ends, when the rest are killed. The socket folder is removed.
 func (p *Procs) Shutdown(ctx context.Context) error {
 	err := p.Cluster.Shutdown(ctx)

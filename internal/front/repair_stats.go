@@ -1,0 +1,23 @@
+package front
+
+// RepairStats counts the repair path's work.
+type RepairStats struct {
+	// Moved counts connections rebuilt on a node.
+	Moved uint64
+	// FallbackFreeze counts requests relayed because the socket could not
+	// be frozen (e.g. the client had already half-closed);
+	// FallbackNode those relayed because the node refused cleanly or could
+	// not be reached before anything was sent.
+	FallbackFreeze, FallbackNode uint64
+	// Lost counts connections whose handoff outcome was unknown (no
+	// answer): the front dropped them silently and the client gets a
+	// reset on its next packet.
+	Lost uint64
+	// Ended counts FIN-HANDOFF notices; Dropped flows removed because their
+	// node's control channel broke; Steered the flows steered now.
+	Ended, Dropped uint64
+	Steered        int
+	// Refused counts control frames refused as forged, replayed, stale or
+	// malformed.
+	Forged, Replayed, Stale, Malformed uint64
+}
