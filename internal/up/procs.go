@@ -55,12 +55,12 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		return nil, err
 	}
 	if pc.Path != "passfd" && pc.Path != "hybrid" {
-		return nil, fmt.Errorf("up: --path %q: the multi-process mode needs passfd or hybrid", pc.Path)
+		return nil, fmt.Errorf("--path %q: the multi-process mode needs passfd or hybrid", pc.Path)
 	}
 	if pc.Exe == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("up: find the shoal binary: %w", err)
+			return nil, fmt.Errorf("find the shoal binary: %w", err)
 		}
 		pc.Exe = exe
 	}
@@ -73,12 +73,12 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	}
 	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})
 	if err != nil {
-		return nil, fmt.Errorf("up: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	// Unix socket paths are limited to 107 bytes: keep the folder short.
 	dir, err := os.MkdirTemp("", "shoal-up-")
 	if err != nil {
-		return nil, fmt.Errorf("up: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	p := &Procs{Cluster: &Cluster{Config: cfg, SiteInfo: info, errc: make(chan error, cfg.Nodes+2)}, SocketDir: dir}
 	ok := false
@@ -92,7 +92,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	for i := range cfg.Nodes {
 		addr, err := freePort()
 		if err != nil {
-			return nil, fmt.Errorf("up: node %d: %w", i, err)
+			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
 		cmd := exec.Command(pc.Exe, "node", "--root", root, "--listen", addr,
 			"--handoff-socket", filepath.Join(dir, "node"+strconv.Itoa(i)+".sock"),
@@ -106,7 +106,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	}
 	for i, u := range p.NodeURLs {
 		if err := waitListening(u[len("http://"):], 10*time.Second); err != nil {
-			return nil, fmt.Errorf("up: node %d: %w", i, err)
+			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
 	}
 
@@ -119,7 +119,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if pc.Path == "hybrid" {
 		st, err := content.Open(root)
 		if err != nil {
-			return nil, fmt.Errorf("up: %w", err)
+			return nil, fmt.Errorf("%w", err)
 		}
 		fc.Path = front.Relay()
 		fc.Choose = front.Hybrid(front.PassFD(front.PassFDConfig{}))
@@ -147,7 +147,7 @@ func (p *Procs) spawn(name string, cmd *exec.Cmd, w *os.File) error {
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("up: %s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	done := make(chan struct{})
 	p.mu.Lock()
@@ -170,7 +170,7 @@ func (p *Procs) reap(name string, cmd *exec.Cmd, done chan struct{}) {
 			err = errors.New("exited")
 		}
 		select {
-		case p.errc <- fmt.Errorf("up: %s (pid %d): %w", name, cmd.Process.Pid, err):
+		case p.errc <- fmt.Errorf("%s (pid %d): %w", name, cmd.Process.Pid, err):
 		default:
 		}
 	}

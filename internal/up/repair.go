@@ -72,7 +72,7 @@ type Repair struct {
 
 // ErrNeedRoot is returned by StartRepair without the privileges to build
 // network namespaces.
-var ErrNeedRoot = errors.New("up: --path repair needs root")
+var ErrNeedRoot = errors.New("--path repair needs root")
 
 // privileges reports why this process may not build the lab, nil if it
 // may. A variable so that tests can pretend.
@@ -139,21 +139,21 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 		return nil, needRoot(err)
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		return nil, fmt.Errorf("up: --path repair builds its network with iproute2's ip command: %w", err)
+		return nil, fmt.Errorf("--path repair builds its network with iproute2's ip command: %w", err)
 	}
 	listenPort, err := portOf(cfg.Listen, 8080)
 	if err != nil {
-		return nil, fmt.Errorf("up: --listen: %w", err)
+		return nil, fmt.Errorf("--listen: %w", err)
 	}
 	adminPort := 0
 	if cfg.Admin != "off" {
 		if adminPort, err = portOf(cfg.Admin, 9090); err != nil {
-			return nil, fmt.Errorf("up: --admin: %w", err)
+			return nil, fmt.Errorf("--admin: %w", err)
 		}
 	}
 	if rc.Exe == "" {
 		if rc.Exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("up: find the shoal binary: %w", err)
+			return nil, fmt.Errorf("find the shoal binary: %w", err)
 		}
 	}
 	if rc.Stderr == nil {
@@ -165,7 +165,7 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 	}
 	dir, err := os.MkdirTemp("", "shoal-up-repair-")
 	if err != nil {
-		return nil, fmt.Errorf("up: %w", err)
+		return nil, err
 	}
 	lab := handoff.NewLab("", cfg.Nodes)
 	lab.Log = rc.Log
@@ -187,7 +187,7 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 	rand.Read(key[:])
 	keyFile := filepath.Join(dir, "repair.key")
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(key[:])+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("up: %w", err)
+		return nil, err
 	}
 
 	if err := r.joinHost(ctx); err != nil {
@@ -215,7 +215,7 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 	}
 	frontCfg := filepath.Join(dir, "front.toml")
 	if err := os.WriteFile(frontCfg, []byte(repairFrontConfig(cfg, vip, adminAddr, nodeURLs)), 0o644); err != nil {
-		return nil, fmt.Errorf("up: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	cmd := handoff.Exec(ctx, lab.FrontNS(), rc.Exe, "front", "--config", frontCfg, "--repair-key-file", keyFile)
 	if err := r.spawn("front", cmd, rc.Stderr); err != nil {
@@ -302,7 +302,7 @@ func (r *Repair) joinHost(ctx context.Context) error {
 func (r *Repair) claimPrefix(ctx context.Context) (byte, error) {
 	routes, err := hostPrefixes()
 	if err != nil {
-		return 0, fmt.Errorf("up: read the host's routes: %w", err)
+		return 0, fmt.Errorf("read the host's routes: %w", err)
 	}
 	for n := range 256 {
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 201, byte(n), 0}), 24)
@@ -323,7 +323,7 @@ func (r *Repair) claimPrefix(ctx context.Context) (byte, error) {
 			return 0, err
 		}
 	}
-	return 0, errors.New("up: every 10.201.N.0/24 is in use on this host: remove old labs with shoal lab down --all")
+	return 0, errors.New("every 10.201.N.0/24 is in use on this host: remove old labs with shoal lab down --all")
 }
 
 // hostPrefixes lists the IPv4 prefixes of the host's main routing table
@@ -409,7 +409,7 @@ func (r *Repair) waitHealthy(limit time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("up: the repair cluster was not healthy after %v: %s", limit, last)
+			return fmt.Errorf("the repair cluster was not healthy after %v: %s", limit, last)
 		}
 	}
 }

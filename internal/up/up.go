@@ -1,8 +1,12 @@
 // Package up starts a whole shoal cluster on one machine: a site (generated,
 // given, or written from an access log), N nodes on loopback ports, the
 // control plane with health checks, the front-end and its admin API — the
-// `shoal up` a newcomer runs first (SPEC §1 "up"). Everything runs in one
-// process and stops together.
+// `shoal up` a newcomer runs first (SPEC §1 "up"). Start runs everything in
+// one process (relay, redirect); StartProcs runs the front and the nodes as
+// separate processes, because passfd and hybrid move sockets between them;
+// StartRepair runs them in network namespaces joined to this host, because
+// repair needs a virtual IP on several hosts. Each stops everything it
+// started.
 package up
 
 import (
@@ -72,13 +76,13 @@ func (c *Config) fill() error {
 		c.Nodes = 4
 	}
 	if c.Nodes < 1 || c.Nodes > 64 {
-		return fmt.Errorf("up: --nodes %d: want 1 to 64", c.Nodes)
+		return fmt.Errorf("--nodes %d: want 1 to 64", c.Nodes)
 	}
 	if c.CacheMB == 0 {
 		c.CacheMB = 64
 	}
 	if c.CacheMB < 0 {
-		return fmt.Errorf("up: --cache-mb %d: want a positive size", c.CacheMB)
+		return fmt.Errorf("--cache-mb %d: want a positive size", c.CacheMB)
 	}
 	if c.Cache == "" {
 		c.Cache = "gdsf"
@@ -136,7 +140,7 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})
 	if err != nil {
-		return nil, fmt.Errorf("up: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	c := &Cluster{Config: cfg, SiteInfo: info, errc: make(chan error, cfg.Nodes+2)}
 	ok := false
@@ -151,11 +155,11 @@ func Start(cfg Config) (*Cluster, error) {
 		n, err := node.New(node.Config{Root: root, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
 			Logger: cfg.Logger.With("node", i)})
 		if err != nil {
-			return nil, fmt.Errorf("up: node %d: %w", i, err)
+			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("up: node %d: %w", i, err)
+			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
 		c.nodes = append(c.nodes, n)
 		u := "http://" + ln.Addr().String()
@@ -180,7 +184,7 @@ func (c *Cluster) startControl(pol policy.Policy, specs []cluster.NodeSpec) erro
 	var err error
 	c.Control, err = cluster.New(pol, specs, cluster.Options{})
 	if err != nil {
-		return fmt.Errorf("up: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -196,12 +200,12 @@ func (c *Cluster) startFront(fc front.Config) error {
 	var err error
 	c.Front, err = front.New(c.Control, fc)
 	if err != nil {
-		return fmt.Errorf("up: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	c.Metrics.WatchFront(c.Front.Stats)
 	fln, err := front.Listen(c.Config.Listen)
 	if err != nil {
-		return fmt.Errorf("up: front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
+		return fmt.Errorf("front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
 	}
 	c.URL = "http://" + fln.Addr().String() + "/"
 	go c.watch(func() error { return c.Front.Serve(fln) })
@@ -209,7 +213,7 @@ func (c *Cluster) startFront(fc front.Config) error {
 	if c.Config.Admin != "off" {
 		aln, err := net.Listen("tcp", c.Config.Admin)
 		if err != nil {
-			return fmt.Errorf("up: admin: %w (use --admin off or another address)", err)
+			return fmt.Errorf("admin: %w (use --admin off or another address)", err)
 		}
 		c.AdminURL = "http://" + aln.Addr().String()
 		c.admin = &http.Server{Handler: admin.New(c.Control, c.Metrics), ReadHeaderTimeout: 10 * time.Second}
@@ -223,26 +227,26 @@ func prepareSite(cfg *Config) (root, info string, err error) {
 	switch {
 	case cfg.Site != "":
 		if fi, err := os.Stat(cfg.Site); err != nil || !fi.IsDir() {
-			return "", "", fmt.Errorf("up: --site %s: not a directory", cfg.Site)
+			return "", "", fmt.Errorf("--site %s: not a directory", cfg.Site)
 		}
 		return cfg.Site, "site " + cfg.Site, nil
 	case cfg.SiteFromTrace != "":
 		sizes, err := trace.Sizes(cfg.SiteFromTrace)
 		if err != nil {
-			return "", "", fmt.Errorf("up: --site-from-trace: %w", err)
+			return "", "", fmt.Errorf("--site-from-trace: %w", err)
 		}
 		name := strings.TrimSuffix(filepath.Base(cfg.SiteFromTrace), ".gz")
 		root = filepath.Join(cfg.DataDir, "trace-"+name)
 		n, skipped, err := site.FromSizes(root, sizes)
 		if err != nil {
-			return "", "", fmt.Errorf("up: %w", err)
+			return "", "", fmt.Errorf("%w", err)
 		}
 		return root, fmt.Sprintf("%d files from %s (%d URLs skipped) in %s", n, filepath.Base(cfg.SiteFromTrace), skipped, root), nil
 	default:
 		root = filepath.Join(cfg.DataDir, "site")
 		sum, err := site.Generate(root, site.Config{})
 		if err != nil {
-			return "", "", fmt.Errorf("up: %w", err)
+			return "", "", fmt.Errorf("%w", err)
 		}
 		return root, sum.String(), nil
 	}
