@@ -130,7 +130,7 @@ type Front struct {
 	dialer  net.Dialer
 	clients []*handoff.FDClient // per node, PassFD only
 
-	start   time.Time // origin of policy.Request.Now
+	start   time.Time  // origin of policy.Request.Now
 	pmu     sync.Mutex // guards pol, cluster, downAt
 	pol     policy.Policy
 	cluster policy.Cluster
@@ -142,7 +142,7 @@ type Front struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	nextID                             atomic.Uint64
+	nextID                            atomic.Uint64
 	accepted, relayed, passed, failed atomic.Uint64
 }
 
