@@ -98,6 +98,7 @@ done
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime, clock ticks
 HZ=$(getconf CLK_TCK)
 
+LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 RUNSFILE=$W/runs.jsonl
 : >"$RUNSFILE"
 echo "crossover: levels [$LEVELS], $DURATION per run, $RUNS runs, $BYTES bytes each way, $NODES sinks" >&2
@@ -134,4 +135,5 @@ go run ./bench/report crossover --runs "$OUT/crossover-runs.jsonl" --out "$OUT/c
 	--md "$OUT/crossover.md" --plot "$OUT/crossover.svg" --plot "$OUT/crossover.png" \
 	--meta "duration=$DURATION" --meta "runs=$RUNS" --meta "bytes=$BYTES" --meta "nodes=$NODES" \
 	--meta "cpus=$(nproc)" --meta "front_core=$FRONT_CORE" --meta "load_core=$LOAD_CORE" \
+	--meta "loadavg_before=$LOADAVG_BEFORE" --meta "loadavg_after=$(cut -d' ' -f1-3 /proc/loadavg)" \
 	--meta "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" --meta "date=$(date -u +%FT%TZ)"

@@ -173,7 +173,7 @@ func CrossoverText(rep *XReport) string {
 	case rep.Crossover == 0:
 		return "Crossover: none in range — relay has the lower mean time per operation at every level."
 	case len(rep.Rows) > 0 && rep.Crossover == rep.Rows[0].Level && rep.WinsAbove:
-		return fmt.Sprintf("Crossover: at or below %d, the lowest level measured — passfd has the lower mean time per operation at every level (the paper: 45).", rep.Crossover)
+		return fmt.Sprintf("Crossover: none in range — passfd has the lower mean time per operation at every level, from %d (the lowest measured) up (the paper: relay ahead below 45).", rep.Crossover)
 	case rep.WinsAbove:
 		return fmt.Sprintf("Crossover: %d — passfd has the lower mean time per operation from there on, relay below (the paper: 45).", rep.Crossover)
 	default:
@@ -274,16 +274,38 @@ func CrossoverPlot(rep *XReport, outs ...string) error {
 		p.Add(l, sc, eb)
 		p.Legend.Add(path, l, sc)
 	}
-	if rep.Crossover > 0 && !math.IsInf(lo, 0) {
-		x := float64(rep.Crossover)
-		v, err := plotter.NewLine(plotter.XYs{{X: x, Y: lo}, {X: x, Y: hi}})
-		if err != nil {
-			return fmt.Errorf("plot: crossover line: %w", err)
+	// A dotted line at the paper's 45 threads and a dashed one at the
+	// measured crossover, unless that is just the lowest level measured
+	// (passfd ahead everywhere: there is no crossing to mark).
+	marks := []struct {
+		x      float64
+		label  string
+		dashes []vg.Length
+	}{{45, "paper's crossover (45)", []vg.Length{vg.Points(1), vg.Points(2)}}}
+	if rep.Crossover > 0 && rep.Crossover != rep.Rows[0].Level {
+		marks = append(marks, struct {
+			x      float64
+			label  string
+			dashes []vg.Length
+		}{float64(rep.Crossover), fmt.Sprintf("measured crossover (%d)", rep.Crossover), []vg.Length{vg.Points(4), vg.Points(3)}})
+	}
+	for _, m := range marks {
+		if math.IsInf(lo, 0) || m.x < float64(rep.Rows[0].Level) || m.x > float64(rep.Rows[len(rep.Rows)-1].Level) {
+			continue
 		}
-		v.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		v, err := plotter.NewLine(plotter.XYs{{X: m.x, Y: lo}, {X: m.x, Y: hi}})
+		if err != nil {
+			return fmt.Errorf("plot: line at %v: %w", m.x, err)
+		}
+		v.Dashes = m.dashes
 		v.Color = color.Gray{Y: 0x40}
 		p.Add(v)
-		p.Legend.Add(fmt.Sprintf("crossover (%d)", rep.Crossover), v)
+		p.Legend.Add(m.label, v)
+	}
+	if rep.Crossover == rep.Rows[0].Level && rep.WinsAbove {
+		p.Title.Text += "\npassfd ahead at every level: no crossover in range"
+	} else if rep.Crossover == 0 {
+		p.Title.Text += "\nrelay ahead at every level: no crossover in range"
 	}
 	for _, out := range outs {
 		switch filepath.Ext(out) {
