@@ -10,6 +10,7 @@
 //	go run ./bench/report summarize --runs runs.jsonl --out latest.json [--meta k=v ...]
 //	go run ./bench/report table --in latest.json
 //	go run ./bench/report plot --in latest.json --out latest.svg [--out latest.png]
+//	go run ./bench/report crossover --runs crossover-runs.jsonl --out crossover.json [--md F] [--plot F.svg]
 //
 // summarize and table print the Markdown table on stdout.
 package main
@@ -25,11 +26,13 @@ import (
 	"strings"
 )
 
-const usage = `Usage: report <summarize|table|plot> [flags]
+const usage = `Usage: report <summarize|table|plot|crossover> [flags]
 
   summarize --runs FILE --out FILE [--meta key=value ...]   per-run JSON Lines → summary JSON + Markdown table
   table     --in FILE                                       summary JSON → Markdown table
   plot      --in FILE --out FILE.svg [--out FILE.png]       summary JSON → grouped bar plot of the ratios
+  crossover --runs FILE --out FILE [--md FILE] [--plot FILE.svg ...] [--meta key=value ...]
+            bench/crossover.sh's runs → seed 002 crossover table, summary JSON, curve plot
 `
 
 func main() {
@@ -49,6 +52,9 @@ func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
 		return errors.New("missing mode")
+	}
+	if args[0] == "crossover" {
+		return runCrossover(args[1:], stdout)
 	}
 	fs := flag.NewFlagSet("report "+args[0], flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }

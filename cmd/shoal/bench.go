@@ -18,6 +18,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"shoal/internal/handoff"
 	"shoal/internal/loadgen"
 )
 
@@ -28,9 +29,10 @@ func init() {
 const benchUsage = `Usage: shoal bench <mode> [flags]
 
 Modes:
-  http   HTTP/1.1 load against a URL: closed loop or fixed rate, one URL, a CLF trace or a Zipf workload
-  tcp    seed 002's client: connect, send B bytes, receive B bytes, close; per concurrency level
-  sink   the matching TCP server: read B bytes, write B bytes, close
+  http     HTTP/1.1 load against a URL: closed loop or fixed rate, one URL, a CLF trace or a Zipf workload
+  tcp      seed 002's client: connect, send B bytes, receive B bytes, close; per concurrency level
+  sink     the matching TCP server: read B bytes, write B bytes, close (also over a handoff socket)
+  l4front  seed 002's raw-TCP front: relay (splice) or pass the descriptor to a node
 
 Run 'shoal bench <mode> --help' for the flags of one mode.
 `
@@ -50,6 +52,8 @@ func runBench(args []string) error {
 		return benchTCP(args[1:])
 	case "sink":
 		return benchSink(args[1:])
+	case "l4front":
+		return benchL4Front(args[1:])
 	}
 	fmt.Fprint(os.Stderr, benchUsage)
 	return fmt.Errorf("unknown mode %q", args[0])
@@ -247,9 +251,10 @@ func benchTCP(args []string) error {
 }
 
 func benchSink(args []string) error {
-	fs := newFlags("bench sink", "--listen ADDR [--recv-bytes B] [--send-bytes B]",
+	fs := newFlags("bench sink", "--listen ADDR [--handoff-socket PATH] [--recv-bytes B] [--send-bytes B]",
 		"the server of seed 002's experiment: per connection read B bytes, write B bytes, close; runs until interrupted")
 	listen := fs.String("listen", "127.0.0.1:9000", "listen address")
+	sock := fs.String("handoff-socket", "", "also serve connections passed over SCM_RIGHTS on this Unix socket (bench l4front --path passfd)")
 	recv := fs.Int("recv-bytes", 100, "bytes read from each connection")
 	send := fs.Int("send-bytes", 100, "bytes written back before closing")
 	if help, err := parseFlags(fs, args); help || err != nil {
@@ -262,7 +267,27 @@ func benchSink(args []string) error {
 	s := &loadgen.Sink{Recv: *recv, Send: *send}
 	ctx, cancel := interruptible()
 	defer cancel()
-	go func() { <-ctx.Done(); s.Close() }()
+	errs := make(chan error, 2)
+	serving := 1
+	if *sock != "" {
+		fl, err := handoff.ListenFD(*sock)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("sink: %w", err)
+		}
+		serving++
+		go func() { errs <- s.Serve(fl) }()
+		fmt.Fprintf(os.Stderr, "sink handoff socket %s\n", fl.Path())
+	}
+	go func() { errs <- s.Serve(ln) }()
 	fmt.Fprintf(os.Stderr, "sink listening on %s (recv %d, send %d)\n", ln.Addr(), *recv, *send)
-	return s.Serve(ln)
+	go func() { <-ctx.Done(); s.Close() }()
+	var first error
+	for range serving {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			s.Close() // one listener failed: stop the other too
+		}
+	}
+	return first
 }

@@ -27,7 +27,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 			t.Errorf("shoal %s --help: %v", name, err)
 		}
 	}
-	for _, args := range [][]string{{"bench", "http", "--help"}, {"bench", "tcp", "--help"}, {"trace", "stats", "--help"}, {"trace", "gen", "--help"}} {
+	for _, args := range [][]string{{"bench", "http", "--help"}, {"bench", "tcp", "--help"}, {"bench", "sink", "--help"}, {"bench", "l4front", "--help"}, {"trace", "stats", "--help"}, {"trace", "gen", "--help"}} {
 		if err := commands[args[0]].run(args[1:]); err != nil {
 			t.Errorf("shoal %v: %v", args, err)
 		}

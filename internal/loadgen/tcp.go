@@ -159,18 +159,35 @@ func tcpOp(ctx context.Context, d *net.Dialer, cfg TCPConfig, send, recv []byte)
 // Sink is the server side of the TCP experiment: for every connection it
 // reads Recv bytes, writes Send bytes and closes. It stands in for seed
 // 002's real server in tests and in `shoal bench sink`.
+//
+// Serve may run on several listeners at once — a TCP listener for clients
+// that connect directly (or through a relaying front) and a handoff socket
+// (handoff.FDListener) for connections a front passes over SCM_RIGHTS — so
+// one sink is the real server of both of seed 002's set-ups.
 type Sink struct {
 	// Recv and Send are the request and reply sizes in bytes.
 	Recv, Send int
+	// Echo replies with the Recv request bytes themselves instead of Send
+	// zero bytes, so a test can checksum what came back and know that
+	// whatever sits between client and sink (a relaying or handing-off
+	// front) moved the payload intact both ways.
+	Echo bool
 
 	mu     sync.Mutex
-	ln     net.Listener
+	lns    map[net.Listener]struct{}
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
 	closed bool
 }
 
+// prereader is a connection that arrives with client bytes already read by
+// someone else (handoff.FDConn: what the front read before passing it).
+// An interface, not the concrete type, so that loadgen does not depend on
+// the handoff package.
+type prereader interface{ Preread() []byte }
+
 // Serve accepts connections on ln until Close; it returns nil after Close.
+// It may be called for several listeners concurrently.
 func (s *Sink) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -178,8 +195,11 @@ func (s *Sink) Serve(ln net.Listener) error {
 		ln.Close()
 		return nil
 	}
-	s.ln = ln
-	s.conns = map[net.Conn]struct{}{}
+	if s.lns == nil {
+		s.lns = map[net.Listener]struct{}{}
+		s.conns = map[net.Conn]struct{}{}
+	}
+	s.lns[ln] = struct{}{}
 	s.mu.Unlock()
 	reply := make([]byte, s.Send)
 	for {
@@ -199,7 +219,7 @@ func (s *Sink) Serve(ln net.Listener) error {
 				time.Sleep(10 * time.Millisecond) // out of descriptors: back off, as net/http does
 				continue
 			}
-			return fmt.Errorf("sink: accept: %w", err)
+			return fmt.Errorf("sink: accept on %s: %w", ln.Addr(), err)
 		}
 		s.mu.Lock()
 		if s.closed {
@@ -222,20 +242,37 @@ func (s *Sink) serve(c net.Conn, reply []byte) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	if _, err := io.CopyN(io.Discard, c, int64(s.Recv)); err != nil {
+	var pre []byte
+	if p, ok := c.(prereader); ok {
+		pre = p.Preread()
+	}
+	if s.Echo {
+		buf := make([]byte, max(s.Recv, len(pre)))
+		n := copy(buf, pre)
+		if _, err := io.ReadFull(c, buf[n:]); err != nil {
+			return
+		}
+		c.Write(buf)
 		return
+	}
+	if want := int64(s.Recv - len(pre)); want > 0 {
+		if _, err := io.CopyN(io.Discard, c, want); err != nil {
+			return
+		}
 	}
 	c.Write(reply)
 }
 
-// Close stops accepting, closes open connections and waits for their
-// goroutines.
+// Close stops accepting on every listener, closes open connections and
+// waits for their goroutines.
 func (s *Sink) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	var err error
-	if s.ln != nil {
-		err = s.ln.Close()
+	for ln := range s.lns {
+		if e := ln.Close(); e != nil && err == nil {
+			err = e
+		}
 	}
 	for c := range s.conns {
 		c.Close()

@@ -1,0 +1,352 @@
+// Package l4 is a raw-TCP (layer 4) front for seed 002's crossover
+// experiment: the point at which moving a connection to the real server
+// (TCP handoff) starts to beat forwarding its bytes through the front.
+//
+// Seed 002 §3 builds a cluster in which the front either forwards a
+// connection NAT-style — every byte, both ways, passes through it — or
+// migrates the connection after the handshake so that the real server
+// replies to the client directly. Its §4 test client (internal/loadgen's
+// RunTCP, `shoal bench tcp`) opens a connection, sends a fixed number of
+// bytes, reads a fixed number back and closes, from N concurrent threads;
+// the paper found migration to have the lower mean time per operation above
+// 45 threads and forwarding below. The HTTP front (internal/front) answers
+// the same question for HTTP, but it parses requests, keeps pools and runs
+// health checks, all of which blur a comparison of the two data paths
+// themselves. This front does nothing but the data path, one of:
+//
+//   - Relay: dial the chosen node and copy both ways with io.Copy between
+//     two *net.TCPConn (splice(2) on Linux, so the bytes never enter user
+//     space), passing each end of file on as a half-close (CloseWrite) and
+//     aborting both sides on any error. Seed 002's "no migration".
+//   - PassFD: hand the accepted descriptor, before reading anything (seed
+//     002 moves the connection right after the handshake), to the node's
+//     handoff socket with internal/handoff's FDClient (SCM_RIGHTS over
+//     SOCK_SEQPACKET), then close the front's copy. The node — `shoal bench
+//     sink --handoff-socket` — reads the request and replies on the
+//     connection itself. Seed 002's "migration", same-host form.
+//
+// Nodes are chosen by a content-blind policy from internal/policy (rr by
+// default; wrr, lc, p2c, … work as well) over a fixed node set: a relayed
+// connection counts as active on its node until it ends, a passed one only
+// while it is being sent (the front cannot see it end). There is no request
+// to look at, so content-aware policies (urlhash, lard, tbccrd, …) see an
+// empty URL and degenerate; New refuses none of them, but they are
+// pointless here. There are no health checks: a node whose dial or send
+// fails is taken out of the rotation for Config.RetryAfter, and the client
+// whose connection could not be placed is closed at once (it sees a reset
+// or end of file, never a hang). There is no fallback from one path to the
+// other, so that each measurement is of one path alone.
+package l4
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"shoal/internal/handoff"
+	"shoal/internal/policy"
+)
+
+// Path selects the front's data path.
+type Path string
+
+// The two data paths of seed 002's experiment.
+const (
+	// Relay forwards bytes through the front (seed 002 without migration).
+	Relay Path = "relay"
+	// PassFD moves the connection to the node (seed 002 with migration).
+	PassFD Path = "passfd"
+)
+
+// ParsePath turns a command-line word into a Path.
+func ParsePath(s string) (Path, error) {
+	switch p := Path(s); p {
+	case Relay, PassFD:
+		return p, nil
+	}
+	return "", fmt.Errorf("l4: unknown path %q (want relay or passfd)", s)
+}
+
+// Node is one real server.
+type Node struct {
+	// Addr is the node's TCP address, "host:port"; the relay path dials it.
+	Addr string
+	// Socket is the node's handoff socket path; the passfd path sends
+	// connections to it.
+	Socket string
+}
+
+// name identifies the node in logs and in the policy's view.
+func (n Node) name() string {
+	if n.Addr != "" {
+		return n.Addr
+	}
+	return n.Socket
+}
+
+// Config configures a Front.
+type Config struct {
+	// Nodes are the real servers. Relay needs every Addr, PassFD every
+	// Socket.
+	Nodes []Node
+	// Path is Relay or PassFD.
+	Path Path
+	// Policy names the internal/policy policy that picks a node for each
+	// connection; default "rr".
+	Policy string
+	// DialTimeout bounds the relay path's connect to a node (default 1 s);
+	// SendTimeout bounds one handoff blocked on a full node socket
+	// (default 1 s). On either, the client is closed.
+	DialTimeout, SendTimeout time.Duration
+	// RetryAfter is how long a node whose dial or send failed stays out of
+	// the rotation (default 1 s).
+	RetryAfter time.Duration
+	// Logger receives node down/up events; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats counts what a Front did with the connections it accepted.
+type Stats struct {
+	// Accepted is every client connection accepted.
+	Accepted uint64
+	// Relayed counts connections relayed to their end; Passed, connections
+	// handed to a node.
+	Relayed, Passed uint64
+	// Failed counts clients closed because no node was usable or the dial
+	// or the handoff failed.
+	Failed uint64
+}
+
+// Front is the L4 front. Create it with New, run it with Serve, stop it
+// with Close.
+type Front struct {
+	cfg     Config
+	log     *slog.Logger
+	dialer  net.Dialer
+	clients []*handoff.FDClient // per node, PassFD only
+
+	start   time.Time  // origin of policy.Request.Now
+	pmu     sync.Mutex // guards pol, cluster, downAt
+	pol     policy.Policy
+	cluster policy.Cluster
+	downAt  []time.Time // when a down node may be tried again
+
+	mu     sync.Mutex
+	lns    map[net.Listener]struct{}
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+
+	nextID                            atomic.Uint64
+	accepted, relayed, passed, failed atomic.Uint64
+}
+
+// New checks cfg and returns a Front ready to Serve.
+func New(cfg Config) (*Front, error) {
+	if len(cfg.Nodes) == 0 {
+		return nil, errors.New("l4: no nodes")
+	}
+	if cfg.Path == "" {
+		cfg.Path = Relay
+	}
+	if _, err := ParsePath(string(cfg.Path)); err != nil {
+		return nil, err
+	}
+	for i, n := range cfg.Nodes {
+		if cfg.Path == Relay && n.Addr == "" {
+			return nil, fmt.Errorf("l4: node %d has no address (relay dials it)", i)
+		}
+		if cfg.Path == PassFD && n.Socket == "" {
+			return nil, fmt.Errorf("l4: node %d has no handoff socket (passfd sends to it)", i)
+		}
+	}
+	if cfg.Policy == "" {
+		cfg.Policy = "rr"
+	}
+	pol, err := policy.New(cfg.Policy, policy.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("l4: %w", err)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = time.Second
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = time.Second
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	f := &Front{
+		cfg: cfg, log: cfg.Logger, start: time.Now(), dialer: net.Dialer{Timeout: cfg.DialTimeout}, pol: pol,
+		downAt: make([]time.Time, len(cfg.Nodes)),
+		lns:    map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
+	}
+	for _, n := range cfg.Nodes {
+		f.cluster.Nodes = append(f.cluster.Nodes, policy.Node{Name: n.name(), Weight: 1, Up: true})
+		if cfg.Path == PassFD {
+			f.clients = append(f.clients, handoff.NewFDClient(handoff.FDClientConfig{Path: n.Socket, SendTimeout: cfg.SendTimeout}))
+		}
+	}
+	return f, nil
+}
+
+// Stats returns a snapshot of the counters.
+func (f *Front) Stats() Stats {
+	return Stats{Accepted: f.accepted.Load(), Relayed: f.relayed.Load(), Passed: f.passed.Load(), Failed: f.failed.Load()}
+}
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("l4: front closed")
+
+// Serve accepts client connections on ln until Close (it then returns
+// ErrClosed) or a permanent accept error. It may run on several listeners.
+func (f *Front) Serve(ln net.Listener) error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		ln.Close()
+		return ErrClosed
+	}
+	f.lns[ln] = struct{}{}
+	f.wg.Add(1) // Close waits for this loop, and so for its last handoff
+	f.mu.Unlock()
+	defer f.wg.Done()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			f.mu.Lock()
+			closed := f.closed
+			f.mu.Unlock()
+			if closed {
+				return ErrClosed
+			}
+			var ne net.Error
+			if (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+				errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
+				// Out of descriptors or memory: back off as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				f.log.Warn("l4: accept failed; backing off", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("l4: accept on %s: %w", ln.Addr(), err)
+		}
+		backoff = 0
+		f.accepted.Add(1)
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			// Only a TCP listener makes sense here; refuse anything else
+			// per connection rather than crash.
+			c.Close()
+			f.failed.Add(1)
+			continue
+		}
+		if f.cfg.Path == PassFD {
+			// Inline: a handoff is one sendmsg and a close, cheaper than
+			// starting a goroutine. A node whose socket is full stalls
+			// accepting for up to SendTimeout, which is backpressure.
+			f.pass(tc)
+			continue
+		}
+		if !f.track(tc) {
+			tc.Close()
+			continue
+		}
+		f.wg.Add(1)
+		go f.relay(tc)
+	}
+}
+
+// Close stops every Serve, closes the connections being relayed and waits
+// for the accept loops and the relays' goroutines, so Stats is final once
+// it returns. Connections already handed off belong to their
+// nodes and are not affected.
+func (f *Front) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	var err error
+	for ln := range f.lns {
+		if e := ln.Close(); e != nil && err == nil && !errors.Is(e, net.ErrClosed) {
+			err = fmt.Errorf("l4: close %s: %w", ln.Addr(), e)
+		}
+	}
+	for c := range f.conns {
+		c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+	for _, c := range f.clients {
+		c.Close()
+	}
+	return err
+}
+
+// track registers a relayed connection for Close; false after Close.
+func (f *Front) track(c net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.conns[c] = struct{}{}
+	return true
+}
+
+func (f *Front) untrack(c net.Conn) {
+	f.mu.Lock()
+	delete(f.conns, c)
+	f.mu.Unlock()
+}
+
+// pick asks the policy for a node and counts the connection on it; -1
+// when no node is usable. Nodes whose RetryAfter has passed come back
+// first.
+func (f *Front) pick() int {
+	f.pmu.Lock()
+	defer f.pmu.Unlock()
+	now := time.Now()
+	for i := range f.cluster.Nodes {
+		n := &f.cluster.Nodes[i]
+		if !n.Up && now.After(f.downAt[i]) {
+			n.Up = true
+			f.cluster.Version++
+			f.log.Info("l4: node back in rotation", "node", n.Name)
+		}
+	}
+	d := f.pol.Pick(&f.cluster, &policy.Request{Size: -1, Holder: -1, Now: now.Sub(f.start)})
+	if d.Node < 0 || d.Node >= len(f.cluster.Nodes) {
+		return -1
+	}
+	f.cluster.Start(d.Node)
+	return d.Node
+}
+
+// done ends the connection's count on node i.
+func (f *Front) done(i int) {
+	f.pmu.Lock()
+	f.cluster.Finish(i)
+	f.pol.Done(&f.cluster, i, &policy.Request{Size: -1, Holder: i})
+	f.pmu.Unlock()
+}
+
+// nodeFailed takes node i out of the rotation for RetryAfter.
+func (f *Front) nodeFailed(i int, err error) {
+	f.pmu.Lock()
+	defer f.pmu.Unlock()
+	n := &f.cluster.Nodes[i]
+	f.downAt[i] = time.Now().Add(f.cfg.RetryAfter)
+	if n.Up {
+		n.Up = false
+		f.cluster.Version++
+		f.log.Warn("l4: node failed; out of rotation", "node", n.Name, "retry_after", f.cfg.RetryAfter, "err", err)
+	}
+}
