@@ -155,11 +155,14 @@ func (p *RepairPath) Steer() *handoff.Steer { return p.steer }
 // stay steered, so close the path last.
 func (p *RepairPath) Close() error {
 	p.mu.Lock()
-	for _, c := range p.clients {
-		c.Close()
-	}
+	cs := p.clients
 	p.clients = map[int]*handoff.RepairClient{}
 	p.mu.Unlock()
+	// Outside p.mu: closing answers the handoffs still waiting, whose
+	// callbacks (repairfast.go) take p.mu.
+	for _, c := range cs {
+		c.Close()
+	}
 	return p.steer.Close()
 }
 
