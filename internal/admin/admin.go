@@ -394,7 +394,7 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, e := range []struct {
 			name string
 			v    uint64
-		}{{"moved", r.Moved}, {"fallback_freeze", r.FallbackFreeze}, {"fallback_node", r.FallbackNode},
+		}{{"moved", r.Moved}, {"moved_fast", r.Fast}, {"fallback_freeze", r.FallbackFreeze}, {"fallback_node", r.FallbackNode},
 			{"lost", r.Lost}, {"ended", r.Ended}, {"dropped", r.Dropped}, {"refused_forged", r.Forged},
 			{"refused_replayed", r.Replayed}, {"refused_stale", r.Stale}, {"refused_malformed", r.Malformed}} {
 			counter(descRepair, e.v, e.name)

@@ -44,9 +44,9 @@ type clientConn struct {
 	// pathName/pathCtr cache the last data path's counter.
 	pathName string
 	pathCtr  *atomic.Uint64
-	// relayOnce makes the passfd path relay the next request without
-	// trying a handoff: the raw accept path already tried and failed
-	// (counted there).
+	// relayOnce makes the passfd and repair paths relay the next request
+	// without trying a handoff: the raw accept path already tried and
+	// failed (counted there).
 	relayOnce bool
 }
 

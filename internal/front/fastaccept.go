@@ -38,10 +38,16 @@ import (
 // refusals, the header timeout (slowloris), relay fallbacks and retries
 // behave exactly as they did; nothing blocks the accept loop.
 
+// The repair path (Config.Path is a *RepairPath, no Choose) takes the same
+// loop: it freezes the accepted descriptor, steers its flow and sends its
+// state to the node without waiting for the answer; the node's control
+// channel reader finishes the connection when the answer comes (repairfast.go).
+
 // rawAccept is one listener's raw accept loop and the state it reuses.
 type rawAccept struct {
 	s   *Server
-	p   *passfdPath
+	p   *passfdPath // one of p and rp is set
+	rp  *RepairPath
 	buf []byte
 	req httpwire.Request
 	// pr lives here so that passing it to the policy does not allocate;
@@ -51,21 +57,23 @@ type rawAccept struct {
 	pathCtr *atomic.Uint64
 }
 
-// fastAccept returns the passfd path when ln can be served by the raw
-// accept loop.
-func (s *Server) fastAccept(ln net.Listener) (*net.TCPListener, *passfdPath) {
+// fastAccept returns the raw accept loop's state when ln can be served by
+// it: under passfd or repair alone, on a TCP listener.
+func (s *Server) fastAccept(ln net.Listener) (*net.TCPListener, *rawAccept) {
 	if s.cfg.NoFastAccept || s.cfg.Choose != nil {
-		return nil, nil
-	}
-	p, ok := s.cfg.Path.(*passfdPath)
-	if !ok {
 		return nil, nil
 	}
 	tl, ok := ln.(*net.TCPListener)
 	if !ok {
 		return nil, nil
 	}
-	return tl, p
+	switch p := s.cfg.Path.(type) {
+	case *passfdPath:
+		return tl, &rawAccept{s: s, p: p}
+	case *RepairPath:
+		return tl, &rawAccept{s: s, rp: p}
+	}
+	return nil, nil
 }
 
 // rawListener is what Serve registers for a listener served by the raw
@@ -86,7 +94,7 @@ func (l rawListener) Close() error {
 // loop waits on a duplicate of the descriptor (TCPListener.File, which
 // stays non-blocking and in the netpoller). Stop it with Shutdown or Close:
 // closing only ln leaves the duplicate listening.
-func (s *Server) serveRaw(tl *net.TCPListener, p *passfdPath) error {
+func (s *Server) serveRaw(tl *net.TCPListener, ra *rawAccept) error {
 	f, err := tl.File()
 	if err != nil {
 		return fmt.Errorf("front: accept: %w", err)
@@ -112,7 +120,7 @@ func (s *Server) serveRaw(tl *net.TCPListener, p *passfdPath) error {
 	if err != nil {
 		return fmt.Errorf("front: accept: %w", err)
 	}
-	ra := &rawAccept{s: s, p: p, buf: make([]byte, s.inSize())}
+	ra.buf = make([]byte, s.inSize())
 	var backoff time.Duration
 	for {
 		var fd int
@@ -189,11 +197,25 @@ func (ra *rawAccept) conn(fd int) {
 		return
 	}
 	data := ra.buf[:n]
-	id, relay, ok := ra.pass(fd, data)
+	var id uint64
+	var relay, ok bool
+	if ra.rp != nil {
+		id, relay, ok = ra.repair(fd, data)
+	} else {
+		id, relay, ok = ra.pass(fd, data)
+	}
 	if ok {
 		return
 	}
 	s.handoff.fastFallback.Add(1)
+	s.serveFD(fd, id, data, relay)
+}
+
+// serveFD serves the accepted descriptor fd on the normal path (its own
+// goroutine) with data already read from it; id is its connection id (0:
+// allocate one) and relay makes its first request relayed without a
+// handoff.
+func (s *Server) serveFD(fd int, id uint64, data []byte, relay bool) {
 	c, err := handoff.WrapFD(fd) // closes fd
 	if err != nil {
 		s.ctr.connsAccepted.Add(1)

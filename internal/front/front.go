@@ -88,7 +88,7 @@ type Config struct {
 	// histograms by node for /metrics).
 	Observer Observer
 	// NoFastAccept turns off the raw accept path (fastaccept.go) that a
-	// front whose only path is PassFD uses for connections arriving with a
+	// front whose only path is PassFD or Repair uses for connections arriving with a
 	// complete request head; every connection then takes the normal path.
 	// For comparisons and as an escape hatch. Default false.
 	NoFastAccept bool
@@ -245,9 +245,9 @@ func (s *Server) Cluster() *cluster.Cluster { return s.cl }
 var ErrServerClosed = errors.New("front: server closed")
 
 // Serve accepts connections on ln until Shutdown or Close, serving each on
-// its own goroutine — except under PassFD alone on a *net.TCPListener,
-// where connections that arrive with a whole request head are passed to
-// their node straight from the accept loop (fastaccept.go; stop it with
+// its own goroutine — except under PassFD or Repair alone on a
+// *net.TCPListener, where connections that arrive with a whole request head
+// are handed to their node straight from the accept loop (fastaccept.go; stop it with
 // Shutdown or Close, not by closing ln). It always returns a non-nil error.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
@@ -263,8 +263,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		delete(s.listeners, ln)
 		s.mu.Unlock()
 	}()
-	if tl, p := s.fastAccept(ln); tl != nil {
-		return s.serveRaw(tl, p)
+	if tl, ra := s.fastAccept(ln); tl != nil {
+		return s.serveRaw(tl, ra)
 	}
 	var backoff time.Duration
 	for {

@@ -73,7 +73,7 @@ type RepairPath struct {
 	unsteer []handoff.Flow                // ended flows waiting for removal
 	s       *Server                       // set on first Serve
 
-	moved, fallbackFreeze, fallbackNode, lost, ended, dropped atomic.Uint64
+	moved, fast, fallbackFreeze, fallbackNode, lost, ended, dropped atomic.Uint64
 }
 
 // Repair installs the steering table in the current network namespace and
@@ -118,7 +118,7 @@ func (p *RepairPath) Stats() RepairStats {
 		Moved: p.moved.Load(), FallbackFreeze: p.fallbackFreeze.Load(), FallbackNode: p.fallbackNode.Load(),
 		Lost: p.lost.Load(), Ended: p.ended.Load(), Dropped: p.dropped.Load(), Steered: p.steer.Len(),
 		Forged: p.auth.Forged.Load(), Replayed: p.auth.Replayed.Load(), Stale: p.auth.Stale.Load(),
-		Malformed: p.auth.Malformed.Load(),
+		Malformed: p.auth.Malformed.Load(), Fast: p.fast.Load(),
 	}
 }
 
@@ -130,11 +130,14 @@ func (p *RepairPath) Steer() *handoff.Steer { return p.steer }
 // stay steered, so close the path last.
 func (p *RepairPath) Close() error {
 	p.mu.Lock()
-	for _, c := range p.clients {
-		c.Close()
-	}
+	cs := p.clients
 	p.clients = map[int]*handoff.RepairClient{}
 	p.mu.Unlock()
+	// Outside p.mu: closing answers the handoffs still waiting, whose
+	// callbacks (repairfast.go) take p.mu.
+	for _, c := range cs {
+		c.Close()
+	}
 	return p.steer.Close()
 }
 
@@ -178,6 +181,29 @@ func (p *RepairPath) client(s *Server, idx int, hostport string) (*handoff.Repai
 	return c, nil
 }
 
+// readyClient returns node idx's control channel if the normal path has
+// set it up (routes, steering, dial), else nil.
+func (p *RepairPath) readyClient(idx int) *handoff.RepairClient {
+	p.mu.Lock()
+	c := p.clients[idx]
+	p.mu.Unlock()
+	return c
+}
+
+// steerFlow steers f to node idx and remembers it as connection conn's
+// incarnation tag. Both happen under p.mu, as does fin's removal, so that a
+// late FIN-HANDOFF for an earlier connection on the same 4-tuple cannot
+// remove the new entry between the two.
+func (p *RepairPath) steerFlow(f handoff.Flow, idx int, conn uint64, tag uint32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.steer.Add(f, idx); err != nil {
+		return err
+	}
+	p.conns[f] = movedFlow{conn: conn, tag: tag}
+	return nil
+}
+
 // movedFlow is one moved connection as the front remembers it.
 type movedFlow struct {
 	conn uint64 // client connection id (policy.Request.Conn)
@@ -185,8 +211,9 @@ type movedFlow struct {
 }
 
 // fin handles FIN-HANDOFF: the node's socket is fully closed; forget the
-// flow (after Linger, batched). A notice for an older connection on the
-// same 4-tuple (tag mismatch) is ignored.
+// flow (after Linger). A notice for an older connection on the same 4-tuple
+// (tag mismatch) is ignored. Without Linger an eBPF entry goes at once (one
+// bpf(2) call; no timer, no goroutine); nftables removals are batched.
 func (p *RepairPath) fin(f handoff.Flow, tag uint32) {
 	p.mu.Lock()
 	mf, ok := p.conns[f]
@@ -196,12 +223,26 @@ func (p *RepairPath) fin(f handoff.Flow, tag uint32) {
 	}
 	delete(p.conns, f)
 	s := p.s
+	now := p.cfg.Linger <= 0 && p.steer.Backend() == "bpf"
+	var err error
+	if now {
+		_, err = p.steer.Remove(f)
+	}
 	p.mu.Unlock()
 	p.ended.Add(1)
 	if ok && s != nil {
 		s.cl.CloseConn(mf.conn)
 	}
-	time.AfterFunc(p.cfg.Linger, func() { p.unsteerLater(f) })
+	switch {
+	case now:
+		if err != nil && s != nil {
+			s.logf("front: repair: %v", err)
+		}
+	case p.cfg.Linger <= 0:
+		p.unsteerLater(f)
+	default:
+		time.AfterFunc(p.cfg.Linger, func() { p.unsteerLater(f) })
+	}
 }
 
 // unsteerBatch is how long removals wait to share one netlink commit.
@@ -224,16 +265,19 @@ func (p *RepairPath) flushUnsteer() {
 	p.mu.Lock()
 	fs := p.unsteer
 	p.unsteer = nil
-	// A 4-tuple handed off again meanwhile keeps its (new) entry.
+	// A 4-tuple handed off again meanwhile keeps its (new) entry; p.mu
+	// is held across the removal so that no handoff slips in between.
 	keep := fs[:0]
 	for _, f := range fs {
 		if _, reused := p.conns[f]; !reused {
 			keep = append(keep, f)
 		}
 	}
+	_, err := p.steer.RemoveFlows(keep)
+	s := p.s
 	p.mu.Unlock()
-	if _, err := p.steer.RemoveFlows(keep); err != nil && p.s != nil {
-		p.s.logf("front: repair: %v", err)
+	if err != nil && s != nil {
+		s.logf("front: repair: %v", err)
 	}
 }
 
@@ -242,6 +286,12 @@ func (p *RepairPath) flushUnsteer() {
 func (p *RepairPath) Serve(x *Exchange) Result {
 	cc := x.cc
 	s := cc.s
+	if cc.relayOnce {
+		// The raw accept path tried this request's handoff and failed
+		// (counted there): relay it, hand off the next ones again.
+		cc.relayOnce = false
+		return cc.relay(x)
+	}
 	tc, ok := cc.c.(*net.TCPConn)
 	if !ok {
 		p.fallbackFreeze.Add(1)
@@ -263,13 +313,10 @@ func (p *RepairPath) Serve(x *Exchange) Result {
 		return cc.relay(x)
 	}
 	f := handoff.Flow{Client: st.Remote, VIP: st.Local}
-	if err := p.steer.Add(f, x.Backend.Index); err != nil {
+	if err := p.steerFlow(f, x.Backend.Index, cc.id, st.RcvSeq); err != nil {
 		p.fallbackNode.Add(1)
 		return p.thawAndRelay(x, tc, err)
 	}
-	p.mu.Lock()
-	p.conns[f] = movedFlow{conn: cc.id, tag: st.RcvSeq}
-	p.mu.Unlock()
 	err = c.Handoff(st)
 	switch {
 	case err == nil:
@@ -277,7 +324,7 @@ func (p *RepairPath) Serve(x *Exchange) Result {
 		p.moved.Add(1)
 		cc.holder = -1 // the policy's connection ends at FIN-HANDOFF
 		return Result{Detached: true}
-	case errors.Is(err, handoff.ErrRebuildFailed) || !sentMaybe(err):
+	case errors.Is(err, handoff.ErrRebuildFailed) || errors.Is(err, handoff.ErrNotSent) || !sentMaybe(err):
 		p.forget(f)
 		p.fallbackNode.Add(1)
 		return p.thawAndRelay(x, tc, err)

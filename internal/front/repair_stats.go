@@ -20,4 +20,7 @@ type RepairStats struct {
 	// Refused counts control frames refused as forged, replayed, stale or
 	// malformed.
 	Forged, Replayed, Stale, Malformed uint64
+	// Fast counts the moved connections handed off straight from the raw
+	// accept loop (repairfast.go).
+	Fast uint64
 }

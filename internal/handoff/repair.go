@@ -104,39 +104,46 @@ func Freeze(c syscall.Conn, prefix []byte) (*TCPState, error) {
 	return st, ferr
 }
 
-// FreezeFD is Freeze on a raw descriptor.
+// FreezeFD is Freeze on a raw descriptor. It makes only raw system calls
+// (rawsys.go): none of them can block.
 func FreezeFD(fd int, prefix []byte) (*TCPState, error) {
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
+	if err := rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
 		return nil, fmt.Errorf("handoff: TCP_REPAIR on: %w", err)
 	}
 	st, err := dump(fd, prefix)
 	if err != nil {
-		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpNoQueue)
-		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF_NO_WP)
+		ThawFD(fd)
 		return nil, err
 	}
 	return st, nil
 }
 
+// ThawFD takes a descriptor that FreezeFD left in repair mode back to normal
+// operation without sending anything (see Thaw).
+func ThawFD(fd int) error {
+	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpNoQueue)
+	if err := rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF_NO_WP); err != nil {
+		return fmt.Errorf("handoff: thaw: TCP_REPAIR off: %w", err)
+	}
+	return nil
+}
+
 func dump(fd int, prefix []byte) (*TCPState, error) {
 	st := &TCPState{}
-	la, err := unix.Getsockname(fd)
-	if err != nil {
+	var ok1, ok2 bool
+	var err error
+	if st.Local, ok1, err = rawSockname(fd, false); err != nil {
 		return nil, fmt.Errorf("handoff: getsockname: %w", err)
 	}
-	ra, err := unix.Getpeername(fd)
-	if err != nil {
+	if st.Remote, ok2, err = rawSockname(fd, true); err != nil {
 		return nil, fmt.Errorf("handoff: getpeername: %w", err)
 	}
-	var ok1, ok2 bool
-	st.Local, ok1 = sockaddrPort(la)
-	st.Remote, ok2 = sockaddrPort(ra)
 	if !ok1 || !ok2 {
 		return nil, errors.New("handoff: not an IPv4 TCP socket")
 	}
 
-	var info [232]byte
-	n, err := getsockoptBytes(fd, unix.IPPROTO_TCP, unix.TCP_INFO, info[:])
+	var info [8]byte // tcpi_state .. tcpi_snd_wscale/rcv_wscale
+	n, err := rawGetsockoptBytes(fd, unix.IPPROTO_TCP, unix.TCP_INFO, info[:])
 	if err != nil || n < 8 {
 		return nil, fmt.Errorf("handoff: TCP_INFO: %v", err)
 	}
@@ -150,20 +157,20 @@ func dump(fd int, prefix []byte) (*TCPState, error) {
 	st.SndWscale = info[6] & 0x0f // tcpi_snd_wscale:4, tcpi_rcv_wscale:4
 	st.RcvWscale = info[6] >> 4
 
-	mss, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG) // mss_clamp in repair mode
+	mss, err := rawGetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG) // mss_clamp in repair mode
 	if err != nil {
 		return nil, fmt.Errorf("handoff: TCP_MAXSEG: %w", err)
 	}
 	st.MSS = uint32(mss)
 	if st.Timestamps {
-		ts, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
+		ts, err := rawGetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
 		if err != nil {
 			return nil, fmt.Errorf("handoff: TCP_TIMESTAMP: %w", err)
 		}
 		st.TSVal = uint32(ts)
 	}
 	var w [20]byte
-	if n, err := getsockoptBytes(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_WINDOW, w[:]); err != nil || n != 20 {
+	if n, err := rawGetsockoptBytes(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_WINDOW, w[:]); err != nil || n != 20 {
 		return nil, fmt.Errorf("handoff: TCP_REPAIR_WINDOW: %v (len %d)", err, n)
 	}
 	st.Window = RepairWindow{
@@ -189,16 +196,18 @@ func dump(fd int, prefix []byte) (*TCPState, error) {
 	if err != nil {
 		return nil, err
 	}
-	unsent, err := unix.IoctlGetInt(fd, unix.SIOCOUTQNSD)
-	if err != nil {
-		return nil, fmt.Errorf("handoff: SIOCOUTQNSD: %w", err)
-	}
-	st.Unsent = uint32(unsent)
-	if st.SendQueue, err = peekQueue(fd, nil, outq); err != nil {
-		return nil, fmt.Errorf("handoff: read send queue: %w", err)
+	if outq > 0 {
+		unsent, err := rawIoctlInt(fd, unix.SIOCOUTQNSD)
+		if err != nil {
+			return nil, fmt.Errorf("handoff: SIOCOUTQNSD: %w", err)
+		}
+		st.Unsent = uint32(unsent)
+		if st.SendQueue, err = peekQueue(fd, nil, outq); err != nil {
+			return nil, fmt.Errorf("handoff: read send queue: %w", err)
+		}
 	}
 	st.SndSeq = writeSeq - uint32(len(st.SendQueue))
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpNoQueue); err != nil {
+	if err := rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpNoQueue); err != nil {
 		return nil, fmt.Errorf("handoff: TCP_REPAIR_QUEUE: %w", err)
 	}
 	return st, nil
@@ -207,14 +216,14 @@ func dump(fd int, prefix []byte) (*TCPState, error) {
 // queueState selects a repair queue and returns its sequence number
 // (TCP_QUEUE_SEQ) and length (from ioctl req).
 func queueState(fd, queue int, req uint) (uint32, int, error) {
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
+	if err := rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
 		return 0, 0, fmt.Errorf("handoff: TCP_REPAIR_QUEUE %d: %w", queue, err)
 	}
-	seq, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUEUE_SEQ)
+	seq, err := rawGetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUEUE_SEQ)
 	if err != nil {
 		return 0, 0, fmt.Errorf("handoff: TCP_QUEUE_SEQ %d: %w", queue, err)
 	}
-	n, err := unix.IoctlGetInt(fd, req)
+	n, err := rawIoctlInt(fd, req)
 	if err != nil {
 		return 0, 0, fmt.Errorf("handoff: queue length %d: %w", queue, err)
 	}
@@ -229,7 +238,7 @@ func peekQueue(fd int, dst []byte, n int) ([]byte, error) {
 	}
 	off := len(dst)
 	dst = append(dst, make([]byte, n)...)
-	got, _, err := unix.Recvfrom(fd, dst[off:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	got, err := rawPeek(fd, dst[off:])
 	if err != nil {
 		return nil, err
 	}
@@ -423,15 +432,10 @@ func Thaw(c syscall.Conn) error {
 		return fmt.Errorf("handoff: thaw: %w", err)
 	}
 	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF_NO_WP)
-	}); err != nil {
+	if err := rc.Control(func(fd uintptr) { serr = ThawFD(int(fd)) }); err != nil {
 		return fmt.Errorf("handoff: thaw: %w", err)
 	}
-	if serr != nil {
-		return fmt.Errorf("handoff: thaw: TCP_REPAIR off: %w", serr)
-	}
-	return nil
+	return serr
 }
 
 // InterfaceOf returns the name of the interface that holds addr, for

@@ -11,6 +11,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,7 +55,13 @@ func setKeepAlive(c net.Conn) {
 // ---------------------------------------------------------------- front side
 
 // RepairClient is the front's end of one node's control channel. Create it
-// with DialRepair; it is safe for concurrent use.
+// with NewRepairClient; it is safe for concurrent use.
+//
+// A handoff is asynchronous underneath: HandoffAsync writes the state and
+// returns, and the channel's reader goroutine calls the caller back with the
+// node's answer; Handoff waits for it. Timeouts are checked by one sweep
+// timer per client (every Timeout/4 while answers are outstanding), not by a
+// timer per handoff.
 type RepairClient struct {
 	addr    string
 	auth    *Auth
@@ -62,21 +69,29 @@ type RepairClient struct {
 	onFin   func(Flow, uint32)
 	onDown  func(error)
 
-	wmu     sync.Mutex // serialises writes and redials
-	c       net.Conn
-	gen     uint64 // bumped per connection
-	out     []byte
-	nextID  atomic.Uint64
+	wmu    sync.Mutex // serialises writes and redials
+	c      net.Conn
+	rc     syscall.RawConn // c's, for writes without the runtime's syscall bookkeeping
+	gen    uint64          // bumped per connection
+	out    []byte
+	nextID atomic.Uint64
+
 	pmu     sync.Mutex
-	pending map[uint64]chan ackResult
+	pending map[uint64]pendingAck
+	epoch   uint64      // sweep ticks so far
+	sweep   *time.Timer // armed while pending is not empty
+	armed   bool
 	closed  atomic.Bool
 }
 
-type ackResult struct {
-	status byte
-	msg    string
-	err    error
+// pendingAck is one handoff waiting for its answer.
+type pendingAck struct {
+	done  func(error)
+	epoch uint64 // RepairClient.epoch when it was sent
 }
+
+// sweepTicks is how many sweep periods (Timeout/4 each) an answer may take.
+const sweepTicks = 4
 
 // RepairClientConfig configures a RepairClient.
 type RepairClientConfig struct {
@@ -85,7 +100,7 @@ type RepairClientConfig struct {
 	// Auth signs and checks frames (required; shared with the node).
 	Auth *Auth
 	// Timeout bounds dialing and waiting for one acknowledgement
-	// (default 2s).
+	// (default 2s; an answer is given up between 1 and 1.25 Timeout).
 	Timeout time.Duration
 	// OnFin is called for each FIN-HANDOFF (from the reader goroutine)
 	// with the flow and the incarnation tag of the handoff it ends (the
@@ -102,67 +117,159 @@ func NewRepairClient(cfg RepairClientConfig) *RepairClient {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	return &RepairClient{addr: cfg.Addr, auth: cfg.Auth, timeout: cfg.Timeout, onFin: cfg.OnFin, onDown: cfg.OnDown,
-		pending: make(map[uint64]chan ackResult)}
+	c := &RepairClient{addr: cfg.Addr, auth: cfg.Auth, timeout: cfg.Timeout, onFin: cfg.OnFin, onDown: cfg.OnDown,
+		pending: make(map[uint64]pendingAck)}
+	c.sweep = time.AfterFunc(time.Hour, c.sweepPending)
+	c.sweep.Stop()
+	return c
 }
 
 // ErrRebuildFailed means the node answered that it could not rebuild the
 // socket (nothing was sent to the client; the front may thaw and relay).
 var ErrRebuildFailed = errors.New("handoff: node could not rebuild the connection")
 
-// Handoff sends st for flow f and waits for the node's answer. A nil error
-// means the node owns the connection now. ErrRebuildFailed means the node
-// refused cleanly; any other error leaves the outcome unknown.
+// ErrNotSent means the state certainly did not reach the node (nothing was
+// written to the channel): the front may thaw the socket and relay.
+var ErrNotSent = errors.New("handoff: state not sent")
+
+// ErrNoChannel is returned by HandoffAsync when the node's channel is not
+// connected yet: dialing may block, so only Handoff dials.
+var ErrNoChannel = fmt.Errorf("%w: control channel not connected", ErrNotSent)
+
+// Handoff sends st and waits for the node's answer. A nil error means the
+// node owns the connection now. ErrRebuildFailed or ErrNotSent (and a dial
+// error) mean the node does not have it; any other error leaves the outcome
+// unknown.
 func (c *RepairClient) Handoff(st *TCPState) error {
+	ch := make(chan error, 1)
+	if err := c.send(st, func(err error) { ch <- err }, true); err != nil {
+		return err
+	}
+	return <-ch
+}
+
+// HandoffAsync sends st without waiting for the answer and without
+// blocking (unless the channel's socket buffer is full). If it returns nil,
+// done is called exactly once, from another goroutine, with what Handoff
+// would have returned; it must not block. If it returns an error (wrapping
+// ErrNotSent or ErrRebuildFailed), nothing reached the node and done is
+// never called. It does not dial: before the first Handoff it returns
+// ErrNoChannel.
+func (c *RepairClient) HandoffAsync(st *TCPState, done func(error)) error {
+	return c.send(st, done, false)
+}
+
+func (c *RepairClient) send(st *TCPState, done func(error), dial bool) error {
 	if c.closed.Load() {
-		return errors.New("handoff: repair client closed")
+		return fmt.Errorf("%w: repair client closed", ErrNotSent)
 	}
 	if n := stateFixed + 8 + len(st.RecvQueue) + len(st.SendQueue); n > MaxFramePayload {
 		// Nothing was sent: the caller may thaw the socket and relay.
 		return fmt.Errorf("%w: state of %d bytes exceeds %d", ErrRebuildFailed, n, MaxFramePayload)
 	}
-	id := c.nextID.Add(1)
-	ch := make(chan ackResult, 1)
-	c.pmu.Lock()
-	c.pending[id] = ch
-	c.pmu.Unlock()
-	defer func() {
-		c.pmu.Lock()
-		delete(c.pending, id)
-		c.pmu.Unlock()
-	}()
-
 	c.wmu.Lock()
 	if c.c == nil {
+		if !dial {
+			c.wmu.Unlock()
+			return ErrNoChannel
+		}
 		if err := c.dialLocked(); err != nil {
 			c.wmu.Unlock()
 			return err
 		}
 	}
+	id := c.nextID.Add(1)
 	p := binary.BigEndian.AppendUint64(make([]byte, 0, 8+stateFixed+len(st.RecvQueue)+len(st.SendQueue)), id)
 	p = st.AppendBinary(p)
 	c.out = c.auth.Seal(c.out[:0], MsgHandoff, p)
-	conn := c.c
-	conn.SetWriteDeadline(time.Now().Add(c.timeout))
-	_, err := conn.Write(c.out)
+	// Registered before the write: the answer may come back at once.
+	c.pmu.Lock()
+	c.pending[id] = pendingAck{done: done, epoch: c.epoch}
+	if !c.armed {
+		c.armed = true
+		c.sweep.Reset(c.timeout / sweepTicks)
+	}
+	c.pmu.Unlock()
+	conn, rc := c.c, c.rc
+	var n int
+	var err error
+	if cerr := rc.Control(func(fd uintptr) {
+		for {
+			n, err = rawWrite(fd, c.out)
+			if err != unix.EINTR {
+				return
+			}
+		}
+	}); cerr != nil {
+		n, err = 0, cerr
+	}
+	if err == unix.EAGAIN {
+		n, err = 0, nil
+	}
+	if err == nil && n < len(c.out) {
+		// The socket buffer is full: finish the frame the blocking way.
+		conn.SetWriteDeadline(time.Now().Add(c.timeout))
+		var m int
+		m, err = conn.Write(c.out[n:])
+		n += m
+	}
 	c.wmu.Unlock()
 	if err != nil {
+		if n == 0 {
+			c.takePending(id)
+			c.drop(conn, err)
+			return fmt.Errorf("%w: send to %s: %v", ErrNotSent, c.addr, err)
+		}
+		// Part of the frame left: the node may read it whole only if it
+		// also got the rest, which it did not; still, the outcome is
+		// reported through done like any other unknown one.
 		c.drop(conn, err)
-		return fmt.Errorf("handoff: send to %s: %w", c.addr, err)
 	}
-	t := time.NewTimer(c.timeout)
-	defer t.Stop()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return r.err
-		}
-		if r.status != 0 {
-			return fmt.Errorf("%w: %s: %s", ErrRebuildFailed, c.addr, r.msg)
-		}
+	return nil
+}
+
+// takePending removes and returns the waiter of handoff id.
+func (c *RepairClient) takePending(id uint64) func(error) {
+	c.pmu.Lock()
+	pa, ok := c.pending[id]
+	delete(c.pending, id)
+	c.pmu.Unlock()
+	if !ok {
 		return nil
-	case <-t.C:
-		return fmt.Errorf("handoff: %s: no answer within %v", c.addr, c.timeout)
+	}
+	return pa.done
+}
+
+// sweepPending gives up the handoffs that have waited sweepTicks periods.
+func (c *RepairClient) sweepPending() {
+	var expired []func(error)
+	c.pmu.Lock()
+	c.epoch++
+	for id, pa := range c.pending {
+		if c.epoch-pa.epoch > sweepTicks {
+			expired = append(expired, pa.done)
+			delete(c.pending, id)
+		}
+	}
+	if len(c.pending) > 0 {
+		c.sweep.Reset(c.timeout / sweepTicks)
+	} else {
+		c.armed = false
+	}
+	c.pmu.Unlock()
+	for _, done := range expired {
+		done(fmt.Errorf("handoff: %s: no answer within %v", c.addr, c.timeout))
+	}
+}
+
+// failPending answers every outstanding handoff with err.
+func (c *RepairClient) failPending(err error) {
+	c.pmu.Lock()
+	ps := c.pending
+	c.pending = make(map[uint64]pendingAck)
+	c.pmu.Unlock()
+	for _, pa := range ps {
+		pa.done(err)
 	}
 }
 
@@ -171,10 +278,15 @@ func (c *RepairClient) dialLocked() error {
 	if err != nil {
 		return fmt.Errorf("handoff: dial %s: %w", c.addr, err)
 	}
+	rc, err := conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("handoff: dial %s: %w", c.addr, err)
+	}
 	setKeepAlive(conn)
-	c.c = conn
+	c.c, c.rc = conn, rc
 	c.gen++
-	go c.read(conn)
+	go c.read(conn, rc)
 	return nil
 }
 
@@ -183,26 +295,47 @@ func (c *RepairClient) drop(conn net.Conn, err error) {
 	c.wmu.Lock()
 	mine := c.c == conn
 	if mine {
-		c.c = nil
+		c.c, c.rc = nil, nil
 	}
 	c.wmu.Unlock()
 	conn.Close()
 	if !mine {
 		return
 	}
-	c.pmu.Lock()
-	for id, ch := range c.pending {
-		ch <- ackResult{err: fmt.Errorf("handoff: channel to %s broke: %w", c.addr, err)}
-		delete(c.pending, id)
-	}
-	c.pmu.Unlock()
+	c.failPending(fmt.Errorf("handoff: channel to %s broke: %w", c.addr, err))
 	if c.onDown != nil && !c.closed.Load() {
 		c.onDown(err)
 	}
 }
 
-func (c *RepairClient) read(conn net.Conn) {
-	r := bufio.NewReaderSize(conn, 4096)
+// rawConnReader reads a connection through its RawConn: it waits in the
+// netpoller like net.Conn.Read but reads with a raw system call (rawsys.go).
+type rawConnReader struct{ rc syscall.RawConn }
+
+func (r rawConnReader) Read(p []byte) (int, error) {
+	var n int
+	var err error
+	if cerr := r.rc.Read(func(fd uintptr) bool {
+		for {
+			n, err = rawRead(fd, p)
+			if err != unix.EINTR {
+				return err != unix.EAGAIN
+			}
+		}
+	}); cerr != nil {
+		return 0, cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn) {
+	r := bufio.NewReaderSize(rawConnReader{rc}, 4096)
 	var buf []byte
 	for {
 		var err error
@@ -220,13 +353,14 @@ func (c *RepairClient) read(conn net.Conn) {
 			if len(p) < 9 {
 				continue
 			}
-			id := binary.BigEndian.Uint64(p)
-			c.pmu.Lock()
-			ch := c.pending[id]
-			delete(c.pending, id)
-			c.pmu.Unlock()
-			if ch != nil {
-				ch <- ackResult{status: p[8], msg: string(p[9:])}
+			done := c.takePending(binary.BigEndian.Uint64(p))
+			if done == nil {
+				continue // given up already
+			}
+			if p[8] != 0 {
+				done(fmt.Errorf("%w: %s: %s", ErrRebuildFailed, c.addr, p[9:]))
+			} else {
+				done(nil)
 			}
 		case MsgFinHandoff:
 			if f, err := UnmarshalFlow(p); err == nil && len(p) >= 16 && c.onFin != nil {
@@ -236,13 +370,19 @@ func (c *RepairClient) read(conn net.Conn) {
 	}
 }
 
-// Close ends the channel without calling OnDown.
+// Close ends the channel without calling OnDown; handoffs still waiting
+// for an answer get an error (outcome unknown).
 func (c *RepairClient) Close() error {
 	c.closed.Store(true)
 	c.wmu.Lock()
 	conn := c.c
-	c.c = nil
+	c.c, c.rc = nil, nil
 	c.wmu.Unlock()
+	c.pmu.Lock()
+	c.sweep.Stop()
+	c.armed = false
+	c.pmu.Unlock()
+	c.failPending(fmt.Errorf("handoff: channel to %s closed", c.addr))
 	if conn != nil {
 		return conn.Close()
 	}

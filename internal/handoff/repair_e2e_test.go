@@ -487,6 +487,47 @@ func TestRepairFallbackRelay(t *testing.T) {
 	}
 }
 
+// TestRepairRefusedRelay makes the node refuse to rebuild (its VIP is taken
+// off lo, so binding the rebuilt socket fails) once the front's control
+// channel is up, so that the handoffs are refused on the asynchronous path
+// of the raw accept loop: the front must unsteer, thaw each socket on the
+// channel's reader and relay the request on the normal path, losing none.
+func TestRepairRefusedRelay(t *testing.T) {
+	reqs := 60
+	rc := startRepairClusterPath(t, 1, 8, "repair")
+	fetch := func(n int) fetchResult {
+		t.Helper()
+		var res strings.Builder
+		cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &res, rc.base, "4", strconv.Itoa(n), rc.manPath, "close")
+		if err := cl.Wait(); err != nil {
+			t.Fatalf("Go client: %v", err)
+		}
+		var r fetchResult
+		if err := json.Unmarshal([]byte(strings.TrimSpace(res.String())), &r); err != nil {
+			t.Fatalf("Go client output %q: %v", res.String(), err)
+		}
+		return r
+	}
+	if r := fetch(4); r.OK != 4 { // dials the control channel
+		t.Fatalf("warm-up through the handoff: %+v", r)
+	}
+	if out, err := Exec(context.Background(), rc.lab.NodeNS(0), "ip", "addr", "del", rc.lab.VIP.String()+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("take the VIP off the node: %v: %s", err, out)
+	}
+	if r := fetch(reqs); r.OK != reqs || r.Bad != 0 || r.Errors != 0 {
+		t.Errorf("Go client through refused handoffs: %+v", r)
+	}
+	rc.front.stop()
+	m := rc.front.waitLog(regexp.MustCompile(`stats="\{Moved:(\d+) FallbackFreeze:(\d+) FallbackNode:(\d+) Lost:(\d+) .*Steered:(\d+) .*Fast:(\d+)\}`), 5*time.Second)
+	if m == nil {
+		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
+	}
+	t.Logf("front: %s", m[0])
+	if m[1] != "4" || m[3] != strconv.Itoa(reqs) || m[4] != "0" || m[5] != "0" {
+		t.Errorf("moved %s (want 4), node fallbacks %s (want %d), lost %s, steered %s", m[1], m[3], reqs, m[4], m[5])
+	}
+}
+
 // TestRepairNodeDeath takes away the node that owns a moved connection,
 // either by killing its process (its kernel still closes the sockets) or by
 // cutting its link (nothing comes back at all). The front must drop the

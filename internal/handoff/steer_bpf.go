@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // bpfMap is Steer's eBPF backend: a hash map (client address . port →
@@ -32,6 +35,49 @@ type bpfMap struct {
 	m    *ebpf.Map
 	prog *ebpf.Program
 	l    link.Link
+	// el is the scratch of put and del (Steer.mu serialises them): it lives
+	// on the heap so that the kernel may read key and value through the
+	// addresses in its attr.
+	el *bpfElem
+}
+
+// bpfElem is a bpf(2) BPF_MAP_*_ELEM attribute and the key and value it
+// points to.
+type bpfElem struct {
+	attr struct {
+		mapFD      uint32
+		_          uint32
+		key, value uint64
+		flags      uint64
+	}
+	key, value [8]byte
+}
+
+// bpf(2) commands (include/uapi/linux/bpf.h).
+const (
+	bpfMapUpdateElem = 2
+	bpfMapDeleteElem = 3
+)
+
+// elem runs one map command on key (and value for an update) with a raw
+// system call: a hash map update or delete never blocks, and cilium/ebpf's
+// bookkept call would wake the runtime's sysmon (rawsys.go).
+func (b *bpfMap) elem(cmd int, key []byte, value []byte) error {
+	e := b.el
+	copy(e.key[:], key)
+	e.attr.mapFD = uint32(b.m.FD())
+	e.attr.key = uint64(uintptr(unsafe.Pointer(&e.key[0])))
+	e.attr.value, e.attr.flags = 0, 0
+	if value != nil {
+		copy(e.value[:], value)
+		e.attr.value = uint64(uintptr(unsafe.Pointer(&e.value[0])))
+	}
+	_, _, errno := unix.RawSyscall(unix.SYS_BPF, uintptr(cmd), uintptr(unsafe.Pointer(&e.attr)), unsafe.Sizeof(e.attr))
+	runtime.KeepAlive(e)
+	if errno != 0 {
+		return fmt.Errorf("bpf map command %d: %w", cmd, errno)
+	}
+	return nil
 }
 
 // __sk_buff field offsets (include/uapi/linux/bpf.h).
@@ -125,7 +171,7 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 		m.Close()
 		return nil, fmt.Errorf("handoff: steer: attach tcx ingress on %s: %w", cfg.Dev, err)
 	}
-	return &bpfMap{m: m, prog: prog, l: l}, nil
+	return &bpfMap{m: m, prog: prog, l: l, el: new(bpfElem)}, nil
 }
 
 func (b *bpfMap) put(f Flow, mark uint32, node netip.Addr) error {
@@ -133,13 +179,13 @@ func (b *bpfMap) put(f Flow, mark uint32, node netip.Addr) error {
 	binary.NativeEndian.PutUint32(v[:], mark)
 	a := node.As4()
 	copy(v[4:], a[:])
-	return b.m.Update(flowKey(f), v[:], ebpf.UpdateAny)
+	return b.elem(bpfMapUpdateElem, flowKey(f), v[:])
 }
 
 func (b *bpfMap) del(fs []Flow) error {
 	var errs []error
 	for _, f := range fs {
-		if err := b.m.Delete(flowKey(f)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := b.elem(bpfMapDeleteElem, flowKey(f), nil); err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, err)
 		}
 	}
