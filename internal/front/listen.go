@@ -26,7 +26,7 @@ func Listen(addr string) (net.Listener, error) {
 		KeepAlive: -1,
 		Control: func(_, _ string, c syscall.RawConn) error {
 			return c.Control(func(fd uintptr) {
-				syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, 1)
+				deferAccept(int(fd))
 			})
 		},
 	}

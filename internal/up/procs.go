@@ -145,7 +145,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 // stops the children in order rather than racing them.
 func (p *Procs) spawn(name string, cmd *exec.Cmd, w *os.File) error {
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}

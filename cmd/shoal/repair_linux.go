@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+
+	"shoal/internal/front"
+	"shoal/internal/handoff"
+	"shoal/internal/node"
+)
+
+// frontPath builds the repair data path for a front listening on listen
+// (which must be the VIP:port). The caller closes it after the server
+// stops; close also logs its counters.
+func (rf *repairFlags) frontPath(listen string, logger *slog.Logger) (front.DataPath, func(), error) {
+	key, err := readRepairKey(*rf.keyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	vip, err := netip.ParseAddrPort(listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--path repair: --listen must be VIP:port, got %q: %w", listen, err)
+	}
+	rp, err := front.Repair(front.RepairConfig{Key: key, VIP: vip, Dev: *rf.dev, Port: *rf.port,
+		Steer: handoff.SteerConfig{Backend: *rf.steer}})
+	if err != nil {
+		return nil, nil, err
+	}
+	logger.Info("repair: steering flows", "backend", rp.Steer().Backend(), "vip", vip)
+	return rp, func() {
+		logger.Info("repair: closing", "stats", fmt.Sprintf("%+v", rp.Stats()))
+		if err := rp.Close(); err != nil {
+			logger.Error("repair: close", "err", err)
+		}
+	}, nil
+}
+
+// startNode opens the node's handoff port if --repair-listen is set.
+func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ...any)) (func(), error) {
+	if *rf.listen == "" {
+		return func() {}, nil
+	}
+	key, err := readRepairKey(*rf.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	rl, err := srv.ListenRepair(*rf.listen, key)
+	if err != nil {
+		return nil, err
+	}
+	logf("repair handoff port open", "addr", rl.Addr().String())
+	return func() {
+		a := rl.Auth()
+		logf("repair handoff port closed", "restored", rl.Restored.Load(), "failed", rl.Failed.Load(),
+			"fin_handoff", rl.Fins.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
+			"stale", a.Stale.Load(), "malformed", a.Malformed.Load())
+		rl.Close()
+	}, nil
+}
