@@ -452,7 +452,7 @@ func TestPassFDHybridLoadRules(t *testing.T) {
 	}
 	b := dial()
 	get(b) // two open, limit 1: hand off
-	if h := s.Stats().Handoff; h.HybridConns != 1 || h.Passed != 1 {
+	if h := waitPassed(s, 1); h.HybridConns != 1 || h.Passed != 1 {
 		t.Fatalf("two connections: %+v, want one handoff for connections", h)
 	}
 	// Connection b left the front; a is alone again (once b's goroutine
@@ -466,9 +466,20 @@ func TestPassFDHybridLoadRules(t *testing.T) {
 	}
 	s.handoff.cpuBits.Store(math.Float64bits(55))
 	get(a)
-	if h := s.Stats().Handoff; h.HybridCPU != 1 || h.Passed != 2 || h.FrontCPUPercent != 55 {
+	if h := waitPassed(s, 2); h.HybridCPU != 1 || h.Passed != 2 || h.FrontCPUPercent != 55 {
 		t.Fatalf("busy front: %+v, want one handoff for CPU", h)
 	}
+}
+
+// waitPassed returns the handoff counters once n passes are counted (or
+// after 5 s): the front counts a pass when sendmsg returns, and the node
+// may have answered the client before that.
+func waitPassed(s *Server, n uint64) HandoffStats {
+	h := s.Stats().Handoff
+	for deadline := time.Now().Add(5 * time.Second); h.Passed < n && time.Now().Before(deadline); h = s.Stats().Handoff {
+		time.Sleep(time.Millisecond)
+	}
+	return h
 }
 
 // TestPassFDNodeDies: a node process that dies after taking a connection
