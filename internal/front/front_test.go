@@ -531,9 +531,10 @@ type recorder struct {
 func (r *recorder) Observe(o Observation) { r.mu.Lock(); r.got = append(r.got, o); r.mu.Unlock() }
 
 func TestShutdownGraceful(t *testing.T) {
-	release := make(chan struct{})
+	release, entered := make(chan struct{}), make(chan struct{})
 	ts := namedBackendFunc(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
+			close(entered)
 			<-release
 		}
 		io.WriteString(w, "fine")
@@ -545,9 +546,11 @@ func TestShutdownGraceful(t *testing.T) {
 	}
 	busy := dialFront(t, addr)
 	io.WriteString(busy.c, get("/slow"))
-	for s.cl.Backends()[0].InFlight.Load() == 0 {
-		time.Sleep(2 * time.Millisecond)
-	}
+	// Wait until the node holds the request. (Waiting for the node's
+	// in-flight count raced: the warm-up's Done may come after its client
+	// already has the answer, and a connection still reading its head
+	// counts as idle, so Shutdown closed it.)
+	<-entered
 	shut := make(chan error, 1)
 	go func() { shut <- s.Shutdown(contextWithTimeout(t, 10*time.Second)) }()
 	if !idle.closed() {
