@@ -200,7 +200,7 @@ func CrossoverText(rep *XReport) string {
 func CrossoverMarkdown(w io.Writer, rep *XReport) error {
 	var b strings.Builder
 	h := rep.HandoffPath
-	fmt.Fprintf(&b, "| threads | relay ops/s | %[1]s ops/s | %[1]s ÷ relay ops/s | relay mean ms/op | %[1]s mean ms/op | relay p99 ms | %[1]s p99 ms | front CPU µs/op relay | front CPU µs/op %[1]s | errors r/%[2]c |\n", h, h[0])
+	fmt.Fprintf(&b, "| threads | relay ops/s | %[1]s ops/s | %[1]s ÷ relay ops/s | relay mean ms/op | %[1]s mean ms/op | relay p99 ms | %[1]s p99 ms | front CPU µs/op relay | front CPU µs/op %[1]s | errors relay/%[1]s |\n", h)
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Rows {
 		win := ""

@@ -90,7 +90,7 @@ func benchL4Front(args []string) error {
 	ctx, cancel := interruptible()
 	defer cancel()
 	go func() { <-ctx.Done(); f.Close() }()
-	log.Info("l4front listening", "addr", ln.Addr().String(), "path", string(p), "policy", *pol, "nodes", len(ns))
+	log.Info("l4front listening", "addr", ln.Addr().String(), "path", string(p), "policy", *pol, "nodes", len(ns), "backend", f.SteerBackend())
 	err = f.Serve(ln)
 	st := f.Stats()
 	log.Info("l4front stopped", "accepted", st.Accepted, "relayed", st.Relayed, "passed", st.Passed, "failed", st.Failed,

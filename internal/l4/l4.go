@@ -243,6 +243,15 @@ func (f *Front) Stats() Stats {
 	return s
 }
 
+// SteerBackend names the repair path's steering backend ("bpf" or
+// "nftables"), so that a measurement can record it; "" on other paths.
+func (f *Front) SteerBackend() string {
+	if f.mover == nil {
+		return ""
+	}
+	return f.mover.Steer().Backend()
+}
+
 // ErrClosed is returned by Serve after Close.
 var ErrClosed = errors.New("l4: front closed")
 
