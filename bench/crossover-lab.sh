@@ -21,7 +21,8 @@
 # miss and a route lookup per packet. Per level, each path runs RUNS times,
 # alternating which goes first. Front CPU per op is the front process's
 # utime+stime over the run ÷ operations; softirq work (e.g. the TCX
-# redirect of a steered packet) is not in it.
+# redirect of a steered packet) is not in it. The sinks' summed CPU per op
+# is recorded in the runs file too (sinks_cpu_us_per_op; not in the table).
 #
 # Output: $OUT/crossover-lab-runs.jsonl and, through bench/report's
 # crossover mode, $OUT/crossover-lab.{json,md,svg,png}.
@@ -119,6 +120,8 @@ BACKEND=$(sed -n 's/.*backend=\([a-z]*\).*/\1/p' "$W/front-repair.log" | head -1
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime, clock ticks
 HZ=$(getconf CLK_TCK)
+SINKPIDS=("${PIDS[@]:0:$NODES}")
+sinkticks() { local t=0 p; for p in "${SINKPIDS[@]}"; do t=$((t + $(ticks "$p"))); done; echo "$t"; }
 
 LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 RUNSFILE=$W/runs.jsonl
@@ -129,13 +132,13 @@ for level in $LEVELS; do
 		order="relay repair"
 		[ $((run % 2)) -eq 0 ] && order="repair relay"
 		for path in $order; do
-			before=$(ticks "${FPID[$path]}")
+			before=$(ticks "${FPID[$path]}") nbefore=$(sinkticks)
 			nsx client taskset -c "$LOAD_CORE" "$SHOAL" bench tcp --addr "${FADDR[$path]}" --connections "$level" \
 				--duration "$DURATION" --send-bytes "$BYTES" --recv-bytes "$BYTES" --json >"$W/out.json"
-			after=$(ticks "${FPID[$path]}")
-			python3 - "$W/out.json" "$path" "$run" "$before" "$after" "$HZ" >>"$RUNSFILE" <<'PY'
+			after=$(ticks "${FPID[$path]}") nafter=$(sinkticks)
+			python3 - "$W/out.json" "$path" "$run" "$before" "$after" "$HZ" "$nbefore" "$nafter" >>"$RUNSFILE" <<'PY'
 import json, sys
-out, path, run, before, after, hz = sys.argv[1:]
+out, path, run, before, after, hz, nbefore, nafter = sys.argv[1:]
 lv = json.load(open(out))["levels"][0]
 ops = lv["ops"]
 print(json.dumps({
@@ -144,6 +147,7 @@ print(json.dumps({
     "p50_ms": lv["latency_ms"]["p50"], "p99_ms": lv["latency_ms"]["p99"],
     "errors": sum(lv["errors"].values()) if lv["errors"] else 0,
     "front_cpu_us_per_op": (int(after) - int(before)) / int(hz) / max(ops, 1) * 1e6,
+    "sinks_cpu_us_per_op": (int(nafter) - int(nbefore)) / int(hz) / max(ops, 1) * 1e6,
 }))
 PY
 		done
