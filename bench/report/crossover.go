@@ -21,17 +21,18 @@ import (
 )
 
 // The crossover mode summarises bench/crossover.sh, seed 002's experiment:
-// per concurrency level, relay against passfd through internal/l4's front,
-// and the first level at which passfd's mean time per operation drops
-// below relay's (the paper's crossover, 45 threads).
+// per concurrency level, relay against a handoff path through internal/l4's
+// front — passfd (same host) or repair (across hosts, bench/crossover.sh
+// with LAB=1) — and the first level at which the handoff's mean time per
+// operation drops below relay's (the paper's crossover, 45 threads).
 
 // CrossoverSchema tags crossover.json so a reader can refuse other files.
-const CrossoverSchema = "shoal-crossover/1"
+const CrossoverSchema = "shoal-crossover/2"
 
 // XRun is one line of crossover-runs.jsonl: one path at one level, one run.
 type XRun struct {
 	Level           int     `json:"level"`
-	Path            string  `json:"path"` // relay or passfd
+	Path            string  `json:"path"` // relay, and passfd or repair
 	Run             int     `json:"run"`
 	Ops             uint64  `json:"ops"`
 	OpsPerSec       float64 `json:"ops_per_sec"`
@@ -52,27 +53,30 @@ type XSide struct {
 	Errors     uint64 `json:"errors"`
 }
 
-// XRow is one level: both paths and the paired per-run ratio of passfd's
-// ops/s to relay's (> 1: passfd ahead).
+// XRow is one level: both paths and the paired per-run ratio of the
+// handoff's ops/s to relay's (> 1: the handoff ahead).
 type XRow struct {
-	Level  int    `json:"level"`
-	Runs   int    `json:"runs"`
-	Relay  XSide  `json:"relay"`
-	PassFD XSide  `json:"passfd"`
-	Ratio  Spread `json:"passfd_over_relay_ops"`
-	// PassFDWins: passfd's median mean time per operation is below relay's.
-	PassFDWins bool `json:"passfd_wins"`
+	Level   int    `json:"level"`
+	Runs    int    `json:"runs"`
+	Relay   XSide  `json:"relay"`
+	Handoff XSide  `json:"handoff"`
+	Ratio   Spread `json:"handoff_over_relay_ops"`
+	// HandoffWins: the handoff's median mean time per operation is below
+	// relay's.
+	HandoffWins bool `json:"handoff_wins"`
 }
 
 // XReport is crossover.json.
 type XReport struct {
 	Schema string            `json:"schema"`
 	Meta   map[string]string `json:"meta"`
-	Rows   []XRow            `json:"rows"`
-	// Crossover is the first level at which passfd wins, 0 for none.
+	// HandoffPath names the handoff side: passfd or repair.
+	HandoffPath string `json:"handoff_path"`
+	Rows        []XRow `json:"rows"`
+	// Crossover is the first level at which the handoff wins, 0 for none.
 	Crossover int `json:"crossover"`
-	// WinsAbove: passfd also wins at every level above Crossover.
-	WinsAbove bool `json:"passfd_wins_at_every_higher_level"`
+	// WinsAbove: the handoff also wins at every level above Crossover.
+	WinsAbove bool `json:"handoff_wins_at_every_higher_level"`
 }
 
 // ReadXRuns parses crossover-runs.jsonl.
@@ -88,8 +92,8 @@ func ReadXRuns(r io.Reader) ([]XRun, error) {
 		if err := json.Unmarshal(b, &x); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
-		if x.Path != "relay" && x.Path != "passfd" {
-			return nil, fmt.Errorf("line %d: path %q (want relay or passfd)", line, x.Path)
+		if x.Path != "relay" && x.Path != "passfd" && x.Path != "repair" {
+			return nil, fmt.Errorf("line %d: path %q (want relay, passfd or repair)", line, x.Path)
 		}
 		if x.Level <= 0 {
 			return nil, fmt.Errorf("line %d: level %d", line, x.Level)
@@ -119,8 +123,9 @@ func sideOf(rs []XRun) XSide {
 	return s
 }
 
-// SummarizeCrossover groups runs by level and finds the crossover. A level
-// needs at least one run of each path; ratios pair runs by run number.
+// SummarizeCrossover groups runs by level and finds the crossover. The runs
+// hold relay and one handoff path (passfd or repair, not both); a level
+// needs at least one run of each; ratios pair runs by run number.
 func SummarizeCrossover(runs []XRun) (*XReport, error) {
 	type key struct {
 		level int
@@ -128,17 +133,27 @@ func SummarizeCrossover(runs []XRun) (*XReport, error) {
 	}
 	by := map[key][]XRun{}
 	levels := map[int]bool{}
+	hp := ""
 	for _, r := range runs {
+		if r.Path != "relay" {
+			if hp != "" && r.Path != hp {
+				return nil, fmt.Errorf("runs mix handoff paths %s and %s; summarise one against relay", hp, r.Path)
+			}
+			hp = r.Path
+		}
 		by[key{r.Level, r.Path}] = append(by[key{r.Level, r.Path}], r)
 		levels[r.Level] = true
 	}
-	rep := &XReport{Schema: CrossoverSchema, Meta: map[string]string{}}
+	if hp == "" {
+		hp = "passfd"
+	}
+	rep := &XReport{Schema: CrossoverSchema, Meta: map[string]string{}, HandoffPath: hp}
 	for l := range levels {
-		rel, pfd := by[key{l, "relay"}], by[key{l, "passfd"}]
+		rel, pfd := by[key{l, "relay"}], by[key{l, hp}]
 		if len(rel) == 0 || len(pfd) == 0 {
-			return nil, fmt.Errorf("level %d: %d relay and %d passfd runs; need both", l, len(rel), len(pfd))
+			return nil, fmt.Errorf("level %d: %d relay and %d %s runs; need both", l, len(rel), len(pfd), hp)
 		}
-		row := XRow{Level: l, Runs: min(len(rel), len(pfd)), Relay: sideOf(rel), PassFD: sideOf(pfd)}
+		row := XRow{Level: l, Runs: min(len(rel), len(pfd)), Relay: sideOf(rel), Handoff: sideOf(pfd)}
 		relByRun := map[int]float64{}
 		for _, r := range rel {
 			relByRun[r.Run] = r.OpsPerSec
@@ -150,16 +165,16 @@ func SummarizeCrossover(runs []XRun) (*XReport, error) {
 			}
 		}
 		row.Ratio = spreadOf(ratios)
-		row.PassFDWins = row.PassFD.MeanMS.Median < row.Relay.MeanMS.Median
+		row.HandoffWins = row.Handoff.MeanMS.Median < row.Relay.MeanMS.Median
 		rep.Rows = append(rep.Rows, row)
 	}
 	sort.Slice(rep.Rows, func(i, j int) bool { return rep.Rows[i].Level < rep.Rows[j].Level })
 	for i, r := range rep.Rows {
-		if r.PassFDWins {
+		if r.HandoffWins {
 			rep.Crossover = r.Level
 			rep.WinsAbove = true
 			for _, q := range rep.Rows[i:] {
-				rep.WinsAbove = rep.WinsAbove && q.PassFDWins
+				rep.WinsAbove = rep.WinsAbove && q.HandoffWins
 			}
 			break
 		}
@@ -173,37 +188,38 @@ func CrossoverText(rep *XReport) string {
 	case rep.Crossover == 0:
 		return "Crossover: none in range — relay has the lower mean time per operation at every level."
 	case len(rep.Rows) > 0 && rep.Crossover == rep.Rows[0].Level && rep.WinsAbove:
-		return fmt.Sprintf("Crossover: none in range — passfd has the lower mean time per operation at every level, from %d (the lowest measured) up (the paper: relay ahead below 45).", rep.Crossover)
+		return fmt.Sprintf("Crossover: none in range — %s has the lower mean time per operation at every level, from %d (the lowest measured) up (the paper: relay ahead below 45).", rep.HandoffPath, rep.Crossover)
 	case rep.WinsAbove:
-		return fmt.Sprintf("Crossover: %d — passfd has the lower mean time per operation from there on, relay below (the paper: 45).", rep.Crossover)
+		return fmt.Sprintf("Crossover: %d — %s has the lower mean time per operation from there on, relay below (the paper: 45).", rep.Crossover, rep.HandoffPath)
 	default:
-		return fmt.Sprintf("Crossover: passfd first wins at %d but not at every level above it (the paper: 45); see the table.", rep.Crossover)
+		return fmt.Sprintf("Crossover: %s first wins at %d but not at every level above it (the paper: 45); see the table.", rep.HandoffPath, rep.Crossover)
 	}
 }
 
 // CrossoverMarkdown writes the table and the verdict.
 func CrossoverMarkdown(w io.Writer, rep *XReport) error {
 	var b strings.Builder
-	b.WriteString("| threads | relay ops/s | passfd ops/s | passfd ÷ relay ops/s | relay mean ms/op | passfd mean ms/op | relay p99 ms | passfd p99 ms | front CPU µs/op relay | front CPU µs/op passfd | errors r/p |\n")
+	h := rep.HandoffPath
+	fmt.Fprintf(&b, "| threads | relay ops/s | %[1]s ops/s | %[1]s ÷ relay ops/s | relay mean ms/op | %[1]s mean ms/op | relay p99 ms | %[1]s p99 ms | front CPU µs/op relay | front CPU µs/op %[1]s | errors relay/%[1]s |\n", h)
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Rows {
 		win := ""
-		if r.PassFDWins {
+		if r.HandoffWins {
 			win = " **"
 		}
 		fmt.Fprintf(&b, "| %d | %.0f (%.0f–%.0f) | %.0f (%.0f–%.0f) | %s%.2f%s (%.2f–%.2f) | %.3f (%.3f–%.3f) | %.3f (%.3f–%.3f) | %.2f | %.2f | %.1f | %.1f | %d/%d |\n",
 			r.Level,
 			r.Relay.OpsPerSec.Median, r.Relay.OpsPerSec.Min, r.Relay.OpsPerSec.Max,
-			r.PassFD.OpsPerSec.Median, r.PassFD.OpsPerSec.Min, r.PassFD.OpsPerSec.Max,
+			r.Handoff.OpsPerSec.Median, r.Handoff.OpsPerSec.Min, r.Handoff.OpsPerSec.Max,
 			strings.TrimSpace(win), r.Ratio.Median, strings.TrimSpace(win), r.Ratio.Min, r.Ratio.Max,
 			r.Relay.MeanMS.Median, r.Relay.MeanMS.Min, r.Relay.MeanMS.Max,
-			r.PassFD.MeanMS.Median, r.PassFD.MeanMS.Min, r.PassFD.MeanMS.Max,
-			r.Relay.P99MS.Median, r.PassFD.P99MS.Median,
-			r.Relay.FrontCPUUS.Median, r.PassFD.FrontCPUUS.Median,
-			r.Relay.Errors, r.PassFD.Errors)
+			r.Handoff.MeanMS.Median, r.Handoff.MeanMS.Min, r.Handoff.MeanMS.Max,
+			r.Relay.P99MS.Median, r.Handoff.P99MS.Median,
+			r.Relay.FrontCPUUS.Median, r.Handoff.FrontCPUUS.Median,
+			r.Relay.Errors, r.Handoff.Errors)
 	}
-	fmt.Fprintf(&b, "\nMedians of %s runs (min–max in brackets); bold ratio: passfd has the lower median mean time per operation.\n\n%s\n",
-		runsOf(rep), CrossoverText(rep))
+	fmt.Fprintf(&b, "\nMedians of %s runs (min–max in brackets); bold ratio: %s has the lower median mean time per operation.\n\n%s\n",
+		runsOf(rep), h, CrossoverText(rep))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -231,6 +247,9 @@ func CrossoverPlot(rep *XReport, outs ...string) error {
 	}
 	p := plot.New()
 	p.Title.Text = "Seed 002's experiment through internal/l4: mean time per operation (median, whiskers min–max)"
+	if su := rep.Meta["setup"]; su != "" {
+		p.Title.Text += "\n" + su
+	}
 	if d := rep.Meta["date"]; d != "" {
 		p.Title.Text += "\n" + d + ", " + rep.Meta["bytes"] + " bytes each way, " + rep.Meta["duration"] + " × " + rep.Meta["runs"] + " runs per point"
 	}
@@ -243,14 +262,15 @@ func CrossoverPlot(rep *XReport, outs ...string) error {
 	colors := map[string]color.Color{
 		"relay":  color.RGBA{R: 0xdd, G: 0x84, B: 0x52, A: 0xff},
 		"passfd": color.RGBA{R: 0x4c, G: 0x72, B: 0xb0, A: 0xff},
+		"repair": color.RGBA{R: 0x55, G: 0xa8, B: 0x68, A: 0xff},
 	}
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, path := range []string{"relay", "passfd"} {
+	for _, path := range []string{"relay", rep.HandoffPath} {
 		var pts xPoints
 		for _, r := range rep.Rows {
 			s := r.Relay.MeanMS
-			if path == "passfd" {
-				s = r.PassFD.MeanMS
+			if path != "relay" {
+				s = r.Handoff.MeanMS
 			}
 			if s.Min <= 0 {
 				continue // no completed operation: nothing to draw on a log axis
@@ -276,7 +296,7 @@ func CrossoverPlot(rep *XReport, outs ...string) error {
 	}
 	// A dotted line at the paper's 45 threads and a dashed one at the
 	// measured crossover, unless that is just the lowest level measured
-	// (passfd ahead everywhere: there is no crossing to mark).
+	// (the handoff ahead everywhere: there is no crossing to mark).
 	marks := []struct {
 		x      float64
 		label  string
@@ -303,7 +323,7 @@ func CrossoverPlot(rep *XReport, outs ...string) error {
 		p.Legend.Add(m.label, v)
 	}
 	if rep.Crossover == rep.Rows[0].Level && rep.WinsAbove {
-		p.Title.Text += "\npassfd ahead at every level: no crossover in range"
+		p.Title.Text += "\n" + rep.HandoffPath + " ahead at every level: no crossover in range"
 	} else if rep.Crossover == 0 {
 		p.Title.Text += "\nrelay ahead at every level: no crossover in range"
 	}

@@ -70,4 +70,19 @@ func TestCrossover(t *testing.T) {
 	if none.Crossover != 0 || !strings.Contains(CrossoverText(none), "none in range") {
 		t.Errorf("crossover %d, text %q", none.Crossover, CrossoverText(none))
 	}
+	// The repair path is the handoff side of the lab's runs; it is named in
+	// the table, and mixing it with passfd is refused.
+	rr := []XRun{{Level: 1, Path: "relay", Run: 1, OpsPerSec: 2, MeanMS: 1}, {Level: 1, Path: "repair", Run: 1, OpsPerSec: 1, MeanMS: 2}}
+	rep, err = SummarizeCrossover(rr)
+	if err != nil || rep.HandoffPath != "repair" {
+		t.Fatalf("repair runs: %v, handoff path %q", err, rep.HandoffPath)
+	}
+	md.Reset()
+	CrossoverMarkdown(&md, rep)
+	if !strings.Contains(md.String(), "repair mean ms/op") {
+		t.Errorf("repair column missing:\n%s", md.String())
+	}
+	if _, err := SummarizeCrossover(append(rr, XRun{Level: 1, Path: "passfd", Run: 1, OpsPerSec: 1, MeanMS: 2})); err == nil {
+		t.Error("runs mixing passfd and repair accepted")
+	}
 }

@@ -31,8 +31,8 @@ const benchUsage = `Usage: shoal bench <mode> [flags]
 Modes:
   http     HTTP/1.1 load against a URL: closed loop or fixed rate, one URL, a CLF trace or a Zipf workload
   tcp      seed 002's client: connect, send B bytes, receive B bytes, close; per concurrency level
-  sink     the matching TCP server: read B bytes, write B bytes, close (also over a handoff socket)
-  l4front  seed 002's raw-TCP front: relay (splice) or pass the descriptor to a node
+  sink     the matching TCP server: read B bytes, write B bytes, close (also over a handoff socket or repair port)
+  l4front  seed 002's raw-TCP front: relay (splice), pass the descriptor (same host) or repair (across hosts)
 
 Run 'shoal bench <mode> --help' for the flags of one mode.
 `
@@ -251,20 +251,32 @@ func benchTCP(args []string) error {
 }
 
 func benchSink(args []string) error {
-	fs := newFlags("bench sink", "--listen ADDR [--handoff-socket PATH] [--recv-bytes B] [--send-bytes B]",
+	fs := newFlags("bench sink", "--listen ADDR [--handoff-socket PATH] [--repair-listen ADDR --repair-key-file FILE] [--recv-bytes B] [--send-bytes B] [--echo]",
 		"the server of seed 002's experiment: per connection read B bytes, write B bytes, close; runs until interrupted")
 	listen := fs.String("listen", "127.0.0.1:9000", "listen address")
 	sock := fs.String("handoff-socket", "", "also serve connections passed over SCM_RIGHTS on this Unix socket (bench l4front --path passfd)")
+	repair := addRepairNodeFlags(fs)
 	recv := fs.Int("recv-bytes", 100, "bytes read from each connection")
 	send := fs.Int("send-bytes", 100, "bytes written back before closing")
+	echo := fs.Bool("echo", false, "reply with the bytes read instead of --send-bytes zeros (lets a client checksum the round trip)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var key []byte
+	if *repair.listen != "" {
+		var err error
+		if key, err = readRepairKey(*repair.keyFile); err != nil {
+			return fmt.Errorf("sink: %w", err)
+		}
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("sink: %w", err)
 	}
-	s := &loadgen.Sink{Recv: *recv, Send: *send}
+	s := &loadgen.Sink{Recv: *recv, Send: *send, Echo: *echo}
 	ctx, cancel := interruptible()
 	defer cancel()
 	errs := make(chan error, 2)
@@ -278,6 +290,21 @@ func benchSink(args []string) error {
 		serving++
 		go func() { errs <- s.Serve(fl) }()
 		fmt.Fprintf(os.Stderr, "sink handoff socket %s\n", fl.Path())
+	}
+	if *repair.listen != "" {
+		rl, err := listenRepairSink(*repair.listen, key)
+		if err != nil {
+			s.Close()
+			ln.Close()
+			return fmt.Errorf("sink: %w", err)
+		}
+		serving++
+		go func() { errs <- s.Serve(rl) }()
+		defer func() {
+			fmt.Fprintf(os.Stderr, "sink repair port closed: restored %d, failed %d, fin_handoff %d\n",
+				rl.Restored.Load(), rl.Failed.Load(), rl.Fins.Load())
+		}()
+		fmt.Fprintf(os.Stderr, "sink repair handoff port %s\n", rl.Addr())
 	}
 	go func() { errs <- s.Serve(ln) }()
 	fmt.Fprintf(os.Stderr, "sink listening on %s (recv %d, send %d)\n", ln.Addr(), *recv, *send)

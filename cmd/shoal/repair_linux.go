@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 
 	"shoal/internal/front"
@@ -57,4 +58,19 @@ func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ..
 			"stale", a.Stale.Load(), "malformed", a.Malformed.Load())
 		rl.Close()
 	}, nil
+}
+
+// listenRepairSink opens a repair handoff port for `shoal bench sink`: the
+// same listener `shoal node --repair-listen` serves, whose accepted
+// connections are the rebuilt client sockets.
+func listenRepairSink(addr string, key []byte) (*handoff.RepairListener, error) {
+	auth, err := handoff.NewAuth(key, 0)
+	if err != nil {
+		return nil, fmt.Errorf("repair: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("repair listen %s: %w", addr, err)
+	}
+	return handoff.ListenRepair(ln, auth), nil
 }

@@ -24,6 +24,15 @@
 //     SOCK_SEQPACKET), then close the front's copy. The node — `shoal bench
 //     sink --handoff-socket` — reads the request and replies on the
 //     connection itself. Seed 002's "migration", same-host form.
+//   - Repair: the cross-host form (repair.go). Right after accept, freeze
+//     the socket with TCP_REPAIR, steer the flow to the node, send the
+//     socket's state over the node's control channel and drop the front's
+//     copy silently (internal/handoff's RepairMover); the node — `shoal
+//     bench sink --repair-listen` — rebuilds the socket and answers from
+//     the virtual IP straight to the client. Its FIN-HANDOFF removes the
+//     steering. A handoff costs a control round trip, which a same-host
+//     passfd does not: this is the handoff whose cost can make relay win
+//     at low concurrency, as in seed 002.
 //
 // Nodes are chosen by a content-blind policy from internal/policy (rr by
 // default; wrr, lc, p2c, … work as well) over a fixed node set: a relayed
@@ -55,21 +64,25 @@ import (
 // Path selects the front's data path.
 type Path string
 
-// The two data paths of seed 002's experiment.
+// The data paths of seed 002's experiment.
 const (
 	// Relay forwards bytes through the front (seed 002 without migration).
 	Relay Path = "relay"
-	// PassFD moves the connection to the node (seed 002 with migration).
+	// PassFD moves the connection to a node on the same host (seed 002
+	// with migration, minus the network).
 	PassFD Path = "passfd"
+	// Repair moves the connection to a node on another host with
+	// TCP_REPAIR and per-flow steering (seed 002 with migration).
+	Repair Path = "repair"
 )
 
 // ParsePath turns a command-line word into a Path.
 func ParsePath(s string) (Path, error) {
 	switch p := Path(s); p {
-	case Relay, PassFD:
+	case Relay, PassFD, Repair:
 		return p, nil
 	}
-	return "", fmt.Errorf("l4: unknown path %q (want relay or passfd)", s)
+	return "", fmt.Errorf("l4: unknown path %q (want relay, passfd or repair)", s)
 }
 
 // Node is one real server.
@@ -79,12 +92,19 @@ type Node struct {
 	// Socket is the node's handoff socket path; the passfd path sends
 	// connections to it.
 	Socket string
+	// Repair is the node's repair handoff port, IPv4 "host:port" (`shoal
+	// bench sink --repair-listen`); the repair path sends connection state
+	// to it and steers flows to its host.
+	Repair string
 }
 
 // name identifies the node in logs and in the policy's view.
 func (n Node) name() string {
-	if n.Addr != "" {
+	switch {
+	case n.Addr != "":
 		return n.Addr
+	case n.Repair != "":
+		return n.Repair
 	}
 	return n.Socket
 }
@@ -92,10 +112,12 @@ func (n Node) name() string {
 // Config configures a Front.
 type Config struct {
 	// Nodes are the real servers. Relay needs every Addr, PassFD every
-	// Socket.
+	// Socket, Repair every Repair.
 	Nodes []Node
-	// Path is Relay or PassFD.
+	// Path is Relay, PassFD or Repair.
 	Path Path
+	// Repair configures the repair path (Path Repair only).
+	Repair RepairConfig
 	// Policy names the internal/policy policy that picks a node for each
 	// connection; default "rr".
 	Policy string
@@ -115,11 +137,16 @@ type Stats struct {
 	// Accepted is every client connection accepted.
 	Accepted uint64
 	// Relayed counts connections relayed to their end; Passed, connections
-	// handed to a node.
+	// handed to a node (passfd or repair) that the node acknowledged.
 	Relayed, Passed uint64
 	// Failed counts clients closed because no node was usable or the dial
 	// or the handoff failed.
 	Failed uint64
+	// Ended counts FIN-HANDOFF notices that removed a moved flow's
+	// steering, and Steered is the number of flows steered right now
+	// (repair only; both 0 otherwise).
+	Ended   uint64
+	Steered int
 }
 
 // Front is the L4 front. Create it with New, run it with Serve, stop it
@@ -128,7 +155,8 @@ type Front struct {
 	cfg     Config
 	log     *slog.Logger
 	dialer  net.Dialer
-	clients []*handoff.FDClient // per node, PassFD only
+	clients []*handoff.FDClient  // per node, PassFD only
+	mover   *handoff.RepairMover // Repair only
 
 	start   time.Time  // origin of policy.Request.Now
 	pmu     sync.Mutex // guards pol, cluster, downAt
@@ -164,6 +192,9 @@ func New(cfg Config) (*Front, error) {
 		if cfg.Path == PassFD && n.Socket == "" {
 			return nil, fmt.Errorf("l4: node %d has no handoff socket (passfd sends to it)", i)
 		}
+		if cfg.Path == Repair && n.Repair == "" {
+			return nil, fmt.Errorf("l4: node %d has no repair handoff port (repair sends to it)", i)
+		}
 	}
 	if cfg.Policy == "" {
 		cfg.Policy = "rr"
@@ -195,12 +226,30 @@ func New(cfg Config) (*Front, error) {
 			f.clients = append(f.clients, handoff.NewFDClient(handoff.FDClientConfig{Path: n.Socket, SendTimeout: cfg.SendTimeout}))
 		}
 	}
+	if cfg.Path == Repair {
+		if f.mover, err = newMover(cfg, f.log); err != nil {
+			return nil, err
+		}
+	}
 	return f, nil
 }
 
 // Stats returns a snapshot of the counters.
 func (f *Front) Stats() Stats {
-	return Stats{Accepted: f.accepted.Load(), Relayed: f.relayed.Load(), Passed: f.passed.Load(), Failed: f.failed.Load()}
+	s := Stats{Accepted: f.accepted.Load(), Relayed: f.relayed.Load(), Passed: f.passed.Load(), Failed: f.failed.Load()}
+	if f.mover != nil {
+		s.Ended, s.Steered = f.mover.Ended.Load(), f.mover.Steer().Len()
+	}
+	return s
+}
+
+// SteerBackend names the repair path's steering backend ("bpf" or
+// "nftables"), so that a measurement can record it; "" on other paths.
+func (f *Front) SteerBackend() string {
+	if f.mover == nil {
+		return ""
+	}
+	return f.mover.Steer().Backend()
 }
 
 // ErrClosed is returned by Serve after Close.
@@ -262,14 +311,21 @@ func (f *Front) Serve(ln net.Listener) error {
 			continue
 		}
 		f.wg.Add(1)
+		if f.cfg.Path == Repair {
+			// A goroutine: a repair handoff waits a control round trip
+			// for the node's answer, and handoffs to the nodes overlap.
+			go f.repair(tc)
+			continue
+		}
 		go f.relay(tc)
 	}
 }
 
 // Close stops every Serve, closes the connections being relayed and waits
 // for the accept loops and the relays' goroutines, so Stats is final once
-// it returns. Connections already handed off belong to their
-// nodes and are not affected.
+// it returns. Connections already passed belong to their nodes and are not
+// affected; on the repair path Close removes the steering, which ends the
+// moved connections still open.
 func (f *Front) Close() error {
 	f.mu.Lock()
 	f.closed = true
@@ -286,6 +342,11 @@ func (f *Front) Close() error {
 	f.wg.Wait()
 	for _, c := range f.clients {
 		c.Close()
+	}
+	if f.mover != nil {
+		if e := f.mover.Close(); e != nil && err == nil {
+			err = fmt.Errorf("l4: %w", e)
+		}
 	}
 	return err
 }

@@ -83,7 +83,10 @@ func startFront(t *testing.T, cfg Config) (addr string, f *Front, stop func()) {
 
 // op is one seed-002 operation with a random payload: connect, send,
 // (half-close when asked), read the echo, and compare checksums.
-func op(addr string, halfClose bool) error {
+func op(addr string, halfClose bool) error { return opN(addr, payload, halfClose) }
+
+// opN is op with an n-byte payload.
+func opN(addr string, n int, halfClose bool) error {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
@@ -92,7 +95,7 @@ func op(addr string, halfClose bool) error {
 	// A generous bound so that a broken front fails the test instead of
 	// hanging it; it is no timing assertion.
 	c.SetDeadline(time.Now().Add(30 * time.Second))
-	req := make([]byte, payload)
+	req := make([]byte, n)
 	rand.Read(req)
 	werr := make(chan error, 1)
 	go func() {

@@ -1,0 +1,289 @@
+//go:build linux
+
+package l4
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"shoal/internal/handoff"
+	"shoal/internal/loadgen"
+)
+
+// The repair path end to end in a handoff.Lab: this test binary re-executed
+// under `ip netns exec` plays an echoing sink on each node (a RepairListener,
+// as `shoal bench sink --repair-listen`), the L4 front on the VIP, and the
+// client, which checks every echo's checksum.
+
+const l4HelperEnv = "SHOAL_L4_LAB_HELPER"
+
+// labPayload is the lab test's request (and echo) size: one segment, like
+// seed 002's 100 bytes. The repair path moves a connection once its first
+// segment is queued; a request of several segments can have later ones
+// meet the handoff window (waitData) and is not what it promises to move.
+const labPayload = 1000
+
+var l4LabKey = []byte("l4-lab-key-0123456789abcdef")
+
+// TestL4RepairLab moves 240 connections from 16 concurrent clients to two
+// sinks across the lab's LAN, each a checksummed labPayload-byte echo:
+// every echo must come back intact, the front
+// must have handed every connection off (none relayed or failed), and every
+// flow's steering must be gone after the nodes' FIN-HANDOFF.
+func TestL4RepairLab(t *testing.T) {
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("lab needs iproute2's ip command")
+	}
+	l := handoff.NewLab("", 2)
+	ctx := context.Background()
+	if err := l.Up(ctx); err != nil {
+		if errors.Is(err, handoff.ErrNoPrivilege) {
+			t.Skipf("needs CAP_NET_ADMIN to build network namespaces: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Down(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	var repairs []string
+	for i, a := range l.NodeAddrs {
+		ra := netip.AddrPortFrom(a, 7070).String()
+		repairs = append(repairs, ra)
+		l4Helper(t, l.NodeNS(i), nil, "sink", ra)
+	}
+	vip := netip.AddrPortFrom(l.VIP, 9000).String()
+	var frontOut syncBuf
+	_, frontIn := l4Helper(t, l.FrontNS(), &frontOut, append([]string{"front", vip}, repairs...)...)
+
+	const conns, ops = 16, 240
+	var clientOut syncBuf
+	cl, _ := l4Helper(t, l.ClientNS(), &clientOut, "client", vip, strconv.Itoa(conns), strconv.Itoa(ops))
+	if err := cl.wait(); err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	var c struct {
+		OK, Failed int
+		First      string
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(clientOut.String())), &c); err != nil {
+		t.Fatalf("client output %q: %v", clientOut.String(), err)
+	}
+	t.Logf("client: %+v", c)
+	if c.OK != ops || c.Failed != 0 {
+		t.Errorf("client: %d of %d operations intact, %d failed (first: %s)", c.OK, ops, c.Failed, c.First)
+	}
+	frontIn.Close() // the front waits for its steering to drain, then reports
+	fp := frontProc(t, &frontOut)
+	var st Stats
+	if err := json.Unmarshal([]byte(fp), &st); err != nil {
+		t.Fatalf("front output %q: %v", fp, err)
+	}
+	t.Logf("front: %+v", st)
+	if st.Accepted != ops || st.Passed != ops || st.Relayed != 0 || st.Failed != 0 {
+		t.Errorf("front: accepted %d, passed %d, relayed %d, failed %d; want %d handed off and nothing else",
+			st.Accepted, st.Passed, st.Relayed, st.Failed, ops)
+	}
+	if st.Ended != ops || st.Steered != 0 {
+		t.Errorf("front: %d FIN-HANDOFF, %d flows still steered; want %d and 0", st.Ended, st.Steered, ops)
+	}
+}
+
+// frontProc waits (boundedly) for the front's final JSON line.
+func frontProc(t *testing.T, out *syncBuf) string {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if s := strings.TrimSpace(out.String()); strings.HasSuffix(s, "}") {
+			return s
+		}
+	}
+	t.Fatalf("front did not report; output %q", out.String())
+	return ""
+}
+
+// syncBuf is a strings.Builder safe for the helper's reader goroutine.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+type l4Proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *l4Proc) wait() error { <-p.done; return p.cmd.Wait() }
+
+// l4Helper starts this test binary in namespace ns with the given role and
+// arguments and returns once it printed READY; later stdout lines go to out.
+func l4Helper(t *testing.T, ns string, out io.Writer, args ...string) (*l4Proc, io.WriteCloser) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := handoff.Exec(context.Background(), ns, exe, "-test.run=^TestL4LabHelper$")
+	cmd.Env = append(os.Environ(), l4HelperEnv+"="+strings.Join(args, " "))
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &l4Proc{cmd: cmd, done: make(chan struct{})}
+	t.Cleanup(func() { cmd.Process.Kill(); <-p.done; cmd.Wait() })
+	ready := make(chan bool, 1)
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(stdout)
+		ok := false
+		for sc.Scan() {
+			switch {
+			case !ok && sc.Text() == "READY":
+				ok = true
+				ready <- true
+			case out != nil:
+				fmt.Fprintln(out, sc.Text())
+			}
+		}
+		if !ok {
+			ready <- false
+		}
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("helper %v in %s exited before READY", args, ns)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("helper %v in %s not ready", args, ns)
+	}
+	return p, stdin
+}
+
+// TestL4LabHelper is not a test: it is the helper processes' entry point.
+func TestL4LabHelper(t *testing.T) {
+	spec := os.Getenv(l4HelperEnv)
+	if spec == "" {
+		t.Skip("helper process entry point")
+	}
+	f := strings.Fields(spec)
+	var err error
+	switch {
+	case f[0] == "sink" && len(f) == 2:
+		err = labSink(f[1])
+	case f[0] == "front" && len(f) >= 3:
+		err = labFront(f[1], f[2:])
+	case f[0] == "client" && len(f) == 4:
+		err = labClient(f[1], f[2], f[3])
+	default:
+		err = fmt.Errorf("bad helper spec %q", spec)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// labSink echoes payload bytes on every connection rebuilt on addr.
+func labSink(addr string) error {
+	auth, err := handoff.NewAuth(l4LabKey, 0)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp4", addr)
+	if err != nil {
+		return err
+	}
+	s := &loadgen.Sink{Recv: labPayload, Echo: true}
+	fmt.Println("READY")
+	return s.Serve(handoff.ListenRepair(ln, auth))
+}
+
+// labFront runs the repair front on vip until stdin closes, then waits up
+// to 10 s for every steered flow to end and prints its Stats as JSON.
+func labFront(vip string, repairs []string) error {
+	ap, err := netip.ParseAddrPort(vip)
+	if err != nil {
+		return err
+	}
+	var nodes []Node
+	for _, r := range repairs {
+		nodes = append(nodes, Node{Repair: r})
+	}
+	f, err := New(Config{Nodes: nodes, Path: Repair, Logger: quiet, Repair: RepairConfig{Key: l4LabKey, VIP: ap}})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp4", vip)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	go f.Serve(ln)
+	fmt.Println("READY")
+	io.Copy(io.Discard, os.Stdin)
+	for deadline := time.Now().Add(10 * time.Second); f.Stats().Steered > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := f.Stats() // before Close, which unsteers everything
+	f.Close()
+	b, _ := json.Marshal(st)
+	fmt.Println(string(b))
+	return nil
+}
+
+// labClient runs ops operations (op: send payload, read the echo, compare
+// checksums) from conns concurrent workers against addr.
+func labClient(addr, conns, ops string) error {
+	nc, _ := strconv.Atoi(conns)
+	no, _ := strconv.Atoi(ops)
+	fmt.Println("READY")
+	var next, ok, failed atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range nc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(no) {
+				if err := opN(addr, labPayload, false); err != nil {
+					failed.Add(1)
+					first.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	fe, _ := first.Load().(string)
+	b, _ := json.Marshal(map[string]any{"ok": ok.Load(), "failed": failed.Load(), "first": fe})
+	fmt.Println(string(b))
+	return nil
+}
