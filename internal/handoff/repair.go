@@ -180,16 +180,9 @@ func dump(fd int, prefix []byte) (*TCPState, error) {
 	}
 
 	// Receive queue: rcv_nxt and the bytes not yet read.
-	rcvNxt, inq, err := queueState(fd, tcpRecvQueue, unix.SIOCINQ)
-	if err != nil {
+	if st.RecvQueue, st.RcvSeq, err = recvSnapshot(fd, prefix); err != nil {
 		return nil, err
 	}
-	st.RecvQueue = make([]byte, 0, len(prefix)+inq)
-	st.RecvQueue = append(st.RecvQueue, prefix...)
-	if st.RecvQueue, err = peekQueue(fd, st.RecvQueue, inq); err != nil {
-		return nil, fmt.Errorf("handoff: read receive queue: %w", err)
-	}
-	st.RcvSeq = rcvNxt - uint32(len(st.RecvQueue))
 
 	// Send queue: write_seq, bytes not acknowledged, bytes not sent.
 	writeSeq, outq, err := queueState(fd, tcpSendQueue, unix.SIOCOUTQ)
@@ -215,6 +208,40 @@ func dump(fd int, prefix []byte) (*TCPState, error) {
 
 // queueState selects a repair queue and returns its sequence number
 // (TCP_QUEUE_SEQ) and length (from ioctl req).
+// recvSnapshot reads the receive queue (after prefix, the bytes the caller
+// already consumed) and the sequence number of its first byte. A socket in
+// repair mode still takes segments from the network, so a segment landing
+// between reading rcv_nxt, the queue's length and its bytes would give a
+// state whose numbers do not match its bytes; rcv_nxt is read again after
+// the bytes and the snapshot retried until it did not move. (Segments
+// that arrive after the snapshot and before the flow is steered are
+// acknowledged by this socket and not moved: the window is the few
+// microseconds to the steering update, and an HTTP client waiting for its
+// answer sends nothing in it.)
+func recvSnapshot(fd int, prefix []byte) ([]byte, uint32, error) {
+	for try := 0; ; try++ {
+		rcvNxt, inq, err := queueState(fd, tcpRecvQueue, unix.SIOCINQ)
+		if err != nil {
+			return nil, 0, err
+		}
+		q := make([]byte, 0, len(prefix)+inq)
+		q = append(q, prefix...)
+		if q, err = peekQueue(fd, q, inq); err != nil {
+			return nil, 0, fmt.Errorf("handoff: read receive queue: %w", err)
+		}
+		again, err := rawGetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUEUE_SEQ)
+		if err != nil {
+			return nil, 0, fmt.Errorf("handoff: TCP_QUEUE_SEQ: %w", err)
+		}
+		if uint32(again) == rcvNxt {
+			return q, rcvNxt - uint32(len(q)), nil
+		}
+		if try == 3 {
+			return nil, 0, fmt.Errorf("handoff: receive queue still growing after %d snapshots", try+1)
+		}
+	}
+}
+
 func queueState(fd, queue int, req uint) (uint32, int, error) {
 	if err := rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
 		return 0, 0, fmt.Errorf("handoff: TCP_REPAIR_QUEUE %d: %w", queue, err)
