@@ -29,7 +29,7 @@ func runUp(args []string) error {
 	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
 	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
 	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy (see README)")
-	path := fs.String("path", "relay", "data path: relay (all in one process), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
+	path := fs.String("path", "relay", "data path: relay (all in one process), redirect (302 to the node's own URL), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
 		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
@@ -47,7 +47,8 @@ func runUp(args []string) error {
 	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }
 	var lab *up.Repair
 	switch *path {
-	case "relay":
+	case "relay", "redirect":
+		c.Redirect = *path == "redirect"
 		cl, err = up.Start(c)
 	case "repair":
 		rc := up.RepairConfig{}

@@ -53,6 +53,10 @@ type Config struct {
 	Cache string
 	// Policy is the front's distribution policy. Default DefaultPolicy.
 	Policy string
+	// Redirect makes Start's front answer each request with a 302 to the
+	// chosen node's own URL (the redirect data path) instead of relaying.
+	// Default false.
+	Redirect bool
 	// HealthInterval is the active health-check period. Default 1 s.
 	HealthInterval time.Duration
 	// Logger receives structured logs. Default slog.Default().
@@ -171,7 +175,11 @@ func Start(cfg Config) (*Cluster, error) {
 	if err := c.startControl(pol, specs); err != nil {
 		return nil, err
 	}
-	if err := c.startFront(front.Config{}); err != nil {
+	var fc front.Config
+	if cfg.Redirect {
+		fc.Path = front.Redirect()
+	}
+	if err := c.startFront(fc); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -200,7 +208,7 @@ func (c *Cluster) startFront(fc front.Config) error {
 	var err error
 	c.Front, err = front.New(c.Control, fc)
 	if err != nil {
-		return fmt.Errorf("%w", err)
+		return err
 	}
 	c.Metrics.WatchFront(c.Front.Stats)
 	fln, err := front.Listen(c.Config.Listen)

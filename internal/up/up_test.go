@@ -170,3 +170,45 @@ func TestUpCommandStopsOnSIGTERM(t *testing.T) {
 		t.Fatal("still running 5 s after SIGTERM")
 	}
 }
+
+// TestUpRedirect starts the cluster on the redirect path: the front answers
+// 302 with the chosen node's own URL, and following it gives the file.
+func TestUpRedirect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates the sample site; skipped with -short")
+	}
+	dataDir := t.TempDir()
+	c, err := Start(Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: dataDir, Nodes: 2, CacheMB: 8, Redirect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	files, err := site.Manifest(filepath.Join(dataDir, "site"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := files[len(files)/2]
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(strings.TrimSuffix(c.URL, "/") + f.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	onNode := false
+	for _, u := range c.NodeURLs {
+		onNode = onNode || loc == u+f.URL
+	}
+	if resp.StatusCode != 302 || !onNode {
+		t.Fatalf("GET %s: %d Location %q, want 302 to one of %v", f.URL, resp.StatusCode, loc, c.NodeURLs)
+	}
+	resp, err = http.Get(strings.TrimSuffix(c.URL, "/") + f.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || n != f.Size {
+		t.Fatalf("following the redirect: %d, %d bytes (want %d), %v", resp.StatusCode, n, f.Size, err)
+	}
+}
