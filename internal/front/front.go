@@ -92,6 +92,10 @@ type Config struct {
 	// complete request head; every connection then takes the normal path.
 	// For comparisons and as an escape hatch. Default false.
 	NoFastAccept bool
+	// NoBatch makes each relayed request write its head to the node
+	// itself instead of through the batcher (batch.go). For comparisons.
+	// Default false.
+	NoBatch bool
 	// Log receives connection-level errors worth an operator's attention
 	// (accept failures). Default: discard.
 	Logger *slog.Logger
@@ -212,6 +216,7 @@ type Server struct {
 	conns     map[*clientConn]struct{}
 	closing   atomic.Bool
 	done      chan struct{}
+	batch     *batcher // nil with Config.NoBatch
 	janitor   sync.Once
 }
 
@@ -232,6 +237,9 @@ func New(c *cluster.Cluster, cfg Config) (*Server, error) {
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*clientConn]struct{}{},
 		done:      make(chan struct{}),
+	}
+	if !cfg.NoBatch {
+		s.batch = newBatcher(s.done)
 	}
 	empty := []*upstream{}
 	s.upstreams.Store(&empty)

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,6 +57,12 @@ type nodeConn struct {
 	rerr    error
 	phase   int8
 	awaited bool
+	// fd is the connection's descriptor, for the batcher's writes; batch
+	// the batcher of the request in flight (nil: write inline); flushed
+	// its progress (flushPending, flushDone, flushKicked).
+	fd      int
+	batch   *batcher
+	flushed atomic.Int32
 }
 
 // newNodeConn wraps a fresh connection to a node.
@@ -64,6 +72,7 @@ func newNodeConn(c net.Conn) *nodeConn {
 		if raw, err := tc.SyscallConn(); err == nil {
 			nc.raw = raw
 			nc.step = nc.rawStep
+			raw.Control(func(fd uintptr) { nc.fd = int(fd) })
 		}
 	}
 	return nc
@@ -80,9 +89,24 @@ func newNodeConn(c net.Conn) *nodeConn {
 // not yet written. (A node that closed the pooled connection earlier
 // answers the write with a reset, which wakes the wait.) If the write does
 // not complete at once, the rest goes the ordinary way.
-func (nc *nodeConn) sendAwait(b []byte) error {
+func (nc *nodeConn) sendAwait(b []byte, batch *batcher) error {
 	nc.wbuf, nc.wn, nc.werr, nc.rn, nc.rerr, nc.phase, nc.awaited = b, 0, nil, 0, nil, 0, false
+	nc.batch = batch
 	err := nc.raw.Read(nc.step)
+	if batch != nil {
+		// The wait can end before the batcher wrote (a reset from a node
+		// that had closed the connection): it must be done with nc.wbuf
+		// and the descriptor before they are reused or closed.
+		for nc.flushed.Load() == flushPending {
+			runtime.Gosched()
+		}
+		if nc.flushed.Load() == flushKicked {
+			nc.rdl = deadline{} // the kick moved the read deadline
+			nc.c.SetReadDeadline(time.Time{})
+			err = nil
+		}
+		nc.batch = nil
+	}
 	nc.wbuf = nil
 	if nc.werr != nil {
 		return nc.werr
@@ -106,6 +130,11 @@ func (nc *nodeConn) sendAwait(b []byte) error {
 func (nc *nodeConn) rawStep(fd uintptr) bool {
 	if nc.phase == 0 {
 		nc.phase = 1
+		if nc.batch != nil {
+			nc.flushed.Store(flushPending)
+			nc.batch.add(nc)
+			return false // wait for readability
+		}
 		for nc.wn < len(nc.wbuf) {
 			m, err := syscall.Write(int(fd), nc.wbuf[nc.wn:])
 			if err == syscall.EINTR {

@@ -166,7 +166,7 @@ func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error 
 	if !req.HasBody() {
 		if nc.raw != nil && nc.in.len() == 0 && nc.in.w < len(nc.in.b) {
 			nc.rdl.setRead(nc.c, now, s.cfg.ResponseTimeout)
-			return nc.sendAwait(cc.out)
+			return nc.sendAwait(cc.out, s.batch)
 		}
 		_, err := nc.c.Write(cc.out)
 		return err
