@@ -13,6 +13,7 @@ import (
 
 	"shoal/internal/handoff"
 	"shoal/internal/httpwire"
+	"shoal/internal/cluster"
 	"shoal/internal/policy"
 
 	"golang.org/x/sys/unix"
@@ -234,20 +235,20 @@ func (s *Server) serveFD(fd int, id uint64, data []byte, relay bool) {
 	go cc.serve()
 }
 
-// pass moves the connection on fd, whose first bytes are data, to the node
-// the policy picks, and reports whether it did. If not, the caller serves
-// the connection on the normal path with id as its id (0: allocate one),
-// relaying its first request without a handoff when relay is set.
-func (ra *rawAccept) pass(fd int, data []byte) (id uint64, relay, ok bool) {
-	s, p := ra.s, ra.p
+// pick parses the request head in data and asks the policy for a node: the
+// first step of a handoff from the accept loop. It returns the
+// connection's id (0 when the head did not parse or was a CONNECT), the
+// chosen node (nil: none, or no parsable head: the normal path answers the
+// request), and the time routing began when an Observer wants it.
+func (ra *rawAccept) pick(data []byte) (id uint64, b *cluster.Backend, start time.Time) {
+	s := ra.s
 	if len(data) == 0 {
-		return 0, false, false
+		return 0, nil, start
 	}
 	req := &ra.req
 	if _, err := s.parser.Parse(data, req); err != nil || req.IsMethod("CONNECT") {
-		return 0, false, false
+		return 0, nil, start
 	}
-	var start time.Time
 	if s.cfg.Observer != nil {
 		start = time.Now()
 	}
@@ -256,11 +257,24 @@ func (ra *rawAccept) pass(fd int, data []byte) (id uint64, relay, ok bool) {
 		ra.url = string(path)
 	}
 	ra.pr = policy.Request{URL: ra.url, Size: -1, Conn: id, Holder: -1}
-	pr := &ra.pr
-	d, b := s.cl.Pick(pr)
-	if d.Node < 0 || b == nil {
-		return id, false, false // the normal path answers 503
+	d, b := s.cl.Pick(&ra.pr)
+	if d.Node < 0 {
+		b = nil
 	}
+	return id, b, start
+}
+
+// pass moves the connection on fd, whose first bytes are data, to the node
+// the policy picks, and reports whether it did. If not, the caller serves
+// the connection on the normal path with id as its id (0: allocate one),
+// relaying its first request without a handoff when relay is set.
+func (ra *rawAccept) pass(fd int, data []byte) (id uint64, relay, ok bool) {
+	s, p := ra.s, ra.p
+	id, b, start := ra.pick(data)
+	if b == nil {
+		return id, false, false // the normal path answers it (400, 503, …)
+	}
+	pr := &ra.pr
 	st := b.LastStatus()
 	if st == nil || st.HandoffSocket == "" {
 		s.cl.Done(b, pr)

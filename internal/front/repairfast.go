@@ -45,27 +45,11 @@ type repairHandoff struct {
 // relay is set.
 func (ra *rawAccept) repair(fd int, data []byte) (id uint64, relay, ok bool) {
 	s, p := ra.s, ra.rp
-	if len(data) == 0 {
-		return 0, false, false
+	id, b, start := ra.pick(data)
+	if b == nil {
+		return id, false, false // the normal path answers it (400, 503, …)
 	}
-	req := &ra.req
-	if _, err := s.parser.Parse(data, req); err != nil || req.IsMethod("CONNECT") {
-		return 0, false, false
-	}
-	var start time.Time
-	if s.cfg.Observer != nil {
-		start = time.Now()
-	}
-	id = s.nextConn.Add(1)
-	if path := req.Path(); string(path) != ra.url {
-		ra.url = string(path)
-	}
-	ra.pr = policy.Request{URL: ra.url, Size: -1, Conn: id, Holder: -1}
 	pr := &ra.pr
-	d, b := s.cl.Pick(pr)
-	if d.Node < 0 || b == nil {
-		return id, false, false // the normal path answers 503
-	}
 	c := p.readyClient(b.Index)
 	if c == nil {
 		s.cl.Done(b, pr)
