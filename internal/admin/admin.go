@@ -352,6 +352,8 @@ var (
 	descActiveC = prometheus.NewDesc("shoal_front_connections_active", "Client connections open now.", nil, nil)
 	descBytes   = prometheus.NewDesc("shoal_front_bytes_total", "Bytes read from (in) and written to (out) clients by the front itself.", []string{"dir"}, nil)
 	descQueue   = prometheus.NewDesc("shoal_front_queue_total", "Node-queue events: queued, timeout (503), full (503).", []string{"event"}, nil)
+	descBatch   = prometheus.NewDesc("shoal_front_node_head_batches_total",
+		"Request heads written to nodes by the batcher: rounds (what=batches) and heads (what=heads); heads/batches is the mean batch.", []string{"what"}, nil)
 	descHandoff = prometheus.NewDesc("shoal_front_handoff_total",
 		"passfd handoff events: passed, fallback_no_socket, fallback_send, returned, return_refused, redispatched, ended, lost.", []string{"event"}, nil)
 	descRepair = prometheus.NewDesc("shoal_front_repair_total",
@@ -361,7 +363,7 @@ var (
 )
 
 func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descHandoff, descRepair, descHybrid} {
+	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descRepair, descHybrid} {
 		ch <- d
 	}
 }
@@ -381,6 +383,8 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descQueue, st.Queued, "queued")
 	counter(descQueue, st.QueueTimeouts, "timeout")
 	counter(descQueue, st.QueueFull, "full")
+	counter(descBatch, st.HeadBatches, "batches")
+	counter(descBatch, st.HeadsBatched, "heads")
 	h := st.Handoff
 	for _, e := range []struct {
 		name string

@@ -3,6 +3,7 @@ package front
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -27,6 +28,9 @@ type batcher struct {
 	closed bool
 	wake   chan struct{}
 	done   <-chan struct{}
+	// batches counts the rounds that wrote at least one head; heads the
+	// heads written in them (heads/batches is the mean batch).
+	batches, heads atomic.Uint64
 }
 
 func newBatcher(done <-chan struct{}) *batcher {
@@ -69,6 +73,10 @@ func (b *batcher) run() {
 		}
 		stop := b.closed
 		b.mu.Unlock()
+		if len(q) > 0 {
+			b.batches.Add(1)
+			b.heads.Add(uint64(len(q)))
+		}
 		for i, nc := range q {
 			nc.flushHead()
 			q[i] = nil

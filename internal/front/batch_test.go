@@ -124,3 +124,27 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 	t.Cleanup(func() { a.Close(); z.Close() })
 	return a, z
 }
+
+// TestBatcherCountsEveryHead: each relayed request without a body goes out
+// through the batcher, and Stats counts it; with NoBatch none does.
+func TestBatcherCountsEveryHead(t *testing.T) {
+	for _, noBatch := range []bool{false, true} {
+		a := namedBackend(t, "A")
+		addr, s, _ := startFront(t, Config{NoBatch: noBatch}, a.URL)
+		c := dialFront(t, addr)
+		const n = 5
+		for i := range n {
+			if resp, body := c.do(get("/x")); resp.StatusCode != 200 || body != "A /x" {
+				t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+			}
+		}
+		st := s.Stats()
+		want := uint64(n)
+		if noBatch {
+			want = 0
+		}
+		if st.HeadsBatched != want || st.HeadBatches < min(want, 1) || st.HeadBatches > want {
+			t.Fatalf("NoBatch=%v: %d heads in %d batches, want %d heads", noBatch, st.HeadsBatched, st.HeadBatches, want)
+		}
+	}
+}

@@ -11,9 +11,9 @@ import (
 	"time"
 	"unsafe"
 
+	"shoal/internal/cluster"
 	"shoal/internal/handoff"
 	"shoal/internal/httpwire"
-	"shoal/internal/cluster"
 	"shoal/internal/policy"
 
 	"golang.org/x/sys/unix"

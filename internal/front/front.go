@@ -171,6 +171,8 @@ type Stats struct {
 	QueueTimeouts uint64            // requests answered 503 after waiting too long
 	QueueFull     uint64            // requests answered 503 because a node queue was full
 	NodeDials     uint64            // connections opened to nodes
+	HeadBatches   uint64            // rounds in which the batcher wrote request heads to nodes
+	HeadsBatched  uint64            // request heads written in those rounds (HeadsBatched/HeadBatches: mean batch)
 	Paths         map[string]uint64 // requests per data path name
 	Handoff       HandoffStats      // handoff paths: passes, fallbacks, returns, hybrid decisions
 	Repair        *RepairStats      `json:",omitempty"` // the repair path's counters; nil on other paths
@@ -393,6 +395,9 @@ func (s *Server) Stats() Stats {
 		NodeDials:     c.nodeDials.Load(),
 		Paths:         map[string]uint64{},
 		Handoff:       s.handoff.snapshot(),
+	}
+	if b := s.batch; b != nil {
+		st.HeadBatches, st.HeadsBatched = b.batches.Load(), b.heads.Load()
 	}
 	for i := range c.status {
 		st.Status[i] = c.status[i].Load()
