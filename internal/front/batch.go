@@ -21,6 +21,10 @@ import (
 // (nodeConn.sendAwait); the batcher goroutine, woken by the first queued
 // connection, yields once so that every other runnable goroutine queues
 // its head too, then writes them all.
+//
+// With fewer than Config.BatchMin requests being relayed there is nothing
+// to batch with, and a head goes out at once: going through the batcher
+// cost a request alone on the front about 5 % of its rate (wrk -c1).
 type batcher struct {
 	mu     sync.Mutex
 	q      []*nodeConn

@@ -126,11 +126,12 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 }
 
 // TestBatcherCountsEveryHead: each relayed request without a body goes out
-// through the batcher, and Stats counts it; with NoBatch none does.
+// through the batcher (BatchMin 1: even a request alone), and Stats counts
+// it; with NoBatch none does.
 func TestBatcherCountsEveryHead(t *testing.T) {
 	for _, noBatch := range []bool{false, true} {
 		a := namedBackend(t, "A")
-		addr, s, _ := startFront(t, Config{NoBatch: noBatch}, a.URL)
+		addr, s, _ := startFront(t, Config{NoBatch: noBatch, BatchMin: 1}, a.URL)
 		c := dialFront(t, addr)
 		const n = 5
 		for i := range n {

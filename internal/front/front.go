@@ -96,12 +96,18 @@ type Config struct {
 	// itself instead of through the batcher (batch.go). For comparisons.
 	// Default false.
 	NoBatch bool
+	// BatchMin is how many requests must be in relay at once before
+	// request heads are batched. Default 3.
+	BatchMin int
 	// Log receives connection-level errors worth an operator's attention
 	// (accept failures). Default: discard.
 	Logger *slog.Logger
 }
 
 func (c *Config) fill() {
+	if c.BatchMin <= 0 {
+		c.BatchMin = 3
+	}
 	if c.MaxHeadBytes <= 0 {
 		c.MaxHeadBytes = httpwire.DefaultMaxHead
 	}
@@ -219,6 +225,7 @@ type Server struct {
 	closing   atomic.Bool
 	done      chan struct{}
 	batch     *batcher // nil with Config.NoBatch
+	relaying  atomic.Int64
 	janitor   sync.Once
 }
 

@@ -38,6 +38,8 @@ func (cc *clientConn) relay(x *Exchange) Result {
 	}
 	defer u.lim.release()
 
+	s.relaying.Add(1)
+	defer s.relaying.Add(-1)
 	expect := cc.buildRequest(x)
 	replayable := !req.HasBody()
 	nc := u.pool.get(cc.now)
@@ -166,7 +168,11 @@ func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error 
 	if !req.HasBody() {
 		if nc.raw != nil && nc.in.len() == 0 && nc.in.w < len(nc.in.b) {
 			nc.rdl.setRead(nc.c, now, s.cfg.ResponseTimeout)
-			return nc.sendAwait(cc.out, s.batch)
+			batch := s.batch
+			if s.relaying.Load() < int64(s.cfg.BatchMin) {
+				batch = nil // nothing to batch with: do not wait for a round
+			}
+			return nc.sendAwait(cc.out, batch)
 		}
 		_, err := nc.c.Write(cc.out)
 		return err
