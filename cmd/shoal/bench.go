@@ -292,19 +292,14 @@ func benchSink(args []string) error {
 		fmt.Fprintf(os.Stderr, "sink handoff socket %s\n", fl.Path())
 	}
 	if *repair.listen != "" {
-		rl, err := listenRepairSink(*repair.listen, key)
+		report, err := serveRepairSink(s, *repair.listen, key, errs)
 		if err != nil {
 			s.Close()
 			ln.Close()
 			return fmt.Errorf("sink: %w", err)
 		}
 		serving++
-		go func() { errs <- s.Serve(rl) }()
-		defer func() {
-			fmt.Fprintf(os.Stderr, "sink repair port closed: restored %d, failed %d, fin_handoff %d\n",
-				rl.Restored.Load(), rl.Failed.Load(), rl.Fins.Load())
-		}()
-		fmt.Fprintf(os.Stderr, "sink repair handoff port %s\n", rl.Addr())
+		defer report()
 	}
 	go func() { errs <- s.Serve(ln) }()
 	fmt.Fprintf(os.Stderr, "sink listening on %s (recv %d, send %d)\n", ln.Addr(), *recv, *send)

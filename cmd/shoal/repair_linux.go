@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 
 	"shoal/internal/front"
 	"shoal/internal/handoff"
+	"shoal/internal/loadgen"
 	"shoal/internal/node"
 )
 
@@ -60,10 +62,11 @@ func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ..
 	}, nil
 }
 
-// listenRepairSink opens a repair handoff port for `shoal bench sink`: the
-// same listener `shoal node --repair-listen` serves, whose accepted
-// connections are the rebuilt client sockets.
-func listenRepairSink(addr string, key []byte) (*handoff.RepairListener, error) {
+// serveRepairSink opens a repair handoff port for `shoal bench sink` (the
+// listener `shoal node --repair-listen` serves, whose accepted connections
+// are the rebuilt client sockets) and serves s on it, sending Serve's end
+// to errs. report prints the port's counters.
+func serveRepairSink(s *loadgen.Sink, addr string, key []byte, errs chan<- error) (report func(), err error) {
 	auth, err := handoff.NewAuth(key, 0)
 	if err != nil {
 		return nil, fmt.Errorf("repair: %w", err)
@@ -72,5 +75,11 @@ func listenRepairSink(addr string, key []byte) (*handoff.RepairListener, error) 
 	if err != nil {
 		return nil, fmt.Errorf("repair listen %s: %w", addr, err)
 	}
-	return handoff.ListenRepair(ln, auth), nil
+	rl := handoff.ListenRepair(ln, auth)
+	go func() { errs <- s.Serve(rl) }()
+	fmt.Fprintf(os.Stderr, "sink repair handoff port %s\n", rl.Addr())
+	return func() {
+		fmt.Fprintf(os.Stderr, "sink repair port closed: restored %d, failed %d, fin_handoff %d\n",
+			rl.Restored.Load(), rl.Failed.Load(), rl.Fins.Load())
+	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"shoal/internal/front"
+	"shoal/internal/loadgen"
 	"shoal/internal/node"
 )
 
@@ -21,5 +22,9 @@ func (rf *repairFlags) startNode(*node.Server, func(msg string, args ...any)) (f
 	if *rf.listen == "" {
 		return func() {}, nil
 	}
+	return nil, errRepairLinux
+}
+
+func serveRepairSink(*loadgen.Sink, string, []byte, chan<- error) (func(), error) {
 	return nil, errRepairLinux
 }

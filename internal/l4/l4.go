@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package l4 is a raw-TCP (layer 4) front for seed 002's crossover
 // experiment: the point at which moving a connection to the real server
 // (TCP handoff) starts to beat forwarding its bytes through the front.
