@@ -120,7 +120,8 @@ func (nc *nodeConn) flushHead() {
 
 // States of nodeConn.flushed.
 const (
-	flushPending int32 = iota
-	flushDone
-	flushKicked
+	flushIdle    int32 = iota // not handed to the batcher (this request)
+	flushPending              // queued, not yet written
+	flushDone                 // written whole
+	flushKicked               // not written whole; the waiter was woken
 )

@@ -149,3 +149,24 @@ func TestBatcherCountsEveryHead(t *testing.T) {
 		}
 	}
 }
+
+// TestBatcherReadFailsFirst: when the wait cannot even start (the
+// connection is already closed), sendAwait returns the error instead of
+// waiting for a batch that was never asked for.
+func TestBatcherReadFailsFirst(t *testing.T) {
+	a, _ := tcpPair(t)
+	nc := newNodeConn(a)
+	a.Close()
+	done := make(chan struct{})
+	defer close(done)
+	errc := make(chan error, 1)
+	go func() { errc <- nc.sendAwait([]byte("GET / HTTP/1.1\r\n\r\n"), newBatcher(done)) }()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("sendAwait on a closed connection returned nil")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sendAwait hung on a connection closed before the wait")
+	}
+}

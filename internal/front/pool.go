@@ -59,7 +59,7 @@ type nodeConn struct {
 	awaited bool
 	// fd is the connection's descriptor, for the batcher's writes; batch
 	// the batcher of the request in flight (nil: write inline); flushed
-	// its progress (flushPending, flushDone, flushKicked).
+	// its progress (flushIdle, flushPending, flushDone, flushKicked).
 	fd      int
 	batch   *batcher
 	flushed atomic.Int32
@@ -92,6 +92,7 @@ func newNodeConn(c net.Conn) *nodeConn {
 func (nc *nodeConn) sendAwait(b []byte, batch *batcher) error {
 	nc.wbuf, nc.wn, nc.werr, nc.rn, nc.rerr, nc.phase, nc.awaited = b, 0, nil, 0, nil, 0, false
 	nc.batch = batch
+	nc.flushed.Store(flushIdle) // stays so if Read fails before calling rawStep
 	err := nc.raw.Read(nc.step)
 	if batch != nil {
 		// The wait can end before the batcher wrote (a reset from a node
