@@ -135,7 +135,7 @@ func TestFastAcceptFallbacks(t *testing.T) {
 		t.Fatalf("stats %+v, want 3 fallbacks, 3 connections, one 400 and one 501", st)
 	}
 	getClose(t, addr, urls[1], sums) // the fast path still works after them
-	if h := s.Stats().Handoff; h.FastPassed != 1 {
+	if h := waitHandoff(s, func(h HandoffStats) bool { return h.FastPassed >= 1 }); h.FastPassed != 1 {
 		t.Fatalf("handoff %+v, want one fast pass", h)
 	}
 }

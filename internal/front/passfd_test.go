@@ -355,7 +355,7 @@ func TestPassFDFallback(t *testing.T) {
 		}
 	}
 	get()
-	if h := s.Stats().Handoff; h.Passed != 1 {
+	if h := waitPassed(s, 1); h.Passed != 1 {
 		t.Fatalf("handoff %+v, want one pass", h)
 	}
 	hls[0].Close() // the node stops taking connections; its status still names the socket
@@ -475,8 +475,14 @@ func TestPassFDHybridLoadRules(t *testing.T) {
 // after 5 s): the front counts a pass when sendmsg returns, and the node
 // may have answered the client before that.
 func waitPassed(s *Server, n uint64) HandoffStats {
+	return waitHandoff(s, func(h HandoffStats) bool { return h.Passed >= n })
+}
+
+// waitHandoff returns the handoff counters once done holds for them, or
+// after 5 s (the caller's check then reports what they are).
+func waitHandoff(s *Server, done func(HandoffStats) bool) HandoffStats {
 	h := s.Stats().Handoff
-	for deadline := time.Now().Add(5 * time.Second); h.Passed < n && time.Now().Before(deadline); h = s.Stats().Handoff {
+	for deadline := time.Now().Add(5 * time.Second); !done(h) && time.Now().Before(deadline); h = s.Stats().Handoff {
 		time.Sleep(time.Millisecond)
 	}
 	return h
