@@ -134,25 +134,48 @@ func (m *RepairMover) Auth() *Auth { return m.auth }
 // closed without a packet. An error wrapping ErrNotMoved: c is open and
 // normal again. Any other error wraps ErrConnGone: c is closed.
 //
-// Steering goes in before the state is sent, so no client packet reaches
-// the frozen front socket after the node took over.
+// With eBPF steering the flow is held (Steer.Hold) from before the freeze
+// until the node has acknowledged the rebuild, and only then steered to
+// it: client segments sent meanwhile are dropped and retransmitted, so
+// none is acknowledged by the frozen socket or reset by a node that has no
+// socket yet. With nftables the flow is steered before the state is sent.
 func (m *RepairMover) Move(c *net.TCPConn, prefix []byte, i int) error {
 	if i < 0 || i >= len(m.clients) {
 		return fmt.Errorf("%w: no node %d", ErrNotMoved, i)
 	}
+	f, err := connFlow(c)
+	if err != nil {
+		m.Refused.Add(1)
+		return fmt.Errorf("%w: %w", ErrNotMoved, err)
+	}
+	hold := m.steer.Hold(f) == nil
 	st, err := Freeze(c, prefix)
 	if err != nil {
+		if hold {
+			m.steer.Remove(f)
+		}
 		m.Refused.Add(1)
 		return fmt.Errorf("%w: %w", ErrNotMoved, err) // Freeze thawed it
 	}
-	f := Flow{Client: st.Remote, VIP: st.Local}
-	if err := m.steer.Add(f, i); err != nil {
-		return m.giveBack(c, err)
+	if !hold {
+		if err := m.steer.Add(f, i); err != nil {
+			return m.giveBack(c, err)
+		}
 	}
 	m.mu.Lock()
 	m.tags[f] = st.RcvSeq
 	m.mu.Unlock()
 	err = m.clients[i].Handoff(st)
+	if err == nil && hold {
+		if err = m.steer.Add(f, i); err != nil {
+			// The node has the connection but its packets cannot reach
+			// it: it is lost either way.
+			m.forget(f, st.RcvSeq)
+			c.Close()
+			m.Lost.Add(1)
+			return fmt.Errorf("%w: %w", ErrConnGone, err)
+		}
+	}
 	if err == nil {
 		c.Close() // repair mode: no FIN, no RST
 		m.Moved.Add(1)
@@ -165,6 +188,17 @@ func (m *RepairMover) Move(c *net.TCPConn, prefix []byte, i int) error {
 	c.Close()
 	m.Lost.Add(1)
 	return fmt.Errorf("%w: %w", ErrConnGone, err)
+}
+
+// connFlow is c's flow as Steer keys it.
+func connFlow(c *net.TCPConn) (Flow, error) {
+	r, ok1 := c.RemoteAddr().(*net.TCPAddr)
+	l, ok2 := c.LocalAddr().(*net.TCPAddr)
+	if !ok1 || !ok2 || r.IP.To4() == nil || l.IP.To4() == nil {
+		return Flow{}, errors.New("handoff: not an IPv4 TCP connection")
+	}
+	return Flow{Client: netip.AddrPortFrom(netip.AddrFrom4([4]byte(r.IP.To4())), uint16(r.Port)),
+		VIP: netip.AddrPortFrom(netip.AddrFrom4([4]byte(l.IP.To4())), uint16(l.Port))}, nil
 }
 
 // giveBack thaws c after a handoff that certainly did not happen.

@@ -363,6 +363,35 @@ func (s *Steer) AddNode(i int, addr netip.Addr) error {
 	return nil
 }
 
+// held marks a flow in Steer.flows that Hold put on hold.
+const held = -1
+
+// Hold drops flow f's packets in the kernel until Add steers it or Remove
+// releases it: CRIU's network lock for one flow. A socket frozen with
+// TCP_REPAIR still takes segments and acknowledges them, and a node sends a
+// reset for segments that arrive before it has rebuilt the socket. Holding
+// the flow from before the freeze until the node has acknowledged the
+// rebuild means a segment sent in that window is lost and retransmitted,
+// never acknowledged by the wrong socket or answered with a reset. Only the
+// eBPF backend can hold; with nftables Hold returns errors.ErrUnsupported
+// and changes nothing.
+func (s *Steer) Hold(f Flow) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.Backend != "bpf" {
+		return errors.ErrUnsupported
+	}
+	if _, ok := s.flows[f]; ok {
+		return fmt.Errorf("handoff: hold %v: the flow is already steered", f)
+	}
+	if err := s.m.put(f, 0, netip.IPv4Unspecified()); err != nil {
+		s.Errors.Add(1)
+		return fmt.Errorf("handoff: hold %v: %w", f, err)
+	}
+	s.flows[f] = held
+	return nil
+}
+
 // ErrUnknownNode is returned by Add for a node without AddNode.
 var ErrUnknownNode = errors.New("handoff: steer: node has no route")
 
@@ -373,9 +402,9 @@ func (s *Steer) Add(f Flow, node int) error {
 	if _, ok := s.nodes[node]; !ok {
 		return fmt.Errorf("%w: %d", ErrUnknownNode, node)
 	}
-	if old, ok := s.flows[f]; ok && old != node {
+	if old, ok := s.flows[f]; ok && old != node && old != held {
 		s.m.del([]Flow{f})
-	}
+	} // a held entry is overwritten in place: no moment without one
 	if err := s.m.put(f, s.Mark(node), s.nodes[node]); err != nil {
 		s.Errors.Add(1)
 		return fmt.Errorf("handoff: steer %v: %w", f, err)

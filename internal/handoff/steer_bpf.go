@@ -28,6 +28,9 @@ import (
 // nf_tables commit), which is what makes it cheaper per handoff
 // (BenchmarkSteer).
 //
+// A held flow (Steer.Hold) has node address 0.0.0.0, and its packets are
+// dropped.
+//
 // The program is assembled here instruction by instruction (no C compiler
 // or generated object in the tree); it assumes IPv4 without options (IHL 5)
 // and leaves every other packet alone.
@@ -140,6 +143,7 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 		asm.LoadMem(asm.R5, asm.R0, 0, asm.Word),
 		asm.StoreMem(asm.R6, skbMark, asm.R5, asm.Word),
 		asm.LoadMem(asm.R5, asm.R0, 4, asm.Word),
+		asm.JEq.Imm(asm.R5, 0, "drop"), // node 0.0.0.0: the flow is held (Steer.Hold)
 		// struct bpf_redir_neigh { u32 nh_family; be32 ipv4_nh; u32 pad[3] } at fp-32
 		asm.StoreImm(asm.RFP, -32, 2, asm.Word), // AF_INET
 		asm.StoreMem(asm.RFP, -28, asm.R5, asm.Word),
@@ -158,6 +162,8 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 		asm.FnRedirectNeigh.Call(),
 		asm.Return(),                               // TC_ACT_REDIRECT (7) from the helper, or TC_ACT_SHOT on error
 		asm.Mov.Imm(asm.R0, -1).WithSymbol("pass"), // TCX_NEXT: continue as if no program ran
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, 2).WithSymbol("drop"), // TC_ACT_SHOT: the client retransmits later
 		asm.Return(),
 	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "shoal_steer", Type: ebpf.SchedCLS, License: "Apache-2.0", Instructions: insns})

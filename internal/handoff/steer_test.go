@@ -125,6 +125,28 @@ func testSteerTable(t *testing.T, backend string) {
 			t.Errorf("RemoveNode(1) = %d, %v; want 5", n, err)
 		}
 		check("node 1 dropped", 2)
+		// Hold: a kernel entry with no node (eBPF only), replaced in place
+		// by Add, released by Remove.
+		err = s.Hold(flow(2000))
+		switch {
+		case backend == "nftables" && !errors.Is(err, errors.ErrUnsupported):
+			t.Errorf("Hold with nftables: %v, want ErrUnsupported", err)
+		case backend == "bpf" && err != nil:
+			t.Errorf("Hold: %v", err)
+		case backend == "bpf":
+			check("one held", 3)
+			if err := s.Hold(flow(2000)); err == nil {
+				t.Error("Hold of a held flow succeeded")
+			}
+			if err := s.Add(flow(2000), 0); err != nil {
+				t.Errorf("Add after Hold: %v", err)
+			}
+			check("held flow steered", 3)
+			if ok, err := s.Remove(flow(2000)); !ok || err != nil {
+				t.Errorf("Remove: %v %v", ok, err)
+			}
+			check("held flow removed", 2)
+		}
 		out, _ := exec.Command("ip", "rule", "show").CombinedOutput()
 		if !bytesContains(out, "fwmark 0x5e000001 lookup 2000") || hasLocalRule(out, "0") || !hasLocalRule(out, "100") {
 			t.Errorf("rules after NewSteer:\n%s", out)
