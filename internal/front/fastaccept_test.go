@@ -67,6 +67,7 @@ func TestFastAcceptPasses(t *testing.T) {
 				getClose(t, addr, urls[i%len(urls)], sums)
 			}
 			waitIdle(t, s)
+			waitPassed(s, n)
 			st := s.Stats()
 			h := st.Handoff
 			if h.FastPassed != n || h.Passed != n || h.FastFallback != 0 || h.FastBlocked != 0 || h.FallbackSend != 0 || h.FallbackNoSocket != 0 {
@@ -109,7 +110,7 @@ func TestFastAcceptFallbacks(t *testing.T) {
 	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != sums[urls[0]] {
 		t.Fatal("split head: bad body")
 	}
-	if h := s.Stats().Handoff; h.FastFallback != 1 || h.FastPassed != 0 || h.Passed != 1 {
+	if h := waitPassed(s, 1); h.FastFallback != 1 || h.FastPassed != 0 || h.Passed != 1 {
 		t.Fatalf("split head: handoff %+v, want one fallback then a pass on the normal path", h)
 	}
 

@@ -215,9 +215,9 @@ func TestPassFDManyConnections(t *testing.T) {
 			}
 			addr, s, _, hls, urls, sums := passfdCluster(t, pol, 3, cfg)
 			hammer(t, addr, conns, total, urls, sums)
-			st := s.Stats()
-			h := st.Handoff
-			t.Logf("front: %d requests, bytes in %d out %d; handoff %+v", st.Requests, st.BytesIn, st.BytesOut, h)
+			// The nodes' counts are final once every client has its
+			// answer; the front counts a pass after sendmsg returns, which
+			// the node's answer can beat: wait for it to catch up.
 			var recv, ret uint64
 			for _, hl := range hls {
 				ls := hl.Stats()
@@ -227,6 +227,10 @@ func TestPassFDManyConnections(t *testing.T) {
 					t.Errorf("node listener %+v", ls)
 				}
 			}
+			waitPassed(s, recv)
+			st := s.Stats()
+			h := st.Handoff
+			t.Logf("front: %d requests, bytes in %d out %d; handoff %+v", st.Requests, st.BytesIn, st.BytesOut, h)
 			if st.BytesOut != 0 {
 				t.Errorf("front wrote %d bytes to clients; want 0 (responses bypass it)", st.BytesOut)
 			}
@@ -316,6 +320,7 @@ func TestPassFDCurl(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	waitPassed(s, procs*perProc)
 	st := s.Stats()
 	t.Logf("front: conns accepted %d, requests %d, bytes out %d, handoff %+v", st.ConnsAccepted, st.Requests, st.BytesOut, st.Handoff)
 	if st.ConnsAccepted != procs {
