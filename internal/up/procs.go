@@ -73,12 +73,12 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	}
 	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})
 	if err != nil {
-		return nil, fmt.Errorf("%w", err)
+		return nil, err
 	}
 	// Unix socket paths are limited to 107 bytes: keep the folder short.
 	dir, err := os.MkdirTemp("", "shoal-up-")
 	if err != nil {
-		return nil, fmt.Errorf("%w", err)
+		return nil, err
 	}
 	p := &Procs{Cluster: &Cluster{Config: cfg, SiteInfo: info, errc: make(chan error, cfg.Nodes+2)}, SocketDir: dir}
 	ok := false
@@ -119,7 +119,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if pc.Path == "hybrid" {
 		st, err := content.Open(root)
 		if err != nil {
-			return nil, fmt.Errorf("%w", err)
+			return nil, err
 		}
 		fc.Path = front.Relay()
 		fc.Choose = front.Hybrid(front.PassFD(front.PassFDConfig{}))

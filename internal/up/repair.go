@@ -215,7 +215,7 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 	}
 	frontCfg := filepath.Join(dir, "front.toml")
 	if err := os.WriteFile(frontCfg, []byte(repairFrontConfig(cfg, vip, adminAddr, nodeURLs)), 0o644); err != nil {
-		return nil, fmt.Errorf("%w", err)
+		return nil, err
 	}
 	cmd := handoff.Exec(ctx, lab.FrontNS(), rc.Exe, "front", "--config", frontCfg, "--repair-key-file", keyFile)
 	if err := r.spawn("front", cmd, rc.Stderr); err != nil {

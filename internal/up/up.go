@@ -144,7 +144,7 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})
 	if err != nil {
-		return nil, fmt.Errorf("%w", err)
+		return nil, err
 	}
 	c := &Cluster{Config: cfg, SiteInfo: info, errc: make(chan error, cfg.Nodes+2)}
 	ok := false
@@ -192,7 +192,7 @@ func (c *Cluster) startControl(pol policy.Policy, specs []cluster.NodeSpec) erro
 	var err error
 	c.Control, err = cluster.New(pol, specs, cluster.Options{})
 	if err != nil {
-		return fmt.Errorf("%w", err)
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -247,14 +247,14 @@ func prepareSite(cfg *Config) (root, info string, err error) {
 		root = filepath.Join(cfg.DataDir, "trace-"+name)
 		n, skipped, err := site.FromSizes(root, sizes)
 		if err != nil {
-			return "", "", fmt.Errorf("%w", err)
+			return "", "", err
 		}
 		return root, fmt.Sprintf("%d files from %s (%d URLs skipped) in %s", n, filepath.Base(cfg.SiteFromTrace), skipped, root), nil
 	default:
 		root = filepath.Join(cfg.DataDir, "site")
 		sum, err := site.Generate(root, site.Config{})
 		if err != nil {
-			return "", "", fmt.Errorf("%w", err)
+			return "", "", err
 		}
 		return root, sum.String(), nil
 	}
