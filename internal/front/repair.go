@@ -3,7 +3,6 @@
 package front
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -324,7 +323,7 @@ func (p *RepairPath) Serve(x *Exchange) Result {
 		p.moved.Add(1)
 		cc.holder = -1 // the policy's connection ends at FIN-HANDOFF
 		return Result{Detached: true}
-	case errors.Is(err, handoff.ErrRebuildFailed) || errors.Is(err, handoff.ErrNotSent) || !sentMaybe(err):
+	case !handoff.NodeMayOwn(err):
 		p.forget(f)
 		p.fallbackNode.Add(1)
 		return p.thawAndRelay(x, tc, err)
@@ -340,12 +339,6 @@ func (p *RepairPath) Serve(x *Exchange) Result {
 	}
 }
 
-// sentMaybe reports whether err leaves open that the node received the
-// state (a dial error does not).
-func sentMaybe(err error) bool {
-	var op *net.OpError
-	return !(errors.As(err, &op) && op.Op == "dial")
-}
 
 func (p *RepairPath) forget(f handoff.Flow) {
 	p.mu.Lock()

@@ -114,7 +114,7 @@ func (h *repairHandoff) done(err error) {
 		if o := s.cfg.Observer; o != nil {
 			o.Observe(Observation{Node: h.b.Index, NodeURL: h.b.URL, Path: p.Name(), Elapsed: time.Since(h.start)})
 		}
-	case errors.Is(err, handoff.ErrRebuildFailed) || errors.Is(err, handoff.ErrNotSent):
+	case !handoff.NodeMayOwn(err):
 		p.forget(h.f)
 		p.fallbackNode.Add(1)
 		s.handoff.fastFallback.Add(1)

@@ -182,7 +182,7 @@ func (m *RepairMover) Move(c *net.TCPConn, prefix []byte, i int) error {
 		return nil
 	}
 	m.forget(f, st.RcvSeq)
-	if errors.Is(err, ErrRebuildFailed) || !sentMaybe(err) {
+	if !NodeMayOwn(err) {
 		return m.giveBack(c, err)
 	}
 	c.Close()
@@ -212,11 +212,16 @@ func (m *RepairMover) giveBack(c *net.TCPConn, why error) error {
 	return fmt.Errorf("%w: %w", ErrNotMoved, why)
 }
 
-// sentMaybe reports whether err leaves open that the node received the
-// state (a dial error does not).
-func sentMaybe(err error) bool {
+// NodeMayOwn reports whether a failed handoff (err from RepairClient's
+// Handoff or HandoffAsync) leaves open that the node rebuilt the socket. If
+// not — the node refused the rebuild, the state was never sent, or the
+// control channel could not even be dialled — the front may thaw its copy
+// and serve the connection itself; if so, it must let go, since two owners
+// would corrupt the stream.
+func NodeMayOwn(err error) bool {
 	var op *net.OpError
-	return !(errors.As(err, &op) && op.Op == "dial")
+	return !errors.Is(err, ErrRebuildFailed) && !errors.Is(err, ErrNotSent) &&
+		!(errors.As(err, &op) && op.Op == "dial")
 }
 
 // forget unsteers f if it is still the incarnation tag.
