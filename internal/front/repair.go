@@ -339,7 +339,6 @@ func (p *RepairPath) Serve(x *Exchange) Result {
 	}
 }
 
-
 func (p *RepairPath) forget(f handoff.Flow) {
 	p.mu.Lock()
 	delete(p.conns, f)
