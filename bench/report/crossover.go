@@ -357,17 +357,9 @@ func runCrossover(args []string, stdout io.Writer) error {
 	if *runsPath == "" || *out == "" {
 		return errors.New("crossover needs --runs and --out")
 	}
-	f, err := os.Open(*runsPath)
+	runs, err := readRunsFile(*runsPath, ReadXRuns)
 	if err != nil {
 		return err
-	}
-	runs, err := ReadXRuns(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("%s: %w", *runsPath, err)
-	}
-	if len(runs) == 0 {
-		return fmt.Errorf("%s: no runs", *runsPath)
 	}
 	rep, err := SummarizeCrossover(runs)
 	if err != nil {

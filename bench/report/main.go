@@ -70,17 +70,9 @@ func run(args []string, stdout io.Writer) error {
 		if *runsPath == "" || *out == "" {
 			return errors.New("summarize needs --runs and --out")
 		}
-		f, err := os.Open(*runsPath)
+		runs, err := readRunsFile(*runsPath, ReadRuns)
 		if err != nil {
 			return err
-		}
-		runs, err := ReadRuns(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", *runsPath, err)
-		}
-		if len(runs) == 0 {
-			return fmt.Errorf("%s: no runs", *runsPath)
 		}
 		rows, dropped, err := Summarize(runs)
 		if err != nil {
@@ -142,4 +134,22 @@ func run(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprint(os.Stderr, usage)
 	return fmt.Errorf("unknown mode %q", args[0])
+}
+
+// readRunsFile reads a JSON Lines file of runs with read (ReadRuns or
+// ReadXRuns), refusing a file that holds none.
+func readRunsFile[T any](path string, read func(io.Reader) ([]T, error)) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	runs, err := read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("%s: no runs", path)
+	}
+	return runs, nil
 }
