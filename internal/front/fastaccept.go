@@ -223,9 +223,9 @@ func (s *Server) serveFD(fd int, id uint64, data []byte, relay bool) {
 		s.logf("front: accept: %v", err)
 		return
 	}
-	cc := s.newClientConn(c)
+	cc := s.acceptConn(c)
 	if cc == nil {
-		return // shutting down: closed
+		return // refused by a limit, or shutting down: closed
 	}
 	if id != 0 {
 		cc.id = id // the policy saw this id already
