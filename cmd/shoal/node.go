@@ -27,6 +27,7 @@ func runNode(args []string) error {
 	maxKB := fs.Int64("max-object-kb", node.DefaultMaxObject>>10, "files above this size are never cached (sendfile)")
 	readTO := fs.Duration("read-timeout", node.DefaultReadTimeout, "limit for reading one request head")
 	idleTO := fs.Duration("idle-timeout", node.DefaultIdleTimeout, "limit for an idle keep-alive connection")
+	sendTO := fs.Duration("send-timeout", node.DefaultWriteTimeout, "close a connection whose client takes no response bytes for this long")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
 	repair := addRepairNodeFlags(fs)
 	handoffSock := addPassFDNodeFlag(fs)
@@ -38,13 +39,14 @@ func runNode(args []string) error {
 		return errors.New("--root is required")
 	}
 	cfg := node.Config{
-		Root:        *root,
-		CacheBytes:  *cacheMB << 20,
-		CachePolicy: *policy,
-		MaxObject:   *maxKB << 10,
-		ReadTimeout: *readTO,
-		IdleTimeout: *idleTO,
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Root:         *root,
+		CacheBytes:   *cacheMB << 20,
+		CachePolicy:  *policy,
+		MaxObject:    *maxKB << 10,
+		ReadTimeout:  *readTO,
+		IdleTimeout:  *idleTO,
+		WriteTimeout: *sendTO,
+		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	var err error
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {

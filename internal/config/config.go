@@ -104,6 +104,17 @@ type Limits struct {
 	IdleTimeout Duration `toml:"idle_timeout"`
 	// MaxHeaderBytes bounds a request head; larger gets 431. Default 8192.
 	MaxHeaderBytes int `toml:"max_header_bytes"`
+	// SendTimeout closes a client connection whose client takes no
+	// response bytes for this long (nginx's send_timeout). Default "60s".
+	SendTimeout Duration `toml:"send_timeout"`
+	// MaxConns caps open client connections; past 7/8 of it the longest
+	// idle ones are closed, and at it new ones get 503 when none is idle.
+	// Default 0: derived from RLIMIT_NOFILE (front.DefaultMaxClientConns);
+	// -1: no limit.
+	MaxConns int `toml:"max_conns"`
+	// MaxConnsPerIP caps open client connections from one address. Default
+	// 0: 256 (front.DefaultMaxConnsPerIP); -1: no limit.
+	MaxConnsPerIP int `toml:"max_conns_per_ip"`
 }
 
 // Tuning holds the policies' knobs (policy.Config); zero means the policy's
@@ -184,6 +195,9 @@ func (f *Front) fill() {
 	}
 	if f.Limits.MaxHeaderBytes == 0 {
 		f.Limits.MaxHeaderBytes = 8192
+	}
+	if f.Limits.SendTimeout.Duration == 0 {
+		f.Limits.SendTimeout.Duration = 60 * time.Second
 	}
 }
 
@@ -282,6 +296,9 @@ func (f *Front) validate(name string, data []byte) []error {
 	}
 	if f.Limits.MaxConnPerNode < 0 {
 		bad([]string{"limits", "max_conn_per_node"}, "max_conn_per_node is negative", "use a positive count such as 256")
+	}
+	if f.Limits.SendTimeout.Duration < 0 {
+		bad([]string{"limits", "send_timeout"}, "send_timeout is negative", "use a duration such as \"60s\"")
 	}
 	if m := f.Limits.MaxHeaderBytes; m != 0 && (m < 1024 || m > 1<<20) {
 		bad([]string{"limits", "max_header_bytes"}, fmt.Sprintf("max_header_bytes %d is out of range", m), "use a value between 1024 and 1048576")

@@ -32,8 +32,8 @@ func TestErrorsNameFileLineAndFix(t *testing.T) {
 	}{
 		{"unknown policy", "listen = \"127.0.0.1:1\"\npolicy = \"lardd\"\n",
 			[]string{"f.toml:2:", `policy "lardd" is unknown`, "fix: use one of", "lard"}},
-		{"unknown key", "[limits]\nmax_conns = 3\n",
-			[]string{"f.toml:2:", `unknown key "limits.max_conns"`, "fix: remove it or correct its spelling"}},
+		{"unknown key", "[limits]\nmax_connz = 3\n",
+			[]string{"f.toml:2:", `unknown key "limits.max_connz"`, "fix: remove it or correct its spelling"}},
 		{"bad duration", "[health]\ninterval = \"soon\"\n",
 			[]string{"f.toml:2", "not a duration", "fix:"}},
 		{"type error", "[health]\nrise = \"two\"\n",

@@ -34,6 +34,9 @@ queue_timeout = "5s"           # a queued request gets 503 after this
 header_timeout = "10s"         # cuts clients that send the head too slowly
 idle_timeout = "60s"           # closes idle keep-alive clients
 max_header_bytes = 8192        # larger request heads get 431
+send_timeout = "60s"           # closes a client that takes no response bytes this long
+max_conns = 0                  # open client connections; 0: from RLIMIT_NOFILE, -1: no limit
+max_conns_per_ip = 0           # open client connections per address; 0: 256, -1: no limit
 
 [tuning]                       # policy knobs; 0 means the policy's default
 seed = 0                       # p2c's random seed

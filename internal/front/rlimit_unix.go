@@ -4,6 +4,10 @@ package front
 
 import "syscall"
 
+// DescriptorLimit returns the process's descriptor limit (see nofile), from
+// which the connection limits' defaults derive.
+func DescriptorLimit() int { return nofile() }
+
 // nofile returns the soft RLIMIT_NOFILE (raised to the hard limit by the Go
 // runtime at start), or 1024 when it cannot be read.
 func nofile() int {
