@@ -603,3 +603,37 @@ func TestPublishInvalidatesCache(t *testing.T) {
 		t.Fatalf("removed file: %d", r.status)
 	}
 }
+
+// A client that asks for a large file and never reads it (a slow reader,
+// issue 10 item 6; through passfd it holds the node's own connection) is
+// cut after WriteTimeout, whether the body goes by sendfile or from cache.
+func TestSendTimeoutCutsStalledReader(t *testing.T) {
+	root, _ := site(t)
+	f, err := os.Create(filepath.Join(root, "huge.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil { // sparse: reads as zeros
+		t.Fatal(err)
+	}
+	f.Close()
+	ts := start(t, root, func(c *Config) { c.WriteTimeout = 200 * time.Millisecond })
+	for _, path := range []string{"/huge.bin", "/1k.bin"} {
+		c := ts.dial(t)
+		if path == "/1k.bin" { // many pipelined small requests: the cached path
+			c.send(strings.Repeat(get(path), 20000))
+		} else {
+			c.send(get(path))
+		}
+		for end := time.Now().Add(5 * time.Second); ts.srv.Status().ActiveConnections == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("connection not accepted")
+			}
+		}
+		for end := time.Now().Add(15 * time.Second); ts.srv.Status().ActiveConnections > 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: a client that does not read is still connected after %v", path, 15*time.Second)
+			}
+		}
+	}
+}
