@@ -103,7 +103,7 @@ func TestAdminAndClientsServedAtDescriptorLimit(t *testing.T) {
 		}
 	}()
 
-	normal := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+	normal := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
 	for _, u := range []string{frontURL + "index.html", adminURL + "/nodes"} {
 		resp, err := normal.Get(u)
