@@ -637,3 +637,53 @@ func TestSendTimeoutCutsStalledReader(t *testing.T) {
 		}
 	}
 }
+
+// Issue 10 item 7, on the node (which holds handed-off connections the
+// front no longer counts): at MaxConns the connection idle the longest is
+// closed to make room; with none idle, the new one is closed.
+func TestConnLimitClosesIdleFirst(t *testing.T) {
+	root, _ := site(t)
+	const max = 4
+	ts := start(t, root, func(c *Config) { c.MaxConns = max })
+	var idle []*client
+	for range max {
+		c := ts.dial(t)
+		c.send(get("/hello.txt"))
+		if r := c.read(false); r.status != 200 {
+			t.Fatal(r.status)
+		}
+		idle = append(idle, c)
+	}
+	time.Sleep(time.Duration(2 * shedMinIdle))
+	c := ts.dial(t)
+	c.send(get("/hello.txt"))
+	if r := c.read(false); r.status != 200 {
+		t.Fatalf("new client at the limit: %d", r.status)
+	}
+	idle[0].closed()
+	idle[max-1].send(get("/hello.txt"))
+	if r := idle[max-1].read(false); r.status != 200 {
+		t.Fatalf("most recently idle connection: %d", r.status)
+	}
+	if st := ts.srv.Status(); st.IdleClosed != 1 {
+		t.Errorf("IdleClosed = %d, want 1", st.IdleClosed)
+	}
+
+	// Connections in the middle of a head are not idle: a new one is closed.
+	ts2 := start(t, root, func(c *Config) { c.MaxConns = max })
+	for range max {
+		ts2.dial(t).send("GET /hello.txt HTTP/1.1\r\n")
+	}
+	for end := time.Now().Add(5 * time.Second); ts2.srv.Status().ActiveConnections < max; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("partial heads not accepted")
+		}
+	}
+	time.Sleep(time.Duration(2 * shedMinIdle))
+	over := ts2.dial(t)
+	over.send(get("/hello.txt"))
+	over.closed()
+	if st := ts2.srv.Status(); st.ConnsRefused != 1 {
+		t.Errorf("ConnsRefused = %d, want 1", st.ConnsRefused)
+	}
+}
