@@ -48,6 +48,10 @@ type Backend struct {
 	Failures atomic.Int64
 	// InFlight is the number of requests currently dispatched and not Done.
 	InFlight atomic.Int64
+	// downMarks counts every down-marking, by the checker or by a failed
+	// request, so the checker restarts its good-check streak after any of
+	// them (HAProxy: rise counts from the last failure, whatever saw it).
+	downMarks atomic.Uint64
 
 	status atomic.Pointer[Status]
 }
@@ -346,6 +350,13 @@ func (c *Cluster) SetWeight(i, w int) error {
 
 // SetUp sets node i's health state.
 func (c *Cluster) SetUp(i int, up bool) {
+	if !up {
+		c.mu.Lock()
+		if i >= 0 && i < len(c.backends) {
+			c.backends[i].downMarks.Add(1)
+		}
+		c.mu.Unlock()
+	}
 	changed := false
 	_ = c.update(i, func(n *policy.Node) { changed = n.Up != up; n.Up = up })
 	if changed {

@@ -158,6 +158,32 @@ func TestCheckRiseFall(t *testing.T) {
 	waitFor(t, "node up again", func() bool { return c.Nodes()[0].Up })
 }
 
+// A node marked down by a failed request needs Rise good checks after the
+// failure, although the checker had seen many good ones before it (issue 17:
+// it used to come back after one).
+func TestRiseCountsFromAFailedRequest(t *testing.T) {
+	var checks atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		checks.Add(1)
+		json.NewEncoder(w).Encode(Status{})
+	}))
+	defer srv.Close()
+	c, _ := newTest(t, srv.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const rise = 4
+	go c.Check(ctx, CheckConfig{Interval: 5 * time.Millisecond, Rise: rise, Fall: 2})
+	waitFor(t, "ten good checks", func() bool { return checks.Load() >= 10 })
+	c.Failed(c.backends[0], errors.New("reset"))
+	after := checks.Load()
+	waitFor(t, "node up again", func() bool { return c.Nodes()[0].Up })
+	// One check may have been in flight at the failure (counted in after
+	// or not); it must not count, so at least rise answers came after.
+	if n := checks.Load() - after; n < rise {
+		t.Fatalf("node up after %d checks answered since the failure, want >= %d", n, rise)
+	}
+}
+
 // waitFor polls cond for up to 5 s; it asserts an eventual state, not a time.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
