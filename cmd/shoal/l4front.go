@@ -19,7 +19,7 @@ import (
 // experiment (bench/crossover.sh).
 func benchL4Front(args []string) error {
 	fs := newFlags("bench l4front", "--listen ADDR --path relay|passfd|repair (--nodes HOST:PORT,… | --handoff-sockets PATH,… | --repair-nodes IP:PORT,… --repair-key-file FILE) [--policy rr]",
-		"seed 002's front for raw TCP: relays each connection to a node (splice), passes its descriptor to the node's handoff socket (same host), "+
+		"a layer-4 front for raw TCP: relays each connection to a node (splice), passes its descriptor to the node's handoff socket (same host), "+
 			"or moves it to a node on another host with TCP_REPAIR and per-flow steering (--path repair: --listen must be the VIP:port, which the nodes hold on lo; "+
 			"needs CAP_NET_ADMIN); runs until interrupted")
 	listen := fs.String("listen", "127.0.0.1:8000", "client-facing listen address (repair: the VIP:port)")
