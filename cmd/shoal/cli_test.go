@@ -75,6 +75,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"trace", "stats", readme}, 1, "", "no line is an access-log record"},
 		{[]string{"sim", "--trace", readme}, 1, "", "no line is an access-log record"},
 		{[]string{"bench", "http", "--url", dead, "--duration", "2s"}, 1, "", "nothing answers at"},
+		{[]string{"lab", "down", "--id", "no-such-lab"}, 1, "", "no lab \"no-such-lab\""},
 	}
 	for _, c := range cases {
 		out, errOut, code := shoal(t, c.args...)
