@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -298,11 +300,57 @@ func (c *Cluster) Nodes() []NodeInfo {
 	return out
 }
 
-// Add puts a new node into the cluster and returns its index.
+// ParseNodeURL checks a node's base URL and returns the host:port to dial.
+// It is the one check for every way a node enters the cluster — --nodes,
+// [[node]] in a config file, POST /nodes on the admin API — so that a URL
+// refused on the command line is refused at run time too (issue 10 item 2).
+// A node URL is http://HOST:PORT and nothing more: the front speaks plain
+// HTTP/1.1 to nodes, never prefixes a path, never sends userinfo, and
+// guessing a default port would hide typos; so a scheme other than http,
+// userinfo, a path (even "/"), a query, a fragment, or a missing or
+// out-of-range port are refused, each with the fix.
+func ParseNodeURL(s string) (addr string, err error) {
+	bad := func(format string, a ...any) (string, error) {
+		return "", fmt.Errorf("node URL %q: %s; fix: write it as http://HOST:PORT, e.g. http://127.0.0.1:9001",
+			s, fmt.Sprintf(format, a...))
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return bad("not a URL (%v)", err)
+	case u.Scheme == "":
+		return bad("no scheme")
+	case u.Scheme != "http":
+		return bad("scheme %q is not http (nodes are spoken to in plain HTTP/1.1)", u.Scheme)
+	case u.Opaque != "" || u.Hostname() == "":
+		return bad("no host")
+	case u.User != nil:
+		return bad("has userinfo (user@), which would never be sent")
+	case u.Path != "" || u.RawPath != "":
+		return bad("has a path %q; a node URL names a server, and requests keep their own path", u.Path)
+	case u.RawQuery != "" || u.ForceQuery:
+		return bad("has a query")
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return bad("has a fragment")
+	case u.Port() == "":
+		return bad("no port")
+	}
+	if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+		return bad("port %q is not in 1–65535", u.Port())
+	}
+	return u.Host, nil
+}
+
+// Add puts a new node into the cluster and returns its index. Its URL must
+// pass ParseNodeURL, and no live node may already have the same host:port.
 func (c *Cluster) Add(s NodeSpec) (int, error) {
-	u, err := url.Parse(s.URL)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "") {
-		return -1, fmt.Errorf("node %q: want a URL like http://127.0.0.1:9001", s.URL)
+	addr, err := ParseNodeURL(s.URL)
+	if err != nil {
+		return -1, err
 	}
 	if s.Weight < 0 {
 		return -1, fmt.Errorf("node %s: weight %d is negative", s.URL, s.Weight)
@@ -312,13 +360,13 @@ func (c *Cluster) Add(s NodeSpec) (int, error) {
 	}
 	c.mu.Lock()
 	for i, b := range c.backends {
-		if b.URL == s.URL && !c.view.Nodes[i].Removed {
+		if strings.EqualFold(b.Addr, addr) && !c.view.Nodes[i].Removed {
 			c.mu.Unlock()
 			return -1, fmt.Errorf("node %s: already in the cluster", s.URL)
 		}
 	}
 	i := len(c.backends)
-	c.backends = append(c.backends, &Backend{Index: i, URL: s.URL, Addr: u.Host})
+	c.backends = append(c.backends, &Backend{Index: i, URL: s.URL, Addr: addr})
 	c.view.Nodes = append(c.view.Nodes, policy.Node{Name: s.URL, Weight: s.Weight, Group: s.Group, Up: true})
 	c.view.Version++
 	c.mu.Unlock()
