@@ -18,6 +18,7 @@
 package admin
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,14 +38,21 @@ import (
 
 // Server is the admin API over one cluster.
 type Server struct {
-	cl      *cluster.Cluster
-	metrics *Metrics
-	mux     *http.ServeMux
+	cl       *cluster.Cluster
+	metrics  *Metrics
+	mux      *http.ServeMux
+	cfg      Config
+	tokenSum [sha256.Size]byte // of cfg.Token, compared in constant time
 }
 
-// New builds the admin API for cl, exporting m's metrics at /metrics.
-func New(cl *cluster.Cluster, m *Metrics) *Server {
-	s := &Server{cl: cl, metrics: m, mux: http.NewServeMux()}
+// New builds a read-only admin API for cl (Config's zero value), exporting
+// m's metrics at /metrics.
+func New(cl *cluster.Cluster, m *Metrics) *Server { return NewConfig(cl, m, Config{}) }
+
+// NewConfig builds the admin API for cl secured by cfg, exporting m's
+// metrics at /metrics.
+func NewConfig(cl *cluster.Cluster, m *Metrics, cfg Config) *Server {
+	s := &Server{cl: cl, metrics: m, mux: http.NewServeMux(), cfg: cfg, tokenSum: sha256.Sum256([]byte(cfg.Token))}
 	s.mux.HandleFunc("GET /nodes", s.listNodes)
 	s.mux.HandleFunc("POST /nodes", s.addNode)
 	s.mux.HandleFunc("DELETE /nodes/{i}", s.removeNode)
@@ -55,8 +63,15 @@ func New(cl *cluster.Cluster, m *Metrics) *Server {
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler: a request passes Config's checks
+// (see check) before it is routed.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f := s.check(r); f != nil {
+		s.refuse(w, f)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -195,6 +210,7 @@ type Metrics struct {
 	decisions *prometheus.CounterVec
 	retries   prometheus.Counter
 	health    *prometheus.CounterVec
+	refused   *prometheus.CounterVec
 	front     atomic.Pointer[func() front.Stats]
 	series    sync.Map // seriesKey → *series
 }
@@ -225,7 +241,14 @@ func NewMetrics(cl *cluster.Cluster, policyName string) *Metrics {
 		Help: "Idempotent requests retried on another node after their first node failed before answering."})
 	m.health = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_cluster_events_total",
 		Help: "Control-plane changes: node up, down, weight, add, remove."}, []string{"node", "event"})
-	m.reg.MustRegister(m.requests, m.latency, m.decisions, m.retries, m.health,
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_admin_refused_total",
+		Help: "Admin API requests refused, by reason: origin (Origin of another origin), fetch_site (Sec-Fetch-Site of another site), " +
+			"read_only (a write with no token configured), no_token, bad_token, host (an open read for a Host name other than localhost: DNS rebinding), " +
+			"content_type (a write body not application/json)."}, []string{"reason"})
+	for _, r := range refusedReasons {
+		m.refused.WithLabelValues(r) // every reason shows, at 0 until it happens
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.decisions, m.retries, m.health, m.refused,
 		&nodeCollector{cl: cl}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	cl.OnChange(func(e cluster.Event) { m.health.WithLabelValues(strconv.Itoa(e.Node), e.Kind).Inc() })
 	return m

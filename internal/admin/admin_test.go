@@ -34,14 +34,20 @@ func setup(t *testing.T) (*cluster.Cluster, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(cl, NewMetrics(cl, "table")))
+	srv := httptest.NewServer(NewConfig(cl, NewMetrics(cl, "table"), Config{Token: testToken}))
 	t.Cleanup(srv.Close)
 	return cl, srv
 }
 
+// call makes an admin request as the operator would: with the token, and a
+// JSON body.
 func call(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -311,8 +311,7 @@ func (c *Cluster) Nodes() []NodeInfo {
 // out-of-range port are refused, each with the fix.
 func ParseNodeURL(s string) (addr string, err error) {
 	bad := func(format string, a ...any) (string, error) {
-		return "", fmt.Errorf("node URL %q: %s; fix: write it as http://HOST:PORT, e.g. http://127.0.0.1:9001",
-			s, fmt.Sprintf(format, a...))
+		return "", &NodeURLError{URL: s, Problem: fmt.Sprintf(format, a...)}
 	}
 	u, err := url.Parse(s)
 	switch {
@@ -343,6 +342,21 @@ func ParseNodeURL(s string) (addr string, err error) {
 		return bad("port %q is not in 1–65535", u.Port())
 	}
 	return u.Host, nil
+}
+
+// NodeURLError is ParseNodeURL's refusal: the URL, what is wrong with it,
+// and (in Error) how to write it, so a config file error can put the
+// problem and the fix in their own places.
+type NodeURLError struct {
+	URL     string
+	Problem string
+}
+
+// NodeURLFix is how to write a node URL, the fix every NodeURLError names.
+const NodeURLFix = "write it as http://HOST:PORT, e.g. http://127.0.0.1:9001"
+
+func (e *NodeURLError) Error() string {
+	return fmt.Sprintf("node URL %q: %s; fix: %s", e.URL, e.Problem, NodeURLFix)
 }
 
 // Add puts a new node into the cluster and returns its index. Its URL must
