@@ -6,12 +6,26 @@
 // Endpoints (JSON unless noted):
 //
 //	GET    /nodes                 every node: weight, health, active, load, requests, hit ratio
-//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""}
+//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""} (URL checked by cluster.ParseNodeURL)
 //	DELETE /nodes/{i}             remove node i (in-flight requests finish)
 //	PUT    /nodes/{i}/weight      set node i's weight: {"weight": 0} drains it
 //	GET    /tables?limit=N        the policy's tables (lard's target map, tbccrd's URL table)
 //	GET    /stats                 the front's counters: per data path, handoffs, hybrid decisions, queues
 //	GET    /metrics               Prometheus text format
+//
+// Access (Config, check; docs/security.md): every request that changes the
+// cluster needs "Authorization: Bearer TOKEN", the token being the content
+// of --admin-token-file (admin_token_file); without a token file the API is
+// read-only. Reads need no token on a loopback address, and need it like
+// writes when the API is bound anywhere else — and a non-loopback bind
+// without a token refuses to start (CheckBind). Requests a browser makes for
+// another site are refused (Origin not this API's, Sec-Fetch-Site other than
+// same-origin or none), as are write bodies other than application/json
+// (415) and open reads for a Host name that is not localhost (DNS
+// rebinding). Refusals are counted in shoal_admin_refused_total{reason}.
+//
+//	curl -H "Authorization: Bearer $(cat TOKENFILE)" -H 'Content-Type: application/json' \
+//	     -X PUT -d '{"weight": 0}' http://127.0.0.1:9090/nodes/0/weight
 //
 // net/http is the right tool here: the admin API is low-rate and benefits
 // from the standard library's routing and robustness more than from speed.

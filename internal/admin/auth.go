@@ -200,11 +200,12 @@ func LoopbackAddr(addr string) bool {
 // CheckBind is the start-up rule for the admin API's listen address addr:
 // it reports whether the API is public (see Config.Public) and refuses a
 // public API without a token, since anyone who can reach it could then
-// read the cluster and, worse, nobody could be told apart from the
-// operator. `shoal front` and `shoal up` call it before they listen.
-func CheckBind(addr, token string) (public bool, err error) {
+// read the cluster and nobody could be told apart from the operator.
+// `shoal front` and `shoal up` call it before they listen, and
+// internal/config when it checks a file.
+func CheckBind(addr string, haveToken bool) (public bool, err error) {
 	public = !LoopbackAddr(addr)
-	if public && token == "" {
+	if public && !haveToken {
 		return true, fmt.Errorf("admin API address %q can be reached from other hosts and has no token; "+
 			"fix: give --admin-token-file FILE (admin_token_file in the config), FILE holding 32 or more random characters "+
 			"with mode 0600 (openssl rand -hex 32 > FILE; chmod 600 FILE), or bind the admin API to 127.0.0.1", addr)

@@ -243,29 +243,30 @@ func TestPublicNeedsTokenForReads(t *testing.T) {
 // without a token refuses to start, naming the address and the fix.
 func TestCheckBind(t *testing.T) {
 	cases := []struct {
-		addr, token string
-		public, ok  bool
+		addr       string
+		token      bool
+		public, ok bool
 	}{
-		{"127.0.0.1:9090", "", false, true},
-		{"127.0.0.5:0", "", false, true},
-		{"localhost:9090", "", false, true},
-		{"LocalHost:9090", "", false, true},
-		{"[::1]:9090", "", false, true},
-		{"0.0.0.0:9090", "", true, false},
-		{":9090", "", true, false},
-		{"[::]:9090", "", true, false},
-		{"10.1.2.3:9090", "", true, false},
-		{"[::ffff:127.0.0.1]:9090", "", false, true},
-		{"myhost:9090", "", true, false}, // a name may resolve to anything
-		{"9090", "", true, false},        // not host:port
-		{"0.0.0.0:9090", testToken, true, true},
-		{"10.1.2.3:9090", testToken, true, true},
-		{"127.0.0.1:9090", testToken, false, true},
+		{"127.0.0.1:9090", false, false, true},
+		{"127.0.0.5:0", false, false, true},
+		{"localhost:9090", false, false, true},
+		{"LocalHost:9090", false, false, true},
+		{"[::1]:9090", false, false, true},
+		{"0.0.0.0:9090", false, true, false},
+		{":9090", false, true, false},
+		{"[::]:9090", false, true, false},
+		{"10.1.2.3:9090", false, true, false},
+		{"[::ffff:127.0.0.1]:9090", false, false, true},
+		{"myhost:9090", false, true, false}, // a name may resolve to anything
+		{"9090", false, true, false},        // not host:port
+		{"0.0.0.0:9090", true, true, true},
+		{"10.1.2.3:9090", true, true, true},
+		{"127.0.0.1:9090", true, false, true},
 	}
 	for _, c := range cases {
 		public, err := CheckBind(c.addr, c.token)
 		if public != c.public || (err == nil) != c.ok {
-			t.Errorf("CheckBind(%q, token %v) = %v, %v; want public %v, ok %v", c.addr, c.token != "", public, err, c.public, c.ok)
+			t.Errorf("CheckBind(%q, token %v) = %v, %v; want public %v, ok %v", c.addr, c.token, public, err, c.public, c.ok)
 			continue
 		}
 		if err != nil && (!strings.Contains(err.Error(), c.addr) || !strings.Contains(err.Error(), "--admin-token-file")) {

@@ -315,6 +315,8 @@ func ParseNodeURL(s string) (addr string, err error) {
 	}
 	u, err := url.Parse(s)
 	switch {
+	case err != nil && !strings.Contains(s, "://"):
+		return bad("no scheme")
 	case err != nil:
 		var ue *url.Error
 		if errors.As(err, &ue) {

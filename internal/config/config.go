@@ -23,6 +23,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"shoal/internal/admin"
+	"shoal/internal/cluster"
 	"shoal/internal/policy"
 )
 
@@ -49,6 +51,11 @@ type Front struct {
 	// Admin is the admin API and /metrics address; empty turns it off.
 	// Default "127.0.0.1:9090".
 	Admin string `toml:"admin"`
+	// AdminTokenFile holds the admin API's bearer token (32 or more random
+	// characters; mode 0600, refused otherwise). Without it the admin API
+	// is read-only, and an Admin address other than loopback refuses to
+	// start (internal/admin, issue 10 item 2). Default "".
+	AdminTokenFile string `toml:"admin_token_file"`
 	// Policy is the request-distribution policy (see policy.Names). Default "wrr".
 	Policy string `toml:"policy"`
 	// Path is the data path: relay, redirect, passfd, hybrid or repair (SPEC §4). Default "relay".
@@ -269,9 +276,19 @@ func (f *Front) validate(name string, data []byte) []error {
 	if !slices.Contains(Paths, f.Path) {
 		bad([]string{"path"}, fmt.Sprintf("path %q is unknown", f.Path), "use one of "+strings.Join(Paths, ", "))
 	}
+	if f.Admin != "" {
+		if _, err := admin.CheckBind(f.Admin, f.AdminTokenFile != ""); err != nil {
+			bad([]string{"admin"}, err.Error(), "")
+		}
+	}
 	for i, n := range f.Nodes {
-		if !strings.HasPrefix(n.URL, "http://") || len(n.URL) <= len("http://") {
-			bad([]string{"node", "url"}, fmt.Sprintf("node %d: url %q is not an http URL", i+1, n.URL), "write it like \"http://127.0.0.1:9001\"")
+		if _, err := cluster.ParseNodeURL(n.URL); err != nil {
+			msg, fix := err.Error(), ""
+			var ue *cluster.NodeURLError
+			if errors.As(err, &ue) {
+				msg, fix = fmt.Sprintf("node %d: url %q: %s", i+1, n.URL, ue.Problem), cluster.NodeURLFix
+			}
+			bad([]string{"node", "url"}, msg, fix)
 		}
 		if n.Weight != nil && *n.Weight < 0 {
 			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is negative", i+1, *n.Weight), "use 0 to drain a node, or a positive weight")

@@ -9,6 +9,8 @@ const FrontTemplate = `# shoal front configuration. Every key is optional; shown
 
 listen = "127.0.0.1:8080"      # client-facing address
 admin = "127.0.0.1:9090"       # admin API and /metrics (default "": off)
+admin_token_file = ""          # bearer token for admin writes, mode 0600 (openssl rand -hex 32);
+                               # without it the admin API is read-only; required off loopback
 policy = "wrr"                 # rr wrr gwrr lc wlc dfwrr urlhash chbl p2c lard lardr tbccrd weblins
 path = "relay"                 # data path: relay, redirect, passfd, hybrid or repair
 access_log = ""                # Common Log Format file, "-" for stdout, "" for none
