@@ -27,7 +27,7 @@ func init() {
 }
 
 func runFront(args []string) error {
-	fs := newFlags("front", "--nodes URL,URL,… [--listen ADDR] [--policy NAME] [--admin ADDR] [--config FILE]",
+	fs := newFlags("front", "--nodes URL,URL,… [--listen ADDR] [--policy NAME] [--admin ADDR [--admin-token-file FILE]] [--config FILE]",
 		"Run the shoal front-end: route every request to a node by policy and relay (or redirect) it.")
 	def := config.DefaultFront()
 	listen := fs.String("listen", def.Listen, "client-facing listen address")
@@ -36,6 +36,8 @@ func runFront(args []string) error {
 	path := fs.String("path", def.Path, "data path: relay, redirect, passfd (same-host handoff), hybrid (passfd when it pays) or repair")
 	passfd := addPassFDFrontFlags(fs)
 	adminAddr := fs.String("admin", "", "admin API and /metrics address (empty: off)")
+	adminToken := fs.String("admin-token-file", def.AdminTokenFile, "file holding the admin API's bearer token (32+ random characters, mode 0600); "+
+		"without it the admin API is read-only, and an --admin address other than loopback refuses to start")
 	cfgFile := fs.String("config", "", "TOML configuration file (flags given explicitly override it)")
 	maxConn := fs.Int("max-conn", def.Limits.MaxConnPerNode, "requests in flight per node before requests queue at the front (0: no limit)")
 	queueTO := fs.Duration("queue-timeout", def.Limits.QueueTimeout.Duration, "longest wait in a node queue before 503")
@@ -77,6 +79,9 @@ func runFront(args []string) error {
 	if set["admin"] || *cfgFile == "" {
 		fc.Admin = *adminAddr
 	}
+	if set["admin-token-file"] || *cfgFile == "" {
+		fc.AdminTokenFile = *adminToken
+	}
 	if set["nodes"] || *cfgFile == "" {
 		fc.Nodes = nil
 		for _, u := range strings.Split(*nodes, ",") {
@@ -109,6 +114,13 @@ func runFront(args []string) error {
 	if len(fc.Nodes) == 0 {
 		fs.Usage()
 		return errors.New("no nodes: give --nodes or [[node]] entries in --config")
+	}
+	var adminCfg admin.Config
+	if fc.Admin != "" {
+		var err error
+		if adminCfg, err = admin.LoadConfig(fc.Admin, fc.AdminTokenFile); err != nil {
+			return err
+		}
 	}
 
 	p, err := policy.New(fc.Policy, fc.Tuning.Policy())
@@ -193,9 +205,14 @@ func runFront(args []string) error {
 			ln.Close()
 			return fmt.Errorf("admin listen %s: %w", fc.Admin, err)
 		}
-		adminSrv = &http.Server{Handler: admin.New(cl, metrics), ReadHeaderTimeout: 10 * time.Second}
+		adminSrv = &http.Server{Handler: admin.NewConfig(cl, metrics, adminCfg), ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(aln)
-		logger.Info("admin API", "addr", aln.Addr().String())
+		if adminCfg.Token == "" {
+			logger.Info("admin API, read-only (no --admin-token-file)", "addr", aln.Addr().String())
+		} else {
+			logger.Info("admin API, writes need the bearer token", "addr", aln.Addr().String(), "token_file", fc.AdminTokenFile,
+				"reads_need_token", adminCfg.Public)
+		}
 	}
 	if *fc.SysmonIdle {
 		if tid, err := sysmon.Idle(); err != nil {

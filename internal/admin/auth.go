@@ -213,6 +213,23 @@ func CheckBind(addr string, haveToken bool) (public bool, err error) {
 	return public, nil
 }
 
+// LoadConfig is the Config for an admin API listening on addr with the
+// token in tokenFile ("" for none): it reads the token (LoadToken) and
+// applies CheckBind, so a command refuses to start on a bad token file or a
+// public address without one.
+func LoadConfig(addr, tokenFile string) (Config, error) {
+	var c Config
+	if tokenFile != "" {
+		var err error
+		if c.Token, err = LoadToken(tokenFile); err != nil {
+			return Config{}, err
+		}
+	}
+	var err error
+	c.Public, err = CheckBind(addr, c.Token != "")
+	return c, err
+}
+
 // minTokenLen is the shortest token LoadToken accepts: 32 characters, 128
 // bits or more as hex or base64, beyond any guessing over the network.
 const minTokenLen = 32

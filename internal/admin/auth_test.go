@@ -356,3 +356,37 @@ func TestLoadOrCreateToken(t *testing.T) {
 		t.Errorf("0644 token file: %v, want refused", err)
 	}
 }
+
+// TestLoadConfig: what `shoal front` and `shoal up` start the admin API with.
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	open := filepath.Join(dir, "open")
+	os.WriteFile(good, []byte(testToken+"\n"), 0o600)
+	os.WriteFile(open, []byte(testToken+"\n"), 0o600)
+	os.Chmod(open, 0o644)
+	cases := []struct {
+		addr, file string
+		want       Config
+		errHas     string
+	}{
+		{"127.0.0.1:9090", "", Config{}, ""},
+		{"127.0.0.1:9090", good, Config{Token: testToken}, ""},
+		{"0.0.0.0:9090", good, Config{Token: testToken, Public: true}, ""},
+		{"0.0.0.0:9090", "", Config{}, "--admin-token-file"},
+		{"127.0.0.1:9090", open, Config{}, "chmod 600 " + open},
+		{"127.0.0.1:9090", filepath.Join(dir, "none"), Config{}, "none"},
+	}
+	for _, c := range cases {
+		got, err := LoadConfig(c.addr, c.file)
+		if c.errHas != "" {
+			if err == nil || !strings.Contains(err.Error(), c.errHas) {
+				t.Errorf("LoadConfig(%q, %q) = %+v, %v; want an error with %q", c.addr, c.file, got, err, c.errHas)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("LoadConfig(%q, %q) = %+v, %v; want %+v", c.addr, c.file, got, err, c.want)
+		}
+	}
+}
