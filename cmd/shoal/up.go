@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"shoal/internal/admin"
 	"shoal/internal/handoff"
 	"shoal/internal/up"
 )
@@ -22,6 +24,7 @@ func runUp(args []string) error {
 	var c up.Config
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "front-end address to point a browser at")
 	fs.StringVar(&c.Admin, "admin", "127.0.0.1:9090", "admin API and /metrics address (\"off\" disables it)")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "the admin API's bearer token, made (32 random bytes, mode 0600) if missing (default: admin.token in the --data folder)")
 	fs.IntVar(&c.Nodes, "nodes", 4, "number of nodes")
 	fs.StringVar(&c.Site, "site", "", "serve this directory instead of the generated sample site")
 	fs.StringVar(&c.SiteFromTrace, "site-from-trace", "", "serve a site whose files are the URLs of this access log (CLF, .gz ok), to replay it")
@@ -72,6 +75,13 @@ func runUp(args []string) error {
 	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, *path, c.CacheMB, c.Cache, cl.SiteInfo)
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)
+		reads := ""
+		if !admin.LoopbackAddr(strings.TrimPrefix(cl.AdminURL, "http://")) {
+			reads = " and to read it (not a loopback address)"
+		}
+		fmt.Printf("  admin token in %s (mode 0600), needed to change the cluster%s, e.g.:\n", cl.AdminTokenFile, reads)
+		fmt.Printf("    curl -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/json' -X PUT -d '{\"weight\": 0}' %s/nodes/0/weight\n",
+			cl.AdminTokenFile, cl.AdminURL)
 	}
 	if lab != nil {
 		fmt.Printf("  curl %s\n", cl.URL)

@@ -209,7 +209,7 @@ func TestStartRepair(t *testing.T) {
 	// request has an outcome (moved, relayed or lost).
 	var st front.Stats
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		st = frontStats(t, client, r.AdminURL)
+		st = frontStats(t, client, r.AdminURL, r.AdminToken)
 		if rp := st.Repair; rp == nil || rp.Moved+rp.FallbackFreeze+rp.FallbackNode+rp.Lost >= uint64(len(picks)) || time.Now().After(deadline) {
 			break
 		}
@@ -239,10 +239,16 @@ func TestStartRepair(t *testing.T) {
 	assertLabGone(t, r.Lab.ID, prefix)
 }
 
-// frontStats reads the front's counters from its admin API.
-func frontStats(t *testing.T, client *http.Client, adminURL string) front.Stats {
+// frontStats reads the front's counters from its admin API, which on the
+// lab's address wants the token for reads too.
+func frontStats(t *testing.T, client *http.Client, adminURL, token string) front.Stats {
 	t.Helper()
-	resp, err := client.Get(adminURL + "/stats")
+	req, err := http.NewRequest("GET", adminURL+"/stats", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
