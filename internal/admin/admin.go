@@ -257,7 +257,7 @@ func NewMetrics(cl *cluster.Cluster, policyName string) *Metrics {
 		Help: "Control-plane changes: node up, down, weight, add, remove."}, []string{"node", "event"})
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_admin_refused_total",
 		Help: "Admin API requests refused, by reason: origin (Origin of another origin), fetch_site (Sec-Fetch-Site of another site), " +
-			"read_only (a write with no token configured), no_token, bad_token, host (an open read for a Host name other than localhost: DNS rebinding), " +
+			"read_only (no token configured: a write, or a read from another host), no_token, bad_token, host (an open read for a Host name other than localhost: DNS rebinding), " +
 			"content_type (a write body not application/json)."}, []string{"reason"})
 	for _, r := range refusedReasons {
 		m.refused.WithLabelValues(r) // every reason shows, at 0 until it happens
