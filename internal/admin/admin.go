@@ -166,21 +166,16 @@ func (s *Server) setWeight(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var body struct {
-		Weight *int `json:"weight"`
-	}
-	if err := decode(r, &body); err != nil || body.Weight == nil {
-		if err == nil {
-			err = errors.New(`request body: want {"weight": N}`)
-		}
+	weight, err := decodeWeight(r)
+	if err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
 	}
-	if err := s.cl.SetWeight(i, *body.Weight); err != nil {
+	if err := s.cl.SetWeight(i, weight); err != nil {
 		nodeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"index": i, "weight": *body.Weight})
+	writeJSON(w, http.StatusOK, map[string]int{"index": i, "weight": weight})
 }
 
 func (s *Server) tables(w http.ResponseWriter, r *http.Request) {
@@ -210,7 +205,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, errors.New("no front-end attached"))
 		return
 	}
-	writeJSON(w, http.StatusOK, (*f)())
+	writeJSON(w, http.StatusOK, FrontStats((*f)()))
 }
 
 // Metrics holds the front's Prometheus collectors on a registry of its own
