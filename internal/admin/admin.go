@@ -74,6 +74,7 @@ func NewConfig(cl *cluster.Cluster, m *Metrics, cfg Config) *Server {
 	s.mux.HandleFunc("GET /tables", s.tables)
 	s.mux.HandleFunc("GET /stats", s.stats)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{}))
+	s.routeDashboard()
 	return s
 }
 
