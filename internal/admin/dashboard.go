@@ -92,11 +92,11 @@ type NodeSnapshot struct {
 	URL          string  `json:"url"`
 	Up           bool    `json:"up"`
 	Weight       int     `json:"weight"`
-	Active       int     `json:"active"`       // requests in flight from the front
-	Load         float64 `json:"load"`         // the policy's load figure
-	Requests     int64   `json:"requests"`     // requests the front sent it
-	Failures     int64   `json:"failures"`     // failed requests and checks
-	HitRatio     float64 `json:"hit_ratio"`    // from the node's report
+	Active       int     `json:"active"`    // requests in flight from the front
+	Load         float64 `json:"load"`      // the policy's load figure
+	Requests     int64   `json:"requests"`  // requests the front sent it
+	Failures     int64   `json:"failures"`  // failed requests and checks
+	HitRatio     float64 `json:"hit_ratio"` // from the node's report
 	ByteHitRatio float64 `json:"byte_hit_ratio"`
 	CacheBytes   int64   `json:"cache_bytes"`
 	CPUPercent   float64 `json:"cpu_percent"`

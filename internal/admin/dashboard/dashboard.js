@@ -3,7 +3,8 @@
 // inline SVG. No framework, no external asset (see dashboard.go).
 'use strict';
 
-const POLL_MS = 1000;
+// ?every=MS polls faster or slower than once a second (200 ms at least).
+const POLL_MS = Math.max(200, Number(new URLSearchParams(location.search).get('every')) || 1000);
 const KEEP = 120; // samples per series: two minutes at one a second
 const SVG = 'http://www.w3.org/2000/svg';
 
@@ -35,7 +36,8 @@ function bytes(n) {
 }
 
 // spark draws series (arrays of numbers) as polylines in svg, scaled to a
-// shared maximum; class names pick the colours (dashboard.css).
+// shared maximum and stretched over the samples there are; class names pick
+// the colours (dashboard.css).
 function spark(svg, series, classes) {
   const w = 120, h = 30;
   let max = 0;
@@ -48,7 +50,7 @@ function spark(svg, series, classes) {
     const pts = [];
     s.forEach((v, i) => {
       if (v == null) return;
-      const x = w - (s.length - 1 - i) * (w / (KEEP - 1));
+      const x = s.length > 1 ? i * w / (s.length - 1) : w;
       pts.push(x.toFixed(1) + ',' + (h - 1 - (v / max) * (h - 2)).toFixed(1));
     });
     line.setAttribute('points', pts.join(' '));
@@ -163,12 +165,18 @@ function render(snap) {
     [p + (total ? ' (' + pct(st.paths[p] / total) + ')' : ''), int(st.paths[p]), 'stats.paths.' + p]));
   kv($('status'), Object.keys(st.status || {}).sort().map((c) => [c, int(st.status[c]), 'stats.status.' + c]));
   kv($('decisions'), ['node', 'handoff', 'none'].map((d) => [d, int(snap.decisions[d] || 0), 'decisions.' + d]));
+  // The main handoff counters always, the rarer ones once they are not 0.
   const ho = [], h = st.handoff || {};
+  const always = ['passed', 'fallback_no_socket', 'fallback_send', 'returned'];
   for (const [k, v] of Object.entries(h)) {
-    if (typeof v === 'number' && k !== 'front_cpu_percent') ho.push([k.replace(/_/g, ' '), int(v), 'stats.handoff.' + k]);
+    if (typeof v === 'number' && k !== 'front_cpu_percent' && (v || always.includes(k))) {
+      ho.push([k.replace(/_/g, ' '), int(v), 'stats.handoff.' + k]);
+    }
   }
-  for (const [k, v] of Object.entries(h.hybrid || {})) ho.push(['hybrid: ' + k, int(v), 'stats.handoff.hybrid.' + k]);
-  for (const [k, v] of Object.entries(st.repair || {})) ho.push(['repair: ' + k.replace(/_/g, ' '), int(v), 'stats.repair.' + k]);
+  for (const [k, v] of Object.entries(h.hybrid || {})) if (v) ho.push(['hybrid: ' + k, int(v), 'stats.handoff.hybrid.' + k]);
+  for (const [k, v] of Object.entries(st.repair || {})) {
+    if (v || k === 'moved') ho.push(['repair: ' + k.replace(/_/g, ' '), int(v), 'stats.repair.' + k]);
+  }
   ho.push(['retries', int(st.retries || 0), 'stats.retries']);
   kv($('handoff'), ho);
   kv($('front'), [
