@@ -1,16 +1,20 @@
-// Package admin serves the front-end's admin API and Prometheus metrics on
-// an address of their own, apart from client traffic, as HAProxy's stats
-// socket and nginx's status module are. It is a control-plane reader and
-// writer of internal/cluster; it never sits on the request path.
+// Package admin serves the front-end's admin API, Prometheus metrics and a
+// live dashboard on an address of their own, apart from client traffic, as
+// HAProxy's stats socket and nginx's status module are. It is a
+// control-plane reader and writer of internal/cluster; it never sits on the
+// request path. docs/admin.md describes every endpoint, body and key.
 //
-// Endpoints (JSON unless noted):
+// Endpoints (JSON unless noted; request bodies are JSON, read strictly: an
+// unknown field is an error):
 //
+//	GET    /                      the dashboard: an embedded page polling /dashboard.json (dashboard.go)
 //	GET    /nodes                 every node: weight, health, active, load, requests, hit ratio
 //	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""} (URL checked by cluster.ParseNodeURL)
-//	DELETE /nodes/{i}             remove node i (in-flight requests finish)
-//	PUT    /nodes/{i}/weight      set node i's weight: {"weight": 0} drains it
+//	DELETE /nodes/{i}             remove node i (in-flight requests finish); no body
+//	PUT    /nodes/{i}/weight      set node i's weight: 5 or {"weight": 5}; 0 drains it
 //	GET    /tables?limit=N        the policy's tables (lard's target map, tbccrd's URL table)
-//	GET    /stats                 the front's counters: per data path, handoffs, hybrid decisions, queues
+//	GET    /stats                 the front's counters (Stats: snake_case keys, "status": {"2xx": n, …}, per data path, handoffs)
+//	GET    /dashboard.json        what the dashboard draws (Snapshot): nodes, latency totals, decisions, /stats
 //	GET    /metrics               Prometheus text format
 //
 // Access (Config, check; docs/security.md): every request that changes the
@@ -25,7 +29,11 @@
 // rebinding). Refusals are counted in shoal_admin_refused_total{reason}.
 //
 //	curl -H "Authorization: Bearer $(cat TOKENFILE)" -H 'Content-Type: application/json' \
-//	     -X PUT -d '{"weight": 0}' http://127.0.0.1:9090/nodes/0/weight
+//	     -X PUT -d 0 http://127.0.0.1:9090/nodes/0/weight
+//
+// The dashboard only reads, so these rules hold for it unchanged: it needs
+// no token on a loopback address, and a strict Content-Security-Policy keeps
+// the page to its own origin.
 //
 // net/http is the right tool here: the admin API is low-rate and benefits
 // from the standard library's routing and robustness more than from speed.

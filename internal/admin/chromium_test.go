@@ -245,7 +245,6 @@ func TestDashboardChromium(t *testing.T) {
 	if !fits || tileCols != 2 {
 		t.Errorf("on a 390 px screen: fits %v, %d tile columns (want true, 2)", fits, tileCols)
 	}
-	phone := screenshot(t, ctx)
 
 	mu.Lock()
 	for _, e := range pageErrs {
@@ -257,13 +256,10 @@ func TestDashboardChromium(t *testing.T) {
 	if *screenshotOut != "" {
 		out = *screenshotOut
 	}
-	phoneOut := strings.TrimSuffix(out, ".png") + "-phone.png"
-	for f, b := range map[string][]byte{out: shot, phoneOut: phone} {
-		if err := os.WriteFile(f, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(out, shot, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("screenshots in %s and %s; whole test %v", out, phoneOut, time.Since(start).Round(time.Millisecond))
+	t.Logf("screenshot in %s; whole test %v", out, time.Since(start).Round(time.Millisecond))
 }
 
 // screenshot captures the page at 1280 px wide, as PNG.
