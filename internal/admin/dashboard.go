@@ -109,7 +109,7 @@ type NodeSnapshot struct {
 // snapshot gathers a Snapshot; it reads the Prometheus collectors, not the
 // request path, so it costs the front nothing.
 func (s *Server) snapshot() Snapshot {
-	snap := Snapshot{Time: time.Now().UnixMilli(), Decisions: map[string]uint64{"node": 0, "handoff": 0, "none": 0}}
+	snap := Snapshot{Time: time.Now().UnixMilli(), Nodes: []NodeSnapshot{}, Decisions: map[string]uint64{"node": 0, "handoff": 0, "none": 0}}
 	s.cl.WithPolicy(func(p policy.Policy, _ *policy.Cluster) { snap.Policy = p.Name() })
 	type lat struct {
 		n   uint64
