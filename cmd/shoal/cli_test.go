@@ -76,6 +76,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"sim", "--trace", readme}, 1, "", "no line is an access-log record"},
 		{[]string{"bench", "http", "--url", dead, "--duration", "2s"}, 1, "", "nothing answers at"},
 		{[]string{"lab", "down", "--id", "no-such-lab"}, 1, "", "no lab \"no-such-lab\""},
+		{[]string{"up", "--nodes", "0"}, 1, "", "want at least one node"},
+		{[]string{"node", "--root", dir, "--cache-mb", "-1"}, 1, "", "sizes cannot be negative"},
 	}
 	for _, c := range cases {
 		out, errOut, code := shoal(t, c.args...)

@@ -39,6 +39,9 @@ func runUp(args []string) error {
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	if c.Nodes < 1 || c.CacheMB < 0 {
+		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)
+	}
 	// Signals are caught from here on: one that arrives while the cluster
 	// starts (the repair lab takes seconds) stops it as soon as it is up,
 	// instead of killing this process and leaving children and namespaces.
