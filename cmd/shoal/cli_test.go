@@ -77,6 +77,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"bench", "http", "--url", dead, "--duration", "2s"}, 1, "", "nothing answers at"},
 		{[]string{"lab", "down", "--id", "no-such-lab"}, 1, "", "no lab \"no-such-lab\""},
 		{[]string{"up", "--nodes", "0"}, 1, "", "want at least one node"},
+		{[]string{"up", "--path", "nope"}, 1, "", "want one of relay, redirect, passfd, hybrid, repair"},
+		{[]string{"front", "--nodes", "http://127.0.0.1:1", "--path", "nope"}, 1, "", "want one of relay, redirect, passfd, hybrid, repair"},
 		{[]string{"node", "--root", dir, "--cache-mb", "-1"}, 1, "", "sizes cannot be negative"},
 	}
 	for _, c := range cases {
@@ -105,6 +107,16 @@ func TestHelpHasNoPaperReferences(t *testing.T) {
 			if strings.Contains(out, bad) {
 				t.Errorf("shoal %s --help mentions %q", strings.Join(args, " "), bad)
 			}
+		}
+	}
+}
+
+// `up --policy` lists the policies it accepts, as `front --policy` does.
+func TestUpHelpListsPolicies(t *testing.T) {
+	out, _, _ := shoal(t, "up", "--help")
+	for _, p := range []string{"wrr", "lard", "tbccrd", "weblins", "chbl"} {
+		if !strings.Contains(out, p) {
+			t.Errorf("shoal up --help does not name policy %q", p)
 		}
 	}
 }

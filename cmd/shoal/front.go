@@ -163,7 +163,7 @@ func runFront(args []string) error {
 		defer closeRepair()
 		dp = rp
 	default:
-		return fmt.Errorf("--path %q: want relay or redirect", fc.Path)
+		return fmt.Errorf("--path %q: want one of %s", fc.Path, strings.Join(config.Paths, ", "))
 	}
 	var metrics *admin.Metrics
 	var observer front.Observer // stays a nil interface without --admin
