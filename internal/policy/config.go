@@ -95,11 +95,11 @@ type Config struct {
 	// URL tables of tbccrd and weblins): beyond it the least recently
 	// requested URL is evicted. URLs are client input, so without a bound
 	// a scanner grows the front without limit (issue 10 item 4). Default
-	// 65,536: a working set of 64 Ki distinct files is beyond what the
-	// mirrored 32 MiB node caches can hold (it is 512 B per file), so
-	// eviction only forgets URLs no cache is likely to hold, while a full
-	// table costs about 9 MiB for lard and 25 MiB for tbccrd on 4 nodes
-	// plus the URL text (BenchmarkTableBytes measures it).
+	// 65,536: that many distinct files average 512 B each in the mirrored
+	// 32 MiB node caches, so the least recently requested URL beyond it is
+	// one no cache is likely to hold, while an entry costs roughly 100 B
+	// (lard) to 300 B (tbccrd, weblins on 4 nodes) plus its text, a few
+	// MiB to about 16 MiB per full table (BenchmarkTableBytes measures it).
 	MaxURLs int `toml:"max_urls"`
 	// MaxURLBytes bounds the URL text those tables hold (the sum of the
 	// keys' lengths), so long URLs cannot multiply the cost of MaxURLs

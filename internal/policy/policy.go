@@ -31,7 +31,10 @@
 //
 // Policies with tables (lard, lardr, tbccrd, weblins) implement Tabler for the
 // admin API; tbccrd implements ConnCloser. Sizes a policy learns from a
-// response go back through Done with Request.Size set.
+// response go back through Done with Request.Size set. Their per-URL tables
+// are keyed by client input, so each is bounded (Config.MaxURLs and
+// MaxURLBytes, least recently requested URL evicted first), and a URL a node
+// answered 404, 410 or 403 for (Request.Status in Done) leaves at once.
 package policy
 
 import "time"
