@@ -132,6 +132,11 @@ type Tuning struct {
 	OverloadConns int            `toml:"overload_conns"`
 	PopularN      int            `toml:"popular_n"`
 	GroupWeights  map[string]int `toml:"group_weights"`
+	// MaxURLs and MaxURLMB bound every per-URL table of lard, lardr, tbccrd
+	// and weblins (policy.Config.MaxURLs, MaxURLBytes): URL count and URL
+	// text in MiB, least recently requested URL evicted first.
+	MaxURLs  int   `toml:"max_urls"`
+	MaxURLMB int64 `toml:"max_url_mb"`
 }
 
 // Policy converts the tuning to a policy.Config.
@@ -142,6 +147,7 @@ func (t Tuning) Policy() policy.Config {
 		FeedbackA: t.FeedbackA, TargetLoad: t.TargetLoad, LoadLimit: t.LoadLimit,
 		CacheBytes: t.CacheMB << 20, NoCacheAbove: t.NoCacheKB << 10, HandoffSize: t.HandoffKB << 10,
 		OverloadConns: t.OverloadConns, PopularN: t.PopularN, GroupWeights: t.GroupWeights,
+		MaxURLs: t.MaxURLs, MaxURLBytes: t.MaxURLMB << 20,
 	}
 }
 

@@ -53,4 +53,6 @@ no_cache_kb = 500              # objects above this are never cached
 handoff_kb = 100               # weblins S: hand off files at least this large
 overload_conns = 130           # weblins T: an owner this busy is overloaded
 popular_n = 100                # weblins: size of the replicated popular set
+max_urls = 65536               # lard/lardr/tbccrd/weblins: URLs per table; least recently requested evicted
+max_url_mb = 8                 # and the URL text those tables hold, in MiB
 `
