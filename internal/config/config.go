@@ -75,6 +75,15 @@ type Front struct {
 	// (Linux), so its wake-ups stop preempting the relay: about 10 % less
 	// CPU per small request on one core (see internal/sysmon). Default true.
 	SysmonIdle *bool `toml:"sysmon_idle"`
+	// HandoffDir is the folder the nodes' handoff sockets must be in for
+	// passfd and hybrid (front.PassFDConfig): nodes report their socket in
+	// their status, so a socket elsewhere is refused and relayed. Default ""
+	// (the system temporary folder, where `shoal up` puts its sockets).
+	HandoffDir string `toml:"handoff_dir"`
+	// HandoffUID is the user the nodes' handoff sockets must be served by
+	// (SO_PEERCRED); others are refused and relayed. Default -1 (the front's
+	// own effective uid).
+	HandoffUID *int `toml:"handoff_uid"`
 }
 
 // Node is one back-end in the file.
@@ -164,6 +173,10 @@ func (f *Front) fill() {
 	def(&f.Listen, "127.0.0.1:8080")
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
+	if f.HandoffUID == nil {
+		own := -1
+		f.HandoffUID = &own
+	}
 	if f.SysmonIdle == nil {
 		on := true
 		f.SysmonIdle = &on
