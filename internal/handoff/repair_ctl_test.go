@@ -144,11 +144,12 @@ func TestRepairSealedForOtherNode(t *testing.T) {
 // byte. The node must refuse each from its header alone, close it, and
 // allocate nothing for the claims (on main: 323 MB of heap).
 func TestRepairHugeClaims(t *testing.T) {
-	rl, _ := repairPort(t, RepairListenerConfig{MaxConns: 64})
+	rl, na := repairPort(t, RepairListenerConfig{MaxConns: 64})
 	hdr := make([]byte, FrameHeaderLen)
 	copy(hdr, frameMagic)
 	hdr[4], hdr[5], hdr[6], hdr[8] = frameVersion, byte(MsgHandoff), byte(ToNode), byte(ToNode)
-	binary.BigEndian.PutUint32(hdr[frameHeader-4:], MaxFramePayload)
+	binary.BigEndian.PutUint32(hdr[offLen:], MaxFramePayload)
+	copy(hdr[offNode:], na.id[:]) // public: a hash of the node's address
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)

@@ -21,17 +21,18 @@ import (
 // carry the connection to the real server, FIN-HANDOFF clears it again).
 // Every message is one sealed frame:
 //
-//	magic "SHRP" | version 2 | kind | direction | 0 | nonce[12] | unix ns (8) | len (4)   header, 32 bytes
-//	header tag[16]                                                                    GMAC of the header
-//	ciphertext[len] | tag[16]                                                         AES-256-GCM of the payload
+//	magic "SHRP" | version 2 | kind | direction | 0 | nonce[12] | unix ns (8) | len (4) | node[8]   header, 40 bytes
+//	header tag[16]                                                                              GMAC of the header
+//	ciphertext[len] | tag[16]                                                                   AES-256-GCM of the payload
 //
 // Keys are per node: HKDF-SHA256 (RFC 5869) of the cluster key with the
 // node's identity in the info string, one key for header tags and one for
 // payloads. A node's identity is the address of its handoff port as the
-// front dials it and as the node accepts it (Auth.ForNode). Both tags also
-// cover the identity and the header as additional data (RFC 5116 §2.1), so
-// a frame sealed for one node is refused by every other, and one sent to a
-// node is refused by the front (direction). The header tag lets a receiver
+// front dials it and as the node accepts it (Auth.ForNode); the header
+// carries the first 8 bytes of its SHA-256 (node), and both tags cover the
+// header as additional data (RFC 5116 §2.1), so a frame sealed for one node
+// is refused by every other (by its key and by its node field), and a frame
+// sent to a node is refused by the front (direction). The header tag lets a receiver
 // check a frame's claimed length before it allocates anything for it; the
 // payload (the client's request bytes among them) crosses the network
 // encrypted.
@@ -48,7 +49,11 @@ import (
 const (
 	frameMagic   = "SHRP"
 	frameVersion = 2
-	frameHeader  = 4 + 1 + 1 + 1 + 1 + 12 + 8 + 4
+	frameHeader  = 4 + 1 + 1 + 1 + 1 + 12 + 8 + 4 + 8
+	offNonce     = 8  // nonce[12]
+	offTime      = 20 // unix ns
+	offLen       = 28 // payload length
+	offNode      = 32 // node identity hash[8]
 	frameTag     = 16
 	// FrameHeaderLen is what a reader needs to check a frame and learn
 	// its length (OpenHeader): the header and its tag.
@@ -140,7 +145,7 @@ func NewAuth(key []byte, maxSkew time.Duration) (*Auth, error) {
 // concurrent use.
 type NodeAuth struct {
 	a         *Auth
-	id        []byte // the node's identity, as bound into every frame
+	id        [8]byte // the node's identity hash, as carried in every frame
 	hdr, body cipher.AEAD
 }
 
@@ -159,7 +164,9 @@ func (a *Auth) ForNode(node netip.AddrPort) (*NodeAuth, error) {
 		return nil, fmt.Errorf("handoff: node identity %v is not an address and port", node)
 	}
 	id := nodeID(node)
-	n := &NodeAuth{a: a, id: id}
+	n := &NodeAuth{a: a}
+	sum := sha256.Sum256(id)
+	copy(n.id[:], sum[:])
 	for _, k := range []struct {
 		purpose string
 		aead    *cipher.AEAD
@@ -182,30 +189,25 @@ func (a *Auth) ForNode(node netip.AddrPort) (*NodeAuth, error) {
 // Auth returns the Auth n belongs to (for its counters).
 func (n *NodeAuth) Auth() *Auth { return n.a }
 
-// aad returns the additional data both tags cover: the header and the
-// node's identity (at most 32 + 18 bytes; no allocation for IPv4).
-func (n *NodeAuth) aad(buf *[frameHeader + 18]byte, hdr []byte) []byte {
-	b := append(buf[:0], hdr[:frameHeader]...)
-	return append(b, n.id...)
-}
-
 // Seal appends one frame of kind k travelling in direction dir with
-// payload p to dst.
+// payload p to dst. Both tags cover the header, which holds the node's
+// identity, as additional data.
 func (n *NodeAuth) Seal(dst []byte, dir Direction, k MsgKind, p []byte) []byte {
-	var nb [12]byte
-	nb[0] = byte(dir)
-	copy(nb[1:4], n.a.prefix[:])
-	binary.BigEndian.PutUint64(nb[4:], n.a.ctr.Add(1))
 	start := len(dst)
 	dst = append(dst, frameMagic...)
 	dst = append(dst, frameVersion, byte(k), byte(dir), 0)
-	dst = append(dst, nb[:]...)
+	dst = append(dst, byte(dir))
+	dst = append(dst, n.a.prefix[:]...)
+	dst = binary.BigEndian.AppendUint64(dst, n.a.ctr.Add(1))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(n.a.now().UnixNano()))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(p)))
-	var ab [frameHeader + 18]byte
-	aad := n.aad(&ab, dst[start:])
-	dst = n.hdr.Seal(dst, nb[:], nil, aad)
-	return n.body.Seal(dst, nb[:], p, aad)
+	dst = append(dst, n.id[:]...)
+	// hdr and nonce keep pointing into dst's array if the Seals below
+	// grow dst elsewhere; they are only read.
+	hdr := dst[start : start+frameHeader]
+	nonce := hdr[offNonce : offNonce+12]
+	dst = n.hdr.Seal(dst, nonce, nil, hdr)
+	return n.body.Seal(dst, nonce, p, hdr)
 }
 
 // OpenHeader checks the header and header tag at the start of hdr (at
@@ -218,31 +220,31 @@ func (n *NodeAuth) OpenHeader(hdr []byte, dir Direction) (int, error) {
 		n.a.Malformed.Add(1)
 		return 0, ErrMalformed
 	}
-	var ab [frameHeader + 18]byte
-	var nb [12]byte
-	copy(nb[:], hdr[8:20])
-	var out [0]byte
-	if _, err := n.hdr.Open(out[:0], nb[:], hdr[frameHeader:FrameHeaderLen], n.aad(&ab, hdr)); err != nil {
+	if [8]byte(hdr[offNode:offNode+8]) != n.id {
+		n.a.Forged.Add(1)
+		return 0, fmt.Errorf("%w: frame sealed for another node", ErrForged)
+	}
+	if _, err := n.hdr.Open(nil, hdr[offNonce:offNonce+12], hdr[frameHeader:FrameHeaderLen], hdr[:frameHeader]); err != nil {
 		n.a.Forged.Add(1)
 		return 0, ErrForged
 	}
-	if Direction(hdr[6]) != dir || hdr[8] != byte(dir) {
+	if Direction(hdr[6]) != dir || hdr[offNonce] != byte(dir) {
 		n.a.Forged.Add(1)
 		return 0, fmt.Errorf("%w: frame for direction %d, want %d", ErrForged, hdr[6], dir)
 	}
-	l := binary.BigEndian.Uint32(hdr[frameHeader-4:])
+	l := binary.BigEndian.Uint32(hdr[offLen:])
 	if l > MaxFramePayload {
 		n.a.Malformed.Add(1)
 		return 0, fmt.Errorf("%w: payload of %d bytes", ErrMalformed, l)
 	}
-	ts := int64(binary.BigEndian.Uint64(hdr[20:28]))
+	ts := int64(binary.BigEndian.Uint64(hdr[offTime:]))
 	now := n.a.now().UnixNano()
 	if d := now - ts; d > int64(n.a.maxSkew) || d < -int64(n.a.maxSkew) {
 		n.a.Stale.Add(1)
 		return 0, fmt.Errorf("%w: %v off", ErrStale, time.Duration(d))
 	}
 	n.a.mu.Lock()
-	_, dup := n.a.seen[nb]
+	_, dup := n.a.seen[[12]byte(hdr[offNonce:offNonce+12])]
 	n.a.mu.Unlock()
 	if dup {
 		n.a.Replayed.Add(1)
@@ -264,17 +266,15 @@ func (n *NodeAuth) Open(frame []byte, dir Direction) (MsgKind, []byte, error) {
 		n.a.Malformed.Add(1)
 		return 0, nil, ErrMalformed
 	}
-	var ab [frameHeader + 18]byte
-	var nb [12]byte
-	copy(nb[:], frame[8:20])
+	nb := [12]byte(frame[offNonce : offNonce+12])
 	ct := frame[FrameHeaderLen:]
-	p, err := n.body.Open(ct[:0], nb[:], ct, n.aad(&ab, frame))
+	p, err := n.body.Open(ct[:0], frame[offNonce:offNonce+12], ct, frame[:frameHeader])
 	if err != nil {
 		n.a.Forged.Add(1)
 		return 0, nil, ErrForged
 	}
 	a := n.a
-	ts := int64(binary.BigEndian.Uint64(frame[20:28]))
+	ts := int64(binary.BigEndian.Uint64(frame[offTime:]))
 	now := a.now().UnixNano()
 	a.mu.Lock()
 	if now-a.pruned > int64(a.maxSkew) {

@@ -62,6 +62,7 @@ func TestAuthRefusals(t *testing.T) {
 		{"nonce changed", flip(12), ErrForged},
 		{"timestamp changed", flip(27), ErrForged},
 		{"length changed", flip(31), ErrForged},
+		{"node changed", flip(offNode + 7), ErrForged},
 		{"header tag bit flipped", flip(frameHeader), ErrForged},
 		{"payload tag bit flipped", flip(len(good) - 1), ErrForged},
 		{"wrong cluster key", forA(other).Seal(nil, ToNode, MsgHandoff, []byte("payload")), ErrForged},
@@ -153,7 +154,8 @@ func TestOpenHeaderClaims(t *testing.T) {
 	forged := make([]byte, FrameHeaderLen) // what an attacker without the key sends
 	copy(forged, frameMagic)
 	forged[4], forged[5], forged[6], forged[8] = frameVersion, byte(MsgHandoff), byte(ToNode), byte(ToNode)
-	binary.BigEndian.PutUint32(forged[frameHeader-4:], MaxFramePayload)
+	binary.BigEndian.PutUint32(forged[offLen:], MaxFramePayload)
+	copy(forged[offNode:], na.id[:]) // public: a hash of the node's address
 	if n, err := na.OpenHeader(forged, ToNode); !errors.Is(err, ErrForged) {
 		t.Fatalf("forged header claiming %d bytes: length %d, %v; want ErrForged", MaxFramePayload, n, err)
 	}
