@@ -316,6 +316,12 @@ func (f *Front) validate(name string, data []byte) []error {
 	if m := f.Limits.MaxHeaderBytes; m != 0 && (m < 1024 || m > 1<<20) {
 		bad([]string{"limits", "max_header_bytes"}, fmt.Sprintf("max_header_bytes %d is out of range", m), "use a value between 1024 and 1048576")
 	}
+	if f.HandoffUID != nil && *f.HandoffUID < -1 {
+		bad([]string{"handoff_uid"}, fmt.Sprintf("handoff_uid %d is not a user id", *f.HandoffUID), "use a uid such as 1000, or -1 for the front's own")
+	}
+	if f.HandoffDir != "" && !strings.HasPrefix(f.HandoffDir, "/") {
+		bad([]string{"handoff_dir"}, fmt.Sprintf("handoff_dir %q is not an absolute path", f.HandoffDir), "write the folder from / such as \"/run/shoal\"")
+	}
 	if _, err := policy.New(f.Policy, f.Tuning.Policy()); err != nil && slices.Contains(policy.Names(), f.Policy) {
 		bad([]string{"tuning"}, err.Error(), "correct the [tuning] value it names")
 	}

@@ -56,6 +56,10 @@ func TestErrorsNameFileLineAndFix(t *testing.T) {
 			[]string{"f.toml:1:", `admin API address ":9090"`, "fix:"}},
 		{"header limit", "[limits]\nmax_header_bytes = 10\n",
 			[]string{"f.toml:2:", "max_header_bytes 10 is out of range"}},
+		{"handoff uid", "path = \"passfd\"\nhandoff_uid = -5\n",
+			[]string{"f.toml:2:", "handoff_uid -5 is not a user id", "fix:"}},
+		{"relative handoff dir", "handoff_dir = \"run/shoal\"\n",
+			[]string{"f.toml:1:", `handoff_dir "run/shoal" is not an absolute path`, "fix:"}},
 		{"bad tuning", "[tuning]\nt_low = 90\nt_high = 10\n",
 			[]string{"f.toml:1:", "T_low 90, T_high 10", "fix: correct the [tuning] value"}},
 	}
