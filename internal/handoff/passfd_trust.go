@@ -60,7 +60,13 @@ func dialTrusted(path string, t SocketTrust) (*net.UnixConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: "/proc/self/fd/" + strconv.Itoa(fd), Net: "unixpacket"})
+	via := "/proc/self/fd/" + strconv.Itoa(fd)
+	if err := unix.Access(via, unix.F_OK); err != nil {
+		// No /proc (a bare container): connect by the path just checked;
+		// the peer's credentials are still checked below.
+		via = filepath.Join(t.Dir, rel)
+	}
+	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: via, Net: "unixpacket"})
 	unix.Close(fd)
 	if err != nil {
 		return nil, fmt.Errorf("handoff: dial %s: %w", path, err)
