@@ -15,6 +15,8 @@ policy = "wrr"                 # rr wrr gwrr lc wlc dfwrr urlhash chbl p2c lard 
 path = "relay"                 # data path: relay, redirect, passfd, hybrid or repair
 access_log = ""                # Common Log Format file, "-" for stdout, "" for none
 sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
+handoff_dir = ""               # passfd/hybrid: node handoff sockets must be in this folder ("": $TMPDIR or /tmp)
+handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1: the front's own uid)
 
 # One [[node]] table per back-end.
 [[node]]
