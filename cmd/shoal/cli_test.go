@@ -76,6 +76,10 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"sim", "--trace", readme}, 1, "", "no line is an access-log record"},
 		{[]string{"bench", "http", "--url", dead, "--duration", "2s"}, 1, "", "nothing answers at"},
 		{[]string{"lab", "down", "--id", "no-such-lab"}, 1, "", "no lab \"no-such-lab\""},
+		{[]string{"up", "--nodes", "0"}, 1, "", "want at least one node"},
+		{[]string{"up", "--path", "nope"}, 1, "", "want one of relay, redirect, passfd, hybrid, repair"},
+		{[]string{"front", "--nodes", "http://127.0.0.1:1", "--path", "nope"}, 1, "", "want one of relay, redirect, passfd, hybrid, repair"},
+		{[]string{"node", "--root", dir, "--cache-mb", "-1"}, 1, "", "sizes cannot be negative"},
 	}
 	for _, c := range cases {
 		out, errOut, code := shoal(t, c.args...)
@@ -103,6 +107,16 @@ func TestHelpHasNoPaperReferences(t *testing.T) {
 			if strings.Contains(out, bad) {
 				t.Errorf("shoal %s --help mentions %q", strings.Join(args, " "), bad)
 			}
+		}
+	}
+}
+
+// `up --policy` lists the policies it accepts, as `front --policy` does.
+func TestUpHelpListsPolicies(t *testing.T) {
+	out, _, _ := shoal(t, "up", "--help")
+	for _, p := range []string{"wrr", "lard", "tbccrd", "weblins", "chbl"} {
+		if !strings.Contains(out, p) {
+			t.Errorf("shoal up --help does not name policy %q", p)
 		}
 	}
 }

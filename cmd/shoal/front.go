@@ -34,7 +34,7 @@ func runFront(args []string) error {
 	nodes := fs.String("nodes", "", "comma-separated node URLs, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002")
 	pol := fs.String("policy", def.Policy, "request-distribution policy: "+strings.Join(policy.Names(), ", "))
 	path := fs.String("path", def.Path, "data path: relay, redirect, passfd (same-host handoff), hybrid (passfd when it pays) or repair")
-	passfd := addPassFDFrontFlags(fs)
+	passfd := addPassFDFrontFlags(fs, def)
 	adminAddr := fs.String("admin", "", "admin API and /metrics address (empty: off)")
 	adminToken := fs.String("admin-token-file", def.AdminTokenFile, "file holding the admin API's bearer token (32+ random characters, mode 0600); "+
 		"without it the admin API is read-only, and an --admin address other than loopback refuses to start")
@@ -108,6 +108,12 @@ func runFront(args []string) error {
 	if set["sysmon-idle"] || *cfgFile == "" {
 		fc.SysmonIdle = sysmonIdle
 	}
+	if set["handoff-dir"] || *cfgFile == "" {
+		fc.HandoffDir = *passfd.dir
+	}
+	if set["handoff-uid"] || *cfgFile == "" {
+		fc.HandoffUID = passfd.uid
+	}
 	if set["health-interval"] || *cfgFile == "" {
 		fc.Health.Interval.Duration = *health
 	}
@@ -148,7 +154,7 @@ func runFront(args []string) error {
 	var hybrid front.HybridConfig
 	switch fc.Path {
 	case "passfd", "hybrid":
-		if dp, choose, hybrid, err = passfd.dataPath(fc.Path, fc.Health.Interval.Duration); err != nil {
+		if dp, choose, hybrid, err = passfd.dataPath(fc.Path, fc.Health.Interval.Duration, fc); err != nil {
 			return err
 		}
 	case "relay":
@@ -163,7 +169,7 @@ func runFront(args []string) error {
 		defer closeRepair()
 		dp = rp
 	default:
-		return fmt.Errorf("--path %q: want relay or redirect", fc.Path)
+		return fmt.Errorf("--path %q: want one of %s", fc.Path, strings.Join(config.Paths, ", "))
 	}
 	var metrics *admin.Metrics
 	var observer front.Observer // stays a nil interface without --admin

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"shoal/internal/admin"
+	"shoal/internal/config"
 	"shoal/internal/handoff"
+	"shoal/internal/policy"
 	"shoal/internal/up"
 )
 
@@ -31,13 +34,19 @@ func runUp(args []string) error {
 	fs.StringVar(&c.DataDir, "data", "", "folder for generated sites (default: your cache folder/shoal)")
 	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
 	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
-	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy (see README)")
+	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy: "+strings.Join(policy.Names(), ", "))
 	path := fs.String("path", "relay", "data path: relay (all in one process), redirect (302 to the node's own URL), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
 		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
+	}
+	if !slices.Contains(config.Paths, *path) {
+		return fmt.Errorf("--path %q: want one of %s", *path, strings.Join(config.Paths, ", "))
+	}
+	if c.Nodes < 1 || c.CacheMB < 0 {
+		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)
 	}
 	// Signals are caught from here on: one that arrives while the cluster
 	// starts (the repair lab takes seconds) stops it as soon as it is up,

@@ -432,7 +432,8 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 		v    uint64
 	}{{"passed", h.Passed}, {"fallback_no_socket", h.FallbackNoSocket}, {"fallback_send", h.FallbackSend},
 		{"returned", h.Returned}, {"return_refused", h.ReturnRefused}, {"redispatched", h.Redispatched},
-		{"ended", h.Ended}, {"lost", h.Lost}} {
+		{"ended", h.Ended}, {"lost", h.Lost},
+		{"refused_socket_dir", h.RefusedSocketDir}, {"refused_socket_peer", h.RefusedSocketPeer}} {
 		counter(descHandoff, e.v, e.name)
 	}
 	if r := st.Repair; r != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/policy"
 )
 
 func TestTemplateIsDefaults(t *testing.T) {
@@ -23,6 +25,9 @@ func TestTemplateIsDefaults(t *testing.T) {
 	p := f.Tuning.Policy()
 	if p.TLow != 25 || p.THigh != 65 || p.K != 20*time.Second || p.CacheBytes != 32<<20 || p.NoCacheAbove != 500<<10 || p.Epsilon != 0.25 {
 		t.Errorf("tuning → policy config = %+v", p)
+	}
+	if d := policy.DefaultConfig(); p.MaxURLs != d.MaxURLs || p.MaxURLBytes != d.MaxURLBytes {
+		t.Errorf("template URL bounds %d URLs, %d bytes; policy defaults %d, %d", p.MaxURLs, p.MaxURLBytes, d.MaxURLs, d.MaxURLBytes)
 	}
 }
 
@@ -56,8 +61,16 @@ func TestErrorsNameFileLineAndFix(t *testing.T) {
 			[]string{"f.toml:1:", `admin API address ":9090"`, "fix:"}},
 		{"header limit", "[limits]\nmax_header_bytes = 10\n",
 			[]string{"f.toml:2:", "max_header_bytes 10 is out of range"}},
+		{"handoff uid", "path = \"passfd\"\nhandoff_uid = -5\n",
+			[]string{"f.toml:2:", "handoff_uid -5 is not a user id", "fix:"}},
+		{"relative handoff dir", "handoff_dir = \"run/shoal\"\n",
+			[]string{"f.toml:1:", `handoff_dir "run/shoal" is not an absolute path`, "fix:"}},
 		{"bad tuning", "[tuning]\nt_low = 90\nt_high = 10\n",
 			[]string{"f.toml:1:", "T_low 90, T_high 10", "fix: correct the [tuning] value"}},
+		{"negative URL bound", "[tuning]\nmax_urls = -1\n",
+			[]string{"f.toml:1:", "max urls -1", "fix: correct the [tuning] value"}},
+		{"negative URL bytes", "[tuning]\nmax_url_mb = -1\n",
+			[]string{"f.toml:1:", "max url bytes", "fix: correct the [tuning] value"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
