@@ -42,19 +42,23 @@ type Stats struct {
 // what each counts); the hybrid decisions are labelled by reason as in
 // shoal_front_hybrid_decisions_total.
 type HandoffStats struct {
-	Passed           uint64            `json:"passed"`
-	FallbackNoSocket uint64            `json:"fallback_no_socket"`
-	FallbackSend     uint64            `json:"fallback_send"`
-	Returned         uint64            `json:"returned"`
-	ReturnRefused    uint64            `json:"return_refused"`
-	Lost             uint64            `json:"lost"`
-	Redispatched     uint64            `json:"redispatched"`
-	Ended            uint64            `json:"ended"`
-	FastPassed       uint64            `json:"fast_passed"`
-	FastFallback     uint64            `json:"fast_fallback"`
-	FastBlocked      uint64            `json:"fast_blocked"`
-	Hybrid           map[string]uint64 `json:"hybrid"` // "cpu", "conns", "size", "relay"
-	FrontCPUPercent  float64           `json:"front_cpu_percent"`
+	Passed           uint64 `json:"passed"`
+	FallbackNoSocket uint64 `json:"fallback_no_socket"`
+	FallbackSend     uint64 `json:"fallback_send"`
+	Returned         uint64 `json:"returned"`
+	ReturnRefused    uint64 `json:"return_refused"`
+	Lost             uint64 `json:"lost"`
+	Redispatched     uint64 `json:"redispatched"`
+	Ended            uint64 `json:"ended"`
+	// RefusedSocketDir and RefusedSocketPeer: relayed because the node's
+	// handoff socket was outside handoff_dir or served by another user.
+	RefusedSocketDir  uint64            `json:"refused_socket_dir"`
+	RefusedSocketPeer uint64            `json:"refused_socket_peer"`
+	FastPassed        uint64            `json:"fast_passed"`
+	FastFallback      uint64            `json:"fast_fallback"`
+	FastBlocked       uint64            `json:"fast_blocked"`
+	Hybrid            map[string]uint64 `json:"hybrid"` // "cpu", "conns", "size", "relay"
+	FrontCPUPercent   float64           `json:"front_cpu_percent"`
 }
 
 // RepairStats is front.RepairStats with the keys of
@@ -92,6 +96,7 @@ func FrontStats(st front.Stats) Stats {
 	h := st.Handoff
 	out.Handoff = HandoffStats{Passed: h.Passed, FallbackNoSocket: h.FallbackNoSocket, FallbackSend: h.FallbackSend,
 		Returned: h.Returned, ReturnRefused: h.ReturnRefused, Lost: h.Lost, Redispatched: h.Redispatched, Ended: h.Ended,
+		RefusedSocketDir: h.RefusedSocketDir, RefusedSocketPeer: h.RefusedSocketPeer,
 		FastPassed: h.FastPassed, FastFallback: h.FastFallback, FastBlocked: h.FastBlocked,
 		Hybrid:          map[string]uint64{"cpu": h.HybridCPU, "conns": h.HybridConns, "size": h.HybridSize, "relay": h.HybridRelay},
 		FrontCPUPercent: h.FrontCPUPercent}
