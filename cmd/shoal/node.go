@@ -39,6 +39,9 @@ func runNode(args []string) error {
 		fs.Usage()
 		return errors.New("--root is required")
 	}
+	if *cacheMB < 0 || *maxKB < 0 {
+		return fmt.Errorf("--cache-mb %d, --max-object-kb %d: sizes cannot be negative (0 turns the cache off)", *cacheMB, *maxKB)
+	}
 	cfg := node.Config{
 		Root:         *root,
 		CacheBytes:   *cacheMB << 20,

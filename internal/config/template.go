@@ -9,10 +9,14 @@ const FrontTemplate = `# shoal front configuration. Every key is optional; shown
 
 listen = "127.0.0.1:8080"      # client-facing address
 admin = "127.0.0.1:9090"       # admin API and /metrics (default "": off)
+admin_token_file = ""          # bearer token for admin writes, mode 0600 (openssl rand -hex 32);
+                               # without it the admin API is read-only; required off loopback
 policy = "wrr"                 # rr wrr gwrr lc wlc dfwrr urlhash chbl p2c lard lardr tbccrd weblins
 path = "relay"                 # data path: relay, redirect, passfd, hybrid or repair
 access_log = ""                # Common Log Format file, "-" for stdout, "" for none
 sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
+handoff_dir = ""               # passfd/hybrid: node handoff sockets must be in this folder ("": $TMPDIR or /tmp)
+handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1: the front's own uid)
 
 # One [[node]] table per back-end.
 [[node]]
@@ -54,4 +58,6 @@ no_cache_kb = 500              # objects above this are never cached
 handoff_kb = 100               # weblins S: hand off files at least this large
 overload_conns = 130           # weblins T: an owner this busy is overloaded
 popular_n = 100                # weblins: size of the replicated popular set
+max_urls = 65536               # lard/lardr/tbccrd/weblins: URLs per table; least recently requested evicted
+max_url_mb = 8                 # and the URL text those tables hold, in MiB
 `

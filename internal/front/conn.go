@@ -291,6 +291,7 @@ func (cc *clientConn) handle() Result {
 	}
 	cc.countPath(path.Name())
 	res := path.Serve(x)
+	pr.Status = res.Status // the node's status on relay (0 after a handoff): tables drop 404s
 	s.cl.Done(b, pr)
 	if res.NodeFailed {
 		s.cl.Failed(b, res.Err)
@@ -307,6 +308,7 @@ func (cc *clientConn) handle() Result {
 				path = s.cfg.Choose(d2, x)
 			}
 			res = path.Serve(x)
+			pr.Status = res.Status
 			s.cl.Done(b2, pr)
 			if res.NodeFailed {
 				s.cl.Failed(b2, res.Err)
