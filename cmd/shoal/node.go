@@ -37,6 +37,8 @@ func runNode(args []string) error {
 		fs.Usage()
 		return errors.New("--root is required")
 	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	defer ignoreHangup(func(msg string) { logger.Warn(msg) })()
 	cfg := node.Config{
 		Root:        *root,
 		CacheBytes:  *cacheMB << 20,
@@ -44,7 +46,7 @@ func runNode(args []string) error {
 		MaxObject:   *maxKB << 10,
 		ReadTimeout: *readTO,
 		IdleTimeout: *idleTO,
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Logger:      logger,
 	}
 	var err error
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
