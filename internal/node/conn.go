@@ -30,8 +30,9 @@ const (
 	flushAt = 64 << 10
 	// sendChunk is the sendfile chunk between write-progress updates.
 	sendChunk = 4 << 20
-	// statusPath answers with the node's status JSON. Dot-names are never
-	// in the content table, so it cannot shadow a file.
+	// statusPath answers with the node's status JSON, on operator
+	// connections only (conn.operator). Dot-names are never in the content
+	// table, so it cannot shadow a file, and elsewhere it is a 404.
 	statusPath = "/.shoal/status"
 )
 
@@ -65,6 +66,11 @@ type conn struct {
 
 	pre int       // bytes at buf[w:] handed over with the connection, read first
 	hb  *handback // non-nil for a connection handed off by the front (handoff.go)
+	// operator: the connection was accepted on the node's own TCP port,
+	// where the front's health checker and the operator come, so
+	// /.shoal/status is answered. Connections handed over by a front
+	// (passfd, repair, ServeConn) belong to public clients: never.
+	operator bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -74,6 +80,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		buf: make([]byte, s.cfg.MaxHead+4096),
 		out: make([]byte, 0, 4096),
 	}
+	_, c.operator = nc.(*net.TCPConn)
 	c.adoptHandoff()
 	if s.logBuf != nil {
 		if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
@@ -284,7 +291,7 @@ func (c *conn) handle(now time.Time) bool {
 		c.simple(400, "", now, true, head, "bad request-target")
 		return false
 	}
-	if bstr(path) == statusPath {
+	if bstr(path) == statusPath && c.operator {
 		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, head)
 		return !closeAfter
 	}
