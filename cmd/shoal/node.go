@@ -37,8 +37,6 @@ func runNode(args []string) error {
 		fs.Usage()
 		return errors.New("--root is required")
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	defer ignoreHangup(func(msg string) { logger.Warn(msg) })()
 	cfg := node.Config{
 		Root:        *root,
 		CacheBytes:  *cacheMB << 20,
@@ -46,8 +44,9 @@ func runNode(args []string) error {
 		MaxObject:   *maxKB << 10,
 		ReadTimeout: *readTO,
 		IdleTimeout: *idleTO,
-		Logger:      logger,
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
+	defer ignoreHangup(func(msg string) { cfg.Logger.Warn(msg) })()
 	var err error
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
 		return err
