@@ -169,7 +169,7 @@ func (p *Procs) supervise(name string, newCmd func() *exec.Cmd, w *os.File) erro
 }
 
 // Shutdown stops the front and admin API (letting in-flight requests
-// finish), then stops supervising and sends SIGTERM to every node process,
+// finish), then stops supervising and sends SIGTERM to every child process,
 // waiting for them until ctx ends, when the rest are killed. The socket
 // folder is removed.
 func (p *Procs) Shutdown(ctx context.Context) error {

@@ -2,6 +2,7 @@ package up
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -131,14 +132,19 @@ func newSupervisor(name string, start func() (process, error), cfg RestartConfig
 	return s, nil
 }
 
-// run waits for p and restarts it until Stop.
+// run waits for p and restarts it until Stop. A start that fails counts
+// as a death after a run of zero length.
 func (s *supervisor) run(p process) {
 	defer close(s.done)
+	var startErr error
 	for {
 		began := s.clock.Now()
-		var err error
+		err, pid := startErr, 0
 		if p != nil {
-			err = p.Wait()
+			err, pid = p.Wait(), p.Pid()
+			if err == nil {
+				err = errors.New("exited with status 0")
+			}
 		}
 		ran := s.clock.Now().Sub(began)
 		s.mu.Lock()
@@ -148,14 +154,7 @@ func (s *supervisor) run(p process) {
 		if stopped {
 			return
 		}
-		if err == nil {
-			err = fmt.Errorf("exited with status 0")
-		}
 		wait := s.bo.next(ran)
-		pid := 0
-		if p != nil {
-			pid = p.Pid()
-		}
 		s.log.Warn("child process died; restarting it", "child", s.name, "pid", pid, "err", err,
 			"ran", ran.Round(time.Millisecond), "restart_in", wait)
 		select {
@@ -168,11 +167,10 @@ func (s *supervisor) run(p process) {
 			s.mu.Unlock()
 			return
 		}
-		p, err = s.start()
+		p, startErr = s.start()
 		s.starts++
-		if err != nil {
-			// Counted as a run of zero length: the next wait doubles.
-			s.log.Error("child process restart failed", "child", s.name, "err", err)
+		if startErr != nil {
+			startErr = fmt.Errorf("restart: %w", startErr)
 			p = nil
 		} else {
 			s.cur, s.pid = p, p.Pid()
