@@ -59,6 +59,7 @@ func runFront(args []string) error {
 		return nil
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("role", "front")
+	defer ignoreHangup(func(msg string) { logger.Warn(msg) })()
 
 	fc := def
 	if *cfgFile != "" {

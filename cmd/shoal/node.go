@@ -53,6 +53,7 @@ func runNode(args []string) error {
 		MaxConns:     *maxConns,
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
+	defer ignoreHangup(func(msg string) { cfg.Logger.Warn(msg) })()
 	var err error
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
 		return err

@@ -57,6 +57,7 @@ func runUp(args []string) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	defer ignoreHangup(func(msg string) { fmt.Fprintf(os.Stderr, "shoal up: %s\n", msg) })()
 	var cl *up.Cluster
 	var err error
 	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }

@@ -273,6 +273,10 @@ func (cc *clientConn) handle() Result {
 	if p := req.Path(); string(p) != cc.url {
 		cc.url = string(p)
 	}
+	if internalURL(cc.url) { // the nodes' /.shoal/ space is not public
+		closeConn := req.Close || req.HasBody()
+		return cc.finish(Result{Status: cc.writeError(404, closeConn), Close: closeConn}, nil, "", false, start)
+	}
 	// The policy request lives in cc: passed to the policy interface it
 	// would escape, and allocate, if it were a local.
 	cc.pr = policy.Request{URL: cc.url, Size: -1, Conn: cc.id, Holder: cc.holder}

@@ -256,6 +256,9 @@ func (ra *rawAccept) pick(data []byte) (id uint64, b *cluster.Backend, start tim
 	if path := req.Path(); string(path) != ra.url {
 		ra.url = string(path)
 	}
+	if internalURL(ra.url) {
+		return 0, nil, start // the normal path answers 404
+	}
 	ra.pr = policy.Request{URL: ra.url, Size: -1, Conn: id, Holder: -1}
 	d, b := s.cl.Pick(&ra.pr)
 	if d.Node < 0 {

@@ -394,6 +394,9 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 	}
 	start := time.Now()
 	pr := policy.Request{URL: string(req.Path()), Size: -1, Conn: r.Header.Conn, Holder: int(r.Header.Node)}
+	if internalURL(pr.URL) {
+		return false // the slow path answers 404
+	}
 	d, b := s.cl.Pick(&pr)
 	if d.Node < 0 || b == nil {
 		return false // the slow path answers 503

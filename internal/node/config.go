@@ -15,7 +15,11 @@
 // runtime timer on every request.
 //
 // GET /.shoal/status reports the node's load as JSON: the resource report the
-// front-end collects (seed 002's resource-collection module).
+// front-end collects (seed 002's resource-collection module). It is answered
+// only on connections accepted on the node's own TCP port, where the
+// front's health checker and the operator connect, never on a client
+// connection handed over by a front (the front refuses /.shoal/ from its
+// clients too).
 //
 // Deliberate limits: request bodies are not read (a GET/HEAD with a body small
 // enough to be already buffered is skipped, otherwise the connection closes
