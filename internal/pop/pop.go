@@ -201,9 +201,13 @@ func Start(cfg Config) (*PoP, error) {
 	cc2 := cfg.Cluster
 	adminAddr := cc2.Admin
 	cc2.Admin = "off" // served below, with /pops and /chord
-	if p.Cluster, err = up.Start(cc2); err != nil {
+	cl, err := up.Start(cc2)
+	if err != nil {
 		return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
 	}
+	p.mu.Lock() // the loop samples the cluster
+	p.Cluster = cl
+	p.mu.Unlock()
 	if adminAddr != "off" {
 		if adminAddr == "" {
 			adminAddr = "127.0.0.1:9090"
@@ -367,9 +371,13 @@ func (p *PoP) sample() {
 			p.mu.Unlock()
 		}
 	})
-	if p.Cluster != nil {
+	p.mu.Lock()
+	cl := p.Cluster
+	p.mu.Unlock()
+	if cl != nil {
+		perf := serverPerf(cl)
 		p.mu.Lock()
-		p.mb.SetServer(serverPerf(p.Cluster))
+		p.mb.SetServer(perf)
 		p.mu.Unlock()
 	}
 	p.mu.Lock()
