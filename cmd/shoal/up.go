@@ -33,8 +33,13 @@ func runUp(args []string) error {
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
 		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
+	pops := fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
+	state := fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
+	}
+	if *pops > 0 {
+		return runUpPops(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
 	}
 	// Signals are caught from here on: one that arrives while the cluster
 	// starts (the repair lab takes seconds) stops it as soon as it is up,
