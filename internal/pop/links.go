@@ -113,6 +113,9 @@ func (ls *links) reader(l *link) {
 		if err != nil {
 			return
 		}
+		// Acknowledge at once: a delayed ACK would inflate the kernel's
+		// smoothed RTT, which is MBPP's link measurement.
+		quickAck(l.c.NetConn())
 		if len(b) == 0 || b[0] == protoNop {
 			continue
 		}

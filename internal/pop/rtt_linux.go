@@ -32,3 +32,15 @@ func tcpRTT(c net.Conn) (time.Duration, bool) {
 	}
 	return rtt, true
 }
+
+// quickAck turns delayed ACKs off until the next time the kernel re-arms
+// them (TCP_QUICKACK is not sticky, so it is set after every read).
+func quickAck(c net.Conn) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	if rc, err := tc.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1) })
+	}
+}

@@ -9,3 +9,5 @@ import (
 
 // tcpRTT is Linux-only (TCP_INFO); elsewhere no sample is taken.
 func tcpRTT(net.Conn) (time.Duration, bool) { return 0, false }
+
+func quickAck(net.Conn) {}

@@ -281,6 +281,20 @@ func (w *WAN) deliver() {
 	}
 }
 
+// SetLoss sets the loss ratio from PoP i to PoP j (1 cuts the link, as in
+// a partition).
+func (w *WAN) SetLoss(i, j int, p float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m.Loss == nil {
+		w.m.Loss = make([][]float64, len(w.m.RTT))
+		for k := range w.m.Loss {
+			w.m.Loss[k] = make([]float64, len(w.m.RTT))
+		}
+	}
+	w.m.Loss[i][j] = p
+}
+
 // Exec returns a command that runs in PoP i's namespace.
 func (w *WAN) Exec(ctx context.Context, i int, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", w.NS[i], name}, args...)...)
