@@ -287,7 +287,7 @@ func stats(h []int) (mean float64, p99, most int) {
 
 func TestLookupsCorrectWithinLogHops(t *testing.T) {
 	sizes := []int{1, 2, 3, 8, 64, 512, 1024}
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		sizes = sizes[:5]
 	}
 	for _, n := range sizes {
@@ -403,3 +403,5 @@ func TestDirectory(t *testing.T) {
 		t.Fatal("hash")
 	}
 }
+
+var raceEnabled bool

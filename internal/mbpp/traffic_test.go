@@ -14,7 +14,7 @@ import (
 // encoding).
 func TestTrafficPerRound(t *testing.T) {
 	sizes := []int{8, 64, 512}
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		sizes = sizes[:2]
 	}
 	for _, n := range sizes {
@@ -55,3 +55,5 @@ func TestTrafficPerRound(t *testing.T) {
 		}
 	}
 }
+
+var raceEnabled bool
