@@ -186,7 +186,7 @@ func runUpPops(n int, stateFile, dataDir string, nodes, cacheMB int) error {
 		st.PoPs = append(st.PoPs, popStateItem{Name: c.Name, ID: fmt.Sprintf("%016x", p.ID), Gateway: p.Cluster.URL,
 			Admin: p.AdminURL, Peer: p.PeerAddr, Nodes: p.Cluster.NodeURLs, PID: os.Getpid()})
 	}
-	fmt.Printf("shoal is up: %d PoPs on loopback joined by MBPP and Chord (no WAN delays: the WAN lab is not built yet). Ctrl-C stops it.\n", n)
+	fmt.Printf("shoal is up: %d PoPs on loopback joined by MBPP and Chord (on loopback: as root it runs them in a WAN lab with delays). Ctrl-C stops it.\n", n)
 	if stateFile != "" {
 		b, _ := json.MarshalIndent(st, "", "  ")
 		if err := os.WriteFile(stateFile, append(b, '\n'), 0o644); err != nil {

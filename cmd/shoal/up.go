@@ -35,10 +35,14 @@ func runUp(args []string) error {
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	pops := fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
 	state := fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
+	loopback := fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if *pops > 0 {
+		if os.Geteuid() == 0 && !*loopback {
+			return runUpPopsWAN(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
+		}
 		return runUpPops(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
 	}
 	// Signals are caught from here on: one that arrives while the cluster

@@ -8,8 +8,9 @@
 // qdisc, so delay is added here instead.
 //
 // PoP i (0-based) is 10.77.0.(i+1)/24 on device tun0 in namespace
-// Prefix+ID+"-"+i. Namespaces are removed by Close; Down removes those left by
-// a killed process.
+// Prefix+ID+"-"+i; this host is HostAddr on a TUN of its own, with no delay,
+// so that an operator or a test reaches every PoP directly. Namespaces are
+// removed by Close; Down removes those left by a killed process.
 package wan
 
 import (
@@ -88,6 +89,9 @@ func (m Matrix) Validate() error {
 	}
 	return nil
 }
+
+// HostAddr is this host's address on the WAN.
+var HostAddr = netip.AddrFrom4([4]byte{10, 77, 0, 254})
 
 // Addr returns PoP i's address.
 func Addr(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 77, 0, byte(i + 1)}) }
@@ -184,6 +188,20 @@ func Start(ctx context.Context, m Matrix) (*WAN, error) {
 			}
 		}
 	}
+	host := fmt.Sprintf("swan%sh", w.ID)
+	f, err := openTUN(host)
+	if err != nil {
+		return nil, err
+	}
+	w.tun = append(w.tun, f) // index len(NS): the host
+	for _, c := range [][]string{
+		{"ip", "addr", "add", HostAddr.String() + "/24", "dev", host},
+		{"ip", "link", "set", host, "up"},
+	} {
+		if err := run(ctx, c...); err != nil {
+			return nil, err
+		}
+	}
 	for i := range w.tun {
 		w.wg.Add(1)
 		go w.read(i)
@@ -230,16 +248,23 @@ func (w *WAN) read(i int) {
 			continue
 		}
 		j := int(dst[3]) - 1
+		if dst[3] == HostAddr.As4()[3] {
+			j = len(w.NS)
+		}
 		if j < 0 || j >= len(w.tun) {
 			continue
 		}
 		w.mu.Lock()
-		if w.m.Loss != nil && w.rng.Float64() < w.m.Loss[i][j] {
+		hostPath := i == len(w.NS) || j == len(w.NS)
+		if !hostPath && w.m.Loss != nil && w.rng.Float64() < w.m.Loss[i][j] {
 			w.Dropped++
 			w.mu.Unlock()
 			continue
 		}
-		d := time.Duration(w.m.RTT[i][j] / 2 * float64(time.Millisecond))
+		var d time.Duration
+		if !hostPath {
+			d = time.Duration(w.m.RTT[i][j] / 2 * float64(time.Millisecond))
+		}
 		w.seq++
 		heap.Push(&w.q, pkt{at: time.Now().Add(d), seq: w.seq, to: j, b: append([]byte(nil), buf[:n]...)})
 		w.mu.Unlock()

@@ -101,6 +101,12 @@ func TestDelays(t *testing.T) {
 			c.Close()
 		}
 	}()
+	// The host reaches every PoP directly, without delay.
+	c, err := net.DialTimeout("tcp", Addr(0).String()+":7000", 2*time.Second)
+	if err != nil {
+		t.Fatalf("host → PoP 0: %v", err)
+	}
+	c.Close()
 	for _, tc := range []struct {
 		from int
 		rtt  float64
