@@ -25,6 +25,7 @@ const (
 
 var kindNames = [...]string{"?", "ping", "pong", "ack", "join", "welcome", "refuse"}
 
+// String names the kind for logs.
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
