@@ -116,6 +116,7 @@ type Conn struct {
 	wmu     sync.Mutex
 	sendSeq uint64
 	recvSeq uint64
+	limit   int // frame cap: tiny until the peer has proved the seed
 	hdr     [hdrLen]byte
 	rbuf    []byte
 	wbuf    []byte
@@ -211,7 +212,9 @@ func handshake(nc net.Conn, cfg *Config, client bool) (*Conn, error) {
 	} else {
 		salt = append(append(salt, theirs...), mine...)
 	}
-	c := &Conn{nc: nc, cfg: cfg, peer: peer}
+	// Until the peer has proved the seed, only the proof frame fits: an
+	// unauthenticated peer cannot make this side allocate a full frame.
+	c := &Conn{nc: nc, cfg: cfg, peer: peer, limit: len(proof) + 16}
 	if c.send, err = deriveKey(cfg.Seed, salt, cfg.Self, peer); err != nil {
 		return fail(err)
 	}
@@ -237,6 +240,7 @@ func handshake(nc net.Conn, cfg *Config, client bool) (*Conn, error) {
 	if !client {
 		cfg.stats().Accepted.Add(1)
 	}
+	c.limit = cfg.MaxFrame
 	return c, nil
 }
 
@@ -283,10 +287,10 @@ func (c *Conn) Recv() ([]byte, error) {
 	if c.hdr[4] != Version {
 		return nil, fmt.Errorf("peer %s: %w %d", c.nc.RemoteAddr(), ErrVersion, c.hdr[4])
 	}
-	if n > c.cfg.MaxFrame || n < c.recv.Overhead() {
+	if n > c.limit || n < c.recv.Overhead() {
 		c.cfg.stats().Oversized.Add(1)
-		c.cfg.logf("peerwire: %s sent a frame of %d bytes (cap %d)", c.nc.RemoteAddr(), n, c.cfg.MaxFrame)
-		return nil, fmt.Errorf("peer %s: %w: %d > %d", c.nc.RemoteAddr(), ErrTooLarge, n, c.cfg.MaxFrame)
+		c.cfg.logf("peerwire: %s sent a frame of %d bytes (cap %d)", c.nc.RemoteAddr(), n, c.limit)
+		return nil, fmt.Errorf("peer %s: %w: %d > %d", c.nc.RemoteAddr(), ErrTooLarge, n, c.limit)
 	}
 	seq := binary.BigEndian.Uint64(c.hdr[5:])
 	if cap(c.rbuf) < n {

@@ -213,6 +213,37 @@ func TestOversizedLengthRefusedBeforeReading(t *testing.T) {
 	}
 }
 
+// TestHandshakeFrameCap: before the peer has proved the seed, a frame
+// longer than the proof is refused before its body is read or allocated.
+func TestHandshakeFrameCap(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	cfg := DefaultConfig(2, seedA)
+	cfg.Stats = &Stats{}
+	res := make(chan error, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			res <- err
+			return
+		}
+		defer nc.Close()
+		_, err = Server(nc, &cfg)
+		res <- err
+	}()
+	nc, _ := net.Dial("tcp", ln.Addr().String())
+	defer nc.Close()
+	nc.Write(hello(1, make([]byte, nonceLen)))
+	var h [hdrLen]byte
+	binary.BigEndian.PutUint32(h[:], 512<<10) // half a MiB, under MaxFrame
+	h[4] = Version
+	binary.BigEndian.PutUint64(h[5:], 1)
+	nc.Write(h[:])
+	if err := <-res; !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("large first frame: %v, want ErrTooLarge", err)
+	}
+}
+
 func TestSilentPeerTimesOut(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer ln.Close()
