@@ -141,6 +141,9 @@ func benchHTTP(args []string) error {
 	}
 	ctx, cancel := interruptible()
 	defer cancel()
+	if err := r.Probe(ctx); err != nil {
+		return err
+	}
 	stopBar := progress(r)
 	res, err := r.Run(ctx)
 	stopBar()
@@ -149,10 +152,20 @@ func benchHTTP(args []string) error {
 	}
 	sum := loadgen.Summarize(cfg, res)
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		return enc.Encode(sum)
+		err = json.NewEncoder(os.Stdout).Encode(sum)
+	} else {
+		err = sum.WriteText(os.Stdout)
 	}
-	return sum.WriteText(os.Stdout)
+	if err == nil && res.Requests == 0 {
+		var failed uint64
+		for _, n := range res.Errors {
+			failed += n
+		}
+		if failed > 0 {
+			err = fmt.Errorf("no request got an answer (%d failed)", failed)
+		}
+	}
+	return err
 }
 
 // progress draws a bar on stderr while r runs, only when stderr is a
@@ -196,7 +209,7 @@ func progress(r *loadgen.Runner) func() {
 
 func benchTCP(args []string) error {
 	fs := newFlags("bench tcp", "--addr ADDR [--connections 1,2,4,…,128] [--send-bytes B] [--recv-bytes B] [--duration D] [--json]",
-		"seed 002's experiment client: each worker connects, sends B bytes, reads B bytes, closes, repeats; reports mean time per operation and operations/s per concurrency")
+		"connection-rate client (the TCP-migration experiment): each worker connects, sends B bytes, reads B bytes, closes, repeats; reports mean time per operation and operations/s per concurrency")
 	addr := fs.String("addr", "", "server address host:port")
 	levels := fs.String("connections", "1,2,4,8,16,32,64,128", "comma-separated concurrency levels")
 	send := fs.Int("send-bytes", 100, "bytes sent per operation")
@@ -252,7 +265,7 @@ func benchTCP(args []string) error {
 
 func benchSink(args []string) error {
 	fs := newFlags("bench sink", "--listen ADDR [--handoff-socket PATH] [--repair-listen ADDR --repair-key-file FILE] [--recv-bytes B] [--send-bytes B] [--echo]",
-		"the server of seed 002's experiment: per connection read B bytes, write B bytes, close; runs until interrupted")
+		"the server of the connection-rate experiment: per connection read B bytes, write B bytes, close; runs until interrupted")
 	listen := fs.String("listen", "127.0.0.1:9000", "listen address")
 	sock := fs.String("handoff-socket", "", "also serve connections passed over SCM_RIGHTS on this Unix socket (bench l4front --path passfd)")
 	repair := addRepairNodeFlags(fs)

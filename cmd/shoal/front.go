@@ -27,21 +27,26 @@ func init() {
 }
 
 func runFront(args []string) error {
-	fs := newFlags("front", "--nodes URL,URL,… [--listen ADDR] [--policy NAME] [--admin ADDR] [--config FILE]",
+	fs := newFlags("front", "--nodes URL,URL,… [--listen ADDR] [--policy NAME] [--admin ADDR [--admin-token-file FILE]] [--config FILE]",
 		"Run the shoal front-end: route every request to a node by policy and relay (or redirect) it.")
 	def := config.DefaultFront()
 	listen := fs.String("listen", def.Listen, "client-facing listen address")
 	nodes := fs.String("nodes", "", "comma-separated node URLs, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002")
 	pol := fs.String("policy", def.Policy, "request-distribution policy: "+strings.Join(policy.Names(), ", "))
 	path := fs.String("path", def.Path, "data path: relay, redirect, passfd (same-host handoff), hybrid (passfd when it pays) or repair")
-	passfd := addPassFDFrontFlags(fs)
+	passfd := addPassFDFrontFlags(fs, def)
 	adminAddr := fs.String("admin", "", "admin API and /metrics address (empty: off)")
+	adminToken := fs.String("admin-token-file", def.AdminTokenFile, "file holding the admin API's bearer token (32+ random characters, mode 0600); "+
+		"without it the admin API is read-only, and an --admin address other than loopback refuses to start")
 	cfgFile := fs.String("config", "", "TOML configuration file (flags given explicitly override it)")
 	maxConn := fs.Int("max-conn", def.Limits.MaxConnPerNode, "requests in flight per node before requests queue at the front (0: no limit)")
 	queueTO := fs.Duration("queue-timeout", def.Limits.QueueTimeout.Duration, "longest wait in a node queue before 503")
 	headerTO := fs.Duration("header-timeout", def.Limits.HeaderTimeout.Duration, "limit for receiving one request head (slowloris)")
 	idleTO := fs.Duration("idle-timeout", def.Limits.IdleTimeout.Duration, "limit for an idle keep-alive client connection")
 	maxHead := fs.Int("max-header-bytes", def.Limits.MaxHeaderBytes, "largest request head accepted (431 above)")
+	sendTO := fs.Duration("send-timeout", def.Limits.SendTimeout.Duration, "close a client that takes no response bytes for this long (nginx send_timeout)")
+	maxConns := fs.Int("max-conns", def.Limits.MaxConns, "open client connections; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
+	maxPerIP := fs.Int("max-conns-per-ip", def.Limits.MaxConnsPerIP, "open client connections from one address (0: 256, -1: no limit)")
 	repair := addRepairFrontFlags(fs)
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
 	sysmonIdle := fs.Bool("sysmon-idle", *def.SysmonIdle, "run Go's monitor thread at SCHED_IDLE so its wake-ups do not preempt the relay (Linux)")
@@ -77,6 +82,9 @@ func runFront(args []string) error {
 	if set["admin"] || *cfgFile == "" {
 		fc.Admin = *adminAddr
 	}
+	if set["admin-token-file"] || *cfgFile == "" {
+		fc.AdminTokenFile = *adminToken
+	}
 	if set["nodes"] || *cfgFile == "" {
 		fc.Nodes = nil
 		for _, u := range strings.Split(*nodes, ",") {
@@ -100,8 +108,23 @@ func runFront(args []string) error {
 	if set["max-header-bytes"] || *cfgFile == "" {
 		fc.Limits.MaxHeaderBytes = *maxHead
 	}
+	if set["send-timeout"] || *cfgFile == "" {
+		fc.Limits.SendTimeout.Duration = *sendTO
+	}
+	if set["max-conns"] || *cfgFile == "" {
+		fc.Limits.MaxConns = *maxConns
+	}
+	if set["max-conns-per-ip"] || *cfgFile == "" {
+		fc.Limits.MaxConnsPerIP = *maxPerIP
+	}
 	if set["sysmon-idle"] || *cfgFile == "" {
 		fc.SysmonIdle = sysmonIdle
+	}
+	if set["handoff-dir"] || *cfgFile == "" {
+		fc.HandoffDir = *passfd.dir
+	}
+	if set["handoff-uid"] || *cfgFile == "" {
+		fc.HandoffUID = passfd.uid
 	}
 	if set["health-interval"] || *cfgFile == "" {
 		fc.Health.Interval.Duration = *health
@@ -109,6 +132,13 @@ func runFront(args []string) error {
 	if len(fc.Nodes) == 0 {
 		fs.Usage()
 		return errors.New("no nodes: give --nodes or [[node]] entries in --config")
+	}
+	var adminCfg admin.Config
+	if fc.Admin != "" {
+		var err error
+		if adminCfg, err = admin.LoadConfig(fc.Admin, fc.AdminTokenFile); err != nil {
+			return err
+		}
 	}
 
 	p, err := policy.New(fc.Policy, fc.Tuning.Policy())
@@ -136,7 +166,7 @@ func runFront(args []string) error {
 	var hybrid front.HybridConfig
 	switch fc.Path {
 	case "passfd", "hybrid":
-		if dp, choose, hybrid, err = passfd.dataPath(fc.Path, fc.Health.Interval.Duration); err != nil {
+		if dp, choose, hybrid, err = passfd.dataPath(fc.Path, fc.Health.Interval.Duration, fc); err != nil {
 			return err
 		}
 	case "relay":
@@ -151,7 +181,7 @@ func runFront(args []string) error {
 		defer closeRepair()
 		dp = rp
 	default:
-		return fmt.Errorf("--path %q: want relay or redirect", fc.Path)
+		return fmt.Errorf("--path %q: want one of %s", fc.Path, strings.Join(config.Paths, ", "))
 	}
 	var metrics *admin.Metrics
 	var observer front.Observer // stays a nil interface without --admin
@@ -160,16 +190,19 @@ func runFront(args []string) error {
 		observer = metrics
 	}
 	srv, err := front.New(cl, front.Config{
-		MaxHeadBytes:  fc.Limits.MaxHeaderBytes,
-		HeaderTimeout: fc.Limits.HeaderTimeout.Duration,
-		IdleTimeout:   fc.Limits.IdleTimeout.Duration,
-		MaxConn:       fc.Limits.MaxConnPerNode,
-		QueueTimeout:  fc.Limits.QueueTimeout.Duration,
-		Path:          dp,
-		Choose:        choose,
-		Hybrid:        hybrid,
-		Observer:      observer,
-		Logger:        logger,
+		MaxHeadBytes:   fc.Limits.MaxHeaderBytes,
+		HeaderTimeout:  fc.Limits.HeaderTimeout.Duration,
+		IdleTimeout:    fc.Limits.IdleTimeout.Duration,
+		WriteTimeout:   fc.Limits.SendTimeout.Duration,
+		MaxClientConns: fc.Limits.MaxConns,
+		MaxConnsPerIP:  fc.Limits.MaxConnsPerIP,
+		MaxConn:        fc.Limits.MaxConnPerNode,
+		QueueTimeout:   fc.Limits.QueueTimeout.Duration,
+		Path:           dp,
+		Choose:         choose,
+		Hybrid:         hybrid,
+		Observer:       observer,
+		Logger:         logger,
 	})
 	if err != nil {
 		return err
@@ -193,9 +226,14 @@ func runFront(args []string) error {
 			ln.Close()
 			return fmt.Errorf("admin listen %s: %w", fc.Admin, err)
 		}
-		adminSrv = &http.Server{Handler: admin.New(cl, metrics), ReadHeaderTimeout: 10 * time.Second}
+		adminSrv = &http.Server{Handler: admin.NewConfig(cl, metrics, adminCfg), ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(aln)
-		logger.Info("admin API", "addr", aln.Addr().String())
+		if adminCfg.Token == "" {
+			logger.Info("admin API, read-only (no --admin-token-file)", "addr", aln.Addr().String())
+		} else {
+			logger.Info("admin API, writes need the bearer token", "addr", aln.Addr().String(), "token_file", fc.AdminTokenFile,
+				"reads_need_token", adminCfg.Public)
+		}
 	}
 	if *fc.SysmonIdle {
 		if tid, err := sysmon.Idle(); err != nil {
@@ -204,7 +242,9 @@ func runFront(args []string) error {
 			logger.Debug("sysmon thread at SCHED_IDLE", "tid", tid)
 		}
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes))
+	maxc, perIP := srv.ConnLimits()
+	logger.Info("serving", "addr", ln.Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes),
+		"max_conns", maxc, "max_conns_per_ip", perIP)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

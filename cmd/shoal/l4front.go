@@ -19,14 +19,14 @@ import (
 // experiment (bench/crossover.sh).
 func benchL4Front(args []string) error {
 	fs := newFlags("bench l4front", "--listen ADDR --path relay|passfd|repair (--nodes HOST:PORT,… | --handoff-sockets PATH,… | --repair-nodes IP:PORT,… --repair-key-file FILE) [--policy rr]",
-		"seed 002's front for raw TCP: relays each connection to a node (splice), passes its descriptor to the node's handoff socket (same host), "+
+		"a layer-4 front for raw TCP: relays each connection to a node (splice), passes its descriptor to the node's handoff socket (same host), "+
 			"or moves it to a node on another host with TCP_REPAIR and per-flow steering (--path repair: --listen must be the VIP:port, which the nodes hold on lo; "+
 			"needs CAP_NET_ADMIN); runs until interrupted")
 	listen := fs.String("listen", "127.0.0.1:8000", "client-facing listen address (repair: the VIP:port)")
 	nodes := fs.String("nodes", "", "comma-separated node addresses host:port (what relay dials)")
 	socks := fs.String("handoff-sockets", "", "comma-separated node handoff sockets, in --nodes order (what passfd sends to)")
 	repairNodes := fs.String("repair-nodes", "", "comma-separated node repair handoff ports IPv4:port (bench sink --repair-listen; what repair sends to)")
-	keyFile := fs.String("repair-key-file", "", "repair: file holding the HMAC key shared with the nodes (≥16 bytes)")
+	keyFile := fs.String("repair-key-file", "", "repair: file holding the cluster key shared with the nodes (≥16 bytes)")
 	dev := fs.String("repair-dev", "", "repair: interface towards the nodes (default: the one holding the listen address)")
 	steer := fs.String("repair-steer", "auto", "repair: per-flow steering: bpf (TCX program, kernel ≥ 6.6), nftables, or auto (bpf, else nftables)")
 	repairTimeout := fs.Duration("repair-timeout", 2*time.Second, "repair: bound on one handoff (dial, send, the node's answer)")

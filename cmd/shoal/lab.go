@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"shoal/internal/handoff"
 )
@@ -61,6 +63,13 @@ func runLab(args []string) error {
 			return err
 		}
 	case *id != "":
+		have, err := handoff.LabIDs()
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(have, *id) {
+			return fmt.Errorf("lab down: no lab %q on this host (labs: %s)", *id, strings.Join(append(have, "none")[:max(len(have), 1)], ", "))
+		}
 		ids = []string{*id}
 	default:
 		return errors.New("lab down: give --id ID or --all")

@@ -59,6 +59,7 @@ func runPop(args []string) error {
 	seed := fs.String("seed-file", "", "shared authentication seed file (≥ 16 bytes; head -c 32 /dev/urandom > seed)")
 	listen := fs.String("listen", f.Listen, "gateway (front) address")
 	adminAddr := fs.String("admin", f.Admin, "admin API, /pops, /chord and /metrics address (\"off\" disables it)")
+	tokenFile := fs.String("admin-token-file", "", "the admin API's bearer token, made if missing (default: admin.token in the --data folder); needed for reads off loopback")
 	nodes := fs.Int("nodes", f.Nodes, "in-process nodes")
 	cacheMB := fs.Int("cache-mb", f.CacheMB, "memory cache per node, MiB")
 	data := fs.String("data", "", "folder for the generated sample site (default: your cache folder/shoal)")
@@ -99,12 +100,15 @@ func runPop(args []string) error {
 		return err
 	}
 	c := popConfig(f, def)
-	c.Cluster.DataDir = *data
+	c.Cluster.DataDir, c.Cluster.AdminTokenFile = *data, *tokenFile
 	p, err := pop.Start(c)
 	if err != nil {
 		return err // a refusal (wrong seed) exits non-zero with its reason
 	}
 	fmt.Printf("PoP %s (%016x) is up: gateway %s  admin %s/pops  peer %s\n", c.Name, p.ID, p.Cluster.URL, p.AdminURL, p.PeerAddr)
+	if p.AdminURL != "" {
+		fmt.Printf("  admin token in %s\n", p.AdminTokenFile)
+	}
 	return waitAndStop(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err())
 }
 

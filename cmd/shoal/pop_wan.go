@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/admin"
 	"shoal/internal/wan"
 )
 
@@ -53,6 +54,13 @@ func runUpPopsWAN(n int, stateFile, dataDir string, nodes, cacheMB int) error {
 	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
 		return err
 	}
+	// The PoPs' admin APIs are on WAN addresses, not loopback: reads need
+	// the token too. One token for all, in the run's folder.
+	tokenFile := filepath.Join(dir, "admin.token")
+	token, err := admin.LoadOrCreateToken(tokenFile)
+	if err != nil {
+		return err
+	}
 	m := defaultMatrix(n)
 	w, err := wan.Start(context.Background(), m)
 	if err != nil {
@@ -72,7 +80,7 @@ func runUpPopsWAN(n int, stateFile, dataDir string, nodes, cacheMB int) error {
 	for i := range n {
 		a := wan.Addr(i).String()
 		args := []string{"pop", "--name", fmt.Sprintf("pop%d", i+1), "--seed-file", seedFile, "--peer", a + ":7946",
-			"--listen", a + ":8080", "--admin", a + ":9090", "--nodes", fmt.Sprint(nodes), "--cache-mb", fmt.Sprint(cacheMB)}
+			"--listen", a + ":8080", "--admin", a + ":9090", "--admin-token-file", tokenFile, "--nodes", fmt.Sprint(nodes), "--cache-mb", fmt.Sprint(cacheMB)}
 		if dataDir != "" {
 			args = append(args, "--data", dataDir)
 		}
@@ -88,18 +96,19 @@ func runUpPopsWAN(n int, stateFile, dataDir string, nodes, cacheMB int) error {
 			return err
 		}
 		procs = append(procs, cmd.Process)
-		admin := "http://" + a + ":9090"
-		if err := waitJoined(admin, 60*time.Second); err != nil {
+		adminURL := "http://" + a + ":9090"
+		if err := waitJoined(adminURL, token, 60*time.Second); err != nil {
 			b, _ := os.ReadFile(logf.Name())
 			stopAll(context.Background())
 			return fmt.Errorf("pop%d: %w: %s", i+1, err, b)
 		}
-		fmt.Printf("  pop%d: gateway http://%s:8080/  admin %s/pops  peer %s:7946  (netns %s)\n", i+1, a, admin, a, w.NS[i])
+		fmt.Printf("  pop%d: gateway http://%s:8080/  admin %s/pops  peer %s:7946  (netns %s)\n", i+1, a, adminURL, a, w.NS[i])
 		st.PoPs = append(st.PoPs, popStateItem{Name: fmt.Sprintf("pop%d", i+1), Gateway: "http://" + a + ":8080/",
-			Admin: admin, Peer: a + ":7946", PID: cmd.Process.Pid})
+			Admin: adminURL, Peer: a + ":7946", PID: cmd.Process.Pid})
 	}
 	fmt.Printf("shoal is up: %d PoPs in a WAN lab (root): namespaces %s%s-*, RTT between pop i and j = 10 + 15·|i−j| ms;\n"+
-		"  this host is %s on it. If shoal is killed: ip netns del <each namespace>. Ctrl-C stops it.\n", n, wan.Prefix, w.ID, wan.HostAddr)
+		"  this host is %s on it; admin reads need the token: curl -H \"Authorization: Bearer $(cat %s)\" ADMIN/pops\n"+
+		"  If shoal is killed: ip netns del <each namespace>. Ctrl-C stops it.\n", n, wan.Prefix, w.ID, wan.HostAddr, tokenFile)
 	if stateFile != "" {
 		b, _ := json.MarshalIndent(st, "", "  ")
 		if err := os.WriteFile(stateFile, append(b, '\n'), 0o644); err != nil {
@@ -110,11 +119,13 @@ func runUpPopsWAN(n int, stateFile, dataDir string, nodes, cacheMB int) error {
 	return waitAndStop(stopAll, nil)
 }
 
-func waitJoined(admin string, limit time.Duration) error {
+func waitJoined(adminURL, token string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	c := &http.Client{Timeout: time.Second}
 	for time.Now().Before(deadline) {
-		if r, err := c.Get(admin + "/pops"); err == nil {
+		req, _ := http.NewRequest("GET", adminURL+"/pops", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if r, err := c.Do(req); err == nil {
 			var v struct {
 				Joined bool `json:"joined"`
 			}

@@ -29,7 +29,7 @@ func init() {
 
 func runSim(args []string) error {
 	fs := newFlags("sim", "--trace FILE [--policies wrr,lard,…] [--nodes 1,2,4,8,16] [--cache-mb N] [--cache lru|gdsf|cgdsf] [--seed S] [--json | --csv] [--plot out.svg]",
-		"Replay an access log through a simulated cluster (SPEC §6) for every policy and node count; print one row per run")
+		"Replay an access log through a simulated cluster (node CPU, disk and cache; front cost) for every policy and node count; print one row per run")
 	tracePath := fs.String("trace", "", "access log to replay (CLF or EPA, plain or gzip)")
 	policies := fs.String("policies", "wrr,lard,lardr,tbccrd,weblins", "comma-separated policies (any of "+strings.Join(policy.Names(), ",")+")")
 	nodesFlag := fs.String("nodes", "1,2,4,8,16", "comma-separated node counts")

@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	"shoal/internal/admin"
+	"shoal/internal/config"
 	"shoal/internal/handoff"
+	"shoal/internal/policy"
 	"shoal/internal/up"
 )
 
@@ -22,22 +27,32 @@ func runUp(args []string) error {
 	var c up.Config
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "front-end address to point a browser at")
 	fs.StringVar(&c.Admin, "admin", "127.0.0.1:9090", "admin API and /metrics address (\"off\" disables it)")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "the admin API's bearer token, made (32 random bytes, mode 0600) if missing (default: admin.token in the --data folder)")
 	fs.IntVar(&c.Nodes, "nodes", 4, "number of nodes")
 	fs.StringVar(&c.Site, "site", "", "serve this directory instead of the generated sample site")
 	fs.StringVar(&c.SiteFromTrace, "site-from-trace", "", "serve a site whose files are the URLs of this access log (CLF, .gz ok), to replay it")
 	fs.StringVar(&c.DataDir, "data", "", "folder for generated sites (default: your cache folder/shoal)")
 	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
 	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
-	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy (see README)")
+	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy: "+strings.Join(policy.Names(), ", "))
 	path := fs.String("path", "relay", "data path: relay (all in one process), redirect (302 to the node's own URL), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
 		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
+	fs.DurationVar(&c.SendTimeout, "send-timeout", 60*time.Second, "close a client that takes no response bytes for this long (nginx send_timeout)")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "open client connections at the front; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
+	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	pops := fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
 	state := fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
 	loopback := fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
+	}
+	if !slices.Contains(config.Paths, *path) {
+		return fmt.Errorf("--path %q: want one of %s", *path, strings.Join(config.Paths, ", "))
+	}
+	if c.Nodes < 1 || c.CacheMB < 0 {
+		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)
 	}
 	if *pops > 0 {
 		if os.Geteuid() == 0 && !*loopback {
@@ -81,6 +96,13 @@ func runUp(args []string) error {
 	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, *path, c.CacheMB, c.Cache, cl.SiteInfo)
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)
+		reads := ""
+		if !admin.LoopbackAddr(strings.TrimPrefix(cl.AdminURL, "http://")) {
+			reads = " and to read it (not a loopback address)"
+		}
+		fmt.Printf("  admin token in %s (mode 0600), needed to change the cluster%s, e.g.:\n", cl.AdminTokenFile, reads)
+		fmt.Printf("    curl -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/json' -X PUT -d '{\"weight\": 0}' %s/nodes/0/weight\n",
+			cl.AdminTokenFile, cl.AdminURL)
 	}
 	if lab != nil {
 		fmt.Printf("  curl %s\n", cl.URL)

@@ -1,23 +1,46 @@
-// Package admin serves the front-end's admin API and Prometheus metrics on
-// an address of their own, apart from client traffic, as HAProxy's stats
-// socket and nginx's status module are. It is a control-plane reader and
-// writer of internal/cluster; it never sits on the request path.
+// Package admin serves the front-end's admin API, Prometheus metrics and a
+// live dashboard on an address of their own, apart from client traffic, as
+// HAProxy's stats socket and nginx's status module are. It is a
+// control-plane reader and writer of internal/cluster; it never sits on the
+// request path. docs/admin.md describes every endpoint, body and key.
 //
-// Endpoints (JSON unless noted):
+// Endpoints (JSON unless noted; request bodies are JSON, read strictly: an
+// unknown field is an error):
 //
+//	GET    /                      the dashboard: an embedded page polling /dashboard.json (dashboard.go)
 //	GET    /nodes                 every node: weight, health, active, load, requests, hit ratio
-//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""}
-//	DELETE /nodes/{i}             remove node i (in-flight requests finish)
-//	PUT    /nodes/{i}/weight      set node i's weight: {"weight": 0} drains it
+//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""} (URL checked by cluster.ParseNodeURL)
+//	DELETE /nodes/{i}             remove node i (in-flight requests finish); no body
+//	PUT    /nodes/{i}/weight      set node i's weight: 5 or {"weight": 5}; 0 drains it
 //	GET    /tables?limit=N        the policy's tables (lard's target map, tbccrd's URL table)
-//	GET    /stats                 the front's counters: per data path, handoffs, hybrid decisions, queues
+//	GET    /stats                 the front's counters (Stats: snake_case keys, "status": {"2xx": n, …}, per data path, handoffs)
+//	GET    /dashboard.json        what the dashboard draws (Snapshot): nodes, latency totals, decisions, /stats
 //	GET    /metrics               Prometheus text format
+//
+// Access (Config, check; docs/security.md): every request that changes the
+// cluster needs "Authorization: Bearer TOKEN", the token being the content
+// of --admin-token-file (admin_token_file); without a token file the API is
+// read-only. Reads need no token on a loopback address, and need it like
+// writes when the API is bound anywhere else — and a non-loopback bind
+// without a token refuses to start (CheckBind). Requests a browser makes for
+// another site are refused (Origin not this API's, Sec-Fetch-Site other than
+// same-origin or none), as are write bodies other than application/json
+// (415) and open reads for a Host name that is not localhost (DNS
+// rebinding). Refusals are counted in shoal_admin_refused_total{reason}.
+//
+//	curl -H "Authorization: Bearer $(cat TOKENFILE)" -H 'Content-Type: application/json' \
+//	     -X PUT -d 0 http://127.0.0.1:9090/nodes/0/weight
+//
+// The dashboard only reads, so these rules hold for it unchanged: it needs
+// no token on a loopback address, and a strict Content-Security-Policy keeps
+// the page to its own origin.
 //
 // net/http is the right tool here: the admin API is low-rate and benefits
 // from the standard library's routing and robustness more than from speed.
 package admin
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,14 +60,21 @@ import (
 
 // Server is the admin API over one cluster.
 type Server struct {
-	cl      *cluster.Cluster
-	metrics *Metrics
-	mux     *http.ServeMux
+	cl       *cluster.Cluster
+	metrics  *Metrics
+	mux      *http.ServeMux
+	cfg      Config
+	tokenSum [sha256.Size]byte // of cfg.Token, compared in constant time
 }
 
-// New builds the admin API for cl, exporting m's metrics at /metrics.
-func New(cl *cluster.Cluster, m *Metrics) *Server {
-	s := &Server{cl: cl, metrics: m, mux: http.NewServeMux()}
+// New builds a read-only admin API for cl (Config's zero value), exporting
+// m's metrics at /metrics.
+func New(cl *cluster.Cluster, m *Metrics) *Server { return NewConfig(cl, m, Config{}) }
+
+// NewConfig builds the admin API for cl secured by cfg, exporting m's
+// metrics at /metrics.
+func NewConfig(cl *cluster.Cluster, m *Metrics, cfg Config) *Server {
+	s := &Server{cl: cl, metrics: m, mux: http.NewServeMux(), cfg: cfg, tokenSum: sha256.Sum256([]byte(cfg.Token))}
 	s.mux.HandleFunc("GET /nodes", s.listNodes)
 	s.mux.HandleFunc("POST /nodes", s.addNode)
 	s.mux.HandleFunc("DELETE /nodes/{i}", s.removeNode)
@@ -52,11 +82,19 @@ func New(cl *cluster.Cluster, m *Metrics) *Server {
 	s.mux.HandleFunc("GET /tables", s.tables)
 	s.mux.HandleFunc("GET /stats", s.stats)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{}))
+	s.routeDashboard()
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler: a request passes Config's checks
+// (see check) before it is routed.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f := s.check(r); f != nil {
+		s.refuse(w, f)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -137,21 +175,16 @@ func (s *Server) setWeight(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var body struct {
-		Weight *int `json:"weight"`
-	}
-	if err := decode(r, &body); err != nil || body.Weight == nil {
-		if err == nil {
-			err = errors.New(`request body: want {"weight": N}`)
-		}
+	weight, err := decodeWeight(r)
+	if err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
 	}
-	if err := s.cl.SetWeight(i, *body.Weight); err != nil {
+	if err := s.cl.SetWeight(i, weight); err != nil {
 		nodeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"index": i, "weight": *body.Weight})
+	writeJSON(w, http.StatusOK, map[string]int{"index": i, "weight": weight})
 }
 
 func (s *Server) tables(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +214,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, errors.New("no front-end attached"))
 		return
 	}
-	writeJSON(w, http.StatusOK, (*f)())
+	writeJSON(w, http.StatusOK, FrontStats((*f)()))
 }
 
 // Metrics holds the front's Prometheus collectors on a registry of its own
@@ -195,6 +228,7 @@ type Metrics struct {
 	decisions *prometheus.CounterVec
 	retries   prometheus.Counter
 	health    *prometheus.CounterVec
+	refused   *prometheus.CounterVec
 	front     atomic.Pointer[func() front.Stats]
 	series    sync.Map // seriesKey → *series
 }
@@ -225,7 +259,14 @@ func NewMetrics(cl *cluster.Cluster, policyName string) *Metrics {
 		Help: "Idempotent requests retried on another node after their first node failed before answering."})
 	m.health = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_cluster_events_total",
 		Help: "Control-plane changes: node up, down, weight, add, remove."}, []string{"node", "event"})
-	m.reg.MustRegister(m.requests, m.latency, m.decisions, m.retries, m.health,
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_admin_refused_total",
+		Help: "Admin API requests refused, by reason: origin (Origin of another origin), fetch_site (Sec-Fetch-Site of another site), " +
+			"read_only (no token configured: a write, or a read from another host), no_token, bad_token, host (an open read for a Host name other than localhost: DNS rebinding), " +
+			"content_type (a write body not application/json)."}, []string{"reason"})
+	for _, r := range refusedReasons {
+		m.refused.WithLabelValues(r) // every reason shows, at 0 until it happens
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.decisions, m.retries, m.health, m.refused,
 		&nodeCollector{cl: cl}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	cl.OnChange(func(e cluster.Event) { m.health.WithLabelValues(strconv.Itoa(e.Node), e.Kind).Inc() })
 	return m
@@ -360,10 +401,14 @@ var (
 		"repair (TCP_REPAIR) handoff events: moved, fallback_freeze, fallback_node, lost, ended, dropped, refused_forged, refused_replayed, refused_stale, refused_malformed.", []string{"event"}, nil)
 	descHybrid = prometheus.NewDesc("shoal_front_hybrid_decisions_total",
 		"Hybrid data-path decisions (seed 002): hand off for cpu, conns or size, or relay.", []string{"reason"}, nil)
+	descLimit = prometheus.NewDesc("shoal_front_connection_limit_total",
+		"Client connection limit events: refused_limit and refused_per_ip (503), idle_closed (shed near the limit).", []string{"event"}, nil)
+	descStream = prometheus.NewDesc("shoal_front_streaming_bodies",
+		"Response bodies streaming now after giving back their node slot (slow readers show here).", nil, nil)
 )
 
 func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descRepair, descHybrid} {
+	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descRepair, descHybrid, descLimit, descStream} {
 		ch <- d
 	}
 }
@@ -383,6 +428,10 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descQueue, st.Queued, "queued")
 	counter(descQueue, st.QueueTimeouts, "timeout")
 	counter(descQueue, st.QueueFull, "full")
+	counter(descLimit, st.RefusedLimit, "refused_limit")
+	counter(descLimit, st.RefusedPerIP, "refused_per_ip")
+	counter(descLimit, st.IdleShed, "idle_closed")
+	ch <- prometheus.MustNewConstMetric(descStream, prometheus.GaugeValue, float64(st.Streaming))
 	counter(descBatch, st.HeadBatches, "batches")
 	counter(descBatch, st.HeadsBatched, "heads")
 	h := st.Handoff
@@ -391,7 +440,8 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 		v    uint64
 	}{{"passed", h.Passed}, {"fallback_no_socket", h.FallbackNoSocket}, {"fallback_send", h.FallbackSend},
 		{"returned", h.Returned}, {"return_refused", h.ReturnRefused}, {"redispatched", h.Redispatched},
-		{"ended", h.Ended}, {"lost", h.Lost}} {
+		{"ended", h.Ended}, {"lost", h.Lost},
+		{"refused_socket_dir", h.RefusedSocketDir}, {"refused_socket_peer", h.RefusedSocketPeer}} {
 		counter(descHandoff, e.v, e.name)
 	}
 	if r := st.Repair; r != nil {

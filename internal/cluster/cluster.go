@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,10 @@ type Backend struct {
 	Failures atomic.Int64
 	// InFlight is the number of requests currently dispatched and not Done.
 	InFlight atomic.Int64
+	// downMarks counts every down-marking, by the checker or by a failed
+	// request, so the checker restarts its good-check streak after any of
+	// them (HAProxy: rise counts from the last failure, whatever saw it).
+	downMarks atomic.Uint64
 
 	status atomic.Pointer[Status]
 }
@@ -294,11 +300,73 @@ func (c *Cluster) Nodes() []NodeInfo {
 	return out
 }
 
-// Add puts a new node into the cluster and returns its index.
+// ParseNodeURL checks a node's base URL and returns the host:port to dial.
+// It is the one check for every way a node enters the cluster — --nodes,
+// [[node]] in a config file, POST /nodes on the admin API — so that a URL
+// refused on the command line is refused at run time too (issue 10 item 2).
+// A node URL is http://HOST:PORT and nothing more: the front speaks plain
+// HTTP/1.1 to nodes, never prefixes a path, never sends userinfo, and
+// guessing a default port would hide typos; so a scheme other than http,
+// userinfo, a path (even "/"), a query, a fragment, or a missing or
+// out-of-range port are refused, each with the fix.
+func ParseNodeURL(s string) (addr string, err error) {
+	bad := func(format string, a ...any) (string, error) {
+		return "", &NodeURLError{URL: s, Problem: fmt.Sprintf(format, a...)}
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil && !strings.Contains(s, "://"):
+		return bad("no scheme")
+	case err != nil:
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return bad("not a URL (%v)", err)
+	case u.Scheme == "":
+		return bad("no scheme")
+	case u.Scheme != "http":
+		return bad("scheme %q is not http (nodes are spoken to in plain HTTP/1.1)", u.Scheme)
+	case u.Opaque != "" || u.Hostname() == "":
+		return bad("no host")
+	case u.User != nil:
+		return bad("has userinfo (user@), which would never be sent")
+	case u.Path != "" || u.RawPath != "":
+		return bad("has a path %q; a node URL names a server, and requests keep their own path", u.Path)
+	case u.RawQuery != "" || u.ForceQuery:
+		return bad("has a query")
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return bad("has a fragment")
+	case u.Port() == "":
+		return bad("no port")
+	}
+	if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+		return bad("port %q is not in 1–65535", u.Port())
+	}
+	return u.Host, nil
+}
+
+// NodeURLError is ParseNodeURL's refusal: the URL, what is wrong with it,
+// and (in Error) how to write it, so a config file error can put the
+// problem and the fix in their own places.
+type NodeURLError struct {
+	URL     string
+	Problem string
+}
+
+// NodeURLFix is how to write a node URL, the fix every NodeURLError names.
+const NodeURLFix = "write it as http://HOST:PORT, e.g. http://127.0.0.1:9001"
+
+func (e *NodeURLError) Error() string {
+	return fmt.Sprintf("node URL %q: %s; fix: %s", e.URL, e.Problem, NodeURLFix)
+}
+
+// Add puts a new node into the cluster and returns its index. Its URL must
+// pass ParseNodeURL, and no live node may already have the same host:port.
 func (c *Cluster) Add(s NodeSpec) (int, error) {
-	u, err := url.Parse(s.URL)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "") {
-		return -1, fmt.Errorf("node %q: want a URL like http://127.0.0.1:9001", s.URL)
+	addr, err := ParseNodeURL(s.URL)
+	if err != nil {
+		return -1, err
 	}
 	if s.Weight < 0 {
 		return -1, fmt.Errorf("node %s: weight %d is negative", s.URL, s.Weight)
@@ -308,13 +376,13 @@ func (c *Cluster) Add(s NodeSpec) (int, error) {
 	}
 	c.mu.Lock()
 	for i, b := range c.backends {
-		if b.URL == s.URL && !c.view.Nodes[i].Removed {
+		if strings.EqualFold(b.Addr, addr) && !c.view.Nodes[i].Removed {
 			c.mu.Unlock()
 			return -1, fmt.Errorf("node %s: already in the cluster", s.URL)
 		}
 	}
 	i := len(c.backends)
-	c.backends = append(c.backends, &Backend{Index: i, URL: s.URL, Addr: u.Host})
+	c.backends = append(c.backends, &Backend{Index: i, URL: s.URL, Addr: addr})
 	c.view.Nodes = append(c.view.Nodes, policy.Node{Name: s.URL, Weight: s.Weight, Group: s.Group, Up: true})
 	c.view.Version++
 	c.mu.Unlock()
@@ -346,6 +414,13 @@ func (c *Cluster) SetWeight(i, w int) error {
 
 // SetUp sets node i's health state.
 func (c *Cluster) SetUp(i int, up bool) {
+	if !up {
+		c.mu.Lock()
+		if i >= 0 && i < len(c.backends) {
+			c.backends[i].downMarks.Add(1)
+		}
+		c.mu.Unlock()
+	}
 	changed := false
 	_ = c.update(i, func(n *policy.Node) { changed = n.Up != up; n.Up = up })
 	if changed {

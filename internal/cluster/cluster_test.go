@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -158,6 +159,32 @@ func TestCheckRiseFall(t *testing.T) {
 	waitFor(t, "node up again", func() bool { return c.Nodes()[0].Up })
 }
 
+// A node marked down by a failed request needs Rise good checks after the
+// failure, although the checker had seen many good ones before it (issue 17:
+// it used to come back after one).
+func TestRiseCountsFromAFailedRequest(t *testing.T) {
+	var checks atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		checks.Add(1)
+		json.NewEncoder(w).Encode(Status{})
+	}))
+	defer srv.Close()
+	c, _ := newTest(t, srv.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const rise = 4
+	go c.Check(ctx, CheckConfig{Interval: 5 * time.Millisecond, Rise: rise, Fall: 2})
+	waitFor(t, "ten good checks", func() bool { return checks.Load() >= 10 })
+	c.Failed(c.backends[0], errors.New("reset"))
+	after := checks.Load()
+	waitFor(t, "node up again", func() bool { return c.Nodes()[0].Up })
+	// One check may have been in flight at the failure (counted in after
+	// or not); it must not count, so at least rise answers came after.
+	if n := checks.Load() - after; n < rise {
+		t.Fatalf("node up after %d checks answered since the failure, want >= %d", n, rise)
+	}
+}
+
 // waitFor polls cond for up to 5 s; it asserts an eventual state, not a time.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -199,5 +226,61 @@ func TestPanicModeWhenAllMarkedDown(t *testing.T) {
 	c.Remove(1)
 	if d, _ := c.PickExcept(&policy.Request{}, 0); d.Node != -1 {
 		t.Errorf("only the excluded node left: pick = %d, want -1", d.Node)
+	}
+}
+
+// TestParseNodeURL: the one check every node URL passes, from --nodes, the
+// config file or the admin API (issue 10 item 2): an http URL with a host
+// and an explicit port and nothing else, since anything else would be
+// ignored or misused by the front (a path is never prefixed to requests,
+// userinfo would never be sent, https is not spoken to nodes).
+func TestParseNodeURL(t *testing.T) {
+	cases := []struct {
+		url, addr string // addr "" means refused
+		why       string // substring of the error
+	}{
+		{"http://127.0.0.1:9001", "127.0.0.1:9001", ""},
+		{"HTTP://127.0.0.1:9001", "127.0.0.1:9001", ""},
+		{"http://node1.example:80", "node1.example:80", ""},
+		{"http://[::1]:9001", "[::1]:9001", ""},
+		{"http://127.0.0.1", "", "no port"},
+		{"http://127.0.0.1:", "", "no port"},
+		{"http://127.0.0.1:0", "", "port"},
+		{"http://127.0.0.1:70000", "", "port"},
+		{"http://127.0.0.1:x", "", "port"},
+		{"http://127.0.0.1:9001/", "", "path"},
+		{"http://127.0.0.1:9001/admin", "", "path"},
+		{"http://127.0.0.1:9001?a=b", "", "query"},
+		{"http://127.0.0.1:9001?", "", "query"},
+		{"http://127.0.0.1:9001#f", "", "fragment"},
+		{"http://user:pw@127.0.0.1:9001", "", "user"},
+		{"http://user@127.0.0.1:9001", "", "user"},
+		{"https://127.0.0.1:9001", "", "scheme"},
+		{"ftp://x:1", "", "scheme"},
+		{"file:///etc/passwd", "", "scheme"},
+		{"unix:///tmp/x.sock", "", "scheme"},
+		{"127.0.0.1:9001", "", "http://"},
+		{"//127.0.0.1:9001", "", "scheme"},
+		{"http://", "", "host"},
+		{"http://:9001", "", "host"},
+		{"http:127.0.0.1:9001", "", "host"},
+		{"", "", "http://"},
+		{" http://127.0.0.1:9001", "", ""},
+	}
+	for _, c := range cases {
+		addr, err := ParseNodeURL(c.url)
+		if c.addr != "" {
+			if err != nil || addr != c.addr {
+				t.Errorf("ParseNodeURL(%q) = %q, %v; want %q", c.url, addr, err, c.addr)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("ParseNodeURL(%q) = %q, accepted; want refused (%s)", c.url, addr, c.why)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.why) || !strings.Contains(err.Error(), "fix:") {
+			t.Errorf("ParseNodeURL(%q) error %q: want it to mention %q and a fix", c.url, err, c.why)
+		}
 	}
 }

@@ -53,7 +53,10 @@ func (cc *CheckConfig) defaults() {
 func (c *Cluster) Check(ctx context.Context, cfg CheckConfig) {
 	cfg.defaults()
 	client := &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-	type streak struct{ good, bad int }
+	type streak struct {
+		good, bad int
+		mark      uint64 // downMarks when good started counting
+	}
 	streaks := map[*Backend]*streak{}
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
@@ -61,7 +64,9 @@ func (c *Cluster) Check(ctx context.Context, cfg CheckConfig) {
 		bs := c.Backends()
 		var wg sync.WaitGroup
 		results := make([]*Status, len(bs))
+		marks := make([]uint64, len(bs))
 		for i, b := range bs {
+			marks[i] = b.downMarks.Load()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -78,8 +83,18 @@ func (c *Cluster) Check(ctx context.Context, cfg CheckConfig) {
 				st = &streak{}
 				streaks[b] = st
 			}
+			// Marked down since the streak began (a failed request): Rise
+			// good checks start again, and a check that was in flight
+			// when it happened does not count.
+			now := b.downMarks.Load()
+			if now != st.mark {
+				st.good, st.mark = 0, now
+			}
 			if s := results[i]; s != nil {
-				st.good, st.bad = st.good+1, 0
+				if marks[i] == now {
+					st.good++
+				}
+				st.bad = 0
 				c.SetStatus(b.Index, s)
 				if st.good >= cfg.Rise {
 					c.SetUp(b.Index, true)

@@ -23,6 +23,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"shoal/internal/admin"
+	"shoal/internal/cluster"
 	"shoal/internal/policy"
 )
 
@@ -49,6 +51,11 @@ type Front struct {
 	// Admin is the admin API and /metrics address; empty turns it off.
 	// Default "127.0.0.1:9090".
 	Admin string `toml:"admin"`
+	// AdminTokenFile holds the admin API's bearer token (32 or more random
+	// characters; mode 0600, refused otherwise). Without it the admin API
+	// is read-only, and an Admin address other than loopback refuses to
+	// start (internal/admin, issue 10 item 2). Default "".
+	AdminTokenFile string `toml:"admin_token_file"`
 	// Policy is the request-distribution policy (see policy.Names). Default "wrr".
 	Policy string `toml:"policy"`
 	// Path is the data path: relay, redirect, passfd, hybrid or repair (SPEC §4). Default "relay".
@@ -68,6 +75,15 @@ type Front struct {
 	// (Linux), so its wake-ups stop preempting the relay: about 10 % less
 	// CPU per small request on one core (see internal/sysmon). Default true.
 	SysmonIdle *bool `toml:"sysmon_idle"`
+	// HandoffDir is the folder the nodes' handoff sockets must be in for
+	// passfd and hybrid (front.PassFDConfig): nodes report their socket in
+	// their status, so a socket elsewhere is refused and relayed. Default ""
+	// (the system temporary folder, where `shoal up` puts its sockets).
+	HandoffDir string `toml:"handoff_dir"`
+	// HandoffUID is the user the nodes' handoff sockets must be served by
+	// (SO_PEERCRED); others are refused and relayed. Default -1 (the front's
+	// own effective uid).
+	HandoffUID *int `toml:"handoff_uid"`
 }
 
 // Node is one back-end in the file.
@@ -104,6 +120,17 @@ type Limits struct {
 	IdleTimeout Duration `toml:"idle_timeout"`
 	// MaxHeaderBytes bounds a request head; larger gets 431. Default 8192.
 	MaxHeaderBytes int `toml:"max_header_bytes"`
+	// SendTimeout closes a client connection whose client takes no
+	// response bytes for this long (nginx's send_timeout). Default "60s".
+	SendTimeout Duration `toml:"send_timeout"`
+	// MaxConns caps open client connections; past 7/8 of it the longest
+	// idle ones are closed, and at it new ones get 503 when none is idle.
+	// Default 0: derived from RLIMIT_NOFILE (front.DefaultMaxClientConns);
+	// -1: no limit.
+	MaxConns int `toml:"max_conns"`
+	// MaxConnsPerIP caps open client connections from one address. Default
+	// 0: 256 (front.DefaultMaxConnsPerIP); -1: no limit.
+	MaxConnsPerIP int `toml:"max_conns_per_ip"`
 }
 
 // Tuning holds the policies' knobs (policy.Config); zero means the policy's
@@ -125,6 +152,11 @@ type Tuning struct {
 	OverloadConns int            `toml:"overload_conns"`
 	PopularN      int            `toml:"popular_n"`
 	GroupWeights  map[string]int `toml:"group_weights"`
+	// MaxURLs and MaxURLMB bound every per-URL table of lard, lardr, tbccrd
+	// and weblins (policy.Config.MaxURLs, MaxURLBytes): URL count and URL
+	// text in MiB, least recently requested URL evicted first.
+	MaxURLs  int   `toml:"max_urls"`
+	MaxURLMB int64 `toml:"max_url_mb"`
 }
 
 // Policy converts the tuning to a policy.Config.
@@ -135,6 +167,7 @@ func (t Tuning) Policy() policy.Config {
 		FeedbackA: t.FeedbackA, TargetLoad: t.TargetLoad, LoadLimit: t.LoadLimit,
 		CacheBytes: t.CacheMB << 20, NoCacheAbove: t.NoCacheKB << 10, HandoffSize: t.HandoffKB << 10,
 		OverloadConns: t.OverloadConns, PopularN: t.PopularN, GroupWeights: t.GroupWeights,
+		MaxURLs: t.MaxURLs, MaxURLBytes: t.MaxURLMB << 20,
 	}
 }
 
@@ -157,6 +190,10 @@ func (f *Front) fill() {
 	def(&f.Listen, "127.0.0.1:8080")
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
+	if f.HandoffUID == nil {
+		own := -1
+		f.HandoffUID = &own
+	}
 	if f.SysmonIdle == nil {
 		on := true
 		f.SysmonIdle = &on
@@ -184,6 +221,9 @@ func (f *Front) fill() {
 	}
 	if f.Limits.MaxHeaderBytes == 0 {
 		f.Limits.MaxHeaderBytes = 8192
+	}
+	if f.Limits.SendTimeout.Duration == 0 {
+		f.Limits.SendTimeout.Duration = 60 * time.Second
 	}
 }
 
@@ -269,9 +309,19 @@ func (f *Front) validate(name string, data []byte) []error {
 	if !slices.Contains(Paths, f.Path) {
 		bad([]string{"path"}, fmt.Sprintf("path %q is unknown", f.Path), "use one of "+strings.Join(Paths, ", "))
 	}
+	if f.Admin != "" {
+		if _, err := admin.CheckBind(f.Admin, f.AdminTokenFile != ""); err != nil {
+			bad([]string{"admin"}, err.Error(), "")
+		}
+	}
 	for i, n := range f.Nodes {
-		if !strings.HasPrefix(n.URL, "http://") || len(n.URL) <= len("http://") {
-			bad([]string{"node", "url"}, fmt.Sprintf("node %d: url %q is not an http URL", i+1, n.URL), "write it like \"http://127.0.0.1:9001\"")
+		if _, err := cluster.ParseNodeURL(n.URL); err != nil {
+			msg, fix := err.Error(), ""
+			var ue *cluster.NodeURLError
+			if errors.As(err, &ue) {
+				msg, fix = fmt.Sprintf("node %d: url %q: %s", i+1, n.URL, ue.Problem), cluster.NodeURLFix
+			}
+			bad([]string{"node", "url"}, msg, fix)
 		}
 		if n.Weight != nil && *n.Weight < 0 {
 			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is negative", i+1, *n.Weight), "use 0 to drain a node, or a positive weight")
@@ -283,8 +333,17 @@ func (f *Front) validate(name string, data []byte) []error {
 	if f.Limits.MaxConnPerNode < 0 {
 		bad([]string{"limits", "max_conn_per_node"}, "max_conn_per_node is negative", "use a positive count such as 256")
 	}
+	if f.Limits.SendTimeout.Duration < 0 {
+		bad([]string{"limits", "send_timeout"}, "send_timeout is negative", "use a duration such as \"60s\"")
+	}
 	if m := f.Limits.MaxHeaderBytes; m != 0 && (m < 1024 || m > 1<<20) {
 		bad([]string{"limits", "max_header_bytes"}, fmt.Sprintf("max_header_bytes %d is out of range", m), "use a value between 1024 and 1048576")
+	}
+	if f.HandoffUID != nil && *f.HandoffUID < -1 {
+		bad([]string{"handoff_uid"}, fmt.Sprintf("handoff_uid %d is not a user id", *f.HandoffUID), "use a uid such as 1000, or -1 for the front's own")
+	}
+	if f.HandoffDir != "" && !strings.HasPrefix(f.HandoffDir, "/") {
+		bad([]string{"handoff_dir"}, fmt.Sprintf("handoff_dir %q is not an absolute path", f.HandoffDir), "write the folder from / such as \"/run/shoal\"")
 	}
 	if _, err := policy.New(f.Policy, f.Tuning.Policy()); err != nil && slices.Contains(policy.Names(), f.Policy) {
 		bad([]string{"tuning"}, err.Error(), "correct the [tuning] value it names")

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/policy"
 )
 
 func TestTemplateIsDefaults(t *testing.T) {
@@ -13,7 +15,8 @@ func TestTemplateIsDefaults(t *testing.T) {
 		t.Fatalf("template does not parse: %v", err)
 	}
 	d := DefaultFront()
-	if f.Listen != d.Listen || f.Policy != d.Policy || f.Path != d.Path || f.Health != d.Health || f.Limits != d.Limits {
+	if f.Listen != d.Listen || f.Policy != d.Policy || f.Path != d.Path || f.Health != d.Health || f.Limits != d.Limits ||
+		f.AdminTokenFile != d.AdminTokenFile {
 		t.Errorf("template and defaults differ:\n%+v\n%+v", f, d)
 	}
 	if f.Admin != "127.0.0.1:9090" || len(f.Nodes) != 2 || *f.Nodes[0].Weight != 1 || f.Nodes[1].Weight != nil {
@@ -22,6 +25,9 @@ func TestTemplateIsDefaults(t *testing.T) {
 	p := f.Tuning.Policy()
 	if p.TLow != 25 || p.THigh != 65 || p.K != 20*time.Second || p.CacheBytes != 32<<20 || p.NoCacheAbove != 500<<10 || p.Epsilon != 0.25 {
 		t.Errorf("tuning → policy config = %+v", p)
+	}
+	if d := policy.DefaultConfig(); p.MaxURLs != d.MaxURLs || p.MaxURLBytes != d.MaxURLBytes {
+		t.Errorf("template URL bounds %d URLs, %d bytes; policy defaults %d, %d", p.MaxURLs, p.MaxURLBytes, d.MaxURLs, d.MaxURLBytes)
 	}
 }
 
@@ -32,8 +38,8 @@ func TestErrorsNameFileLineAndFix(t *testing.T) {
 	}{
 		{"unknown policy", "listen = \"127.0.0.1:1\"\npolicy = \"lardd\"\n",
 			[]string{"f.toml:2:", `policy "lardd" is unknown`, "fix: use one of", "lard"}},
-		{"unknown key", "[limits]\nmax_conns = 3\n",
-			[]string{"f.toml:2:", `unknown key "limits.max_conns"`, "fix: remove it or correct its spelling"}},
+		{"unknown key", "[limits]\nmax_connz = 3\n",
+			[]string{"f.toml:2:", `unknown key "limits.max_connz"`, "fix: remove it or correct its spelling"}},
 		{"bad duration", "[health]\ninterval = \"soon\"\n",
 			[]string{"f.toml:2", "not a duration", "fix:"}},
 		{"type error", "[health]\nrise = \"two\"\n",
@@ -43,11 +49,28 @@ func TestErrorsNameFileLineAndFix(t *testing.T) {
 		{"negative weight", "[[node]]\nurl = \"http://a:1\"\n\n[[node]]\nurl = \"http://b:1\"\nweight = -2\n",
 			[]string{"f.toml:6:", "node 2: weight -2 is negative", "fix: use 0 to drain"}},
 		{"bad url", "[[node]]\nurl = \"127.0.0.1:9\"\n",
-			[]string{"f.toml:2:", `url "127.0.0.1:9" is not an http URL`}},
+			[]string{"f.toml:2:", `node 1: url "127.0.0.1:9": no scheme`, "fix: write it as http://HOST:PORT"}},
+		{"url with a path", "[[node]]\nurl = \"http://127.0.0.1:9001\"\n[[node]]\nurl = \"http://127.0.0.1:9002/x\"\n",
+			[]string{"f.toml:2:", `node 2: url "http://127.0.0.1:9002/x": has a path "/x"`, "fix: write it as http://HOST:PORT"}},
+		{"url with userinfo", "[[node]]\nurl = \"http://u:p@127.0.0.1:9001\"\n",
+			[]string{"f.toml:2:", "userinfo", "fix:"}},
+		{"public admin without token", "listen = \"127.0.0.1:1\"\nadmin = \"0.0.0.0:9090\"\n",
+			[]string{"f.toml:2:", `admin API address "0.0.0.0:9090" can be reached from other hosts and has no token`,
+				"fix: give --admin-token-file FILE (admin_token_file in the config)"}},
+		{"all-interfaces admin without token", "admin = \":9090\"\n",
+			[]string{"f.toml:1:", `admin API address ":9090"`, "fix:"}},
 		{"header limit", "[limits]\nmax_header_bytes = 10\n",
 			[]string{"f.toml:2:", "max_header_bytes 10 is out of range"}},
+		{"handoff uid", "path = \"passfd\"\nhandoff_uid = -5\n",
+			[]string{"f.toml:2:", "handoff_uid -5 is not a user id", "fix:"}},
+		{"relative handoff dir", "handoff_dir = \"run/shoal\"\n",
+			[]string{"f.toml:1:", `handoff_dir "run/shoal" is not an absolute path`, "fix:"}},
 		{"bad tuning", "[tuning]\nt_low = 90\nt_high = 10\n",
 			[]string{"f.toml:1:", "T_low 90, T_high 10", "fix: correct the [tuning] value"}},
+		{"negative URL bound", "[tuning]\nmax_urls = -1\n",
+			[]string{"f.toml:1:", "max urls -1", "fix: correct the [tuning] value"}},
+		{"negative URL bytes", "[tuning]\nmax_url_mb = -1\n",
+			[]string{"f.toml:1:", "max url bytes", "fix: correct the [tuning] value"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,5 +104,32 @@ func TestValidateFlags(t *testing.T) {
 	g := Front{}
 	if err := g.Validate(); err != nil || g.Listen != "127.0.0.1:8080" {
 		t.Fatalf("zero config should validate to defaults: %v %+v", err, g)
+	}
+}
+
+// TestAdminBind: the admin address and token file together decide whether
+// the front may start (issue 10 item 2): a loopback admin needs no token, any
+// other needs admin_token_file.
+func TestAdminBind(t *testing.T) {
+	cases := []struct {
+		file string
+		ok   bool
+	}{
+		{"admin = \"127.0.0.1:9090\"\n", true},
+		{"admin = \"localhost:9090\"\n", true},
+		{"admin = \"[::1]:9090\"\n", true},
+		{"admin = \"\"\n", true},
+		{"admin = \"0.0.0.0:9090\"\n", false},
+		{"admin = \"192.0.2.1:9090\"\n", false},
+		{"admin = \"0.0.0.0:9090\"\nadmin_token_file = \"/etc/shoal/admin.token\"\n", true},
+	}
+	for _, c := range cases {
+		f, err := ParseFront("f.toml", []byte(c.file))
+		if (err == nil) != c.ok {
+			t.Errorf("%q: err = %v, want ok %v", c.file, err, c.ok)
+		}
+		if c.ok && strings.Contains(c.file, "admin_token_file") && f.AdminTokenFile != "/etc/shoal/admin.token" {
+			t.Errorf("%q: AdminTokenFile = %q", c.file, f.AdminTokenFile)
+		}
 	}
 }

@@ -9,10 +9,14 @@ const FrontTemplate = `# shoal front configuration. Every key is optional; shown
 
 listen = "127.0.0.1:8080"      # client-facing address
 admin = "127.0.0.1:9090"       # admin API and /metrics (default "": off)
+admin_token_file = ""          # bearer token for admin writes, mode 0600 (openssl rand -hex 32);
+                               # without it the admin API is read-only; required off loopback
 policy = "wrr"                 # rr wrr gwrr lc wlc dfwrr urlhash chbl p2c lard lardr tbccrd weblins
 path = "relay"                 # data path: relay, redirect, passfd, hybrid or repair
 access_log = ""                # Common Log Format file, "-" for stdout, "" for none
 sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
+handoff_dir = ""               # passfd/hybrid: node handoff sockets must be in this folder ("": $TMPDIR or /tmp)
+handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1: the front's own uid)
 
 # One [[node]] table per back-end.
 [[node]]
@@ -34,6 +38,9 @@ queue_timeout = "5s"           # a queued request gets 503 after this
 header_timeout = "10s"         # cuts clients that send the head too slowly
 idle_timeout = "60s"           # closes idle keep-alive clients
 max_header_bytes = 8192        # larger request heads get 431
+send_timeout = "60s"           # closes a client that takes no response bytes this long
+max_conns = 0                  # open client connections; 0: from RLIMIT_NOFILE, -1: no limit
+max_conns_per_ip = 0           # open client connections per address; 0: 256, -1: no limit
 
 [tuning]                       # policy knobs; 0 means the policy's default
 seed = 0                       # p2c's random seed
@@ -51,4 +58,6 @@ no_cache_kb = 500              # objects above this are never cached
 handoff_kb = 100               # weblins S: hand off files at least this large
 overload_conns = 130           # weblins T: an owner this busy is overloaded
 popular_n = 100                # weblins: size of the replicated popular set
+max_urls = 65536               # lard/lardr/tbccrd/weblins: URLs per table; least recently requested evicted
+max_url_mb = 8                 # and the URL text those tables hold, in MiB
 `

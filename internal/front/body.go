@@ -14,8 +14,10 @@ import (
 const spliceMin = 32 << 10
 
 // spliceStep bounds one spliceN so deadlines are refreshed while a large
-// body streams: a stalled peer is cut, a slow but live one is not.
-const spliceStep = 4 << 20
+// body streams: a stalled peer is cut, a slow but live one is not (one that
+// takes at least spliceStep per timeout, close to nginx's send_timeout
+// between two writes).
+const spliceStep = 256 << 10
 
 // inbuf is a connection's read buffer: bytes b[r:w] are read and not yet
 // consumed. It never grows, which bounds per-connection memory.

@@ -223,9 +223,9 @@ func (s *Server) serveFD(fd int, id uint64, data []byte, relay bool) {
 		s.logf("front: accept: %v", err)
 		return
 	}
-	cc := s.newClientConn(c)
+	cc := s.acceptConn(c)
 	if cc == nil {
-		return // shutting down: closed
+		return // refused by a limit, or shutting down: closed
 	}
 	if id != 0 {
 		cc.id = id // the policy saw this id already
@@ -296,8 +296,10 @@ func (ra *rawAccept) pass(fd int, data []byte) (id uint64, relay, ok bool) {
 			s.handoff.fastBlocked.Add(1)
 			return id, false, false
 		}
-		s.handoff.fallbackSend.Add(1)
-		s.logf("front: passfd to %s: %v; relaying", b.URL, err)
+		if !p.refused(s, b.URL, st.HandoffSocket, err) {
+			s.handoff.fallbackSend.Add(1)
+			s.logf("front: passfd to %s: %v; relaying", b.URL, err)
+		}
 		return id, true, false
 	}
 	rawClose(fd) // the node holds the connection now

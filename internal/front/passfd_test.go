@@ -603,7 +603,7 @@ func TestPassFDHelperNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := node.New(node.Config{Root: t.TempDir(), HandoffSocket: sock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := node.New(node.Config{Root: dir, HandoffSocket: sock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,12 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		closeConn := req.Close || req.HasBody()
 		return Result{Status: cc.writeError(503, closeConn), Close: closeConn, Err: fmt.Errorf("node %s: %w", u.b.URL, err)}
 	}
-	defer u.lim.release()
+	held := true // the node slot; relayResponse gives it back early for a streamed body
+	defer func() {
+		if held {
+			u.lim.release()
+		}
+	}()
 
 	s.relaying.Add(1)
 	defer s.relaying.Add(-1)
@@ -94,7 +99,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		}
 		return Result{Status: cc.writeError(502, true), Close: true, NodeFailed: true, Err: err}
 	}
-	return cc.relayResponse(x, u, nc)
+	return cc.relayResponse(x, u, nc, &held)
 }
 
 func (cc *clientConn) dial(u *upstream) (*nodeConn, error) {
@@ -275,8 +280,11 @@ func (cc *clientConn) readResponseHead(x *Exchange, nc *nodeConn) (got bool, err
 }
 
 // relayResponse sends the parsed response head (rewritten) and streams the
-// body to the client, then pools or closes the node connection.
-func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn) Result {
+// body to the client, then pools or closes the node connection. A body not
+// yet wholly in the node buffer gives the node slot (*held) back first: the
+// node's work is done, and the rest moves at the client's pace, which must
+// not decide how many requests the node may take (issue 10 item 6).
+func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held *bool) Result {
 	s := cc.s
 	req := x.Req
 	resp := &nc.resp
@@ -309,6 +317,14 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn) Resu
 	cc.out = out
 	nc.in.consume(resp.HeadLen)
 	s.ctr.status[resp.Status/100].Add(1)
+	if !noBody && (resp.ContentLength < 0 || resp.ContentLength > int64(nc.in.len())) {
+		if *held {
+			*held = false
+			u.lim.release()
+		}
+		s.ctr.streaming.Add(1)
+		defer s.ctr.streaming.Add(-1)
+	}
 
 	now := time.Now().UnixNano()
 	cc.now = now

@@ -172,6 +172,18 @@ func New(cfg Config) (*Runner, error) {
 	return r, nil
 }
 
+// Probe connects to the target once and closes, so that a run against an
+// address where nothing listens stops with one clear error instead of
+// counting a connect error per attempt for the whole duration.
+func (r *Runner) Probe(ctx context.Context) error {
+	d := net.Dialer{Timeout: r.cfg.Timeout}
+	c, err := d.DialContext(ctx, "tcp", r.addr)
+	if err != nil {
+		return fmt.Errorf("nothing answers at %s: %w", r.addr, err)
+	}
+	return c.Close()
+}
+
 // Completed is the number of requests finished so far (successes and
 // failures); safe to call during Run.
 func (r *Runner) Completed() uint64 {

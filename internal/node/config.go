@@ -68,6 +68,12 @@ type Config struct {
 	HandoffSocket string
 	// ServerName is sent in the Server header. Default "shoal".
 	ServerName string
+	// MaxConns caps the client connections open at once, handed-off ones
+	// included (under passfd the front's limits do not cover them): at it,
+	// the connections idle the longest are closed to make room, and a new
+	// one is closed at once when none is idle (issue 10 item 7). Default
+	// DefaultMaxConns(RLIMIT_NOFILE); negative: no limit.
+	MaxConns int
 }
 
 // Defaults for Config.
@@ -104,6 +110,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.ServerName == "" {
 		c.ServerName = "shoal"
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns(nofile())
 	}
 	if c.MaxHead <= 0 {
 		c.MaxHead = 8 << 10

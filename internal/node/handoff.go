@@ -46,9 +46,9 @@ var errHandedBack = errors.New("node: connection handed back to the front")
 func (s *Server) ServeConn(nc net.Conn, preread []byte) error {
 	c := newConn(s, nc)
 	c.setPreread(preread)
-	if !s.track(c) {
+	if err := s.track(c); err != nil {
 		c.nc.Close()
-		return ErrServerClosed
+		return err
 	}
 	c.serve()
 	return nil

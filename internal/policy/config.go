@@ -90,6 +90,22 @@ type Config struct {
 	// FirstMember is weblins' layer-4 choice of first member: "wrr"
 	// (default) or "lc" (SPEC §3).
 	FirstMember string `toml:"first_member"`
+
+	// MaxURLs bounds every per-URL table (lard's and lardr's targets, the
+	// URL tables of tbccrd and weblins): beyond it the least recently
+	// requested URL is evicted. URLs are client input, so without a bound
+	// a scanner grows the front without limit (issue 10 item 4). Default
+	// 65,536: that many distinct files average 512 B each in the mirrored
+	// 32 MiB node caches, so the least recently requested URL beyond it is
+	// one no cache is likely to hold, while an entry costs roughly 100 B
+	// (lard) to 300 B (tbccrd, weblins on 4 nodes) plus its text, a few
+	// MiB to about 16 MiB per full table (BenchmarkTableBytes measures it).
+	MaxURLs int `toml:"max_urls"`
+	// MaxURLBytes bounds the URL text those tables hold (the sum of the
+	// keys' lengths), so long URLs cannot multiply the cost of MaxURLs
+	// entries: 65,536 URLs of 8 KiB would be 512 MiB. Default 8 MiB, an
+	// average of 128 bytes per URL at the default MaxURLs.
+	MaxURLBytes int64 `toml:"max_url_bytes"`
 }
 
 // DefaultConfig returns the configuration with every default filled in.
@@ -152,6 +168,12 @@ func (c *Config) fill() {
 	if c.FirstMember == "" {
 		c.FirstMember = "wrr"
 	}
+	if c.MaxURLs == 0 {
+		c.MaxURLs = 65536
+	}
+	if c.MaxURLBytes == 0 {
+		c.MaxURLBytes = 8 << 20
+	}
 }
 
 // validate rejects settings no policy can work with.
@@ -194,6 +216,12 @@ func (c *Config) validate() error {
 	}
 	if c.FirstMember != "wrr" && c.FirstMember != "lc" {
 		errs = append(errs, fmt.Errorf("first member %q: want wrr or lc", c.FirstMember))
+	}
+	if c.MaxURLs < 1 || c.MaxURLs > 1<<30 {
+		errs = append(errs, fmt.Errorf("max urls %d: must be in [1, 2^30]", c.MaxURLs))
+	}
+	if c.MaxURLBytes < 1 {
+		errs = append(errs, fmt.Errorf("max url bytes %d: must be positive", c.MaxURLBytes))
 	}
 	if c.PopularN < 0 {
 		errs = append(errs, fmt.Errorf("popular set size %d: must be positive", c.PopularN))

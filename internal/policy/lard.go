@@ -29,16 +29,23 @@ func lardOverloaded(c *Cluster, l, tlow, thigh int) bool {
 // least loaded node; a target moves to the least loaded node when its node's
 // load exceeds T_high while some node is below T_low, or reaches 2·T_high. A
 // target whose node is down or drained is placed afresh. The table keeps one
-// entry per distinct URL (as in the paper); URL strings must be immutable.
+// entry per distinct URL, as in the paper, but at most Config.MaxURLs of
+// them (and MaxURLBytes of URL text): the least recently requested target
+// leaves to make room and is placed afresh if it comes back, which is what
+// the paper's front does with a target it has never seen. A target a node
+// answered 404, 410 or 403 for (Request.Status in Done) leaves at once, so
+// a scan of missing URLs on the relay path leaves nothing behind. URL
+// strings must be immutable.
 //
 // Build it with New("lard", cfg); the zero value is not ready for use.
 type LARD struct {
 	tlow, thigh int
-	target      map[string]int
+	idx         *urlIndex
+	target      []int32 // node by URL id
 }
 
 func newLARD(cfg Config) *LARD {
-	return &LARD{tlow: cfg.TLow, thigh: cfg.THigh, target: map[string]int{}}
+	return &LARD{tlow: cfg.TLow, thigh: cfg.THigh, idx: newURLIndex(cfg.MaxURLs, cfg.MaxURLBytes)}
 }
 
 // Name implements Policy.
@@ -46,36 +53,56 @@ func (p *LARD) Name() string { return "lard" }
 
 // Pick implements Policy.
 func (p *LARD) Pick(c *Cluster, r *Request) Decision {
-	n, ok := p.target[r.URL]
-	if !ok || n >= len(c.Nodes) || !c.Nodes[n].Usable() ||
+	id, added := p.idx.get(r.URL)
+	if int(id) == len(p.target) {
+		p.target = append(p.target, -1)
+	}
+	if added {
+		p.target[id] = -1
+	}
+	n := int(p.target[id])
+	if n < 0 || n >= len(c.Nodes) || !c.Nodes[n].Usable() ||
 		lardOverloaded(c, c.Nodes[n].Active, p.tlow, p.thigh) {
 		n = leastActive(c)
 		if n < 0 {
+			if added {
+				p.idx.remove(id) // nothing placed: enter nothing
+			}
 			return None
 		}
-		p.target[r.URL] = n
+		p.target[id] = int32(n)
 	}
 	return decide(n)
 }
 
-// Done implements Policy.
-func (p *LARD) Done(*Cluster, int, *Request) {}
+// Done implements Policy: a target the node could not serve
+// (unservable(r.Status)) leaves the table.
+func (p *LARD) Done(_ *Cluster, _ int, r *Request) {
+	if unservable(r.Status) {
+		if id, ok := p.idx.lookup(r.URL); ok {
+			p.idx.remove(id)
+		}
+	}
+}
 
-// LARDTables is LARD's admin snapshot: the number of targets and up to limit
-// target → node rows.
+// LARDTables is LARD's admin snapshot: the number of targets (at most
+// Max), how many were evicted to make room, and up to limit target → node
+// rows.
 type LARDTables struct {
 	Targets int            `json:"targets"`
+	Max     int            `json:"max"`
+	Evicted uint64         `json:"evicted"`
 	Rows    map[string]int `json:"rows,omitempty"`
 }
 
 // Tables implements Tabler.
 func (p *LARD) Tables(limit int) any {
-	t := LARDTables{Targets: len(p.target), Rows: map[string]int{}}
-	for u, n := range p.target {
+	t := LARDTables{Targets: p.idx.len(), Max: p.idx.max, Evicted: p.idx.evicted, Rows: map[string]int{}}
+	for u, id := range p.idx.ids {
 		if len(t.Rows) >= limit {
 			break
 		}
-		t.Rows[u] = n
+		t.Rows[u] = int(p.target[id])
 	}
 	return t
 }
@@ -87,12 +114,15 @@ func (p *LARD) Tables(limit int) any {
 // changed for K, its most loaded member is dropped, so a target that cooled
 // down shrinks back. This is the paper's pseudo-code line by line; time is
 // Request.Now. Ties: least loaded → lowest index, most loaded → highest.
+// The target table is bounded like LARD's (Config.MaxURLs, MaxURLBytes,
+// LRU eviction; unservable targets leave in Done).
 //
 // Build it with New("lardr", cfg); the zero value is not ready for use.
 type LARDR struct {
 	tlow, thigh int
 	k           time.Duration
-	sets        map[string]*serverSet
+	idx         *urlIndex
+	sets        []serverSet // by URL id
 }
 
 type serverSet struct {
@@ -101,7 +131,9 @@ type serverSet struct {
 }
 
 func newLARDR(cfg Config) *LARDR {
-	return &LARDR{tlow: cfg.TLow, thigh: cfg.THigh, k: cfg.K, sets: map[string]*serverSet{}}
+	p := &LARDR{tlow: cfg.TLow, thigh: cfg.THigh, k: cfg.K, idx: newURLIndex(cfg.MaxURLs, cfg.MaxURLBytes)}
+	p.idx.onEvict = func(id int32) { p.sets[id].nodes = p.sets[id].nodes[:0] }
+	return p
 }
 
 // Name implements Policy.
@@ -109,8 +141,12 @@ func (p *LARDR) Name() string { return "lardr" }
 
 // Pick implements Policy.
 func (p *LARDR) Pick(c *Cluster, r *Request) Decision {
-	s := p.sets[r.URL]
-	if s != nil {
+	id, added := p.idx.get(r.URL)
+	if int(id) == len(p.sets) {
+		p.sets = append(p.sets, serverSet{})
+	}
+	s := &p.sets[id]
+	if !added {
 		// Members that went away leave the set (a change like any other).
 		k := 0
 		for _, i := range s.nodes {
@@ -123,14 +159,13 @@ func (p *LARDR) Pick(c *Cluster, r *Request) Decision {
 			s.nodes, s.lastMod = s.nodes[:k], r.Now
 		}
 	}
-	if s == nil || len(s.nodes) == 0 {
+	if len(s.nodes) == 0 {
 		n := leastActive(c)
 		if n < 0 {
+			if added {
+				p.idx.remove(id) // nothing placed: enter nothing
+			}
 			return None
-		}
-		if s == nil {
-			s = &serverSet{}
-			p.sets[r.URL] = s
 		}
 		s.nodes, s.lastMod = append(s.nodes, n), r.Now
 		return decide(n)
@@ -169,30 +204,40 @@ func (p *LARDR) Pick(c *Cluster, r *Request) Decision {
 // Set returns a copy of url's server set (nil if none), for tests and the
 // admin API.
 func (p *LARDR) Set(url string) []int {
-	if s := p.sets[url]; s != nil {
-		return slices.Clone(s.nodes)
+	if id, ok := p.idx.lookup(url); ok {
+		return slices.Clone(p.sets[id].nodes)
 	}
 	return nil
 }
 
-// Done implements Policy.
-func (p *LARDR) Done(*Cluster, int, *Request) {}
+// Done implements Policy: a target the node could not serve
+// (unservable(r.Status)) leaves the table.
+func (p *LARDR) Done(_ *Cluster, _ int, r *Request) {
+	if unservable(r.Status) {
+		if id, ok := p.idx.lookup(r.URL); ok {
+			p.idx.remove(id)
+		}
+	}
+}
 
-// LARDRTables is LARD/R's admin snapshot: the number of targets and up to
-// limit target → server-set rows.
+// LARDRTables is LARD/R's admin snapshot: the number of targets (at most
+// Max), how many were evicted to make room, and up to limit target →
+// server-set rows.
 type LARDRTables struct {
 	Targets int              `json:"targets"`
+	Max     int              `json:"max"`
+	Evicted uint64           `json:"evicted"`
 	Rows    map[string][]int `json:"rows,omitempty"`
 }
 
 // Tables implements Tabler.
 func (p *LARDR) Tables(limit int) any {
-	t := LARDRTables{Targets: len(p.sets), Rows: map[string][]int{}}
-	for u, s := range p.sets {
+	t := LARDRTables{Targets: p.idx.len(), Max: p.idx.max, Evicted: p.idx.evicted, Rows: map[string][]int{}}
+	for u, id := range p.idx.ids {
 		if len(t.Rows) >= limit {
 			break
 		}
-		t.Rows[u] = slices.Clone(s.nodes)
+		t.Rows[u] = slices.Clone(p.sets[id].nodes)
 	}
 	return t
 }

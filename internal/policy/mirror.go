@@ -8,8 +8,10 @@ import "time"
 // evict in the same order as the node itself, so the node's replacement
 // policy is pluggable: LRU by default (seed 000 §3.3.1), GDSF or cluster GDSF
 // when the nodes run those. Objects are named by dense ids (0, 1, 2, … in
-// order of first sight, stable for the policy's life) so an implementation
-// can keep its state in slices instead of string maps.
+// order of first sight) so an implementation can keep its state in slices
+// instead of string maps. Ids stay below Config.MaxURLs: when a URL leaves
+// the policy's bounded table, Remove is called for it on every node caching
+// it before its id names another URL.
 type Replacer interface {
 	// Add records that object id, of size bytes, entered the cache at now.
 	Add(id int32, size int64, now time.Duration)

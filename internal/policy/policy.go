@@ -31,7 +31,10 @@
 //
 // Policies with tables (lard, lardr, tbccrd, weblins) implement Tabler for the
 // admin API; tbccrd implements ConnCloser. Sizes a policy learns from a
-// response go back through Done with Request.Size set.
+// response go back through Done with Request.Size set. Their per-URL tables
+// are keyed by client input, so each is bounded (Config.MaxURLs and
+// MaxURLBytes, least recently requested URL evicted first), and a URL a node
+// answered 404, 410 or 403 for (Request.Status in Done) leaves at once.
 package policy
 
 import "time"
@@ -99,6 +102,12 @@ type Request struct {
 	Holder int
 	// Now is monotonic time from the caller: real in the front, virtual in sim.
 	Now time.Duration
+	// Status is the node's response status, set by the caller before Done
+	// when it saw the response (the front's relay path); 0 when unknown
+	// (passfd and repair hand the connection over and never see it; the
+	// simulator). Policies with per-URL tables drop a URL the node
+	// answered 404, 410 or 403 for, so URLs no node can serve are not kept.
+	Status int
 }
 
 // Decision is a policy's answer.

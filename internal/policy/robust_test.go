@@ -9,7 +9,8 @@ import (
 
 // TestPoliciesUnderChurn drives every policy through random membership,
 // weight (including negative), health and load changes, out-of-range
-// holders, unknown and huge sizes, NaN loads and time jumps, and checks that
+// holders, unknown and huge sizes, NaN loads, time jumps, URL tables smaller
+// than the URLs and 404 answers that drop URLs, and checks that
 // no policy panics, every decision names a usable node, and a policy answers
 // None only when no node is usable.
 func TestPoliciesUnderChurn(t *testing.T) {
@@ -21,7 +22,7 @@ func TestPoliciesUnderChurn(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(11, uint64(len(name))))
 			c := newCluster(1, 2, 3)
-			p := mustNew(t, name, Config{CacheBytes: 1 << 16, Period: time.Second, K: 2 * time.Second, TLow: 2, THigh: 4})
+			p := mustNew(t, name, Config{CacheBytes: 1 << 16, Period: time.Second, K: 2 * time.Second, TLow: 2, THigh: 4, MaxURLs: 16})
 			closer, _ := p.(ConnCloser)
 			var inflight []int
 			now := time.Duration(0)
@@ -83,6 +84,7 @@ func TestPoliciesUnderChurn(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					r.Size = int64(rng.IntN(200 << 10))
 				}
+				r.Status = []int{0, 200, 304, 404, 403}[rng.IntN(5)]
 				p.Done(c, d.Node, r)
 			}
 		})

@@ -10,12 +10,23 @@ import "time"
 // when the node would evict. Unknown sizes (< 0) are accounted as 0 bytes
 // until learned; objects above noCache are never cached. URL strings are
 // kept as map keys and must be immutable.
+//
+// The rows are bounded (Config.MaxURLs, Config.MaxURLBytes) by a urlIndex:
+// the least recently requested URL leaves to make room, and with it its
+// cache_hit flags, so the mirror forgets a copy the node may still hold
+// (the next request for that URL goes to a disk holder, which caches it
+// again: one request's locality, not correctness). An evicted row's id and
+// cell slice are reused by the next new URL, so a scan allocates nothing
+// per URL beyond the map's own key once the table is full.
 type urlTable struct {
 	cfg     *Config
 	noCache int64
-	ids     map[string]int32
+	idx     *urlIndex
 	rows    []urlRow
 	caches  []nodeCache
+	// onDrop, if set, clears the owner's own per-id state (weblins' docs)
+	// when a row leaves; it runs after the row's cache flags are cleared.
+	onDrop func(id int32)
 }
 
 type urlRow struct {
@@ -37,7 +48,31 @@ type nodeCache struct {
 }
 
 func newURLTable(cfg *Config, noCache int64) *urlTable {
-	return &urlTable{cfg: cfg, noCache: noCache, ids: map[string]int32{}}
+	t := &urlTable{cfg: cfg, noCache: noCache, idx: newURLIndex(cfg.MaxURLs, cfg.MaxURLBytes)}
+	t.idx.onEvict = t.drop
+	return t
+}
+
+// drop clears row id as it leaves the index: it is uncached on every node
+// (so the mirrors' byte counts and replacers forget it) and emptied for
+// reuse, keeping its cell slice's memory.
+func (t *urlTable) drop(id int32) {
+	e := &t.rows[id]
+	for i := range e.cells {
+		t.remove(id, i)
+	}
+	if t.onDrop != nil {
+		t.onDrop(id)
+	}
+	e.url, e.size, e.cells = "", -1, e.cells[:0]
+}
+
+// forget drops url's row, if any (the URL proved unservable: see
+// unservable).
+func (t *urlTable) forget(url string) {
+	if id, ok := t.idx.lookup(url); ok {
+		t.idx.remove(id)
+	}
 }
 
 // grow extends per-node state to n nodes.
@@ -64,16 +99,22 @@ func (t *urlTable) sync(c *Cluster) {
 // flags from Config.DiskHolders (default: every node), and growing its cells
 // to n nodes.
 func (t *urlTable) row(url string, n int) (int32, *urlRow) {
-	id, ok := t.ids[url]
-	if !ok {
-		id = int32(len(t.rows))
-		t.ids[url] = id
-		t.rows = append(t.rows, urlRow{url: url, size: -1})
+	id, added := t.idx.get(url)
+	if int(id) == len(t.rows) {
+		t.rows = append(t.rows, urlRow{size: -1})
 	}
 	e := &t.rows[id]
+	if added {
+		e.url = url
+	}
 	if len(e.cells) < n {
 		old := len(e.cells)
-		e.cells = append(e.cells, make([]urlCell, n-old)...)
+		if cap(e.cells) >= n {
+			e.cells = e.cells[:n]
+			clear(e.cells[old:])
+		} else {
+			e.cells = append(e.cells, make([]urlCell, n-old)...)
+		}
 		if t.cfg.DiskHolders == nil {
 			for i := old; i < n; i++ {
 				e.cells[i].disk = true
@@ -89,10 +130,9 @@ func (t *urlTable) row(url string, n int) (int32, *urlRow) {
 	return id, e
 }
 
-// lookup returns url's id, or false.
+// lookup returns url's id, or false, without touching the recency order.
 func (t *urlTable) lookup(url string) (int32, bool) {
-	id, ok := t.ids[url]
-	return id, ok
+	return t.idx.lookup(url)
 }
 
 // cached reports whether node's cache holds id.

@@ -34,11 +34,16 @@ func TestLRUOrder(t *testing.T) {
 // TestMirrorInvariants drives tbccrd and weblins with random requests, sizes,
 // size corrections and node failures, and checks after every step that each
 // node's mirrored bytes equal the sizes of the URLs flagged cache_hit there,
-// stay within the budget, and hold nothing above the no-cache threshold.
+// stay within the budget, and hold nothing above the no-cache threshold,
+// also while a small URL bound evicts rows and 404s drop them.
 func TestMirrorInvariants(t *testing.T) {
-	for _, name := range []string{"tbccrd", "weblins"} {
+	for _, tc := range []struct {
+		name    string
+		maxURLs int
+	}{{"tbccrd", 0}, {"weblins", 0}, {"tbccrd", 20}, {"weblins", 20}} {
+		name := tc.name
 		c := newCluster(1, 1, 1, 1)
-		p := mustNew(t, name, Config{CacheBytes: 2000, NodeCacheBytes: []int64{0, 500}})
+		p := mustNew(t, name, Config{CacheBytes: 2000, NodeCacheBytes: []int64{0, 500}, MaxURLs: tc.maxURLs})
 		var tb *urlTable
 		var noCache int64
 		switch q := p.(type) {
@@ -66,7 +71,18 @@ func TestMirrorInvariants(t *testing.T) {
 			d := p.Pick(c, r)
 			if d.Node >= 0 && rng.IntN(3) == 0 {
 				r.Size = int64(rng.IntN(600))
+				if rng.IntN(10) == 0 {
+					r.Status = 404
+				}
 				p.Done(c, d.Node, r)
+			}
+			if tc.maxURLs > 0 && tb.idx.len() > tc.maxURLs {
+				t.Fatalf("%s step %d: %d URLs held, bound %d", name, step, tb.idx.len(), tc.maxURLs)
+			}
+			for u, id := range tb.idx.ids {
+				if tb.rows[id].url != u {
+					t.Fatalf("%s step %d: id %d is %q in the index, %q in the rows", name, step, id, u, tb.rows[id].url)
+				}
 			}
 			for n := range tb.caches {
 				var sum int64

@@ -31,6 +31,14 @@ import (
 // from Request.Size in Pick when known, else from what Done reports; an
 // unknown size is accounted as 0 bytes until learned.
 //
+// Both tables are bounded. The URL table holds at most Config.MaxURLs rows
+// (and MaxURLBytes of URL text), evicting the least recently requested URL
+// (see urlTable); a URL a node answered 404, 410 or 403 for (Request.Status
+// in Done) leaves it at once, so a scan of missing URLs on the relay path
+// leaves nothing behind. The connection table holds one entry per open
+// client connection, so the front's connection limit bounds it; entries
+// whose close was never reported go after ConnTimeout.
+//
 // Build it with New("tbccrd", cfg); the zero value is not ready for use.
 type TBCCRD struct {
 	loadLimit int
@@ -165,8 +173,13 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 }
 
 // Done implements Policy: a size learned from the response (r.Size >= 0) is
-// recorded in the URL table.
+// recorded in the URL table; a URL the node could not serve
+// (unservable(r.Status)) leaves it, cache flags and all.
 func (p *TBCCRD) Done(c *Cluster, node int, r *Request) {
+	if unservable(r.Status) {
+		p.t.forget(r.URL)
+		return
+	}
 	if r.Size < 0 {
 		return
 	}
@@ -192,8 +205,10 @@ type TBCCRDTables struct {
 	// ConnsPerNode their split by node (the seed's load measure).
 	Conns        int   `json:"conns"`
 	ConnsPerNode []int `json:"conns_per_node"`
-	// URLs is the number of rows in the URL distribution table.
-	URLs int `json:"urls"`
+	// URLs is the number of rows in the URL distribution table, at most
+	// MaxURLs; Evicted counts the rows that left it to make room.
+	URLs    int    `json:"urls"`
+	Evicted uint64 `json:"evicted"`
 	// CachedBytes and CachedURLs describe each node's mirrored cache.
 	CachedBytes []int64 `json:"cached_bytes"`
 	CachedURLs  []int   `json:"cached_urls"`
@@ -212,14 +227,17 @@ type TBCCRDRow struct {
 
 // Tables implements Tabler.
 func (p *TBCCRD) Tables(limit int) any {
-	t := TBCCRDTables{Conns: len(p.conns), ConnsPerNode: append([]int{}, p.connCount...), URLs: len(p.t.rows)}
+	t := TBCCRDTables{Conns: len(p.conns), ConnsPerNode: append([]int{}, p.connCount...), URLs: p.t.idx.len(), Evicted: p.t.idx.evicted}
 	for _, nc := range p.t.caches {
 		t.CachedBytes = append(t.CachedBytes, nc.used)
 		t.CachedURLs = append(t.CachedURLs, nc.objects)
 	}
-	for _, e := range p.t.rows {
+	for i, e := range p.t.rows {
 		if len(t.Rows) >= limit {
 			break
+		}
+		if id, ok := p.t.idx.lookup(e.url); !ok || int(id) != i {
+			continue // a free row
 		}
 		row := TBCCRDRow{URL: e.url, Size: e.size, Disk: []int{}, Cache: []int{}}
 		for i, cell := range e.cells {

@@ -39,6 +39,13 @@ const nominalSize = 8 << 10
 // above Config.NoCacheAbove (default S) are not cached. An unknown size
 // (Request.Size −1 and none learned in Done) counts as small.
 //
+// The documents live in the URL table, bounded by Config.MaxURLs and
+// MaxURLBytes with LRU eviction (see urlTable): an evicted document loses
+// its owner, count and popular flag and is placed afresh if it comes back.
+// A URL a node answered 404, 410 or 403 for (Request.Status in Done) is
+// dropped at once, so a scan of missing URLs on the relay path leaves
+// nothing behind.
+//
 // Build it with New("weblins", cfg); the zero value is not ready for use.
 type Weblins struct {
 	cfg      Config
@@ -56,8 +63,9 @@ type Weblins struct {
 
 // wlDoc is weblins' per-document state beside the URL table row.
 type wlDoc struct {
-	owner int
-	count int // requests this period
+	owner   int
+	count   int  // requests this period
+	touched bool // id is in Weblins.touched
 }
 
 func newWeblins(cfg Config) *Weblins {
@@ -70,7 +78,25 @@ func newWeblins(cfg Config) *Weblins {
 		p.l4 = &LC{}
 	}
 	p.t = newURLTable(&p.cfg, noCache)
+	p.t.onDrop = p.drop
 	return p
+}
+
+// drop forgets document id as its URL leaves the table. The id may stay in
+// touched (rebuild skips it while its count is 0, and a new URL reusing the
+// id takes the entry over); it leaves the popular set at once.
+func (p *Weblins) drop(id int32) {
+	if int(id) >= len(p.docs) {
+		return
+	}
+	d := &p.docs[id]
+	d.owner, d.count = -1, 0
+	if p.popular[id] {
+		p.popular[id] = false
+		if i := slices.Index(p.popIDs, id); i >= 0 {
+			p.popIDs = slices.Delete(p.popIDs, i, i+1)
+		}
+	}
 }
 
 // Name implements Policy.
@@ -118,6 +144,9 @@ func (p *Weblins) rebuild() {
 	})
 	var bytes int64
 	for _, id := range p.touched {
+		if p.docs[id].count == 0 {
+			continue // dropped from the table since it was requested
+		}
 		if p.cfg.PopularBytes > 0 {
 			s := max(p.t.rows[id].size, 0)
 			if bytes+s > p.cfg.PopularBytes {
@@ -131,7 +160,7 @@ func (p *Weblins) rebuild() {
 		p.popIDs = append(p.popIDs, id)
 	}
 	for _, id := range p.touched {
-		p.docs[id].count = 0
+		p.docs[id].count, p.docs[id].touched = 0, false
 	}
 	p.touched = p.touched[:0]
 	for i := range p.assigned {
@@ -171,8 +200,9 @@ func (p *Weblins) Pick(c *Cluster, r *Request) Decision {
 			return None
 		}
 	}
-	if d.count == 0 {
+	if !d.touched {
 		p.touched = append(p.touched, id)
+		d.touched = true
 	}
 	d.count++
 	owner := d.owner
@@ -204,8 +234,13 @@ func (p *Weblins) Pick(c *Cluster, r *Request) Decision {
 	return Decision{Node: first, Fetch: owner}
 }
 
-// Done implements Policy: a size learned from the response is recorded.
+// Done implements Policy: a size learned from the response is recorded; a
+// URL the node could not serve (unservable(r.Status)) leaves the table.
 func (p *Weblins) Done(c *Cluster, node int, r *Request) {
+	if unservable(r.Status) {
+		p.t.forget(r.URL)
+		return
+	}
 	if id, ok := p.t.lookup(r.URL); ok && r.Size >= 0 {
 		p.t.setSize(id, r.Size)
 	}
@@ -221,8 +256,10 @@ func (p *Weblins) Owner(url string) int {
 
 // WeblinsTables is weblins' admin snapshot.
 type WeblinsTables struct {
-	// Docs is the number of placed documents.
-	Docs int `json:"docs"`
+	// Docs is the number of documents (URLs) in the table, at most MaxURLs;
+	// Evicted counts the URLs that left it to make room.
+	Docs    int    `json:"docs"`
+	Evicted uint64 `json:"evicted"`
 	// Assigned is each node's expected load (requests × bytes, decayed).
 	Assigned []float64 `json:"assigned"`
 	// CachedBytes is each node's mirrored cache use.
@@ -233,7 +270,7 @@ type WeblinsTables struct {
 
 // Tables implements Tabler.
 func (p *Weblins) Tables(limit int) any {
-	t := WeblinsTables{Docs: len(p.docs), Assigned: slices.Clone(p.assigned)}
+	t := WeblinsTables{Docs: p.t.idx.len(), Evicted: p.t.idx.evicted, Assigned: slices.Clone(p.assigned)}
 	for _, nc := range p.t.caches {
 		t.CachedBytes = append(t.CachedBytes, nc.used)
 	}

@@ -86,6 +86,9 @@ type PoP struct {
 	Cluster *up.Cluster
 	// AdminURL serves the cluster's admin API plus /pops and /chord.
 	AdminURL string
+	// AdminTokenFile holds the admin API's bearer token, needed for
+	// changes and, off loopback, for reads (internal/admin).
+	AdminTokenFile string
 
 	cfg     Config
 	seed    []byte
@@ -216,12 +219,20 @@ func Start(cfg Config) (*PoP, error) {
 			return nil, fmt.Errorf("pop %s: admin: %w", cfg.Name, err)
 		}
 		p.AdminURL = "http://" + p.adminLn.Addr().String()
+		p.AdminTokenFile = cl.Config.AdminTokenFile
+		tok, err := admin.LoadOrCreateToken(p.AdminTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("pop %s: admin token: %w", cfg.Name, err)
+		}
+		public, err := admin.CheckBind(adminAddr, true)
+		if err != nil {
+			return nil, err
+		}
 		p.Cluster.Metrics.Registry().MustRegister(&collector{p: p})
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /pops", p.servePops)
-		mux.HandleFunc("GET /chord", p.serveChord)
-		mux.Handle("/", admin.New(p.Cluster.Control, p.Cluster.Metrics))
-		p.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		a := admin.NewConfig(p.Cluster.Control, p.Cluster.Metrics, admin.Config{Token: tok, Public: public})
+		a.Handle("GET /pops", http.HandlerFunc(p.servePops))
+		a.Handle("GET /chord", http.HandlerFunc(p.serveChord))
+		p.admin = &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
 		go p.admin.Serve(p.adminLn)
 	}
 	ok = true

@@ -152,9 +152,12 @@ func Sizes(path string) (map[string]int64, error) {
 	}
 	defer r.Close()
 	sizes := make(map[string]int64)
-	for {
+	for n := 0; ; n++ {
 		rec, err := r.Next()
 		if err == io.EOF {
+			if n == 0 {
+				return nil, fmt.Errorf("%s: %w", path, ErrNoRecords)
+			}
 			return sizes, nil
 		}
 		if err != nil {
@@ -165,6 +168,11 @@ func Sizes(path string) (map[string]int64, error) {
 		}
 	}
 }
+
+// ErrNoRecords says that a whole file held no access-log line: it is most
+// likely not a log at all (a README, a binary), and a table of zeros would
+// hide that.
+var ErrNoRecords = errors.New("no line is an access-log record (want Common Log Format, combined or EPA)")
 
 // interner is a fixed-size, direct-mapped table of recently seen strings: a
 // repeated host or URL costs a hash and a compare instead of an allocation,

@@ -77,6 +77,9 @@ func Stats(src Source) (Summary, error) {
 	if m, ok := src.(interface{ Malformed() int }); ok {
 		s.Malformed = m.Malformed()
 	}
+	if s.Requests == 0 {
+		return s, ErrNoRecords
+	}
 	type ranked struct {
 		url string
 		urlStat

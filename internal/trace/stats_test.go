@@ -1,8 +1,11 @@
 package trace
 
 import (
+	"errors"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -75,10 +78,22 @@ func TestStatsZipfEstimate(t *testing.T) {
 	}
 }
 
+// A source with no record (an empty file, a README given by mistake) is an
+// error, not a table of zeros with exit status 0 (issue 14).
 func TestStatsEmpty(t *testing.T) {
 	var in recs
 	s, err := Stats(&in)
-	if err != nil || s != (Summary{}) {
-		t.Errorf("empty: %+v, %v", s, err)
+	if !errors.Is(err, ErrNoRecords) || s != (Summary{}) {
+		t.Errorf("empty: %+v, %v; want ErrNoRecords", s, err)
+	}
+}
+
+func TestSizesOfANonLog(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "README.md")
+	if err := os.WriteFile(p, []byte("# not a log\n\nsome prose\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Sizes(p); !errors.Is(err, ErrNoRecords) {
+		t.Fatalf("Sizes(README) = %v, want ErrNoRecords", err)
 	}
 }

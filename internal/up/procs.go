@@ -115,14 +115,14 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		return nil, err
 	}
 
-	fc := front.Config{Path: front.PassFD(front.PassFDConfig{})}
+	fc := front.Config{Path: front.PassFD(front.PassFDConfig{HandoffDir: dir})}
 	if pc.Path == "hybrid" {
 		st, err := content.Open(root)
 		if err != nil {
 			return nil, err
 		}
 		fc.Path = front.Relay()
-		fc.Choose = front.Hybrid(front.PassFD(front.PassFDConfig{}))
+		fc.Choose = front.Hybrid(front.PassFD(front.PassFDConfig{HandoffDir: dir}))
 		fc.Hybrid.Size = func(url string) int64 {
 			if e, err := st.Lookup(url); err == nil && !e.IsDir {
 				return e.Size

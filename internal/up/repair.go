@@ -212,9 +212,13 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 	if adminPort != 0 {
 		adminAddr = netip.AddrPortFrom(lab.Front, uint16(adminPort)).String()
 		r.AdminURL = "http://" + adminAddr
+		// On the lab's address the admin API is public: reads need the token too.
+		if _, err := r.adminConfig(adminAddr); err != nil {
+			return nil, err
+		}
 	}
 	frontCfg := filepath.Join(dir, "front.toml")
-	if err := os.WriteFile(frontCfg, []byte(repairFrontConfig(cfg, vip, adminAddr, nodeURLs)), 0o644); err != nil {
+	if err := os.WriteFile(frontCfg, []byte(repairFrontConfig(cfg, vip, adminAddr, r.AdminTokenFile, nodeURLs)), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := handoff.Exec(ctx, lab.FrontNS(), rc.Exe, "front", "--config", frontCfg, "--repair-key-file", keyFile)
@@ -247,11 +251,11 @@ func portOf(addr string, def int) (int, error) {
 
 // repairFrontConfig is the front's configuration file (the HMAC key goes
 // as a flag): the same policy, cache budget and health checks as the other
-// paths of `shoal up`.
-func repairFrontConfig(cfg Config, vip netip.AddrPort, admin string, nodes []string) string {
+// paths of `shoal up`, and the admin token file.
+func repairFrontConfig(cfg Config, vip netip.AddrPort, admin, tokenFile string, nodes []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# written by shoal up --path repair\nlisten = %q\nadmin = %q\npolicy = %q\npath = \"repair\"\n",
-		vip.String(), admin, cfg.Policy)
+	fmt.Fprintf(&b, "# written by shoal up --path repair\nlisten = %q\nadmin = %q\nadmin_token_file = %q\npolicy = %q\npath = \"repair\"\n",
+		vip.String(), admin, tokenFile, cfg.Policy)
 	for _, u := range nodes {
 		fmt.Fprintf(&b, "\n[[node]]\nurl = %q\n", u)
 	}
@@ -424,7 +428,12 @@ func (r *Repair) ready(client *http.Client) (bool, string) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, "GET " + r.URL + ": " + resp.Status
 	}
-	resp, err := client.Get(r.AdminURL + "/nodes")
+	req, err := http.NewRequest("GET", r.AdminURL+"/nodes", nil)
+	if err != nil {
+		return false, err.Error()
+	}
+	req.Header.Set("Authorization", "Bearer "+r.AdminToken)
+	resp, err := client.Do(req)
 	if err != nil {
 		return false, "front admin API: " + err.Error()
 	}

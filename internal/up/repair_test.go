@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/front"
+	"shoal/internal/admin"
 	"shoal/internal/handoff"
 	"shoal/internal/site"
 )
@@ -207,9 +207,9 @@ func TestStartRepair(t *testing.T) {
 	// The front counts a move after the node's acknowledgement, which may
 	// come after the client already has the response: wait until every
 	// request has an outcome (moved, relayed or lost).
-	var st front.Stats
+	var st admin.Stats
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		st = frontStats(t, client, r.AdminURL)
+		st = frontStats(t, client, r.AdminURL, r.AdminToken)
 		if rp := st.Repair; rp == nil || rp.Moved+rp.FallbackFreeze+rp.FallbackNode+rp.Lost >= uint64(len(picks)) || time.Now().After(deadline) {
 			break
 		}
@@ -239,15 +239,21 @@ func TestStartRepair(t *testing.T) {
 	assertLabGone(t, r.Lab.ID, prefix)
 }
 
-// frontStats reads the front's counters from its admin API.
-func frontStats(t *testing.T, client *http.Client, adminURL string) front.Stats {
+// frontStats reads the front's counters from its admin API, which on the
+// lab's address wants the token for reads too.
+func frontStats(t *testing.T, client *http.Client, adminURL, token string) admin.Stats {
 	t.Helper()
-	resp, err := client.Get(adminURL + "/stats")
+	req, err := http.NewRequest("GET", adminURL+"/stats", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st front.Stats
+	var st admin.Stats
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,10 @@ type Config struct {
 	// Admin is the admin API and /metrics address. Default "127.0.0.1:9090";
 	// "off" disables it.
 	Admin string
+	// AdminTokenFile holds the admin API's bearer token; it is created
+	// (32 random bytes, hex, mode 0600) if missing and reused if present.
+	// Default: DataDir/admin.token.
+	AdminTokenFile string
 	// Nodes is the number of nodes. Default 4.
 	Nodes int
 	// Site is the site root to serve; empty generates the sample site in
@@ -59,6 +63,17 @@ type Config struct {
 	Redirect bool
 	// HealthInterval is the active health-check period. Default 1 s.
 	HealthInterval time.Duration
+	// SendTimeout, MaxConns and MaxConnsPerIP are the front's client send
+	// timeout and connection limits (front.Config WriteTimeout,
+	// MaxClientConns, MaxConnsPerIP; zero takes the front's defaults,
+	// derived from RLIMIT_NOFILE for MaxConns). The nodes of Start share
+	// the process and its descriptors, and a relayed request holds three
+	// (client, front to node, node side): there MaxConns defaults to two
+	// thirds of the front's default, a third of the limit after the
+	// reserve (issue 10 item 7).
+	SendTimeout   time.Duration
+	MaxConns      int
+	MaxConnsPerIP int
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -107,7 +122,23 @@ func (c *Config) fill() error {
 		}
 		c.DataDir = filepath.Join(base, "shoal")
 	}
+	if c.AdminTokenFile == "" {
+		c.AdminTokenFile = filepath.Join(c.DataDir, "admin.token")
+	}
 	return nil
+}
+
+// adminConfig makes or reads the admin token (Config.AdminTokenFile) and
+// returns the admin API's security settings for addr, the address it will
+// listen on, recording the token in the Cluster for its clients.
+func (c *Cluster) adminConfig(addr string) (admin.Config, error) {
+	tok, err := admin.LoadOrCreateToken(c.Config.AdminTokenFile)
+	if err != nil {
+		return admin.Config{}, err
+	}
+	c.AdminToken, c.AdminTokenFile = tok, c.Config.AdminTokenFile
+	public, err := admin.CheckBind(addr, true)
+	return admin.Config{Token: tok, Public: public}, err
 }
 
 // Cluster is a running cluster.
@@ -116,6 +147,11 @@ type Cluster struct {
 	URL string
 	// AdminURL is the admin API's base URL, "" when off.
 	AdminURL string
+	// AdminTokenFile holds the bearer token the admin API wants for
+	// changes (and, off loopback, for reads), "" when off.
+	AdminTokenFile string
+	// AdminToken is that token.
+	AdminToken string
 	// NodeURLs are the nodes' own URLs.
 	NodeURLs []string
 	// SiteInfo describes the site being served, for the status line.
@@ -176,6 +212,9 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	var fc front.Config
+	if cfg.MaxConns == 0 {
+		fc.MaxClientConns = max(front.DefaultMaxClientConns(front.DescriptorLimit())*2/3, 1)
+	}
 	if cfg.Redirect {
 		fc.Path = front.Redirect()
 	}
@@ -205,6 +244,11 @@ func (c *Cluster) startControl(pol policy.Policy, specs []cluster.NodeSpec) erro
 func (c *Cluster) startFront(fc front.Config) error {
 	c.Metrics = admin.NewMetrics(c.Control, c.Config.Policy)
 	fc.Observer = c.Metrics
+	fc.WriteTimeout = c.Config.SendTimeout
+	if c.Config.MaxConns != 0 {
+		fc.MaxClientConns = c.Config.MaxConns
+	}
+	fc.MaxConnsPerIP = c.Config.MaxConnsPerIP
 	var err error
 	c.Front, err = front.New(c.Control, fc)
 	if err != nil {
@@ -219,12 +263,16 @@ func (c *Cluster) startFront(fc front.Config) error {
 	go c.watch(func() error { return c.Front.Serve(fln) })
 
 	if c.Config.Admin != "off" {
+		acfg, err := c.adminConfig(c.Config.Admin)
+		if err != nil {
+			return err
+		}
 		aln, err := net.Listen("tcp", c.Config.Admin)
 		if err != nil {
 			return fmt.Errorf("admin: %w (use --admin off or another address)", err)
 		}
 		c.AdminURL = "http://" + aln.Addr().String()
-		c.admin = &http.Server{Handler: admin.New(c.Control, c.Metrics), ReadHeaderTimeout: 10 * time.Second}
+		c.admin = &http.Server{Handler: admin.NewConfig(c.Control, c.Metrics, acfg), ReadHeaderTimeout: 10 * time.Second}
 		go c.watch(func() error { return c.admin.Serve(aln) })
 	}
 	return nil
