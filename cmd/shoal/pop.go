@@ -56,7 +56,7 @@ func runPop(args []string) error {
 	name := fs.String("name", "", "this PoP's name (its ring ID is the SHA-256 of it)")
 	peer := fs.String("peer", f.Peer, "peer listen address (other PoPs connect here)")
 	join := fs.String("join", "", "comma-separated peer addresses of PoPs to join; empty founds a new DCDN")
-	seed := fs.String("seed-file", "", "shared authentication seed file (≥ 16 bytes; head -c 32 /dev/urandom > seed)")
+	seed := fs.String("seed-file", "", "shared authentication seed file (≥ 16 bytes, mode 0600: (umask 077; head -c 32 /dev/urandom > seed))")
 	listen := fs.String("listen", f.Listen, "gateway (front) address")
 	adminAddr := fs.String("admin", f.Admin, "admin API, /pops, /chord and /metrics address (\"off\" disables it)")
 	tokenFile := fs.String("admin-token-file", "", "the admin API's bearer token, made if missing (default: admin.token in the --data folder); needed for reads off loopback")

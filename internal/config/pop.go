@@ -100,7 +100,7 @@ func (p *Pop) validate(name string, data []byte) []error {
 		bad([]string{"name"}, "the PoP has no name", "set name = \"paris\" (or --name)")
 	}
 	if p.SeedFile == "" {
-		bad([]string{"seed_file"}, "no seed file", "create one with head -c 32 /dev/urandom > seed and set seed_file (or --seed-file)")
+		bad([]string{"seed_file"}, "no seed file", "create one with (umask 077; head -c 32 /dev/urandom > seed) and set seed_file (or --seed-file)")
 	}
 	if p.Nodes < 1 || p.Nodes > 64 {
 		bad([]string{"nodes"}, fmt.Sprintf("nodes = %d", p.Nodes), "use 1 to 64")

@@ -80,14 +80,22 @@ func DefaultConfig(self uint64, seed []byte) Config {
 const MinSeed = 16
 
 // LoadSeed reads the authentication seed file: at least MinSeed bytes, all
-// of which are the secret.
+// of which are the secret. Like the admin token, a file that group or
+// others may read is refused: whoever reads it can join the DCDN.
 func LoadSeed(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("seed file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("seed file %s: mode %v lets others read the DCDN's secret; fix: chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("seed file: %w", err)
 	}
 	if len(b) < MinSeed {
-		return nil, fmt.Errorf("seed file %s: %d bytes, want at least %d (e.g. head -c 32 /dev/urandom > %s)", path, len(b), MinSeed, path)
+		return nil, fmt.Errorf("seed file %s: %d bytes, want at least %d (e.g. (umask 077; head -c 32 /dev/urandom > %s))", path, len(b), MinSeed, path)
 	}
 	return b, nil
 }

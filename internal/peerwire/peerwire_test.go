@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -274,6 +275,12 @@ func TestLoadSeed(t *testing.T) {
 	os.WriteFile(good, seedA, 0o600)
 	if b, err := LoadSeed(good); err != nil || !bytes.Equal(b, seedA) {
 		t.Fatal(err)
+	}
+	open := filepath.Join(d, "open")
+	os.WriteFile(open, seedA, 0o644)
+	os.Chmod(open, 0o644)
+	if _, err := LoadSeed(open); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("world-readable seed: %v", err)
 	}
 	if _, err := LoadSeed(filepath.Join(d, "missing")); err == nil {
 		t.Fatal("missing seed accepted")
