@@ -42,6 +42,9 @@ func runUp(args []string) error {
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "open client connections at the front; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
+	pops := fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
+	state := fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
+	loopback := fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -50,6 +53,12 @@ func runUp(args []string) error {
 	}
 	if c.Nodes < 1 || c.CacheMB < 0 {
 		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)
+	}
+	if *pops > 0 {
+		if os.Geteuid() == 0 && !*loopback {
+			return runUpPopsWAN(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
+		}
+		return runUpPops(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
 	}
 	// Signals are caught from here on: one that arrives while the cluster
 	// starts (the repair lab takes seconds) stops it as soon as it is up,
