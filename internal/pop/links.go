@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"shoal/internal/peerwire"
 )
@@ -44,6 +46,10 @@ type links struct {
 	dialing map[string][][]byte
 	authErr map[string]error
 	closed  bool
+
+	// handshakesRefused counts peer connections closed because
+	// maxHandshakes were already waiting to authenticate.
+	handshakesRefused atomic.Int64
 }
 
 func newLinks(cfg *peerwire.Config, log *slog.Logger) *links {
@@ -206,15 +212,40 @@ func (ls *links) each(f func(*link)) {
 	}
 }
 
-// serve accepts peers on ln until it is closed.
+// maxHandshakes bounds the peer connections that have not yet proved the
+// seed: each costs a goroutine and a frame buffer for at most the handshake
+// timeout, so a stranger opening connections cannot make the PoP allocate
+// without bound. Authenticated links are bounded by the PoPs in the view.
+const maxHandshakes = 64
+
+// serve accepts peers on ln until it is closed. Connections beyond
+// maxHandshakes unauthenticated ones are closed at once and counted; accept
+// errors such as EMFILE back off instead of ending the loop.
 func (ls *links) serve(ln net.Listener) {
+	pending := make(chan struct{}, maxHandshakes)
+	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			return
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			ls.log.Warn("peer accept", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		select {
+		case pending <- struct{}{}:
+		default:
+			ls.handshakesRefused.Add(1)
+			nc.Close()
+			continue
 		}
 		go func() {
 			c, err := peerwire.Server(nc, ls.cfg)
+			<-pending
 			if err != nil {
 				nc.Close()
 				return

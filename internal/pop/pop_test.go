@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -144,4 +145,43 @@ func TestThreePoPsFormOneViewAndOneRing(t *testing.T) {
 	if pops[2].Refused() != 1 {
 		t.Fatalf("refusal counted %d times", pops[2].Refused())
 	}
+}
+
+// Strangers who open peer connections and never authenticate hold at most
+// maxHandshakes of them; the rest are closed at once and counted, and a PoP
+// with the seed still joins once the strangers go (issue 10: peer messages
+// are authenticated before anything is allocated, every queue has a bound).
+func TestPeerPortBoundsStrangers(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	seed := writeSeed(t, dir, "seed", "0123456789abcdef0123456789abcdef")
+	a, err := Start(testConfig(t, "a", seed, nil, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	const strangers = maxHandshakes + 100
+	var conns []net.Conn
+	for range strangers {
+		c, err := net.Dial("tcp", a.PeerAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for a.links.handshakesRefused.Load() < strangers-maxHandshakes {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d silent connections refused, want at least %d", a.links.handshakesRefused.Load(), strangers, strangers-maxHandshakes)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	b, err := Start(testConfig(t, "b", seed, []string{a.PeerAddr}, data))
+	if err != nil {
+		t.Fatalf("a PoP with the seed could not join after the strangers left: %v", err)
+	}
+	b.Close()
 }
