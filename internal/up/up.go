@@ -68,9 +68,9 @@ type Config struct {
 	// MaxClientConns, MaxConnsPerIP; zero takes the front's defaults,
 	// derived from RLIMIT_NOFILE for MaxConns). The nodes of Start share
 	// the process and its descriptors, and a relayed request holds three
-	// (client, front to node, node side): there MaxConns defaults to two
-	// thirds of the front's default, a third of the limit after the
-	// reserve (issue 10 item 7).
+	// (client, front to node, node side): there MaxConns defaults to half
+	// the front's default, a quarter of the limit after the reserve, which
+	// leaves room for refusals in flight (issue 10 item 7).
 	SendTimeout   time.Duration
 	MaxConns      int
 	MaxConnsPerIP int
@@ -213,7 +213,10 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	var fc front.Config
 	if cfg.MaxConns == 0 {
-		fc.MaxClientConns = max(front.DefaultMaxClientConns(front.DescriptorLimit())*2/3, 1)
+		// One process holds each relayed client three times (client,
+		// front→node, node side) and also pays for refusals in flight: half
+		// the front's own default leaves the reserve to the admin API.
+		fc.MaxClientConns = max(front.DefaultMaxClientConns(front.DescriptorLimit())/2, 1)
 	}
 	if cfg.Redirect {
 		fc.Path = front.Redirect()
