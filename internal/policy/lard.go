@@ -51,6 +51,11 @@ func newLARD(cfg Config) *LARD {
 // Name implements Policy.
 func (p *LARD) Name() string { return "lard" }
 
+// Traits implements Describer: content-aware at LARD's l7 front (Pai et al. 1998).
+func (p *LARD) Traits() Traits {
+	return Traits{Placement: AtFront, Front: FrontL7, Keys: []string{"t_low", "t_high", "max_urls", "max_url_mb"}}
+}
+
 // Pick implements Policy.
 func (p *LARD) Pick(c *Cluster, r *Request) Decision {
 	id, added := p.idx.get(r.URL)
@@ -138,6 +143,11 @@ func newLARDR(cfg Config) *LARDR {
 
 // Name implements Policy.
 func (p *LARDR) Name() string { return "lardr" }
+
+// Traits implements Describer: content-aware at LARD's l7 front (Pai et al. 1998).
+func (p *LARDR) Traits() Traits {
+	return Traits{Placement: AtFront, Front: FrontL7, Keys: []string{"t_low", "t_high", "k", "max_urls", "max_url_mb"}}
+}
 
 // Pick implements Policy.
 func (p *LARDR) Pick(c *Cluster, r *Request) Decision {
