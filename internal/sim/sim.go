@@ -63,8 +63,14 @@ type Source interface {
 
 // Config is one simulation run. Zero fields take the documented defaults.
 type Config struct {
-	// Policy is the distribution policy's name (policy.Names).
+	// Policy is the distribution policy's name (policy.Names, or one added
+	// to Registry).
 	Policy string
+	// Registry holds the policies Policy may name. Default nil: the built-in
+	// ones. What the simulator charges a policy — its front, a layer-4
+	// placement and node-to-node handoffs — comes from the policy's
+	// declared policy.Traits, so a policy added here needs no code in sim.
+	Registry *policy.Registry
 	// PolicyConfig carries the policy's knobs. Seed, CacheBytes and
 	// NoCacheAbove are set from this Config (and Costs) unless already set,
 	// so the front's mirrors of the node caches match the nodes. Unless
@@ -87,7 +93,7 @@ type Config struct {
 	Cache string
 	// Costs are the time and byte costs. Zero value = DefaultCosts().
 	Costs *Costs
-	// Path is the front's data path. "" = DefaultPath(Policy).
+	// Path is the front's data path. "" = DefaultPath of the policy's traits.
 	Path Path
 	// PerNode is the number of requests in the system per node in throughput
 	// mode. Default 16.
@@ -201,6 +207,7 @@ type sim struct {
 	path     Path
 	pol      policy.Policy
 	closer   policy.ConnCloser
+	traits   policy.Traits
 	l4       policy.Policy // places connections for node-side dispatch, or nil
 	cl       policy.Cluster
 	nodes    []node
@@ -228,11 +235,6 @@ type sim struct {
 	internal int64
 	last     int64
 }
-
-// nodeDispatched reports whether the policy decides after the connection is
-// already on a node (seed 000's tag to the holder, seed 001's first member),
-// so the simulator places connections by layer-4 wrr and passes the Holder.
-func nodeDispatched(name string) bool { return name == "tbccrd" || name == "weblins" }
 
 // Run simulates cfg over src and returns the measurements.
 func Run(cfg Config, src Source) (Result, error) {
@@ -271,10 +273,6 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if err := s.c.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	s.path = cfg.Path
-	if s.path == "" {
-		s.path = DefaultPath(cfg.Policy)
-	}
 	pc := cfg.PolicyConfig
 	if pc.Seed == 0 {
 		pc.Seed = cfg.Seed
@@ -293,13 +291,21 @@ func newSim(cfg Config, src Source) (*sim, error) {
 		mr.cfg.Cost, mr.cfg.PeerCost = s.gdsfCost, s.gdsfPeerCost
 		pc.NewReplacer = mr.newReplacer
 	}
-	pol, err := policy.New(cfg.Policy, pc)
+	pol, err := cfg.Registry.New(cfg.Policy, pc)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	s.pol = pol
 	s.closer, _ = pol.(policy.ConnCloser)
-	if nodeDispatched(cfg.Policy) && s.path != PathL7 {
+	s.traits = policy.TraitsOf(pol)
+	s.path = cfg.Path
+	if s.path == "" {
+		s.path = DefaultPath(s.traits)
+	}
+	// A policy that decides after the connection is on a node (seed 000's
+	// tag to the holder, seed 001's first member) has its connections placed
+	// by layer-4 wrr, and the simulator passes the Holder.
+	if s.traits.Placement == policy.AtHolder && s.path != PathL7 {
 		if s.l4, err = policy.New("wrr", policy.Config{}); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
@@ -343,7 +349,7 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	switch {
 	case s.path == PathTag:
 		s.perReqIB = s.c.TagBytes * s.c.TagPackets
-	case s.path == PathL4 && nodeDispatched(cfg.Policy):
+	case s.path == PathL4 && s.traits.Placement == policy.AtHolder:
 		s.perReqIB = s.c.QueryBytes + s.c.ReplyBytes
 	}
 	s.res.Policy = cfg.Policy
