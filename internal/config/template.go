@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 
 	"shoal/internal/policy"
 )
@@ -17,10 +18,12 @@ func FrontTemplate() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("config template: %w", err)
 	}
-	return frontTemplate + t, nil
+	names := strings.Join(policy.Names(), " ")
+	return strings.Replace(frontTemplate, "# POLICIES", "# "+names, 1) + t, nil
 }
 
-// frontTemplate is FrontTemplate up to the [tuning] table.
+// frontTemplate is FrontTemplate up to the [tuning] table, with POLICIES
+// where the policy names go.
 const frontTemplate = `# shoal front configuration. Every key is optional; shown are the defaults.
 # Flags given on the command line override the file.
 
@@ -28,7 +31,7 @@ listen = "127.0.0.1:8080"      # client-facing address
 admin = "127.0.0.1:9090"       # admin API and /metrics (default "": off)
 admin_token_file = ""          # bearer token for admin writes, mode 0600 (openssl rand -hex 32);
                                # without it the admin API is read-only; required off loopback
-policy = "wrr"                 # rr wrr gwrr lc wlc dfwrr urlhash chbl p2c lard lardr tbccrd weblins
+policy = "wrr"                 # POLICIES
 path = "relay"                 # data path: relay, redirect, passfd, hybrid or repair
 access_log = ""                # Common Log Format file, "-" for stdout, "" for none
 sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
