@@ -23,6 +23,16 @@ func lardOverloaded(c *Cluster, l, tlow, thigh int) bool {
 	return false
 }
 
+// AdmissionBound is LARD's bound on the requests outstanding in a cluster
+// of n nodes, S = (n−1)·T_high + T_low − 1 with c's thresholds (defaults
+// filled): LARD's front holds back requests beyond it, which keeps every node
+// below 2·T_high and lets the T_low/T_high rule fire (Pai et al. 1998). The
+// simulator keeps S requests in the system in throughput mode. At least 1.
+func (c Config) AdmissionBound(n int) int {
+	c.fill()
+	return max((n-1)*c.THigh+c.TLow-1, 1)
+}
+
 // LARD is locality-aware request distribution (Pai et al. 1998; SPEC §3): a
 // target (URL) table maps each target to one node so the cluster's caches
 // partition the working set. The first request for a target goes to the

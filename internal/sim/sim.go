@@ -33,9 +33,10 @@
 // disk (Result.BigToDisk counts them). A miss is a request whose object was
 // read from a disk; a peer-memory fetch is a cluster memory hit.
 //
-// Throughput mode (the papers' setting) keeps Config.PerNode × nodes requests
-// in the system, entering as fast as others complete; latency mode releases
-// each request at its trace timestamp × Config.TimeScale.
+// Throughput mode (the papers' setting) keeps LARD's admission bound
+// S = (n−1)·T_high + T_low − 1 requests in the system (or Config.PerNode ×
+// nodes), entering as fast as others complete; latency mode releases each
+// request at its trace timestamp × Config.TimeScale.
 package sim
 
 import (
@@ -95,8 +96,13 @@ type Config struct {
 	Costs *Costs
 	// Path is the front's data path. "" = DefaultPath of the policy's traits.
 	Path Path
-	// PerNode is the number of requests in the system per node in throughput
-	// mode. Default 16.
+	// PerNode, when > 0, keeps PerNode × Nodes requests in the system in
+	// throughput mode. Default 0: LARD's admission bound S = (n−1)·T_high +
+	// T_low − 1 for the whole cluster (PolicyConfig.AdmissionBound; 999 at 16
+	// nodes with the default thresholds 65 and 25), the load Pai et al. 1998
+	// drive their cluster at: with fewer requests in the system no node
+	// reaches T_high and LARD's reassignment, and LARD/R's replication,
+	// never fire.
 	PerNode int
 	// TimeScale > 0 selects latency mode: a request enters at its trace time
 	// × TimeScale (0.5 = replay twice as fast). 0 = throughput mode.
@@ -124,6 +130,9 @@ type Result struct {
 	Handoffs int64
 	// Rejected counts requests no node would take (Decision.Node −1).
 	Rejected int64
+	// Window is the number of requests throughput mode kept in the system
+	// (see Config.PerNode); 0 in latency mode.
+	Window int
 	// NodeCPU and NodeDisk are each node's utilisation; MaxNodeCPU is the
 	// busiest node's.
 	NodeCPU, NodeDisk []float64
@@ -258,9 +267,6 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if cfg.Cache == "" {
 		cfg.Cache = cache.LRU
 	}
-	if cfg.PerNode == 0 {
-		cfg.PerNode = 16
-	}
 	if cfg.PerNode < 0 || cfg.TimeScale < 0 || cfg.CacheBytes < 0 {
 		return nil, errors.New("sim: per-node window, time scale and cache size must not be negative")
 	}
@@ -315,6 +321,12 @@ func newSim(cfg Config, src Source) (*sim, error) {
 		s.period = int64(pc.Period)
 	}
 	s.nextLoad = s.period
+	if cfg.TimeScale == 0 {
+		s.res.Window = cfg.PerNode * cfg.Nodes
+		if cfg.PerNode == 0 {
+			s.res.Window = pc.AdmissionBound(cfg.Nodes)
+		}
+	}
 
 	s.cl.Nodes = make([]policy.Node, cfg.Nodes)
 	s.nodes = make([]node, cfg.Nodes)
@@ -411,8 +423,7 @@ func (s *sim) run() error {
 			return err
 		}
 	} else {
-		w := s.cfg.PerNode * s.cfg.Nodes
-		for range w {
+		for range s.res.Window {
 			ok, err := s.admit(0)
 			if err != nil {
 				return err
