@@ -55,7 +55,11 @@ func runFront(args []string) error {
 		return err
 	}
 	if *printConfig {
-		fmt.Print(config.FrontTemplate)
+		t, err := config.FrontTemplate()
+		if err != nil {
+			return err
+		}
+		fmt.Print(t)
 		return nil
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("role", "front")
@@ -142,7 +146,7 @@ func runFront(args []string) error {
 		}
 	}
 
-	p, err := policy.New(fc.Policy, fc.Tuning.Policy())
+	p, err := policy.New(fc.Policy, fc.Tuning.Config())
 	if err != nil {
 		return err
 	}

@@ -133,43 +133,11 @@ type Limits struct {
 	MaxConnsPerIP int `toml:"max_conns_per_ip"`
 }
 
-// Tuning holds the policies' knobs (policy.Config); zero means the policy's
-// documented default.
-type Tuning struct {
-	Seed          uint64         `toml:"seed"`
-	Epsilon       float64        `toml:"epsilon"`
-	VirtualNodes  int            `toml:"virtual_nodes"`
-	TLow          int            `toml:"t_low"`
-	THigh         int            `toml:"t_high"`
-	K             Duration       `toml:"k"`
-	Period        Duration       `toml:"period"`
-	FeedbackA     float64        `toml:"feedback_a"`
-	TargetLoad    float64        `toml:"target_load"`
-	LoadLimit     int            `toml:"load_limit"`
-	CacheMB       int64          `toml:"cache_mb"`
-	NoCacheKB     int64          `toml:"no_cache_kb"`
-	HandoffKB     int64          `toml:"handoff_kb"`
-	OverloadConns int            `toml:"overload_conns"`
-	PopularN      int            `toml:"popular_n"`
-	GroupWeights  map[string]int `toml:"group_weights"`
-	// MaxURLs and MaxURLMB bound every per-URL table of lard, lardr, tbccrd
-	// and weblins (policy.Config.MaxURLs, MaxURLBytes): URL count and URL
-	// text in MiB, least recently requested URL evicted first.
-	MaxURLs  int   `toml:"max_urls"`
-	MaxURLMB int64 `toml:"max_url_mb"`
-}
-
-// Policy converts the tuning to a policy.Config.
-func (t Tuning) Policy() policy.Config {
-	return policy.Config{
-		Seed: t.Seed, Epsilon: t.Epsilon, VirtualNodes: t.VirtualNodes,
-		TLow: t.TLow, THigh: t.THigh, K: t.K.Duration, Period: t.Period.Duration,
-		FeedbackA: t.FeedbackA, TargetLoad: t.TargetLoad, LoadLimit: t.LoadLimit,
-		CacheBytes: t.CacheMB << 20, NoCacheAbove: t.NoCacheKB << 10, HandoffSize: t.HandoffKB << 10,
-		OverloadConns: t.OverloadConns, PopularN: t.PopularN, GroupWeights: t.GroupWeights,
-		MaxURLs: t.MaxURLs, MaxURLBytes: t.MaxURLMB << 20,
-	}
-}
+// Tuning holds the policies' knobs: the [tuning] table, which
+// internal/policy defines and documents (policy.Knobs), so that a policy and
+// its keys are added in that package alone. Zero means the policy's
+// documented default; Tuning.Config converts it to a policy.Config.
+type Tuning = policy.Tuning
 
 // Paths lists the data paths `path` accepts.
 var Paths = []string{"relay", "redirect", "passfd", "hybrid", "repair"}
@@ -345,7 +313,7 @@ func (f *Front) validate(name string, data []byte) []error {
 	if f.HandoffDir != "" && !strings.HasPrefix(f.HandoffDir, "/") {
 		bad([]string{"handoff_dir"}, fmt.Sprintf("handoff_dir %q is not an absolute path", f.HandoffDir), "write the folder from / such as \"/run/shoal\"")
 	}
-	if _, err := policy.New(f.Policy, f.Tuning.Policy()); err != nil && slices.Contains(policy.Names(), f.Policy) {
+	if _, err := policy.New(f.Policy, f.Tuning.Config()); err != nil && slices.Contains(policy.Names(), f.Policy) {
 		bad([]string{"tuning"}, err.Error(), "correct the [tuning] value it names")
 	}
 	return errs
