@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -442,4 +443,192 @@ backend be
 	}
 	t.Logf("haproxy did not start: %s", stderr.String())
 	return ""
+}
+
+// TestConnectionXFFKeepsClientAddress: a client that names X-Forwarded-For
+// in Connection has its own X-Forwarded-For dropped (it asked for that),
+// but the node still learns the client's address from the front's (issue
+// 10; main sent the node no X-Forwarded-For at all).
+func TestConnectionXFFKeepsClientAddress(t *testing.T) {
+	a := namedBackend(t, "A")
+	addr, _, _ := startFront(t, Config{}, a.URL)
+	c := dialFront(t, addr)
+	for _, conn := range []string{"X-Forwarded-For", "keep-alive, x-forwarded-for"} {
+		resp, _ := c.do("GET /h HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 6.6.6.6\r\nConnection: " + conn + "\r\nX-Forwarded-For: 7.7.7.7\r\n\r\n")
+		if v := resp.Header.Get("X-Seen-X-Forwarded-For"); resp.StatusCode != 200 || v != "127.0.0.1" {
+			t.Errorf("Connection: %s: status %d, node saw X-Forwarded-For %q, want 127.0.0.1", conn, resp.StatusCode, v)
+		}
+	}
+}
+
+// padHead returns a request head of exactly n bytes: the request line,
+// lines, then "X-Pad" fields to fill. sep is what follows each field
+// name (": " or ":").
+func padHead(n int, requestLine string, lines []string, fields int, sep string) string {
+	var b strings.Builder
+	b.WriteString(requestLine + "\r\n")
+	for _, l := range lines {
+		b.WriteString(l + "\r\n")
+	}
+	for i := 0; i < fields; i++ {
+		fmt.Fprintf(&b, "X-P%d%sv\r\n", i, sep)
+	}
+	rest := n - b.Len() - len("X-Pad"+sep+"\r\n\r\n")
+	if rest < 0 {
+		panic("padHead: too small")
+	}
+	b.WriteString("X-Pad" + sep + strings.Repeat("a", rest) + "\r\n\r\n")
+	return b.String()
+}
+
+// TestNodeAcceptsWhatFrontAccepts: heads at the front's limits (8 KiB,
+// 100 fields) are relayed to a real node with what the front adds
+// (X-Forwarded-For, Host for HTTP/1.0, ": " for ":"), and the node serves
+// them rather than answer 431 (issue 10). Just over the front's limits the
+// front itself refuses.
+func TestNodeAcceptsWhatFrontAccepts(t *testing.T) {
+	addr, _, _, _, _, sums := passfdCluster(t, "wrr", 1, Config{Path: Relay()})
+	const u = "/f0-0.bin"
+	line11, line10 := "GET "+u+" HTTP/1.1", "GET "+u+" HTTP/1.0"
+	cases := []struct {
+		name string
+		head string
+		want int
+	}{
+		{"8 KiB head", padHead(8192, line11, []string{"Host: x"}, 0, ": "), 200},
+		{"100 fields", padHead(2000, line11, []string{"Host: x"}, 98, ": "), 200},
+		{"100 fields at 8 KiB, no space after colons", padHead(8192, line11, []string{"Host:x"}, 98, ":"), 200},
+		{"HTTP/1.0 without Host at 8 KiB", padHead(8192, line10, []string{"Connection: keep-alive"}, 98, ":"), 200},
+		{"8 KiB + 1", padHead(8193, line11, []string{"Host: x"}, 0, ": "), 431},
+		{"101 fields", padHead(2000, line11, []string{"Host: x"}, 99, ": "), 431},
+	}
+	for _, c := range cases {
+		if len(c.head) != 8192 && len(c.head) != 8193 && len(c.head) != 2000 {
+			t.Fatalf("%s: head of %d bytes", c.name, len(c.head))
+		}
+		cl := dialFront(t, addr)
+		resp, body := cl.do(c.head)
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: status %d, want %d", c.name, resp.StatusCode, c.want)
+			continue
+		}
+		if c.want == 200 && sum([]byte(body)) != sums[u] {
+			t.Errorf("%s: wrong body", c.name)
+		}
+	}
+}
+
+// TestRelayRewriteTooLarge: a rewrite that would exceed what nodes accept
+// (the front's limit plus httpwire.ForwardHeadroom) is refused by the front
+// with 431: here an 8000-byte HTTP/1.0 head gets a Host naming a node
+// address longer than the headroom.
+func TestRelayRewriteTooLarge(t *testing.T) {
+	long := "http://" + strings.Repeat("a", 1300) + ":80"
+	addr, s, _ := startFront(t, Config{}, long)
+	c := dialFront(t, addr)
+	resp, _ := c.do(padHead(8000, "GET /x HTTP/1.0", nil, 0, ": "))
+	if resp.StatusCode != 431 || !c.closed() {
+		t.Fatalf("status %d, want 431 and close", resp.StatusCode)
+	}
+	if d := s.Stats().NodeDials; d != 0 {
+		t.Fatalf("%d node dials; the request must not reach a node", d)
+	}
+}
+
+// TestRelayResponseFramingRefused: a node answer whose Connection header
+// names its own framing cannot be relayed faithfully (the front would have
+// to drop the field it reads the body by): 502, and that node connection
+// is closed (issue 10). main relayed it without Content-Length.
+func TestRelayResponseFramingRefused(t *testing.T) {
+	for _, bad := range []string{
+		"HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nConnection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+	} {
+		var conns atomic.Int64
+		node := rawBackend(t, func(c net.Conn) {
+			id := conns.Add(1)
+			br := bufio.NewReader(c)
+			for {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				if req.URL.Path == "/bad" {
+					io.WriteString(c, bad)
+					continue
+				}
+				body := fmt.Sprintf("conn %d", id)
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			}
+		})
+		addr, _, _ := startFront(t, Config{}, node)
+		c := dialFront(t, addr)
+		resp, _ := c.do("GET /bad HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		if resp.StatusCode != 502 {
+			t.Errorf("%q: status %d, want 502", bad, resp.StatusCode)
+			continue
+		}
+		resp, body := dialFront(t, addr).do(get("/good"))
+		if resp.StatusCode != 200 || body != "conn 2" {
+			t.Errorf("%q: next request got %d %q, want a fresh node connection (conn 2)", bad, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestRelayNodeBytesOutOfTurn: bytes a node sends that no request asked for
+// — after a body it framed shorter, on a HEAD or 204 answer, or later while
+// the connection sits in the pool — are never read as another client's
+// answer: the connection is closed, and the victim's request goes out on a
+// fresh one (issue 10). main answered the victim with the node's extra
+// bytes when they arrived after the first answer.
+func TestRelayNodeBytesOutOfTurn(t *testing.T) {
+	const evil = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil"
+	cases := []struct {
+		name, method, first string
+		later               bool // extra bytes sent after the answer was relayed
+	}{
+		{"after framed body, later", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst", true},
+		{"after framed body, same write", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst", false},
+		{"body on HEAD answer, later", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n", true},
+		{"body on 204, later", "GET", "HTTP/1.1 204 No Content\r\n\r\n", true},
+		{"unsolicited answer on idle connection", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			goOn, written := make(chan struct{}), make(chan struct{})
+			node := rawBackend(t, func(c net.Conn) {
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if req.URL.Path != "/attack" {
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+						continue
+					}
+					if !tc.later {
+						io.WriteString(c, tc.first+evil)
+						close(written)
+						continue
+					}
+					io.WriteString(c, tc.first)
+					<-goOn
+					io.WriteString(c, evil)
+					close(written)
+				}
+			})
+			addr, _, _ := startFront(t, Config{}, node)
+			resp, _ := dialFront(t, addr).do(tc.method + " /attack HTTP/1.1\r\nHost: x\r\n\r\n")
+			if tc.later {
+				close(goOn)
+			}
+			<-written
+			time.Sleep(20 * time.Millisecond) // let loopback deliver the bytes
+			resp, body := dialFront(t, addr).do(get("/victim"))
+			if resp.StatusCode != 200 || body != "ok" {
+				t.Fatalf("victim got %d %q, want 200 \"ok\" from a fresh node connection", resp.StatusCode, body)
+			}
+		})
+	}
 }
