@@ -167,7 +167,7 @@ func scanAll(in []byte, step int) (int, []byte, bool, bool) {
 // FuzzChunker checks that the chunked-body scanner never panics or reads
 // out of range, never consumes past the end of a body, and gives the same
 // answer whether the bytes arrive at once or one by one (as they may from a
-// socket).
+// socket). Seeds, valid and refused framing, are in testdata/fuzz/FuzzChunker.
 func FuzzChunker(f *testing.F) {
 	f.Add([]byte("3\r\nabc\r\n0\r\n\r\nNEXT"))
 	f.Add([]byte("A;x=y\r\n0123456789\r\n0\r\nT: 1\r\n\r\n"))

@@ -91,7 +91,8 @@ func TestParseResponseReusesHeaders(t *testing.T) {
 // FuzzParseResponse checks that ParseResponse never panics, never reports a
 // head longer than its input, that every prefix of an accepted head is
 // ErrNeedMore (so a relay reading in pieces sees the same answer), and that
-// the framing it reports is self-consistent.
+// the framing it reports is self-consistent. More seeds are in
+// testdata/fuzz/FuzzParseResponse.
 func FuzzParseResponse(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"))
 	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"))
