@@ -116,15 +116,39 @@ type Request struct {
 	hasTE bool
 }
 
-// Path returns the request-target up to (not including) '?' or '#'.
+// Path returns the request-target's path: up to (not including) '?' or '#',
+// and for an absolute-form target only the part after the authority ("/"
+// when there is none), so that "http://h/a" is routed, cached and served as
+// "/a" by the front and the nodes alike. Asterisk- and authority-form
+// targets are returned as they are.
 func (r *Request) Path() []byte {
-	for i, c := range r.Target {
-		if c == '?' || c == '#' {
-			return r.Target[:i]
+	t := r.Target
+	if len(t) > 0 && t[0] != '/' && t[0] != '*' {
+		for i := 0; i+2 < len(t); i++ {
+			if t[i] == ':' && t[i+1] == '/' && t[i+2] == '/' {
+				j := i + 3
+				for j < len(t) && t[j] != '/' && t[j] != '?' {
+					j++
+				}
+				if j == len(t) || t[j] != '/' {
+					return rootPath
+				}
+				t = t[j:]
+				break
+			}
 		}
 	}
-	return r.Target
+	for i, c := range t {
+		if c == '?' || c == '#' {
+			return t[:i]
+		}
+	}
+	return t
 }
+
+// rootPath is Path's answer for an absolute-form target without a path.
+// Callers only read it.
+var rootPath = []byte("/")
 
 // HasBody reports whether a body follows the head.
 func (r *Request) HasBody() bool { return r.Chunked || r.ContentLength > 0 }
