@@ -32,6 +32,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"shoal/internal/httpwire"
 )
 
 // Config configures a Server. Zero fields take the documented defaults.
@@ -50,8 +52,17 @@ type Config struct {
 	// (SPEC §2, Weblins). Nil means "no", which makes cgdsf behave as GDSF.
 	CachedElsewhere func(url string) bool
 	// MaxHead is the request head limit in bytes; larger heads get 431.
-	// Default httpwire.DefaultMaxHead (8 KiB).
+	// Default httpwire.DefaultMaxHead + httpwire.ForwardHeadroom (9 KiB):
+	// the front's default limit plus what its rewrite may add
+	// (X-Forwarded-For, Host), so that a head the front accepted is never
+	// refused here because of what the front added (issue 10). A node
+	// behind a front with a larger limit needs that limit plus
+	// ForwardHeadroom.
 	MaxHead int
+	// MaxHeaders is the limit on header fields; more get 431. Default
+	// httpwire.DefaultMaxHeaders + httpwire.ForwardFields (102), for the
+	// same reason as MaxHead.
+	MaxHeaders int
 	// ReadTimeout bounds the time from the first byte of a request head to
 	// its end (slowloris). Default 10 s.
 	ReadTimeout time.Duration
@@ -119,6 +130,9 @@ func (c *Config) withDefaults() {
 		c.MaxConns = DefaultMaxConns(nofile())
 	}
 	if c.MaxHead <= 0 {
-		c.MaxHead = 8 << 10
+		c.MaxHead = httpwire.DefaultMaxHead + httpwire.ForwardHeadroom
+	}
+	if c.MaxHeaders <= 0 {
+		c.MaxHeaders = httpwire.DefaultMaxHeaders + httpwire.ForwardFields
 	}
 }
