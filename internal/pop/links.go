@@ -50,6 +50,9 @@ type links struct {
 	// handshakesRefused counts peer connections closed because
 	// maxHandshakes were already waiting to authenticate.
 	handshakesRefused atomic.Int64
+	// handshaking counts peer connections accepted and not yet
+	// authenticated or closed; it never exceeds maxHandshakes.
+	handshaking atomic.Int64
 }
 
 func newLinks(cfg *peerwire.Config, log *slog.Logger) *links {
@@ -243,8 +246,10 @@ func (ls *links) serve(ln net.Listener) {
 			nc.Close()
 			continue
 		}
+		ls.handshaking.Add(1)
 		go func() {
 			c, err := peerwire.Server(nc, ls.cfg)
+			ls.handshaking.Add(-1)
 			<-pending
 			if err != nil {
 				nc.Close()

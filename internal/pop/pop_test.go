@@ -179,6 +179,14 @@ func TestPeerPortBoundsStrangers(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
+	// The strangers' slots free as a's handshakes see them go; a joiner
+	// arriving before that is refused like any other connection over the bound.
+	for a.links.handshaking.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d handshakes still pending after the strangers left", a.links.handshaking.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	b, err := Start(testConfig(t, "b", seed, []string{a.PeerAddr}, data))
 	if err != nil {
 		t.Fatalf("a PoP with the seed could not join after the strangers left: %v", err)
