@@ -441,7 +441,8 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	}{{"passed", h.Passed}, {"fallback_no_socket", h.FallbackNoSocket}, {"fallback_send", h.FallbackSend},
 		{"returned", h.Returned}, {"return_refused", h.ReturnRefused}, {"redispatched", h.Redispatched},
 		{"ended", h.Ended}, {"lost", h.Lost},
-		{"refused_socket_dir", h.RefusedSocketDir}, {"refused_socket_peer", h.RefusedSocketPeer}} {
+		{"refused_socket_dir", h.RefusedSocketDir}, {"refused_socket_peer", h.RefusedSocketPeer},
+		{"fallback_tls", h.FallbackTLS}} {
 		counter(descHandoff, e.v, e.name)
 	}
 	if r := st.Repair; r != nil {

@@ -119,6 +119,9 @@ func (s *Server) acceptConn(c net.Conn) *clientConn {
 // socket is new, so the short write does not block.
 func (s *Server) refuse(c net.Conn) {
 	s.ctr.connsAccepted.Add(1)
+	if closeTLS(c) {
+		return
+	}
 	c.Write(refused503)
 	c.Close()
 }
