@@ -36,7 +36,8 @@ MODES=${MODES:-"keepalive close"}
 PROXY_CORE=${PROXY_CORE:-0}
 LOAD_CORE=${LOAD_CORE:-1}
 NICE=${NICE:--10}
-BASE=${PORT_BASE:-$((22000 + (RANDOM % 2000) * 10))}
+# Below the ephemeral range (32768+), where a client port may hold the address.
+BASE=${PORT_BASE:-$((22000 + (RANDOM % 1000) * 10))}
 N1=127.0.0.1:$BASE N2=127.0.0.1:$((BASE + 1)) HAP=127.0.0.1:$((BASE + 2)) SHO=127.0.0.1:$((BASE + 3))
 
 for t in nginx haproxy wrk taskset openssl curl python3; do
