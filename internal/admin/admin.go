@@ -396,7 +396,7 @@ var (
 	descBatch   = prometheus.NewDesc("shoal_front_node_head_batches_total",
 		"Request heads written to nodes by the batcher: rounds (what=batches) and heads (what=heads); heads/batches is the mean batch.", []string{"what"}, nil)
 	descHandoff = prometheus.NewDesc("shoal_front_handoff_total",
-		"passfd handoff events: passed, fallback_no_socket, fallback_send, returned, return_refused, redispatched, ended, lost.", []string{"event"}, nil)
+		"passfd handoff events: passed, fallback_no_socket, fallback_send, returned, return_refused, redispatched, ended, lost, fallback_tls (relayed: the client connection is TLS).", []string{"event"}, nil)
 	descRepair = prometheus.NewDesc("shoal_front_repair_total",
 		"repair (TCP_REPAIR) handoff events: moved, fallback_freeze, fallback_node, lost, ended, dropped, refused_forged, refused_replayed, refused_stale, refused_malformed.", []string{"event"}, nil)
 	descHybrid = prometheus.NewDesc("shoal_front_hybrid_decisions_total",
