@@ -152,7 +152,18 @@ func (c *Certs) TLSConfig() *tls.Config {
 
 // TLSListener wraps ln so that Serve gets TLS connections using certs. The
 // handshake happens on each connection's goroutine when it first reads.
+//
+// It turns Listen's TCP_DEFER_ACCEPT off again on a TCP listener: that
+// option pays where accepting is most of the front's work (the handoff
+// paths, which TLS cannot use), while over TLS with a new connection per
+// request it cut the request rate by more than half and added second-long
+// stalls (bench/tls-vs-haproxy.sh; figures in docs/benchmarks.md).
 func TLSListener(ln net.Listener, certs *Certs) net.Listener {
+	if tl, ok := ln.(*net.TCPListener); ok {
+		if raw, err := tl.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) { undeferAccept(int(fd)) })
+		}
+	}
 	return tls.NewListener(ln, certs.TLSConfig())
 }
 
