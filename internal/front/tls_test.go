@@ -140,7 +140,7 @@ func TestTLSPassFDFallsBackToRelay(t *testing.T) {
 	}{
 		{"passfd", func() Config { return Config{Path: PassFD(PassFDConfig{})} }},
 		{"hybrid", func() Config {
-			// Size 0 threshold: the hybrid rule hands every request off.
+			// Every object counts as large: the hybrid rule hands each request off.
 			return Config{Choose: Hybrid(PassFD(PassFDConfig{})), Hybrid: HybridConfig{MinSize: 1, Size: func(string) int64 { return 1 << 20 }}}
 		}},
 	} {
