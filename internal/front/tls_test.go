@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -341,5 +342,32 @@ func TestWriteSelfSigned(t *testing.T) {
 	}
 	if again, _ := os.ReadFile(cf); bytes.Equal(before, again) {
 		t.Error("a certificate for other hosts was kept")
+	}
+}
+
+// takeoverPath stands for any handoff path: it would take the socket.
+type takeoverPath struct{ served atomic.Int64 }
+
+func (p *takeoverPath) Name() string { return "takeover" }
+func (p *takeoverPath) Serve(x *Exchange) Result {
+	p.served.Add(1)
+	x.Conn().Close()
+	return Result{Detached: true}
+}
+
+// TestTLSNeverHandsOffASession: whatever path is configured other than
+// relay and redirect (repair's case too, which needs root to build), a
+// request on a TLS connection never reaches it: it is relayed and counted.
+func TestTLSNeverHandsOffASession(t *testing.T) {
+	certs, err := LoadCerts([]CertFiles{selfSigned(t, t.TempDir(), "local")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &takeoverPath{}
+	addr, s, _, _, urls, sums := passfdClusterOn(t, tlsListen(certs), "urlhash", 1, Config{Path: p})
+	picked := pickURLs(urls, 10, 3)
+	curlTLS(t, addr, picked, sums)
+	if n, h := p.served.Load(), s.Stats().Handoff; n != 0 || h.FallbackTLS != uint64(len(picked)) {
+		t.Errorf("path served %d requests, fallback_tls %d; want 0 and %d", n, h.FallbackTLS, len(picked))
 	}
 }
