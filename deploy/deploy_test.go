@@ -150,6 +150,57 @@ type lab struct {
 	daemons []*exec.Cmd
 	logs    map[*exec.Cmd]*bytes.Buffer
 	names   map[*exec.Cmd]string
+	recipe  string
+	// passwd and group are the hosts' copies with the user shoal.
+	passwd, group string
+}
+
+// The user the units run as, in the test's hosts.
+const shoalUser, shoalUID = "shoal", "64999"
+
+// unitOf names the unit in deploy/ that runs a guide's daemon line on
+// recipe.
+func unitOf(recipe, line string) string {
+	node := strings.HasPrefix(line, "shoal node ")
+	switch {
+	case recipe == "repair" && node:
+		return "shoal-node-repair@.service"
+	case recipe == "repair":
+		return "shoal-front-repair.service"
+	case node:
+		return "shoal-node@.service"
+	}
+	return "shoal-front.service"
+}
+
+// unitCaps returns the AmbientCapabilities a unit file grants, as setpriv
+// names them ("net_admin").
+func unitCaps(t *testing.T, unit string) []string {
+	data, err := os.ReadFile(unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caps []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "AmbientCapabilities="); ok {
+			for _, c := range strings.Fields(v) {
+				caps = append(caps, strings.ToLower(strings.TrimPrefix(c, "CAP_")))
+			}
+		}
+	}
+	return caps
+}
+
+// asUnit wraps a daemon line so that it runs as user shoal with exactly
+// the ambient (and bounding) capabilities of its unit, as systemd would.
+func (l *lab) asUnit(line string) []string {
+	unit := unitOf(l.recipe, line)
+	set := "-all"
+	for _, c := range unitCaps(l.t, unit) {
+		set += ",+" + c
+	}
+	return []string{"setpriv", "--reuid=" + shoalUser, "--regid=" + shoalUser, "--clear-groups",
+		"--inh-caps=" + set, "--ambient-caps=" + set, "--bounding-set=" + set, "sh", "-c", "exec " + line}
 }
 
 func (l *lab) ns(host string) string { return "shoal-" + l.id + "-" + host }
@@ -163,9 +214,25 @@ func (l *lab) run(args ...string) {
 
 // up builds the LAN: a bridge in its own namespace and one namespace per
 // host with a veth eth0 on it, and for each host a holder process with
-// private tmpfs on /etc/shoal and /srv/shoal (each host has its own).
+// private tmpfs on /etc/shoal and /srv/shoal (each host has its own) and
+// /etc/passwd and /etc/group that know the user shoal (systemd-sysusers
+// with deploy/shoal.sysusers stands behind that on a real host).
 func (l *lab) up() {
 	t := l.t
+	dir := t.TempDir()
+	l.passwd, l.group = filepath.Join(dir, "passwd"), filepath.Join(dir, "group")
+	for _, f := range []struct{ from, to, line string }{
+		{"/etc/passwd", l.passwd, shoalUser + ":x:" + shoalUID + ":" + shoalUID + ":shoal web cluster:/var/lib/shoal:/usr/sbin/nologin\n"},
+		{"/etc/group", l.group, shoalUser + ":x:" + shoalUID + ":\n"},
+	} {
+		b, err := os.ReadFile(f.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.to, append(b, f.line...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sw := l.ns("sw")
 	l.run("ip", "netns", "add", sw)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", sw).Run() })
@@ -182,7 +249,9 @@ func (l *lab) up() {
 		l.run("ip", "-n", ns, "link", "set", "eth0", "up")
 
 		cmd := exec.Command("ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private", "sh", "-c",
-			"mount -t tmpfs tmpfs /etc/shoal && mount -t tmpfs tmpfs /srv/shoal && echo ready && exec sleep 3600")
+			"mount -t tmpfs tmpfs /etc/shoal && mount -t tmpfs tmpfs /srv/shoal && "+
+				"mount --bind -o ro "+l.passwd+" /etc/passwd && mount --bind -o ro "+l.group+" /etc/group && "+
+				"echo ready && exec sleep 3600")
 		out, _ := cmd.StdoutPipe()
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
@@ -244,7 +313,7 @@ func (l *lab) scp(host, line string) {
 
 // daemon starts a long-running guide command on host.
 func (l *lab) daemon(host, line string) {
-	cmd := l.enter(context.Background(), host, "sh", "-c", "exec "+line)
+	cmd := l.enter(context.Background(), host, l.asUnit(line)...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -254,7 +323,7 @@ func (l *lab) daemon(host, line string) {
 	l.mu.Lock()
 	l.daemons = append(l.daemons, cmd)
 	l.logs[cmd] = &buf
-	l.names[cmd] = host + ": " + line
+	l.names[cmd] = host + " (" + unitOf(l.recipe, line) + "): " + line
 	l.mu.Unlock()
 }
 
@@ -272,7 +341,7 @@ func (l *lab) stop() {
 			cmd.Process.Kill()
 			<-done
 		}
-		if l.t.Failed() {
+		if l.t.Failed() || testing.Verbose() {
 			l.t.Logf("--- %s\n%s", l.names[cmd], l.logs[cmd].String())
 		}
 	}
@@ -302,6 +371,7 @@ func shoalBin(t *testing.T) string {
 			buildErr = err
 			return
 		}
+		os.Chmod(dir, 0o755) // the daemons run as the user shoal
 		builtBin = filepath.Join(dir, "shoal")
 		if out, err := exec.Command("go", "build", "-o", builtBin, "../cmd/shoal").CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v: %s", err, out)
@@ -322,15 +392,16 @@ func TestMain(m *testing.M) {
 }
 
 // TestGuideRecipes runs the relay and repair recipes of docs/deploy.md in
-// namespaces standing for the guide's hosts and checks that the client
-// gets the page through the front; for repair, that the front moved the
+// namespaces standing for the guide's hosts — the daemons as user shoal
+// with only their unit's capabilities — and checks that the client gets
+// the page through the front; for repair, that the front moved the
 // connection (repair.moved) rather than relayed it. Root only; run it
 // under `flock /work/lab.lock`.
 func TestGuideRecipes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces")
 	}
-	for _, tool := range []string{"ip", "nsenter", "unshare", "curl", "openssl", "sysctl", "go"} {
+	for _, tool := range []string{"ip", "nsenter", "unshare", "setpriv", "curl", "openssl", "sysctl", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed", tool)
 		}
@@ -343,7 +414,7 @@ func TestGuideRecipes(t *testing.T) {
 			ensureDir(t, "/srv/shoal")
 			var id [3]byte
 			rand.Read(id[:])
-			l := &lab{t: t, id: "dt" + hex.EncodeToString(id[:]), bin: bin, holders: map[string]*exec.Cmd{},
+			l := &lab{t: t, id: "dt" + hex.EncodeToString(id[:]), bin: bin, recipe: recipe, holders: map[string]*exec.Cmd{},
 				logs: map[*exec.Cmd]*bytes.Buffer{}, names: map[*exec.Cmd]string{}}
 			l.up()
 			t.Cleanup(l.stop)
