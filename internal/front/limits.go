@@ -189,7 +189,7 @@ func (s *Server) shedIdle(n int) int {
 	clear(cand)
 	s.shedCand = cand[:0]
 	for _, c := range shut {
-		c.Close()
+		closeNow(c)
 	}
 	k := len(shut)
 	clear(shut)

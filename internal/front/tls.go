@@ -301,3 +301,15 @@ func closeTLS(c net.Conn) bool {
 	}
 	return ok
 }
+
+// closeNow closes c at once: a TLS connection without its close_notify
+// alert, a write that can block for seconds on a client that does not
+// read. For closing connections in bulk (idle shedding, Close), where one
+// slow client must not hold up the rest; a connection's own goroutine
+// closes it normally, alert included.
+func closeNow(c net.Conn) error {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tc.NetConn().Close()
+	}
+	return c.Close()
+}

@@ -371,3 +371,43 @@ func TestTLSNeverHandsOffASession(t *testing.T) {
 		t.Errorf("path served %d requests, fallback_tls %d; want 0 and %d", n, h.FallbackTLS, len(picked))
 	}
 }
+
+// TestTLSShedClosesWithoutAlert: the idle shedder closes a TLS connection
+// at once, without a close_notify alert. The alert is a write that blocks
+// (up to 5 s) on a client that does not read, and the shedder runs on the
+// accept loop near the connection limit, so one such client per shed would
+// stall every accept.
+func TestTLSShedClosesWithoutAlert(t *testing.T) {
+	certs, err := LoadCerts([]CertFiles{selfSigned(t, t.TempDir(), "local")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s, _ := startFront(t, Config{}, "http://127.0.0.1:1")
+	srvSide, cliSide := net.Pipe() // unbuffered: a write waits for the reader
+	defer cliSide.Close()
+	hs := make(chan error, 1)
+	go func() { hs <- tls.Client(cliSide, &tls.Config{InsecureSkipVerify: true}).Handshake() }()
+	tc := tls.Server(srvSide, certs.TLSConfig())
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-hs; err != nil {
+		t.Fatal(err)
+	}
+	if s.acceptConn(tc) == nil {
+		t.Fatal("connection refused")
+	}
+	time.Sleep(time.Duration(2 * shedMinIdle)) // idle long enough to be shed
+	done := make(chan int, 1)
+	go func() { done <- s.shedIdle(1) }()
+	// Read what the server sends on the raw pipe: nothing but the close.
+	cliSide.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := cliSide.Read(make([]byte, 64))
+	if n != 0 || err != io.EOF {
+		t.Errorf("the shed connection sent %d bytes (%v) before closing; want it closed without an alert", n, err)
+	}
+	go io.Copy(io.Discard, cliSide) // let a blocked alert write finish
+	if k := <-done; k != 1 {
+		t.Errorf("shed %d connections, want 1", k)
+	}
+}
