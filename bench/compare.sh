@@ -9,6 +9,9 @@
 #            (bench/front-vs-haproxy.sh)
 #   handoff  the front's CPU per request: passfd handoff vs relay
 #            (bench/handoff-cpu.sh; skipped with a reason if it fails)
+#   tls      `shoal front` vs HAProxy terminating TLS with one certificate,
+#            1 KB, keep-alive and a new connection per request
+#            (bench/tls-vs-haproxy.sh; not in the default ONLY, run ONLY=tls)
 #
 # Servers run pinned to SERVER_CPU (taskset), one at a time; the load
 # generator (wrk -t1 -c$CONNS; `shoal bench http` for handoff, which is how
@@ -33,7 +36,7 @@
 #   HANDOFF_CONNS=32  `shoal bench http` connections for handoff
 #   SIZES="1k 64k 1m" object sizes (node, front)
 #   HANDOFF_SIZES="1k 100k 1m"  the sizes bench/handoff-cpu.sh serves
-#   ONLY="node front handoff"  which comparisons to run
+#   ONLY="node front handoff"  which comparisons to run (also: tls)
 #   SERVER_CPU=0 CLIENT_CPU=1  cores for the servers and for the load
 #   NICE=-10          niceness of servers and load (node, front; as root)
 #   OUT=bench/results where latest.{json,md,svg,png} go
@@ -61,7 +64,7 @@ start=$(date +%s)
 
 # --- tools -------------------------------------------------------------------
 missing=()
-for t in nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux curl:curl python3:python3; do
+for t in nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux curl:curl python3:python3 openssl:openssl; do
 	command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
 done
 if ((${#missing[@]})); then
@@ -164,6 +167,15 @@ if want front; then
 		PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE" JSON_OUT="$RUNSF" bench/front-vs-haproxy.sh ||
 		skipped+=("front vs HAProxy: bench/front-vs-haproxy.sh failed ($?)")
 	produced "front vs HAProxy" "$n0"
+fi
+
+if want tls; then
+	echo "compare: front vs HAProxy over TLS ..." >&2
+	n0=$(rows)
+	job tls env SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" CONNS="$CONNS" \
+		PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE" JSON_OUT="$RUNSF" bench/tls-vs-haproxy.sh ||
+		skipped+=("front vs HAProxy over TLS: bench/tls-vs-haproxy.sh failed ($?)")
+	produced "front vs HAProxy over TLS" "$n0"
 fi
 
 # handoff-cpu.sh prints only medians, so it runs once per round (RUNS=1) and

@@ -83,6 +83,7 @@ func benchHTTP(args []string) error {
 	timeout := fs.Duration("timeout", 5*time.Second, "connect and per-request timeout")
 	method := fs.String("method", "GET", "GET or HEAD")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout instead of the table")
+	insecure := fs.Bool("insecure", false, "https: accept any certificate (a self-signed one, as shoal up --tls makes)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func benchHTTP(args []string) error {
 
 	cfg := loadgen.Config{
 		URL: *rawURL, Connections: *conns, Duration: *duration, Requests: *requests, Rate: *rate,
-		DisableKeepAlive: !*keepalive, Timeout: *timeout, Method: *method,
+		DisableKeepAlive: !*keepalive, Timeout: *timeout, Method: *method, Insecure: *insecure,
 	}
 	switch {
 	case *tracePath != "":

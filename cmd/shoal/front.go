@@ -48,6 +48,7 @@ func runFront(args []string) error {
 	maxConns := fs.Int("max-conns", def.Limits.MaxConns, "open client connections; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
 	maxPerIP := fs.Int("max-conns-per-ip", def.Limits.MaxConnsPerIP, "open client connections from one address (0: 256, -1: no limit)")
 	repair := addRepairFrontFlags(fs)
+	tlsf := addTLSFlags(fs)
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
 	sysmonIdle := fs.Bool("sysmon-idle", *def.SysmonIdle, "run Go's monitor thread at SCHED_IDLE so its wake-ups do not preempt the relay (Linux)")
 	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
@@ -134,6 +135,9 @@ func runFront(args []string) error {
 	if set["health-interval"] || *cfgFile == "" {
 		fc.Health.Interval.Duration = *health
 	}
+	if err := tlsf.apply(&fc, set, *cfgFile != ""); err != nil {
+		return err
+	}
 	if len(fc.Nodes) == 0 {
 		fs.Usage()
 		return errors.New("no nodes: give --nodes or [[node]] entries in --config")
@@ -219,6 +223,10 @@ func runFront(args []string) error {
 	if err != nil {
 		return err
 	}
+	ln, certs, err := frontTLS(ln, fc) // certs.Reload: the certificates' SIGHUP hook
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if fc.Health.Interval.Duration > 0 {
@@ -249,7 +257,10 @@ func runFront(args []string) error {
 	}
 	maxc, perIP := srv.ConnLimits()
 	logger.Info("serving", "addr", ln.Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes),
-		"max_conns", maxc, "max_conns_per_ip", perIP)
+		"max_conns", maxc, "max_conns_per_ip", perIP, "tls", certs != nil)
+	if certs != nil && fc.Path != "relay" && fc.Path != "redirect" {
+		logger.Warn("TLS connections are relayed: the handoff paths cannot move a TLS session without kTLS", "path", fc.Path)
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

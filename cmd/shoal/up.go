@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -41,6 +42,8 @@ func runUp(args []string) error {
 	fs.DurationVar(&c.SendTimeout, "send-timeout", 60*time.Second, "close a client that takes no response bytes for this long (nginx send_timeout)")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "open client connections at the front; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
+	fs.BoolVar(&c.TLS, "tls", false, "serve HTTPS with a self-signed certificate for localhost and 127.0.0.1 kept in the --data folder (clients: curl -k, shoal bench http --insecure); "+
+		"with passfd or hybrid every request is relayed")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	pops := fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
 	state := fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
@@ -50,6 +53,9 @@ func runUp(args []string) error {
 	}
 	if !slices.Contains(config.Paths, *path) {
 		return fmt.Errorf("--path %q: want one of %s", *path, strings.Join(config.Paths, ", "))
+	}
+	if c.TLS && *path == "repair" {
+		return errors.New("--tls with --path repair: the repair path cannot move a TLS connection (no kTLS), so it would relay every request; use --path relay")
 	}
 	if c.Nodes < 1 || c.CacheMB < 0 {
 		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)
@@ -94,6 +100,9 @@ func runUp(args []string) error {
 	}
 	c = cl.Config
 	fmt.Printf("shoal is up: open %s\n", cl.URL)
+	if cl.TLSCert != "" {
+		fmt.Printf("  self-signed certificate %s: curl -k %s, shoal bench http --insecure --url %s\n", cl.TLSCert, cl.URL, cl.URL)
+	}
 	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, *path, c.CacheMB, c.Cache, cl.SiteInfo)
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)

@@ -396,7 +396,7 @@ var (
 	descBatch   = prometheus.NewDesc("shoal_front_node_head_batches_total",
 		"Request heads written to nodes by the batcher: rounds (what=batches) and heads (what=heads); heads/batches is the mean batch.", []string{"what"}, nil)
 	descHandoff = prometheus.NewDesc("shoal_front_handoff_total",
-		"passfd handoff events: passed, fallback_no_socket, fallback_send, returned, return_refused, redispatched, ended, lost.", []string{"event"}, nil)
+		"passfd handoff events: passed, fallback_no_socket, fallback_send, returned, return_refused, redispatched, ended, lost, fallback_tls (relayed: the client connection is TLS).", []string{"event"}, nil)
 	descRepair = prometheus.NewDesc("shoal_front_repair_total",
 		"repair (TCP_REPAIR) handoff events: moved, fallback_freeze, fallback_node, lost, ended, dropped, refused_forged, refused_replayed, refused_stale, refused_malformed.", []string{"event"}, nil)
 	descHybrid = prometheus.NewDesc("shoal_front_hybrid_decisions_total",
@@ -441,7 +441,8 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	}{{"passed", h.Passed}, {"fallback_no_socket", h.FallbackNoSocket}, {"fallback_send", h.FallbackSend},
 		{"returned", h.Returned}, {"return_refused", h.ReturnRefused}, {"redispatched", h.Redispatched},
 		{"ended", h.Ended}, {"lost", h.Lost},
-		{"refused_socket_dir", h.RefusedSocketDir}, {"refused_socket_peer", h.RefusedSocketPeer}} {
+		{"refused_socket_dir", h.RefusedSocketDir}, {"refused_socket_peer", h.RefusedSocketPeer},
+		{"fallback_tls", h.FallbackTLS}} {
 		counter(descHandoff, e.v, e.name)
 	}
 	if r := st.Repair; r != nil {

@@ -63,6 +63,10 @@ type HandoffStats struct {
 	FastBlocked       uint64            `json:"fast_blocked"`
 	Hybrid            map[string]uint64 `json:"hybrid"` // "cpu", "conns", "size", "relay"
 	FrontCPUPercent   float64           `json:"front_cpu_percent"`
+
+	// FallbackTLS: relayed because the client connection is TLS (no kTLS
+	// to carry the session with the socket).
+	FallbackTLS uint64 `json:"fallback_tls"`
 }
 
 // RepairStats is front.RepairStats with the keys of
@@ -101,7 +105,7 @@ func FrontStats(st front.Stats) Stats {
 	h := st.Handoff
 	out.Handoff = HandoffStats{Passed: h.Passed, FallbackNoSocket: h.FallbackNoSocket, FallbackSend: h.FallbackSend,
 		Returned: h.Returned, ReturnRefused: h.ReturnRefused, Lost: h.Lost, Redispatched: h.Redispatched, Ended: h.Ended,
-		RefusedSocketDir: h.RefusedSocketDir, RefusedSocketPeer: h.RefusedSocketPeer,
+		RefusedSocketDir: h.RefusedSocketDir, RefusedSocketPeer: h.RefusedSocketPeer, FallbackTLS: h.FallbackTLS,
 		FastPassed: h.FastPassed, FastFallback: h.FastFallback, FastBlocked: h.FastBlocked,
 		Hybrid:          map[string]uint64{"cpu": h.HybridCPU, "conns": h.HybridConns, "size": h.HybridSize, "relay": h.HybridRelay},
 		FrontCPUPercent: h.FrontCPUPercent}

@@ -84,6 +84,19 @@ type Front struct {
 	// (SO_PEERCRED); others are refused and relayed. Default -1 (the front's
 	// own effective uid).
 	HandoffUID *int `toml:"handoff_uid"`
+	// TLS lists the certificates when the front serves HTTPS on Listen
+	// ([[tls]] tables; front.LoadCerts): one is picked per handshake by the
+	// client's server name (SNI), the first for clients that send none.
+	// Default none: plain HTTP. The handoff paths relay TLS connections.
+	TLS []TLSCert `toml:"tls"`
+}
+
+// TLSCert is one certificate chain and its private key, PEM files.
+type TLSCert struct {
+	// Cert is the certificate chain, the server's certificate first.
+	Cert string `toml:"cert"`
+	// Key is its private key (mode 0600 or 0400, readable by the front).
+	Key string `toml:"key"`
 }
 
 // Node is one back-end in the file.
@@ -280,6 +293,12 @@ func (f *Front) validate(name string, data []byte) []error {
 	if f.Admin != "" {
 		if _, err := admin.CheckBind(f.Admin, f.AdminTokenFile != ""); err != nil {
 			bad([]string{"admin"}, err.Error(), "")
+		}
+	}
+	for i, c := range f.TLS {
+		if c.Cert == "" || c.Key == "" {
+			bad([]string{"tls", "cert"}, fmt.Sprintf("tls %d: cert %q, key %q: both are needed", i+1, c.Cert, c.Key),
+				"give each [[tls]] table a cert and a key file (PEM)")
 		}
 	}
 	for i, n := range f.Nodes {

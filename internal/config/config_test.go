@@ -82,6 +82,8 @@ func TestErrorsNameFileLineAndFix(t *testing.T) {
 			[]string{"f.toml:2:", "handoff_uid -5 is not a user id", "fix:"}},
 		{"relative handoff dir", "handoff_dir = \"run/shoal\"\n",
 			[]string{"f.toml:1:", `handoff_dir "run/shoal" is not an absolute path`, "fix:"}},
+		{"tls without key", "listen = \"127.0.0.1:1\"\n\n[[tls]]\ncert = \"a.crt\"\n",
+			[]string{"f.toml:4:", `tls 1: cert "a.crt", key "": both are needed`, "fix: give each [[tls]] table"}},
 		{"bad tuning", "[tuning]\nt_low = 90\nt_high = 10\n",
 			[]string{"f.toml:1:", "T_low 90, T_high 10", "fix: correct the [tuning] value"}},
 		{"bad tuning duration", "[tuning]\nt_low = 5\nk = \"soon\"\n",

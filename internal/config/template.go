@@ -38,6 +38,13 @@ sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per
 handoff_dir = ""               # passfd/hybrid: node handoff sockets must be in this folder ("": $TMPDIR or /tmp)
 handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1: the front's own uid)
 
+# HTTPS: one [[tls]] table per certificate (PEM files); the front then serves
+# TLS 1.2+ on listen and picks the certificate by the client's server name
+# (SNI), the first one for clients that send none. Without any: plain HTTP.
+# [[tls]]
+# cert = "/etc/shoal/tls/example.org.crt"  # chain, server certificate first
+# key = "/etc/shoal/tls/example.org.key"   # mode 0600
+
 # One [[node]] table per back-end.
 [[node]]
 url = "http://127.0.0.1:9001"

@@ -55,6 +55,9 @@ type clientConn struct {
 	// without trying a handoff: the raw accept path already tried and
 	// failed (counted there).
 	relayOnce bool
+	// tls is set for a TLS client connection (tls.go): its requests are
+	// never handed off, and small responses go out in one record.
+	tls bool
 }
 
 // inSize and outSize are the sizes of a connection's buffers: a maximal
@@ -72,6 +75,7 @@ func (s *Server) getClientConn(c net.Conn) *clientConn {
 		cc.out = make([]byte, 0, s.outSize())
 	}
 	cc.c, cc.holder = c, -1
+	cc.tls = isTLS(c)
 	cc.in.r, cc.in.w = 0, 0
 	cc.now = time.Now().UnixNano()
 	return cc
@@ -293,6 +297,9 @@ func (cc *clientConn) handle() Result {
 	if s.cfg.Choose != nil {
 		path = s.cfg.Choose(d, x)
 	}
+	if cc.tls {
+		path = s.tlsPath(path)
+	}
 	cc.countPath(path.Name())
 	res := path.Serve(x)
 	pr.Status = res.Status // the node's status on relay (0 after a handoff): tables drop 404s
@@ -310,6 +317,9 @@ func (cc *clientConn) handle() Result {
 			x.Decision, x.Backend, x.Attempt = d2, b2, 1
 			if s.cfg.Choose != nil {
 				path = s.cfg.Choose(d2, x)
+			}
+			if cc.tls {
+				path = s.tlsPath(path)
 			}
 			res = path.Serve(x)
 			pr.Status = res.Status
@@ -389,6 +399,11 @@ func (cc *clientConn) write(b []byte) error {
 func (cc *clientConn) writev(a, b []byte) error {
 	if len(b) == 0 {
 		return cc.write(a)
+	}
+	if cc.tls && len(a)+len(b) <= cap(a) {
+		// One TLS record instead of two (writev cannot gather records);
+		// b is never in a's array (it is a node connection's buffer).
+		return cc.write(append(a, b...))
 	}
 	cc.vec[0], cc.vec[1] = a, b
 	cc.bufs = cc.vec[:]

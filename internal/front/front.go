@@ -402,7 +402,7 @@ func (s *Server) Close() error {
 	s.beginClose()
 	s.mu.Lock()
 	for cc := range s.conns {
-		cc.c.Close()
+		closeNow(cc.c)
 	}
 	s.mu.Unlock()
 	s.closePools()

@@ -119,6 +119,9 @@ func (s *Server) acceptConn(c net.Conn) *clientConn {
 // socket is new, so the short write does not block.
 func (s *Server) refuse(c net.Conn) {
 	s.ctr.connsAccepted.Add(1)
+	if closeTLS(c) {
+		return
+	}
 	c.Write(refused503)
 	c.Close()
 }
@@ -186,7 +189,7 @@ func (s *Server) shedIdle(n int) int {
 	clear(cand)
 	s.shedCand = cand[:0]
 	for _, c := range shut {
-		c.Close()
+		closeNow(c)
 	}
 	k := len(shut)
 	clear(shut)

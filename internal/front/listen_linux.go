@@ -6,3 +6,8 @@ import "syscall"
 func deferAccept(fd int) {
 	syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, 1)
 }
+
+// undeferAccept clears TCP_DEFER_ACCEPT again (TLSListener).
+func undeferAccept(fd int) {
+	syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, 0)
+}

@@ -4,3 +4,6 @@ package front
 
 // deferAccept does nothing where TCP_DEFER_ACCEPT does not exist.
 func deferAccept(int) {}
+
+// undeferAccept does nothing where TCP_DEFER_ACCEPT does not exist.
+func undeferAccept(int) {}

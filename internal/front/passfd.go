@@ -100,6 +100,10 @@ type HandoffStats struct {
 	// (PassFDConfig): outside the handoff folder, or served by another
 	// user. They are not in FallbackSend.
 	RefusedSocketDir, RefusedSocketPeer uint64
+	// FallbackTLS counts requests on TLS client connections that a
+	// handoff path (passfd, hybrid, repair) relayed instead: the TLS
+	// session cannot follow the socket without kTLS (tls.go).
+	FallbackTLS uint64
 	// FastPassed counts connections passed straight from the raw accept
 	// loop (fastaccept.go; included in Passed); FastFallback those the loop
 	// gave to the normal path (partial head, refusal, no socket, …);
@@ -117,6 +121,7 @@ type handoffCounters struct {
 	passed, fallbackNoSocket, fallbackSend, returned, returnRefused, ended, redispatched, lost atomic.Uint64
 	fastPassed, fastFallback, fastBlocked                                                      atomic.Uint64
 	refusedDir, refusedPeer                                                                    atomic.Uint64
+	fallbackTLS                                                                                atomic.Uint64
 	hybridCPU, hybridConns, hybridSize, hybridRelay                                            atomic.Uint64
 	cpuBits                                                                                    atomic.Uint64 // float64 bits of the last CPU sample
 }
@@ -126,7 +131,7 @@ func (h *handoffCounters) snapshot() HandoffStats {
 		Passed: h.passed.Load(), FallbackNoSocket: h.fallbackNoSocket.Load(), FallbackSend: h.fallbackSend.Load(),
 		Returned: h.returned.Load(), ReturnRefused: h.returnRefused.Load(), Ended: h.ended.Load(),
 		Redispatched: h.redispatched.Load(), Lost: h.lost.Load(),
-		RefusedSocketDir: h.refusedDir.Load(), RefusedSocketPeer: h.refusedPeer.Load(),
+		RefusedSocketDir: h.refusedDir.Load(), RefusedSocketPeer: h.refusedPeer.Load(), FallbackTLS: h.fallbackTLS.Load(),
 		FastPassed: h.fastPassed.Load(), FastFallback: h.fastFallback.Load(), FastBlocked: h.fastBlocked.Load(),
 		HybridCPU: h.hybridCPU.Load(), HybridConns: h.hybridConns.Load(), HybridSize: h.hybridSize.Load(),
 		HybridRelay: h.hybridRelay.Load(), FrontCPUPercent: math.Float64frombits(h.cpuBits.Load()),

@@ -18,6 +18,7 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -56,6 +57,9 @@ type Config struct {
 	Timeout time.Duration
 	// Method is "GET" (default) or "HEAD".
 	Method string
+	// Insecure skips verifying an https URL's certificate (a self-signed
+	// one, as `shoal up --tls` makes). Default false.
+	Insecure bool
 }
 
 const (
@@ -107,7 +111,8 @@ type Runner struct {
 	cfg     Config
 	addr    string
 	host    string
-	limit   uint64 // request count bound, 0 = none
+	limit   uint64      // request count bound, 0 = none
+	tls     *tls.Config // nil for http
 	workers []*worker
 
 	next    atomic.Uint64 // index of the next request
@@ -122,8 +127,8 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("url %q: %w", cfg.URL, err)
 	}
-	if u.Scheme != "http" {
-		return nil, fmt.Errorf("url %q: only http:// is supported", cfg.URL)
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("url %q: only http:// and https:// are supported", cfg.URL)
 	}
 	if u.Host == "" {
 		return nil, fmt.Errorf("url %q: no host", cfg.URL)
@@ -157,7 +162,10 @@ func New(cfg Config) (*Runner, error) {
 	r := &Runner{cfg: cfg, host: u.Host, limit: cfg.Requests}
 	r.addr = u.Host
 	if u.Port() == "" {
-		r.addr = net.JoinHostPort(u.Hostname(), "80")
+		r.addr = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+	}
+	if u.Scheme == "https" {
+		r.tls = tlsConfig(u.Hostname(), cfg.Insecure)
 	}
 	if r.limit == 0 && cfg.Duration == 0 {
 		if n := cfg.Workload.Len(); n > 0 {
@@ -180,6 +188,11 @@ func (r *Runner) Probe(ctx context.Context) error {
 	c, err := d.DialContext(ctx, "tcp", r.addr)
 	if err != nil {
 		return fmt.Errorf("nothing answers at %s: %w", r.addr, err)
+	}
+	if r.tls != nil {
+		if c, err = r.handshake(ctx, c); err != nil {
+			return fmt.Errorf("https %s: %w", r.addr, err)
+		}
 	}
 	return c.Close()
 }
@@ -389,6 +402,9 @@ func (w *worker) do(ctx context.Context, target string, start, now time.Duration
 	if w.conn == nil {
 		d := net.Dialer{Timeout: r.cfg.Timeout}
 		c, err := d.DialContext(ctx, "tcp", r.addr)
+		if err == nil && r.tls != nil {
+			c, err = r.handshake(ctx, c)
+		}
 		if err != nil {
 			w.inflight.Store(0)
 			w.fail(ErrConnect)

@@ -308,7 +308,7 @@ func TestDurationStopsStalledRun(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []Config{
-		{URL: "https://127.0.0.1/"},
+		{URL: "ftp://127.0.0.1/"},
 		{URL: "http:///x"},
 		{URL: "http://127.0.0.1/", Rate: -1},
 		{URL: "http://127.0.0.1/", Method: "POST"},

@@ -74,6 +74,9 @@ type Config struct {
 	SendTimeout   time.Duration
 	MaxConns      int
 	MaxConnsPerIP int
+	// TLS makes the front serve HTTPS with a self-signed certificate in
+	// DataDir/tls (listenTLS). Default false.
+	TLS bool
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -158,6 +161,11 @@ type Cluster struct {
 	SiteInfo string
 	// Config is the configuration with defaults filled in.
 	Config Config
+
+	// Certs is the front's certificate set under Config.TLS (its Reload
+	// is the SIGHUP hook), TLSCert the certificate's file; nil and "" else.
+	Certs   *front.Certs
+	TLSCert string
 
 	Front   *front.Server
 	Control *cluster.Cluster
@@ -263,6 +271,9 @@ func (c *Cluster) startFront(fc front.Config) error {
 		return fmt.Errorf("front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
 	}
 	c.URL = "http://" + fln.Addr().String() + "/"
+	if fln, err = c.listenTLS(fln); err != nil {
+		return err
+	}
 	go c.watch(func() error { return c.Front.Serve(fln) })
 
 	if c.Config.Admin != "off" {

@@ -1,0 +1,315 @@
+package front
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// HTTPS at the front (issue 14). The front terminates TLS itself: a
+// listener wrapped by TLSListener hands Serve *tls.Conn connections, whose
+// handshake runs on the connection's own goroutine under HeaderTimeout (the
+// first read), so a slow handshake never holds the accept loop. Requests are
+// then parsed and relayed exactly as over plain TCP; responses go out as TLS
+// records, the head and a small body in one record (clientConn.writev).
+//
+// The handoff paths cannot follow: passfd, hybrid and repair move the
+// client's TCP socket to a node, but the TLS session (keys, sequence
+// numbers) lives in this process, and the kernel here has no kTLS to carry
+// it with the socket. Over TLS every request those paths would hand off is
+// relayed instead and counted in HandoffStats.FallbackTLS, and the raw accept
+// path (fastaccept.go) is not used (it needs a *net.TCPListener).
+
+// CertFiles names one certificate chain and its private key, both PEM files
+// (the chain's first certificate is the server's, as nginx's
+// ssl_certificate and HAProxy's crt expect).
+type CertFiles struct {
+	Cert, Key string
+}
+
+// Certs is the front's set of certificates, chosen per handshake by the
+// client's server name (SNI, RFC 6066 §3): an exact DNS name of a
+// certificate's subject alternative names wins, then a wildcard
+// ("*.example.org" matches one label), then the first certificate — the
+// default for clients that send no name (those that connect by IP address)
+// or an unknown one, as nginx's default server does. Reload reads the files
+// again while handshakes go on; one Certs serves any number of listeners.
+type Certs struct {
+	files []CertFiles
+	cur   atomic.Pointer[certSet]
+}
+
+// certSet is one loaded generation of certificates.
+type certSet struct {
+	list   []*tls.Certificate
+	byName map[string]*tls.Certificate // lower-case DNS name or "*.suffix"
+}
+
+// LoadCerts reads every certificate and key in files; it fails, naming the
+// file, if one is missing, unreadable, does not match its key or has no
+// certificate.
+func LoadCerts(files []CertFiles) (*Certs, error) {
+	if len(files) == 0 {
+		return nil, errors.New("tls: no certificate given")
+	}
+	c := &Certs{files: append([]CertFiles(nil), files...)}
+	if err := c.Reload(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Reload reads the certificate files again and switches to them at once
+// for new handshakes; sessions already established keep theirs. On any
+// error nothing changes and the error names the file, so a SIGHUP with a
+// half-copied certificate leaves the front serving the old one.
+func (c *Certs) Reload() error {
+	set := &certSet{byName: map[string]*tls.Certificate{}}
+	for _, f := range c.files {
+		kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+		if err != nil {
+			return fmt.Errorf("tls: certificate %s, key %s: %w", f.Cert, f.Key, err)
+		}
+		leaf := kp.Leaf
+		if leaf == nil {
+			if leaf, err = x509.ParseCertificate(kp.Certificate[0]); err != nil {
+				return fmt.Errorf("tls: certificate %s: %w", f.Cert, err)
+			}
+			kp.Leaf = leaf
+		}
+		cert := &kp
+		set.list = append(set.list, cert)
+		for _, name := range leaf.DNSNames {
+			name = strings.ToLower(strings.TrimSuffix(name, "."))
+			if _, dup := set.byName[name]; !dup { // the first file listed wins
+				set.byName[name] = cert
+			}
+		}
+	}
+	c.cur.Store(set)
+	return nil
+}
+
+// Names lists, per certificate in the order given, its DNS names (for the
+// startup log line).
+func (c *Certs) Names() [][]string {
+	set := c.cur.Load()
+	out := make([][]string, len(set.list))
+	for i, cert := range set.list {
+		out[i] = cert.Leaf.DNSNames
+	}
+	return out
+}
+
+// pick returns the certificate for the server name a client asked for.
+func (set *certSet) pick(name string) *tls.Certificate {
+	if name != "" {
+		name = strings.ToLower(strings.TrimSuffix(name, "."))
+		if cert := set.byName[name]; cert != nil {
+			return cert
+		}
+		if i := strings.IndexByte(name, '.'); i > 0 {
+			if cert := set.byName["*"+name[i:]]; cert != nil {
+				return cert
+			}
+		}
+	}
+	return set.list[0]
+}
+
+// GetCertificate is the tls.Config hook that picks the certificate of a
+// handshake by its server name.
+func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return c.cur.Load().pick(hello.ServerName), nil
+}
+
+// TLSConfig returns the server configuration the front uses: TLS 1.2 and
+// 1.3 only (RFC 8996 deprecates 1.0 and 1.1), Go's default cipher suites
+// (for 1.2 only ECDHE key exchange with AEAD ciphers — the Mozilla
+// "intermediate" profile; 1.3 has only AEAD suites) and curves (X25519
+// first), session tickets on, ALPN offering only http/1.1 (RFC 7301), since
+// the front speaks HTTP/1.1 and a client must not pick h2.
+func (c *Certs) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"http/1.1"},
+		GetCertificate: c.GetCertificate,
+	}
+}
+
+// TLSListener wraps ln so that Serve gets TLS connections using certs. The
+// handshake happens on each connection's goroutine when it first reads.
+//
+// It turns Listen's TCP_DEFER_ACCEPT off again on a TCP listener: that
+// option pays where accepting is most of the front's work (the handoff
+// paths, which TLS cannot use), while over TLS with a new connection per
+// request it cut the request rate by more than half and added second-long
+// stalls (bench/tls-vs-haproxy.sh; figures in docs/benchmarks.md).
+func TLSListener(ln net.Listener, certs *Certs) net.Listener {
+	if tl, ok := ln.(*net.TCPListener); ok {
+		if raw, err := tl.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) { undeferAccept(int(fd)) })
+		}
+	}
+	return tls.NewListener(ln, certs.TLSConfig())
+}
+
+// SelfSigned describes the certificate WriteSelfSigned makes.
+type SelfSigned struct {
+	// Hosts are the subject alternative names: IP addresses become IP SANs,
+	// the rest DNS names. Default localhost and 127.0.0.1 (and ::1).
+	Hosts []string
+	// Valid is how long the certificate is valid from now. Default one year.
+	Valid time.Duration
+}
+
+// WriteSelfSigned makes an ECDSA P-256 key and a self-signed certificate
+// for cfg.Hosts and writes them as PEM to certFile and keyFile (the key
+// with mode 0600, created afresh), for `shoal up --tls`. Clients must be
+// told to trust it (curl -k, shoal bench http --insecure). An existing pair
+// that loads, covers every host and is valid for at least another day is
+// kept, so a browser exception survives restarts.
+func WriteSelfSigned(certFile, keyFile string, cfg SelfSigned) error {
+	if len(cfg.Hosts) == 0 {
+		cfg.Hosts = []string{"localhost", "127.0.0.1", "::1"}
+	}
+	if cfg.Valid <= 0 {
+		cfg.Valid = 365 * 24 * time.Hour
+	}
+	if usableSelfSigned(certFile, keyFile, cfg.Hosts) {
+		return nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("tls: key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return fmt.Errorf("tls: serial: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{Organization: []string{"shoal self-signed"}, CommonName: cfg.Hosts[0]},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(cfg.Valid),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+	}
+	for _, h := range cfg.Hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return fmt.Errorf("tls: certificate: %w", err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("tls: key: %w", err)
+	}
+	for _, f := range []string{certFile, keyFile} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+	}
+	// The key first, into a fresh file: never widen an existing file's mode.
+	os.Remove(keyFile)
+	kf, err := os.OpenFile(keyFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("tls: key %s: %w", keyFile, err)
+	}
+	if err := pem.Encode(kf, &pem.Block{Type: "PRIVATE KEY", Bytes: kder}); err != nil {
+		kf.Close()
+		return fmt.Errorf("tls: key %s: %w", keyFile, err)
+	}
+	if err := kf.Close(); err != nil {
+		return fmt.Errorf("tls: key %s: %w", keyFile, err)
+	}
+	cpem := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(certFile, cpem, 0o644); err != nil {
+		return fmt.Errorf("tls: certificate %s: %w", certFile, err)
+	}
+	return nil
+}
+
+// usableSelfSigned reports whether the pair at certFile/keyFile loads,
+// names every host and stays valid for at least a day.
+func usableSelfSigned(certFile, keyFile string, hosts []string) bool {
+	kp, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return false
+	}
+	leaf, err := x509.ParseCertificate(kp.Certificate[0])
+	if err != nil || time.Until(leaf.NotAfter) < 24*time.Hour {
+		return false
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		return false
+	}
+	for _, h := range hosts {
+		if leaf.VerifyHostname(h) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// isTLS reports whether c is a TLS connection.
+func isTLS(c net.Conn) bool {
+	_, ok := c.(*tls.Conn)
+	return ok
+}
+
+// tlsPath is the data path for a request on a TLS connection: relay and
+// redirect as chosen; any other path (passfd, hybrid's handoff, repair,
+// which move the TCP socket but cannot move the TLS session without kTLS)
+// becomes relay, counted in HandoffStats.FallbackTLS.
+func (s *Server) tlsPath(p DataPath) DataPath {
+	switch p.(type) {
+	case relayPath, redirectPath:
+		return p
+	}
+	s.handoff.fallbackTLS.Add(1)
+	return relayPath{}
+}
+
+// closeTLS closes c without a word if it is a TLS connection and reports
+// whether it did: a 503 on a refused connection would first need a
+// handshake, which runs on the accept loop and which a client can stall.
+func closeTLS(c net.Conn) bool {
+	tc, ok := c.(*tls.Conn)
+	if ok {
+		tc.NetConn().Close()
+	}
+	return ok
+}
+
+// closeNow closes c at once: a TLS connection without its close_notify
+// alert, a write that can block for seconds on a client that does not
+// read. For closing connections in bulk (idle shedding, Close), where one
+// slow client must not hold up the rest; a connection's own goroutine
+// closes it normally, alert included.
+func closeNow(c net.Conn) error {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tc.NetConn().Close()
+	}
+	return c.Close()
+}
