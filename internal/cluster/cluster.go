@@ -50,6 +50,10 @@ type Backend struct {
 	Failures atomic.Int64
 	// InFlight is the number of requests currently dispatched and not Done.
 	InFlight atomic.Int64
+	// Held is the number of connections handed off to this node and not
+	// yet reported ended or handed back (Hold); they count in the policy's
+	// Active like requests in flight.
+	Held atomic.Int64
 	// downMarks counts every down-marking, by the checker or by a failed
 	// request, so the checker restarts its good-check streak after any of
 	// them (HAProxy: rise counts from the last failure, whatever saw it).
@@ -91,6 +95,8 @@ type Cluster struct {
 	pol      policy.Policy
 	backends []*Backend
 	clock    func() time.Duration
+	// held maps a handed-off connection's id to the node holding it (Hold).
+	held map[uint64]int
 
 	// events receives health and membership changes for metrics; optional.
 	onChange atomic.Pointer[func(Event)]

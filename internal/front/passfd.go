@@ -143,11 +143,13 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 		RawReturns:  true,
 		OnReturn: func(r handoff.FDMessage) {
 			p.settle(path, r.Header.Conn)
+			s.cl.Release(r.Header.Conn)
 			p.adopt(s, r)
 		},
 		OnEnded: func(h handoff.FDHeader) {
 			s.handoff.ended.Add(1)
 			p.settle(path, h.Conn)
+			s.cl.Release(h.Conn)
 			s.cl.CloseConn(h.Conn)
 		},
 		OnDisconnect: func() {
@@ -155,6 +157,7 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 			lost := p.out[path]
 			delete(p.out, path)
 			p.mu.Unlock()
+			releaseSocket(s, path)
 			for id := range lost {
 				s.handoff.lost.Add(1)
 				s.cl.CloseConn(id)
@@ -233,13 +236,15 @@ func (p *passfdPath) Serve(x *Exchange) Result {
 		return cc.relay(x)
 	}
 	back := p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(x.Backend.Index), Moves: 1, Conn: cc.id}
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(x.Backend.Index), Moves: 1, Conn: cc.id}
 	if back {
 		h.Flags = handoff.FDFlagReturn
 		// Recorded before the send: the node may return it at once.
 		p.owe(st.HandoffSocket, cc.id)
 	}
+	s.cl.Hold(x.Backend, cc.id) // until the node returns or ends it (held.go)
 	if err := p.client(s, st.HandoffSocket).Send(h, sc, x.Head, x.Buffered()); err != nil {
+		s.cl.Release(cc.id)
 		p.settle(st.HandoffSocket, cc.id)
 		s.handoff.fallbackSend.Add(1)
 		s.logf("front: passfd to %s: %v; relaying", x.Backend.URL, err)
@@ -317,7 +322,7 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 		s.cl.Done(b, &pr)
 		return false
 	}
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(b.Index), Moves: r.Header.Moves + 1, Conn: r.Header.Conn}
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: r.Header.Moves + 1, Conn: r.Header.Conn}
 	if p.handBack(s) {
 		h.Flags = handoff.FDFlagReturn
 	}
@@ -326,9 +331,11 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 	}
 	// Never wait here: this runs on the socket's reader goroutine. A full
 	// node socket sends the connection down the slow path, which waits.
+	s.cl.Hold(b, r.Header.Conn)
 	err := p.client(s, st.HandoffSocket).TrySendRaw(h, r.FD, r.Data)
 	s.cl.Done(b, &pr)
 	if err != nil {
+		s.cl.Release(r.Header.Conn)
 		p.settle(st.HandoffSocket, r.Header.Conn)
 		if !errors.Is(err, handoff.ErrWouldBlock) {
 			s.handoff.fallbackSend.Add(1)
