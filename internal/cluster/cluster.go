@@ -58,6 +58,9 @@ type Backend struct {
 	// request, so the checker restarts its good-check streak after any of
 	// them (HAProxy: rise counts from the last failure, whatever saw it).
 	downMarks atomic.Uint64
+	// sizesFrom is 1 + the content version whose size index was learned
+	// from this node (0: none yet).
+	sizesFrom atomic.Uint64
 
 	status atomic.Pointer[Status]
 }
@@ -76,6 +79,9 @@ type Status struct {
 	RSSBytes          int64   `json:"rss_bytes"`
 	Goroutines        int64   `json:"goroutines"`
 	HandoffSocket     string  `json:"handoff_socket"`
+	// ContentVersion is the version of the node's content tree; when it
+	// changes the health checker fetches the node's size index (sizes.go).
+	ContentVersion uint64 `json:"content_version"`
 }
 
 // LastStatus returns the node's last status report, or nil before the first.
@@ -86,6 +92,9 @@ type Options struct {
 	// Clock returns monotonic time for policy.Request.Now; nil uses the real
 	// clock measured from New. The simulator and tests pass their own.
 	Clock func() time.Duration
+	// MaxSizes bounds the URL → size table (sizes.go). Default
+	// DefaultMaxSizes.
+	MaxSizes int
 }
 
 // Cluster holds the node table and the policy.
@@ -97,6 +106,9 @@ type Cluster struct {
 	clock    func() time.Duration
 	// held maps a handed-off connection's id to the node holding it (Hold).
 	held map[uint64]int
+	// sizes is the URL → size table (sizes.go), at most maxSizes entries.
+	sizes    map[string]int64
+	maxSizes int
 
 	// events receives health and membership changes for metrics; optional.
 	onChange atomic.Pointer[func(Event)]
@@ -118,7 +130,10 @@ func New(p policy.Policy, specs []NodeSpec, opts Options) (*Cluster, error) {
 	if p == nil {
 		return nil, errors.New("cluster: nil policy")
 	}
-	c := &Cluster{pol: p, clock: opts.Clock}
+	c := &Cluster{pol: p, clock: opts.Clock, maxSizes: opts.MaxSizes}
+	if c.maxSizes <= 0 {
+		c.maxSizes = DefaultMaxSizes
+	}
 	if c.clock == nil {
 		start := time.Now()
 		c.clock = func() time.Duration { return time.Since(start) }
@@ -166,6 +181,11 @@ func (c *Cluster) PickExcept(r *policy.Request, exclude int) (policy.Decision, *
 		r.Now = c.clock()
 	}
 	c.mu.Lock()
+	if r.Size < 0 {
+		if n, ok := c.sizes[r.URL]; ok {
+			r.Size = n // as the simulator passes the trace's size (sizes.go)
+		}
+	}
 	var restore bool
 	if exclude >= 0 && exclude < len(c.view.Nodes) && c.view.Nodes[exclude].Up {
 		c.view.Nodes[exclude].Up = false
@@ -232,6 +252,9 @@ func (c *Cluster) Done(b *Backend, r *policy.Request) {
 	b.InFlight.Add(-1)
 	c.mu.Lock()
 	c.view.Finish(b.Index)
+	if r.Status == 200 && r.Size >= 0 {
+		c.learnSize(r.URL, r.Size) // a relayed response's Content-Length
+	}
 	c.pol.Done(&c.view, b.Index, r)
 	c.mu.Unlock()
 }

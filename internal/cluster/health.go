@@ -73,6 +73,7 @@ func (c *Cluster) Check(ctx context.Context, cfg CheckConfig) {
 				s, err := fetchStatus(ctx, client, b.URL+cfg.Path)
 				if err == nil {
 					results[i] = s
+					c.refreshSizes(ctx, client, b, s.ContentVersion)
 				}
 			}()
 		}

@@ -309,6 +309,9 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn) Resu
 	cc.out = out
 	nc.in.consume(resp.HeadLen)
 	s.ctr.status[resp.Status/100].Add(1)
+	if resp.Status == 200 && resp.ContentLength >= 0 {
+		x.Policy.Size = resp.ContentLength // the object's size, for Done (cluster/sizes.go)
+	}
 
 	now := time.Now().UnixNano()
 	cc.now = now

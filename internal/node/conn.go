@@ -287,6 +287,10 @@ func (c *conn) handle(now time.Time) bool {
 		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, head)
 		return !closeAfter
 	}
+	if bstr(path) == sizesPath {
+		c.serveBytes(200, "text/plain; charset=utf-8", "Cache-Control: no-store\r\n", c.s.sizes(), now, closeAfter, head)
+		return !closeAfter
+	}
 	tbl := c.s.store.Snapshot()
 	e, err := tbl.Lookup(bstr(path))
 	if err != nil {

@@ -45,6 +45,8 @@ type Server struct {
 	logBuf *bufio.Writer // nil when the access log is off
 
 	usage usageSampler
+	// sizeIdx caches the size index served at /.shoal/sizes (sizes.go).
+	sizeIdx sizeIndexCache
 }
 
 // New checks cfg, scans the site root and builds the cache.

@@ -24,6 +24,9 @@ type Status struct {
 	RSSBytes          int64   `json:"rss_bytes"`
 	Goroutines        int     `json:"goroutines"`
 	HandoffSocket     string  `json:"handoff_socket"`
+	// ContentVersion is the content tree's version: when it changes, the
+	// front fetches the size index again (sizes.go).
+	ContentVersion uint64 `json:"content_version"`
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -37,6 +40,7 @@ func (s *Server) Status() Status {
 		RSSBytes:          rssBytes(),
 		Goroutines:        runtime.NumGoroutine(),
 		HandoffSocket:     s.cfg.HandoffSocket,
+		ContentVersion:    s.store.Version(),
 	}
 	if s.cache != nil {
 		cs := s.cache.Stats()
