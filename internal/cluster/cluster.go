@@ -82,6 +82,16 @@ type Status struct {
 	// ContentVersion is the version of the node's content tree; when it
 	// changes the health checker fetches the node's size index (sizes.go).
 	ContentVersion uint64 `json:"content_version"`
+	// InService is the number of requests the node is answering now;
+	// BusyPercent the time it spent answering requests over the wall time
+	// since its previous report (100 = one request in service all along);
+	// CPUs the cores its process may use (GOMAXPROCS); SharedProcess that
+	// it shares its process with other nodes (`shoal up`), so CPUPercent
+	// is not its own. See nodeLoad.
+	InService     int64   `json:"in_service"`
+	BusyPercent   float64 `json:"busy_percent"`
+	CPUs          int     `json:"cpus"`
+	SharedProcess bool    `json:"shared_process"`
 }
 
 // LastStatus returns the node's last status report, or nil before the first.
@@ -294,12 +304,20 @@ func (c *Cluster) Backends() []*Backend {
 
 // NodeInfo is a snapshot of one node for the admin API.
 type NodeInfo struct {
-	Index    int     `json:"index"`
-	URL      string  `json:"url"`
-	Weight   int     `json:"weight"`
-	Group    string  `json:"group,omitempty"`
-	Up       bool    `json:"up"`
-	Active   int     `json:"active"`
+	Index  int    `json:"index"`
+	URL    string `json:"url"`
+	Weight int    `json:"weight"`
+	Group  string `json:"group,omitempty"`
+	Up     bool   `json:"up"`
+	// Active is what the load-aware policies read: requests in flight
+	// plus Held, the connections handed off to the node and not yet
+	// ended (held.go).
+	Active int `json:"active"`
+	Held   int `json:"held"`
+	// EffectiveWeight is the weight the policy schedules by, when it has
+	// its own (dfwrr's feedback-adjusted weight); else Weight.
+	EffectiveWeight int `json:"effective_weight"`
+	// Load is the utilisation in [0,1] the policy reads (nodeLoad).
 	Load     float64 `json:"load"`
 	Requests int64   `json:"requests"`
 	Failures int64   `json:"failures"`
@@ -313,13 +331,21 @@ func (c *Cluster) Nodes() []NodeInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]NodeInfo, 0, len(c.backends))
+	var eff []int
+	if w, ok := c.pol.(weighter); ok {
+		eff = w.Weights()
+	}
 	for i, b := range c.backends {
 		n := c.view.Nodes[i]
 		if n.Removed {
 			continue
 		}
 		info := NodeInfo{Index: i, URL: b.URL, Weight: n.Weight, Group: n.Group, Up: n.Up,
-			Active: n.Active, Load: n.Load, Requests: b.Requests.Load(), Failures: b.Failures.Load()}
+			Active: n.Active, Held: int(b.Held.Load()), EffectiveWeight: n.Weight,
+			Load: n.Load, Requests: b.Requests.Load(), Failures: b.Failures.Load()}
+		if i < len(eff) {
+			info.EffectiveWeight = eff[i]
+		}
 		if s := b.status.Load(); s != nil {
 			info.HitRatio = s.CacheHitRatio
 			info.Status = s
@@ -461,8 +487,8 @@ func (c *Cluster) SetUp(i int, up bool) {
 	}
 }
 
-// SetStatus stores node i's status report and feeds its CPU load into the
-// policy view (dfwrr, lard and tbccrd read it).
+// SetStatus stores node i's status report and feeds its load (nodeLoad)
+// into the policy view, where dfwrr reads it.
 func (c *Cluster) SetStatus(i int, s *Status) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -470,7 +496,7 @@ func (c *Cluster) SetStatus(i int, s *Status) {
 		return
 	}
 	c.backends[i].status.Store(s)
-	c.view.Nodes[i].Load = s.CPUPercent / 100
+	c.view.Nodes[i].Load = nodeLoad(s)
 }
 
 func (c *Cluster) update(i int, f func(*policy.Node)) error {

@@ -141,7 +141,10 @@ func (c *conn) serve() {
 		}
 		now := time.Now()
 		c.since.Store(now.UnixNano())
+		c.s.inService.Add(1)
 		keep := c.process(now)
+		c.s.inService.Add(-1)
+		c.s.busy.Add(int64(time.Since(now)))
 		if !keep || err != nil {
 			return
 		}

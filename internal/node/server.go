@@ -40,6 +40,10 @@ type Server struct {
 	active    atomic.Int64
 	requests  atomic.Int64
 	bytesSent atomic.Int64
+	// inService counts connections answering requests now; busy the
+	// nanoseconds they spent doing so (the node's own load, status.go).
+	inService atomic.Int64
+	busy      atomic.Int64
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
