@@ -43,6 +43,21 @@ func uniformSite(t *testing.T, dir string, n, size int) []string {
 // process of its own (repair).
 func nodeRequests(t *testing.T, c *Cluster) []int64 {
 	t.Helper()
+	var out []int64
+	for _, n := range nodeInfos(t, c) {
+		var r int64
+		if n.Status != nil {
+			r = n.Status.Requests
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// nodeInfos returns the front's view of the nodes, through the admin API
+// when the front is a process of its own (repair).
+func nodeInfos(t *testing.T, c *Cluster) []cluster.NodeInfo {
+	t.Helper()
 	var nodes []cluster.NodeInfo
 	if c.Control != nil {
 		nodes = c.Control.Nodes()
@@ -62,15 +77,7 @@ func nodeRequests(t *testing.T, c *Cluster) []int64 {
 			t.Fatal(err)
 		}
 	}
-	var out []int64
-	for _, n := range nodes {
-		var r int64
-		if n.Status != nil {
-			r = n.Status.Requests
-		}
-		out = append(out, r)
-	}
-	return out
+	return nodes
 }
 
 // blind lists the content-blind policies among those tested: they leave a
