@@ -115,7 +115,7 @@ type Cluster struct {
 	backends []*Backend
 	clock    func() time.Duration
 	// held maps a handed-off connection's id to the node holding it (Hold).
-	held map[uint64]int
+	held map[uint64]holdEntry
 	// sizes is the URL → size table (sizes.go), at most maxSizes entries.
 	sizes    map[string]int64
 	maxSizes int

@@ -3,6 +3,7 @@ package cluster
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestHoldKeepsHandedConnectionsCounted steps Hold/Release/ReleaseNode
@@ -55,5 +56,40 @@ func TestHoldKeepsHandedConnectionsCounted(t *testing.T) {
 		if h := []int{int(bs[0].Held.Load()), int(bs[1].Held.Load())}; !slices.Equal(h, s.want) {
 			t.Fatalf("%s: Held %v, want %v", s.name, h, s.want)
 		}
+	}
+}
+
+// TestReconcileHeldDropsStaleHolds: holds older than the previous report
+// beyond the node's own active count are released, oldest first; younger
+// holds (the node may not have received them yet) and other nodes' stay.
+func TestReconcileHeldDropsStaleHolds(t *testing.T) {
+	now := time.Duration(0)
+	c, err := New(&firstUsable{}, []NodeSpec{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:2"}},
+		Options{Clock: func() time.Duration { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := c.Backends()
+	for i, at := range []time.Duration{1, 2, 3, 10} { // conns 1..4 on node 0
+		now = at
+		c.Hold(bs[0], uint64(i+1))
+	}
+	c.Hold(bs[1], 9)
+	// Report at 12 of a round that began at 11; the previous began at 5:
+	// conns 1, 2, 3 are that old, the node has 1 open (plus conn 4 maybe).
+	if n := c.reconcileHeld(0, 1, 5); n != 2 {
+		t.Errorf("released %d, want 2", n)
+	}
+	for conn, want := range map[uint64]bool{1: false, 2: false, 3: true, 4: true, 9: true} {
+		_, held := c.held[conn]
+		if held != want {
+			t.Errorf("conn %d held %v, want %v", conn, held, want)
+		}
+	}
+	if a := []int{c.Nodes()[0].Active, c.Nodes()[1].Active}; a[0] != 2 || a[1] != 1 {
+		t.Errorf("Active %v, want [2 1]", a)
+	}
+	if n := c.reconcileHeld(0, 5, 100); n != 0 {
+		t.Errorf("a node with more open than held: released %d", n)
 	}
 }
