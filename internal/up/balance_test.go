@@ -142,6 +142,10 @@ func TestLoadAwareSpreadsUnderPassFD(t *testing.T) {
 	exe := shoalBinary(t)
 	dir := t.TempDir()
 	urls := uniformSite(t, filepath.Join(dir, "site"), 256, 4<<10)
+	// Hybrid hands off objects of 100 KiB and more (and relays the rest,
+	// which is relay's balance, not the handoff's): its site has 128 KiB
+	// files, whose sizes the front learns from the nodes' index.
+	bigURLs := uniformSite(t, filepath.Join(dir, "big"), 64, 128<<10)
 	for _, path := range []string{"passfd", "hybrid"} {
 		for _, pol := range []string{"lc", "wlc", "lard", "lardr", "p2c", "chbl"} {
 			if path == "hybrid" && pol != "lc" && pol != "lard" {
@@ -153,7 +157,11 @@ func TestLoadAwareSpreadsUnderPassFD(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer logs.Close()
-				p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 4, Site: filepath.Join(dir, "site"),
+				site, us := filepath.Join(dir, "site"), urls
+				if path == "hybrid" {
+					site, us = filepath.Join(dir, "big"), bigURLs
+				}
+				p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 4, Site: site,
 					Policy: pol, HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 					ProcsConfig{Path: path, Exe: exe, Stderr: logs})
 				if err != nil {
@@ -161,7 +169,13 @@ func TestLoadAwareSpreadsUnderPassFD(t *testing.T) {
 				}
 				defer p.Close()
 				waitSockets(t, p)
-				checkSpread(t, p.Cluster, pol, path, urls)
+				if path == "hybrid" {
+					waitSizes(t, p.Cluster, us[0], 128<<10)
+				}
+				checkSpread(t, p.Cluster, pol, path, us)
+				if h := p.Front.Stats().Handoff; path == "hybrid" && h.HybridSize == 0 {
+					t.Errorf("hybrid handed nothing off by size: %+v", h)
+				}
 			})
 		}
 	}
