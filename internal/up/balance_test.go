@@ -139,6 +139,9 @@ func TestLoadAwareSpreadsUnderPassFD(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shoal binary and starts node processes")
 	}
+	if raceEnabled {
+		t.Skip("measures load distribution, which the race detector's slowdown of the front distorts")
+	}
 	exe := shoalBinary(t)
 	dir := t.TempDir()
 	urls := uniformSite(t, filepath.Join(dir, "site"), 256, 4<<10)
@@ -186,6 +189,9 @@ func TestLoadAwareSpreadsUnderPassFD(t *testing.T) {
 // counted until the node's FIN-HANDOFF.
 func TestLoadAwareSpreadsUnderRepair(t *testing.T) {
 	needLab(t)
+	if raceEnabled {
+		t.Skip("measures load distribution, which the race detector's slowdown distorts")
+	}
 	exe := shoalBinary(t)
 	dir := t.TempDir()
 	urls := uniformSite(t, filepath.Join(dir, "site"), 256, 4<<10)

@@ -142,8 +142,10 @@ func TestWeblinsHandsLargeFilesToOwner(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("weblins, one 256 KiB file over passfd: per-node requests %v", served)
-	if most*100 < total*95 {
-		t.Errorf("per-node requests %v: want one node (the owner) to serve at least 95 %%", served)
+	// The counts include each node's health checks (a few per second):
+	// want one node (the owner) to have served at least 190 of the 200.
+	if most < 190 {
+		t.Errorf("per-node requests %v: want one node (the owner) to serve at least 190 of the 200", served)
 	}
 }
 
