@@ -105,6 +105,9 @@ type Options struct {
 	// MaxSizes bounds the URL → size table (sizes.go). Default
 	// DefaultMaxSizes.
 	MaxSizes int
+	// MaxSizeBytes bounds the URL text in that table. Default
+	// DefaultMaxSizeBytes.
+	MaxSizeBytes int64
 }
 
 // Cluster holds the node table and the policy.
@@ -117,8 +120,9 @@ type Cluster struct {
 	// held maps a handed-off connection's id to the node holding it (Hold).
 	held map[uint64]holdEntry
 	// sizes is the URL → size table (sizes.go), at most maxSizes entries.
-	sizes    map[string]int64
-	maxSizes int
+	sizes                   map[string]int64
+	maxSizes                int
+	sizeBytes, maxSizeBytes int64 // URL text in sizes, and its bound
 
 	// events receives health and membership changes for metrics; optional.
 	onChange atomic.Pointer[func(Event)]
@@ -143,6 +147,9 @@ func New(p policy.Policy, specs []NodeSpec, opts Options) (*Cluster, error) {
 	c := &Cluster{pol: p, clock: opts.Clock, maxSizes: opts.MaxSizes}
 	if c.maxSizes <= 0 {
 		c.maxSizes = DefaultMaxSizes
+	}
+	if c.maxSizeBytes = opts.MaxSizeBytes; c.maxSizeBytes <= 0 {
+		c.maxSizeBytes = DefaultMaxSizeBytes
 	}
 	if c.clock == nil {
 		start := time.Now()

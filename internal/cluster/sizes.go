@@ -24,15 +24,19 @@ import (
 //     handoff paths (passfd, hybrid, repair) and redirect, where the front
 //     never sees a response.
 //
-// The table is bounded by Options.MaxSizes entries: when full, new URLs are
-// not added (their requests go to the policy with Size -1, as before), so a
-// client cannot grow it past the bound; only 200 responses and the nodes'
-// own files enter it.
+// The table is bounded by Options.MaxSizes entries and MaxSizeBytes of URL
+// text: when full, new URLs are not added (their requests go to the policy
+// with Size -1, as before), so a client cannot grow it past the bound (a
+// back-end that answers 200 to any URL would otherwise let it); only 200
+// responses and the nodes' own files enter it.
 
 // DefaultMaxSizes is Options.MaxSizes' default: a quarter million URLs
 // (the NASA trace has about 21,000 distinct ones; at ~100 bytes per entry
 // about 25 MB at most).
 const DefaultMaxSizes = 1 << 18
+
+// DefaultMaxSizeBytes is Options.MaxSizeBytes' default: 16 MiB of URL text.
+const DefaultMaxSizeBytes = 16 << 20
 
 // Size returns the size the cluster knows for url, or -1.
 func (c *Cluster) Size(url string) int64 {
@@ -74,10 +78,11 @@ func (c *Cluster) learnSize(url string, n int64) {
 		}
 		return
 	}
-	if len(c.sizes) >= c.maxSizes {
+	if len(c.sizes) >= c.maxSizes || c.sizeBytes+int64(len(url)) > c.maxSizeBytes {
 		return
 	}
 	c.sizes[url] = n
+	c.sizeBytes += int64(len(url))
 }
 
 // SizesPath is where a node serves its size index: one "SIZE URL" line per

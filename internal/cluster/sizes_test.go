@@ -59,6 +59,17 @@ func TestSizesReachPickAndDone(t *testing.T) {
 	if got := []int64{c.Size("/a"), c.Size("/gone"), c.Size("/c"), c.Size("/d")}; got[0] != 100 || got[1] != -1 || got[2] != 8 || got[3] != -1 {
 		t.Errorf("Size(/a, /gone, /c, /d) = %v, want [100 -1 8 -1]", got)
 	}
+	// The URL text is bounded too: 10 bytes hold "/aaaa" and "/bbbb" only.
+	c2, err := New(p, []NodeSpec{{URL: "http://127.0.0.1:1"}}, Options{MaxSizeBytes: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.LearnSizes(map[string]int64{"/aaaa": 1})
+	c2.LearnSizes(map[string]int64{"/bbbb": 2})
+	c2.LearnSizes(map[string]int64{"/c": 3})
+	if got := []int64{c2.Size("/aaaa"), c2.Size("/bbbb"), c2.Size("/c")}; got[0] != 1 || got[1] != 2 || got[2] != -1 {
+		t.Errorf("with 10 bytes: sizes %v, want [1 2 -1]", got)
+	}
 }
 
 // TestParseSizes checks the size index format: "SIZE URL" lines, a URL
