@@ -32,6 +32,11 @@ var frontFlagKeys = map[string]string{
 	"max-header-bytes": "limits.max_header_bytes",
 	"health-interval":  "health.interval",
 	"sysmon-idle":      "sysmon_idle",
+	"handoff-dir":      "handoff_dir",
+	"handoff-uid":      "handoff_uid",
+	"max-conns":        "limits.max_conns",
+	"max-conns-per-ip": "limits.max_conns_per_ip",
+	"send-timeout":     "limits.send_timeout",
 	"hybrid-cpu":       "hybrid.cpu_percent",
 	"hybrid-conns":     "hybrid.conns",
 	"hybrid-size-kb":   "hybrid.size_kb",
@@ -44,17 +49,20 @@ var frontFlagKeys = map[string]string{
 
 // nodeFlagKeys maps each `shoal node` flag to its key.
 var nodeFlagKeys = map[string]string{
-	"root":            "root",
-	"listen":          "listen",
-	"cache-mb":        "cache_mb",
-	"cache":           "cache",
-	"max-object-kb":   "max_object_kb",
-	"read-timeout":    "read_timeout",
-	"idle-timeout":    "idle_timeout",
-	"access-log":      "access_log",
-	"handoff-socket":  "handoff_socket",
-	"repair-key-file": "repair.key_file",
-	"repair-listen":   "repair.listen",
+	"root":             "root",
+	"listen":           "listen",
+	"cache-mb":         "cache_mb",
+	"cache":            "cache",
+	"max-object-kb":    "max_object_kb",
+	"read-timeout":     "read_timeout",
+	"idle-timeout":     "idle_timeout",
+	"max-conns":        "max_conns",
+	"send-timeout":     "send_timeout",
+	"access-log":       "access_log",
+	"handoff-socket":   "handoff_socket",
+	"repair-key-file":  "repair.key_file",
+	"repair-listen":    "repair.listen",
+	"repair-max-conns": "repair.max_conns",
 }
 
 // frontFileFlags gives the flag values of the front file's [hybrid] and
@@ -75,17 +83,20 @@ func frontFileFlags(f config.Front) map[string]string {
 // nodeFileFlags gives the flag values of a node file.
 func nodeFileFlags(n config.NodeServer) map[string]string {
 	return map[string]string{
-		"root":            n.Root,
-		"listen":          n.Listen,
-		"cache-mb":        strconv.FormatInt(n.CacheMB, 10),
-		"cache":           n.Cache,
-		"max-object-kb":   strconv.FormatInt(n.MaxObjectKB, 10),
-		"read-timeout":    n.ReadTimeout.String(),
-		"idle-timeout":    n.IdleTimeout.String(),
-		"access-log":      n.AccessLog,
-		"handoff-socket":  n.HandoffSocket,
-		"repair-key-file": n.Repair.KeyFile,
-		"repair-listen":   n.Repair.Listen,
+		"root":             n.Root,
+		"listen":           n.Listen,
+		"cache-mb":         strconv.FormatInt(n.CacheMB, 10),
+		"cache":            n.Cache,
+		"max-object-kb":    strconv.FormatInt(n.MaxObjectKB, 10),
+		"read-timeout":     n.ReadTimeout.String(),
+		"idle-timeout":     n.IdleTimeout.String(),
+		"max-conns":        strconv.Itoa(n.MaxConns),
+		"send-timeout":     n.SendTimeout.String(),
+		"access-log":       n.AccessLog,
+		"handoff-socket":   n.HandoffSocket,
+		"repair-key-file":  n.Repair.KeyFile,
+		"repair-listen":    n.Repair.Listen,
+		"repair-max-conns": strconv.Itoa(n.Repair.MaxConns),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"shoal/internal/config"
 	"shoal/internal/content"
 	"shoal/internal/front"
 	"shoal/internal/handoff"
@@ -22,10 +23,14 @@ type passfdFrontFlags struct {
 	conns  *int64
 	sizeKB *int64
 	site   *string
+	dir    *string
+	uid    *int
 }
 
-func addPassFDFrontFlags(fs *flag.FlagSet) *passfdFrontFlags {
+func addPassFDFrontFlags(fs *flag.FlagSet, def config.Front) *passfdFrontFlags {
 	return &passfdFrontFlags{
+		dir:    fs.String("handoff-dir", def.HandoffDir, "--path passfd|hybrid: pass connections only to node sockets inside this folder (empty: $TMPDIR or /tmp)"),
+		uid:    fs.Int("handoff-uid", *def.HandoffUID, "--path passfd|hybrid: pass connections only to node sockets served by this uid (-1: the front's own)"),
 		cpu:    fs.Float64("hybrid-cpu", 30, "--path hybrid: hand off while the front's CPU is above this percent of one core (negative: off)"),
 		conns:  fs.Int64("hybrid-conns", 130, "--path hybrid: hand off while more client connections than this are open (negative: off)"),
 		sizeKB: fs.Int64("hybrid-size-kb", 100, "--path hybrid: hand off objects of at least this many KiB (negative: off; sizes come from the nodes' size index, or --site)"),
@@ -35,13 +40,14 @@ func addPassFDFrontFlags(fs *flag.FlagSet) *passfdFrontFlags {
 
 // dataPath builds the passfd or hybrid path. Both learn each node's socket
 // from its status report, so health checks must be on.
-func (pf *passfdFrontFlags) dataPath(path string, health time.Duration) (front.DataPath, func(policy.Decision, *front.Exchange) front.DataPath, front.HybridConfig, error) {
+func (pf *passfdFrontFlags) dataPath(path string, health time.Duration, fc config.Front) (front.DataPath, func(policy.Decision, *front.Exchange) front.DataPath, front.HybridConfig, error) {
 	hc := front.HybridConfig{CPUPercent: *pf.cpu, ActiveConns: *pf.conns, MinSize: *pf.sizeKB << 10}
 	if health <= 0 {
 		return nil, nil, hc, fmt.Errorf("--path %s learns the nodes' handoff sockets from health checks: set --health-interval", path)
 	}
+	pc := front.PassFDConfig{HandoffDir: fc.HandoffDir, HandoffUID: fc.HandoffUID}
 	if path == "passfd" {
-		return front.PassFD(front.PassFDConfig{}), nil, hc, nil
+		return front.PassFD(pc), nil, hc, nil
 	}
 	if *pf.site != "" {
 		st, err := content.Open(*pf.site)
@@ -56,7 +62,7 @@ func (pf *passfdFrontFlags) dataPath(path string, health time.Duration) (front.D
 			return e.Size
 		}
 	}
-	return front.Relay(), front.Hybrid(front.PassFD(front.PassFDConfig{})), hc, nil
+	return front.Relay(), front.Hybrid(front.PassFD(pc)), hc, nil
 }
 
 func addPassFDNodeFlag(fs *flag.FlagSet) *string {

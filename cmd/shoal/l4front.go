@@ -26,7 +26,7 @@ func benchL4Front(args []string) error {
 	nodes := fs.String("nodes", "", "comma-separated node addresses host:port (what relay dials)")
 	socks := fs.String("handoff-sockets", "", "comma-separated node handoff sockets, in --nodes order (what passfd sends to)")
 	repairNodes := fs.String("repair-nodes", "", "comma-separated node repair handoff ports IPv4:port (bench sink --repair-listen; what repair sends to)")
-	keyFile := fs.String("repair-key-file", "", "repair: file holding the HMAC key shared with the nodes (≥16 bytes)")
+	keyFile := fs.String("repair-key-file", "", "repair: file holding the cluster key shared with the nodes (≥16 bytes)")
 	dev := fs.String("repair-dev", "", "repair: interface towards the nodes (default: the one holding the listen address)")
 	steer := fs.String("repair-steer", "auto", "repair: per-flow steering: bpf (TCX program, kernel ≥ 6.6), nftables, or auto (bpf, else nftables)")
 	repairTimeout := fs.Duration("repair-timeout", 2*time.Second, "repair: bound on one handoff (dial, send, the node's answer)")

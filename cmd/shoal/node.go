@@ -28,6 +28,8 @@ func runNode(args []string) error {
 	maxKB := fs.Int64("max-object-kb", node.DefaultMaxObject>>10, "files above this size are never cached (sendfile)")
 	readTO := fs.Duration("read-timeout", node.DefaultReadTimeout, "limit for reading one request head")
 	idleTO := fs.Duration("idle-timeout", node.DefaultIdleTimeout, "limit for an idle keep-alive connection")
+	maxConns := fs.Int("max-conns", 0, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)")
+	sendTO := fs.Duration("send-timeout", node.DefaultWriteTimeout, "close a connection whose client takes no response bytes for this long")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
 	repair := addRepairNodeFlags(fs)
 	handoffSock := addPassFDNodeFlag(fs)
@@ -57,14 +59,17 @@ func runNode(args []string) error {
 		return fmt.Errorf("--cache-mb %d, --max-object-kb %d: sizes cannot be negative (0 turns the cache off)", *cacheMB, *maxKB)
 	}
 	cfg := node.Config{
-		Root:        *root,
-		CacheBytes:  *cacheMB << 20,
-		CachePolicy: *policy,
-		MaxObject:   *maxKB << 10,
-		ReadTimeout: *readTO,
-		IdleTimeout: *idleTO,
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Root:         *root,
+		CacheBytes:   *cacheMB << 20,
+		CachePolicy:  *policy,
+		MaxObject:    *maxKB << 10,
+		ReadTimeout:  *readTO,
+		IdleTimeout:  *idleTO,
+		WriteTimeout: *sendTO,
+		MaxConns:     *maxConns,
+		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
+	defer ignoreHangup(func(msg string) { cfg.Logger.Warn(msg) })()
 	var err error
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
 		return err

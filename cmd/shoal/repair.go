@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"shoal/internal/handoff"
 )
 
 // Flags and wiring of the repair (cross-host handoff) data path, shared by
@@ -17,11 +19,12 @@ type repairFlags struct {
 	dev     *string
 	steer   *string
 	listen  *string // node only
+	maxConn *int    // node only
 }
 
 func addRepairFrontFlags(fs *flag.FlagSet) *repairFlags {
 	return &repairFlags{
-		keyFile: fs.String("repair-key-file", "", "--path repair: file holding the HMAC key shared with the nodes (≥16 bytes)"),
+		keyFile: fs.String("repair-key-file", "", "--path repair: file holding the cluster key shared with the nodes (≥16 bytes; per-node AES-GCM keys are derived from it)"),
 		port:    fs.Int("repair-port", 7070, "--path repair: the nodes' handoff port (shoal node --repair-listen)"),
 		dev:     fs.String("repair-dev", "", "--path repair: interface towards the nodes (default: the one holding the listen address)"),
 		steer:   fs.String("repair-steer", "auto", "--path repair: per-flow steering: bpf (TCX program, kernel ≥ 6.6), nftables, or auto (bpf, else nftables)"),
@@ -30,7 +33,8 @@ func addRepairFrontFlags(fs *flag.FlagSet) *repairFlags {
 
 func addRepairNodeFlags(fs *flag.FlagSet) *repairFlags {
 	return &repairFlags{
-		keyFile: fs.String("repair-key-file", "", "HMAC key file shared with the front (with --repair-listen)"),
+		keyFile: fs.String("repair-key-file", "", "cluster key file shared with the front (with --repair-listen); per-node AES-GCM keys are derived from it"),
+		maxConn: fs.Int("repair-max-conns", handoff.DefaultRepairMaxConns, "control connections the handoff port holds at once (a new one evicts the oldest that has not authenticated)"),
 		listen:  fs.String("repair-listen", "", "handoff port for the front's repair path, e.g. 10.0.0.11:7070 (empty: off; needs CAP_NET_ADMIN and the VIP on lo)"),
 	}
 }

@@ -48,7 +48,7 @@ func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ..
 	if err != nil {
 		return nil, err
 	}
-	rl, err := srv.ListenRepair(*rf.listen, key)
+	rl, err := srv.ListenRepair(*rf.listen, key, handoff.RepairListenerConfig{MaxConns: *rf.maxConn})
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ..
 	return func() {
 		a := rl.Auth()
 		logf("repair handoff port closed", "restored", rl.Restored.Load(), "failed", rl.Failed.Load(),
-			"fin_handoff", rl.Fins.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
+			"fin_handoff", rl.Fins.Load(), "limited", rl.Limited.Load(), "refused", rl.Refused.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
 			"stale", a.Stale.Load(), "malformed", a.Malformed.Load())
 		rl.Close()
 	}, nil
@@ -75,7 +75,7 @@ func serveRepairSink(s *loadgen.Sink, addr string, key []byte, errs chan<- error
 	if err != nil {
 		return nil, fmt.Errorf("repair listen %s: %w", addr, err)
 	}
-	rl := handoff.ListenRepair(ln, auth)
+	rl := handoff.ListenRepair(ln, auth, handoff.RepairListenerConfig{})
 	go func() { errs <- s.Serve(rl) }()
 	fmt.Fprintf(os.Stderr, "sink repair handoff port %s\n", rl.Addr())
 	return func() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"shoal/internal/handoff"
 	"shoal/internal/node"
 )
 
@@ -31,6 +32,13 @@ type NodeServer struct {
 	ReadTimeout Duration `toml:"read_timeout"`
 	// IdleTimeout closes an idle keep-alive connection. Default "1m0s".
 	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxConns caps open client connections, handed-off ones included;
+	// idle ones are closed first at it. Default 0: from RLIMIT_NOFILE; -1:
+	// no limit.
+	MaxConns int `toml:"max_conns"`
+	// SendTimeout closes a connection whose client takes no response bytes
+	// this long. Default "1m0s" (node.DefaultWriteTimeout).
+	SendTimeout Duration `toml:"send_timeout"`
 	// AccessLog is a Common Log Format file, "-" for stdout, "" off.
 	AccessLog string `toml:"access_log"`
 	// HandoffSocket is the Unix socket on which a front on this host hands
@@ -46,6 +54,9 @@ type NodeRepair struct {
 	KeyFile string `toml:"key_file"`
 	// Listen is the handoff port, e.g. "10.0.0.11:7070". Default "": off.
 	Listen string `toml:"listen"`
+	// MaxConns bounds the control connections the handoff port holds at
+	// once. Default handoff.DefaultRepairMaxConns.
+	MaxConns int `toml:"max_conns"`
 }
 
 // DefaultNode returns the node configuration with every default filled in.
@@ -58,6 +69,8 @@ func DefaultNode() NodeServer {
 		MaxObjectKB: node.DefaultMaxObject >> 10,
 		ReadTimeout: Duration{node.DefaultReadTimeout},
 		IdleTimeout: Duration{node.DefaultIdleTimeout},
+		SendTimeout: Duration{node.DefaultWriteTimeout},
+		Repair:      NodeRepair{MaxConns: handoff.DefaultRepairMaxConns},
 	}
 }
 
@@ -74,12 +87,15 @@ cache = "gdsf"                 # replacement policy: lru, gdsf or cgdsf
 max_object_kb = 500            # files above this are never cached (sendfile)
 read_timeout = "10s"           # limit for reading one request head
 idle_timeout = "1m0s"          # closes an idle keep-alive connection
+max_conns = 0                  # open connections, handed-off ones included; 0: from RLIMIT_NOFILE, -1: no limit
+send_timeout = "1m0s"          # closes a connection whose client takes no response bytes this long
 access_log = ""                # Common Log Format file, "-" for stdout, "" for none
 handoff_socket = ""            # Unix socket for a front on this host (--path passfd); "" off
 
 [repair]                       # the repair path's handoff port (needs CAP_NET_ADMIN, the VIP on lo)
 key_file = ""                  # HMAC key shared with the front
 listen = ""                    # e.g. "10.0.0.11:7070"; "" off
+max_conns = 16                 # control connections held at once (the oldest unauthenticated one is evicted)
 `
 
 // LoadNode reads and validates a node configuration file; keys the file
@@ -113,8 +129,11 @@ func ParseNode(name string, data []byte) (NodeServer, error) {
 		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb %d, max_object_kb %d: sizes cannot be negative", n.CacheMB, n.MaxObjectKB),
 			"use 0 to turn the cache off")
 	}
-	if n.ReadTimeout.Duration <= 0 || n.IdleTimeout.Duration <= 0 {
-		bad([]string{"read_timeout"}, "read_timeout and idle_timeout must be positive", `use durations such as "10s"`)
+	if n.ReadTimeout.Duration <= 0 || n.IdleTimeout.Duration <= 0 || n.SendTimeout.Duration <= 0 {
+		bad([]string{"read_timeout"}, "read_timeout, idle_timeout and send_timeout must be positive", `use durations such as "10s"`)
+	}
+	if n.Repair.MaxConns <= 0 {
+		bad([]string{"repair", "max_conns"}, fmt.Sprintf("repair max_conns %d is not positive", n.Repair.MaxConns), "use a count such as 64")
 	}
 	return n, errors.Join(errs...)
 }

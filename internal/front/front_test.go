@@ -516,9 +516,9 @@ func TestObserver(t *testing.T) {
 	addr, _, _ := startFront(t, Config{Observer: &obs}, a.URL)
 	c := dialFront(t, addr)
 	c.do(get("/o"))
-	// The front reports after writing the response, so the client may
-	// read it first: wait (bounded) for the observation.
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+	// Observe runs after the response is written: the client can read it
+	// first.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		obs.mu.Lock()
 		n := len(obs.got)
 		obs.mu.Unlock()

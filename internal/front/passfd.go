@@ -2,7 +2,10 @@ package front
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,19 +24,14 @@ type ReturnMode int
 
 const (
 	// ReturnAuto hands connections back under content-aware policies
-	// (every policy except the content-blind rr, wrr, gwrr, lc, wlc, dfwrr
-	// and p2c), whose next request may belong to another node.
+	// (policy.Traits: every placement but policy.Blind), whose next request
+	// may belong to another node.
 	ReturnAuto ReturnMode = iota
 	// ReturnAlways re-dispatches every request at the front.
 	ReturnAlways
 	// ReturnNever leaves the connection with the node to its end.
 	ReturnNever
 )
-
-// contentBlind lists the policies whose choice does not depend on the URL:
-// under them a node may keep a passed connection, as LVS keeps a client on
-// its real server.
-var contentBlind = map[string]bool{"rr": true, "wrr": true, "gwrr": true, "lc": true, "wlc": true, "dfwrr": true, "p2c": true}
 
 // PassFDConfig tunes the passfd data path. The zero value is usable.
 type PassFDConfig struct {
@@ -42,6 +40,35 @@ type PassFDConfig struct {
 	// SendTimeout bounds a handoff blocked on a node's full socket; the
 	// request then falls back to relay. Default 1 s.
 	SendTimeout time.Duration
+	// HandoffDir is the folder the nodes' handoff sockets must be in: a
+	// node reports its socket's path in its status, and nodes may be added
+	// at run time, so a path elsewhere (or reached through a symbolic link
+	// or "..") is refused and the node's requests are relayed. Default
+	// os.TempDir(), where `shoal up` makes its socket folders.
+	HandoffDir string
+	// HandoffUID is the user a node's handoff socket must be served by
+	// (SO_PEERCRED of the listening process); others are refused and
+	// relayed. Nil or negative: the front's own effective uid.
+	HandoffUID *int
+}
+
+// trust returns the socket trust cfg configures, defaults filled in.
+func (cfg PassFDConfig) trust() (handoff.SocketTrust, error) {
+	t := handoff.SocketTrust{Dir: cfg.HandoffDir, UID: os.Geteuid()}
+	if t.Dir == "" {
+		t.Dir = os.TempDir()
+	}
+	if cfg.HandoffUID != nil && *cfg.HandoffUID >= 0 {
+		t.UID = *cfg.HandoffUID
+	}
+	if !filepath.IsAbs(t.Dir) {
+		abs, err := filepath.Abs(t.Dir)
+		if err != nil {
+			return t, fmt.Errorf("front: handoff dir %q: %w", t.Dir, err)
+		}
+		t.Dir = abs
+	}
+	return t, nil
 }
 
 // HandoffStats counts the handoff data paths' work (front.Stats.Handoff).
@@ -68,6 +95,11 @@ type HandoffStats struct {
 	// Ended counts end notices for connections handed off with a return
 	// request (seed 002's FIN-HANDOFF).
 	Ended uint64
+	// RefusedSocketDir and RefusedSocketPeer count requests relayed
+	// because the chosen node's handoff socket is not trusted
+	// (PassFDConfig): outside the handoff folder, or served by another
+	// user. They are not in FallbackSend.
+	RefusedSocketDir, RefusedSocketPeer uint64
 	// FastPassed counts connections passed straight from the raw accept
 	// loop (fastaccept.go; included in Passed); FastFallback those the loop
 	// gave to the normal path (partial head, refusal, no socket, …);
@@ -84,6 +116,7 @@ type HandoffStats struct {
 type handoffCounters struct {
 	passed, fallbackNoSocket, fallbackSend, returned, returnRefused, ended, redispatched, lost atomic.Uint64
 	fastPassed, fastFallback, fastBlocked                                                      atomic.Uint64
+	refusedDir, refusedPeer                                                                    atomic.Uint64
 	hybridCPU, hybridConns, hybridSize, hybridRelay                                            atomic.Uint64
 	cpuBits                                                                                    atomic.Uint64 // float64 bits of the last CPU sample
 }
@@ -93,6 +126,7 @@ func (h *handoffCounters) snapshot() HandoffStats {
 		Passed: h.passed.Load(), FallbackNoSocket: h.fallbackNoSocket.Load(), FallbackSend: h.fallbackSend.Load(),
 		Returned: h.returned.Load(), ReturnRefused: h.returnRefused.Load(), Ended: h.ended.Load(),
 		Redispatched: h.redispatched.Load(), Lost: h.lost.Load(),
+		RefusedSocketDir: h.refusedDir.Load(), RefusedSocketPeer: h.refusedPeer.Load(),
 		FastPassed: h.fastPassed.Load(), FastFallback: h.fastFallback.Load(), FastBlocked: h.fastBlocked.Load(),
 		HybridCPU: h.hybridCPU.Load(), HybridConns: h.hybridConns.Load(), HybridSize: h.hybridSize.Load(),
 		HybridRelay: h.hybridRelay.Load(), FrontCPUPercent: math.Float64frombits(h.cpuBits.Load()),
@@ -107,16 +141,27 @@ func (h *handoffCounters) snapshot() HandoffStats {
 // without a socket yet, or a send that fails before the descriptor left,
 // falls back to relay for that request (counted). Connections that nodes
 // hand back (content-aware policies) are re-dispatched like new requests on
-// their connection. One PassFD value serves one Server.
+// their connection. Descriptors go only to sockets cfg trusts (HandoffDir,
+// HandoffUID); a node whose socket is refused is relayed, counted and
+// logged once. One PassFD value serves one Server.
+//
+// A HandoffDir that cannot be made absolute (no working directory) leaves
+// every socket refused.
 func PassFD(cfg PassFDConfig) DataPath {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = time.Second
 	}
-	return &passfdPath{cfg: cfg, clients: map[string]*handoff.FDClient{}, out: map[string]map[uint64]struct{}{}}
+	t, err := cfg.trust()
+	if err != nil {
+		t.Dir = "" // relInside refuses everything
+	}
+	return &passfdPath{cfg: cfg, trust: t, clients: map[string]*handoff.FDClient{}, out: map[string]map[uint64]struct{}{},
+		warned: map[string]bool{}}
 }
 
 type passfdPath struct {
-	cfg PassFDConfig
+	cfg   PassFDConfig
+	trust handoff.SocketTrust
 
 	mu      sync.Mutex
 	clients map[string]*handoff.FDClient // by socket path
@@ -126,6 +171,39 @@ type passfdPath struct {
 	out    map[string]map[uint64]struct{}
 	ret    atomic.Int32 // 0 undecided, 1 hand back, -1 keep
 	closer sync.Once
+	// warned holds the node socket paths whose refusal was logged (one
+	// line per socket, not per request); cleared when maxWarned is reached.
+	warned map[string]bool
+}
+
+// maxWarned bounds passfdPath.warned.
+const maxWarned = 1024
+
+// refused counts and logs (once per node and socket) a send that failed
+// because the node's socket is not trusted, and reports whether it was one.
+func (p *passfdPath) refused(s *Server, nodeURL, path string, err error) bool {
+	if !errors.Is(err, handoff.ErrUntrusted) {
+		return false
+	}
+	if errors.Is(err, handoff.ErrSocketPeer) {
+		s.handoff.refusedPeer.Add(1)
+	} else {
+		s.handoff.refusedDir.Add(1)
+	}
+	key := nodeURL + " " + path
+	p.mu.Lock()
+	first := !p.warned[key]
+	if first {
+		if len(p.warned) >= maxWarned {
+			clear(p.warned)
+		}
+		p.warned[key] = true
+	}
+	p.mu.Unlock()
+	if first {
+		s.logf("front: passfd: node %s: refusing its handoff socket, relaying its requests: %v", nodeURL, err)
+	}
+	return true
 }
 
 func (p *passfdPath) Name() string { return "passfd" }
@@ -141,6 +219,7 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 		Path:        path,
 		SendTimeout: p.cfg.SendTimeout,
 		RawReturns:  true,
+		Trust:       &p.trust,
 		OnReturn: func(r handoff.FDMessage) {
 			p.settle(path, r.Header.Conn)
 			s.cl.Release(r.Header.Conn)
@@ -208,7 +287,9 @@ func (p *passfdPath) handBack(s *Server) bool {
 	r := p.ret.Load()
 	if r == 0 {
 		r = 1
-		if pol := s.cl.Policy(); pol != nil && contentBlind[pol.Name()] {
+		// Under a content-blind policy a node may keep a passed connection,
+		// as LVS keeps a client on its real server.
+		if pol := s.cl.Policy(); pol != nil && !policy.TraitsOf(pol).Placement.ContentAware() {
 			r = -1
 		}
 		p.ret.Store(r)
@@ -246,8 +327,10 @@ func (p *passfdPath) Serve(x *Exchange) Result {
 	if err := p.client(s, st.HandoffSocket).Send(h, sc, x.Head, x.Buffered()); err != nil {
 		s.cl.Release(cc.id)
 		p.settle(st.HandoffSocket, cc.id)
-		s.handoff.fallbackSend.Add(1)
-		s.logf("front: passfd to %s: %v; relaying", x.Backend.URL, err)
+		if !p.refused(s, x.Backend.URL, st.HandoffSocket, err) {
+			s.handoff.fallbackSend.Add(1)
+			s.logf("front: passfd to %s: %v; relaying", x.Backend.URL, err)
+		}
 		return cc.relay(x)
 	}
 	// The descriptor is queued for the node: close our copy (this does not
@@ -313,6 +396,9 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 	}
 	start := time.Now()
 	pr := policy.Request{URL: string(req.Path()), Size: -1, Conn: r.Header.Conn, Holder: int(r.Header.Node)}
+	if internalURL(pr.URL) {
+		return false // the slow path answers 404
+	}
 	d, b := s.cl.Pick(&pr)
 	if d.Node < 0 || b == nil {
 		return false // the slow path answers 503
@@ -337,7 +423,9 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 	if err != nil {
 		s.cl.Release(r.Header.Conn)
 		p.settle(st.HandoffSocket, r.Header.Conn)
-		if !errors.Is(err, handoff.ErrWouldBlock) {
+		// An untrusted socket is counted once, by the slow path, which
+		// refuses it again.
+		if !errors.Is(err, handoff.ErrWouldBlock) && !errors.Is(err, handoff.ErrUntrusted) {
 			s.handoff.fallbackSend.Add(1)
 		}
 		return false

@@ -16,7 +16,8 @@ import (
 
 // RepairConfig configures the cross-host handoff path (Repair).
 type RepairConfig struct {
-	// Key is the HMAC-SHA256 key shared with the nodes (at least 16 bytes).
+	// Key is the cluster key shared with the nodes (at least 16 bytes); each
+	// node's AES-GCM keys are derived from it (handoff.Auth.ForNode).
 	Key []byte
 	// VIP is the virtual address and port the front accepts clients on;
 	// the nodes hold the same address on a non-ARPing interface.

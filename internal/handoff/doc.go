@@ -4,7 +4,7 @@
 // transports, one per deployment:
 //
 //	same host  (passfd)   front ──SCM_RIGHTS over a Unix socket──▶ node
-//	across hosts (repair) front ──TCP_REPAIR state, HMAC'd──▶ node (+ per-flow steering)
+//	across hosts (repair) front ──TCP_REPAIR state, sealed──▶ node (+ per-flow steering)
 //
 //	          client
 //	            │ TCP (one connection, kept end to end)
@@ -89,7 +89,7 @@
 // non-ARPing interface (as LVS direct routing). The front accepts, reads the
 // head, freezes the socket with TCP_REPAIR and sends its full state
 // (4-tuple, sequence numbers, window, MSS, window scale, timestamps, SACK,
-// unread and unsent data) to the node in one HMAC-authenticated message; it
+// unread and unsent data) to the node in one AES-GCM-sealed message (per-node key); it
 // then steers the flow's later packets to the node in the kernel and closes
 // its copy silently. The node rebuilds the socket in repair mode and replies
 // from the virtual IP straight to the client; at the end it tells the front
@@ -97,3 +97,8 @@
 // counted. See repair*.go, steer*.go and lab*.go (the network-namespace
 // test topology).
 package handoff
+
+// DefaultRepairMaxConns is the default bound on a node's handoff-port
+// control connections (RepairListenerConfig.MaxConns): one per front, with
+// room for reconnects and a few fronts.
+const DefaultRepairMaxConns = 16

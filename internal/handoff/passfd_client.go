@@ -29,10 +29,16 @@ type FDClient struct {
 	raw     bool
 	// onDisconnect: see FDClientConfig.OnDisconnect.
 	onDisconnect func()
+	trust        *SocketTrust
 
 	mu     sync.Mutex
 	uc     *net.UnixConn
 	closed bool
+	// refused is the last trust refusal, returned without dialling again
+	// until refusedUntil: a refused socket costs one check per
+	// refuseRetry, not one per request.
+	refused      error
+	refusedUntil time.Time
 
 	scratch sync.Pool
 }
@@ -57,7 +63,17 @@ type FDClientConfig struct {
 	// descriptors (FDMessage.FD, Conn nil), for a front that passes most of
 	// them straight on with SendRaw.
 	RawReturns bool
+	// Trust, when set, is checked on every dial (SocketTrust): an
+	// untrusted socket is never connected to, or is closed before
+	// anything is sent, and Send returns an error wrapping ErrUntrusted.
+	// Nil trusts Path as given (a socket the operator named).
+	Trust *SocketTrust
 }
+
+// refuseRetry is how long an FDClient remembers that its socket was
+// refused before checking it again (the node may be restarted under the
+// right user).
+const refuseRetry = 5 * time.Second
 
 // NewFDClient returns a client for cfg.Path; it dials lazily.
 func NewFDClient(cfg FDClientConfig) *FDClient {
@@ -66,6 +82,10 @@ func NewFDClient(cfg FDClientConfig) *FDClient {
 	}
 	c := &FDClient{path: cfg.Path, timeout: cfg.SendTimeout, onReturn: cfg.OnReturn, onEnded: cfg.OnEnded, raw: cfg.RawReturns,
 		onDisconnect: cfg.OnDisconnect}
+	if cfg.Trust != nil {
+		t := *cfg.Trust
+		c.trust = &t
+	}
 	c.scratch.New = func() any { b := make([]byte, 0, 16<<10); return &b }
 	return c
 }
@@ -86,10 +106,26 @@ func (c *FDClient) conn() (*net.UnixConn, error) {
 	if c.uc != nil {
 		return c.uc, nil
 	}
-	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: c.path, Net: "unixpacket"})
-	if err != nil {
-		return nil, fmt.Errorf("handoff: dial %s: %w", c.path, err)
+	var uc *net.UnixConn
+	var err error
+	if c.trust != nil {
+		if c.refused != nil && time.Now().Before(c.refusedUntil) {
+			return nil, c.refused
+		}
+		uc, err = dialTrusted(c.path, *c.trust)
+		if errors.Is(err, ErrUntrusted) {
+			c.refused, c.refusedUntil = err, time.Now().Add(refuseRetry)
+		}
+	} else {
+		uc, err = net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: c.path, Net: "unixpacket"})
+		if err != nil {
+			err = fmt.Errorf("handoff: dial %s: %w", c.path, err)
+		}
 	}
+	if err != nil {
+		return nil, err
+	}
+	c.refused = nil
 	c.uc = uc
 	go c.read(uc)
 	return uc, nil

@@ -34,12 +34,17 @@ func fakeNode(t *testing.T, a *Auth, answer func(n int) int) (addr string, conns
 			go func() {
 				defer c.Close()
 				r := bufio.NewReader(c)
+				ap, _ := addrPortOf(c.LocalAddr())
+				na, err := a.ForNode(ap)
+				if err != nil {
+					return
+				}
 				var buf []byte
 				for {
-					if buf, err = readFrame(r, buf); err != nil {
+					if buf, err = readFrame(r, buf, na, ToNode, nil, 0); err != nil {
 						return
 					}
-					k, p, err := a.Open(buf)
+					k, p, err := na.Open(buf, ToNode)
 					if err != nil || k != MsgHandoff {
 						continue
 					}
@@ -51,7 +56,7 @@ func fakeNode(t *testing.T, a *Auth, answer func(n int) int) (addr string, conns
 					if st != 0 {
 						ack = append(ack, "refused"...)
 					}
-					if _, err := c.Write(a.Seal(nil, MsgHandoffAck, ack)); err != nil {
+					if _, err := c.Write(na.Seal(nil, ToFront, MsgHandoffAck, ack)); err != nil {
 						return
 					}
 				}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,13 +26,18 @@ import (
 // is gone and drops all of its flows (their clients then get resets from
 // the front instead of hanging).
 
-// readFrame reads one whole frame into buf (grown as needed).
-func readFrame(r *bufio.Reader, buf []byte) ([]byte, error) {
+// readFrame reads one whole frame travelling in direction dir into buf
+// (grown as needed). It checks the header's tag (NodeAuth.OpenHeader)
+// before it allocates or reads anything more, so a peer without the key
+// costs no more than the reader's buffer. When the rest of the frame is not
+// buffered yet and c is not nil, it must arrive within frameTimeout; the
+// read deadline is cleared afterwards.
+func readFrame(r *bufio.Reader, buf []byte, na *NodeAuth, dir Direction, c net.Conn, frameTimeout time.Duration) ([]byte, error) {
 	hdr, err := r.Peek(FrameHeaderLen)
 	if err != nil {
 		return buf, err
 	}
-	n, err := FrameLen(hdr)
+	n, err := na.OpenHeader(hdr, dir)
 	if err != nil {
 		return buf, err
 	}
@@ -39,8 +45,24 @@ func readFrame(r *bufio.Reader, buf []byte) ([]byte, error) {
 		buf = make([]byte, n)
 	}
 	buf = buf[:n]
+	timed := c != nil && r.Buffered() < n
+	if timed {
+		c.SetReadDeadline(time.Now().Add(frameTimeout))
+	}
 	_, err = io.ReadFull(r, buf)
+	if timed && err == nil {
+		err = c.SetReadDeadline(time.Time{})
+	}
 	return buf, err
+}
+
+// addrPortOf returns a TCP address's IP and port.
+func addrPortOf(a net.Addr) (netip.AddrPort, error) {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("handoff: %v is not a TCP address", a)
+	}
+	return ta.AddrPort(), nil
 }
 
 func setKeepAlive(c net.Conn) {
@@ -71,6 +93,7 @@ type RepairClient struct {
 
 	wmu    sync.Mutex // serialises writes and redials
 	c      net.Conn
+	na     *NodeAuth       // c's node key (bound to the address dialled)
 	rc     syscall.RawConn // c's, for writes without the runtime's syscall bookkeeping
 	gen    uint64          // bumped per connection
 	out    []byte
@@ -97,7 +120,8 @@ const sweepTicks = 4
 type RepairClientConfig struct {
 	// Addr is the node's handoff listener (host:port).
 	Addr string
-	// Auth signs and checks frames (required; shared with the node).
+	// Auth holds the cluster key (required; shared with the node); each
+	// channel seals under the key of the node at the address it dialled.
 	Auth *Auth
 	// Timeout bounds dialing and waiting for one acknowledgement
 	// (default 2s; an answer is given up between 1 and 1.25 Timeout).
@@ -181,7 +205,7 @@ func (c *RepairClient) send(st *TCPState, done func(error), dial bool) error {
 	id := c.nextID.Add(1)
 	p := binary.BigEndian.AppendUint64(make([]byte, 0, 8+stateFixed+len(st.RecvQueue)+len(st.SendQueue)), id)
 	p = st.AppendBinary(p)
-	c.out = c.auth.Seal(c.out[:0], MsgHandoff, p)
+	c.out = c.na.Seal(c.out[:0], ToNode, MsgHandoff, p)
 	// Registered before the write: the answer may come back at once.
 	c.pmu.Lock()
 	c.pending[id] = pendingAck{done: done, epoch: c.epoch}
@@ -283,10 +307,19 @@ func (c *RepairClient) dialLocked() error {
 		conn.Close()
 		return fmt.Errorf("handoff: dial %s: %w", c.addr, err)
 	}
+	ap, err := addrPortOf(conn.RemoteAddr())
+	var na *NodeAuth
+	if err == nil {
+		na, err = c.auth.ForNode(ap)
+	}
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("handoff: dial %s: %w", c.addr, err)
+	}
 	setKeepAlive(conn)
-	c.c, c.rc = conn, rc
+	c.c, c.rc, c.na = conn, rc, na
 	c.gen++
-	go c.read(conn, rc)
+	go c.read(conn, rc, na)
 	return nil
 }
 
@@ -334,19 +367,22 @@ func (r rawConnReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn) {
+func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth) {
 	r := bufio.NewReaderSize(rawConnReader{rc}, 4096)
 	var buf []byte
 	for {
 		var err error
-		buf, err = readFrame(r, buf)
+		buf, err = readFrame(r, buf, na, ToFront, conn, defaultFrameTimeout)
+		var k MsgKind
+		var p []byte
+		if err == nil {
+			k, p, err = na.Open(buf, ToFront)
+		}
 		if err != nil {
+			// A refused frame (counted by Auth) ends the channel: the
+			// stream can no longer be trusted to be in step.
 			c.drop(conn, err)
 			return
-		}
-		k, p, err := c.auth.Open(buf)
-		if err != nil {
-			continue // counted by Auth; a forged frame does not end the channel
 		}
 		switch k {
 		case MsgHandoffAck:
@@ -398,12 +434,13 @@ func (c *RepairClient) Close() error {
 type RepairListener struct {
 	ln   net.Listener
 	auth *Auth
+	cfg  RepairListenerConfig
 	ch   chan net.Conn
 	done chan struct{}
 	once sync.Once
 
 	mu    sync.Mutex
-	chans map[net.Conn]struct{}
+	chans map[net.Conn]*chanState
 
 	// DrainTimeout bounds how long a closed connection may wait for its
 	// last bytes to be acknowledged and the client's FIN before the node
@@ -411,9 +448,41 @@ type RepairListener struct {
 	DrainTimeout time.Duration
 
 	// Restored, Failed and Fins count rebuilt connections, rebuilds that
-	// failed, and FIN-HANDOFF notices sent.
-	Restored, Failed, Fins atomic.Uint64
+	// failed, and FIN-HANDOFF notices sent. Limited counts connections
+	// closed by the connection limit (refused, or evicted before they
+	// sent a valid frame); Refused, channels closed for a frame Auth
+	// refused or for sending none in time.
+	Restored, Failed, Fins, Limited, Refused atomic.Uint64
 }
+
+// chanState is what the listener knows of one control connection.
+type chanState struct {
+	since  time.Time
+	authed bool // has sent a valid frame
+}
+
+// RepairListenerConfig bounds what the handoff port lets peers cost.
+type RepairListenerConfig struct {
+	// MaxConns bounds the control connections open at once. One front
+	// keeps one; the rest of the room is for reconnects and more fronts.
+	// When it is reached, a new connection evicts the oldest one that has
+	// not sent a valid frame yet, or is closed at once if all have.
+	// Default DefaultRepairMaxConns.
+	MaxConns int
+
+	// handshakeTimeout bounds the wait for a new connection's first valid
+	// frame (a front sends one as soon as it has dialled). Default
+	// defaultHandshakeTimeout.
+	handshakeTimeout time.Duration
+	// frameTimeout bounds the wait for the rest of a frame once its header
+	// has arrived. Default defaultFrameTimeout.
+	frameTimeout time.Duration
+}
+
+const (
+	defaultHandshakeTimeout = 5 * time.Second
+	defaultFrameTimeout     = 5 * time.Second
+)
 
 // DefaultDrainTimeout is RepairListener.DrainTimeout's default.
 const DefaultDrainTimeout = 10 * time.Second
@@ -421,16 +490,52 @@ const DefaultDrainTimeout = 10 * time.Second
 // tcpClose is TCP_CLOSE in tcp_info.tcpi_state.
 const tcpClose = 7
 
-// ListenRepair serves the handoff port on ln with auth.
-func ListenRepair(ln net.Listener, auth *Auth) *RepairListener {
-	l := &RepairListener{ln: ln, auth: auth, ch: make(chan net.Conn, 64), done: make(chan struct{}), chans: map[net.Conn]struct{}{},
-		DrainTimeout: DefaultDrainTimeout}
+// ListenRepair serves the handoff port on ln with auth, within cfg's
+// limits. Frames are opened under the key of the address each channel was
+// accepted on (Auth.ForNode), which must be the address the front dials.
+func ListenRepair(ln net.Listener, auth *Auth, cfg RepairListenerConfig) *RepairListener {
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultRepairMaxConns
+	}
+	if cfg.handshakeTimeout <= 0 {
+		cfg.handshakeTimeout = defaultHandshakeTimeout
+	}
+	if cfg.frameTimeout <= 0 {
+		cfg.frameTimeout = defaultFrameTimeout
+	}
+	l := &RepairListener{ln: ln, auth: auth, cfg: cfg, ch: make(chan net.Conn, 64), done: make(chan struct{}),
+		chans: map[net.Conn]*chanState{}, DrainTimeout: DefaultDrainTimeout}
 	go l.acceptLoop()
 	return l
 }
 
 // Auth returns the listener's authenticator (for its refusal counters).
 func (l *RepairListener) Auth() *Auth { return l.auth }
+
+// admit registers c within the connection limit, evicting the oldest
+// connection that has not authenticated yet if need be; false: c must be
+// closed.
+func (l *RepairListener) admit(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.chans) >= l.cfg.MaxConns {
+		var victim net.Conn
+		var oldest time.Time
+		for vc, st := range l.chans {
+			if !st.authed && (victim == nil || st.since.Before(oldest)) {
+				victim, oldest = vc, st.since
+			}
+		}
+		if victim == nil {
+			return false
+		}
+		delete(l.chans, victim)
+		victim.Close()
+		l.Limited.Add(1)
+	}
+	l.chans[c] = &chanState{since: time.Now()}
+	return true
+}
 
 func (l *RepairListener) acceptLoop() {
 	var backoff time.Duration
@@ -452,26 +557,28 @@ func (l *RepairListener) acceptLoop() {
 			continue
 		}
 		backoff = 0
+		if !l.admit(c) {
+			c.Close()
+			l.Limited.Add(1)
+			continue
+		}
 		setKeepAlive(c)
-		l.mu.Lock()
-		l.chans[c] = struct{}{}
-		l.mu.Unlock()
 		go l.serveChannel(c)
 	}
 }
 
 // channel is one control connection's write side.
 type channel struct {
-	mu   sync.Mutex
-	c    net.Conn
-	auth *Auth
-	buf  []byte
+	mu  sync.Mutex
+	c   net.Conn
+	na  *NodeAuth
+	buf []byte
 }
 
 func (ch *channel) send(k MsgKind, p []byte) error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	ch.buf = ch.auth.Seal(ch.buf[:0], k, p)
+	ch.buf = ch.na.Seal(ch.buf[:0], ToFront, k, p)
 	ch.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	_, err := ch.c.Write(ch.buf)
 	return err
@@ -484,18 +591,51 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 		l.mu.Unlock()
 		c.Close()
 	}()
-	ch := &channel{c: c, auth: l.auth}
+	// The node's identity is the address the front dialled.
+	ap, err := addrPortOf(c.LocalAddr())
+	var na *NodeAuth
+	if err == nil {
+		na, err = l.auth.ForNode(ap)
+	}
+	if err != nil {
+		return
+	}
+	ch := &channel{c: c, na: na}
+	// Until its first valid frame a connection is a stranger: it must send
+	// one within handshakeTimeout. Later ones may idle (a moved
+	// connection's FIN-HANDOFF keeps the channel useful while no handoff
+	// comes; dead peers are found by TCP keep-alive).
+	c.SetReadDeadline(time.Now().Add(l.cfg.handshakeTimeout))
 	r := bufio.NewReaderSize(c, 64<<10)
 	var buf []byte
+	authed := false
 	for {
-		var err error
-		buf, err = readFrame(r, buf)
+		buf, err = readFrame(r, buf, na, ToNode, c, l.cfg.frameTimeout)
+		var k MsgKind
+		var p []byte
+		if err == nil {
+			k, p, err = na.Open(buf, ToNode)
+		}
 		if err != nil {
+			// A refused frame (counted by Auth) or a silent stranger ends
+			// the channel: without a valid header the stream cannot be
+			// followed further.
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				l.Refused.Add(1)
+			}
 			return
 		}
-		k, p, err := l.auth.Open(buf)
-		if err != nil || k != MsgHandoff || len(p) < 8 {
-			continue // refused and counted by Auth
+		if !authed {
+			authed = true
+			c.SetReadDeadline(time.Time{})
+			l.mu.Lock()
+			if st := l.chans[c]; st != nil {
+				st.authed = true
+			}
+			l.mu.Unlock()
+		}
+		if k != MsgHandoff || len(p) < 8 {
+			continue
 		}
 		id := p[:8]
 		st, err := UnmarshalState(p[8:])

@@ -166,7 +166,7 @@ func helperNode(addr string) error {
 	if err != nil {
 		return err
 	}
-	rl := ListenRepair(ln, auth)
+	rl := ListenRepair(ln, auth, RepairListenerConfig{})
 	host, _ := os.Hostname()
 	_ = host
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -42,7 +42,8 @@ type RepairMover struct {
 
 // RepairMoverConfig configures a RepairMover.
 type RepairMoverConfig struct {
-	// Key is the HMAC-SHA256 key shared with the nodes (≥ 16 bytes).
+	// Key is the cluster key shared with the nodes (≥ 16 bytes); per-node
+	// AES-GCM keys are derived from it.
 	Key []byte
 	// VIP is the address and port clients connect to; the nodes hold the
 	// address on a non-ARPing interface.

@@ -2,10 +2,17 @@ package handoff
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"testing"
 	"time"
+)
+
+// nodeA and nodeB are two nodes' handoff addresses (their identities).
+var (
+	nodeA = netip.MustParseAddrPort("10.0.0.11:7070")
+	nodeB = netip.MustParseAddrPort("10.0.0.12:7070")
 )
 
 func TestAuthRefusals(t *testing.T) {
@@ -19,18 +26,29 @@ func TestAuthRefusals(t *testing.T) {
 		a.now = func() time.Time { return now }
 		return a
 	}
+	forA := func(a *Auth) *NodeAuth {
+		na, err := a.ForNode(nodeA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return na
+	}
 	sender := newAuth()
-	good := sender.Seal(nil, MsgHandoff, []byte("payload"))
+	good := forA(sender).Seal(nil, ToNode, MsgHandoff, []byte("payload"))
 
 	flip := func(i int) []byte { b := bytes.Clone(good); b[i] ^= 1; return b }
 	other, _ := NewAuth([]byte("another key, also 32 bytes long!"), 0)
 	other.now = sender.now
+	toB, _ := sender.ForNode(nodeB)
+	mapped, _ := sender.ForNode(netip.AddrPortFrom(netip.MustParseAddr("::ffff:10.0.0.11"), 7070))
 	old := newAuth()
 	old.now = func() time.Time { return now.Add(-6 * time.Second) }
 	future := newAuth()
 	future.now = func() time.Time { return now.Add(6 * time.Second) }
 	edge := newAuth()
 	edge.now = func() time.Time { return now.Add(-5 * time.Second) }
+	v1 := bytes.Clone(good)
+	v1[4] = 1
 
 	tests := []struct {
 		name  string
@@ -38,22 +56,33 @@ func TestAuthRefusals(t *testing.T) {
 		want  error
 	}{
 		{"good", good, nil},
-		{"payload bit flipped", flip(frameHeader + 1), ErrForged},
+		{"payload bit flipped", flip(FrameHeaderLen + 1), ErrForged},
 		{"kind changed", flip(5), ErrForged},
-		{"timestamp changed", flip(31), ErrForged},
-		{"mac bit flipped", flip(len(good) - 1), ErrForged},
-		{"wrong key", other.Seal(nil, MsgHandoff, []byte("payload")), ErrForged},
-		{"stale", old.Seal(nil, MsgHandoff, nil), ErrStale},
-		{"from the future", future.Seal(nil, MsgHandoff, nil), ErrStale},
-		{"at the skew limit", edge.Seal(nil, MsgHandoff, nil), nil},
+		{"direction changed", flip(6), ErrForged},
+		{"nonce changed", flip(12), ErrForged},
+		{"timestamp changed", flip(27), ErrForged},
+		{"length changed", flip(31), ErrForged},
+		{"node changed", flip(offNode + 7), ErrForged},
+		{"header tag bit flipped", flip(frameHeader), ErrForged},
+		{"payload tag bit flipped", flip(len(good) - 1), ErrForged},
+		{"wrong cluster key", forA(other).Seal(nil, ToNode, MsgHandoff, []byte("payload")), ErrForged},
+		{"sealed for node B", toB.Seal(nil, ToNode, MsgHandoff, []byte("payload")), ErrForged},
+		{"IPv4-mapped address is the same node", mapped.Seal(nil, ToNode, MsgHandoff, nil), nil},
+		{"travelling the other way", forA(sender).Seal(nil, ToFront, MsgHandoff, []byte("payload")), ErrForged},
+		{"stale", forA(old).Seal(nil, ToNode, MsgHandoff, nil), ErrStale},
+		{"from the future", forA(future).Seal(nil, ToNode, MsgHandoff, nil), ErrStale},
+		{"at the skew limit", forA(edge).Seal(nil, ToNode, MsgHandoff, nil), nil},
 		{"truncated", good[:len(good)-1], ErrMalformed},
+		{"trailing byte", append(bytes.Clone(good), 0), ErrMalformed},
+		{"header only", good[:FrameHeaderLen-1], ErrMalformed},
 		{"bad magic", append([]byte("XHRP"), good[4:]...), ErrMalformed},
+		{"version 1", v1, ErrMalformed},
 		{"empty", nil, ErrMalformed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAuth()
-			k, p, err := a.Open(tc.frame)
+			k, p, err := forA(a).Open(bytes.Clone(tc.frame), ToNode)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Open: %v, want %v", err, tc.want)
 			}
@@ -63,23 +92,27 @@ func TestAuthRefusals(t *testing.T) {
 		})
 	}
 
-	// Replay: the same frame twice within the window.
+	// Replay: the same frame twice within the window, also on another
+	// channel to the same node (the window is the Auth's).
 	a := newAuth()
-	if _, _, err := a.Open(good); err != nil {
+	if _, _, err := forA(a).Open(bytes.Clone(good), ToNode); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := a.Open(good); !errors.Is(err, ErrReplayed) {
+	if _, _, err := forA(a).Open(bytes.Clone(good), ToNode); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("second Open: %v, want ErrReplayed", err)
+	}
+	if _, err := forA(a).OpenHeader(good, ToNode); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("OpenHeader of a replay: %v, want ErrReplayed before the payload is read", err)
 	}
 	// After the window the nonce is forgotten, but the frame is stale.
 	now = now.Add(10 * time.Second)
-	if _, _, err := a.Open(good); !errors.Is(err, ErrStale) {
+	if _, _, err := forA(a).Open(bytes.Clone(good), ToNode); !errors.Is(err, ErrStale) {
 		t.Fatalf("late Open: %v, want ErrStale", err)
 	}
-	if a.Accepted.Load() != 1 || a.Replayed.Load() != 1 || a.Stale.Load() != 1 {
+	if a.Accepted.Load() != 1 || a.Replayed.Load() != 2 || a.Stale.Load() != 1 {
 		t.Fatalf("counters accepted %d replayed %d stale %d", a.Accepted.Load(), a.Replayed.Load(), a.Stale.Load())
 	}
-	if _, _, err := a.Open(sender.Seal(nil, MsgFinHandoff, nil)); err != nil {
+	if _, _, err := forA(a).Open(forA(sender).Seal(nil, ToNode, MsgFinHandoff, nil), ToNode); err != nil {
 		t.Fatal(err)
 	}
 	if len(a.seen) != 1 {
@@ -87,6 +120,48 @@ func TestAuthRefusals(t *testing.T) {
 	}
 	if _, err := NewAuth([]byte("short"), 0); err == nil {
 		t.Fatal("NewAuth accepted a 5-byte key")
+	}
+}
+
+// TestSealHides checks that a sealed frame does not carry its payload in
+// clear: no 4-byte run of a request head appears in it.
+func TestSealHides(t *testing.T) {
+	a, _ := NewAuth([]byte("0123456789abcdef0123456789abcdef"), 0)
+	na, _ := a.ForNode(nodeA)
+	st := &TCPState{Local: netip.MustParseAddrPort("10.0.0.100:80"), Remote: netip.MustParseAddrPort("10.0.0.2:40000"),
+		RecvQueue: []byte("GET /account/secret?token=hunter2 HTTP/1.1\r\nCookie: session=s3cr3t\r\n\r\n")}
+	frame := na.Seal(nil, ToNode, MsgHandoff, st.AppendBinary(nil))
+	q := st.RecvQueue
+	for i := 0; i+4 <= len(q); i++ {
+		if bytes.Contains(frame, q[i:i+4]) {
+			t.Fatalf("sealed frame holds %q of the request in clear", q[i:i+4])
+		}
+	}
+	_, p, err := na.Open(frame, ToNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := UnmarshalState(p); err != nil || string(got.RecvQueue) != string(st.RecvQueue) {
+		t.Fatalf("round trip: %v %q", err, got.RecvQueue)
+	}
+}
+
+// TestOpenHeaderClaims checks that a header's claimed length is believed
+// only after its tag verified, from the header bytes alone.
+func TestOpenHeaderClaims(t *testing.T) {
+	a, _ := NewAuth([]byte("0123456789abcdef0123456789abcdef"), 0)
+	na, _ := a.ForNode(nodeA)
+	forged := make([]byte, FrameHeaderLen) // what an attacker without the key sends
+	copy(forged, frameMagic)
+	forged[4], forged[5], forged[6], forged[8] = frameVersion, byte(MsgHandoff), byte(ToNode), byte(ToNode)
+	binary.BigEndian.PutUint32(forged[offLen:], MaxFramePayload)
+	copy(forged[offNode:], na.id[:]) // public: a hash of the node's address
+	if n, err := na.OpenHeader(forged, ToNode); !errors.Is(err, ErrForged) {
+		t.Fatalf("forged header claiming %d bytes: length %d, %v; want ErrForged", MaxFramePayload, n, err)
+	}
+	big := na.Seal(nil, ToNode, MsgHandoff, make([]byte, 100))
+	if n, err := na.OpenHeader(big, ToNode); err != nil || n != len(big) {
+		t.Fatalf("good header: %d, %v; want %d", n, err, len(big))
 	}
 }
 
@@ -132,20 +207,21 @@ func FuzzUnmarshalState(f *testing.F) {
 	})
 }
 
-// BenchmarkSealOpen signs and verifies one handoff-sized frame (a state
-// with a 200-byte request), the MAC work the front does per moved
-// connection besides the acknowledgement and FIN-HANDOFF it opens.
+// BenchmarkSealOpen seals and opens one handoff-sized frame (a state with a
+// 200-byte request), the crypto work done per moved connection besides the
+// acknowledgement and FIN-HANDOFF.
 func BenchmarkSealOpen(b *testing.B) {
 	a, err := NewAuth([]byte("0123456789abcdef0123456789abcdef"), 0)
 	if err != nil {
 		b.Fatal(err)
 	}
+	na, _ := a.ForNode(nodeA)
 	p := make([]byte, 8+stateFixed+200)
 	var frame []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		frame = a.Seal(frame[:0], MsgHandoff, p)
-		if _, _, err := a.Open(frame); err != nil {
+		frame = na.Seal(frame[:0], ToNode, MsgHandoff, p)
+		if _, _, err := na.Open(frame, ToNode); err != nil {
 			b.Fatal(err)
 		}
 	}

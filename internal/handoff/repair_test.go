@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"syscall"
 	"testing"
 	"time"
@@ -108,7 +109,7 @@ func TestFreezeRestoreLoopback(t *testing.T) {
 }
 
 // BenchmarkFreezeRestore measures the kernel work of one move on loopback:
-// Freeze on the old socket, encoding and HMAC sealing and opening of the
+// Freeze on the old socket, encoding and AES-GCM sealing and opening of the
 // state, silent close, and Restore of the new socket (closed again).
 func BenchmarkFreezeRestore(b *testing.B) {
 	needRepair(b)
@@ -118,6 +119,7 @@ func BenchmarkFreezeRestore(b *testing.B) {
 	}
 	defer ln.Close()
 	auth, _ := NewAuth([]byte("0123456789abcdef0123456789abcdef"), 0)
+	na, _ := auth.ForNode(netip.MustParseAddrPort("127.0.0.1:7070"))
 	req := []byte("GET /index.html HTTP/1.1\r\nHost: example\r\n\r\n")
 	var frame []byte
 	b.ReportAllocs()
@@ -137,9 +139,9 @@ func BenchmarkFreezeRestore(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		frame = auth.Seal(frame[:0], MsgHandoff, st.AppendBinary(nil))
+		frame = na.Seal(frame[:0], ToNode, MsgHandoff, st.AppendBinary(nil))
 		srv.Close()
-		_, p, err := auth.Open(frame)
+		_, p, err := na.Open(frame, ToNode)
 		if err != nil {
 			b.Fatal(err)
 		}

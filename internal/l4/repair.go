@@ -18,7 +18,7 @@ import (
 // RepairConfig configures the repair path: the front's side of a cross-host
 // TCP handoff (internal/handoff's RepairMover).
 type RepairConfig struct {
-	// Key is the HMAC-SHA256 key shared with the nodes (≥ 16 bytes).
+	// Key is the cluster key shared with the nodes (≥ 16 bytes).
 	Key []byte
 	// VIP is the address and port the front listens on; the nodes hold the
 	// same address on lo (arp_ignore/arp_announce) and reply from it.

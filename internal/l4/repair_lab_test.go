@@ -231,7 +231,7 @@ func labSink(addr, payload string) error {
 	}
 	s := &loadgen.Sink{Recv: size, Echo: true}
 	fmt.Println("READY")
-	return s.Serve(handoff.ListenRepair(ln, auth))
+	return s.Serve(handoff.ListenRepair(ln, auth, handoff.RepairListenerConfig{}))
 }
 
 // labFront runs the repair front on vip until stdin closes, then waits up

@@ -14,15 +14,17 @@ import (
 // rebuilds each TCP connection handed over with TCP_REPAIR, and serves it
 // on s like any accepted connection, answering from the virtual IP straight
 // to the client. When such a connection ends the node sends FIN-HANDOFF so
-// the front removes its steering entry. key is the HMAC key shared with the
-// front; forged, replayed and stale messages are refused and counted in the
-// returned listener's Auth(). The node must hold the virtual IP locally
+// the front removes its steering entry. key is the cluster key shared with the
+// front, from which each message's key is derived (per node, bound to addr's
+// address as the front dials it); forged, replayed, stale and misdirected
+// messages are refused and counted in the returned listener's Auth(), and
+// cfg bounds the connections the port holds. The node must hold the virtual IP locally
 // (e.g. on lo with arp_ignore=1, arp_announce=2) and run with
 // CAP_NET_ADMIN, which TCP_REPAIR requires.
 //
 // It returns once the port is open; serving runs on its own goroutine
 // until Shutdown (which closes the listener like any other).
-func (s *Server) ListenRepair(addr string, key []byte) (*handoff.RepairListener, error) {
+func (s *Server) ListenRepair(addr string, key []byte, cfg handoff.RepairListenerConfig) (*handoff.RepairListener, error) {
 	auth, err := handoff.NewAuth(key, 0)
 	if err != nil {
 		return nil, fmt.Errorf("node: repair: %w", err)
@@ -31,7 +33,7 @@ func (s *Server) ListenRepair(addr string, key []byte) (*handoff.RepairListener,
 	if err != nil {
 		return nil, fmt.Errorf("node: repair listen %s: %w", addr, err)
 	}
-	rl := handoff.ListenRepair(ln, auth)
+	rl := handoff.ListenRepair(ln, auth, cfg)
 	go s.Serve(rl)
 	return rl, nil
 }

@@ -37,6 +37,8 @@ type Status struct {
 	BusyPercent   float64 `json:"busy_percent"`
 	CPUs          int     `json:"cpus"`
 	SharedProcess bool    `json:"shared_process"`
+	ConnsRefused  int64   `json:"conns_refused"` // connections closed at once at Config.MaxConns, none idle
+	IdleClosed    int64   `json:"idle_closed"`   // idle connections closed to make room at Config.MaxConns
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -53,6 +55,8 @@ func (s *Server) Status() Status {
 		Goroutines:        runtime.NumGoroutine(),
 		HandoffSocket:     s.cfg.HandoffSocket,
 		ContentVersion:    s.store.Version(),
+		ConnsRefused:      s.refused.Load(),
+		IdleClosed:        s.shed.Load(),
 	}
 	st.CPUPercent, st.BusyPercent = s.usage.percents(s.busy.Load())
 	if s.cache != nil {

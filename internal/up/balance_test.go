@@ -214,17 +214,3 @@ func TestLoadAwareSpreadsUnderRepair(t *testing.T) {
 		})
 	}
 }
-
-// waitSockets waits until the front has every node's handoff socket.
-func waitSockets(t *testing.T, p *Procs) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, b := range p.Control.Backends() {
-		for st := b.LastStatus(); st == nil || !strings.HasPrefix(st.HandoffSocket, p.SocketDir); st = b.LastStatus() {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s: no handoff socket reported", b.URL)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-}
