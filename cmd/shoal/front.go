@@ -73,6 +73,12 @@ func runFront(args []string) error {
 			return err
 		}
 	}
+	if *cfgFile != "" {
+		// [hybrid] and [repair] reach their flags (configkeys.go).
+		if err := applyFile(fs, frontFileFlags(fc)); err != nil {
+			return err
+		}
+	}
 	// Flags set on the command line win over the file.
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -33,7 +33,7 @@ func addPassFDFrontFlags(fs *flag.FlagSet, def config.Front) *passfdFrontFlags {
 		uid:    fs.Int("handoff-uid", *def.HandoffUID, "--path passfd|hybrid: pass connections only to node sockets served by this uid (-1: the front's own)"),
 		cpu:    fs.Float64("hybrid-cpu", 30, "--path hybrid: hand off while the front's CPU is above this percent of one core (negative: off)"),
 		conns:  fs.Int64("hybrid-conns", 130, "--path hybrid: hand off while more client connections than this are open (negative: off)"),
-		sizeKB: fs.Int64("hybrid-size-kb", 100, "--path hybrid: hand off objects of at least this many KiB (negative: off; sizes come from --site)"),
+		sizeKB: fs.Int64("hybrid-size-kb", 100, "--path hybrid: hand off objects of at least this many KiB (negative: off; sizes come from the nodes' size index, or --site)"),
 		site:   fs.String("site", "", "--path hybrid: the nodes' site root on this host, whose URL table gives object sizes"),
 	}
 }

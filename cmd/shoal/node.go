@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/config"
 	"shoal/internal/node"
 )
 
@@ -32,8 +33,23 @@ func runNode(args []string) error {
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
 	repair := addRepairNodeFlags(fs)
 	handoffSock := addPassFDNodeFlag(fs)
+	cfgFile := fs.String("config", "", "TOML configuration file (flags given explicitly override it)")
+	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
+	}
+	if *printConfig {
+		fmt.Print(config.NodeTemplate)
+		return nil
+	}
+	if *cfgFile != "" {
+		nc, err := config.LoadNode(*cfgFile)
+		if err != nil {
+			return err
+		}
+		if err := applyFile(fs, nodeFileFlags(nc)); err != nil { // configkeys.go
+			return err
+		}
 	}
 	if *root == "" {
 		fs.Usage()

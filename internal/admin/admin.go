@@ -348,12 +348,20 @@ var (
 	descHit      = prometheus.NewDesc("shoal_node_cache_hit_ratio", "The node's object hit ratio from its status report.", []string{"node", "url"}, nil)
 	descByteHit  = prometheus.NewDesc("shoal_node_cache_byte_hit_ratio", "The node's byte hit ratio from its status report.", []string{"node", "url"}, nil)
 	descNodeReqs = prometheus.NewDesc("shoal_node_requests", "Requests the node reports having served.", []string{"node", "url"}, nil)
-	descAggHit   = prometheus.NewDesc("shoal_cluster_cache_hit_ratio",
+	descEffW     = prometheus.NewDesc("shoal_node_effective_weight",
+		"The weight the policy schedules by: dfwrr's feedback-adjusted weight, else the configured one.", []string{"node", "url"}, nil)
+	descLoad = prometheus.NewDesc("shoal_node_load",
+		"The node's utilisation in [0,1] as the policies read it: CPU over its cores, or its own busy time when nodes share a process.", []string{"node", "url"}, nil)
+	descHeld = prometheus.NewDesc("shoal_node_handed_off_connections",
+		"Connections handed off to the node (passfd, repair) and not yet ended; counted in active requests.", []string{"node", "url"}, nil)
+	descInService = prometheus.NewDesc("shoal_node_in_service", "Requests the node reports answering now.", []string{"node", "url"}, nil)
+	descAggHit    = prometheus.NewDesc("shoal_cluster_cache_hit_ratio",
 		"Aggregate object hit ratio of the cluster: the nodes' hit ratios weighted by the requests each served.", nil, nil)
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUp, descWeight, descActive, descHit, descByteHit, descNodeReqs, descAggHit} {
+	for _, d := range []*prometheus.Desc{descUp, descWeight, descActive, descHit, descByteHit, descNodeReqs, descAggHit,
+		descEffW, descLoad, descHeld, descInService} {
 		ch <- d
 	}
 }
@@ -369,7 +377,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up, lv...)
 		ch <- prometheus.MustNewConstMetric(descWeight, prometheus.GaugeValue, float64(n.Weight), lv...)
 		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(n.Active), lv...)
+		ch <- prometheus.MustNewConstMetric(descEffW, prometheus.GaugeValue, float64(n.EffectiveWeight), lv...)
+		ch <- prometheus.MustNewConstMetric(descLoad, prometheus.GaugeValue, n.Load, lv...)
+		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(n.Held), lv...)
 		if s := n.Status; s != nil {
+			ch <- prometheus.MustNewConstMetric(descInService, prometheus.GaugeValue, float64(s.InService), lv...)
 			ch <- prometheus.MustNewConstMetric(descHit, prometheus.GaugeValue, s.CacheHitRatio, lv...)
 			ch <- prometheus.MustNewConstMetric(descByteHit, prometheus.GaugeValue, s.ByteHitRatio, lv...)
 			ch <- prometheus.MustNewConstMetric(descNodeReqs, prometheus.GaugeValue, float64(s.Requests), lv...)

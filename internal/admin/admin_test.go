@@ -100,8 +100,8 @@ func TestNodesAPI(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	cl, srv := setup(t)
-	cl.SetStatus(0, &cluster.Status{CacheHitRatio: 0.5, Requests: 100})
-	cl.SetStatus(1, &cluster.Status{CacheHitRatio: 1.0, Requests: 300})
+	cl.SetStatus(0, &cluster.Status{CacheHitRatio: 0.5, Requests: 100, CPUPercent: 50, CPUs: 2})
+	cl.SetStatus(1, &cluster.Status{CacheHitRatio: 1.0, Requests: 300, BusyPercent: 30, InService: 3, SharedProcess: true})
 	if err := cl.SetWeight(1, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +114,12 @@ func TestMetrics(t *testing.T) {
 		`shoal_cluster_events_total{event="weight",node="1"} 1`,
 		`shoal_node_weight{node="1",url="http://127.0.0.1:9002"} 0`,
 		`shoal_node_up{node="0",url="http://127.0.0.1:9001"} 1`,
+		`shoal_node_effective_weight{node="1",url="http://127.0.0.1:9002"} 0`,
+		`shoal_node_effective_weight{node="0",url="http://127.0.0.1:9001"} 1`,
+		`shoal_node_load{node="0",url="http://127.0.0.1:9001"} 0.25`,
+		`shoal_node_load{node="1",url="http://127.0.0.1:9002"} 0.3`,
+		`shoal_node_in_service{node="1",url="http://127.0.0.1:9002"} 3`,
+		`shoal_node_handed_off_connections{node="0",url="http://127.0.0.1:9001"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -50,10 +50,17 @@ type Backend struct {
 	Failures atomic.Int64
 	// InFlight is the number of requests currently dispatched and not Done.
 	InFlight atomic.Int64
+	// Held is the number of connections handed off to this node and not
+	// yet reported ended or handed back (Hold); they count in the policy's
+	// Active like requests in flight.
+	Held atomic.Int64
 	// downMarks counts every down-marking, by the checker or by a failed
 	// request, so the checker restarts its good-check streak after any of
 	// them (HAProxy: rise counts from the last failure, whatever saw it).
 	downMarks atomic.Uint64
+	// sizesFrom is 1 + the content version whose size index was learned
+	// from this node (0: none yet).
+	sizesFrom atomic.Uint64
 
 	status atomic.Pointer[Status]
 }
@@ -72,6 +79,19 @@ type Status struct {
 	RSSBytes          int64   `json:"rss_bytes"`
 	Goroutines        int64   `json:"goroutines"`
 	HandoffSocket     string  `json:"handoff_socket"`
+	// ContentVersion is the version of the node's content tree; when it
+	// changes the health checker fetches the node's size index (sizes.go).
+	ContentVersion uint64 `json:"content_version"`
+	// InService is the number of requests the node is answering now;
+	// BusyPercent the time it spent answering requests over the wall time
+	// since its previous report (100 = one request in service all along);
+	// CPUs the cores its process may use (GOMAXPROCS); SharedProcess that
+	// it shares its process with other nodes (`shoal up`), so CPUPercent
+	// is not its own. See nodeLoad.
+	InService     int64   `json:"in_service"`
+	BusyPercent   float64 `json:"busy_percent"`
+	CPUs          int     `json:"cpus"`
+	SharedProcess bool    `json:"shared_process"`
 }
 
 // LastStatus returns the node's last status report, or nil before the first.
@@ -82,6 +102,12 @@ type Options struct {
 	// Clock returns monotonic time for policy.Request.Now; nil uses the real
 	// clock measured from New. The simulator and tests pass their own.
 	Clock func() time.Duration
+	// MaxSizes bounds the URL → size table (sizes.go). Default
+	// DefaultMaxSizes.
+	MaxSizes int
+	// MaxSizeBytes bounds the URL text in that table. Default
+	// DefaultMaxSizeBytes.
+	MaxSizeBytes int64
 }
 
 // Cluster holds the node table and the policy.
@@ -91,6 +117,12 @@ type Cluster struct {
 	pol      policy.Policy
 	backends []*Backend
 	clock    func() time.Duration
+	// held maps a handed-off connection's id to the node holding it (Hold).
+	held map[uint64]holdEntry
+	// sizes is the URL → size table (sizes.go), at most maxSizes entries.
+	sizes                   map[string]int64
+	maxSizes                int
+	sizeBytes, maxSizeBytes int64 // URL text in sizes, and its bound
 
 	// events receives health and membership changes for metrics; optional.
 	onChange atomic.Pointer[func(Event)]
@@ -112,7 +144,13 @@ func New(p policy.Policy, specs []NodeSpec, opts Options) (*Cluster, error) {
 	if p == nil {
 		return nil, errors.New("cluster: nil policy")
 	}
-	c := &Cluster{pol: p, clock: opts.Clock}
+	c := &Cluster{pol: p, clock: opts.Clock, maxSizes: opts.MaxSizes}
+	if c.maxSizes <= 0 {
+		c.maxSizes = DefaultMaxSizes
+	}
+	if c.maxSizeBytes = opts.MaxSizeBytes; c.maxSizeBytes <= 0 {
+		c.maxSizeBytes = DefaultMaxSizeBytes
+	}
 	if c.clock == nil {
 		start := time.Now()
 		c.clock = func() time.Duration { return time.Since(start) }
@@ -160,6 +198,11 @@ func (c *Cluster) PickExcept(r *policy.Request, exclude int) (policy.Decision, *
 		r.Now = c.clock()
 	}
 	c.mu.Lock()
+	if r.Size < 0 {
+		if n, ok := c.sizes[r.URL]; ok {
+			r.Size = n // as the simulator passes the trace's size (sizes.go)
+		}
+	}
 	var restore bool
 	if exclude >= 0 && exclude < len(c.view.Nodes) && c.view.Nodes[exclude].Up {
 		c.view.Nodes[exclude].Up = false
@@ -226,6 +269,9 @@ func (c *Cluster) Done(b *Backend, r *policy.Request) {
 	b.InFlight.Add(-1)
 	c.mu.Lock()
 	c.view.Finish(b.Index)
+	if r.Status == 200 && r.Size >= 0 {
+		c.learnSize(r.URL, r.Size) // a relayed response's Content-Length
+	}
 	c.pol.Done(&c.view, b.Index, r)
 	c.mu.Unlock()
 }
@@ -265,12 +311,20 @@ func (c *Cluster) Backends() []*Backend {
 
 // NodeInfo is a snapshot of one node for the admin API.
 type NodeInfo struct {
-	Index    int     `json:"index"`
-	URL      string  `json:"url"`
-	Weight   int     `json:"weight"`
-	Group    string  `json:"group,omitempty"`
-	Up       bool    `json:"up"`
-	Active   int     `json:"active"`
+	Index  int    `json:"index"`
+	URL    string `json:"url"`
+	Weight int    `json:"weight"`
+	Group  string `json:"group,omitempty"`
+	Up     bool   `json:"up"`
+	// Active is what the load-aware policies read: requests in flight
+	// plus Held, the connections handed off to the node and not yet
+	// ended (held.go).
+	Active int `json:"active"`
+	Held   int `json:"held"`
+	// EffectiveWeight is the weight the policy schedules by, when it has
+	// its own (dfwrr's feedback-adjusted weight); else Weight.
+	EffectiveWeight int `json:"effective_weight"`
+	// Load is the utilisation in [0,1] the policy reads (nodeLoad).
 	Load     float64 `json:"load"`
 	Requests int64   `json:"requests"`
 	Failures int64   `json:"failures"`
@@ -284,13 +338,21 @@ func (c *Cluster) Nodes() []NodeInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]NodeInfo, 0, len(c.backends))
+	var eff []int
+	if w, ok := c.pol.(weighter); ok {
+		eff = w.Weights()
+	}
 	for i, b := range c.backends {
 		n := c.view.Nodes[i]
 		if n.Removed {
 			continue
 		}
 		info := NodeInfo{Index: i, URL: b.URL, Weight: n.Weight, Group: n.Group, Up: n.Up,
-			Active: n.Active, Load: n.Load, Requests: b.Requests.Load(), Failures: b.Failures.Load()}
+			Active: n.Active, Held: int(b.Held.Load()), EffectiveWeight: n.Weight,
+			Load: n.Load, Requests: b.Requests.Load(), Failures: b.Failures.Load()}
+		if i < len(eff) {
+			info.EffectiveWeight = eff[i]
+		}
 		if s := b.status.Load(); s != nil {
 			info.HitRatio = s.CacheHitRatio
 			info.Status = s
@@ -432,8 +494,8 @@ func (c *Cluster) SetUp(i int, up bool) {
 	}
 }
 
-// SetStatus stores node i's status report and feeds its CPU load into the
-// policy view (dfwrr, lard and tbccrd read it).
+// SetStatus stores node i's status report and feeds its load (nodeLoad)
+// into the policy view, where dfwrr reads it.
 func (c *Cluster) SetStatus(i int, s *Status) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -441,7 +503,7 @@ func (c *Cluster) SetStatus(i int, s *Status) {
 		return
 	}
 	c.backends[i].status.Store(s)
-	c.view.Nodes[i].Load = s.CPUPercent / 100
+	c.view.Nodes[i].Load = nodeLoad(s)
 }
 
 func (c *Cluster) update(i int, f func(*policy.Node)) error {

@@ -55,13 +55,16 @@ func (c *Cluster) Check(ctx context.Context, cfg CheckConfig) {
 	client := &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	type streak struct {
 		good, bad int
-		mark      uint64 // downMarks when good started counting
+		mark      uint64        // downMarks when good started counting
+		prev      time.Duration // start of the previous round with a report
+		seen      bool          // prev is set
 	}
 	streaks := map[*Backend]*streak{}
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	for {
 		bs := c.Backends()
+		round := c.clock()
 		var wg sync.WaitGroup
 		results := make([]*Status, len(bs))
 		marks := make([]uint64, len(bs))
@@ -73,6 +76,7 @@ func (c *Cluster) Check(ctx context.Context, cfg CheckConfig) {
 				s, err := fetchStatus(ctx, client, b.URL+cfg.Path)
 				if err == nil {
 					results[i] = s
+					c.refreshSizes(ctx, client, b, s.ContentVersion)
 				}
 			}()
 		}
@@ -96,6 +100,10 @@ func (c *Cluster) Check(ctx context.Context, cfg CheckConfig) {
 				}
 				st.bad = 0
 				c.SetStatus(b.Index, s)
+				if st.seen {
+					c.reconcileHeld(b.Index, s.ActiveConnections, st.prev) // held.go
+				}
+				st.prev, st.seen = round, true
 				if st.good >= cfg.Rise {
 					c.SetUp(b.Index, true)
 				}

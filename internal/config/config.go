@@ -68,6 +68,10 @@ type Front struct {
 	Limits Limits `toml:"limits"`
 	// Tuning holds the policies' knobs.
 	Tuning Tuning `toml:"tuning"`
+	// Hybrid tunes the hybrid data path's rule (seed 002).
+	Hybrid Hybrid `toml:"hybrid"`
+	// Repair configures the cross-host handoff path.
+	Repair Repair `toml:"repair"`
 	// AccessLog is a file for the Common Log Format access log; "-" is
 	// stdout; empty turns it off. Default "".
 	AccessLog string `toml:"access_log"`
@@ -146,6 +150,39 @@ type Limits struct {
 	MaxConnsPerIP int `toml:"max_conns_per_ip"`
 }
 
+// Hybrid is the hybrid path's rule (front.HybridConfig): hand off while
+// the front's CPU, its open client connections or the object's size is
+// above its threshold, relay otherwise.
+type Hybrid struct {
+	// CPUPercent of one core above which requests are handed off; negative
+	// turns the rule off. Default 30.
+	CPUPercent float64 `toml:"cpu_percent"`
+	// Conns is the number of open client connections above which requests
+	// are handed off (Weblins' T); negative turns the rule off. Default 130.
+	Conns int64 `toml:"conns"`
+	// SizeKB: objects of at least this many KiB are handed off (Weblins'
+	// S); negative turns the rule off. Default 100.
+	SizeKB int64 `toml:"size_kb"`
+	// Site is the nodes' site root on this host, whose URL table gives
+	// sizes before the nodes' size index has arrived. Default "".
+	Site string `toml:"site"`
+}
+
+// Repair configures the repair path (front.RepairConfig).
+type Repair struct {
+	// KeyFile holds the HMAC key shared with the nodes (at least 16 bytes).
+	// Default "" (required with path = "repair").
+	KeyFile string `toml:"key_file"`
+	// Port is the nodes' handoff port (shoal node --repair-listen).
+	// Default 7070.
+	Port int `toml:"port"`
+	// Dev is the interface towards the nodes. Default "": the one holding
+	// the listen address.
+	Dev string `toml:"dev"`
+	// Steer is the per-flow steering: bpf, nftables or auto. Default "auto".
+	Steer string `toml:"steer"`
+}
+
 // Tuning holds the policies' knobs: the [tuning] table, which
 // internal/policy defines and documents (policy.Knobs), so that a policy and
 // its keys are added in that package alone. Zero means the policy's
@@ -171,6 +208,19 @@ func (f *Front) fill() {
 	def(&f.Listen, "127.0.0.1:8080")
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
+	def(&f.Repair.Steer, "auto")
+	if f.Repair.Port == 0 {
+		f.Repair.Port = 7070
+	}
+	if f.Hybrid.CPUPercent == 0 {
+		f.Hybrid.CPUPercent = 30
+	}
+	if f.Hybrid.Conns == 0 {
+		f.Hybrid.Conns = 130
+	}
+	if f.Hybrid.SizeKB == 0 {
+		f.Hybrid.SizeKB = 100
+	}
 	if f.HandoffUID == nil {
 		own := -1
 		f.HandoffUID = &own
@@ -316,6 +366,12 @@ func (f *Front) validate(name string, data []byte) []error {
 	}
 	if f.Health.Rise < 0 || f.Health.Fall < 0 {
 		bad([]string{"health", "rise"}, "rise and fall must be positive", "use small counts such as rise = 2, fall = 3")
+	}
+	if p := f.Repair.Port; p < 1 || p > 65535 {
+		bad([]string{"repair", "port"}, fmt.Sprintf("repair port %d is out of range", p), "use a TCP port between 1 and 65535, such as 7070")
+	}
+	if !slices.Contains([]string{"auto", "bpf", "nftables"}, f.Repair.Steer) {
+		bad([]string{"repair", "steer"}, fmt.Sprintf("repair steer %q is unknown", f.Repair.Steer), "use auto, bpf or nftables")
 	}
 	if f.Limits.MaxConnPerNode < 0 {
 		bad([]string{"limits", "max_conn_per_node"}, "max_conn_per_node is negative", "use a positive count such as 256")

@@ -154,3 +154,49 @@ func TestAdminBind(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeTemplateIsDefaults: `shoal node --print-config` parses back to
+// the defaults (plus its sample root), and a node file's problems name the
+// line and the fix.
+func TestNodeTemplateIsDefaults(t *testing.T) {
+	n, err := ParseNode("node.toml", []byte(NodeTemplate))
+	if err != nil {
+		t.Fatalf("template does not parse: %v", err)
+	}
+	d := DefaultNode()
+	d.Root = "/srv/www"
+	if n != d {
+		t.Errorf("template and defaults differ:\n%+v\n%+v", n, d)
+	}
+	for _, c := range []struct{ file, want string }{
+		{"listen = 3\n", "node.toml:1"},
+		{"root = \"/s\"\ncache = \"arc\"\n", "node.toml:2: cache \"arc\" is unknown; fix: use one of lru, gdsf, cgdsf"},
+		{"root = \"/s\"\n[repair]\nport = 1\n", "node.toml:3: unknown key \"repair.port\""},
+		{"root = \"/s\"\ncache_mb = -1\n", "node.toml:2: cache_mb -1"},
+	} {
+		if _, err := ParseNode("node.toml", []byte(c.file)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.file, err, c.want)
+		}
+	}
+}
+
+// TestFrontHybridRepairKeys: the [hybrid] and [repair] tables default as
+// their flags do and refuse nonsense.
+func TestFrontHybridRepairKeys(t *testing.T) {
+	d := DefaultFront()
+	if d.Hybrid != (Hybrid{CPUPercent: 30, Conns: 130, SizeKB: 100}) || d.Repair != (Repair{Port: 7070, Steer: "auto"}) {
+		t.Errorf("defaults: hybrid %+v, repair %+v", d.Hybrid, d.Repair)
+	}
+	f, err := ParseFront("f.toml", []byte("[hybrid]\ncpu_percent = -1\nsite = \"/srv\"\n[repair]\nkey_file = \"/k\"\nsteer = \"bpf\"\n"))
+	if err != nil || f.Hybrid.CPUPercent != -1 || f.Hybrid.Site != "/srv" || f.Repair.KeyFile != "/k" || f.Repair.Steer != "bpf" || f.Repair.Port != 7070 {
+		t.Errorf("parsed %+v %+v, %v", f.Hybrid, f.Repair, err)
+	}
+	for _, c := range []struct{ file, want string }{
+		{"[repair]\nsteer = \"xdp\"\n", "f.toml:2: repair steer \"xdp\" is unknown"},
+		{"[repair]\nport = 70000\n", "f.toml:2: repair port 70000 is out of range"},
+	} {
+		if _, err := ParseFront("f.toml", []byte(c.file)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.file, err, c.want)
+		}
+	}
+}

@@ -69,4 +69,16 @@ send_timeout = "60s"           # closes a client that takes no response bytes th
 max_conns = 0                  # open client connections; 0: from RLIMIT_NOFILE, -1: no limit
 max_conns_per_ip = 0           # open client connections per address; 0: 256, -1: no limit
 
+[hybrid]                       # path = "hybrid": hand off when it pays, relay otherwise (seed 002)
+cpu_percent = 30.0             # while the front's CPU is above this percent of one core (negative: off)
+conns = 130                    # while more client connections than this are open (negative: off)
+size_kb = 100                  # objects at least this large, sizes from the nodes' index (negative: off)
+site = ""                      # the nodes' site root on this host: sizes before the index arrives
+
+[repair]                       # path = "repair": cross-host handoff
+key_file = ""                  # HMAC key shared with the nodes, >= 16 bytes (required for repair)
+port = 7070                    # the nodes' handoff port (shoal node --repair-listen)
+dev = ""                       # interface towards the nodes; "" = the one holding the listen address
+steer = "auto"                 # per-flow steering: bpf (kernel >= 6.6), nftables, or auto
+
 `

@@ -58,6 +58,10 @@ type clientConn struct {
 	// tls is set for a TLS client connection (tls.go): its requests are
 	// never handed off, and small responses go out in one record.
 	tls bool
+	// rawHeld: the raw accept path picked a node for this connection and
+	// could not hand it off at once, so it holds the connection against
+	// that node (cluster.Hold) until this path picks again (held.go).
+	rawHeld bool
 }
 
 // inSize and outSize are the sizes of a connection's buffers: a maximal
@@ -99,7 +103,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 	cc.rdl, cc.wdl = deadline{}, deadline{}
 	clear(cc.tokens)
 	cc.tokens = cc.tokens[:0]
-	cc.relayOnce = false
+	cc.relayOnce, cc.rawHeld = false, false
 	s.ccPool.Put(cc)
 }
 
@@ -163,6 +167,9 @@ func (cc *clientConn) serve() {
 		}
 		s.mu.Unlock()
 		s.ctr.connsActive.Add(-1)
+		if cc.rawHeld {
+			s.cl.Release(cc.id)
+		}
 		if cc.holder >= 0 {
 			s.cl.CloseConn(cc.id)
 		}
@@ -286,6 +293,10 @@ func (cc *clientConn) handle() Result {
 	cc.pr = policy.Request{URL: cc.url, Size: -1, Conn: cc.id, Holder: cc.holder}
 	pr := &cc.pr
 	d, b := s.cl.Pick(pr)
+	if cc.rawHeld {
+		cc.rawHeld = false
+		s.cl.Release(cc.id)
+	}
 	if d.Node < 0 || b == nil {
 		st := cc.writeError(503, req.Close || req.HasBody())
 		return cc.finish(Result{Status: st, Close: req.Close || req.HasBody()}, nil, "", false, start)

@@ -232,6 +232,7 @@ func (s *Server) serveFD(fd int, id uint64, data []byte, relay bool) {
 	}
 	cc.in.w = copy(cc.in.b, data)
 	cc.relayOnce = relay
+	cc.rawHeld = id != 0 // released at its next pick if held (held.go)
 	go cc.serve()
 }
 
@@ -284,21 +285,24 @@ func (ra *rawAccept) pass(fd int, data []byte) (id uint64, relay, ok bool) {
 		return id, false, false // the normal path counts it and relays
 	}
 	back := p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(b.Index), Moves: 1, Conn: id}
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: 1, Conn: id}
 	if back {
 		h.Flags = handoff.FDFlagReturn
 		p.owe(st.HandoffSocket, id) // before the send: it may come back at once
 	}
+	s.cl.Hold(b, id) // until the node returns or ends it (held.go)
 	err := p.client(s, st.HandoffSocket).TrySendRaw(h, fd, data)
 	s.cl.Done(b, pr)
 	if err != nil {
 		p.settle(st.HandoffSocket, id)
 		if errors.Is(err, handoff.ErrWouldBlock) {
 			// The node is slow to take handoffs: the normal path waits
-			// for it (up to SendTimeout) on its own goroutine.
+			// for it (up to SendTimeout) on its own goroutine; the hold
+			// stays until it picks again (held.go).
 			s.handoff.fastBlocked.Add(1)
 			return id, false, false
 		}
+		s.cl.Release(id)
 		if !p.refused(s, b.URL, st.HandoffSocket, err) {
 			s.handoff.fallbackSend.Add(1)
 			s.logf("front: passfd to %s: %v; relaying", b.URL, err)

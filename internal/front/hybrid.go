@@ -27,7 +27,9 @@ type HybridConfig struct {
 	MinSize int64
 	// Size returns an object's size in bytes, or -1 when unknown (then the
 	// size rule does not fire). On one host the front can read the nodes'
-	// URL table (content.Store); nil means sizes are unknown.
+	// URL table (content.Store); nil, or -1 for a URL, falls back to the
+	// size the cluster learned (policy.Request.Size: the nodes' size index
+	// and relayed Content-Lengths).
 	Size func(url string) int64
 	// SampleEvery is the CPU sampling period. Default 1 s.
 	SampleEvery time.Duration
@@ -76,8 +78,14 @@ func (h *hybrid) choose(_ policy.Decision, x *Exchange) DataPath {
 		}
 	})
 	c := &s.handoff
-	if h.cfg.MinSize > 0 && h.cfg.Size != nil {
-		if n := h.cfg.Size(x.Policy.URL); n >= h.cfg.MinSize {
+	if h.cfg.MinSize > 0 {
+		n := x.Policy.Size // from the cluster's size table (cluster/sizes.go)
+		if h.cfg.Size != nil {
+			if m := h.cfg.Size(x.Policy.URL); m >= 0 {
+				n = m
+			}
+		}
+		if n >= h.cfg.MinSize {
 			c.hybridSize.Add(1)
 			return h.handoff
 		}

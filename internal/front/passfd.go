@@ -227,11 +227,13 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 		Trust:       &p.trust,
 		OnReturn: func(r handoff.FDMessage) {
 			p.settle(path, r.Header.Conn)
+			s.cl.Release(r.Header.Conn)
 			p.adopt(s, r)
 		},
 		OnEnded: func(h handoff.FDHeader) {
 			s.handoff.ended.Add(1)
 			p.settle(path, h.Conn)
+			s.cl.Release(h.Conn)
 			s.cl.CloseConn(h.Conn)
 		},
 		OnDisconnect: func() {
@@ -239,6 +241,7 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 			lost := p.out[path]
 			delete(p.out, path)
 			p.mu.Unlock()
+			releaseSocket(s, path)
 			for id := range lost {
 				s.handoff.lost.Add(1)
 				s.cl.CloseConn(id)
@@ -319,13 +322,15 @@ func (p *passfdPath) Serve(x *Exchange) Result {
 		return cc.relay(x)
 	}
 	back := p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(x.Backend.Index), Moves: 1, Conn: cc.id}
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(x.Backend.Index), Moves: 1, Conn: cc.id}
 	if back {
 		h.Flags = handoff.FDFlagReturn
 		// Recorded before the send: the node may return it at once.
 		p.owe(st.HandoffSocket, cc.id)
 	}
+	s.cl.Hold(x.Backend, cc.id) // until the node returns or ends it (held.go)
 	if err := p.client(s, st.HandoffSocket).Send(h, sc, x.Head, x.Buffered()); err != nil {
+		s.cl.Release(cc.id)
 		p.settle(st.HandoffSocket, cc.id)
 		if !p.refused(s, x.Backend.URL, st.HandoffSocket, err) {
 			s.handoff.fallbackSend.Add(1)
@@ -408,7 +413,7 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 		s.cl.Done(b, &pr)
 		return false
 	}
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(b.Index), Moves: r.Header.Moves + 1, Conn: r.Header.Conn}
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: r.Header.Moves + 1, Conn: r.Header.Conn}
 	if p.handBack(s) {
 		h.Flags = handoff.FDFlagReturn
 	}
@@ -417,9 +422,11 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 	}
 	// Never wait here: this runs on the socket's reader goroutine. A full
 	// node socket sends the connection down the slow path, which waits.
+	s.cl.Hold(b, r.Header.Conn)
 	err := p.client(s, st.HandoffSocket).TrySendRaw(h, r.FD, r.Data)
 	s.cl.Done(b, &pr)
 	if err != nil {
+		s.cl.Release(r.Header.Conn)
 		p.settle(st.HandoffSocket, r.Header.Conn)
 		// An untrusted socket is counted once, by the slow path, which
 		// refuses it again.

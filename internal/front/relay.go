@@ -340,6 +340,9 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 	cc.out = out
 	nc.in.consume(resp.HeadLen)
 	s.ctr.status[resp.Status/100].Add(1)
+	if resp.Status == 200 && resp.ContentLength >= 0 {
+		x.Policy.Size = resp.ContentLength // the object's size, for Done (cluster/sizes.go)
+	}
 	if !noBody && (resp.ContentLength < 0 || resp.ContentLength > int64(nc.in.len())) {
 		if *held {
 			*held = false

@@ -172,6 +172,7 @@ func (p *RepairPath) client(s *Server, idx int, hostport string) (*handoff.Repai
 		Timeout: p.cfg.Timeout,
 		OnFin:   p.fin,
 		OnDown: func(err error) {
+			s.cl.ReleaseNode(idx) // held.go: the node's connections are gone
 			n, _ := p.steer.RemoveNode(idx)
 			p.dropped.Add(uint64(n))
 			s.logf("front: repair: channel to node %d broke (%v): dropped %d flows", idx, err, n)
@@ -231,6 +232,7 @@ func (p *RepairPath) fin(f handoff.Flow, tag uint32) {
 	p.mu.Unlock()
 	p.ended.Add(1)
 	if ok && s != nil {
+		s.cl.Release(mf.conn) // held.go
 		s.cl.CloseConn(mf.conn)
 	}
 	switch {
@@ -317,7 +319,11 @@ func (p *RepairPath) Serve(x *Exchange) Result {
 		p.fallbackNode.Add(1)
 		return p.thawAndRelay(x, tc, err)
 	}
+	s.cl.Hold(x.Backend, cc.id) // until FIN-HANDOFF (held.go)
 	err = c.Handoff(st)
+	if err != nil {
+		s.cl.Release(cc.id)
+	}
 	switch {
 	case err == nil:
 		tc.Close() // repair mode: no FIN, no RST

@@ -53,6 +53,9 @@ func (ra *rawAccept) repair(fd int, data []byte) (id uint64, relay, ok bool) {
 	c := p.readyClient(b.Index)
 	if c == nil {
 		s.cl.Done(b, pr)
+		// Counted against b until the normal path picks again, so that
+		// connections queued behind a first dial are seen (held.go).
+		s.cl.Hold(b, id)
 		return id, false, false // a node without a channel yet: the normal path dials
 	}
 	st, err := handoff.FreezeFD(fd, data)
@@ -68,10 +71,13 @@ func (ra *rawAccept) repair(fd int, data []byte) (id uint64, relay, ok bool) {
 		p.fallbackNode.Add(1)
 		return id, h.thaw(err), false
 	}
+	s.cl.Hold(b, id) // until FIN-HANDOFF (held.go)
 	if err := c.HandoffAsync(st, h.done); err != nil {
+		s.cl.Release(id)
 		p.forget(h.f)
 		s.cl.Done(b, pr)
 		if errors.Is(err, handoff.ErrNoChannel) {
+			s.cl.Hold(b, id) // as for c == nil above
 			h.thaw(nil)
 			return id, false, false // the normal path dials
 		}
@@ -87,6 +93,7 @@ func (h *repairHandoff) thaw(why error) bool {
 	if err := handoff.ThawFD(h.fd); err != nil {
 		rawClose(h.fd)
 		h.s.ctr.connsAccepted.Add(1)
+		h.s.cl.Release(h.id)
 		h.s.cl.CloseConn(h.id)
 		h.s.logf("front: repair: %v; %v; connection dropped", why, err)
 		return false
@@ -102,6 +109,9 @@ func (h *repairHandoff) thaw(why error) bool {
 func (h *repairHandoff) done(err error) {
 	s, p := h.s, h.p
 	s.cl.Done(h.b, &h.pr)
+	if err != nil {
+		s.cl.Release(h.id)
+	}
 	switch {
 	case err == nil:
 		rawClose(h.fd) // repair mode: no FIN, no RST

@@ -56,7 +56,10 @@
 //
 //   - content-blind policies (rr, wrr, lc, …): the front hands off without
 //     FDFlagReturn and the node keeps and serves the connection to its end,
-//     exactly as a client connected to it directly;
+//     exactly as a client connected to it directly; with FDFlagEnded (the
+//     front always sets it) the node reports that end with FDEnded, so the
+//     front counts the connection against the node meanwhile, as LVS counts
+//     a real server's connections for lc;
 //   - content-aware policies (lard, tbccrd, urlhash, weblins, …): the front
 //     sets FDFlagReturn; the node serves that one request, then waits for the
 //     next one and hands the connection BACK on the same SEQPACKET socket

@@ -35,6 +35,12 @@ const (
 // of the next one; without it the node keeps the connection to its end.
 const FDFlagReturn uint8 = 1
 
+// FDFlagEnded asks the node to send FDEnded when a connection it keeps to
+// its end (no FDFlagReturn) ends, so the front can count the connection
+// against the node meanwhile (least-connection policies, as LVS counts a
+// real server's connections).
+const FDFlagEnded uint8 = 2
+
 // FDHeaderLen is the size of the fixed message header.
 const FDHeaderLen = 24
 
@@ -52,7 +58,7 @@ var fdMagic = [4]byte{'s', 'h', 'f', '1'}
 type FDHeader struct {
 	// Kind is FDHandoff, FDReturn or FDEnded.
 	Kind uint8
-	// Flags holds FDFlagReturn.
+	// Flags holds FDFlagReturn and FDFlagEnded.
 	Flags uint8
 	// Node is the cluster index of the node the connection is sent to
 	// (FDHandoff) or comes back from (FDReturn, FDEnded), so the front

@@ -57,11 +57,12 @@ func (c *FDConn) HandBack(rest []byte) error {
 	return nil
 }
 
-// Ended tells the front that a connection handed off with FDFlagReturn ended
-// at this node (FDEnded); it does nothing for other connections or after
-// HandBack. Best effort: the front also forgets idle entries on a timer.
+// Ended tells the front that a connection handed off with FDFlagReturn or
+// FDFlagEnded ended at this node (FDEnded); it does nothing for other
+// connections or after HandBack. Best effort: the front also forgets idle
+// entries on a timer.
 func (c *FDConn) Ended() {
-	if c.done || !c.OneRequest() {
+	if c.done || c.Header.Flags&(FDFlagReturn|FDFlagEnded) == 0 {
 		return
 	}
 	c.done = true

@@ -81,6 +81,11 @@ type Config struct {
 	// HandoffSocket is reported in the status JSON; empty until connection
 	// handoff (SPEC §4) is enabled.
 	HandoffSocket string
+	// SharedProcess says that this node shares its process with other
+	// nodes (`shoal up` runs them all in one), so the process's CPU figure
+	// is not this node's; the status report says so and the front reads
+	// the node's own busy time as its load instead. Default false.
+	SharedProcess bool
 	// ServerName is sent in the Server header. Default "shoal".
 	ServerName string
 	// MaxConns caps the client connections open at once, handed-off ones

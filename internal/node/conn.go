@@ -149,7 +149,10 @@ func (c *conn) serve() {
 		}
 		now := time.Now()
 		c.since.Store(now.UnixNano())
+		c.s.inService.Add(1)
 		keep := c.process(now)
+		c.s.inService.Add(-1)
+		c.s.busy.Add(int64(time.Since(now)))
 		if !keep || err != nil {
 			return
 		}
@@ -293,6 +296,10 @@ func (c *conn) handle(now time.Time) bool {
 	}
 	if bstr(path) == statusPath && c.operator {
 		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, head)
+		return !closeAfter
+	}
+	if bstr(path) == sizesPath {
+		c.serveBytes(200, "text/plain; charset=utf-8", "Cache-Control: no-store\r\n", c.s.sizes(), now, closeAfter, head)
 		return !closeAfter
 	}
 	tbl := c.s.store.Snapshot()

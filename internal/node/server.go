@@ -40,6 +40,10 @@ type Server struct {
 	active    atomic.Int64
 	requests  atomic.Int64
 	bytesSent atomic.Int64
+	// inService counts connections answering requests now; busy the
+	// nanoseconds they spent doing so (the node's own load, status.go).
+	inService atomic.Int64
+	busy      atomic.Int64
 	refused   atomic.Int64 // connections refused at MaxConns
 	shed      atomic.Int64 // idle connections closed to make room
 
@@ -49,6 +53,8 @@ type Server struct {
 	logBuf *bufio.Writer // nil when the access log is off
 
 	usage usageSampler
+	// sizeIdx caches the size index served at /.shoal/sizes (sizes.go).
+	sizeIdx sizeIndexCache
 }
 
 // New checks cfg, scans the site root and builds the cache.

@@ -24,8 +24,21 @@ type Status struct {
 	RSSBytes          int64   `json:"rss_bytes"`
 	Goroutines        int     `json:"goroutines"`
 	HandoffSocket     string  `json:"handoff_socket"`
-	ConnsRefused      int64   `json:"conns_refused"` // connections closed at once at Config.MaxConns, none idle
-	IdleClosed        int64   `json:"idle_closed"`   // idle connections closed to make room at Config.MaxConns
+	// ContentVersion is the content tree's version: when it changes, the
+	// front fetches the size index again (sizes.go).
+	ContentVersion uint64 `json:"content_version"`
+	// InService is the number of requests being answered now; BusyPercent
+	// the time spent answering requests (summed over connections) over the
+	// wall time since the previous report, 100 = one request in service all
+	// along. Both are this node's own even when nodes share a process
+	// (SharedProcess), unlike CPUPercent, which is the process's. CPUs is
+	// GOMAXPROCS, the cores CPUPercent is spread over.
+	InService     int64   `json:"in_service"`
+	BusyPercent   float64 `json:"busy_percent"`
+	CPUs          int     `json:"cpus"`
+	SharedProcess bool    `json:"shared_process"`
+	ConnsRefused  int64   `json:"conns_refused"` // connections closed at once at Config.MaxConns, none idle
+	IdleClosed    int64   `json:"idle_closed"`   // idle connections closed to make room at Config.MaxConns
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -35,13 +48,17 @@ func (s *Server) Status() Status {
 		ActiveConnections: s.active.Load(),
 		Requests:          s.requests.Load(),
 		BytesSent:         s.bytesSent.Load(),
-		CPUPercent:        s.usage.cpuPercent(),
+		InService:         s.inService.Load(),
+		CPUs:              runtime.GOMAXPROCS(0),
+		SharedProcess:     s.cfg.SharedProcess,
 		RSSBytes:          rssBytes(),
 		Goroutines:        runtime.NumGoroutine(),
 		HandoffSocket:     s.cfg.HandoffSocket,
+		ContentVersion:    s.store.Version(),
 		ConnsRefused:      s.refused.Load(),
 		IdleClosed:        s.shed.Load(),
 	}
+	st.CPUPercent, st.BusyPercent = s.usage.percents(s.busy.Load())
 	if s.cache != nil {
 		cs := s.cache.Stats()
 		st.CacheObjects = s.cache.Len()
@@ -63,26 +80,30 @@ func (s *Server) statusJSON() []byte {
 // usageSampler turns getrusage(2) totals into a CPU percentage between
 // samples.
 type usageSampler struct {
-	mu      sync.Mutex
-	lastCPU time.Duration
-	lastAt  time.Time
+	mu       sync.Mutex
+	lastCPU  time.Duration
+	lastBusy int64 // Server.busy at the last sample
+	lastAt   time.Time
 }
 
 func (u *usageSampler) init() {
 	u.lastCPU, u.lastAt = cpuTime(), time.Now()
 }
 
-func (u *usageSampler) cpuPercent() float64 {
+// percents returns the process CPU and the node's busy time (busy, the
+// nanoseconds spent answering requests so far) as percentages of the wall
+// time since the previous sample.
+func (u *usageSampler) percents(busy int64) (cpu, busyPct float64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	cpu, now := cpuTime(), time.Now()
+	c, now := cpuTime(), time.Now()
 	wall := now.Sub(u.lastAt)
-	d := cpu - u.lastCPU
-	u.lastCPU, u.lastAt = cpu, now
+	d, b := c-u.lastCPU, busy-u.lastBusy
+	u.lastCPU, u.lastBusy, u.lastAt = c, busy, now
 	if wall <= 0 {
-		return 0
+		return 0, 0
 	}
-	return float64(d) / float64(wall) * 100
+	return float64(d) / float64(wall) * 100, float64(b) / float64(wall) * 100
 }
 
 func cpuTime() time.Duration {

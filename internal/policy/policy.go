@@ -29,6 +29,13 @@
 //	tbccrd     tag-based cache-cooperative distribution (seed 000 §2.2)
 //	weblins    first member, popular set, owner handoff/fetch (seed 001)
 //
+// Load-aware policies read Node.Active (lc, wlc, p2c, chbl, lard, lardr,
+// tbccrd's load limit, weblins' owner overload); dfwrr reads Node.Load. The
+// live front counts a connection handed off to a node in its Active until
+// the node reports its end, and derives Load from the node's own report
+// (docs/policies.md, internal/cluster's nodeLoad), so both mean what the
+// simulator means by them.
+//
 // Each policy declares its Traits (Describer): whether it reads the URL and
 // where (Placement), the front it runs behind and so what the simulator
 // charges it (Front), and the [tuning] keys it reads (Knobs). The front, the
@@ -65,7 +72,8 @@ type Node struct {
 	// Active is the number of requests in flight on the node, as counted by the
 	// caller through Cluster.Start and Cluster.Finish.
 	Active int
-	// Load is the node's last self-reported utilisation in [0,1] (CPU), fed by
+	// Load is the node's last self-reported utilisation in [0,1] (CPU over
+	// its cores, or its own busy time when nodes share a process), fed by
 	// the front's health checks or the simulator; dfwrr steers by it.
 	Load float64
 }

@@ -137,6 +137,9 @@ type Result struct {
 	// busiest node's.
 	NodeCPU, NodeDisk []float64
 	MaxNodeCPU        float64
+	// NodeRequests counts the requests each node served (the per-node
+	// shares the live parity test compares, docs/parity.md).
+	NodeRequests []int64
 }
 
 // Row is one line of the results table; its JSON keys are the CLI's --json
@@ -582,6 +585,10 @@ func (s *sim) complete(i int32, r *reqState) error {
 		r.pr.Now = time.Duration(s.now)
 		s.pol.Done(&s.cl, int(r.node), &r.pr)
 		s.res.Requests++
+		if s.res.NodeRequests == nil {
+			s.res.NodeRequests = make([]int64, len(s.nodes))
+		}
+		s.res.NodeRequests[r.node]++
 		s.latSum += s.now - r.at
 	}
 	if s.closer != nil {

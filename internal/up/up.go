@@ -201,7 +201,7 @@ func Start(cfg Config) (*Cluster, error) {
 	var specs []cluster.NodeSpec
 	for i := range cfg.Nodes {
 		n, err := node.New(node.Config{Root: root, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
-			Logger: cfg.Logger.With("node", i)})
+			SharedProcess: true, Logger: cfg.Logger.With("node", i)})
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}

@@ -1,0 +1,158 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"shoal/internal/handoff"
+	"shoal/internal/node"
+)
+
+// NodeServer is the configuration of `shoal node` (`--config FILE`): one
+// key per flag, the flag given on the command line winning over the file.
+type NodeServer struct {
+	// Root is the site root directory. Required, here or as --root.
+	Root string `toml:"root"`
+	// Listen is the HTTP listen address. Default "127.0.0.1:8081".
+	Listen string `toml:"listen"`
+	// CacheMB is the memory cache budget in MiB; 0 turns the cache off.
+	// Default 64 (node.DefaultCacheBytes).
+	CacheMB int64 `toml:"cache_mb"`
+	// Cache is the replacement policy: lru, gdsf or cgdsf. Default "gdsf".
+	Cache string `toml:"cache"`
+	// MaxObjectKB: files above this size are never cached (sendfile).
+	// Default 500.
+	MaxObjectKB int64 `toml:"max_object_kb"`
+	// ReadTimeout limits reading one request head. Default "10s".
+	ReadTimeout Duration `toml:"read_timeout"`
+	// IdleTimeout closes an idle keep-alive connection. Default "1m0s".
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxConns caps open client connections, handed-off ones included;
+	// idle ones are closed first at it. Default 0: from RLIMIT_NOFILE; -1:
+	// no limit.
+	MaxConns int `toml:"max_conns"`
+	// SendTimeout closes a connection whose client takes no response bytes
+	// this long. Default "1m0s" (node.DefaultWriteTimeout).
+	SendTimeout Duration `toml:"send_timeout"`
+	// AccessLog is a Common Log Format file, "-" for stdout, "" off.
+	AccessLog string `toml:"access_log"`
+	// HandoffSocket is the Unix socket on which a front on this host hands
+	// client connections over (passfd). Default "": off.
+	HandoffSocket string `toml:"handoff_socket"`
+	// Repair opens the repair path's handoff port.
+	Repair NodeRepair `toml:"repair"`
+}
+
+// NodeRepair is a node's side of the repair path.
+type NodeRepair struct {
+	// KeyFile holds the HMAC key shared with the front. Default "".
+	KeyFile string `toml:"key_file"`
+	// Listen is the handoff port, e.g. "10.0.0.11:7070". Default "": off.
+	Listen string `toml:"listen"`
+	// MaxConns bounds the control connections the handoff port holds at
+	// once. Default handoff.DefaultRepairMaxConns.
+	MaxConns int `toml:"max_conns"`
+}
+
+// DefaultNode returns the node configuration with every default filled in.
+// CacheMB is set (a file that says cache_mb = 0 turns the cache off).
+func DefaultNode() NodeServer {
+	return NodeServer{
+		Listen:      "127.0.0.1:8081",
+		CacheMB:     node.DefaultCacheBytes >> 20,
+		Cache:       node.DefaultCachePolicy,
+		MaxObjectKB: node.DefaultMaxObject >> 10,
+		ReadTimeout: Duration{node.DefaultReadTimeout},
+		IdleTimeout: Duration{node.DefaultIdleTimeout},
+		SendTimeout: Duration{node.DefaultWriteTimeout},
+		Repair:      NodeRepair{MaxConns: handoff.DefaultRepairMaxConns},
+	}
+}
+
+// NodeTemplate is a complete node configuration with every default;
+// `shoal node --print-config` prints it (TestNodeTemplateIsDefaults keeps
+// it equal to DefaultNode).
+const NodeTemplate = `# shoal node configuration. Every key but root is optional; shown are the
+# defaults. Flags given on the command line override the file.
+
+root = "/srv/www"              # site root directory (required)
+listen = "127.0.0.1:8081"      # HTTP listen address
+cache_mb = 64                  # memory cache budget in MiB (0: off)
+cache = "gdsf"                 # replacement policy: lru, gdsf or cgdsf
+max_object_kb = 500            # files above this are never cached (sendfile)
+read_timeout = "10s"           # limit for reading one request head
+idle_timeout = "1m0s"          # closes an idle keep-alive connection
+max_conns = 0                  # open connections, handed-off ones included; 0: from RLIMIT_NOFILE, -1: no limit
+send_timeout = "1m0s"          # closes a connection whose client takes no response bytes this long
+access_log = ""                # Common Log Format file, "-" for stdout, "" for none
+handoff_socket = ""            # Unix socket for a front on this host (--path passfd); "" off
+
+[repair]                       # the repair path's handoff port (needs CAP_NET_ADMIN, the VIP on lo)
+key_file = ""                  # HMAC key shared with the front
+listen = ""                    # e.g. "10.0.0.11:7070"; "" off
+max_conns = 16                 # control connections held at once (the oldest unauthenticated one is evicted)
+`
+
+// LoadNode reads and validates a node configuration file; keys the file
+// leaves out take their defaults. All problems are reported, joined.
+func LoadNode(path string) (NodeServer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return NodeServer{}, fmt.Errorf("config: %w", err)
+	}
+	return ParseNode(path, data)
+}
+
+// ParseNode is LoadNode over bytes already read; name is used in errors.
+func ParseNode(name string, data []byte) (NodeServer, error) {
+	n := DefaultNode()
+	md, err := toml.Decode(string(data), &n)
+	if err != nil {
+		return NodeServer{}, decodeError(name, err)
+	}
+	var errs []error
+	bad := func(key []string, msg, fix string) {
+		errs = append(errs, &Error{File: name, Line: lineOf(data, toml.Key(key)), Msg: msg, Fix: fix})
+	}
+	for _, k := range md.Undecoded() {
+		bad(k, fmt.Sprintf("unknown key %q", k.String()), "remove it or correct its spelling (shoal node --print-config shows every key)")
+	}
+	if names := []string{"lru", "gdsf", "cgdsf"}; !slices.Contains(names, n.Cache) {
+		bad([]string{"cache"}, fmt.Sprintf("cache %q is unknown", n.Cache), "use one of "+strings.Join(names, ", "))
+	}
+	if n.CacheMB < 0 || n.MaxObjectKB < 0 {
+		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb %d, max_object_kb %d: sizes cannot be negative", n.CacheMB, n.MaxObjectKB),
+			"use 0 to turn the cache off")
+	}
+	if n.ReadTimeout.Duration <= 0 || n.IdleTimeout.Duration <= 0 || n.SendTimeout.Duration <= 0 {
+		bad([]string{"read_timeout"}, "read_timeout, idle_timeout and send_timeout must be positive", `use durations such as "10s"`)
+	}
+	if n.Repair.MaxConns <= 0 {
+		bad([]string{"repair", "max_conns"}, fmt.Sprintf("repair max_conns %d is not positive", n.Repair.MaxConns), "use a count such as 64")
+	}
+	return n, errors.Join(errs...)
+}
+
+// decodeError turns a TOML decoding error into an Error with its line.
+func decodeError(name string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return &Error{File: name, Line: pe.Position.Line, Msg: pe.Message,
+			Fix: "check the TOML syntax and the value's type (strings in quotes, durations like \"1s\")"}
+	}
+	line := 0
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "toml: line "); ok {
+		fmt.Sscanf(rest, "%d", &line)
+		if _, after, ok := strings.Cut(rest, "): "); ok {
+			msg = after
+		}
+	}
+	return &Error{File: name, Line: line, Msg: msg,
+		Fix: "check the TOML syntax and the value's type (strings in quotes, durations like \"1s\")"}
+}

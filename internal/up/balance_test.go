@@ -1,0 +1,216 @@
+package up
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/internal/cluster"
+	"shoal/internal/loadgen"
+)
+
+// uniformSite writes n files of size bytes each (f000.bin …) under dir and
+// returns their URLs: a workload in which every node is equally able to serve
+// every request, so a fair policy splits it evenly.
+func uniformSite(t *testing.T, dir string, n, size int) []string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for i := range n {
+		name := fmt.Sprintf("f%03d.bin", i)
+		if err := os.WriteFile(filepath.Join(dir, name), bytes.Repeat([]byte{byte('a' + i%26)}, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, "/"+name)
+	}
+	return urls
+}
+
+// nodeRequests reads every node's own request count from its last status
+// report (what the node served, including keep-alive requests the front
+// never saw under passfd), through the admin API when the front is a
+// process of its own (repair).
+func nodeRequests(t *testing.T, c *Cluster) []int64 {
+	t.Helper()
+	var out []int64
+	for _, n := range nodeInfos(t, c) {
+		var r int64
+		if n.Status != nil {
+			r = n.Status.Requests
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// nodeInfos returns the front's view of the nodes, through the admin API
+// when the front is a process of its own (repair).
+func nodeInfos(t *testing.T, c *Cluster) []cluster.NodeInfo {
+	t.Helper()
+	var nodes []cluster.NodeInfo
+	if c.Control != nil {
+		nodes = c.Control.Nodes()
+	} else {
+		req, err := http.NewRequest("GET", c.AdminURL+"/nodes", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&nodes)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
+}
+
+// blind lists the content-blind policies among those tested: they leave a
+// keep-alive connection with its node to its end, so their clients open a
+// connection per request here (otherwise the shares measure how fast each
+// node process happens to be scheduled, not the policy); content-aware
+// ones get keep-alive connections, which nodes hand back after every
+// request.
+var blind = map[string]bool{"lc": true, "wlc": true, "p2c": true}
+
+// checkSpread replays urls uniformly (32 connections, 6000 requests)
+// through c's front and fails if one node served more than 40 %.
+func checkSpread(t *testing.T, c *Cluster, pol, path string, urls []string) {
+	t.Helper()
+	before := nodeRequests(t, c)
+	r, err := loadgen.New(loadgen.Config{URL: strings.TrimSuffix(c.URL, "/"), Workload: loadgen.List(urls),
+		Connections: 32, Requests: 6000, DisableKeepAlive: blind[pol]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK < res.Requests || res.Requests < 6000 {
+		t.Fatalf("%d requests answered, %d ok (want 6000 ok)", res.Requests, res.OK)
+	}
+	// Wait until the nodes' reports include the whole run.
+	var served []int64
+	var total int64
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		served, total = nodeRequests(t, c), 0
+		for i := range served {
+			served[i] -= before[i]
+			total += served[i]
+		}
+		if total >= int64(res.Requests) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%s over %s: per-node requests %v of %d", pol, path, served, total)
+	for i, n := range served {
+		if total > 0 && n*100 > total*40 {
+			t.Errorf("%s over %s: node %d served %d of %d requests (%.1f %%, want at most 40 %%)",
+				pol, path, i, n, total, 100*float64(n)/float64(total))
+		}
+	}
+}
+
+// TestLoadAwareSpreadsUnderPassFD is issue 17's "load on every path": four
+// equal node processes behind a passfd (and a hybrid) front, a uniform
+// workload, and for each load-aware policy no node may serve more than 40 %
+// of the requests. A connection handed to a node must stay counted against
+// it until the node reports its end (hand-back or FIN-HANDOFF); released at
+// the send, every node looks idle and lc, wlc, lard and lardr send
+// everything to node 0.
+func TestLoadAwareSpreadsUnderPassFD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the shoal binary and starts node processes")
+	}
+	if raceEnabled {
+		t.Skip("measures load distribution, which the race detector's slowdown of the front distorts")
+	}
+	exe := shoalBinary(t)
+	dir := t.TempDir()
+	urls := uniformSite(t, filepath.Join(dir, "site"), 256, 4<<10)
+	// Hybrid hands off objects of 100 KiB and more (and relays the rest,
+	// which is relay's balance, not the handoff's): its site has 128 KiB
+	// files, whose sizes the front learns from the nodes' index.
+	bigURLs := uniformSite(t, filepath.Join(dir, "big"), 64, 128<<10)
+	for _, path := range []string{"passfd", "hybrid"} {
+		for _, pol := range []string{"lc", "wlc", "lard", "lardr", "p2c", "chbl"} {
+			if path == "hybrid" && pol != "lc" && pol != "lard" {
+				continue // hybrid's handoffs are passfd's: two policies suffice
+			}
+			t.Run(path+"/"+pol, func(t *testing.T) {
+				logs, err := os.CreateTemp(dir, "nodes-*.log")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer logs.Close()
+				site, us := filepath.Join(dir, "site"), urls
+				if path == "hybrid" {
+					site, us = filepath.Join(dir, "big"), bigURLs
+				}
+				p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 4, Site: site,
+					Policy: pol, HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+					ProcsConfig{Path: path, Exe: exe, Stderr: logs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Close()
+				waitSockets(t, p)
+				if path == "hybrid" {
+					waitSizes(t, p.Cluster, us[0], 128<<10)
+				}
+				checkSpread(t, p.Cluster, pol, path, us)
+				if h := p.Front.Stats().Handoff; path == "hybrid" && h.HybridSize == 0 {
+					t.Errorf("hybrid handed nothing off by size: %+v", h)
+				}
+			})
+		}
+	}
+}
+
+// TestLoadAwareSpreadsUnderRepair is the same check on the repair path
+// (root only: it builds a network-namespace lab); a moved connection stays
+// counted until the node's FIN-HANDOFF.
+func TestLoadAwareSpreadsUnderRepair(t *testing.T) {
+	needLab(t)
+	if raceEnabled {
+		t.Skip("measures load distribution, which the race detector's slowdown distorts")
+	}
+	exe := shoalBinary(t)
+	dir := t.TempDir()
+	urls := uniformSite(t, filepath.Join(dir, "site"), 256, 4<<10)
+	for _, pol := range []string{"lc", "p2c", "lard"} {
+		t.Run(pol, func(t *testing.T) {
+			logs, err := os.CreateTemp(dir, "cluster-*.log")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer logs.Close()
+			r, err := StartRepair(Config{DataDir: filepath.Join(dir, pol), Site: filepath.Join(dir, "site"), Nodes: 4,
+				Policy: pol, HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+				RepairConfig{Exe: exe, Stderr: logs})
+			if err != nil {
+				b, _ := os.ReadFile(logs.Name())
+				t.Fatalf("%v\nlogs:\n%s", err, b)
+			}
+			defer r.Close()
+			checkSpread(t, r.Cluster, pol, "repair", urls)
+		})
+	}
+}
