@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -48,6 +47,11 @@ func runFront(args []string) error {
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
 	sysmonIdle := fs.Bool("sysmon-idle", *def.SysmonIdle, "run Go's monitor thread at SCHED_IDLE so its wake-ups do not preempt the relay (Linux)")
 	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
+	accessLog := fs.String("access-log", def.AccessLog, "access log file, - for stdout (default off)")
+	accessLogFormat := fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", ")+
+		" (common replays with shoal sim and shoal trace; json adds node, policy, path and timings)")
+	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on SIGTERM, how long requests in flight may finish before connections are cut")
+	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -55,8 +59,6 @@ func runFront(args []string) error {
 		fmt.Print(config.FrontTemplate)
 		return nil
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("role", "front")
-
 	fc := def
 	if *cfgFile != "" {
 		var err error
@@ -117,6 +119,23 @@ func runFront(args []string) error {
 	if set["health-interval"] || *cfgFile == "" {
 		fc.Health.Interval.Duration = *health
 	}
+	if set["access-log"] || *cfgFile == "" {
+		fc.AccessLog = *accessLog
+	}
+	if set["access-log-format"] || *cfgFile == "" {
+		fc.AccessLogFormat = *accessLogFormat
+	}
+	if set["shutdown-timeout"] || *cfgFile == "" {
+		fc.ShutdownTimeout.Duration = *shutdownTO
+	}
+	logger, err := logf.logger(os.Stderr, "front", fc.LogLevel, fc.LogFormat)
+	if err != nil {
+		return err
+	}
+	alFormat, err := front.ParseAccessLogFormat(fc.AccessLogFormat)
+	if err != nil {
+		return fmt.Errorf("--access-log-format: %w", err)
+	}
 	if len(fc.Nodes) == 0 {
 		fs.Usage()
 		return errors.New("no nodes: give --nodes or [[node]] entries in --config")
@@ -129,6 +148,13 @@ func runFront(args []string) error {
 		}
 	}
 
+	var accessLogW *front.AccessLog
+	if fc.AccessLog != "" {
+		if accessLogW, err = front.OpenAccessLog(fc.AccessLog, alFormat); err != nil {
+			return err
+		}
+		defer accessLogW.Close() // after the server's Shutdown: the last lines are in
+	}
 	p, err := policy.New(fc.Policy, fc.Tuning.Policy())
 	if err != nil {
 		return err
@@ -187,6 +213,7 @@ func runFront(args []string) error {
 		Choose:        choose,
 		Hybrid:        hybrid,
 		Observer:      observer,
+		AccessLog:     accessLogW,
 		Logger:        logger,
 	})
 	if err != nil {
@@ -240,7 +267,7 @@ func runFront(args []string) error {
 	case s := <-sig:
 		logger.Info("shutting down", "signal", s.String())
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, scancel := context.WithTimeout(context.Background(), fc.ShutdownTimeout.Duration)
 	defer scancel()
 	if adminSrv != nil {
 		adminSrv.Shutdown(sctx)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
-	"time"
 
+	"shoal/internal/config"
 	"shoal/internal/node"
 )
 
@@ -28,6 +29,10 @@ func runNode(args []string) error {
 	readTO := fs.Duration("read-timeout", node.DefaultReadTimeout, "limit for reading one request head")
 	idleTO := fs.Duration("idle-timeout", node.DefaultIdleTimeout, "limit for an idle keep-alive connection")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
+	trusted := fs.String("trusted-fronts", "", "comma-separated addresses or CIDRs of fronts whose X-Forwarded-For names the client in the access log (default: none)")
+	logHealth := fs.Bool("log-health", false, "also log the front's health checks (GET /.shoal/status) in the access log")
+	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on SIGTERM, how long requests in flight may finish before connections are cut")
+	logf := addLogFlags(fs)
 	repair := addRepairNodeFlags(fs)
 	handoffSock := addPassFDNodeFlag(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
@@ -40,16 +45,25 @@ func runNode(args []string) error {
 	if *cacheMB < 0 || *maxKB < 0 {
 		return fmt.Errorf("--cache-mb %d, --max-object-kb %d: sizes cannot be negative (0 turns the cache off)", *cacheMB, *maxKB)
 	}
-	cfg := node.Config{
-		Root:        *root,
-		CacheBytes:  *cacheMB << 20,
-		CachePolicy: *policy,
-		MaxObject:   *maxKB << 10,
-		ReadTimeout: *readTO,
-		IdleTimeout: *idleTO,
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	logger, err := logf.logger(os.Stderr, "node", "", "")
+	if err != nil {
+		return err
 	}
-	var err error
+	fronts, err := parsePrefixes(*trusted)
+	if err != nil {
+		return fmt.Errorf("--trusted-fronts: %w", err)
+	}
+	cfg := node.Config{
+		Root:          *root,
+		CacheBytes:    *cacheMB << 20,
+		CachePolicy:   *policy,
+		MaxObject:     *maxKB << 10,
+		ReadTimeout:   *readTO,
+		IdleTimeout:   *idleTO,
+		Logger:        logger,
+		TrustedFronts: fronts,
+		LogHealth:     *logHealth,
+	}
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
 		return err
 	}
@@ -99,7 +113,7 @@ func runNode(args []string) error {
 	case s := <-sig:
 		cfg.Logger.Info("shutting down", "signal", s.String())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTO)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
@@ -108,4 +122,25 @@ func runNode(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// parsePrefixes reads a comma-separated list of IP addresses and CIDR
+// prefixes ("10.0.0.5,192.168.1.0/24"); an address stands for itself.
+func parsePrefixes(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR prefix", f)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }

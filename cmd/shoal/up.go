@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"shoal/internal/admin"
 	"shoal/internal/config"
+	"shoal/internal/front"
 	"shoal/internal/handoff"
 	"shoal/internal/policy"
 	"shoal/internal/up"
@@ -39,6 +39,11 @@ func runUp(args []string) error {
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
 		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
+	def := config.DefaultFront()
+	accessLog := fs.String("access-log", "", "the front's access log file, - for stdout (default off)")
+	accessLogFormat := fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", "))
+	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
+	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -48,6 +53,23 @@ func runUp(args []string) error {
 	if c.Nodes < 1 || c.CacheMB < 0 {
 		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)
 	}
+	logger, err := logf.logger(os.Stderr, "up", "", "")
+	if err != nil {
+		return err
+	}
+	c.Logger = logger
+	alFormat, err := front.ParseAccessLogFormat(*accessLogFormat)
+	if err != nil {
+		return fmt.Errorf("--access-log-format: %w", err)
+	}
+	if *accessLog != "" {
+		al, err := front.OpenAccessLog(*accessLog, alFormat)
+		if err != nil {
+			return err
+		}
+		defer al.Close() // after shutdown below: the last lines are in
+		c.AccessLog = al
+	}
 	// Signals are caught from here on: one that arrives while the cluster
 	// starts (the repair lab takes seconds) stops it as soon as it is up,
 	// instead of killing this process and leaving children and namespaces.
@@ -55,7 +77,6 @@ func runUp(args []string) error {
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
 	var cl *up.Cluster
-	var err error
 	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }
 	var lab *up.Repair
 	switch *path {
@@ -105,7 +126,7 @@ func runUp(args []string) error {
 		fmt.Fprintf(os.Stderr, "shoal up: %v, stopping\n", s)
 	case runErr = <-cl.Err():
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTO)
 	defer cancel()
 	shutdown(ctx)
 	return runErr

@@ -25,6 +25,7 @@ import (
 
 	"shoal/internal/admin"
 	"shoal/internal/cluster"
+	"shoal/internal/front"
 	"shoal/internal/policy"
 )
 
@@ -68,9 +69,25 @@ type Front struct {
 	Limits Limits `toml:"limits"`
 	// Tuning holds the policies' knobs.
 	Tuning Tuning `toml:"tuning"`
-	// AccessLog is a file for the Common Log Format access log; "-" is
-	// stdout; empty turns it off. Default "".
+	// AccessLog is a file for the front's access log; "-" is stdout;
+	// empty turns it off. Default "".
 	AccessLog string `toml:"access_log"`
+	// AccessLogFormat is "common" (Common Log Format, which `shoal trace`
+	// and `shoal sim` replay), "combined" (plus Referer and User-Agent) or
+	// "json" (plus node, policy, data path and upstream time). Default
+	// "common".
+	AccessLogFormat string `toml:"access_log_format"`
+	// LogLevel is the operational log's threshold: debug, info, warn or
+	// error. Default "info".
+	LogLevel string `toml:"log_level"`
+	// LogFormat is the operational log's encoding on stderr: "text"
+	// (slog's key=value) or "json" (one object per line, for collectors).
+	// Default "text".
+	LogFormat string `toml:"log_format"`
+	// ShutdownTimeout is how long SIGTERM or SIGINT lets requests in
+	// flight finish (a large download included) before the connections
+	// are cut. Default "30s".
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// SysmonIdle runs the Go runtime's monitor thread in SCHED_IDLE
 	// (Linux), so its wake-ups stop preempting the relay: about 10 % less
 	// CPU per small request on one core (see internal/sysmon). Default true.
@@ -160,6 +177,16 @@ func (t Tuning) Policy() policy.Config {
 	}
 }
 
+// DefaultShutdownTimeout is how long a stopping front or node lets
+// requests in flight finish: long enough for a 50 MB download at 2 MB/s.
+const DefaultShutdownTimeout = 30 * time.Second
+
+// LogLevels and LogFormats list what log_level and log_format accept.
+var (
+	LogLevels  = []string{"debug", "info", "warn", "error"}
+	LogFormats = []string{"text", "json"}
+)
+
 // Paths lists the data paths `path` accepts.
 var Paths = []string{"relay", "redirect", "passfd", "hybrid", "repair"}
 
@@ -179,6 +206,12 @@ func (f *Front) fill() {
 	def(&f.Listen, "127.0.0.1:8080")
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
+	def(&f.AccessLogFormat, "common")
+	def(&f.LogLevel, "info")
+	def(&f.LogFormat, "text")
+	if f.ShutdownTimeout.Duration == 0 {
+		f.ShutdownTimeout.Duration = DefaultShutdownTimeout
+	}
 	if f.HandoffUID == nil {
 		own := -1
 		f.HandoffUID = &own
@@ -312,6 +345,18 @@ func (f *Front) validate(name string, data []byte) []error {
 		if n.Weight != nil && *n.Weight < 0 {
 			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is negative", i+1, *n.Weight), "use 0 to drain a node, or a positive weight")
 		}
+	}
+	if _, err := front.ParseAccessLogFormat(f.AccessLogFormat); err != nil {
+		bad([]string{"access_log_format"}, fmt.Sprintf("access_log_format %q is unknown", f.AccessLogFormat), "use one of "+strings.Join(front.AccessLogFormats, ", "))
+	}
+	if !slices.Contains(LogLevels, f.LogLevel) {
+		bad([]string{"log_level"}, fmt.Sprintf("log_level %q is unknown", f.LogLevel), "use one of "+strings.Join(LogLevels, ", "))
+	}
+	if !slices.Contains(LogFormats, f.LogFormat) {
+		bad([]string{"log_format"}, fmt.Sprintf("log_format %q is unknown", f.LogFormat), "use one of "+strings.Join(LogFormats, ", "))
+	}
+	if f.ShutdownTimeout.Duration < 0 {
+		bad([]string{"shutdown_timeout"}, "shutdown_timeout is negative", "use a duration such as \"30s\"")
 	}
 	if f.Health.Rise < 0 || f.Health.Fall < 0 {
 		bad([]string{"health", "rise"}, "rise and fall must be positive", "use small counts such as rise = 2, fall = 3")

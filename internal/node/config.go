@@ -26,6 +26,7 @@ package node
 
 import (
 	"io"
+	"net/netip"
 	"log/slog"
 	"time"
 )
@@ -61,6 +62,16 @@ type Config struct {
 	// the access log off (the default). It is buffered and flushed every
 	// second and on Shutdown.
 	AccessLog io.Writer
+	// TrustedFronts are the addresses whose X-Forwarded-For the access
+	// log believes: a request from one of them is logged with the address
+	// the front appended, not the front's own. Empty (the default) trusts
+	// no one, so a client cannot forge its logged address; `shoal up`
+	// trusts loopback, where its front runs.
+	TrustedFronts []netip.Prefix
+	// LogHealth logs the front's health checks (GET /.shoal/status) in the
+	// access log too. Default false: one line per node per second would
+	// drown the requests.
+	LogHealth bool
 	// Logger receives structured operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// HandoffSocket is reported in the status JSON; empty until connection

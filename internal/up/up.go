@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +66,9 @@ type Config struct {
 	HealthInterval time.Duration
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
+	// AccessLog, when set, is the front's access log (front.AccessLog);
+	// the caller opens and closes it. Default nil: none.
+	AccessLog *front.AccessLog
 }
 
 // DefaultPolicy is the policy `shoal up` uses unless told otherwise:
@@ -158,6 +162,10 @@ type Cluster struct {
 	errc   chan error
 }
 
+// loopbackFronts is what in-process nodes trust for X-Forwarded-For: the
+// front `shoal up` runs on loopback next to them.
+var loopbackFronts = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
 // Start brings the cluster up and returns once every listener is open.
 func Start(cfg Config) (*Cluster, error) {
 	if err := cfg.fill(); err != nil {
@@ -182,7 +190,7 @@ func Start(cfg Config) (*Cluster, error) {
 	var specs []cluster.NodeSpec
 	for i := range cfg.Nodes {
 		n, err := node.New(node.Config{Root: root, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
-			Logger: cfg.Logger.With("node", i)})
+			Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts})
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
@@ -230,6 +238,10 @@ func (c *Cluster) startControl(pol policy.Policy, specs []cluster.NodeSpec) erro
 func (c *Cluster) startFront(fc front.Config) error {
 	c.Metrics = admin.NewMetrics(c.Control, c.Config.Policy)
 	fc.Observer = c.Metrics
+	fc.AccessLog = c.Config.AccessLog
+	if fc.Logger == nil {
+		fc.Logger = c.Config.Logger
+	}
 	var err error
 	c.Front, err = front.New(c.Control, fc)
 	if err != nil {
