@@ -26,8 +26,8 @@ package node
 
 import (
 	"io"
-	"net/netip"
 	"log/slog"
+	"net/netip"
 	"time"
 )
 
