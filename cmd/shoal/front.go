@@ -228,6 +228,7 @@ func runFront(args []string) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	front.LogEvents(ctx, srv, logger, 0)
 	if fc.Health.Interval.Duration > 0 {
 		go cl.Check(ctx, cluster.CheckConfig{Interval: fc.Health.Interval.Duration, Rise: fc.Health.Rise, Fall: fc.Health.Fall})
 	}

@@ -248,6 +248,13 @@ func (c *Cluster) startFront(fc front.Config) error {
 		return err
 	}
 	c.Metrics.WatchFront(c.Front.Stats)
+	evCtx, evCancel := context.WithCancel(context.Background())
+	if prev := c.cancel; prev != nil {
+		c.cancel = func() { evCancel(); prev() }
+	} else {
+		c.cancel = evCancel
+	}
+	front.LogEvents(evCtx, c.Front, c.Config.Logger, 0)
 	fln, err := front.Listen(c.Config.Listen)
 	if err != nil {
 		return fmt.Errorf("front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
