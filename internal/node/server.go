@@ -45,6 +45,7 @@ type Server struct {
 	logBuf *bufio.Writer // nil when the access log is off
 
 	usage usageSampler
+	pub   publishState // two-phase publish (publish.go)
 }
 
 // New checks cfg, scans the site root and builds the cache.

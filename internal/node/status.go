@@ -24,6 +24,9 @@ type Status struct {
 	RSSBytes          int64   `json:"rss_bytes"`
 	Goroutines        int     `json:"goroutines"`
 	HandoffSocket     string  `json:"handoff_socket"`
+	// SiteVersion is the published site version served (0: the tree the
+	// node started with), so an operator can see every node switched.
+	SiteVersion uint64 `json:"site_version"`
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -37,6 +40,7 @@ func (s *Server) Status() Status {
 		RSSBytes:          rssBytes(),
 		Goroutines:        runtime.NumGoroutine(),
 		HandoffSocket:     s.cfg.HandoffSocket,
+		SiteVersion:       s.SiteVersion(),
 	}
 	if s.cache != nil {
 		cs := s.cache.Stats()
