@@ -65,6 +65,8 @@ type Server struct {
 	mux      *http.ServeMux
 	cfg      Config
 	tokenSum [sha256.Size]byte // of cfg.Token, compared in constant time
+	// publisher serves POST /publish once set (publish.go).
+	publisher atomic.Pointer[Publisher]
 }
 
 // New builds a read-only admin API for cl (Config's zero value), exporting
@@ -81,6 +83,7 @@ func NewConfig(cl *cluster.Cluster, m *Metrics, cfg Config) *Server {
 	s.mux.HandleFunc("PUT /nodes/{i}/weight", s.setWeight)
 	s.mux.HandleFunc("GET /tables", s.tables)
 	s.mux.HandleFunc("GET /stats", s.stats)
+	s.mux.HandleFunc("POST /publish", s.publish)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{}))
 	s.routeDashboard()
 	return s

@@ -27,6 +27,7 @@ import (
 	"shoal/internal/front"
 	"shoal/internal/node"
 	"shoal/internal/policy"
+	"shoal/internal/publish"
 	"shoal/internal/site"
 	"shoal/internal/trace"
 )
@@ -155,8 +156,12 @@ type Cluster struct {
 	Front   *front.Server
 	Control *cluster.Cluster
 	Metrics *admin.Metrics
+	// Publisher publishes new versions of the site to the nodes (`shoal
+	// publish`, POST /publish); nil where the nodes cannot take part.
+	Publisher *publish.Coordinator
 
 	nodes  []*node.Server
+	pubdir string // published version trees, removed at Shutdown
 	admin  *http.Server
 	cancel context.CancelFunc
 	errc   chan error
@@ -206,6 +211,15 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 
 	if err := c.startControl(pol, specs); err != nil {
+		return nil, err
+	}
+	if err := c.startPublisher(root, func() []publish.Participant {
+		ps := make([]publish.Participant, len(c.nodes))
+		for i, n := range c.nodes {
+			ps[i] = publish.Local(c.NodeURLs[i], n)
+		}
+		return ps
+	}); err != nil {
 		return nil, err
 	}
 	var fc front.Config
@@ -272,7 +286,11 @@ func (c *Cluster) startFront(fc front.Config) error {
 			return fmt.Errorf("admin: %w (use --admin off or another address)", err)
 		}
 		c.AdminURL = "http://" + aln.Addr().String()
-		c.admin = &http.Server{Handler: admin.NewConfig(c.Control, c.Metrics, acfg), ReadHeaderTimeout: 10 * time.Second}
+		as := admin.NewConfig(c.Control, c.Metrics, acfg)
+		if p := c.Publisher; p != nil {
+			as.SetPublisher(func(ctx context.Context, dir string) (any, error) { return p.Publish(ctx, dir) })
+		}
+		c.admin = &http.Server{Handler: as, ReadHeaderTimeout: 10 * time.Second}
 		go c.watch(func() error { return c.admin.Serve(aln) })
 	}
 	return nil
@@ -337,6 +355,9 @@ func (c *Cluster) Shutdown(ctx context.Context) error {
 	if c.cancel != nil {
 		c.cancel()
 	}
+	if c.pubdir != "" {
+		os.RemoveAll(c.pubdir)
+	}
 	return errors.Join(errs...)
 }
 
@@ -345,4 +366,20 @@ func (c *Cluster) Close() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c.Shutdown(ctx)
+}
+
+// startPublisher sets up publishing for nodes that serve root: version
+// trees go to a folder of this run under DataDir (a restarted `shoal up`
+// serves its --site or sample site again, so old versions are not kept).
+func (c *Cluster) startPublisher(root string, nodes func() []publish.Participant) error {
+	if err := os.MkdirAll(c.Config.DataDir, 0o755); err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	dir, err := os.MkdirTemp(c.Config.DataDir, "published-")
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	c.pubdir = dir
+	c.Publisher, err = publish.New(publish.Config{Versions: dir, Current: root, Nodes: nodes, Logger: c.Config.Logger})
+	return err
 }
