@@ -72,6 +72,13 @@ type Config struct {
 	// access log too. Default false: one line per node per second would
 	// drown the requests.
 	LogHealth bool
+	// PublishToken and PublishDir enable the publish control endpoint
+	// (POST /.shoal/publish/…, publish.go) the front drives a two-phase
+	// publish through: requests must carry PublishToken (the cluster's
+	// admin token) as a bearer token, and version trees must lie inside
+	// PublishDir. Either empty (the default) turns the endpoint off.
+	PublishToken string
+	PublishDir   string
 	// Logger receives structured operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// HandoffSocket is reported in the status JSON; empty until connection

@@ -270,6 +270,9 @@ func (c *conn) handle(now time.Time) bool {
 			closeAfter = true
 		}
 	}
+	if p := req.Path(); len(p) > len(publishPrefix) && bstr(p[:len(publishPrefix)]) == publishPrefix {
+		return c.publishControl(now, closeAfter)
+	}
 	var head bool
 	switch bstr(req.Method) {
 	case "GET":

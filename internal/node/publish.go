@@ -1,10 +1,20 @@
 package node
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
 	"fmt"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"shoal/internal/content"
+	"shoal/internal/httpwire"
 )
 
 // publishState is the node's side of a two-phase publish (internal/publish):
@@ -83,4 +93,102 @@ func (p *publishState) currentVersion() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.current
+}
+
+// publishPrefix is the node's publish control endpoint (the front's
+// internal/publish.Remote calls it): POST publishPrefix+"prepare?version=N&root=PATH",
+// "commit?version=N", "abort?version=N". It exists only with
+// Config.PublishToken and Config.PublishDir set, and answers only requests
+// carrying that token (the cluster's admin token).
+const publishPrefix = "/.shoal/publish/"
+
+// publishControl answers a request under publishPrefix and reports
+// whether the connection stays open.
+func (c *conn) publishControl(now time.Time, closeAfter bool) bool {
+	s := c.s
+	if s.cfg.PublishToken == "" || s.cfg.PublishDir == "" {
+		c.simple(404, "", now, closeAfter, false, "not found")
+		return !closeAfter
+	}
+	if bstr(c.req.Method) != "POST" {
+		c.simple(405, "Allow: POST\r\n", now, closeAfter, false, "publish control takes POST")
+		return !closeAfter
+	}
+	var tok []byte
+	for _, h := range c.req.Headers {
+		if len(h.Name) == 13 && httpwire.EqualFold(h.Name, "authorization") {
+			if v, ok := bytes.CutPrefix(h.Value, []byte("Bearer ")); ok {
+				tok = v
+			}
+		}
+	}
+	want := sha256.Sum256([]byte(s.cfg.PublishToken))
+	got := sha256.Sum256(tok)
+	if subtle.ConstantTimeCompare(want[:], got[:]) != 1 {
+		c.simple(401, "WWW-Authenticate: Bearer realm=\"shoal node\"\r\n", now, true, false, "publish control needs the cluster's admin token")
+		return false
+	}
+	target := string(c.req.Target)
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		c.simple(400, "", now, closeAfter, false, "bad request-target")
+		return !closeAfter
+	}
+	q := u.Query()
+	v, err := strconv.ParseUint(q.Get("version"), 10, 64)
+	if err != nil || v == 0 {
+		c.simple(400, "", now, closeAfter, false, "version must be a positive integer")
+		return !closeAfter
+	}
+	var body []byte
+	switch strings.TrimPrefix(u.Path, publishPrefix) {
+	case "prepare":
+		root := q.Get("root")
+		if err := s.checkPublishRoot(root); err != nil {
+			c.simple(403, "", now, closeAfter, false, err.Error())
+			return !closeAfter
+		}
+		if err := s.PreparePublish(v, root); err != nil {
+			c.simple(409, "", now, closeAfter, false, err.Error())
+			return !closeAfter
+		}
+		body = []byte("{}\n")
+	case "commit":
+		d, err := s.CommitPublish(v)
+		if err != nil {
+			c.simple(409, "", now, closeAfter, false, err.Error())
+			return !closeAfter
+		}
+		body, _ = json.Marshal(d)
+		body = append(body, '\n')
+	case "abort":
+		s.AbortPublish(v)
+		body = []byte("{}\n")
+	default:
+		c.simple(404, "", now, closeAfter, false, "not found")
+		return !closeAfter
+	}
+	c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", body, now, closeAfter, false)
+	return !closeAfter
+}
+
+// checkPublishRoot refuses a version tree outside Config.PublishDir, so the
+// token cannot make the node serve any folder of its host.
+func (s *Server) checkPublishRoot(root string) error {
+	if root == "" || !filepath.IsAbs(root) {
+		return fmt.Errorf("root %q must be an absolute path", root)
+	}
+	dir, err := filepath.EvalSymlinks(s.cfg.PublishDir)
+	if err != nil {
+		return fmt.Errorf("publish folder: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return fmt.Errorf("root %q: %w", root, err)
+	}
+	rel, err := filepath.Rel(dir, real)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("root %q is not inside the publish folder %s", root, s.cfg.PublishDir)
+	}
+	return nil
 }

@@ -1,0 +1,69 @@
+package publish
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"shoal/internal/content"
+)
+
+// Remote is a node in another process (or on another host sharing the
+// versions folder), driven through its publish control endpoint
+// (POST /.shoal/publish/prepare|commit|abort, internal/node) with the
+// cluster's admin token. client nil means http.DefaultClient.
+func Remote(nodeURL, token string, client *http.Client) Participant {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return remote{base: strings.TrimSuffix(nodeURL, "/"), token: token, client: client}
+}
+
+type remote struct {
+	base, token string
+	client      *http.Client
+}
+
+func (r remote) Name() string { return r.base }
+
+func (r remote) call(ctx context.Context, op string, q url.Values, out any) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", r.base+"/.shoal/publish/"+op+"?"+q.Encode(), http.NoBody)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: HTTP %d: %s", op, resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return nil
+}
+
+func (r remote) Prepare(ctx context.Context, v uint64, root string) error {
+	return r.call(ctx, "prepare", url.Values{"version": {strconv.FormatUint(v, 10)}, "root": {root}}, nil)
+}
+
+func (r remote) Commit(ctx context.Context, v uint64) (content.Diff, error) {
+	var d content.Diff
+	err := r.call(ctx, "commit", url.Values{"version": {strconv.FormatUint(v, 10)}}, &d)
+	return d, err
+}
+
+func (r remote) Abort(ctx context.Context, v uint64) error {
+	return r.call(ctx, "abort", url.Values{"version": {strconv.FormatUint(v, 10)}}, nil)
+}
