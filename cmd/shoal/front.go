@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"shoal/internal/config"
 	"shoal/internal/front"
 	"shoal/internal/policy"
+	"shoal/internal/publish"
 	"shoal/internal/sysmon"
 )
 
@@ -51,6 +53,7 @@ func runFront(args []string) error {
 	accessLogFormat := fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", ")+
 		" (common replays with shoal sim and shoal trace; json adds node, policy, path and timings)")
 	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on SIGTERM, how long requests in flight may finish before connections are cut")
+	publishDir := fs.String("publish-dir", def.PublishDir, "folder for site versions published with shoal publish; nodes must see it at the same path (default off)")
 	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -127,6 +130,12 @@ func runFront(args []string) error {
 	}
 	if set["shutdown-timeout"] || *cfgFile == "" {
 		fc.ShutdownTimeout.Duration = *shutdownTO
+	}
+	if set["publish-dir"] || *cfgFile == "" {
+		fc.PublishDir = *publishDir
+	}
+	if fc.PublishDir != "" && (fc.Admin == "" || fc.AdminTokenFile == "" || !filepath.IsAbs(fc.PublishDir)) {
+		return fmt.Errorf("--publish-dir %q: needs an absolute path, --admin and --admin-token-file (nodes take a publish only with the admin token)", fc.PublishDir)
 	}
 	logger, err := logf.logger(os.Stderr, "front", fc.LogLevel, fc.LogFormat)
 	if err != nil {
@@ -239,7 +248,24 @@ func runFront(args []string) error {
 			ln.Close()
 			return fmt.Errorf("admin listen %s: %w", fc.Admin, err)
 		}
-		adminSrv = &http.Server{Handler: admin.NewConfig(cl, metrics, adminCfg), ReadHeaderTimeout: 10 * time.Second}
+		as := admin.NewConfig(cl, metrics, adminCfg)
+		if fc.PublishDir != "" {
+			pub, err := publish.New(publish.Config{Versions: fc.PublishDir, Logger: logger, Nodes: func() []publish.Participant {
+				var ps []publish.Participant
+				for _, b := range cl.Backends() {
+					ps = append(ps, publish.Remote(b.URL, adminCfg.Token, nil))
+				}
+				return ps
+			}})
+			if err != nil {
+				aln.Close()
+				ln.Close()
+				return err
+			}
+			as.SetPublisher(func(ctx context.Context, dir string) (any, error) { return pub.Publish(ctx, dir) })
+			logger.Info("publishing on", "versions", fc.PublishDir)
+		}
+		adminSrv = &http.Server{Handler: as, ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(aln)
 		if adminCfg.Token == "" {
 			logger.Info("admin API, read-only (no --admin-token-file)", "addr", aln.Addr().String())

@@ -8,9 +8,11 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
+	"shoal/internal/admin"
 	"shoal/internal/config"
 	"shoal/internal/node"
 )
@@ -32,6 +34,8 @@ func runNode(args []string) error {
 	trusted := fs.String("trusted-fronts", "", "comma-separated addresses or CIDRs of fronts whose X-Forwarded-For names the client in the access log (default: none)")
 	logHealth := fs.Bool("log-health", false, "also log the front's health checks (GET /.shoal/status) in the access log")
 	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on SIGTERM, how long requests in flight may finish before connections are cut")
+	publishDir := fs.String("publish-dir", "", "accept site versions published by the front from inside this folder (needs --admin-token-file; default off)")
+	tokenFile := fs.String("admin-token-file", "", "the cluster's admin token (the front's admin_token_file), which a publish must carry")
 	logf := addLogFlags(fs)
 	repair := addRepairNodeFlags(fs)
 	handoffSock := addPassFDNodeFlag(fs)
@@ -53,6 +57,15 @@ func runNode(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--trusted-fronts: %w", err)
 	}
+	var publishToken string
+	if *publishDir != "" || *tokenFile != "" {
+		if *publishDir == "" || *tokenFile == "" || !filepath.IsAbs(*publishDir) {
+			return fmt.Errorf("--publish-dir %q, --admin-token-file %q: publishing needs both, the folder as an absolute path", *publishDir, *tokenFile)
+		}
+		if publishToken, err = admin.LoadToken(*tokenFile); err != nil {
+			return err
+		}
+	}
 	cfg := node.Config{
 		Root:          *root,
 		CacheBytes:    *cacheMB << 20,
@@ -63,6 +76,8 @@ func runNode(args []string) error {
 		Logger:        logger,
 		TrustedFronts: fronts,
 		LogHealth:     *logHealth,
+		PublishToken:  publishToken,
+		PublishDir:    *publishDir,
 	}
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
 		return err

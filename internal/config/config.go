@@ -88,6 +88,12 @@ type Front struct {
 	// flight finish (a large download included) before the connections
 	// are cut. Default "30s".
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// PublishDir is the folder `shoal publish` (POST /publish) writes
+	// site versions to; every node must see it at the same path (one
+	// host, or a shared filesystem) and run with --publish-dir at or
+	// above it and the admin token. Empty (the default) turns publishing
+	// off. Needs admin_token_file.
+	PublishDir string `toml:"publish_dir"`
 	// SysmonIdle runs the Go runtime's monitor thread in SCHED_IDLE
 	// (Linux), so its wake-ups stop preempting the relay: about 10 % less
 	// CPU per small request on one core (see internal/sysmon). Default true.
@@ -354,6 +360,12 @@ func (f *Front) validate(name string, data []byte) []error {
 	}
 	if !slices.Contains(LogFormats, f.LogFormat) {
 		bad([]string{"log_format"}, fmt.Sprintf("log_format %q is unknown", f.LogFormat), "use one of "+strings.Join(LogFormats, ", "))
+	}
+	if f.PublishDir != "" && !strings.HasPrefix(f.PublishDir, "/") {
+		bad([]string{"publish_dir"}, fmt.Sprintf("publish_dir %q is not an absolute path", f.PublishDir), "write the folder from / such as \"/srv/shoal/versions\"")
+	}
+	if f.PublishDir != "" && f.AdminTokenFile == "" {
+		bad([]string{"publish_dir"}, "publish_dir needs admin_token_file: the nodes take a publish only with the admin token", "set admin_token_file, or remove publish_dir")
 	}
 	if f.ShutdownTimeout.Duration < 0 {
 		bad([]string{"shutdown_timeout"}, "shutdown_timeout is negative", "use a duration such as \"30s\"")

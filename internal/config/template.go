@@ -18,6 +18,7 @@ access_log_format = "common"   # common (replays with shoal sim/trace), combined
 log_level = "info"             # operational log on stderr: debug, info, warn or error
 log_format = "text"            # text or json
 shutdown_timeout = "30s"       # SIGTERM lets requests in flight finish this long (large downloads too)
+publish_dir = ""               # site versions for shoal publish; nodes must see it at the same path ("": off)
 sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
 handoff_dir = ""               # passfd/hybrid: node handoff sockets must be in this folder ("": $TMPDIR or /tmp)
 handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1: the front's own uid)

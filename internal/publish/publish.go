@@ -75,9 +75,10 @@ type Config struct {
 	Timeout time.Duration
 	// Nodes returns the participants of a publish, read at its start.
 	Nodes func() []Participant
-	// OnCommit, when set, is told what changed after every node switched
-	// (the front's tables).
-	OnCommit func(v uint64, d content.Diff)
+	// OnCommit, when set, is told the new version's tree and what changed
+	// once every node switched (the front's own tables, such as the file
+	// sizes the hybrid path reads).
+	OnCommit func(v uint64, root string, d content.Diff)
 	// Logger receives one line per publish. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -113,7 +114,13 @@ type Coordinator struct {
 	mu      sync.Mutex
 	version uint64
 	current string
+	ours    bool // current is one of our version trees (may be hard-linked from)
 }
+
+// CurrentLink is the symlink in the versions folder that names the version
+// last published: start a node with --root VERSIONS/current and it comes
+// back after a restart serving the site as last published.
+const CurrentLink = "current"
 
 // New checks cfg, creates the versions folder and continues numbering after
 // the highest version already in it.
@@ -144,6 +151,9 @@ func New(cfg Config) (*Coordinator, error) {
 	c := &Coordinator{cfg: cfg, current: cfg.Current}
 	for _, v := range c.versions() {
 		c.version = max(c.version, v)
+	}
+	if t, err := filepath.EvalSymlinks(filepath.Join(abs, CurrentLink)); err == nil && c.current == "" {
+		c.current, c.ours = t, true
 	}
 	return c, nil
 }
@@ -195,7 +205,7 @@ func (c *Coordinator) Publish(ctx context.Context, dir string) (Result, error) {
 	// started with may be the operator's working folder, where a file
 	// truncated and rewritten in place would change a linked version.
 	prev := c.current
-	st, err := snapshot(dir, res.Root, prev, c.version > 0)
+	st, err := snapshot(dir, res.Root, prev, c.ours)
 	if err != nil {
 		return Result{}, fmt.Errorf("publish: %w", err)
 	}
@@ -224,14 +234,15 @@ func (c *Coordinator) Publish(ctx context.Context, dir string) (Result, error) {
 	})
 	res.Switch = time.Since(t2)
 	// The version is served by (at least some) nodes now: it is current.
-	c.version, c.current = v, res.Root
+	c.version, c.current, c.ours = v, res.Root, true
+	c.pointCurrent(v)
 	d := diffs[0]
 	res.Added, res.Changed, res.Removed = d.Added, d.Changed, d.Removed
 	if err := errors.Join(errs...); err != nil {
 		return res, fmt.Errorf("publish version %d: commit failed on some nodes (they serve the previous version until restarted or published again): %w", v, err)
 	}
 	if c.cfg.OnCommit != nil {
-		c.cfg.OnCommit(v, d)
+		c.cfg.OnCommit(v, res.Root, d)
 	}
 	c.prune()
 	c.cfg.Logger.Info("site published", "version", v, "root", res.Root, "nodes", len(nodes),
@@ -239,6 +250,20 @@ func (c *Coordinator) Publish(ctx context.Context, dir string) (Result, error) {
 		"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed),
 		"prepare", res.Prepare, "switch", res.Switch)
 	return res, nil
+}
+
+// pointCurrent makes CurrentLink name version v (a new link renamed over
+// the old one, so it always names a whole version).
+func (c *Coordinator) pointCurrent(v uint64) {
+	tmp := filepath.Join(c.cfg.Versions, CurrentLink+".tmp")
+	os.Remove(tmp)
+	if err := os.Symlink(versionDir(v), tmp); err != nil {
+		c.cfg.Logger.Warn("publish: cannot link the current version", "err", err)
+		return
+	}
+	if err := os.Rename(tmp, filepath.Join(c.cfg.Versions, CurrentLink)); err != nil {
+		c.cfg.Logger.Warn("publish: cannot link the current version", "err", err)
+	}
 }
 
 // prune removes version trees beyond Keep, oldest first.

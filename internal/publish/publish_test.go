@@ -178,12 +178,20 @@ func TestPrune(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if !slices.Equal(names, []string{"v000003", "v000004"}) {
+	if !slices.Equal(names, []string{"current", "v000003", "v000004"}) {
 		t.Fatalf("versions kept: %v", names)
 	}
 	c2, err := New(Config{Versions: versions, Nodes: nodes})
 	if err != nil || c2.Version() != 4 {
 		t.Fatalf("restarted coordinator at version %d (%v), want 4", c2.Version(), err)
+	}
+	// It links unchanged files from the version "current" names.
+	res, err := c2.Publish(context.Background(), site)
+	if err != nil || res.Linked != 1 || res.Version != 5 {
+		t.Fatalf("publish after restart: %+v %v", res, err)
+	}
+	if target, _ := os.Readlink(filepath.Join(versions, "current")); target != "v000005" {
+		t.Fatalf("current -> %q", target)
 	}
 }
 

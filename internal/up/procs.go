@@ -13,10 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/admin"
 	"shoal/internal/cluster"
 	"shoal/internal/content"
 	"shoal/internal/front"
 	"shoal/internal/policy"
+	"shoal/internal/publish"
 )
 
 // ProcsConfig selects the multi-process mode of StartProcs.
@@ -88,15 +90,19 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		}
 	}()
 
+	pubArgs, err := p.publishArgs()
+	if err != nil {
+		return nil, err
+	}
 	var specs []cluster.NodeSpec
 	for i := range cfg.Nodes {
 		addr, err := freePort()
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
-		cmd := exec.Command(pc.Exe, "node", "--root", root, "--listen", addr,
+		cmd := exec.Command(pc.Exe, append([]string{"node", "--root", root, "--listen", addr,
 			"--handoff-socket", filepath.Join(dir, "node"+strconv.Itoa(i)+".sock"),
-			"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache)
+			"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache}, pubArgs...)...)
 		if err := p.spawn(fmt.Sprintf("node %d", i), cmd, pc.Stderr); err != nil {
 			return nil, err
 		}
@@ -116,9 +122,9 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	}
 
 	fc := front.Config{Path: front.PassFD(front.PassFDConfig{HandoffDir: dir})}
+	var st *content.Store // hybrid's table of sizes, republished with the site
 	if pc.Path == "hybrid" {
-		st, err := content.Open(root)
-		if err != nil {
+		if st, err = content.Open(root); err != nil {
 			return nil, err
 		}
 		fc.Path = front.Relay()
@@ -128,6 +134,11 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 				return e.Size
 			}
 			return -1
+		}
+	}
+	if pubArgs != nil {
+		if err := p.startRemotePublisher(root, st); err != nil {
+			return nil, err
 		}
 	}
 	if err := c.startFront(fc); err != nil {
@@ -232,4 +243,47 @@ func waitListening(addr string, limit time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// publishArgs prepares publishing to node processes — the versions folder
+// and the admin token they check — and returns the node flags that enable
+// it; nil with the admin API off (no token, no `shoal publish`).
+func (p *Procs) publishArgs() ([]string, error) {
+	if p.Config.Admin == "off" {
+		return nil, nil
+	}
+	dir, err := p.publishDir()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := admin.LoadOrCreateToken(p.Config.AdminTokenFile); err != nil {
+		return nil, err
+	}
+	return []string{"--publish-dir", dir, "--admin-token-file", p.Config.AdminTokenFile}, nil
+}
+
+// startRemotePublisher drives the node processes through their publish
+// endpoint; sizes, when not nil, is the front's hybrid size table, moved to
+// each new version once the nodes switched.
+func (p *Procs) startRemotePublisher(root string, sizes *content.Store) error {
+	tok, err := admin.LoadOrCreateToken(p.Config.AdminTokenFile)
+	if err != nil {
+		return err
+	}
+	urls := p.NodeURLs
+	c, err := publish.New(publish.Config{Versions: p.pubdir, Current: root, Logger: p.Config.Logger,
+		Nodes: func() []publish.Participant {
+			ps := make([]publish.Participant, len(urls))
+			for i, u := range urls {
+				ps[i] = publish.Remote(u, tok, nil)
+			}
+			return ps
+		},
+		OnCommit: func(_ uint64, root string, _ content.Diff) {
+			if sizes != nil {
+				sizes.Publish(root)
+			}
+		}})
+	p.Publisher = c
+	return err
 }

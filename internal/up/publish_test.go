@@ -118,3 +118,45 @@ func TestPublishUnderLoad(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 }
+
+// TestProcsPublish publishes to node processes (the passfd path of `shoal
+// up`), which take the version through their publish endpoint with the
+// admin token: afterwards every node process serves the new file.
+func TestProcsPublish(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the shoal binary")
+	}
+	exe := shoalBinary(t)
+	dataDir, siteDir, next := t.TempDir(), t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(siteDir, "a.html"), []byte("one"), 0o644)
+	os.WriteFile(filepath.Join(next, "a.html"), []byte("two"), 0o644)
+	os.WriteFile(filepath.Join(next, "b.html"), []byte("new"), 0o644)
+	logs, _ := os.CreateTemp(dataDir, "nodes.log")
+	defer logs.Close()
+	p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", DataDir: dataDir, Nodes: 2, Site: siteDir},
+		ProcsConfig{Path: "hybrid", Exe: exe, Stderr: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	res, err := p.Publisher.Publish(context.Background(), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range p.NodeURLs {
+		for path, want := range map[string]string{"/a.html": "two", "/b.html": "new"} {
+			resp, err := http.Get(u + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != want {
+				t.Errorf("node %s %s: %d %q, want %q", u, path, resp.StatusCode, b, want)
+			}
+		}
+	}
+	if res.Nodes != 2 || len(res.Added) != 1 {
+		t.Errorf("result %+v", res)
+	}
+}

@@ -372,14 +372,26 @@ func (c *Cluster) Close() {
 // trees go to a folder of this run under DataDir (a restarted `shoal up`
 // serves its --site or sample site again, so old versions are not kept).
 func (c *Cluster) startPublisher(root string, nodes func() []publish.Participant) error {
+	dir, err := c.publishDir()
+	if err != nil {
+		return err
+	}
+	c.Publisher, err = publish.New(publish.Config{Versions: dir, Current: root, Nodes: nodes, Logger: c.Config.Logger})
+	return err
+}
+
+// publishDir makes (once) the folder of this run's published versions.
+func (c *Cluster) publishDir() (string, error) {
+	if c.pubdir != "" {
+		return c.pubdir, nil
+	}
 	if err := os.MkdirAll(c.Config.DataDir, 0o755); err != nil {
-		return fmt.Errorf("publish: %w", err)
+		return "", fmt.Errorf("publish: %w", err)
 	}
 	dir, err := os.MkdirTemp(c.Config.DataDir, "published-")
 	if err != nil {
-		return fmt.Errorf("publish: %w", err)
+		return "", fmt.Errorf("publish: %w", err)
 	}
 	c.pubdir = dir
-	c.Publisher, err = publish.New(publish.Config{Versions: dir, Current: root, Nodes: nodes, Logger: c.Config.Logger})
-	return err
+	return dir, nil
 }
