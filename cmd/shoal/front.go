@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -137,7 +138,8 @@ func runFront(args []string) error {
 	if fc.PublishDir != "" && (fc.Admin == "" || fc.AdminTokenFile == "" || !filepath.IsAbs(fc.PublishDir)) {
 		return fmt.Errorf("--publish-dir %q: needs an absolute path, --admin and --admin-token-file (nodes take a publish only with the admin token)", fc.PublishDir)
 	}
-	logger, err := logf.logger(os.Stderr, "front", fc.LogLevel, fc.LogFormat)
+	level := new(slog.LevelVar)
+	logger, err := logf.loggerVar(os.Stderr, "front", fc.LogLevel, fc.LogFormat, level)
 	if err != nil {
 		return err
 	}
@@ -175,7 +177,8 @@ func runFront(args []string) error {
 			specs[i].Weight = *n.Weight
 		}
 	}
-	cl, err := cluster.New(p, specs, cluster.Options{})
+	sw := policy.NewSwitch(p) // SIGHUP may replace the policy (reload.go)
+	cl, err := cluster.New(sw, specs, cluster.Options{})
 	if err != nil {
 		return err
 	}
@@ -212,24 +215,30 @@ func runFront(args []string) error {
 		metrics = admin.NewMetrics(cl, fc.Policy)
 		observer = metrics
 	}
-	srv, err := front.New(cl, front.Config{
-		MaxHeadBytes:  fc.Limits.MaxHeaderBytes,
-		HeaderTimeout: fc.Limits.HeaderTimeout.Duration,
-		IdleTimeout:   fc.Limits.IdleTimeout.Duration,
-		MaxConn:       fc.Limits.MaxConnPerNode,
-		QueueTimeout:  fc.Limits.QueueTimeout.Duration,
-		Path:          dp,
-		Choose:        choose,
-		Hybrid:        hybrid,
-		Observer:      observer,
-		AccessLog:     accessLogW,
-		Logger:        logger,
-	})
+	mk := func(fc config.Front) (*front.Server, error) {
+		return front.New(cl, front.Config{
+			MaxHeadBytes:  fc.Limits.MaxHeaderBytes,
+			HeaderTimeout: fc.Limits.HeaderTimeout.Duration,
+			IdleTimeout:   fc.Limits.IdleTimeout.Duration,
+			MaxConn:       fc.Limits.MaxConnPerNode,
+			QueueTimeout:  fc.Limits.QueueTimeout.Duration,
+			Path:          dp,
+			Choose:        choose,
+			Hybrid:        hybrid,
+			Observer:      observer,
+			AccessLog:     accessLogW,
+			Logger:        logger,
+		})
+	}
+	srv, err := mk(fc)
 	if err != nil {
 		return err
 	}
+	rt := &frontRuntime{cfgFile: *cfgFile, fc: fc, cl: cl, sw: sw, mk: mk, level: level, log: logger, access: accessLogW, errc: make(chan error, 4)}
+	rt.cur.Store(srv)
+	stats := func() front.Stats { return rt.cur.Load().Stats() }
 	if metrics != nil {
-		metrics.WatchFront(srv.Stats)
+		metrics.WatchFront(stats)
 	}
 	ln, err := front.Listen(fc.Listen) // TCP_DEFER_ACCEPT, no keep-alive probes (listen.go)
 	if err != nil {
@@ -237,10 +246,14 @@ func runFront(args []string) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	front.LogEvents(ctx, srv, logger, 0)
-	if fc.Health.Interval.Duration > 0 {
-		go cl.Check(ctx, cluster.CheckConfig{Interval: fc.Health.Interval.Duration, Rise: fc.Health.Rise, Fall: fc.Health.Fall})
-	}
+	front.LogEvents(ctx, cl, stats, logger, 0)
+	rt.ln = ln
+	rt.startHealth()
+	defer func() {
+		if rt.healthStop != nil {
+			rt.healthStop()
+		}
+	}()
 	var adminSrv *http.Server
 	if fc.Admin != "" {
 		aln, err := net.Listen("tcp", fc.Admin)
@@ -283,26 +296,32 @@ func runFront(args []string) error {
 	}
 	logger.Info("serving", "addr", ln.Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes))
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go rt.serve(srv, ln)
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	select {
-	case err := <-errc:
-		return err
-	case s := <-sig:
-		logger.Info("shutting down", "signal", s.String())
+wait:
+	for {
+		select {
+		case err := <-rt.errc:
+			return err
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				if err := rt.reload(); err != nil {
+					logger.Error("reload refused, nothing changed", "file", rt.cfgFile, "err", err)
+				}
+				continue
+			}
+			logger.Info("shutting down", "signal", s.String(), "timeout", rt.fc.ShutdownTimeout.Duration)
+			break wait
+		}
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), fc.ShutdownTimeout.Duration)
+	sctx, scancel := context.WithTimeout(context.Background(), rt.fc.ShutdownTimeout.Duration)
 	defer scancel()
 	if adminSrv != nil {
 		adminSrv.Shutdown(sctx)
 	}
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	if err := <-errc; err != nil && !errors.Is(err, front.ErrServerClosed) {
+	if err := rt.cur.Load().Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return nil

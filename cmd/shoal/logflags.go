@@ -39,6 +39,11 @@ func (l *logFlags) set(name string) bool {
 // logger builds the role's logger on w from the flags; level and format
 // from a configuration file are used unless the flags were given.
 func (l *logFlags) logger(w io.Writer, role, cfgLevel, cfgFormat string) (*slog.Logger, error) {
+	return l.loggerVar(w, role, cfgLevel, cfgFormat, nil)
+}
+
+// loggerVar is logger with its threshold held in lv, which a reload sets.
+func (l *logFlags) loggerVar(w io.Writer, role, cfgLevel, cfgFormat string, lv *slog.LevelVar) (*slog.Logger, error) {
 	level, format := *l.level, *l.format
 	if cfgLevel != "" && !l.set("log-level") {
 		level = cfgLevel
@@ -46,16 +51,21 @@ func (l *logFlags) logger(w io.Writer, role, cfgLevel, cfgFormat string) (*slog.
 	if cfgFormat != "" && !l.set("log-format") {
 		format = cfgFormat
 	}
-	return newLogger(w, role, level, format)
+	return newLogger(w, role, level, format, lv)
 }
 
 // newLogger returns a slog.Logger writing level and above to w as text or
-// JSON, every record carrying role=ROLE.
-func newLogger(w io.Writer, role, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if !slices.Contains(config.LogLevels, level) || lv.UnmarshalText([]byte(level)) != nil {
-		return nil, fmt.Errorf("--log-level %q: want one of %s", level, strings.Join(config.LogLevels, ", "))
+// JSON, every record carrying role=ROLE. With lv the threshold lives there
+// (set to level), so it can change later.
+func newLogger(w io.Writer, role, level, format string, lv *slog.LevelVar) (*slog.Logger, error) {
+	l, err := parseLevel(level)
+	if err != nil {
+		return nil, err
 	}
+	if lv == nil {
+		lv = new(slog.LevelVar)
+	}
+	lv.Set(l)
 	opts := &slog.HandlerOptions{Level: lv}
 	var h slog.Handler
 	switch format {
@@ -67,4 +77,13 @@ func newLogger(w io.Writer, role, level, format string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-format %q: want one of %s", format, strings.Join(config.LogFormats, ", "))
 	}
 	return slog.New(h).With("role", role), nil
+}
+
+// parseLevel maps a log_level value to its slog.Level.
+func parseLevel(level string) (slog.Level, error) {
+	var lv slog.Level
+	if !slices.Contains(config.LogLevels, level) || lv.UnmarshalText([]byte(level)) != nil {
+		return 0, fmt.Errorf("--log-level %q: want one of %s", level, strings.Join(config.LogLevels, ", "))
+	}
+	return lv, nil
 }

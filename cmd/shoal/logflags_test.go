@@ -23,7 +23,7 @@ func TestNewLogger(t *testing.T) {
 		{"info", "yaml", "", "text, json"},
 	} {
 		var buf bytes.Buffer
-		log, err := newLogger(&buf, "front", tc.level, tc.format)
+		log, err := newLogger(&buf, "front", tc.level, tc.format, nil)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s/%s: error %v, want one naming %q", tc.level, tc.format, err, tc.err)

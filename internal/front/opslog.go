@@ -18,15 +18,16 @@ const DefaultEventPeriod = 10 * time.Second
 // pick that had to ignore health (panic mode) at most once per period, and
 // every period one line with the requests retried, handed off in vain
 // (fallbacks to relay) or refused by a full or slow queue — counts, never a
-// line per request, so a bad minute cannot flood the log. The counters are
-// first read before LogEvents returns; the summaries stop when ctx ends.
-// every <= 0 means DefaultEventPeriod.
-func LogEvents(ctx context.Context, s *Server, log *slog.Logger, every time.Duration) {
+// line per request, so a bad minute cannot flood the log. stats reads the
+// front's counters (Server.Stats, or the current server's after a reload);
+// they are first read before LogEvents returns, and the summaries stop when
+// ctx ends. every <= 0 means DefaultEventPeriod.
+func LogEvents(ctx context.Context, cl *cluster.Cluster, stats func() Stats, log *slog.Logger, every time.Duration) {
 	if every <= 0 {
 		every = DefaultEventPeriod
 	}
 	var lastPanic atomic.Int64
-	s.cl.OnChange(func(e cluster.Event) {
+	cl.OnChange(func(e cluster.Event) {
 		switch e.Kind {
 		case "up":
 			log.Info("node up", "node", e.Node)
@@ -46,11 +47,11 @@ func LogEvents(ctx context.Context, s *Server, log *slog.Logger, every time.Dura
 			}
 		}
 	})
-	prev := s.Stats()
-	go summarize(ctx, s, log, every, prev)
+	prev := stats()
+	go summarize(ctx, stats, log, every, prev)
 }
 
-func summarize(ctx context.Context, s *Server, log *slog.Logger, every time.Duration, prev Stats) {
+func summarize(ctx context.Context, stats func() Stats, log *slog.Logger, every time.Duration, prev Stats) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -59,7 +60,7 @@ func summarize(ctx context.Context, s *Server, log *slog.Logger, every time.Dura
 			return
 		case <-t.C:
 		}
-		cur := s.Stats()
+		cur := stats()
 		if attrs := eventDeltas(prev, cur); len(attrs) > 0 {
 			log.Warn("requests in trouble in the last period", append(attrs, slog.Duration("period", every))...)
 		}

@@ -20,7 +20,7 @@ func TestLogEvents(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	LogEvents(ctx, s, log, 50*time.Millisecond)
+	LogEvents(ctx, cl, s.Stats, log, 50*time.Millisecond)
 	c := dialFront(t, addr)
 	for range 6 { // the first meets the dead node 0, is retried on node 1
 		c.do(get("/x"))

@@ -268,7 +268,7 @@ func (c *Cluster) startFront(fc front.Config) error {
 	} else {
 		c.cancel = evCancel
 	}
-	front.LogEvents(evCtx, c.Front, c.Config.Logger, 0)
+	front.LogEvents(evCtx, c.Control, c.Front.Stats, c.Config.Logger, 0)
 	fln, err := front.Listen(c.Config.Listen)
 	if err != nil {
 		return fmt.Errorf("front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
