@@ -75,3 +75,54 @@ func TestShutdownLetsDownloadsFinish(t *testing.T) {
 		t.Logf("--shutdown-timeout %s: %d MB of 50 received", tc.timeout, got>>20)
 	}
 }
+
+// TestUpHUPRepublishes edits the --site folder of a running `shoal up` and
+// sends SIGHUP: the edit is then served (it used to kill the process).
+func TestUpHUPRepublishes(t *testing.T) {
+	site := t.TempDir()
+	os.WriteFile(filepath.Join(site, "a.html"), []byte("before"), 0o644)
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "up", "--site", site, "--nodes", "2", "--admin", "off",
+		"--listen", "127.0.0.1:0", "--data", t.TempDir())
+	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
+	out, _ := cmd.StdoutPipe()
+	var stderr lockedBuf
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.Contains(line, "open http://") {
+		t.Fatalf("shoal up said %q (%v)", line, err)
+	}
+	url := strings.TrimSpace(line[strings.Index(line, "http://"):]) + "a.html"
+	go io.Copy(io.Discard, out)
+	body := func() string {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if got := body(); got != "before" {
+		t.Fatalf("before: %q", got)
+	}
+	os.WriteFile(filepath.Join(site, "a.html"), []byte("after, longer"), 0o644)
+	cmd.Process.Signal(syscall.SIGHUP)
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "site published again"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no republish; stderr:\n%s", stderr.String())
+		}
+	}
+	for range 4 { // every node
+		if got := body(); got != "after, longer" {
+			t.Fatalf("after SIGHUP: %q", got)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}

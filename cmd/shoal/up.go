@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -74,7 +75,7 @@ func runUp(args []string) error {
 	// starts (the repair lab takes seconds) stops it as soon as it is up,
 	// instead of killing this process and leaving children and namespaces.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	var cl *up.Cluster
 	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }
@@ -121,13 +122,44 @@ func runUp(args []string) error {
 	fmt.Printf("  Ctrl-C stops it.\n")
 
 	var runErr error
-	select {
-	case s := <-sig:
-		fmt.Fprintf(os.Stderr, "shoal up: %v, stopping\n", s)
-	case runErr = <-cl.Err():
+wait:
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				reloadUp(cl, c.AccessLog, logger)
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "shoal up: %v, stopping\n", s)
+			break wait
+		case runErr = <-cl.Err():
+			break wait
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTO)
 	defer cancel()
 	shutdown(ctx)
 	return runErr
+}
+
+// reloadUp is `shoal up`'s SIGHUP: it reopens the access log (logrotate)
+// and publishes the site folder again, so edits made in place reach every
+// node together (docs/publish.md).
+func reloadUp(cl *up.Cluster, al *front.AccessLog, log *slog.Logger) {
+	if al != nil {
+		if err := al.Reopen(); err != nil {
+			log.Error("access log reopen", "err", err)
+		}
+	}
+	if cl.Publisher == nil {
+		log.Warn("SIGHUP: this data path cannot publish; restart shoal up to serve an edited site")
+		return
+	}
+	res, err := cl.Publisher.Publish(context.Background(), cl.SiteRoot)
+	if err != nil {
+		log.Error("SIGHUP: publishing the site again failed; the nodes serve the previous version", "site", cl.SiteRoot, "err", err)
+		return
+	}
+	log.Info("SIGHUP: site published again", "site", cl.SiteRoot, "version", res.Version,
+		"added", len(res.Added), "changed", len(res.Changed), "removed", len(res.Removed))
 }

@@ -150,6 +150,9 @@ type Cluster struct {
 	NodeURLs []string
 	// SiteInfo describes the site being served, for the status line.
 	SiteInfo string
+	// SiteRoot is the folder the site was served from at start (--site,
+	// or the generated one): what SIGHUP publishes again.
+	SiteRoot string
 	// Config is the configuration with defaults filled in.
 	Config Config
 
@@ -184,7 +187,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Config: cfg, SiteInfo: info, errc: make(chan error, cfg.Nodes+2)}
+	c := &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, errc: make(chan error, cfg.Nodes+2)}
 	ok := false
 	defer func() {
 		if !ok {
