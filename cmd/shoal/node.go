@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"shoal/internal/admin"
 	"shoal/internal/config"
 	"shoal/internal/node"
+	"shoal/internal/publish"
 )
 
 func init() {
@@ -36,6 +38,7 @@ func runNode(args []string) error {
 	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on SIGTERM, how long requests in flight may finish before connections are cut")
 	publishDir := fs.String("publish-dir", "", "accept site versions published by the front from inside this folder (needs --admin-token-file; default off)")
 	tokenFile := fs.String("admin-token-file", "", "the cluster's admin token (the front's admin_token_file), which a publish must carry")
+	watch := fs.Bool("watch", false, "serve changes to --root as they happen (rescan once it is quiet for 500 ms); for a single node — a cluster publishes with shoal publish")
 	logf := addLogFlags(fs)
 	repair := addRepairNodeFlags(fs)
 	handoffSock := addPassFDNodeFlag(fs)
@@ -120,13 +123,39 @@ func runNode(args []string) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	select {
-	case err := <-errc:
-		return err
-	case s := <-sig:
-		cfg.Logger.Info("shutting down", "signal", s.String())
+	if *watch {
+		wctx, wcancel := context.WithCancel(context.Background())
+		defer wcancel()
+		go func() {
+			err := publish.Watch(wctx, *root, 500*time.Millisecond, func() {
+				if _, err := srv.Rescan(); err != nil {
+					cfg.Logger.Error("rescan after a change", "err", err)
+				}
+			})
+			if err != nil {
+				cfg.Logger.Error("--watch stopped", "err", err)
+			}
+		}()
+	}
+wait:
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				// Rescan --root (a "current" symlink is followed again)
+				// and reopen nothing else: the access log file is kept.
+				if _, err := srv.Rescan(); err != nil {
+					cfg.Logger.Error("SIGHUP: rescan failed; the previous tree is still served", "err", err)
+				}
+				continue
+			}
+			cfg.Logger.Info("shutting down", "signal", s.String())
+			break wait
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTO)
 	defer cancel()

@@ -62,17 +62,41 @@ func (s *Server) CommitPublish(v uint64) (content.Diff, error) {
 		return content.Diff{}, fmt.Errorf("node: %w", err)
 	}
 	p.staged, p.version, p.current = nil, 0, v
-	if s.cache != nil {
-		for _, u := range d.Changed {
-			s.cache.Remove(u)
-		}
-		for _, u := range d.Removed {
-			s.cache.Remove(u)
-		}
-	}
+	s.invalidate(d)
 	s.cfg.Logger.Info("site version switched", "version", v, "root", s.store.Root(),
 		"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed))
 	return d, nil
+}
+
+// Rescan reads the node's own root (Config.Root, its symlinks resolved
+// again) and serves it at once, dropping changed objects from the cache:
+// for a single node, `shoal node --watch` and SIGHUP. A cluster publishes
+// with the two phases instead, so that its nodes switch together.
+func (s *Server) Rescan() (content.Diff, error) {
+	p := &s.pub
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d, err := s.store.Publish(s.cfg.Root)
+	if err != nil {
+		return content.Diff{}, fmt.Errorf("node: %w", err)
+	}
+	s.invalidate(d)
+	s.cfg.Logger.Info("site rescanned", "root", s.store.Root(),
+		"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed))
+	return d, nil
+}
+
+// invalidate drops changed and removed URLs from the memory cache.
+func (s *Server) invalidate(d content.Diff) {
+	if s.cache == nil {
+		return
+	}
+	for _, u := range d.Changed {
+		s.cache.Remove(u)
+	}
+	for _, u := range d.Removed {
+		s.cache.Remove(u)
+	}
 }
 
 // AbortPublish forgets the prepared version v, if it is the one prepared.
