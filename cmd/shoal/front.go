@@ -18,6 +18,7 @@ import (
 	"shoal/internal/admin"
 	"shoal/internal/cluster"
 	"shoal/internal/config"
+	"shoal/internal/content"
 	"shoal/internal/front"
 	"shoal/internal/policy"
 	"shoal/internal/publish"
@@ -269,6 +270,10 @@ func runFront(args []string) error {
 					ps = append(ps, publish.Remote(b.URL, adminCfg.Token, nil))
 				}
 				return ps
+			}, OnCommit: func(_ uint64, root string, _ content.Diff) {
+				if passfd.sizes != nil { // hybrid's sizes follow the site
+					passfd.sizes.Publish(root)
+				}
 			}})
 			if err != nil {
 				aln.Close()
