@@ -56,6 +56,7 @@ func runFront(args []string) error {
 		" (common replays with shoal sim and shoal trace; json adds node, policy, path and timings)")
 	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on SIGTERM, how long requests in flight may finish before connections are cut")
 	publishDir := fs.String("publish-dir", def.PublishDir, "folder for site versions published with shoal publish; nodes must see it at the same path (default off)")
+	publishFetch := fs.String("publish-fetch-url", def.PublishFetchURL, "the admin API's URL as nodes on other hosts reach it: they fetch each published version from there (default: nodes read --publish-dir)")
 	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -135,6 +136,9 @@ func runFront(args []string) error {
 	}
 	if set["publish-dir"] || *cfgFile == "" {
 		fc.PublishDir = *publishDir
+	}
+	if set["publish-fetch-url"] || *cfgFile == "" {
+		fc.PublishFetchURL = *publishFetch
 	}
 	if fc.PublishDir != "" && (fc.Admin == "" || fc.AdminTokenFile == "" || !filepath.IsAbs(fc.PublishDir)) {
 		return fmt.Errorf("--publish-dir %q: needs an absolute path, --admin and --admin-token-file (nodes take a publish only with the admin token)", fc.PublishDir)
@@ -264,10 +268,14 @@ func runFront(args []string) error {
 		}
 		as := admin.NewConfig(cl, metrics, adminCfg)
 		if fc.PublishDir != "" {
+			fetchFrom := ""
+			if fc.PublishFetchURL != "" {
+				fetchFrom = strings.TrimSuffix(fc.PublishFetchURL, "/") + "/publish/versions"
+			}
 			pub, err := publish.New(publish.Config{Versions: fc.PublishDir, Logger: logger, Nodes: func() []publish.Participant {
 				var ps []publish.Participant
 				for _, b := range cl.Backends() {
-					ps = append(ps, publish.Remote(b.URL, adminCfg.Token, nil))
+					ps = append(ps, publish.RemoteFetch(b.URL, adminCfg.Token, fetchFrom, nil))
 				}
 				return ps
 			}, OnCommit: func(_ uint64, root string, _ content.Diff) {
@@ -281,6 +289,7 @@ func runFront(args []string) error {
 				return err
 			}
 			as.SetPublisher(func(ctx context.Context, dir string) (any, error) { return pub.Publish(ctx, dir) })
+			as.SetVersions(pub.WriteVersion)
 			logger.Info("publishing on", "versions", fc.PublishDir)
 		}
 		adminSrv = &http.Server{Handler: as, ReadHeaderTimeout: 10 * time.Second}

@@ -65,8 +65,10 @@ type Server struct {
 	mux      *http.ServeMux
 	cfg      Config
 	tokenSum [sha256.Size]byte // of cfg.Token, compared in constant time
-	// publisher serves POST /publish once set (publish.go).
+	// publisher serves POST /publish once set, versions GET
+	// /publish/versions/{v} (publish.go).
 	publisher atomic.Pointer[Publisher]
+	versions  atomic.Pointer[VersionWriter]
 }
 
 // New builds a read-only admin API for cl (Config's zero value), exporting
@@ -84,6 +86,7 @@ func NewConfig(cl *cluster.Cluster, m *Metrics, cfg Config) *Server {
 	s.mux.HandleFunc("GET /tables", s.tables)
 	s.mux.HandleFunc("GET /stats", s.stats)
 	s.mux.HandleFunc("POST /publish", s.publish)
+	s.mux.HandleFunc("GET /publish/versions/{v}", s.version)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{}))
 	s.routeDashboard()
 	return s

@@ -94,6 +94,11 @@ type Front struct {
 	// above it and the admin token. Empty (the default) turns publishing
 	// off. Needs admin_token_file.
 	PublishDir string `toml:"publish_dir"`
+	// PublishFetchURL is the front's admin API as the nodes reach it
+	// ("http://10.0.0.1:9090"), for nodes on other hosts that do not
+	// share publish_dir: they fetch each version from there in the
+	// prepare phase. Empty (the default): the nodes read publish_dir.
+	PublishFetchURL string `toml:"publish_fetch_url"`
 	// SysmonIdle runs the Go runtime's monitor thread in SCHED_IDLE
 	// (Linux), so its wake-ups stop preempting the relay: about 10 % less
 	// CPU per small request on one core (see internal/sysmon). Default true.
@@ -363,6 +368,9 @@ func (f *Front) validate(name string, data []byte) []error {
 	}
 	if f.PublishDir != "" && !strings.HasPrefix(f.PublishDir, "/") {
 		bad([]string{"publish_dir"}, fmt.Sprintf("publish_dir %q is not an absolute path", f.PublishDir), "write the folder from / such as \"/srv/shoal/versions\"")
+	}
+	if u := f.PublishFetchURL; u != "" && (!strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") || f.PublishDir == "") {
+		bad([]string{"publish_fetch_url"}, fmt.Sprintf("publish_fetch_url %q needs an http(s) URL and publish_dir", u), "write the admin API's URL as the nodes reach it, such as \"http://10.0.0.1:9090\"")
 	}
 	if f.PublishDir != "" && f.AdminTokenFile == "" {
 		bad([]string{"publish_dir"}, "publish_dir needs admin_token_file: the nodes take a publish only with the admin token", "set admin_token_file, or remove publish_dir")

@@ -90,6 +90,7 @@ func PlanReload(old, new Front) (Reload, error) {
 	fixed("handoff_dir", old.HandoffDir, new.HandoffDir)
 	fixed("handoff_uid", *old.HandoffUID, *new.HandoffUID)
 	fixed("publish_dir", old.PublishDir, new.PublishDir)
+	fixed("publish_fetch_url", old.PublishFetchURL, new.PublishFetchURL)
 	if old.Limits != new.Limits && old.Path != "relay" && old.Path != "redirect" {
 		errs = append(errs, fmt.Errorf("limits with path %s: %w (a new data plane is built only for relay and redirect)", old.Path, ErrRestartNeeded))
 	}

@@ -2,11 +2,14 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"shoal/internal/content"
 	"shoal/internal/httpwire"
+	"shoal/internal/sitetar"
 )
 
 // publishState is the node's side of a two-phase publish (internal/publish):
@@ -24,6 +28,10 @@ type publishState struct {
 	version uint64 // site version being prepared, 0 when none
 	staged  *content.Staged
 	current uint64 // site version last committed (0: the one started with)
+	// fetched are the folders of versions this node fetched from the
+	// front (several hosts), oldest first; the staged one is last until
+	// it commits or aborts.
+	fetched []string
 }
 
 // PreparePublish scans root, the tree of site version v, and holds it
@@ -63,6 +71,12 @@ func (s *Server) CommitPublish(v uint64) (content.Diff, error) {
 	}
 	p.staged, p.version, p.current = nil, 0, v
 	s.invalidate(d)
+	// Keep the fetched trees of this version and the one before (its
+	// files may still be going out); drop older ones.
+	for len(p.fetched) > 2 {
+		os.RemoveAll(p.fetched[0])
+		p.fetched = p.fetched[1:]
+	}
 	s.cfg.Logger.Info("site version switched", "version", v, "root", s.store.Root(),
 		"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed))
 	return d, nil
@@ -107,6 +121,7 @@ func (s *Server) AbortPublish(v uint64) {
 		p.staged, p.version = nil, 0
 	}
 	p.mu.Unlock()
+	s.dropFetched(v)
 }
 
 // SiteVersion is the site version the node serves (0: the tree it started
@@ -168,6 +183,13 @@ func (c *conn) publishControl(now time.Time, closeAfter bool) bool {
 	switch strings.TrimPrefix(u.Path, publishPrefix) {
 	case "prepare":
 		root := q.Get("root")
+		if src := q.Get("fetch"); src != "" {
+			var err error
+			if root, err = s.fetchVersion(v, src); err != nil {
+				c.simple(502, "", now, closeAfter, false, err.Error())
+				return !closeAfter
+			}
+		}
 		if err := s.checkPublishRoot(root); err != nil {
 			c.simple(403, "", now, closeAfter, false, err.Error())
 			return !closeAfter
@@ -215,4 +237,71 @@ func (s *Server) checkPublishRoot(root string) error {
 		return fmt.Errorf("root %q is not inside the publish folder %s", root, s.cfg.PublishDir)
 	}
 	return nil
+}
+
+// fetchTimeout bounds the download of one version from the front.
+const fetchTimeout = 10 * time.Minute
+
+// fetchVersion downloads version v from src (the front's GET
+// /publish/versions/{v}, with the cluster token) into a folder of its own
+// under PublishDir and returns the tree's root: how a node on another host
+// than the front receives a version (docs/publish.md).
+func (s *Server) fetchVersion(v uint64, src string) (string, error) {
+	u, err := url.Parse(src)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("fetch %q: want an http or https URL", src)
+	}
+	s.dropFetched(v) // an earlier, aborted attempt at the same number
+	dir, err := os.MkdirTemp(s.cfg.PublishDir, fmt.Sprintf("fetched-v%06d-", v))
+	if err != nil {
+		return "", fmt.Errorf("fetch version %d: %w", v, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", src, nil)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("fetch version %d: %w", v, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.cfg.PublishToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("fetch version %d: %w", v, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("fetch version %d from %s: HTTP %d", v, src, resp.StatusCode)
+	}
+	root := filepath.Join(dir, "site")
+	if err := sitetar.Extract(resp.Body, root); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("fetch version %d: %w", v, err)
+	}
+	p := &s.pub
+	p.mu.Lock()
+	p.fetched = append(p.fetched, dir)
+	p.mu.Unlock()
+	return root, nil
+}
+
+// dropFetched removes fetched trees of version v that never committed.
+func (s *Server) dropFetched(v uint64) {
+	p := &s.pub
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v <= p.current {
+		return
+	}
+	prefix := fmt.Sprintf("fetched-v%06d-", v)
+	kept := p.fetched[:0]
+	for _, d := range p.fetched {
+		if strings.HasPrefix(filepath.Base(d), prefix) {
+			os.RemoveAll(d)
+			continue
+		}
+		kept = append(kept, d)
+	}
+	p.fetched = kept
 }

@@ -18,15 +18,23 @@ import (
 // (POST /.shoal/publish/prepare|commit|abort, internal/node) with the
 // cluster's admin token. client nil means http.DefaultClient.
 func Remote(nodeURL, token string, client *http.Client) Participant {
+	return RemoteFetch(nodeURL, token, "", client)
+}
+
+// RemoteFetch is Remote for a node on another host that does not share the
+// versions folder: in the prepare phase it downloads the version's tree
+// from versionsURL/{v} (the front's GET /publish/versions/{v}) into its own
+// --publish-dir. versionsURL "" is Remote.
+func RemoteFetch(nodeURL, token, versionsURL string, client *http.Client) Participant {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return remote{base: strings.TrimSuffix(nodeURL, "/"), token: token, client: client}
+	return remote{base: strings.TrimSuffix(nodeURL, "/"), token: token, fetch: strings.TrimSuffix(versionsURL, "/"), client: client}
 }
 
 type remote struct {
-	base, token string
-	client      *http.Client
+	base, token, fetch string
+	client             *http.Client
 }
 
 func (r remote) Name() string { return r.base }
@@ -55,7 +63,11 @@ func (r remote) call(ctx context.Context, op string, q url.Values, out any) erro
 }
 
 func (r remote) Prepare(ctx context.Context, v uint64, root string) error {
-	return r.call(ctx, "prepare", url.Values{"version": {strconv.FormatUint(v, 10)}, "root": {root}}, nil)
+	q := url.Values{"version": {strconv.FormatUint(v, 10)}, "root": {root}}
+	if r.fetch != "" {
+		q = url.Values{"version": {strconv.FormatUint(v, 10)}, "fetch": {r.fetch + "/" + strconv.FormatUint(v, 10)}}
+	}
+	return r.call(ctx, "prepare", q, nil)
 }
 
 func (r remote) Commit(ctx context.Context, v uint64) (content.Diff, error) {

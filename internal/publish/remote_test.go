@@ -1,18 +1,23 @@
 package publish
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"shoal/internal/node"
+	"shoal/internal/sitetar"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef"
@@ -103,5 +108,82 @@ func TestRemoteNodes(t *testing.T) {
 		if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.body) {
 			t.Errorf("%s: %d %q, want %d %q", tc.name, resp.StatusCode, b, tc.code, tc.body)
 		}
+	}
+}
+
+// TestFetchAcrossHosts stands for nodes on other hosts: each has its own
+// publish folder, the versions folder is not shared, and each node fetches
+// the version from the coordinator's tar stream (GET /publish/versions/{v}
+// on the admin API) in its prepare. Both serve the new bytes with the same
+// ETag as each other; a stream with a name that climbs out is refused.
+func TestFetchAcrossHosts(t *testing.T) {
+	site, versions := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(site, "a.html"), "one", time.Time{})
+	writeFile(t, filepath.Join(site, "d/b.css"), "b", time.Time{})
+	own := []string{t.TempDir(), t.TempDir()}
+	urls := []string{startNode(t, site, own[0], testToken), startNode(t, site, own[1], testToken)}
+	var c *Coordinator
+	vs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+testToken {
+			http.Error(w, "token", 401)
+			return
+		}
+		v, _ := strconv.ParseUint(strings.TrimPrefix(r.URL.Path, "/publish/versions/"), 10, 64)
+		if err := c.WriteVersion(w, v); err != nil {
+			http.Error(w, err.Error(), 404)
+		}
+	}))
+	defer vs.Close()
+	var err error
+	c, err = New(Config{Versions: versions, Nodes: func() []Participant {
+		return []Participant{RemoteFetch(urls[0], testToken, vs.URL+"/publish/versions", nil), RemoteFetch(urls[1], testToken, vs.URL+"/publish/versions", nil)}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(site, "a.html"), "two!", time.Time{})
+	for range 3 { // three versions: each node keeps the last two it fetched
+		if _, err := c.Publish(context.Background(), site); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tags []string
+	for _, u := range urls {
+		for _, path := range []string{"/a.html", "/d/b.css"} {
+			resp, err := http.Get(u + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := map[string]string{"/a.html": "two!", "/d/b.css": "b"}[path]; string(b) != want {
+				t.Errorf("%s%s: %q, want %q", u, path, b, want)
+			}
+			if path == "/a.html" {
+				tags = append(tags, resp.Header.Get("ETag"))
+			}
+		}
+	}
+	if tags[0] == "" || tags[0] != tags[1] {
+		t.Errorf("ETags differ across hosts: %v", tags)
+	}
+	for _, dir := range own {
+		if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+			t.Errorf("%s holds %d fetched versions, want 2", dir, len(ents))
+		}
+	}
+
+	// A hostile stream: one entry named ../x.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "../x", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644})
+	tw.Write([]byte("x"))
+	tw.Close()
+	dst := filepath.Join(t.TempDir(), "v")
+	if err := sitetar.Extract(&buf, dst); err == nil || !strings.Contains(err.Error(), "leaves the version") {
+		t.Fatalf("hostile tar: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dst), "x")); err == nil {
+		t.Fatal("hostile tar wrote outside its folder")
 	}
 }
