@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -278,10 +279,13 @@ func runFront(args []string) error {
 					ps = append(ps, publish.RemoteFetch(b.URL, adminCfg.Token, fetchFrom, nil))
 				}
 				return ps
-			}, OnCommit: func(_ uint64, root string, _ content.Diff) {
+			}, OnCommit: func(_ uint64, root string, d content.Diff) {
 				if passfd.sizes != nil { // hybrid's sizes follow the site
 					passfd.sizes.Publish(root)
 				}
+				// The nodes dropped these from their caches: so does the
+				// policy's placement and cache mirror.
+				cl.Forget(append(slices.Clone(d.Changed), d.Removed...))
 			}})
 			if err != nil {
 				aln.Close()

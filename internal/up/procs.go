@@ -279,10 +279,11 @@ func (p *Procs) startRemotePublisher(root string, sizes *content.Store) error {
 			}
 			return ps
 		},
-		OnCommit: func(_ uint64, root string, _ content.Diff) {
+		OnCommit: func(_ uint64, root string, d content.Diff) {
 			if sizes != nil {
 				sizes.Publish(root)
 			}
+			p.forget(d)
 		}})
 	p.Publisher = c
 	return err

@@ -19,11 +19,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"shoal/internal/admin"
 	"shoal/internal/cluster"
+	"shoal/internal/content"
 	"shoal/internal/front"
 	"shoal/internal/node"
 	"shoal/internal/policy"
@@ -379,8 +381,17 @@ func (c *Cluster) startPublisher(root string, nodes func() []publish.Participant
 	if err != nil {
 		return err
 	}
-	c.Publisher, err = publish.New(publish.Config{Versions: dir, Current: root, Nodes: nodes, Logger: c.Config.Logger})
+	c.Publisher, err = publish.New(publish.Config{Versions: dir, Current: root, Nodes: nodes, Logger: c.Config.Logger,
+		OnCommit: func(_ uint64, _ string, d content.Diff) { c.forget(d) }})
 	return err
+}
+
+// forget drops what a publish changed or removed from the policy's URL
+// tables: the nodes dropped those objects from their caches.
+func (c *Cluster) forget(d content.Diff) {
+	if c.Control != nil {
+		c.Control.Forget(append(slices.Clone(d.Changed), d.Removed...))
+	}
 }
 
 // publishDir makes (once) the folder of this run's published versions.
