@@ -150,6 +150,15 @@ func TestFrontReload(t *testing.T) {
 	if tables["policy"] != "lard" {
 		t.Fatalf("policy after reload: %v", tables["policy"])
 	}
+	resp, err = http.Get("http://" + adminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `path="relay",policy="lard"}`) {
+		t.Errorf("/metrics has no requests labelled with the new policy")
+	}
 
 	write(fmt.Sprintf("policy = \"wrr\"\n[[node]]\nurl = %q\n", a.URL))
 	os.WriteFile(cfg, []byte(strings.Replace(mustRead(t, cfg), listen, "127.0.0.1:1", 1)), 0o644)
