@@ -76,71 +76,82 @@ func runFront(args []string) error {
 	// Flags set on the command line win over the file.
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["listen"] || *cfgFile == "" {
-		fc.Listen = *listen
-	}
-	if set["policy"] || *cfgFile == "" {
-		fc.Policy = *pol
-	}
-	if set["path"] || *cfgFile == "" {
-		fc.Path = *path
-	}
-	if set["admin"] || *cfgFile == "" {
-		fc.Admin = *adminAddr
-	}
-	if set["admin-token-file"] || *cfgFile == "" {
-		fc.AdminTokenFile = *adminToken
-	}
-	if set["nodes"] || *cfgFile == "" {
-		fc.Nodes = nil
-		for _, u := range strings.Split(*nodes, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				fc.Nodes = append(fc.Nodes, config.Node{URL: u})
+	// override applies them to a configuration read from the file, at
+	// start and again at each reload (reload.go).
+	override := func(fc *config.Front) {
+		if set["listen"] || *cfgFile == "" {
+			fc.Listen = *listen
+		}
+		if set["policy"] || *cfgFile == "" {
+			fc.Policy = *pol
+		}
+		if set["path"] || *cfgFile == "" {
+			fc.Path = *path
+		}
+		if set["admin"] || *cfgFile == "" {
+			fc.Admin = *adminAddr
+		}
+		if set["admin-token-file"] || *cfgFile == "" {
+			fc.AdminTokenFile = *adminToken
+		}
+		if set["nodes"] || *cfgFile == "" {
+			fc.Nodes = nil
+			for _, u := range strings.Split(*nodes, ",") {
+				if u = strings.TrimSpace(u); u != "" {
+					fc.Nodes = append(fc.Nodes, config.Node{URL: u})
+				}
 			}
 		}
+		if set["max-conn"] || *cfgFile == "" {
+			fc.Limits.MaxConnPerNode = *maxConn
+		}
+		if set["queue-timeout"] || *cfgFile == "" {
+			fc.Limits.QueueTimeout.Duration = *queueTO
+		}
+		if set["header-timeout"] || *cfgFile == "" {
+			fc.Limits.HeaderTimeout.Duration = *headerTO
+		}
+		if set["idle-timeout"] || *cfgFile == "" {
+			fc.Limits.IdleTimeout.Duration = *idleTO
+		}
+		if set["max-header-bytes"] || *cfgFile == "" {
+			fc.Limits.MaxHeaderBytes = *maxHead
+		}
+		if set["sysmon-idle"] || *cfgFile == "" {
+			fc.SysmonIdle = sysmonIdle
+		}
+		if set["handoff-dir"] || *cfgFile == "" {
+			fc.HandoffDir = *passfd.dir
+		}
+		if set["handoff-uid"] || *cfgFile == "" {
+			fc.HandoffUID = passfd.uid
+		}
+		if set["health-interval"] || *cfgFile == "" {
+			fc.Health.Interval.Duration = *health
+		}
+		if set["access-log"] || *cfgFile == "" {
+			fc.AccessLog = *accessLog
+		}
+		if set["access-log-format"] || *cfgFile == "" {
+			fc.AccessLogFormat = *accessLogFormat
+		}
+		if set["shutdown-timeout"] || *cfgFile == "" {
+			fc.ShutdownTimeout.Duration = *shutdownTO
+		}
+		if set["publish-dir"] || *cfgFile == "" {
+			fc.PublishDir = *publishDir
+		}
+		if set["publish-fetch-url"] || *cfgFile == "" {
+			fc.PublishFetchURL = *publishFetch
+		}
+		if logf.set("log-level") {
+			fc.LogLevel = *logf.level
+		}
+		if logf.set("log-format") {
+			fc.LogFormat = *logf.format
+		}
 	}
-	if set["max-conn"] || *cfgFile == "" {
-		fc.Limits.MaxConnPerNode = *maxConn
-	}
-	if set["queue-timeout"] || *cfgFile == "" {
-		fc.Limits.QueueTimeout.Duration = *queueTO
-	}
-	if set["header-timeout"] || *cfgFile == "" {
-		fc.Limits.HeaderTimeout.Duration = *headerTO
-	}
-	if set["idle-timeout"] || *cfgFile == "" {
-		fc.Limits.IdleTimeout.Duration = *idleTO
-	}
-	if set["max-header-bytes"] || *cfgFile == "" {
-		fc.Limits.MaxHeaderBytes = *maxHead
-	}
-	if set["sysmon-idle"] || *cfgFile == "" {
-		fc.SysmonIdle = sysmonIdle
-	}
-	if set["handoff-dir"] || *cfgFile == "" {
-		fc.HandoffDir = *passfd.dir
-	}
-	if set["handoff-uid"] || *cfgFile == "" {
-		fc.HandoffUID = passfd.uid
-	}
-	if set["health-interval"] || *cfgFile == "" {
-		fc.Health.Interval.Duration = *health
-	}
-	if set["access-log"] || *cfgFile == "" {
-		fc.AccessLog = *accessLog
-	}
-	if set["access-log-format"] || *cfgFile == "" {
-		fc.AccessLogFormat = *accessLogFormat
-	}
-	if set["shutdown-timeout"] || *cfgFile == "" {
-		fc.ShutdownTimeout.Duration = *shutdownTO
-	}
-	if set["publish-dir"] || *cfgFile == "" {
-		fc.PublishDir = *publishDir
-	}
-	if set["publish-fetch-url"] || *cfgFile == "" {
-		fc.PublishFetchURL = *publishFetch
-	}
+	override(&fc)
 	if fc.PublishDir != "" && (fc.Admin == "" || fc.AdminTokenFile == "" || !filepath.IsAbs(fc.PublishDir)) {
 		return fmt.Errorf("--publish-dir %q: needs an absolute path, --admin and --admin-token-file (nodes take a publish only with the admin token)", fc.PublishDir)
 	}
@@ -240,7 +251,7 @@ func runFront(args []string) error {
 	if err != nil {
 		return err
 	}
-	rt := &frontRuntime{cfgFile: *cfgFile, fc: fc, cl: cl, sw: sw, mk: mk, level: level, log: logger, access: accessLogW, errc: make(chan error, 4)}
+	rt := &frontRuntime{cfgFile: *cfgFile, override: override, fc: fc, cl: cl, sw: sw, mk: mk, level: level, log: logger, access: accessLogW, errc: make(chan error, 4)}
 	rt.cur.Store(srv)
 	stats := func() front.Stats { return rt.cur.Load().Stats() }
 	if metrics != nil {

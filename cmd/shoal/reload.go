@@ -21,16 +21,19 @@ import (
 // requests. Everything else needs a restart and makes the reload refuse.
 type frontRuntime struct {
 	cfgFile string
-	fc      config.Front
-	cl      *cluster.Cluster
-	sw      *policy.Switch
-	cur     atomic.Pointer[front.Server]
-	ln      net.Listener
-	mk      func(config.Front) (*front.Server, error)
-	level   *slog.LevelVar
-	log     *slog.Logger
-	access  *front.AccessLog
-	errc    chan error
+	// override applies the flags given on the command line, which win
+	// over the file at each reload as at start.
+	override func(*config.Front)
+	fc       config.Front
+	cl       *cluster.Cluster
+	sw       *policy.Switch
+	cur      atomic.Pointer[front.Server]
+	ln       net.Listener
+	mk       func(config.Front) (*front.Server, error)
+	level    *slog.LevelVar
+	log      *slog.Logger
+	access   *front.AccessLog
+	errc     chan error
 
 	healthStop context.CancelFunc
 }
@@ -72,6 +75,7 @@ func (rt *frontRuntime) reload() error {
 	if err != nil {
 		return err
 	}
+	rt.override(&nfc)
 	plan, err := config.PlanReload(rt.fc, nfc)
 	if err != nil {
 		return err

@@ -74,7 +74,9 @@ func TestFrontReload(t *testing.T) {
 		}
 	}
 	write(fmt.Sprintf("policy = \"wrr\"\n[[node]]\nurl = %q\n", a.URL))
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "front", "--config", cfg)
+	// A flag given on the command line (--sysmon-idle=false) still wins at
+	// each reload: it must not read as a change of sysmon_idle.
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "front", "--config", cfg, "--sysmon-idle=false")
 	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
 	var stderr lockedBuf
 	cmd.Stderr = &stderr
