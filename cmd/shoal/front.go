@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,6 +49,9 @@ func runFront(args []string) error {
 	headerTO := fs.Duration("header-timeout", def.Limits.HeaderTimeout.Duration, "limit for receiving one request head (slowloris)")
 	idleTO := fs.Duration("idle-timeout", def.Limits.IdleTimeout.Duration, "limit for an idle keep-alive client connection")
 	maxHead := fs.Int("max-header-bytes", def.Limits.MaxHeaderBytes, "largest request head accepted (431 above)")
+	sendTO := fs.Duration("send-timeout", def.Limits.SendTimeout.Duration, "close a client that takes no response bytes for this long (nginx send_timeout)")
+	maxConns := fs.Int("max-conns", def.Limits.MaxConns, "open client connections; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
+	maxPerIP := fs.Int("max-conns-per-ip", def.Limits.MaxConnsPerIP, "open client connections from one address (0: 256, -1: no limit)")
 	repair := addRepairFrontFlags(fs)
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
 	sysmonIdle := fs.Bool("sysmon-idle", *def.SysmonIdle, "run Go's monitor thread at SCHED_IDLE so its wake-ups do not preempt the relay (Linux)")
@@ -63,9 +67,17 @@ func runFront(args []string) error {
 		return err
 	}
 	if *printConfig {
-		fmt.Print(config.FrontTemplate)
+		t, err := config.FrontTemplate()
+		if err != nil {
+			return err
+		}
+		fmt.Print(t)
 		return nil
 	}
+	// SIGHUP must not kill the front while it starts; once the signal
+	// loop below takes it, it reloads (reload.go).
+	stopHUP := sync.OnceFunc(ignoreHangup(func(msg string) { fmt.Fprintf(os.Stderr, "shoal front: %s\n", msg) }))
+	defer stopHUP()
 	fc := def
 	if *cfgFile != "" {
 		var err error
@@ -116,6 +128,15 @@ func runFront(args []string) error {
 		}
 		if set["max-header-bytes"] || *cfgFile == "" {
 			fc.Limits.MaxHeaderBytes = *maxHead
+		}
+		if set["send-timeout"] || *cfgFile == "" {
+			fc.Limits.SendTimeout.Duration = *sendTO
+		}
+		if set["max-conns"] || *cfgFile == "" {
+			fc.Limits.MaxConns = *maxConns
+		}
+		if set["max-conns-per-ip"] || *cfgFile == "" {
+			fc.Limits.MaxConnsPerIP = *maxPerIP
 		}
 		if set["sysmon-idle"] || *cfgFile == "" {
 			fc.SysmonIdle = sysmonIdle
@@ -183,7 +204,7 @@ func runFront(args []string) error {
 		}
 		defer accessLogW.Close() // after the server's Shutdown: the last lines are in
 	}
-	p, err := policy.New(fc.Policy, fc.Tuning.Policy())
+	p, err := policy.New(fc.Policy, fc.Tuning.Config())
 	if err != nil {
 		return err
 	}
@@ -234,17 +255,20 @@ func runFront(args []string) error {
 	}
 	mk := func(fc config.Front) (*front.Server, error) {
 		return front.New(cl, front.Config{
-			MaxHeadBytes:  fc.Limits.MaxHeaderBytes,
-			HeaderTimeout: fc.Limits.HeaderTimeout.Duration,
-			IdleTimeout:   fc.Limits.IdleTimeout.Duration,
-			MaxConn:       fc.Limits.MaxConnPerNode,
-			QueueTimeout:  fc.Limits.QueueTimeout.Duration,
-			Path:          dp,
-			Choose:        choose,
-			Hybrid:        hybrid,
-			Observer:      observer,
-			AccessLog:     accessLogW,
-			Logger:        logger,
+			MaxHeadBytes:   fc.Limits.MaxHeaderBytes,
+			HeaderTimeout:  fc.Limits.HeaderTimeout.Duration,
+			IdleTimeout:    fc.Limits.IdleTimeout.Duration,
+			WriteTimeout:   fc.Limits.SendTimeout.Duration,
+			MaxClientConns: fc.Limits.MaxConns,
+			MaxConnsPerIP:  fc.Limits.MaxConnsPerIP,
+			MaxConn:        fc.Limits.MaxConnPerNode,
+			QueueTimeout:   fc.Limits.QueueTimeout.Duration,
+			Path:           dp,
+			Choose:         choose,
+			Hybrid:         hybrid,
+			Observer:       observer,
+			AccessLog:      accessLogW,
+			Logger:         logger,
 		})
 	}
 	srv, err := mk(fc)
@@ -323,12 +347,15 @@ func runFront(args []string) error {
 			logger.Debug("sysmon thread at SCHED_IDLE", "tid", tid)
 		}
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes))
+	maxc, perIP := srv.ConnLimits()
+	logger.Info("serving", "addr", ln.Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes),
+		"max_conns", maxc, "max_conns_per_ip", perIP)
 
 	go rt.serve(srv, ln)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
+	stopHUP() // SIGHUP is ours now
 wait:
 	for {
 		select {
@@ -336,6 +363,7 @@ wait:
 			return err
 		case s := <-sig:
 			if s == syscall.SIGHUP {
+				logger.Info("SIGHUP: reloading", "file", rt.cfgFile)
 				if err := rt.reload(); err != nil {
 					logger.Error("reload refused, nothing changed", "file", rt.cfgFile, "err", err)
 				}

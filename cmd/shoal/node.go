@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,6 +33,8 @@ func runNode(args []string) error {
 	maxKB := fs.Int64("max-object-kb", node.DefaultMaxObject>>10, "files above this size are never cached (sendfile)")
 	readTO := fs.Duration("read-timeout", node.DefaultReadTimeout, "limit for reading one request head")
 	idleTO := fs.Duration("idle-timeout", node.DefaultIdleTimeout, "limit for an idle keep-alive connection")
+	maxConns := fs.Int("max-conns", 0, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)")
+	sendTO := fs.Duration("send-timeout", node.DefaultWriteTimeout, "close a connection whose client takes no response bytes for this long")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
 	trusted := fs.String("trusted-fronts", "", "comma-separated addresses or CIDRs of fronts whose X-Forwarded-For names the client in the access log (default: none)")
 	logHealth := fs.Bool("log-health", false, "also log the front's health checks (GET /.shoal/status) in the access log")
@@ -76,12 +79,18 @@ func runNode(args []string) error {
 		MaxObject:     *maxKB << 10,
 		ReadTimeout:   *readTO,
 		IdleTimeout:   *idleTO,
+		WriteTimeout:  *sendTO,
+		MaxConns:      *maxConns,
 		Logger:        logger,
 		TrustedFronts: fronts,
 		LogHealth:     *logHealth,
 		PublishToken:  publishToken,
 		PublishDir:    *publishDir,
 	}
+	// SIGHUP must not kill the node while it starts; once the signal loop
+	// below takes it, it rescans --root.
+	stopHUP := sync.OnceFunc(ignoreHangup(func(msg string) { cfg.Logger.Warn(msg) }))
+	defer stopHUP()
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
 		return err
 	}
@@ -125,6 +134,7 @@ func runNode(args []string) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
+	stopHUP() // SIGHUP is ours now
 	if *watch {
 		wctx, wcancel := context.WithCancel(context.Background())
 		defer wcancel()
@@ -148,6 +158,7 @@ wait:
 			if s == syscall.SIGHUP {
 				// Rescan --root (a "current" symlink is followed again)
 				// and reopen nothing else: the access log file is kept.
+				cfg.Logger.Info("SIGHUP: rescanning the site root", "root", *root)
 				if _, err := srv.Rescan(); err != nil {
 					cfg.Logger.Error("SIGHUP: rescan failed; the previous tree is still served", "err", err)
 				}

@@ -82,7 +82,7 @@ func (rt *frontRuntime) reload() error {
 	}
 	var newPol policy.Policy
 	if plan.Policy {
-		if newPol, err = policy.New(nfc.Policy, nfc.Tuning.Policy()); err != nil {
+		if newPol, err = policy.New(nfc.Policy, nfc.Tuning.Config()); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"shoal/internal/admin"
 	"shoal/internal/config"
@@ -39,12 +40,18 @@ func runUp(args []string) error {
 	path := fs.String("path", "relay", "data path: relay (all in one process), redirect (302 to the node's own URL), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
 		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
+	fs.DurationVar(&c.SendTimeout, "send-timeout", 60*time.Second, "close a client that takes no response bytes for this long (nginx send_timeout)")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "open client connections at the front; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
+	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	def := config.DefaultFront()
 	accessLog := fs.String("access-log", "", "the front's access log file, - for stdout (default off)")
 	accessLogFormat := fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", "))
 	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
 	logf := addLogFlags(fs)
+	pops := fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
+	state := fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
+	loopback := fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -53,6 +60,12 @@ func runUp(args []string) error {
 	}
 	if c.Nodes < 1 || c.CacheMB < 0 {
 		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)
+	}
+	if *pops > 0 {
+		if os.Geteuid() == 0 && !*loopback {
+			return runUpPopsWAN(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
+		}
+		return runUpPops(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
 	}
 	logger, err := logf.logger(os.Stderr, "up", "", "")
 	if err != nil {

@@ -420,10 +420,14 @@ var (
 		"repair (TCP_REPAIR) handoff events: moved, fallback_freeze, fallback_node, lost, ended, dropped, refused_forged, refused_replayed, refused_stale, refused_malformed.", []string{"event"}, nil)
 	descHybrid = prometheus.NewDesc("shoal_front_hybrid_decisions_total",
 		"Hybrid data-path decisions (seed 002): hand off for cpu, conns or size, or relay.", []string{"reason"}, nil)
+	descLimit = prometheus.NewDesc("shoal_front_connection_limit_total",
+		"Client connection limit events: refused_limit and refused_per_ip (503), idle_closed (shed near the limit).", []string{"event"}, nil)
+	descStream = prometheus.NewDesc("shoal_front_streaming_bodies",
+		"Response bodies streaming now after giving back their node slot (slow readers show here).", nil, nil)
 )
 
 func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descRepair, descHybrid} {
+	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descRepair, descHybrid, descLimit, descStream} {
 		ch <- d
 	}
 }
@@ -443,6 +447,10 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descQueue, st.Queued, "queued")
 	counter(descQueue, st.QueueTimeouts, "timeout")
 	counter(descQueue, st.QueueFull, "full")
+	counter(descLimit, st.RefusedLimit, "refused_limit")
+	counter(descLimit, st.RefusedPerIP, "refused_per_ip")
+	counter(descLimit, st.IdleShed, "idle_closed")
+	ch <- prometheus.MustNewConstMetric(descStream, prometheus.GaugeValue, float64(st.Streaming))
 	counter(descBatch, st.HeadBatches, "batches")
 	counter(descBatch, st.HeadsBatched, "heads")
 	h := st.Handoff

@@ -31,6 +31,10 @@ type Stats struct {
 	QueueTimeouts uint64            `json:"queue_timeouts"`   // 503s after waiting too long
 	QueueFull     uint64            `json:"queue_full"`       // 503s because a node queue was full
 	NodeDials     uint64            `json:"node_dials"`       // connections opened to nodes
+	RefusedLimit  uint64            `json:"refused_limit"`    // client connections refused (503) at the global limit, none idle
+	RefusedPerIP  uint64            `json:"refused_per_ip"`   // client connections refused (503) at the per-address limit
+	IdleShed      uint64            `json:"idle_closed"`      // idle client connections closed near the global limit
+	Streaming     int64             `json:"streaming"`        // response bodies streaming after giving back their node slot
 	HeadBatches   uint64            `json:"head_batches"`     // batcher rounds
 	HeadsBatched  uint64            `json:"heads_batched"`    // request heads written in those rounds
 	Paths         map[string]uint64 `json:"paths"`            // requests per data path
@@ -85,6 +89,7 @@ func FrontStats(st front.Stats) Stats {
 		FreshRedials: st.FreshRedials, Sent4xx: st.Sent4xx, Sent5xx: st.Sent5xx, BytesIn: st.BytesIn, BytesOut: st.BytesOut,
 		Queued: st.Queued, QueueTimeouts: st.QueueTimeouts, QueueFull: st.QueueFull, NodeDials: st.NodeDials,
 		HeadBatches: st.HeadBatches, HeadsBatched: st.HeadsBatched,
+		RefusedLimit: st.RefusedLimit, RefusedPerIP: st.RefusedPerIP, IdleShed: st.IdleShed, Streaming: st.Streaming,
 		Status: make(map[string]uint64, 5), Paths: make(map[string]uint64, len(st.Paths)),
 	}
 	for class := 1; class < len(st.Status); class++ {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,13 @@ type clientConn struct {
 	lr     io.LimitedReader
 	x      Exchange
 	holder int
-	idle   atomic.Bool
+	// state is connIdle while the connection waits for a request with
+	// nothing buffered, connBusy otherwise, connShed once the idle shedder
+	// (limits.go) claimed it; idleAt is when it last became idle (UnixNano)
+	// and addr its peer when a per-address limit is on.
+	state  atomic.Int32
+	idleAt atomic.Int64
+	addr   netip.Addr
 	// now is the latest clock reading (UnixNano): taken once when a head
 	// is parsed and once when the response head arrives, and reused for
 	// the coarse deadlines in between (time.Now costs ~100 ns here).
@@ -79,7 +86,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 	if len(cc.in.b) != s.inSize() || cap(cc.out) > s.outSize() {
 		return
 	}
-	cc.c, cc.ip, cc.id = nil, "", 0
+	cc.c, cc.ip, cc.id, cc.addr = nil, "", 0, netip.Addr{}
 	cc.out = cc.out[:0]
 	cc.vec = [2][]byte{}
 	cc.bufs = nil
@@ -115,7 +122,11 @@ func (cc *clientConn) clientIP() string {
 func (s *Server) newClientConn(c net.Conn) *clientConn {
 	cc := s.getClientConn(c)
 	cc.id = s.nextConn.Add(1)
-	cc.idle.Store(true)
+	cc.state.Store(connIdle)
+	cc.idleAt.Store(cc.now)
+	if s.cfg.MaxConnsPerIP > 0 {
+		cc.addr = remoteAddr(c)
+	}
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
@@ -124,6 +135,9 @@ func (s *Server) newClientConn(c net.Conn) *clientConn {
 		return nil
 	}
 	s.conns[cc] = struct{}{}
+	if cc.addr.IsValid() {
+		s.perIP[cc.addr]++
+	}
 	s.mu.Unlock()
 	s.ctr.connsAccepted.Add(1)
 	s.ctr.connsActive.Add(1)
@@ -139,6 +153,13 @@ func (cc *clientConn) serve() {
 		}
 		s.mu.Lock()
 		delete(s.conns, cc)
+		if cc.addr.IsValid() {
+			if s.perIP[cc.addr] <= 1 {
+				delete(s.perIP, cc.addr)
+			} else {
+				s.perIP[cc.addr]--
+			}
+		}
 		s.mu.Unlock()
 		s.ctr.connsActive.Add(-1)
 		if cc.holder >= 0 {
@@ -181,7 +202,9 @@ func (cc *clientConn) readHead(first bool) bool {
 		if cc.in.len() > 0 {
 			_, err := s.parser.Parse(cc.in.bytes(), &cc.req)
 			if err == nil {
-				cc.idle.Store(false)
+				if cc.state.Swap(connBusy) == connShed {
+					return false // closed by the idle shedder as it arrived
+				}
 				return true
 			}
 			if err != httpwire.ErrNeedMore {
@@ -201,7 +224,13 @@ func (cc *clientConn) readHead(first bool) bool {
 				cc.rdl.setRead(cc.c, time.Now().UnixNano(), s.cfg.HeaderTimeout)
 			}
 		}
-		cc.idle.Store(cc.in.len() == 0)
+		if cc.in.len() == 0 {
+			if cc.state.CompareAndSwap(connBusy, connIdle) {
+				cc.idleAt.Store(cc.now)
+			}
+		} else {
+			cc.state.CompareAndSwap(connIdle, connBusy)
+		}
 		n, err := cc.in.fill(cc.c)
 		if n > 0 {
 			s.ctr.bytesIn.Add(uint64(n))
@@ -249,6 +278,10 @@ func (cc *clientConn) handle() Result {
 	}
 	if p := req.Path(); string(p) != cc.url {
 		cc.url = string(p)
+	}
+	if internalURL(cc.url) { // the nodes' /.shoal/ space is not public
+		closeConn := req.Close || req.HasBody()
+		return cc.finish(Result{Status: cc.writeError(404, closeConn), Close: closeConn}, nil, "", false, start)
 	}
 	// The policy request lives in cc: passed to the policy interface it
 	// would escape, and allocate, if it were a local.

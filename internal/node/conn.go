@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -29,8 +30,9 @@ const (
 	flushAt = 64 << 10
 	// sendChunk is the sendfile chunk between write-progress updates.
 	sendChunk = 4 << 20
-	// statusPath answers with the node's status JSON. Dot-names are never
-	// in the content table, so it cannot shadow a file.
+	// statusPath answers with the node's status JSON, on operator
+	// connections only (conn.operator). Dot-names are never in the content
+	// table, so it cannot shadow a file, and elsewhere it is a 404.
 	statusPath = "/.shoal/status"
 )
 
@@ -67,6 +69,11 @@ type conn struct {
 
 	pre int       // bytes at buf[w:] handed over with the connection, read first
 	hb  *handback // non-nil for a connection handed off by the front (handoff.go)
+	// operator: the connection was accepted on the node's own TCP port,
+	// where the front's health checker and the operator come, so
+	// /.shoal/status is answered. Connections handed over by a front
+	// (passfd, repair, ServeConn) belong to public clients: never.
+	operator bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -76,6 +83,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		buf: make([]byte, s.cfg.MaxHead+4096),
 		out: make([]byte, 0, 4096),
 	}
+	_, c.operator = nc.(*net.TCPConn)
 	c.adoptHandoff()
 	if s.logBuf != nil {
 		if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
@@ -290,7 +298,7 @@ func (c *conn) handle(now time.Time) bool {
 		c.simple(400, "", now, true, head, "bad request-target")
 		return false
 	}
-	if bstr(path) == statusPath {
+	if bstr(path) == statusPath && c.operator {
 		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, head)
 		return !closeAfter
 	}
@@ -310,7 +318,7 @@ func (c *conn) handle(now time.Time) bool {
 	if e.IsDir {
 		return c.serveDir(tbl, e, path, now, closeAfter, head)
 	}
-	return c.serveFile(e, now, closeAfter, head)
+	return c.serveFile(tbl, e, now, closeAfter, head)
 }
 
 // stripAuthority turns an absolute-form target ("http://host/p") into its
@@ -397,15 +405,18 @@ func (c *conn) logRequest(now time.Time, status int, bodyBytes int64) {
 	})
 }
 
-// serveFile answers GET/HEAD for a file: from the cache when it fits,
-// otherwise with sendfile.
-func (c *conn) serveFile(e *content.Entry, now time.Time, closeAfter, head bool) bool {
+// serveFile answers GET/HEAD for a file of tbl: from the cache when it
+// fits, otherwise with sendfile. Files are opened with tbl.OpenFile, confined
+// to the root at open time, and before any response byte, so a file that
+// cannot be opened safely (swapped for a symlink or a FIFO since the scan)
+// gets a clean 404.
+func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, closeAfter, head bool) bool {
 	var o *object
 	if c.s.cache != nil && e.Size <= c.s.cfg.MaxObject {
 		if v, ok := c.s.cache.Get(e.URL); ok && v.etag == e.ETag {
 			o = v
 		} else {
-			body, err := readSmall(e)
+			body, err := readSmall(tbl, e)
 			if err != nil {
 				c.s.cfg.Logger.Warn("read file", "url", e.URL, "err", err)
 				c.simple(404, "", now, closeAfter, head, "not found")
@@ -445,6 +456,15 @@ func (c *conn) serveFile(e *content.Entry, now time.Time, closeAfter, head bool)
 	if req.Range != nil && c.ifRangeOK(e.ETag, lastMod) {
 		first, last, kind = httpwire.ParseRange(req.Range, e.Size)
 	}
+	var f *os.File // the file to sendfile from, opened before the head
+	if o == nil && !head && kind != httpwire.RangeUnsatisfiable && e.Size > 0 {
+		var err error
+		if f, err = tbl.OpenFile(e); err != nil {
+			c.s.cfg.Logger.Warn("open file", "url", e.URL, "err", err)
+			c.simple(404, "", now, closeAfter, head, "not found")
+			return !closeAfter
+		}
+	}
 	switch kind {
 	case httpwire.RangeUnsatisfiable:
 		c.out = httpwire.AppendStatusLine(c.out, 416)
@@ -480,6 +500,9 @@ func (c *conn) serveFile(e *content.Entry, now time.Time, closeAfter, head bool)
 	}
 	length := last - first + 1
 	if head || length <= 0 {
+		if f != nil {
+			f.Close()
+		}
 		c.logRequest(now, status, 0)
 		return !closeAfter
 	}
@@ -494,7 +517,7 @@ func (c *conn) serveFile(e *content.Entry, now time.Time, closeAfter, head bool)
 		}
 		return !closeAfter
 	}
-	return c.sendFile(e, first, length) && !closeAfter
+	return c.sendFile(f, first, length) && !closeAfter
 }
 
 // ifRangeOK reports whether a Range may be honoured: no If-Range, or an

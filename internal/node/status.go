@@ -24,6 +24,8 @@ type Status struct {
 	RSSBytes          int64   `json:"rss_bytes"`
 	Goroutines        int     `json:"goroutines"`
 	HandoffSocket     string  `json:"handoff_socket"`
+	ConnsRefused      int64   `json:"conns_refused"` // connections closed at once at Config.MaxConns, none idle
+	IdleClosed        int64   `json:"idle_closed"`   // idle connections closed to make room at Config.MaxConns
 	// SiteVersion is the published site version served (0: the tree the
 	// node started with), so an operator can see every node switched.
 	SiteVersion uint64 `json:"site_version"`
@@ -40,6 +42,8 @@ func (s *Server) Status() Status {
 		RSSBytes:          rssBytes(),
 		Goroutines:        runtime.NumGoroutine(),
 		HandoffSocket:     s.cfg.HandoffSocket,
+		ConnsRefused:      s.refused.Load(),
+		IdleClosed:        s.shed.Load(),
 		SiteVersion:       s.SiteVersion(),
 	}
 	if s.cache != nil {

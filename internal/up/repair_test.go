@@ -231,8 +231,8 @@ func TestStartRepair(t *testing.T) {
 	if err := r.Shutdown(ctx); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
-	for i, cmd := range r.cmds {
-		if cmd.ProcessState == nil {
+	for i, sv := range r.children {
+		if !sv.exited() {
 			t.Errorf("child %d still running after Shutdown", i)
 		}
 	}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// ignoreHangup keeps SIGHUP from stopping a long-running role (node, front,
+// up): Go's default action for it is to exit, so a closed terminal or a
+// stray `kill -HUP` — which nginx and HAProxy take as "reload" — would take
+// the server, or a whole cluster, down. It covers start-up: once a role's
+// signal loop runs, SIGHUP reloads (front: the config file; node: its root;
+// up: publishes its site again) and the role calls the returned function to
+// stop catching it here.
+func ignoreHangup(logf func(msg string)) (stop func()) {
+	c := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	signal.Notify(c, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-c:
+				logf("SIGHUP ignored while starting: reload begins once serving; SIGTERM or SIGINT stops")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(c)
+		close(done)
+	}
+}
