@@ -10,15 +10,20 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"shoal/internal/admin"
 	"shoal/internal/cluster"
 	"shoal/internal/config"
+	"shoal/internal/content"
 	"shoal/internal/front"
 	"shoal/internal/policy"
+	"shoal/internal/publish"
 	"shoal/internal/sysmon"
 )
 
@@ -52,6 +57,13 @@ func runFront(args []string) error {
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
 	sysmonIdle := fs.Bool("sysmon-idle", *def.SysmonIdle, "run Go's monitor thread at SCHED_IDLE so its wake-ups do not preempt the relay (Linux)")
 	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
+	accessLog := fs.String("access-log", def.AccessLog, "access log file, - for stdout (default off)")
+	accessLogFormat := fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", ")+
+		" (common replays with shoal sim and shoal trace; json adds node, policy, path and timings)")
+	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on SIGTERM, how long requests in flight may finish before connections are cut")
+	publishDir := fs.String("publish-dir", def.PublishDir, "folder for site versions published with shoal publish; nodes must see it at the same path (default off)")
+	publishFetch := fs.String("publish-fetch-url", def.PublishFetchURL, "the admin API's URL as nodes on other hosts reach it: they fetch each published version from there (default: nodes read --publish-dir)")
+	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -63,9 +75,10 @@ func runFront(args []string) error {
 		fmt.Print(t)
 		return nil
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("role", "front")
-	defer ignoreHangup(func(msg string) { logger.Warn(msg) })()
-
+	// SIGHUP must not kill the front while it starts; once the signal
+	// loop below takes it, it reloads (reload.go).
+	stopHUP := sync.OnceFunc(ignoreHangup(func(msg string) { fmt.Fprintf(os.Stderr, "shoal front: %s\n", msg) }))
+	defer stopHUP()
 	fc := def
 	if *cfgFile != "" {
 		var err error
@@ -82,64 +95,102 @@ func runFront(args []string) error {
 	// Flags set on the command line win over the file.
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["listen"] || *cfgFile == "" {
-		fc.Listen = *listen
-	}
-	if set["policy"] || *cfgFile == "" {
-		fc.Policy = *pol
-	}
-	if set["path"] || *cfgFile == "" {
-		fc.Path = *path
-	}
-	if set["admin"] || *cfgFile == "" {
-		fc.Admin = *adminAddr
-	}
-	if set["admin-token-file"] || *cfgFile == "" {
-		fc.AdminTokenFile = *adminToken
-	}
-	if set["nodes"] || *cfgFile == "" {
-		fc.Nodes = nil
-		for _, u := range strings.Split(*nodes, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				fc.Nodes = append(fc.Nodes, config.Node{URL: u})
+	// override applies them to a configuration read from the file, at
+	// start and again at each reload (reload.go).
+	override := func(fc *config.Front) {
+		if set["listen"] || *cfgFile == "" {
+			fc.Listen = *listen
+		}
+		if set["policy"] || *cfgFile == "" {
+			fc.Policy = *pol
+		}
+		if set["path"] || *cfgFile == "" {
+			fc.Path = *path
+		}
+		if set["admin"] || *cfgFile == "" {
+			fc.Admin = *adminAddr
+		}
+		if set["admin-token-file"] || *cfgFile == "" {
+			fc.AdminTokenFile = *adminToken
+		}
+		if set["nodes"] || *cfgFile == "" {
+			fc.Nodes = nil
+			for _, u := range strings.Split(*nodes, ",") {
+				if u = strings.TrimSpace(u); u != "" {
+					fc.Nodes = append(fc.Nodes, config.Node{URL: u})
+				}
 			}
 		}
+		if set["max-conn"] || *cfgFile == "" {
+			fc.Limits.MaxConnPerNode = *maxConn
+		}
+		if set["queue-timeout"] || *cfgFile == "" {
+			fc.Limits.QueueTimeout.Duration = *queueTO
+		}
+		if set["header-timeout"] || *cfgFile == "" {
+			fc.Limits.HeaderTimeout.Duration = *headerTO
+		}
+		if set["idle-timeout"] || *cfgFile == "" {
+			fc.Limits.IdleTimeout.Duration = *idleTO
+		}
+		if set["max-header-bytes"] || *cfgFile == "" {
+			fc.Limits.MaxHeaderBytes = *maxHead
+		}
+		if set["send-timeout"] || *cfgFile == "" {
+			fc.Limits.SendTimeout.Duration = *sendTO
+		}
+		if set["max-conns"] || *cfgFile == "" {
+			fc.Limits.MaxConns = *maxConns
+		}
+		if set["max-conns-per-ip"] || *cfgFile == "" {
+			fc.Limits.MaxConnsPerIP = *maxPerIP
+		}
+		if set["sysmon-idle"] || *cfgFile == "" {
+			fc.SysmonIdle = sysmonIdle
+		}
+		if set["handoff-dir"] || *cfgFile == "" {
+			fc.HandoffDir = *passfd.dir
+		}
+		if set["handoff-uid"] || *cfgFile == "" {
+			fc.HandoffUID = passfd.uid
+		}
+		if set["health-interval"] || *cfgFile == "" {
+			fc.Health.Interval.Duration = *health
+		}
+		if set["access-log"] || *cfgFile == "" {
+			fc.AccessLog = *accessLog
+		}
+		if set["access-log-format"] || *cfgFile == "" {
+			fc.AccessLogFormat = *accessLogFormat
+		}
+		if set["shutdown-timeout"] || *cfgFile == "" {
+			fc.ShutdownTimeout.Duration = *shutdownTO
+		}
+		if set["publish-dir"] || *cfgFile == "" {
+			fc.PublishDir = *publishDir
+		}
+		if set["publish-fetch-url"] || *cfgFile == "" {
+			fc.PublishFetchURL = *publishFetch
+		}
+		if logf.set("log-level") {
+			fc.LogLevel = *logf.level
+		}
+		if logf.set("log-format") {
+			fc.LogFormat = *logf.format
+		}
 	}
-	if set["max-conn"] || *cfgFile == "" {
-		fc.Limits.MaxConnPerNode = *maxConn
+	override(&fc)
+	if fc.PublishDir != "" && (fc.Admin == "" || fc.AdminTokenFile == "" || !filepath.IsAbs(fc.PublishDir)) {
+		return fmt.Errorf("--publish-dir %q: needs an absolute path, --admin and --admin-token-file (nodes take a publish only with the admin token)", fc.PublishDir)
 	}
-	if set["queue-timeout"] || *cfgFile == "" {
-		fc.Limits.QueueTimeout.Duration = *queueTO
+	level := new(slog.LevelVar)
+	logger, err := logf.loggerVar(os.Stderr, "front", fc.LogLevel, fc.LogFormat, level)
+	if err != nil {
+		return err
 	}
-	if set["header-timeout"] || *cfgFile == "" {
-		fc.Limits.HeaderTimeout.Duration = *headerTO
-	}
-	if set["idle-timeout"] || *cfgFile == "" {
-		fc.Limits.IdleTimeout.Duration = *idleTO
-	}
-	if set["max-header-bytes"] || *cfgFile == "" {
-		fc.Limits.MaxHeaderBytes = *maxHead
-	}
-	if set["send-timeout"] || *cfgFile == "" {
-		fc.Limits.SendTimeout.Duration = *sendTO
-	}
-	if set["max-conns"] || *cfgFile == "" {
-		fc.Limits.MaxConns = *maxConns
-	}
-	if set["max-conns-per-ip"] || *cfgFile == "" {
-		fc.Limits.MaxConnsPerIP = *maxPerIP
-	}
-	if set["sysmon-idle"] || *cfgFile == "" {
-		fc.SysmonIdle = sysmonIdle
-	}
-	if set["handoff-dir"] || *cfgFile == "" {
-		fc.HandoffDir = *passfd.dir
-	}
-	if set["handoff-uid"] || *cfgFile == "" {
-		fc.HandoffUID = passfd.uid
-	}
-	if set["health-interval"] || *cfgFile == "" {
-		fc.Health.Interval.Duration = *health
+	alFormat, err := front.ParseAccessLogFormat(fc.AccessLogFormat)
+	if err != nil {
+		return fmt.Errorf("--access-log-format: %w", err)
 	}
 	if err := tlsf.apply(&fc, set, *cfgFile != ""); err != nil {
 		return err
@@ -156,6 +207,13 @@ func runFront(args []string) error {
 		}
 	}
 
+	var accessLogW *front.AccessLog
+	if fc.AccessLog != "" {
+		if accessLogW, err = front.OpenAccessLog(fc.AccessLog, alFormat); err != nil {
+			return err
+		}
+		defer accessLogW.Close() // after the server's Shutdown: the last lines are in
+	}
 	p, err := policy.New(fc.Policy, fc.Tuning.Config())
 	if err != nil {
 		return err
@@ -167,7 +225,8 @@ func runFront(args []string) error {
 			specs[i].Weight = *n.Weight
 		}
 	}
-	cl, err := cluster.New(p, specs, cluster.Options{})
+	sw := policy.NewSwitch(p) // SIGHUP may replace the policy (reload.go)
+	cl, err := cluster.New(sw, specs, cluster.Options{})
 	if err != nil {
 		return err
 	}
@@ -204,26 +263,33 @@ func runFront(args []string) error {
 		metrics = admin.NewMetrics(cl, fc.Policy)
 		observer = metrics
 	}
-	srv, err := front.New(cl, front.Config{
-		MaxHeadBytes:   fc.Limits.MaxHeaderBytes,
-		HeaderTimeout:  fc.Limits.HeaderTimeout.Duration,
-		IdleTimeout:    fc.Limits.IdleTimeout.Duration,
-		WriteTimeout:   fc.Limits.SendTimeout.Duration,
-		MaxClientConns: fc.Limits.MaxConns,
-		MaxConnsPerIP:  fc.Limits.MaxConnsPerIP,
-		MaxConn:        fc.Limits.MaxConnPerNode,
-		QueueTimeout:   fc.Limits.QueueTimeout.Duration,
-		Path:           dp,
-		Choose:         choose,
-		Hybrid:         hybrid,
-		Observer:       observer,
-		Logger:         logger,
-	})
+	mk := func(fc config.Front) (*front.Server, error) {
+		return front.New(cl, front.Config{
+			MaxHeadBytes:   fc.Limits.MaxHeaderBytes,
+			HeaderTimeout:  fc.Limits.HeaderTimeout.Duration,
+			IdleTimeout:    fc.Limits.IdleTimeout.Duration,
+			WriteTimeout:   fc.Limits.SendTimeout.Duration,
+			MaxClientConns: fc.Limits.MaxConns,
+			MaxConnsPerIP:  fc.Limits.MaxConnsPerIP,
+			MaxConn:        fc.Limits.MaxConnPerNode,
+			QueueTimeout:   fc.Limits.QueueTimeout.Duration,
+			Path:           dp,
+			Choose:         choose,
+			Hybrid:         hybrid,
+			Observer:       observer,
+			AccessLog:      accessLogW,
+			Logger:         logger,
+		})
+	}
+	srv, err := mk(fc)
 	if err != nil {
 		return err
 	}
+	rt := &frontRuntime{cfgFile: *cfgFile, override: override, fc: fc, cl: cl, sw: sw, mk: mk, level: level, log: logger, access: accessLogW, errc: make(chan error, 4)}
+	rt.cur.Store(srv)
+	stats := func() front.Stats { return rt.cur.Load().Stats() }
 	if metrics != nil {
-		metrics.WatchFront(srv.Stats)
+		metrics.WatchFront(stats)
 	}
 	ln, err := front.Listen(fc.Listen) // TCP_DEFER_ACCEPT, no keep-alive probes (listen.go)
 	if err != nil {
@@ -235,9 +301,14 @@ func runFront(args []string) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if fc.Health.Interval.Duration > 0 {
-		go cl.Check(ctx, cluster.CheckConfig{Interval: fc.Health.Interval.Duration, Rise: fc.Health.Rise, Fall: fc.Health.Fall})
-	}
+	front.LogEvents(ctx, cl, stats, logger, 0)
+	rt.ln = ln
+	rt.startHealth()
+	defer func() {
+		if rt.healthStop != nil {
+			rt.healthStop()
+		}
+	}()
 	var adminSrv *http.Server
 	if fc.Admin != "" {
 		aln, err := net.Listen("tcp", fc.Admin)
@@ -245,7 +316,36 @@ func runFront(args []string) error {
 			ln.Close()
 			return fmt.Errorf("admin listen %s: %w", fc.Admin, err)
 		}
-		adminSrv = &http.Server{Handler: admin.NewConfig(cl, metrics, adminCfg), ReadHeaderTimeout: 10 * time.Second}
+		as := admin.NewConfig(cl, metrics, adminCfg)
+		if fc.PublishDir != "" {
+			fetchFrom := ""
+			if fc.PublishFetchURL != "" {
+				fetchFrom = strings.TrimSuffix(fc.PublishFetchURL, "/") + "/publish/versions"
+			}
+			pub, err := publish.New(publish.Config{Versions: fc.PublishDir, Logger: logger, Nodes: func() []publish.Participant {
+				var ps []publish.Participant
+				for _, b := range cl.Backends() {
+					ps = append(ps, publish.RemoteFetch(b.URL, adminCfg.Token, fetchFrom, nil))
+				}
+				return ps
+			}, OnCommit: func(_ uint64, root string, d content.Diff) {
+				if passfd.sizes != nil { // hybrid's sizes follow the site
+					passfd.sizes.Publish(root)
+				}
+				// The nodes dropped these from their caches: so does the
+				// policy's placement and cache mirror.
+				cl.Forget(append(slices.Clone(d.Changed), d.Removed...))
+			}})
+			if err != nil {
+				aln.Close()
+				ln.Close()
+				return err
+			}
+			as.SetPublisher(func(ctx context.Context, dir string) (any, error) { return pub.Publish(ctx, dir) })
+			as.SetVersions(pub.WriteVersion)
+			logger.Info("publishing on", "versions", fc.PublishDir)
+		}
+		adminSrv = &http.Server{Handler: as, ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(aln)
 		if adminCfg.Token == "" {
 			logger.Info("admin API, read-only (no --admin-token-file)", "addr", aln.Addr().String())
@@ -268,26 +368,41 @@ func runFront(args []string) error {
 		logger.Warn("TLS connections are relayed: the handoff paths cannot move a TLS session without kTLS", "path", fc.Path)
 	}
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go rt.serve(srv, ln)
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	select {
-	case err := <-errc:
-		return err
-	case s := <-sig:
-		logger.Info("shutting down", "signal", s.String())
+	stopHUP() // SIGHUP is ours now
+wait:
+	for {
+		select {
+		case err := <-rt.errc:
+			return err
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				logger.Info("SIGHUP: reloading", "file", rt.cfgFile)
+				if err := rt.reload(); err != nil {
+					logger.Error("reload refused, nothing changed", "file", rt.cfgFile, "err", err)
+				}
+				if certs != nil { // renewed certificate files, same paths
+					if err := certs.Reload(); err != nil {
+						logger.Error("certificates not reloaded, the old ones stay", "err", err)
+					} else {
+						logger.Info("certificates reloaded", "names", certs.Names())
+					}
+				}
+				continue
+			}
+			logger.Info("shutting down", "signal", s.String(), "timeout", rt.fc.ShutdownTimeout.Duration)
+			break wait
+		}
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, scancel := context.WithTimeout(context.Background(), rt.fc.ShutdownTimeout.Duration)
 	defer scancel()
 	if adminSrv != nil {
 		adminSrv.Shutdown(sctx)
 	}
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	if err := <-errc; err != nil && !errors.Is(err, front.ErrServerClosed) {
+	if err := rt.cur.Load().Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return nil

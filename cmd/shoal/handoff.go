@@ -25,6 +25,9 @@ type passfdFrontFlags struct {
 	site   *string
 	dir    *string
 	uid    *int
+	// sizes is hybrid's table of object sizes from --site, moved to each
+	// version `shoal publish` switches the nodes to.
+	sizes *content.Store
 }
 
 func addPassFDFrontFlags(fs *flag.FlagSet, def config.Front) *passfdFrontFlags {
@@ -54,6 +57,7 @@ func (pf *passfdFrontFlags) dataPath(path string, health time.Duration, fc confi
 		if err != nil {
 			return nil, nil, hc, fmt.Errorf("--site: %w", err)
 		}
+		pf.sizes = st
 		hc.Size = func(url string) int64 {
 			e, err := st.Lookup(url)
 			if err != nil || e.IsDir {

@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -34,6 +33,7 @@ func benchL4Front(args []string) error {
 	pol := fs.String("policy", "rr", "node choice, a content-blind internal/policy name (rr, wrr, lc, p2c, …)")
 	dialTimeout := fs.Duration("dial-timeout", time.Second, "relay: connect timeout to a node")
 	retry := fs.Duration("retry-after", time.Second, "how long a node whose dial or handoff failed stays out of the rotation")
+	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -78,7 +78,10 @@ func benchL4Front(args []string) error {
 		cfg.Repair = l4.RepairConfig{Key: key, VIP: vip, Dev: *dev, Timeout: *repairTimeout,
 			Steer: handoff.SteerConfig{Backend: *steer}}
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log, err := logf.logger(os.Stderr, "l4front", "", "")
+	if err != nil {
+		return err
+	}
 	cfg.Logger = log
 	f, err := l4.New(cfg)
 	if err != nil {

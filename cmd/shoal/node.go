@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"shoal/internal/admin"
 	"shoal/internal/config"
 	"shoal/internal/node"
+	"shoal/internal/publish"
 )
 
 func init() {
@@ -21,16 +26,24 @@ func init() {
 
 func runNode(args []string) error {
 	fs := newFlags("node", "--root DIR [--listen ADDR] [flags]", "Run a shoal node: an HTTP/1.1 static server with a memory cache over DIR.")
+	def := config.DefaultNode()
 	root := fs.String("root", "", "site root directory (required)")
-	listen := fs.String("listen", "127.0.0.1:8081", "listen address")
-	cacheMB := fs.Int64("cache-mb", node.DefaultCacheBytes>>20, "memory cache budget in MiB (0 disables)")
-	policy := fs.String("cache", node.DefaultCachePolicy, "cache replacement policy: lru, gdsf or cgdsf")
-	maxKB := fs.Int64("max-object-kb", node.DefaultMaxObject>>10, "files above this size are never cached (sendfile)")
-	readTO := fs.Duration("read-timeout", node.DefaultReadTimeout, "limit for reading one request head")
-	idleTO := fs.Duration("idle-timeout", node.DefaultIdleTimeout, "limit for an idle keep-alive connection")
-	maxConns := fs.Int("max-conns", 0, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)")
-	sendTO := fs.Duration("send-timeout", node.DefaultWriteTimeout, "close a connection whose client takes no response bytes for this long")
+	listen := fs.String("listen", def.Listen, "listen address")
+	cacheMB := fs.Int64("cache-mb", def.CacheMB, "memory cache budget in MiB (0 disables)")
+	policy := fs.String("cache", def.Cache, "cache replacement policy: lru, gdsf or cgdsf")
+	maxKB := fs.Int64("max-object-kb", def.MaxObjectKB, "files above this size are never cached (sendfile)")
+	readTO := fs.Duration("read-timeout", def.ReadTimeout.Duration, "limit for reading one request head")
+	idleTO := fs.Duration("idle-timeout", def.IdleTimeout.Duration, "limit for an idle keep-alive connection")
+	maxConns := fs.Int("max-conns", def.MaxConns, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)")
+	sendTO := fs.Duration("send-timeout", def.SendTimeout.Duration, "close a connection whose client takes no response bytes for this long")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
+	trusted := fs.String("trusted-fronts", "", "comma-separated addresses or CIDRs of fronts whose X-Forwarded-For names the client in the access log (default: none)")
+	logHealth := fs.Bool("log-health", false, "also log the front's health checks (GET /.shoal/status) in the access log")
+	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on SIGTERM, how long requests in flight may finish before connections are cut")
+	publishDir := fs.String("publish-dir", "", "accept site versions published by the front from inside this folder (needs --admin-token-file; default off)")
+	tokenFile := fs.String("admin-token-file", "", "the cluster's admin token (the front's admin_token_file), which a publish must carry")
+	watch := fs.Bool("watch", false, "serve changes to --root as they happen (rescan once it is quiet for 500 ms); for a single node — a cluster publishes with shoal publish")
+	logf := addLogFlags(fs)
 	repair := addRepairNodeFlags(fs)
 	handoffSock := addPassFDNodeFlag(fs)
 	cfgFile := fs.String("config", "", "TOML configuration file (flags given explicitly override it)")
@@ -58,19 +71,42 @@ func runNode(args []string) error {
 	if *cacheMB < 0 || *maxKB < 0 {
 		return fmt.Errorf("--cache-mb %d, --max-object-kb %d: sizes cannot be negative (0 turns the cache off)", *cacheMB, *maxKB)
 	}
-	cfg := node.Config{
-		Root:         *root,
-		CacheBytes:   *cacheMB << 20,
-		CachePolicy:  *policy,
-		MaxObject:    *maxKB << 10,
-		ReadTimeout:  *readTO,
-		IdleTimeout:  *idleTO,
-		WriteTimeout: *sendTO,
-		MaxConns:     *maxConns,
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	logger, err := logf.logger(os.Stderr, "node", "", "")
+	if err != nil {
+		return err
 	}
-	defer ignoreHangup(func(msg string) { cfg.Logger.Warn(msg) })()
-	var err error
+	fronts, err := parsePrefixes(*trusted)
+	if err != nil {
+		return fmt.Errorf("--trusted-fronts: %w", err)
+	}
+	var publishToken string
+	if *publishDir != "" || *tokenFile != "" {
+		if *publishDir == "" || *tokenFile == "" || !filepath.IsAbs(*publishDir) {
+			return fmt.Errorf("--publish-dir %q, --admin-token-file %q: publishing needs both, the folder as an absolute path", *publishDir, *tokenFile)
+		}
+		if publishToken, err = admin.LoadToken(*tokenFile); err != nil {
+			return err
+		}
+	}
+	cfg := node.Config{
+		Root:          *root,
+		CacheBytes:    *cacheMB << 20,
+		CachePolicy:   *policy,
+		MaxObject:     *maxKB << 10,
+		ReadTimeout:   *readTO,
+		IdleTimeout:   *idleTO,
+		WriteTimeout:  *sendTO,
+		MaxConns:      *maxConns,
+		Logger:        logger,
+		TrustedFronts: fronts,
+		LogHealth:     *logHealth,
+		PublishToken:  publishToken,
+		PublishDir:    *publishDir,
+	}
+	// SIGHUP must not kill the node while it starts; once the signal loop
+	// below takes it, it rescans --root.
+	stopHUP := sync.OnceFunc(ignoreHangup(func(msg string) { cfg.Logger.Warn(msg) }))
+	defer stopHUP()
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
 		return err
 	}
@@ -112,15 +148,43 @@ func runNode(args []string) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	select {
-	case err := <-errc:
-		return err
-	case s := <-sig:
-		cfg.Logger.Info("shutting down", "signal", s.String())
+	stopHUP() // SIGHUP is ours now
+	if *watch {
+		wctx, wcancel := context.WithCancel(context.Background())
+		defer wcancel()
+		go func() {
+			err := publish.Watch(wctx, *root, 500*time.Millisecond, func() {
+				if _, err := srv.Rescan(); err != nil {
+					cfg.Logger.Error("rescan after a change", "err", err)
+				}
+			})
+			if err != nil {
+				cfg.Logger.Error("--watch stopped", "err", err)
+			}
+		}()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+wait:
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				// Rescan --root (a "current" symlink is followed again)
+				// and reopen nothing else: the access log file is kept.
+				cfg.Logger.Info("SIGHUP: rescanning the site root", "root", *root)
+				if _, err := srv.Rescan(); err != nil {
+					cfg.Logger.Error("SIGHUP: rescan failed; the previous tree is still served", "err", err)
+				}
+				continue
+			}
+			cfg.Logger.Info("shutting down", "signal", s.String())
+			break wait
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTO)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
@@ -129,4 +193,25 @@ func runNode(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// parsePrefixes reads a comma-separated list of IP addresses and CIDR
+// prefixes ("10.0.0.5,192.168.1.0/24"); an address stands for itself.
+func parsePrefixes(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR prefix", f)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }

@@ -63,6 +63,8 @@ func runPop(args []string) error {
 	nodes := fs.Int("nodes", f.Nodes, "in-process nodes")
 	cacheMB := fs.Int("cache-mb", f.CacheMB, "memory cache per node, MiB")
 	data := fs.String("data", "", "folder for the generated sample site (default: your cache folder/shoal)")
+	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
+	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -99,8 +101,13 @@ func runPop(args []string) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
+	logger, err := logf.logger(os.Stderr, "pop", "", "")
+	if err != nil {
+		return err
+	}
 	c := popConfig(f, def)
 	c.Cluster.DataDir, c.Cluster.AdminTokenFile = *data, *tokenFile
+	c.Logger, c.Cluster.Logger = logger, logger
 	p, err := pop.Start(c)
 	if err != nil {
 		return err // a refusal (wrong seed) exits non-zero with its reason
@@ -109,10 +116,18 @@ func runPop(args []string) error {
 	if p.AdminURL != "" {
 		fmt.Printf("  admin token in %s\n", p.AdminTokenFile)
 	}
-	return waitAndStop(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err())
+	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
 }
 
+// waitAndStop waits for SIGINT, SIGTERM or an error on errc, then stops
+// with 4 s for requests in flight.
 func waitAndStop(stop func(context.Context) error, errc <-chan error) error {
+	return waitAndStopAfter(stop, errc, 4*time.Second)
+}
+
+// waitAndStopAfter is waitAndStop with the stop's timeout given
+// (--shutdown-timeout).
+func waitAndStopAfter(stop func(context.Context) error, errc <-chan error, timeout time.Duration) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
@@ -122,7 +137,7 @@ func waitAndStop(stop func(context.Context) error, errc <-chan error) error {
 		fmt.Fprintf(os.Stderr, "shoal: %v, stopping\n", s)
 	case runErr = <-errc:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	stop(ctx)
 	return runErr

@@ -115,8 +115,7 @@ func getBody(t *testing.T, url string) string {
 	return string(b)
 }
 
-// hangupSurvives sends SIGHUP to c, waits for it to log that it ignored
-// the signal, checks url is still served, then stops c with SIGTERM and
+// hangupSurvives sends SIGHUP to c, waits for it to log the signal, checks url is still served, then stops c with SIGTERM and
 // expects a clean exit.
 func hangupSurvives(t *testing.T, c *child, url, body string) {
 	t.Helper()
@@ -142,8 +141,8 @@ func hangupSurvives(t *testing.T, c *child, url, body string) {
 }
 
 // TestHangupIgnored sends SIGHUP to real `shoal node`, `shoal front` and
-// `shoal up` processes: each must log it and keep serving (issue 10: until
-// reload exists, SIGHUP is ignored rather than fatal, Go's default).
+// `shoal up` processes: each must log it and keep serving (issue 10: SIGHUP
+// is not fatal, Go's default; issue 14: it reloads).
 func TestHangupIgnored(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shoal binary")

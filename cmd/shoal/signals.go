@@ -9,9 +9,10 @@ import (
 // ignoreHangup keeps SIGHUP from stopping a long-running role (node, front,
 // up): Go's default action for it is to exit, so a closed terminal or a
 // stray `kill -HUP` — which nginx and HAProxy take as "reload" — would take
-// the server, or a whole cluster, down. Reload is not implemented yet
-// (issue 10), so the signal is only logged through logf. Call the returned
-// function to stop catching it.
+// the server, or a whole cluster, down. It covers start-up: once a role's
+// signal loop runs, SIGHUP reloads (front: the config file; node: its root;
+// up: publishes its site again) and the role calls the returned function to
+// stop catching it here.
 func ignoreHangup(logf func(msg string)) (stop func()) {
 	c := make(chan os.Signal, 1)
 	done := make(chan struct{})
@@ -20,7 +21,7 @@ func ignoreHangup(logf func(msg string)) (stop func()) {
 		for {
 			select {
 			case <-c:
-				logf("SIGHUP ignored: reload is not implemented; SIGTERM or SIGINT stops")
+				logf("SIGHUP ignored while starting: reload begins once serving; SIGTERM or SIGINT stops")
 			case <-done:
 				return
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/sha256"
 	"encoding/json"
 	"os"
@@ -12,6 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"shoal/internal/front"
 )
 
 // TestUpTLS: `shoal up --tls` prints an https URL; curl -k through it
@@ -102,4 +106,67 @@ func TestFrontTLSFlags(t *testing.T) {
 			t.Errorf("shoal %v: exit %d, stderr %q; want an error with %q", args, code, se, c.want)
 		}
 	}
+}
+
+// TestFrontTLSReload: SIGHUP makes a running HTTPS front read its
+// certificate files again, so a renewed certificate is served to new
+// handshakes without a restart; a broken file leaves the old one in place.
+func TestFrontTLSReload(t *testing.T) {
+	dir := t.TempDir()
+	crt, key := filepath.Join(dir, "site.crt"), filepath.Join(dir, "site.key")
+	mk := func(host string) {
+		t.Helper()
+		c, k := filepath.Join(dir, host+".crt"), filepath.Join(dir, host+".key")
+		if err := front.WriteSelfSigned(c, k, front.SelfSigned{Hosts: []string{host}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(k, key); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(c, crt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("old.test")
+	listen := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "front", "--listen", listen, "--nodes", "http://127.0.0.1:1",
+		"--health-interval", "0", "--tls-cert", crt, "--tls-key", key)
+	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
+	var stderr lockedBuf
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	served := func() string {
+		c, err := tls.Dial("tcp", listen, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return ""
+		}
+		defer c.Close()
+		return strings.Join(c.ConnectionState().PeerCertificates[0].DNSNames, ",")
+	}
+	waitFor := func(what, want string) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); served() != want; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: serving %q, want %q; stderr:\n%s", what, served(), want, stderr.String())
+			}
+		}
+	}
+	waitFor("start", "old.test")
+	mk("new.test")
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitFor("after SIGHUP", "new.test")
+
+	os.WriteFile(crt, []byte("half a certificate"), 0o644)
+	cmd.Process.Signal(syscall.SIGHUP)
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "certificates not reloaded"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("a broken certificate file was not reported:\n%s", stderr.String())
+		}
+	}
+	waitFor("after a broken file", "new.test")
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
 }

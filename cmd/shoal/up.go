@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"shoal/internal/admin"
 	"shoal/internal/config"
+	"shoal/internal/front"
 	"shoal/internal/handoff"
 	"shoal/internal/policy"
 	"shoal/internal/up"
@@ -45,6 +47,11 @@ func runUp(args []string) error {
 	fs.BoolVar(&c.TLS, "tls", false, "serve HTTPS with a self-signed certificate for localhost and 127.0.0.1 kept in the --data folder (clients: curl -k, shoal bench http --insecure); "+
 		"with passfd or hybrid every request is relayed")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
+	def := config.DefaultFront()
+	accessLog := fs.String("access-log", "", "the front's access log file, - for stdout (default off)")
+	accessLogFormat := fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", "))
+	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
+	logf := addLogFlags(fs)
 	pops := fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
 	state := fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
 	loopback := fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
@@ -66,15 +73,30 @@ func runUp(args []string) error {
 		}
 		return runUpPops(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
 	}
+	logger, err := logf.logger(os.Stderr, "up", "", "")
+	if err != nil {
+		return err
+	}
+	c.Logger = logger
+	alFormat, err := front.ParseAccessLogFormat(*accessLogFormat)
+	if err != nil {
+		return fmt.Errorf("--access-log-format: %w", err)
+	}
+	if *accessLog != "" {
+		al, err := front.OpenAccessLog(*accessLog, alFormat)
+		if err != nil {
+			return err
+		}
+		defer al.Close() // after shutdown below: the last lines are in
+		c.AccessLog = al
+	}
 	// Signals are caught from here on: one that arrives while the cluster
 	// starts (the repair lab takes seconds) stops it as soon as it is up,
 	// instead of killing this process and leaving children and namespaces.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	defer ignoreHangup(func(msg string) { fmt.Fprintf(os.Stderr, "shoal up: %s\n", msg) })()
 	var cl *up.Cluster
-	var err error
 	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }
 	var lab *up.Repair
 	switch *path {
@@ -122,13 +144,44 @@ func runUp(args []string) error {
 	fmt.Printf("  Ctrl-C stops it.\n")
 
 	var runErr error
-	select {
-	case s := <-sig:
-		fmt.Fprintf(os.Stderr, "shoal up: %v, stopping\n", s)
-	case runErr = <-cl.Err():
+wait:
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				reloadUp(cl, c.AccessLog, logger)
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "shoal up: %v, stopping\n", s)
+			break wait
+		case runErr = <-cl.Err():
+			break wait
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTO)
 	defer cancel()
 	shutdown(ctx)
 	return runErr
+}
+
+// reloadUp is `shoal up`'s SIGHUP: it reopens the access log (logrotate)
+// and publishes the site folder again, so edits made in place reach every
+// node together (docs/publish.md).
+func reloadUp(cl *up.Cluster, al *front.AccessLog, log *slog.Logger) {
+	if al != nil {
+		if err := al.Reopen(); err != nil {
+			log.Error("access log reopen", "err", err)
+		}
+	}
+	if cl.Publisher == nil {
+		log.Warn("SIGHUP: this data path cannot publish; restart shoal up to serve an edited site")
+		return
+	}
+	res, err := cl.Publisher.Publish(context.Background(), cl.SiteRoot)
+	if err != nil {
+		log.Error("SIGHUP: publishing the site again failed; the nodes serve the previous version", "site", cl.SiteRoot, "err", err)
+		return
+	}
+	log.Info("SIGHUP: site published again", "site", cl.SiteRoot, "version", res.Version,
+		"added", len(res.Added), "changed", len(res.Changed), "removed", len(res.Removed))
 }

@@ -65,6 +65,10 @@ type Server struct {
 	mux      *http.ServeMux
 	cfg      Config
 	tokenSum [sha256.Size]byte // of cfg.Token, compared in constant time
+	// publisher serves POST /publish once set, versions GET
+	// /publish/versions/{v} (publish.go).
+	publisher atomic.Pointer[Publisher]
+	versions  atomic.Pointer[VersionWriter]
 }
 
 // New builds a read-only admin API for cl (Config's zero value), exporting
@@ -81,6 +85,8 @@ func NewConfig(cl *cluster.Cluster, m *Metrics, cfg Config) *Server {
 	s.mux.HandleFunc("PUT /nodes/{i}/weight", s.setWeight)
 	s.mux.HandleFunc("GET /tables", s.tables)
 	s.mux.HandleFunc("GET /stats", s.stats)
+	s.mux.HandleFunc("POST /publish", s.publish)
+	s.mux.HandleFunc("GET /publish/versions/{v}", s.version)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{}))
 	s.routeDashboard()
 	return s
@@ -223,6 +229,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 type Metrics struct {
 	reg       *prometheus.Registry
 	policy    string
+	cl        *cluster.Cluster // for the current policy's name (policyName)
 	requests  *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	decisions *prometheus.CounterVec
@@ -247,7 +254,7 @@ func (m *Metrics) WatchFront(stats func() front.Stats) {
 // reports, and the cluster's aggregate hit ratio) are read from cl at scrape
 // time.
 func NewMetrics(cl *cluster.Cluster, policyName string) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), policy: policyName}
+	m := &Metrics{reg: prometheus.NewRegistry(), policy: policyName, cl: cl}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_front_requests_total",
 		Help: "Requests relayed, by node, policy, data path and status class."}, []string{"node", "policy", "path", "code"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shoal_front_request_duration_seconds",
@@ -282,7 +289,7 @@ func (m *Metrics) Observe(o front.Observation) {
 	if o.Status >= 100 && o.Status < 600 {
 		class = o.Status / 100
 	}
-	k := seriesKey{node: o.Node, path: o.Path, class: class}
+	k := seriesKey{node: o.Node, path: o.Path, class: class, policy: m.policyName()}
 	v, ok := m.series.Load(k)
 	if !ok {
 		v, _ = m.series.LoadOrStore(k, m.newSeries(k))
@@ -300,9 +307,21 @@ func (m *Metrics) Observe(o front.Observation) {
 
 // seriesKey names the metric series one observation updates.
 type seriesKey struct {
-	node  int
-	path  string
-	class int // status class 1–5, 0 when nothing was sent
+	node   int
+	path   string
+	class  int    // status class 1–5, 0 when nothing was sent
+	policy string // the policy now, which a SIGHUP reload may replace
+}
+
+// policyName is the cluster's current policy (policy.Switch after a
+// reload), or the name given to NewMetrics.
+func (m *Metrics) policyName() string {
+	if m.cl != nil {
+		if p := m.cl.Policy(); p != nil {
+			return p.Name()
+		}
+	}
+	return m.policy
 }
 
 // series holds the resolved children for one seriesKey, so the request path
@@ -328,11 +347,11 @@ func (m *Metrics) newSeries(k seriesKey) *series {
 		outcome = "handoff"
 	}
 	s := &series{
-		requests: m.requests.WithLabelValues(node, m.policy, k.path, code),
-		decision: m.decisions.WithLabelValues(m.policy, outcome),
+		requests: m.requests.WithLabelValues(node, k.policy, k.path, code),
+		decision: m.decisions.WithLabelValues(k.policy, outcome),
 	}
 	if k.node >= 0 {
-		s.latency = m.latency.WithLabelValues(node, m.policy)
+		s.latency = m.latency.WithLabelValues(node, k.policy)
 	}
 	return s
 }

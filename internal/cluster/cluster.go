@@ -175,8 +175,23 @@ func (c *Cluster) WithPolicy(f func(p policy.Policy, v *policy.Cluster)) {
 	f(c.pol, &c.view)
 }
 
-// OnChange installs a callback for control-plane events (metrics).
-func (c *Cluster) OnChange(f func(Event)) { c.onChange.Store(&f) }
+// OnChange adds a callback for control-plane events (metrics, the
+// operational log); callbacks run in the order they were added, on the
+// goroutine that caused the event, possibly under the cluster's lock, so
+// they must be quick and must not call back into the Cluster.
+func (c *Cluster) OnChange(f func(Event)) {
+	for {
+		old := c.onChange.Load()
+		g := f
+		if old != nil {
+			prev := *old
+			g = func(e Event) { prev(e); f(e) }
+		}
+		if c.onChange.CompareAndSwap(old, &g) {
+			return
+		}
+	}
+}
 
 func (c *Cluster) emit(e Event) {
 	if f := c.onChange.Load(); f != nil {

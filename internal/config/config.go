@@ -25,6 +25,7 @@ import (
 
 	"shoal/internal/admin"
 	"shoal/internal/cluster"
+	"shoal/internal/front"
 	"shoal/internal/policy"
 )
 
@@ -72,9 +73,36 @@ type Front struct {
 	Hybrid Hybrid `toml:"hybrid"`
 	// Repair configures the cross-host handoff path.
 	Repair Repair `toml:"repair"`
-	// AccessLog is a file for the Common Log Format access log; "-" is
-	// stdout; empty turns it off. Default "".
+	// AccessLog is a file for the front's access log; "-" is stdout;
+	// empty turns it off. Default "".
 	AccessLog string `toml:"access_log"`
+	// AccessLogFormat is "common" (Common Log Format, which `shoal trace`
+	// and `shoal sim` replay), "combined" (plus Referer and User-Agent) or
+	// "json" (plus node, policy, data path and upstream time). Default
+	// "common".
+	AccessLogFormat string `toml:"access_log_format"`
+	// LogLevel is the operational log's threshold: debug, info, warn or
+	// error. Default "info".
+	LogLevel string `toml:"log_level"`
+	// LogFormat is the operational log's encoding on stderr: "text"
+	// (slog's key=value) or "json" (one object per line, for collectors).
+	// Default "text".
+	LogFormat string `toml:"log_format"`
+	// ShutdownTimeout is how long SIGTERM or SIGINT lets requests in
+	// flight finish (a large download included) before the connections
+	// are cut. Default "30s".
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// PublishDir is the folder `shoal publish` (POST /publish) writes
+	// site versions to; every node must see it at the same path (one
+	// host, or a shared filesystem) and run with --publish-dir at or
+	// above it and the admin token. Empty (the default) turns publishing
+	// off. Needs admin_token_file.
+	PublishDir string `toml:"publish_dir"`
+	// PublishFetchURL is the front's admin API as the nodes reach it
+	// ("http://10.0.0.1:9090"), for nodes on other hosts that do not
+	// share publish_dir: they fetch each version from there in the
+	// prepare phase. Empty (the default): the nodes read publish_dir.
+	PublishFetchURL string `toml:"publish_fetch_url"`
 	// SysmonIdle runs the Go runtime's monitor thread in SCHED_IDLE
 	// (Linux), so its wake-ups stop preempting the relay: about 10 % less
 	// CPU per small request on one core (see internal/sysmon). Default true.
@@ -189,6 +217,16 @@ type Repair struct {
 // documented default; Tuning.Config converts it to a policy.Config.
 type Tuning = policy.Tuning
 
+// DefaultShutdownTimeout is how long a stopping front or node lets
+// requests in flight finish: long enough for a 50 MB download at 2 MB/s.
+const DefaultShutdownTimeout = 30 * time.Second
+
+// LogLevels and LogFormats list what log_level and log_format accept.
+var (
+	LogLevels  = []string{"debug", "info", "warn", "error"}
+	LogFormats = []string{"text", "json"}
+)
+
 // Paths lists the data paths `path` accepts.
 var Paths = []string{"relay", "redirect", "passfd", "hybrid", "repair"}
 
@@ -220,6 +258,12 @@ func (f *Front) fill() {
 	}
 	if f.Hybrid.SizeKB == 0 {
 		f.Hybrid.SizeKB = 100
+	}
+	def(&f.AccessLogFormat, "common")
+	def(&f.LogLevel, "info")
+	def(&f.LogFormat, "text")
+	if f.ShutdownTimeout.Duration == 0 {
+		f.ShutdownTimeout.Duration = DefaultShutdownTimeout
 	}
 	if f.HandoffUID == nil {
 		own := -1
@@ -363,6 +407,27 @@ func (f *Front) validate(name string, data []byte) []error {
 		if n.Weight != nil && *n.Weight < 0 {
 			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is negative", i+1, *n.Weight), "use 0 to drain a node, or a positive weight")
 		}
+	}
+	if _, err := front.ParseAccessLogFormat(f.AccessLogFormat); err != nil {
+		bad([]string{"access_log_format"}, fmt.Sprintf("access_log_format %q is unknown", f.AccessLogFormat), "use one of "+strings.Join(front.AccessLogFormats, ", "))
+	}
+	if !slices.Contains(LogLevels, f.LogLevel) {
+		bad([]string{"log_level"}, fmt.Sprintf("log_level %q is unknown", f.LogLevel), "use one of "+strings.Join(LogLevels, ", "))
+	}
+	if !slices.Contains(LogFormats, f.LogFormat) {
+		bad([]string{"log_format"}, fmt.Sprintf("log_format %q is unknown", f.LogFormat), "use one of "+strings.Join(LogFormats, ", "))
+	}
+	if f.PublishDir != "" && !strings.HasPrefix(f.PublishDir, "/") {
+		bad([]string{"publish_dir"}, fmt.Sprintf("publish_dir %q is not an absolute path", f.PublishDir), "write the folder from / such as \"/srv/shoal/versions\"")
+	}
+	if u := f.PublishFetchURL; u != "" && (!strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") || f.PublishDir == "") {
+		bad([]string{"publish_fetch_url"}, fmt.Sprintf("publish_fetch_url %q needs an http(s) URL and publish_dir", u), "write the admin API's URL as the nodes reach it, such as \"http://10.0.0.1:9090\"")
+	}
+	if f.PublishDir != "" && f.AdminTokenFile == "" {
+		bad([]string{"publish_dir"}, "publish_dir needs admin_token_file: the nodes take a publish only with the admin token", "set admin_token_file, or remove publish_dir")
+	}
+	if f.ShutdownTimeout.Duration < 0 {
+		bad([]string{"shutdown_timeout"}, "shutdown_timeout is negative", "use a duration such as \"30s\"")
 	}
 	if f.Health.Rise < 0 || f.Health.Fall < 0 {
 		bad([]string{"health", "rise"}, "rise and fall must be positive", "use small counts such as rise = 2, fall = 3")

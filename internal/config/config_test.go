@@ -165,7 +165,10 @@ func TestNodeTemplateIsDefaults(t *testing.T) {
 	}
 	d := DefaultNode()
 	d.Root = "/srv/www"
-	if n != d {
+	if len(n.TrustedFronts) == 0 {
+		n.TrustedFronts = nil // the template's [] decodes as an empty list
+	}
+	if !reflect.DeepEqual(n, d) {
 		t.Errorf("template and defaults differ:\n%+v\n%+v", n, d)
 	}
 	for _, c := range []struct{ file, want string }{

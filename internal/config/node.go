@@ -44,6 +44,28 @@ type NodeServer struct {
 	// HandoffSocket is the Unix socket on which a front on this host hands
 	// client connections over (passfd). Default "": off.
 	HandoffSocket string `toml:"handoff_socket"`
+	// TrustedFronts are the addresses or CIDRs of fronts whose
+	// X-Forwarded-For names the client in the access log. Default none.
+	TrustedFronts []string `toml:"trusted_fronts"`
+	// LogHealth also logs the front's health checks in the access log.
+	// Default false.
+	LogHealth bool `toml:"log_health"`
+	// LogLevel and LogFormat are the operational log's threshold (debug,
+	// info, warn, error) and encoding (text, json). Defaults "info", "text".
+	LogLevel  string `toml:"log_level"`
+	LogFormat string `toml:"log_format"`
+	// ShutdownTimeout is how long SIGTERM lets requests in flight finish.
+	// Default "30s" (DefaultShutdownTimeout).
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// PublishDir accepts site versions published by the front from inside
+	// this absolute folder; needs AdminTokenFile. Default "": off.
+	PublishDir string `toml:"publish_dir"`
+	// AdminTokenFile holds the cluster's admin token, which a publish must
+	// carry. Default "".
+	AdminTokenFile string `toml:"admin_token_file"`
+	// Watch serves changes to Root as they happen, for a single node (a
+	// cluster publishes). Default false.
+	Watch bool `toml:"watch"`
 	// Repair opens the repair path's handoff port.
 	Repair NodeRepair `toml:"repair"`
 }
@@ -63,14 +85,17 @@ type NodeRepair struct {
 // CacheMB is set (a file that says cache_mb = 0 turns the cache off).
 func DefaultNode() NodeServer {
 	return NodeServer{
-		Listen:      "127.0.0.1:8081",
-		CacheMB:     node.DefaultCacheBytes >> 20,
-		Cache:       node.DefaultCachePolicy,
-		MaxObjectKB: node.DefaultMaxObject >> 10,
-		ReadTimeout: Duration{node.DefaultReadTimeout},
-		IdleTimeout: Duration{node.DefaultIdleTimeout},
-		SendTimeout: Duration{node.DefaultWriteTimeout},
-		Repair:      NodeRepair{MaxConns: handoff.DefaultRepairMaxConns},
+		Listen:          "127.0.0.1:8081",
+		CacheMB:         node.DefaultCacheBytes >> 20,
+		Cache:           node.DefaultCachePolicy,
+		MaxObjectKB:     node.DefaultMaxObject >> 10,
+		ReadTimeout:     Duration{node.DefaultReadTimeout},
+		IdleTimeout:     Duration{node.DefaultIdleTimeout},
+		SendTimeout:     Duration{node.DefaultWriteTimeout},
+		LogLevel:        "info",
+		LogFormat:       "text",
+		ShutdownTimeout: Duration{DefaultShutdownTimeout},
+		Repair:          NodeRepair{MaxConns: handoff.DefaultRepairMaxConns},
 	}
 }
 
@@ -91,6 +116,14 @@ max_conns = 0                  # open connections, handed-off ones included; 0: 
 send_timeout = "1m0s"          # closes a connection whose client takes no response bytes this long
 access_log = ""                # Common Log Format file, "-" for stdout, "" for none
 handoff_socket = ""            # Unix socket for a front on this host (--path passfd); "" off
+trusted_fronts = []            # fronts whose X-Forwarded-For names the client in the access log
+log_health = false             # also log the front's health checks in the access log
+log_level = "info"             # operational log threshold: debug, info, warn, error
+log_format = "text"            # operational log encoding on stderr: text or json
+shutdown_timeout = "30s"       # on SIGTERM, how long requests in flight may finish
+publish_dir = ""               # accept published site versions inside this absolute folder; "" off
+admin_token_file = ""          # the cluster's admin token, which a publish must carry
+watch = false                  # serve changes to root as they happen (single node)
 
 [repair]                       # the repair path's handoff port (needs CAP_NET_ADMIN, the VIP on lo)
 key_file = ""                  # HMAC key shared with the front

@@ -33,7 +33,13 @@ admin_token_file = ""          # bearer token for admin writes, mode 0600 (opens
                                # without it the admin API is read-only; required off loopback
 policy = "wrr"                 # POLICIES
 path = "relay"                 # data path: relay, redirect, passfd, hybrid or repair
-access_log = ""                # Common Log Format file, "-" for stdout, "" for none
+access_log = ""                # the front's access log file, "-" for stdout, "" for none
+access_log_format = "common"   # common (replays with shoal sim/trace), combined, or json (adds node, policy, path, timings)
+log_level = "info"             # operational log on stderr: debug, info, warn or error
+log_format = "text"            # text or json
+shutdown_timeout = "30s"       # SIGTERM lets requests in flight finish this long (large downloads too)
+publish_dir = ""               # site versions for shoal publish; nodes must see it at the same path ("": off)
+publish_fetch_url = ""         # nodes on other hosts fetch versions from this admin URL instead ("": shared publish_dir)
 sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
 handoff_dir = ""               # passfd/hybrid: node handoff sockets must be in this folder ("": $TMPDIR or /tmp)
 handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1: the front's own uid)

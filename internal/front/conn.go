@@ -62,6 +62,8 @@ type clientConn struct {
 	// could not hand it off at once, so it holds the connection against
 	// that node (cluster.Hold) until this path picks again (held.go).
 	rawHeld bool
+	// log holds the current request's access-log fields (accesslog.go).
+	log logReq
 }
 
 // inSize and outSize are the sizes of a connection's buffers: a maximal
@@ -104,6 +106,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 	clear(cc.tokens)
 	cc.tokens = cc.tokens[:0]
 	cc.relayOnce, cc.rawHeld = false, false
+	cc.log.captured = false
 	s.ccPool.Put(cc)
 }
 
@@ -275,12 +278,15 @@ func (cc *clientConn) handle() Result {
 	s.ctr.requests.Add(1)
 	head := cc.in.bytes()[:req.HeadLen]
 	cc.in.consume(req.HeadLen)
-
-	if req.IsMethod("CONNECT") {
-		return cc.finish(Result{Status: cc.writeError(501, true), Close: true}, nil, "", false, time.Now())
-	}
 	start := time.Now()
 	cc.now = start.UnixNano()
+	if s.cfg.AccessLog != nil {
+		cc.captureLog(req, start)
+	}
+
+	if req.IsMethod("CONNECT") {
+		return cc.finish(Result{Status: cc.writeError(501, true), Close: true}, nil, "", false, start)
+	}
 	if p := req.Path(); string(p) != cc.url {
 		cc.url = string(p)
 	}
@@ -353,8 +359,16 @@ func (cc *clientConn) handle() Result {
 
 // finish tells the observer about the answered request.
 func (cc *clientConn) finish(res Result, b *cluster.Backend, path string, retried bool, start time.Time) Result {
-	if o := cc.s.cfg.Observer; o != nil {
-		ob := Observation{Node: -1, Path: path, Status: res.Status, Retried: retried, Elapsed: time.Since(start)}
+	o, l := cc.s.cfg.Observer, cc.s.cfg.AccessLog
+	if o == nil && l == nil {
+		return res
+	}
+	end := time.Now()
+	if l != nil {
+		cc.writeLog(res, b, path, retried, end)
+	}
+	if o != nil {
+		ob := Observation{Node: -1, Path: path, Status: res.Status, Retried: retried, Elapsed: end.Sub(start)}
 		if b != nil {
 			ob.Node, ob.NodeURL = b.Index, b.URL
 		}
@@ -393,6 +407,7 @@ func (cc *clientConn) writeError(status int, close bool) int {
 		s.ctr.sent4xx.Add(1)
 	}
 	s.ctr.status[status/100].Add(1)
+	cc.log.body = int64(len(text) + 1)
 	cc.wdl.setWrite(cc.c, cc.now, s.cfg.WriteTimeout)
 	n, _ := cc.c.Write(out)
 	s.ctr.bytesOut.Add(uint64(n))
@@ -446,6 +461,7 @@ func (cc *clientConn) redirect(x *Exchange) Result {
 	cc.out = out[:0]
 	cc.wdl.setWrite(cc.c, cc.now, cc.s.cfg.WriteTimeout)
 	cc.s.ctr.status[3].Add(1)
+	cc.log.body = 0
 	if err := cc.write(out); err != nil {
 		return Result{Status: 302, Close: true, Err: err}
 	}

@@ -120,6 +120,9 @@ type Config struct {
 	// BatchMin is how many requests must be in relay at once before
 	// request heads are batched. Default 3.
 	BatchMin int
+	// AccessLog, when set, gets one line per request (accesslog.go):
+	// Common Log Format by default. Nil turns the log off (the default).
+	AccessLog *AccessLog
 	// Log receives connection-level errors worth an operator's attention
 	// (accept failures). Default: discard.
 	Logger *slog.Logger

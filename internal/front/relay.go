@@ -354,6 +354,7 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 
 	now := time.Now().UnixNano()
 	cc.now = now
+	cc.log.headAt, cc.log.body = now, 0
 	cc.wdl.setWrite(cc.c, now, s.cfg.WriteTimeout)
 	p := pipe{dst: cc.c, dstDL: &cc.wdl, src: nc.c, srcBuf: &nc.in, srcDL: &nc.rdl,
 		rto: s.cfg.ResponseTimeout, wto: s.cfg.WriteTimeout, lr: &cc.lr}
@@ -369,6 +370,7 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 		}
 		err = cc.writev(out, nc.in.bytes()[:avail])
 		nc.in.consume(avail)
+		cc.log.body = int64(avail)
 		if rem := resp.ContentLength - int64(avail); err == nil && rem > 0 {
 			n, err = p.copyN(rem)
 		}
@@ -383,6 +385,7 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 		}
 	}
 	s.ctr.bytesOut.Add(uint64(n))
+	cc.log.body += n
 	status := resp.Status // nc (and resp in it) belongs to the pool after put
 	if err != nil || !nodeReuse || nc.in.len() != 0 {
 		nc.c.Close()

@@ -31,6 +31,7 @@ package node
 import (
 	"io"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"shoal/internal/httpwire"
@@ -76,6 +77,23 @@ type Config struct {
 	// the access log off (the default). It is buffered and flushed every
 	// second and on Shutdown.
 	AccessLog io.Writer
+	// TrustedFronts are the addresses whose X-Forwarded-For the access
+	// log believes: a request from one of them is logged with the address
+	// the front appended, not the front's own. Empty (the default) trusts
+	// no one, so a client cannot forge its logged address; `shoal up`
+	// trusts loopback, where its front runs.
+	TrustedFronts []netip.Prefix
+	// LogHealth logs the front's health checks (GET /.shoal/status) in the
+	// access log too. Default false: one line per node per second would
+	// drown the requests.
+	LogHealth bool
+	// PublishToken and PublishDir enable the publish control endpoint
+	// (POST /.shoal/publish/…, publish.go) the front drives a two-phase
+	// publish through: requests must carry PublishToken (the cluster's
+	// admin token) as a bearer token, and version trees must lie inside
+	// PublishDir. Either empty (the default) turns the endpoint off.
+	PublishToken string
+	PublishDir   string
 	// Logger receives structured operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// HandoffSocket is reported in the status JSON; empty until connection

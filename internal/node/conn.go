@@ -47,6 +47,9 @@ type conn struct {
 	s    *Server
 	nc   net.Conn
 	host string // client address for the access log
+	// trusted: the peer is a front in Config.TrustedFronts, whose
+	// X-Forwarded-For names the client for the access log.
+	trusted bool
 
 	buf  []byte // read buffer; requests are parsed in place
 	r, w int    // unparsed bytes are buf[r:w]
@@ -88,6 +91,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		} else {
 			c.host = nc.RemoteAddr().String()
 		}
+		c.trusted = s.trustedPeer(nc)
 	}
 	c.since.Store(time.Now().UnixNano())
 	return c
@@ -277,6 +281,9 @@ func (c *conn) handle(now time.Time) bool {
 			closeAfter = true
 		}
 	}
+	if p := req.Path(); len(p) > len(publishPrefix) && bstr(p[:len(publishPrefix)]) == publishPrefix {
+		return c.publishControl(now, closeAfter)
+	}
 	var head bool
 	switch bstr(req.Method) {
 	case "GET":
@@ -383,6 +390,15 @@ func (c *conn) logRequest(now time.Time, status int, bodyBytes int64) {
 	if c.s.logBuf == nil {
 		return
 	}
+	if !c.s.cfg.LogHealth && bstr(c.req.Path()) == statusPath {
+		return
+	}
+	host := c.host
+	if c.trusted {
+		if ff := forwardedFor(c.req.Headers); ff != nil {
+			host = bstr(ff)
+		}
+	}
 	proto := "HTTP/1.1"
 	if c.req.Minor == 0 {
 		proto = "HTTP/1.0"
@@ -392,7 +408,7 @@ func (c *conn) logRequest(now time.Time, status int, bodyBytes int64) {
 		method, target, proto = "-", "-", ""
 	}
 	c.logLine = trace.AppendCLF(c.logLine, trace.Record{
-		Host: c.host, Time: now, Method: method, URL: target, Proto: proto, Status: status, Bytes: bodyBytes,
+		Host: host, Time: now, Method: method, URL: target, Proto: proto, Status: status, Bytes: bodyBytes,
 	})
 }
 

@@ -39,6 +39,9 @@ type Status struct {
 	SharedProcess bool    `json:"shared_process"`
 	ConnsRefused  int64   `json:"conns_refused"` // connections closed at once at Config.MaxConns, none idle
 	IdleClosed    int64   `json:"idle_closed"`   // idle connections closed to make room at Config.MaxConns
+	// SiteVersion is the published site version served (0: the tree the
+	// node started with), so an operator can see every node switched.
+	SiteVersion uint64 `json:"site_version"`
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -57,6 +60,7 @@ func (s *Server) Status() Status {
 		ContentVersion:    s.store.Version(),
 		ConnsRefused:      s.refused.Load(),
 		IdleClosed:        s.shed.Load(),
+		SiteVersion:       s.SiteVersion(),
 	}
 	st.CPUPercent, st.BusyPercent = s.usage.percents(s.busy.Load())
 	if s.cache != nil {

@@ -9,12 +9,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"shoal/internal/admin"
 	"shoal/internal/cluster"
 	"shoal/internal/content"
 	"shoal/internal/front"
 	"shoal/internal/policy"
+	"shoal/internal/publish"
 )
 
 // ProcsConfig selects the multi-process mode of StartProcs.
@@ -42,6 +45,9 @@ type Procs struct {
 	// any other (StartRepair's front).
 	children []*supervisor
 	restart  RestartConfig
+	// published: a publish has switched the nodes, so a node restarted
+	// now serves the versions folder's "current" (servedRoot).
+	published atomic.Bool
 }
 
 // StartProcs brings up the cluster of cfg with the front (and admin API) in
@@ -84,7 +90,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Procs{Cluster: &Cluster{Config: cfg, SiteInfo: info, errc: make(chan error, cfg.Nodes+2)}, SocketDir: dir,
+	p := &Procs{Cluster: &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, errc: make(chan error, cfg.Nodes+2)}, SocketDir: dir,
 		restart: pc.Restart}
 	ok := false
 	defer func() {
@@ -93,16 +99,25 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		}
 	}()
 
+	pubArgs, err := p.publishArgs()
+	if err != nil {
+		return nil, err
+	}
 	var specs []cluster.NodeSpec
 	for i := range cfg.Nodes {
 		addr, err := freePort()
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
-		args := []string{"node", "--root", root, "--listen", addr,
-			"--handoff-socket", filepath.Join(dir, "node"+strconv.Itoa(i)+".sock"),
-			"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache}
-		if err := p.supervise(fmt.Sprintf("node %d", i), func() *exec.Cmd { return exec.Command(pc.Exe, args...) }, pc.Stderr); err != nil {
+		sock := filepath.Join(dir, "node"+strconv.Itoa(i)+".sock")
+		cmd := func() *exec.Cmd {
+			// A node restarted after a publish serves the version last
+			// published, not the tree the cluster started with.
+			args := append([]string{"node", "--root", p.servedRoot(root), "--listen", addr, "--handoff-socket", sock,
+				"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache}, pubArgs...)
+			return exec.Command(pc.Exe, args...)
+		}
+		if err := p.supervise(fmt.Sprintf("node %d", i), cmd, pc.Stderr); err != nil {
 			return nil, err
 		}
 		u := "http://" + addr
@@ -121,9 +136,9 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	}
 
 	fc := front.Config{Path: front.PassFD(front.PassFDConfig{HandoffDir: dir})}
+	var st *content.Store // hybrid's table of sizes, republished with the site
 	if pc.Path == "hybrid" {
-		st, err := content.Open(root)
-		if err != nil {
+		if st, err = content.Open(root); err != nil {
 			return nil, err
 		}
 		fc.Path = front.Relay()
@@ -133,6 +148,11 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 				return e.Size
 			}
 			return -1
+		}
+	}
+	if pubArgs != nil {
+		if err := p.startRemotePublisher(root, st); err != nil {
+			return nil, err
 		}
 	}
 	if err := c.startFront(fc); err != nil {
@@ -219,4 +239,58 @@ func waitListening(addr string, limit time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// publishArgs prepares publishing to node processes — the versions folder
+// and the admin token they check — and returns the node flags that enable
+// it; nil with the admin API off (no token, no `shoal publish`).
+func (p *Procs) publishArgs() ([]string, error) {
+	if p.Config.Admin == "off" {
+		return nil, nil
+	}
+	dir, err := p.publishDir()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := admin.LoadOrCreateToken(p.Config.AdminTokenFile); err != nil {
+		return nil, err
+	}
+	return []string{"--publish-dir", dir, "--admin-token-file", p.Config.AdminTokenFile}, nil
+}
+
+// startRemotePublisher drives the node processes through their publish
+// endpoint; sizes, when not nil, is the front's hybrid size table, moved to
+// each new version once the nodes switched.
+func (p *Procs) startRemotePublisher(root string, sizes *content.Store) error {
+	tok, err := admin.LoadOrCreateToken(p.Config.AdminTokenFile)
+	if err != nil {
+		return err
+	}
+	urls := p.NodeURLs
+	c, err := publish.New(publish.Config{Versions: p.pubdir, Current: root, Logger: p.Config.Logger,
+		Nodes: func() []publish.Participant {
+			ps := make([]publish.Participant, len(urls))
+			for i, u := range urls {
+				ps[i] = publish.Remote(u, tok, nil)
+			}
+			return ps
+		},
+		OnCommit: func(_ uint64, root string, d content.Diff) {
+			if sizes != nil {
+				sizes.Publish(root)
+			}
+			p.forget(d)
+			p.published.Store(true)
+		}})
+	p.Publisher = c
+	return err
+}
+
+// servedRoot is the tree a node (re)started now must serve: the version
+// last published, or root before any publish.
+func (p *Procs) servedRoot(root string) string {
+	if p.published.Load() {
+		return filepath.Join(p.pubdir, publish.CurrentLink)
+	}
+	return root
 }

@@ -16,16 +16,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"shoal/internal/admin"
 	"shoal/internal/cluster"
+	"shoal/internal/content"
 	"shoal/internal/front"
 	"shoal/internal/node"
 	"shoal/internal/policy"
+	"shoal/internal/publish"
 	"shoal/internal/site"
 	"shoal/internal/trace"
 )
@@ -79,6 +83,9 @@ type Config struct {
 	TLS bool
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
+	// AccessLog, when set, is the front's access log (front.AccessLog);
+	// the caller opens and closes it. Default nil: none.
+	AccessLog *front.AccessLog
 }
 
 // DefaultPolicy is the policy `shoal up` uses unless told otherwise:
@@ -159,6 +166,9 @@ type Cluster struct {
 	NodeURLs []string
 	// SiteInfo describes the site being served, for the status line.
 	SiteInfo string
+	// SiteRoot is the folder the site was served from at start (--site,
+	// or the generated one): what SIGHUP publishes again.
+	SiteRoot string
 	// Config is the configuration with defaults filled in.
 	Config Config
 
@@ -170,12 +180,20 @@ type Cluster struct {
 	Front   *front.Server
 	Control *cluster.Cluster
 	Metrics *admin.Metrics
+	// Publisher publishes new versions of the site to the nodes (`shoal
+	// publish`, POST /publish); nil where the nodes cannot take part.
+	Publisher *publish.Coordinator
 
 	nodes  []*node.Server
+	pubdir string // published version trees, removed at Shutdown
 	admin  *http.Server
 	cancel context.CancelFunc
 	errc   chan error
 }
+
+// loopbackFronts is what in-process nodes trust for X-Forwarded-For: the
+// front `shoal up` runs on loopback next to them.
+var loopbackFronts = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
 // Start brings the cluster up and returns once every listener is open.
 func Start(cfg Config) (*Cluster, error) {
@@ -190,7 +208,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Config: cfg, SiteInfo: info, errc: make(chan error, cfg.Nodes+2)}
+	c := &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, errc: make(chan error, cfg.Nodes+2)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -201,7 +219,7 @@ func Start(cfg Config) (*Cluster, error) {
 	var specs []cluster.NodeSpec
 	for i := range cfg.Nodes {
 		n, err := node.New(node.Config{Root: root, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
-			SharedProcess: true, Logger: cfg.Logger.With("node", i)})
+			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts})
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
@@ -217,6 +235,15 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 
 	if err := c.startControl(pol, specs); err != nil {
+		return nil, err
+	}
+	if err := c.startPublisher(root, func() []publish.Participant {
+		ps := make([]publish.Participant, len(c.nodes))
+		for i, n := range c.nodes {
+			ps[i] = publish.Local(c.NodeURLs[i], n)
+		}
+		return ps
+	}); err != nil {
 		return nil, err
 	}
 	var fc front.Config
@@ -255,6 +282,10 @@ func (c *Cluster) startControl(pol policy.Policy, specs []cluster.NodeSpec) erro
 func (c *Cluster) startFront(fc front.Config) error {
 	c.Metrics = admin.NewMetrics(c.Control, c.Config.Policy)
 	fc.Observer = c.Metrics
+	fc.AccessLog = c.Config.AccessLog
+	if fc.Logger == nil {
+		fc.Logger = c.Config.Logger
+	}
 	fc.WriteTimeout = c.Config.SendTimeout
 	if c.Config.MaxConns != 0 {
 		fc.MaxClientConns = c.Config.MaxConns
@@ -266,6 +297,13 @@ func (c *Cluster) startFront(fc front.Config) error {
 		return err
 	}
 	c.Metrics.WatchFront(c.Front.Stats)
+	evCtx, evCancel := context.WithCancel(context.Background())
+	if prev := c.cancel; prev != nil {
+		c.cancel = func() { evCancel(); prev() }
+	} else {
+		c.cancel = evCancel
+	}
+	front.LogEvents(evCtx, c.Control, c.Front.Stats, c.Config.Logger, 0)
 	fln, err := front.Listen(c.Config.Listen)
 	if err != nil {
 		return fmt.Errorf("front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
@@ -286,7 +324,11 @@ func (c *Cluster) startFront(fc front.Config) error {
 			return fmt.Errorf("admin: %w (use --admin off or another address)", err)
 		}
 		c.AdminURL = "http://" + aln.Addr().String()
-		c.admin = &http.Server{Handler: admin.NewConfig(c.Control, c.Metrics, acfg), ReadHeaderTimeout: 10 * time.Second}
+		as := admin.NewConfig(c.Control, c.Metrics, acfg)
+		if p := c.Publisher; p != nil {
+			as.SetPublisher(func(ctx context.Context, dir string) (any, error) { return p.Publish(ctx, dir) })
+		}
+		c.admin = &http.Server{Handler: as, ReadHeaderTimeout: 10 * time.Second}
 		go c.watch(func() error { return c.admin.Serve(aln) })
 	}
 	return nil
@@ -351,6 +393,9 @@ func (c *Cluster) Shutdown(ctx context.Context) error {
 	if c.cancel != nil {
 		c.cancel()
 	}
+	if c.pubdir != "" {
+		os.RemoveAll(c.pubdir)
+	}
 	return errors.Join(errs...)
 }
 
@@ -359,4 +404,41 @@ func (c *Cluster) Close() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c.Shutdown(ctx)
+}
+
+// startPublisher sets up publishing for nodes that serve root: version
+// trees go to a folder of this run under DataDir (a restarted `shoal up`
+// serves its --site or sample site again, so old versions are not kept).
+func (c *Cluster) startPublisher(root string, nodes func() []publish.Participant) error {
+	dir, err := c.publishDir()
+	if err != nil {
+		return err
+	}
+	c.Publisher, err = publish.New(publish.Config{Versions: dir, Current: root, Nodes: nodes, Logger: c.Config.Logger,
+		OnCommit: func(_ uint64, _ string, d content.Diff) { c.forget(d) }})
+	return err
+}
+
+// forget drops what a publish changed or removed from the policy's URL
+// tables: the nodes dropped those objects from their caches.
+func (c *Cluster) forget(d content.Diff) {
+	if c.Control != nil {
+		c.Control.Forget(append(slices.Clone(d.Changed), d.Removed...))
+	}
+}
+
+// publishDir makes (once) the folder of this run's published versions.
+func (c *Cluster) publishDir() (string, error) {
+	if c.pubdir != "" {
+		return c.pubdir, nil
+	}
+	if err := os.MkdirAll(c.Config.DataDir, 0o755); err != nil {
+		return "", fmt.Errorf("publish: %w", err)
+	}
+	dir, err := os.MkdirTemp(c.Config.DataDir, "published-")
+	if err != nil {
+		return "", fmt.Errorf("publish: %w", err)
+	}
+	c.pubdir = dir
+	return dir, nil
 }
