@@ -3,8 +3,8 @@ package main
 import (
 	"bufio"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/json"
 	"os"
 	"os/exec"

@@ -55,7 +55,7 @@ type Server struct {
 	usage usageSampler
 	// sizeIdx caches the size index served at /.shoal/sizes (sizes.go).
 	sizeIdx sizeIndexCache
-	pub   publishState // two-phase publish (publish.go)
+	pub     publishState // two-phase publish (publish.go)
 }
 
 // New checks cfg, scans the site root and builds the cache.
