@@ -32,6 +32,8 @@ func StatusText(code int) string {
 		return "Request Timeout"
 	case 413:
 		return "Content Too Large"
+	case 412:
+		return "Precondition Failed"
 	case 416:
 		return "Range Not Satisfiable"
 	case 431:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -49,6 +50,10 @@ type conn struct {
 	buf  []byte // read buffer; requests are parsed in place
 	r, w int    // unparsed bytes are buf[r:w]
 	req  httpwire.Request
+	cond condFields // preconditions and Accept-Encoding of req (precond.go)
+
+	spans   []httpwire.Span // ranges of the current request (ranges.go)
+	scratch []byte          // names and keys built per request without allocating
 
 	out      []byte      // response bytes for the current batch
 	bufs     net.Buffers // segments for writev when large bodies are not copied
@@ -303,7 +308,7 @@ func (c *conn) handle(now time.Time) bool {
 	if e.IsDir {
 		return c.serveDir(tbl, e, path, now, closeAfter, head)
 	}
-	return c.serveFile(e, now, closeAfter, head)
+	return c.serveFile(tbl, e, now, closeAfter, head)
 }
 
 // stripAuthority turns an absolute-form target ("http://host/p") into its
@@ -382,79 +387,88 @@ func (c *conn) logRequest(now time.Time, status int, bodyBytes int64) {
 }
 
 // serveFile answers GET/HEAD for a file: from the cache when it fits,
-// otherwise with sendfile.
-func (c *conn) serveFile(e *content.Entry, now time.Time, closeAfter, head bool) bool {
+// otherwise with sendfile. It picks a precompressed variant (encoding.go),
+// evaluates preconditions (precond.go) and ranges (ranges.go) against the
+// representation it picked.
+func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, closeAfter, head bool) bool {
+	req := &c.req
+	c.cond.scan(req.Headers)
+	sel, coding, vary := c.selectEncoding(tbl, e, c.cond.acceptEncoding)
 	var o *object
-	if c.s.cache != nil && e.Size <= c.s.cfg.MaxObject {
-		if v, ok := c.s.cache.Get(e.URL); ok && v.etag == e.ETag {
+	if c.s.cache != nil && sel.Size <= c.s.cfg.MaxObject {
+		key := c.cacheKey(e, coding)
+		if v, ok := c.s.cache.Get(key); ok && v.etag == sel.ETag && v.vary == vary {
 			o = v
 		} else {
-			body, err := readSmall(e)
+			body, err := readSmall(sel)
 			if err != nil {
-				c.s.cfg.Logger.Warn("read file", "url", e.URL, "err", err)
+				c.s.cfg.Logger.Warn("read file", "url", sel.URL, "err", err)
 				c.simple(404, "", now, closeAfter, head, "not found")
 				return !closeAfter
 			}
-			o = newObject(c.s.cfg.ServerName, e, body)
-			c.s.cache.Add(e.URL, o, o.cost())
+			o = buildObject(c.s.cfg.ServerName, sel, e.ContentType, coding, vary, body)
+			if coding != "" {
+				key = strings.Clone(key) // a view of c.scratch until now
+			}
+			c.s.cache.Add(key, o, o.cost())
 		}
 	}
-	req := &c.req
 	lastMod := ""
 	if o != nil {
 		lastMod = o.lastMod
 	} else {
-		lastMod = string(httpwire.AppendHTTPDate(nil, e.ModTime))
+		lastMod = string(httpwire.AppendHTTPDate(nil, sel.ModTime))
 	}
 
-	// Conditionals (RFC 9110 §13.2.2): If-None-Match wins over
-	// If-Modified-Since.
-	notModified := false
-	if req.IfNoneMatch != nil {
-		notModified = httpwire.MatchETag(req.IfNoneMatch, e.ETag)
-	} else if req.IfModifiedSince != nil {
-		if t, ok := httpwire.ParseHTTPDate(req.IfModifiedSince); ok {
-			notModified = !e.ModTime.Truncate(time.Second).After(t)
-		}
-	}
-	if notModified {
+	switch precondition(req, &c.cond, sel.ETag, sel.ModTime, now) {
+	case 412:
+		c.simple(412, "", now, closeAfter, head, "precondition failed")
+		return !closeAfter
+	case 304:
+		// RFC 9110 §15.4.5: the validators and Vary a 200 would carry;
+		// like nginx, no Content-Encoding or Accept-Ranges.
 		c.out = httpwire.AppendStatusLine(c.out, 304)
-		c.out = appendEntityHeaders(c.out, c.s.cfg.ServerName, e.ETag, lastMod)
+		c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, "", vary)
 		c.finish(now, closeAfter)
 		c.logRequest(now, 304, 0)
 		return !closeAfter
 	}
 
-	first, last, kind := int64(0), e.Size-1, httpwire.RangeNone
-	if req.Range != nil && c.ifRangeOK(e.ETag, lastMod) {
-		first, last, kind = httpwire.ParseRange(req.Range, e.Size)
+	first, last, kind := int64(0), sel.Size-1, httpwire.RangeNone
+	if req.Range != nil && ifRangeOK(c.cond.ifRange, sel.ETag, sel.ModTime) {
+		c.spans, kind = httpwire.ParseRanges(req.Range, sel.Size, c.s.cfg.MaxRanges, c.spans)
 	}
 	switch kind {
 	case httpwire.RangeUnsatisfiable:
 		c.out = httpwire.AppendStatusLine(c.out, 416)
 		c.out = httpwire.AppendHeader(c.out, "Server", c.s.cfg.ServerName)
 		c.out = append(c.out, "Content-Range: bytes */"...)
-		c.out = appendInt(c.out, e.Size)
+		c.out = appendInt(c.out, sel.Size)
 		c.out = append(c.out, "\r\nContent-Length: 0\r\n"...)
 		c.finish(now, closeAfter)
 		c.logRequest(now, 416, 0)
 		return !closeAfter
+	case httpwire.RangeMulti:
+		return c.serveMultipart(o, sel, e.ContentType, coding, vary, lastMod, now, closeAfter, head)
 	case httpwire.RangeSingle:
+		// Like nginx, a 206 carries no Accept-Ranges (RFC 9110 §14.3
+		// makes it optional).
+		first, last = c.spans[0].Start, c.spans[0].End-1
 		c.out = httpwire.AppendStatusLine(c.out, 206)
 		c.out = httpwire.AppendHeader(c.out, "Content-Type", e.ContentType)
 		c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", last-first+1)
-		c.out = httpwire.AppendContentRange(c.out, first, last, e.Size)
-		c.out = appendEntityHeaders(c.out, c.s.cfg.ServerName, e.ETag, lastMod)
+		c.out = httpwire.AppendContentRange(c.out, first, last, sel.Size)
+		c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
 		c.finish(now, closeAfter)
-	default: // none or multi: the whole representation
-		first, last = 0, e.Size-1
+	default: // the whole representation
 		if o != nil {
 			c.out = append(c.out, o.head...)
 		} else {
 			c.out = httpwire.AppendStatusLine(c.out, 200)
 			c.out = httpwire.AppendHeader(c.out, "Content-Type", e.ContentType)
-			c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", e.Size)
-			c.out = appendEntityHeaders(c.out, c.s.cfg.ServerName, e.ETag, lastMod)
+			c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", sel.Size)
+			c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
+			c.out = httpwire.AppendHeader(c.out, "Accept-Ranges", "bytes")
 		}
 		c.finish(now, closeAfter)
 	}
@@ -469,28 +483,10 @@ func (c *conn) serveFile(e *content.Entry, now time.Time, closeAfter, head bool)
 	}
 	c.logRequest(now, status, length)
 	if o != nil {
-		body := o.body[first : last+1]
-		if len(body) <= inlineBody {
-			c.out = append(c.out, body...)
-		} else {
-			c.bufs = append(c.bufs, c.out[c.segStart:], body)
-			c.segStart = len(c.out)
-		}
+		c.appendBody(o.body[first : last+1])
 		return !closeAfter
 	}
-	return c.sendFile(e, first, length) && !closeAfter
-}
-
-// ifRangeOK reports whether a Range may be honoured: no If-Range, or an
-// If-Range equal to the current strong ETag or Last-Modified date.
-func (c *conn) ifRangeOK(etag, lastMod string) bool {
-	for _, h := range c.req.Headers {
-		if httpwire.EqualFold(h.Name, "if-range") {
-			v := bstr(h.Value)
-			return v == etag || v == lastMod
-		}
-	}
-	return true
+	return c.sendFile(sel, first, length) && !closeAfter
 }
 
 func appendInt(dst []byte, n int64) []byte {

@@ -25,7 +25,7 @@ func (c *conn) serveDir(tbl *content.Table, e *content.Entry, rawPath []byte, no
 		idxURL = "/index.html"
 	}
 	if idx, err := tbl.Lookup(idxURL); err == nil && !idx.IsDir {
-		return c.serveFile(idx, now, closeAfter, head)
+		return c.serveFile(tbl, idx, now, closeAfter, head)
 	}
 	kids, err := tbl.List(e.URL)
 	if err != nil {

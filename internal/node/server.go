@@ -40,6 +40,7 @@ type Server struct {
 	active    atomic.Int64
 	requests  atomic.Int64
 	bytesSent atomic.Int64
+	boundary  atomic.Uint64 // multipart/byteranges boundaries (ranges.go)
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off

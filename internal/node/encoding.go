@@ -1,0 +1,156 @@
+package node
+
+import (
+	"shoal/internal/content"
+	"shoal/internal/httpwire"
+)
+
+// Precompressed variants (nginx's gzip_static and brotli_static): a file
+// "name.br" or "name.gz" next to "name" is the same representation with a
+// content coding applied (RFC 9110 §8.4), written ahead of time by `shoal
+// compress`. The node serves it instead of "name" when the client accepts
+// the coding, with Content-Encoding, the variant file's own ETag and
+// Last-Modified, and ranges over the encoded bytes (RFC 9110 §14.1.2: a
+// range selects bytes of the selected representation; nginx 1.22 ignores
+// Range on gzip_static responses instead). Every response for a name that
+// has a variant carries "Vary: Accept-Encoding", as nginx with gzip_vary on.
+
+// variant is one precompressed coding: the file suffix and the coding name
+// sent in Content-Encoding. Order is preference: brotli first, as nginx
+// runs brotli_static before gzip_static.
+var variants = [...]struct{ suffix, coding string }{
+	{".br", "br"},
+	{".gz", "gzip"},
+}
+
+// selectEncoding picks the representation of e to send: e itself, or a
+// precompressed variant the client accepts. vary reports whether e has any
+// usable variant (so the response depends on Accept-Encoding). HTTP/1.0
+// clients get the identity, like nginx's default gzip_http_version 1.1,
+// because HTTP/1.0 caches ignore Vary. A variant older than e is stale (the
+// file changed after `shoal compress`) and is ignored. No allocation: the
+// names are built in the connection's scratch buffer.
+func (c *conn) selectEncoding(tbl *content.Table, e *content.Entry, ae []byte) (sel *content.Entry, coding string, vary bool) {
+	sel = e
+	if c.s.cfg.NoPrecompressed {
+		return sel, "", false
+	}
+	for _, v := range variants {
+		c.scratch = append(append(c.scratch[:0], e.URL...), v.suffix...)
+		ve := tbl.Exact(bstr(c.scratch))
+		if ve == nil || ve.IsDir || ve.ModTime.Before(e.ModTime) {
+			continue
+		}
+		vary = true
+		if coding == "" && c.req.Minor >= 1 && acceptsCoding(ae, v.coding) {
+			sel, coding = ve, v.coding
+		}
+	}
+	return sel, coding, vary
+}
+
+// acceptsCoding reports whether an Accept-Encoding value (RFC 9110 §12.5.3)
+// lists coding with a non-zero weight. Like nginx, only an explicit token
+// counts ("*" does not select a precompressed file).
+func acceptsCoding(v []byte, coding string) bool {
+	for len(v) > 0 {
+		i := 0
+		for i < len(v) && v[i] != ',' {
+			i++
+		}
+		el := trimSpace(v[:i])
+		name, params := el, []byte(nil)
+		for j, ch := range el {
+			if ch == ';' {
+				name, params = trimSpace(el[:j]), el[j+1:]
+				break
+			}
+		}
+		if httpwire.EqualFold(name, coding) {
+			return !zeroWeight(params)
+		}
+		if i == len(v) {
+			break
+		}
+		v = v[i+1:]
+	}
+	return false
+}
+
+// zeroWeight reports whether parameters hold "q=0" (0, 0.0, 0.00, 0.000).
+func zeroWeight(params []byte) bool {
+	for len(params) > 0 {
+		i := 0
+		for i < len(params) && params[i] != ';' {
+			i++
+		}
+		p := trimSpace(params[:i])
+		if len(p) >= 2 && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=' {
+			q := trimSpace(p[2:])
+			if len(q) == 0 || q[0] != '0' {
+				return false
+			}
+			for _, ch := range q[1:] {
+				if ch != '.' && ch != '0' {
+					return false
+				}
+			}
+			return true
+		}
+		if i == len(params) {
+			break
+		}
+		params = params[i+1:]
+	}
+	return false
+}
+
+// cacheKey is the cache key of a representation: the URL for the identity,
+// "coding:URL" for a variant, so each encoding is its own cache object and
+// a direct request for "/a.css.gz" (served as application/gzip) does not
+// share one. The key is a view of the scratch buffer, valid until the next
+// call; Add needs a copy.
+func (c *conn) cacheKey(e *content.Entry, coding string) string {
+	if coding == "" {
+		return e.URL
+	}
+	c.scratch = append(append(append(c.scratch[:0], coding...), ':'), e.URL...)
+	return bstr(c.scratch)
+}
+
+// appendRepHeaders appends the headers that describe a representation in
+// 200, 206 and 304 responses: Server, ETag, Last-Modified, and when they
+// apply Content-Encoding and Vary.
+func appendRepHeaders(dst []byte, server, etag, lastMod, coding string, vary bool) []byte {
+	dst = httpwire.AppendHeader(dst, "Server", server)
+	dst = httpwire.AppendHeader(dst, "ETag", etag)
+	dst = httpwire.AppendHeader(dst, "Last-Modified", lastMod)
+	if coding != "" {
+		dst = httpwire.AppendHeader(dst, "Content-Encoding", coding)
+	}
+	if vary {
+		dst = httpwire.AppendHeader(dst, "Vary", "Accept-Encoding")
+	}
+	return dst
+}
+
+// buildObject is the cacheable form of a representation: sel's bytes,
+// sent with the content type of the name they answer for.
+func buildObject(server string, sel *content.Entry, ctype, coding string, vary bool, body []byte) *object {
+	o := &object{
+		etag:    sel.ETag,
+		lastMod: string(httpwire.AppendHTTPDate(nil, sel.ModTime)),
+		ctype:   ctype,
+		coding:  coding,
+		vary:    vary,
+		body:    body,
+	}
+	h := make([]byte, 0, 256)
+	h = httpwire.AppendStatusLine(h, 200)
+	h = httpwire.AppendHeader(h, "Content-Type", o.ctype)
+	h = httpwire.AppendHeaderInt(h, "Content-Length", int64(len(body)))
+	h = appendRepHeaders(h, server, o.etag, o.lastMod, coding, vary)
+	h = httpwire.AppendHeader(h, "Accept-Ranges", "bytes")
+	o.head = h
+	return o
+}
