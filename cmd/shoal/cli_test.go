@@ -80,6 +80,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"up", "--path", "nope"}, 1, "", "want one of relay, redirect, passfd, hybrid, repair"},
 		{[]string{"front", "--nodes", "http://127.0.0.1:1", "--path", "nope"}, 1, "", "want one of relay, redirect, passfd, hybrid, repair"},
 		{[]string{"node", "--root", dir, "--cache-mb", "-1"}, 1, "", "sizes cannot be negative"},
+		{[]string{"compress"}, 1, "", "want exactly one DIR"},
+		{[]string{"compress", "--gzip-level", "12", dir}, 1, "", "gzip level 12 not in 1..9"},
 	}
 	for _, c := range cases {
 		out, errOut, code := shoal(t, c.args...)
@@ -100,7 +102,7 @@ func TestCommandLine(t *testing.T) {
 
 // Help text speaks to users: paper and spec references belong in docs/.
 func TestHelpHasNoPaperReferences(t *testing.T) {
-	for _, args := range [][]string{{"node"}, {"front"}, {"up"}, {"sim"}, {"trace", "stats"}, {"trace", "gen"},
+	for _, args := range [][]string{{"node"}, {"front"}, {"up"}, {"sim"}, {"compress"}, {"trace", "stats"}, {"trace", "gen"},
 		{"bench", "http"}, {"bench", "tcp"}, {"bench", "sink"}, {"bench", "l4front"}, {"lab", "up"}} {
 		out, _, _ := shoal(t, append(args, "--help")...)
 		for _, bad := range []string{"seed 0", "SPEC", "§"} {

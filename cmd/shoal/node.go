@@ -27,6 +27,8 @@ func runNode(args []string) error {
 	maxKB := fs.Int64("max-object-kb", node.DefaultMaxObject>>10, "files above this size are never cached (sendfile)")
 	readTO := fs.Duration("read-timeout", node.DefaultReadTimeout, "limit for reading one request head")
 	idleTO := fs.Duration("idle-timeout", node.DefaultIdleTimeout, "limit for an idle keep-alive connection")
+	maxRanges := fs.Int("max-ranges", node.DefaultMaxRanges, "a request for more byte ranges gets the whole file")
+	noPre := fs.Bool("no-precompressed", false, "never serve name.br / name.gz in place of name (see 'shoal compress')")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
 	repair := addRepairNodeFlags(fs)
 	handoffSock := addPassFDNodeFlag(fs)
@@ -41,13 +43,15 @@ func runNode(args []string) error {
 		return fmt.Errorf("--cache-mb %d, --max-object-kb %d: sizes cannot be negative (0 turns the cache off)", *cacheMB, *maxKB)
 	}
 	cfg := node.Config{
-		Root:        *root,
-		CacheBytes:  *cacheMB << 20,
-		CachePolicy: *policy,
-		MaxObject:   *maxKB << 10,
-		ReadTimeout: *readTO,
-		IdleTimeout: *idleTO,
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Root:            *root,
+		CacheBytes:      *cacheMB << 20,
+		CachePolicy:     *policy,
+		MaxObject:       *maxKB << 10,
+		ReadTimeout:     *readTO,
+		IdleTimeout:     *idleTO,
+		MaxRanges:       *maxRanges,
+		NoPrecompressed: *noPre,
+		Logger:          slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	var err error
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
