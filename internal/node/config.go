@@ -82,6 +82,10 @@ type Config struct {
 	// variants are served when present, like nginx's gzip_static and
 	// brotli_static turned on.
 	NoPrecompressed bool
+	// Site holds the site's rules (caching headers, error pages, listings,
+	// MIME overrides; site.go). Nil reads Root/.shoal.toml when it exists,
+	// else no rules: no listings, built-in error texts and types.
+	Site *SiteRules
 	// ServerName is sent in the Server header. Default "shoal".
 	ServerName string
 }

@@ -297,11 +297,11 @@ func (c *conn) handle(now time.Time) bool {
 	if err != nil {
 		switch {
 		case errors.Is(err, content.ErrForbidden):
-			c.simple(403, "", now, closeAfter, head, "forbidden")
+			c.fail(tbl, 403, "forbidden", now, closeAfter, head)
 		case errors.Is(err, content.ErrBadPath):
 			c.simple(400, "", now, closeAfter, head, "bad path")
 		default:
-			c.simple(404, "", now, closeAfter, head, "not found")
+			c.fail(tbl, 404, "not found", now, closeAfter, head)
 		}
 		return !closeAfter
 	}
@@ -394,11 +394,13 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 	req := &c.req
 	c.cond.scan(req.Headers)
 	sel, coding, vary := c.selectEncoding(tbl, e, c.cond.acceptEncoding)
+	ctype := c.s.rules.contentType(e)
+	var rule *headerRule
 	var o *object
 	if c.s.cache != nil && sel.Size <= c.s.cfg.MaxObject {
 		key := c.cacheKey(e, coding)
 		if v, ok := c.s.cache.Get(key); ok && v.etag == sel.ETag && v.vary == vary {
-			o = v
+			o, rule = v, v.rule
 		} else {
 			body, err := readSmall(sel)
 			if err != nil {
@@ -406,12 +408,17 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 				c.simple(404, "", now, closeAfter, head, "not found")
 				return !closeAfter
 			}
-			o = buildObject(c.s.cfg.ServerName, sel, e.ContentType, coding, vary, body)
+			rule = c.s.rules.rule(e.URL)
+			o = buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
+			o.rule = rule
 			if coding != "" {
 				key = strings.Clone(key) // a view of c.scratch until now
 			}
 			c.s.cache.Add(key, o, o.cost())
 		}
+	}
+	if o == nil && c.s.rules.headers != nil {
+		rule = c.s.rules.rule(e.URL)
 	}
 	lastMod := ""
 	if o != nil {
@@ -429,6 +436,7 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 		// like nginx, no Content-Encoding or Accept-Ranges.
 		c.out = httpwire.AppendStatusLine(c.out, 304)
 		c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, "", vary)
+		c.out = appendRule(c.out, rule, now)
 		c.finish(now, closeAfter)
 		c.logRequest(now, 304, 0)
 		return !closeAfter
@@ -449,27 +457,29 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 		c.logRequest(now, 416, 0)
 		return !closeAfter
 	case httpwire.RangeMulti:
-		return c.serveMultipart(o, sel, e.ContentType, coding, vary, lastMod, now, closeAfter, head)
+		return c.serveMultipart(o, sel, ctype, coding, vary, rule, lastMod, now, closeAfter, head)
 	case httpwire.RangeSingle:
 		// Like nginx, a 206 carries no Accept-Ranges (RFC 9110 §14.3
 		// makes it optional).
 		first, last = c.spans[0].Start, c.spans[0].End-1
 		c.out = httpwire.AppendStatusLine(c.out, 206)
-		c.out = httpwire.AppendHeader(c.out, "Content-Type", e.ContentType)
+		c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
 		c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", last-first+1)
 		c.out = httpwire.AppendContentRange(c.out, first, last, sel.Size)
 		c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
+		c.out = appendRule(c.out, rule, now)
 		c.finish(now, closeAfter)
 	default: // the whole representation
 		if o != nil {
 			c.out = append(c.out, o.head...)
 		} else {
 			c.out = httpwire.AppendStatusLine(c.out, 200)
-			c.out = httpwire.AppendHeader(c.out, "Content-Type", e.ContentType)
+			c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
 			c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", sel.Size)
 			c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
 			c.out = httpwire.AppendHeader(c.out, "Accept-Ranges", "bytes")
 		}
+		c.out = appendRule(c.out, rule, now)
 		c.finish(now, closeAfter)
 	}
 	status := 200

@@ -372,7 +372,7 @@ func TestRange(t *testing.T) {
 
 func TestTraversalNeverLeaks(t *testing.T) {
 	root, secret := site(t)
-	ts := start(t, root, nil)
+	ts := start(t, root, func(c *Config) { c.Site = &SiteRules{Listing: true} })
 	targets := []string{
 		"/../etc/passwd",
 		"/../../../../etc/passwd",
@@ -468,7 +468,13 @@ func TestTimeouts(t *testing.T) {
 
 func TestDirectories(t *testing.T) {
 	root, _ := site(t)
-	ts := start(t, root, nil)
+	// Listings are off by default, as nginx's autoindex: 403.
+	off := start(t, root, nil).dial(t)
+	off.send(get("/sub/"))
+	if r := off.read(false); r.status != 403 {
+		t.Fatalf("listing off: %d", r.status)
+	}
+	ts := start(t, root, func(c *Config) { c.Site = &SiteRules{Listing: true} })
 	c := ts.dial(t)
 	c.send(get("/sub"))
 	if r := c.read(false); r.status != 301 || r.h.Get("Location") != "/sub/" {

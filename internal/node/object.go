@@ -17,6 +17,7 @@ type object struct {
 	ctype   string
 	coding  string // Content-Encoding of a precompressed variant, "" for identity
 	vary    bool   // the name has variants: responses carry Vary: Accept-Encoding
+	rule    *headerRule // the site's caching headers for the name, or nil (site.go)
 	head    []byte // "HTTP/1.1 200 OK\r\n...Accept-Ranges: bytes\r\n"
 	body    []byte
 }

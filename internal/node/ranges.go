@@ -14,7 +14,7 @@ import (
 // boundary is a 20-digit counter, like nginx's. Cached bodies are sliced in
 // place; others go out part by part with sendfile. The ranges are c.spans,
 // already checked and coalesced by httpwire.ParseRanges.
-func (c *conn) serveMultipart(o *object, sel *content.Entry, ctype, coding string, vary bool, lastMod string, now time.Time, closeAfter, head bool) bool {
+func (c *conn) serveMultipart(o *object, sel *content.Entry, ctype, coding string, vary bool, rule *headerRule, lastMod string, now time.Time, closeAfter, head bool) bool {
 	var bnd [20]byte
 	n := c.s.boundary.Add(1)
 	for i := len(bnd) - 1; i >= 0; i-- {
@@ -34,6 +34,7 @@ func (c *conn) serveMultipart(o *object, sel *content.Entry, ctype, coding strin
 	c.out = append(c.out, crlf...)
 	c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", total)
 	c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
+	c.out = appendRule(c.out, rule, now)
 	c.finish(now, closeAfter)
 	if head {
 		c.logRequest(now, 206, 0)

@@ -41,6 +41,7 @@ type Server struct {
 	requests  atomic.Int64
 	bytesSent atomic.Int64
 	boundary  atomic.Uint64 // multipart/byteranges boundaries (ranges.go)
+	rules     *siteRules    // per-site rules, fixed for the server's life (site.go)
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
@@ -66,6 +67,9 @@ func New(cfg Config) (*Server, error) {
 		conns:     make(map[*conn]struct{}),
 		done:      make(chan struct{}),
 		stopSweep: make(chan struct{}),
+	}
+	if s.rules, err = siteRulesFor(&cfg); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	if cfg.CacheBytes > 0 {
 		c, err := cache.New(cache.Config[*object]{
