@@ -15,10 +15,10 @@ type object struct {
 	etag    string
 	lastMod string // IMF-fixdate of the entry's ModTime
 	ctype   string
-	coding  string // Content-Encoding of a precompressed variant, "" for identity
-	vary    bool   // the name has variants: responses carry Vary: Accept-Encoding
+	coding  string      // Content-Encoding of a precompressed variant, "" for identity
+	vary    bool        // the name has variants: responses carry Vary: Accept-Encoding
 	rule    *headerRule // the site's caching headers for the name, or nil (site.go)
-	head    []byte // "HTTP/1.1 200 OK\r\n...Accept-Ranges: bytes\r\n"
+	head    []byte      // "HTTP/1.1 200 OK\r\n...Accept-Ranges: bytes\r\n"
 	body    []byte
 }
 
