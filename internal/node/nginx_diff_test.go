@@ -151,10 +151,21 @@ type answer struct {
 
 var comparedHeaders = []string{"Content-Range", "Accept-Ranges", "Vary", "Content-Encoding", "Cache-Control", "Expires"}
 
-func summarize(t *testing.T, resp *http.Response, body []byte) answer {
+func summarize(t *testing.T, resp *http.Response, body []byte, errorBodies bool) answer {
 	a := answer{status: resp.StatusCode, hdr: map[string]string{}}
 	for _, h := range comparedHeaders {
 		a.hdr[h] = resp.Header.Get(h)
+	}
+	// Expires relative to Date, so two servers a second apart agree.
+	if e, err := http.ParseTime(a.hdr["Expires"]); err == nil && a.hdr["Expires"] != expiresEpoch && a.hdr["Expires"] != expiresMax {
+		if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+			a.hdr["Expires"] = fmt.Sprintf("Date%+ds", int(e.Sub(d)/time.Second))
+		}
+	}
+	if resp.StatusCode >= 400 && errorBodies {
+		mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		a.hdr["Content-Type"] = mt
+		a.body = string(body)
 	}
 	mt, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode == 200 || resp.StatusCode == 206 {
@@ -215,7 +226,7 @@ func (c diffCase) raw(etag, lm string, mod time.Time) string {
 }
 
 // runDiff sends every case to both servers and compares.
-func runDiff(t *testing.T, ngx, shoal string, mod time.Time, cases []diffCase) {
+func runDiff(t *testing.T, ngx, shoal string, mod time.Time, errorBodies bool, cases []diffCase) {
 	t.Helper()
 	same, deliberate := 0, 0
 	for _, c := range cases {
@@ -230,7 +241,7 @@ func runDiff(t *testing.T, ngx, shoal string, mod time.Time, cases []diffCase) {
 			}
 			h, _ := rawDo(t, addr, "HEAD "+c.path+" HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"+ae+"\r\n")
 			resp, body := rawDo(t, addr, c.raw(h.Header.Get("ETag"), h.Header.Get("Last-Modified"), mod))
-			ans[i] = summarize(t, resp, body)
+			ans[i] = summarize(t, resp, body, errorBodies)
 		}
 		n, s := ans[0], ans[1]
 		label := fmt.Sprintf("%s %s [%s]", c.method, c.path, strings.ReplaceAll(c.hdr, "\r\n", " | "))
@@ -397,5 +408,74 @@ func TestDifferentialNginx(t *testing.T) {
 			diffCase{path: "/style.css", hdr: "Accept-Encoding: br;q=0, gzip", header: "Accept-Ranges", nginxVal: "", shoalVal: "bytes", why: "as above"},
 		)
 	}
-	runDiff(t, ngx, shoal, mod, cases)
+	runDiff(t, ngx, shoal, mod, false, cases)
+}
+
+// TestDifferentialNginxSiteRules compares a site's rules file with the
+// nginx configuration a customer would have written for the same intent:
+// expires and add_header by location, error_page, autoindex off.
+func TestDifferentialNginxSiteRules(t *testing.T) {
+	nginxBin(t)
+	root, mod := diffTree(t)
+	files := map[string]string{
+		SiteFile: `
+[error_pages]
+404 = "/errors/404.html"
+403 = "/errors/403.html"
+[[headers]]
+match = "/assets/"
+expires = "720h"
+[[headers]]
+match = "/old/"
+expires = "epoch"
+[[headers]]
+match = "/forever.bin"
+expires = "max"
+[[headers]]
+match = "*.html"
+cache_control = "no-cache"
+`,
+		"errors/404.html":  "<h1>custom 404</h1>\n",
+		"errors/403.html":  "<h1>custom 403</h1>\n",
+		"assets/app.css":   strings.Repeat("a{}", 100),
+		"assets/d/e.json":  "{}",
+		"old/x.bin":        "x",
+		"forever.bin":      "f",
+		"emptydir/a/b.txt": "b",
+	}
+	for name, body := range files {
+		p := filepath.Join(root, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(p, mod, mod)
+	}
+	ngx := startNginx(t, root, `
+		location /assets/ { expires 720h; }
+		location /old/ { expires epoch; }
+		location = /forever.bin { expires max; }
+		location ~ \.html$ { add_header Cache-Control "no-cache"; }
+		error_page 404 /errors/404.html;
+		error_page 403 /errors/403.html;`)
+	shoal := start(t, root, nil).addr
+	cases := []diffCase{
+		{path: "/assets/app.css"},
+		{path: "/assets/app.css", hdr: "Range: bytes=0-9"},
+		{path: "/assets/app.css", hdr: "Range: bytes=0-1,5-6"},
+		{path: "/assets/app.css", hdr: "If-None-Match: {ETAG}"},
+		{method: "HEAD", path: "/assets/app.css"},
+		{path: "/assets/d/e.json"},
+		{path: "/old/x.bin"},
+		{path: "/forever.bin"},
+		{path: "/dir/other.html"},
+		{path: "/dir/"},
+		{path: "/hello.txt"},
+		{path: "/missing.html"},
+		{path: "/assets/missing.css"},
+		{path: "/emptydir/a/"},
+		{path: "/.shoal.toml", nginx: 200, shoal: 404,
+			why: "shoal never serves dot-names (content package), so the rules file stays private"},
+	}
+	runDiff(t, ngx, shoal, mod, true, cases)
 }
