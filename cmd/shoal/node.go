@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +29,9 @@ func runNode(args []string) error {
 	readTO := fs.Duration("read-timeout", node.DefaultReadTimeout, "limit for reading one request head")
 	idleTO := fs.Duration("idle-timeout", node.DefaultIdleTimeout, "limit for an idle keep-alive connection")
 	maxRanges := fs.Int("max-ranges", node.DefaultMaxRanges, "a request for more byte ranges gets the whole file")
+	vhosts := fs.Bool("vhosts", false, "DIR holds one folder per host name (DIR/example.com/, DIR/_default/ for other hosts)")
+	var aliases aliasFlag
+	fs.Var(&aliases, "alias", "with --vhosts: NAME=SITE serves host NAME from DIR/SITE (repeatable)")
 	noPre := fs.Bool("no-precompressed", false, "never serve name.br / name.gz in place of name (see 'shoal compress')")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
 	repair := addRepairNodeFlags(fs)
@@ -51,6 +55,8 @@ func runNode(args []string) error {
 		IdleTimeout:     *idleTO,
 		MaxRanges:       *maxRanges,
 		NoPrecompressed: *noPre,
+		VHosts:          *vhosts,
+		Aliases:         aliases.m,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	var err error
@@ -111,5 +117,22 @@ func runNode(args []string) error {
 	if err := <-errc; err != nil && !errors.Is(err, node.ErrServerClosed) {
 		return err
 	}
+	return nil
+}
+
+// aliasFlag collects --alias NAME=SITE.
+type aliasFlag struct{ m map[string]string }
+
+func (a *aliasFlag) String() string { return "" }
+
+func (a *aliasFlag) Set(v string) error {
+	name, site, ok := strings.Cut(v, "=")
+	if !ok || name == "" || site == "" {
+		return fmt.Errorf("want NAME=SITE, got %q", v)
+	}
+	if a.m == nil {
+		a.m = map[string]string{}
+	}
+	a.m[name] = site
 	return nil
 }

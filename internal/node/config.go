@@ -82,6 +82,14 @@ type Config struct {
 	// variants are served when present, like nginx's gzip_static and
 	// brotli_static turned on.
 	NoPrecompressed bool
+	// VHosts makes Root a folder of sites, one per host name
+	// (ROOT/example.com/...), picked by the Host header or an absolute-form
+	// target; ROOT/_default answers other hosts. Cache keys become site +
+	// path (vhosts.go). Default false: Root is the one site.
+	VHosts bool
+	// Aliases maps other host names to a site folder's name
+	// ("www.example.com" = "example.com"); only with VHosts.
+	Aliases map[string]string
 	// Site holds the site's rules (caching headers, error pages, listings,
 	// MIME overrides; site.go). Nil reads Root/.shoal.toml when it exists,
 	// else no rules: no listings, built-in error texts and types.

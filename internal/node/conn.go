@@ -52,6 +52,8 @@ type conn struct {
 	req  httpwire.Request
 	cond condFields // preconditions and Accept-Encoding of req (precond.go)
 
+	site    *vsite           // the site of the current request (vhosts.go)
+	hostBuf []byte          // its normalized host name
 	spans   []httpwire.Span // ranges of the current request (ranges.go)
 	scratch []byte          // names and keys built per request without allocating
 
@@ -261,6 +263,7 @@ func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 func (c *conn) handle(now time.Time) bool {
 	req := &c.req
 	c.nreq++
+	c.site = nil
 	closeAfter := req.Close || c.s.draining.Load()
 	if req.HasBody() {
 		// Bodies are not used; skip one that is already buffered, else
@@ -292,7 +295,11 @@ func (c *conn) handle(now time.Time) bool {
 		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, head)
 		return !closeAfter
 	}
-	tbl := c.s.store.Snapshot()
+	if !c.pickSite() {
+		c.simple(404, "", now, closeAfter, head, "no such site")
+		return !closeAfter
+	}
+	tbl := c.site.store.Snapshot()
 	e, err := tbl.Lookup(bstr(path))
 	if err != nil {
 		switch {
@@ -381,8 +388,12 @@ func (c *conn) logRequest(now time.Time, status int, bodyBytes int64) {
 	if len(c.req.Method) == 0 { // refused before the request line was parsed
 		method, target, proto = "-", "-", ""
 	}
+	vh := ""
+	if c.site != nil {
+		vh = c.site.name // with VHosts: nginx's "$host $remote_addr ..." layout
+	}
 	c.logLine = trace.AppendCLF(c.logLine, trace.Record{
-		Host: c.host, Time: now, Method: method, URL: target, Proto: proto, Status: status, Bytes: bodyBytes,
+		VHost: vh, Host: c.host, Time: now, Method: method, URL: target, Proto: proto, Status: status, Bytes: bodyBytes,
 	})
 }
 
@@ -394,7 +405,7 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 	req := &c.req
 	c.cond.scan(req.Headers)
 	sel, coding, vary := c.selectEncoding(tbl, e, c.cond.acceptEncoding)
-	ctype := c.s.rules.contentType(e)
+	ctype := c.site.rules.contentType(e)
 	var rule *headerRule
 	var o *object
 	if c.s.cache != nil && sel.Size <= c.s.cfg.MaxObject {
@@ -408,17 +419,17 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 				c.simple(404, "", now, closeAfter, head, "not found")
 				return !closeAfter
 			}
-			rule = c.s.rules.rule(e.URL)
+			rule = c.site.rules.rule(e.URL)
 			o = buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
 			o.rule = rule
-			if coding != "" {
+			if coding != "" || c.site.name != "" {
 				key = strings.Clone(key) // a view of c.scratch until now
 			}
 			c.s.cache.Add(key, o, o.cost())
 		}
 	}
-	if o == nil && c.s.rules.headers != nil {
-		rule = c.s.rules.rule(e.URL)
+	if o == nil && c.site.rules.headers != nil {
+		rule = c.site.rules.rule(e.URL)
 	}
 	lastMod := ""
 	if o != nil {

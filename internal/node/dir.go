@@ -27,7 +27,7 @@ func (c *conn) serveDir(tbl *content.Table, e *content.Entry, rawPath []byte, no
 	if idx, err := tbl.Lookup(idxURL); err == nil && !idx.IsDir {
 		return c.serveFile(tbl, idx, now, closeAfter, head)
 	}
-	if !c.s.rules.listing {
+	if !c.site.rules.listing {
 		// As nginx with autoindex off: a directory without an index.
 		c.fail(tbl, 403, "directory listing is off", now, closeAfter, head)
 		return !closeAfter

@@ -108,13 +108,19 @@ func zeroWeight(params []byte) bool {
 // cacheKey is the cache key of a representation: the URL for the identity,
 // "coding:URL" for a variant, so each encoding is its own cache object and
 // a direct request for "/a.css.gz" (served as application/gzip) does not
-// share one. The key is a view of the scratch buffer, valid until the next
+// share one. With virtual hosts the URL is prefixed by the site's name
+// ("example.com/a.css"), so sites share the cache without colliding. A key
+// other than e.URL is a view of the scratch buffer, valid until the next
 // call; Add needs a copy.
 func (c *conn) cacheKey(e *content.Entry, coding string) string {
-	if coding == "" {
+	if coding == "" && c.site.name == "" {
 		return e.URL
 	}
-	c.scratch = append(append(append(c.scratch[:0], coding...), ':'), e.URL...)
+	c.scratch = c.scratch[:0]
+	if coding != "" {
+		c.scratch = append(append(c.scratch, coding...), ':')
+	}
+	c.scratch = append(append(c.scratch, c.site.name...), e.URL...)
 	return bstr(c.scratch)
 }
 

@@ -14,6 +14,7 @@ import (
 	"shoal/internal/cache"
 	"shoal/internal/content"
 	"shoal/internal/httpwire"
+	"shoal/internal/vhost"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -41,7 +42,9 @@ type Server struct {
 	requests  atomic.Int64
 	bytesSent atomic.Int64
 	boundary  atomic.Uint64 // multipart/byteranges boundaries (ranges.go)
-	rules     *siteRules    // per-site rules, fixed for the server's life (site.go)
+	sites     map[string]*vsite // with VHosts: the sites by name (vhosts.go)
+	single    *vsite            // without VHosts: the one site
+	vmap      *vhost.Map       // with VHosts: host -> site
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
@@ -55,9 +58,21 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Root == "" {
 		return nil, errors.New("node: Config.Root is required")
 	}
-	store, err := content.Open(cfg.Root)
+	sites, single, vmap, err := openSites(&cfg)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
+	}
+	var store *content.Store
+	switch {
+	case single != nil:
+		store = single.store
+	case sites[vhost.Default] != nil:
+		store = sites[vhost.Default].store
+	default:
+		for _, st := range sites {
+			store = st.store
+			break
+		}
 	}
 	s := &Server{
 		cfg:       cfg,
@@ -67,9 +82,9 @@ func New(cfg Config) (*Server, error) {
 		conns:     make(map[*conn]struct{}),
 		done:      make(chan struct{}),
 		stopSweep: make(chan struct{}),
-	}
-	if s.rules, err = siteRulesFor(&cfg); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
+		sites:     sites,
+		single:    single,
+		vmap:      vmap,
 	}
 	if cfg.CacheBytes > 0 {
 		c, err := cache.New(cache.Config[*object]{
@@ -91,7 +106,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Store returns the content store the server answers from (for Publish).
+// Store returns the content store the server answers from (for Publish);
+// with VHosts, the _default site's (or some site's when there is none).
 func (s *Server) Store() *content.Store { return s.store }
 
 // Serve accepts connections on ln until Shutdown, serving each on its own

@@ -270,7 +270,7 @@ func (s *siteRules) contentType(e *content.Entry) string {
 // reports whether it did. The page is served like a file (through the
 // cache) but with the error status and without validators.
 func (c *conn) errorPage(tbl *content.Table, status int, now time.Time, closeAfter, head bool) bool {
-	u, ok := c.s.rules.errorPages[status]
+	u, ok := c.site.rules.errorPages[status]
 	if !ok {
 		return false
 	}
@@ -280,7 +280,7 @@ func (c *conn) errorPage(tbl *content.Table, status int, now time.Time, closeAft
 	}
 	var body []byte
 	if c.s.cache != nil && e.Size <= c.s.cfg.MaxObject {
-		if v, ok := c.s.cache.Get(e.URL); ok && v.etag == e.ETag {
+		if v, ok := c.s.cache.Get(c.cacheKey(e, "")); ok && v.etag == e.ETag {
 			body = v.body
 		}
 	}
@@ -294,7 +294,7 @@ func (c *conn) errorPage(tbl *content.Table, status int, now time.Time, closeAft
 		}
 		body = b
 	}
-	c.serveBytes(status, c.s.rules.contentType(e), "", body, now, closeAfter, head)
+	c.serveBytes(status, c.site.rules.contentType(e), "", body, now, closeAfter, head)
 	return true
 }
 
