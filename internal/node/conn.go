@@ -52,7 +52,7 @@ type conn struct {
 	req  httpwire.Request
 	cond condFields // preconditions and Accept-Encoding of req (precond.go)
 
-	site    *vsite           // the site of the current request (vhosts.go)
+	site    *vsite          // the site of the current request (vhosts.go)
 	hostBuf []byte          // its normalized host name
 	spans   []httpwire.Span // ranges of the current request (ranges.go)
 	scratch []byte          // names and keys built per request without allocating

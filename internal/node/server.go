@@ -41,10 +41,10 @@ type Server struct {
 	active    atomic.Int64
 	requests  atomic.Int64
 	bytesSent atomic.Int64
-	boundary  atomic.Uint64 // multipart/byteranges boundaries (ranges.go)
+	boundary  atomic.Uint64     // multipart/byteranges boundaries (ranges.go)
 	sites     map[string]*vsite // with VHosts: the sites by name (vhosts.go)
 	single    *vsite            // without VHosts: the one site
-	vmap      *vhost.Map       // with VHosts: host -> site
+	vmap      *vhost.Map        // with VHosts: host -> site
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
