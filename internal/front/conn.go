@@ -39,7 +39,8 @@ type clientConn struct {
 	now    int64
 	rdl    deadline
 	wdl    deadline
-	url    string // last request path, reused while it repeats
+	url    string // last request's content key, reused while it repeats
+	vh     vhostState
 	tokens [][]byte
 	// pathName/pathCtr cache the last data path's counter.
 	pathName string
@@ -241,9 +242,7 @@ func (cc *clientConn) handle() Result {
 	}
 	start := time.Now()
 	cc.now = start.UnixNano()
-	if p := req.Path(); string(p) != cc.url {
-		cc.url = string(p)
-	}
+	cc.setKey(req) // cc.url: the path, or site + path with VHosts (vhost.go)
 	// The policy request lives in cc: passed to the policy interface it
 	// would escape, and allocate, if it were a local.
 	cc.pr = policy.Request{URL: cc.url, Size: -1, Conn: cc.id, Holder: cc.holder}
@@ -300,7 +299,7 @@ func (cc *clientConn) handle() Result {
 // finish tells the observer about the answered request.
 func (cc *clientConn) finish(res Result, b *cluster.Backend, path string, retried bool, start time.Time) Result {
 	if o := cc.s.cfg.Observer; o != nil {
-		ob := Observation{Node: -1, Path: path, Status: res.Status, Retried: retried, Elapsed: time.Since(start)}
+		ob := Observation{Node: -1, Path: path, Status: res.Status, Retried: retried, Elapsed: time.Since(start), Site: cc.vh.site}
 		if b != nil {
 			ob.Node, ob.NodeURL = b.Index, b.URL
 		}

@@ -55,6 +55,7 @@ type rawAccept struct {
 	// url caches the last path as a string while it repeats.
 	pr      policy.Request
 	url     string
+	vh      vhostState
 	pathCtr *atomic.Uint64
 }
 
@@ -253,9 +254,7 @@ func (ra *rawAccept) pick(data []byte) (id uint64, b *cluster.Backend, start tim
 		start = time.Now()
 	}
 	id = s.nextConn.Add(1)
-	if path := req.Path(); string(path) != ra.url {
-		ra.url = string(path)
-	}
+	ra.url = contentKey(s.cfg.VHosts, req, ra.url, &ra.vh)
 	ra.pr = policy.Request{URL: ra.url, Size: -1, Conn: id, Holder: -1}
 	d, b := s.cl.Pick(&ra.pr)
 	if d.Node < 0 {

@@ -35,6 +35,7 @@ import (
 	"shoal/internal/cluster"
 	"shoal/internal/httpwire"
 	"shoal/internal/policy"
+	"shoal/internal/vhost"
 )
 
 // Config tunes a Server. Zero fields take the documented defaults, chosen to
@@ -101,6 +102,13 @@ type Config struct {
 	BatchMin int
 	// Log receives connection-level errors worth an operator's attention
 	// (accept failures). Default: discard.
+	// VHosts, when set, keys the policies' tables by site + path
+	// ("example.com/index.html") instead of the path, so one cluster serves
+	// many sites without their URLs colliding; the site comes from the Host
+	// header or an absolute-form target, and hosts that are not configured
+	// sites share the "_default" key space (vhost.Map), which bounds every
+	// table and metric. Nil (the default): keys are paths.
+	VHosts *vhost.Map
 	Logger *slog.Logger
 }
 
@@ -151,6 +159,7 @@ type Observation struct {
 	Status  int           // status sent to the client, 0 if none
 	Retried bool          // the request was retried on another node
 	Elapsed time.Duration // from head parsed to response done
+	Site    string        // the request's site with Config.VHosts, else ""
 }
 
 // Observer receives per-request observations; the metrics engineer

@@ -393,7 +393,8 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 		return false
 	}
 	start := time.Now()
-	pr := policy.Request{URL: string(req.Path()), Size: -1, Conn: r.Header.Conn, Holder: int(r.Header.Node)}
+	var vh vhostState
+	pr := policy.Request{URL: contentKey(s.cfg.VHosts, &req, "", &vh), Size: -1, Conn: r.Header.Conn, Holder: int(r.Header.Node)}
 	d, b := s.cl.Pick(&pr)
 	if d.Node < 0 || b == nil {
 		return false // the slow path answers 503
