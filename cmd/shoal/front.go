@@ -20,6 +20,7 @@ import (
 	"shoal/internal/front"
 	"shoal/internal/policy"
 	"shoal/internal/sysmon"
+	"shoal/internal/vhost"
 )
 
 func init() {
@@ -47,6 +48,7 @@ func runFront(args []string) error {
 	repair := addRepairFrontFlags(fs)
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
 	sysmonIdle := fs.Bool("sysmon-idle", *def.SysmonIdle, "run Go's monitor thread at SCHED_IDLE so its wake-ups do not preempt the relay (Linux)")
+	vhostList := fs.String("vhosts", "", "comma-separated site host names: key tables and metrics by site + path (nodes run with --vhosts)")
 	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -78,6 +80,14 @@ func runFront(args []string) error {
 	}
 	if set["admin"] || *cfgFile == "" {
 		fc.Admin = *adminAddr
+	}
+	if set["vhosts"] {
+		fc.VHosts = nil
+		for _, h := range strings.Split(*vhostList, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				fc.VHosts = append(fc.VHosts, h)
+			}
+		}
 	}
 	if set["admin-token-file"] || *cfgFile == "" {
 		fc.AdminTokenFile = *adminToken
@@ -177,7 +187,14 @@ func runFront(args []string) error {
 		metrics = admin.NewMetrics(cl, fc.Policy)
 		observer = metrics
 	}
+	var vm *vhost.Map
+	if len(fc.VHosts) > 0 {
+		if vm, err = vhost.New(vhost.Config{Sites: fc.VHosts, Aliases: fc.VHostAliases}); err != nil {
+			return err
+		}
+	}
 	srv, err := front.New(cl, front.Config{
+		VHosts:        vm,
 		MaxHeadBytes:  fc.Limits.MaxHeaderBytes,
 		HeaderTimeout: fc.Limits.HeaderTimeout.Duration,
 		IdleTimeout:   fc.Limits.IdleTimeout.Duration,

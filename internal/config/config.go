@@ -84,6 +84,14 @@ type Front struct {
 	// (SO_PEERCRED); others are refused and relayed. Default -1 (the front's
 	// own effective uid).
 	HandoffUID *int `toml:"handoff_uid"`
+	// VHosts lists the sites (host names) of a multi-site cluster: the
+	// policies' tables and /metrics are keyed by site + path, and hosts not
+	// listed share "_default", which bounds them (internal/vhost). Nodes
+	// run with --vhosts. Default empty: one site, keys are paths.
+	VHosts []string `toml:"vhosts"`
+	// VHostAliases maps other host names to a site of VHosts
+	// ("www.example.com" = "example.com"). Default none.
+	VHostAliases map[string]string `toml:"vhost_aliases"`
 }
 
 // Node is one back-end in the file.

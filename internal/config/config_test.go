@@ -133,3 +133,13 @@ func TestAdminBind(t *testing.T) {
 		}
 	}
 }
+
+func TestVHostKeys(t *testing.T) {
+	f, err := ParseFront("vh.toml", []byte("vhosts = [\"a.example\", \"b.example\"]\n[vhost_aliases]\n\"www.a.example\" = \"a.example\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.VHosts) != 2 || f.VHosts[1] != "b.example" || f.VHostAliases["www.a.example"] != "a.example" {
+		t.Fatalf("vhosts %v aliases %v", f.VHosts, f.VHostAliases)
+	}
+}
