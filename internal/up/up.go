@@ -28,6 +28,7 @@ import (
 	"shoal/internal/policy"
 	"shoal/internal/site"
 	"shoal/internal/trace"
+	"shoal/internal/vhost"
 )
 
 // Config describes the cluster to start. Zero fields take the defaults shown.
@@ -61,6 +62,10 @@ type Config struct {
 	// chosen node's own URL (the redirect data path) instead of relaying.
 	// Default false.
 	Redirect bool
+	// VHosts serves several sites from one cluster (internal/vhost): Site
+	// is then a folder of site folders, and empty generates SampleSites.
+	// Only with the relay path. Default false.
+	VHosts bool
 	// HealthInterval is the active health-check period. Default 1 s.
 	HealthInterval time.Duration
 	// Logger receives structured logs. Default slog.Default().
@@ -163,8 +168,21 @@ func Start(cfg Config) (*Cluster, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	root, info, err := prepareSite(&cfg)
-	if err != nil {
+	var root, info string
+	var vm *vhost.Map
+	var err error
+	if cfg.VHosts {
+		if cfg.Redirect {
+			return nil, errors.New("--vhosts works with the relay path only")
+		}
+		var sites []string
+		if root, sites, info, err = prepareVHosts(&cfg); err != nil {
+			return nil, err
+		}
+		if vm, err = vhost.New(vhost.Config{Sites: sites}); err != nil {
+			return nil, err
+		}
+	} else if root, info, err = prepareSite(&cfg); err != nil {
 		return nil, err
 	}
 	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})
@@ -181,7 +199,7 @@ func Start(cfg Config) (*Cluster, error) {
 
 	var specs []cluster.NodeSpec
 	for i := range cfg.Nodes {
-		n, err := node.New(node.Config{Root: root, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
+		n, err := node.New(node.Config{Root: root, VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
 			Logger: cfg.Logger.With("node", i)})
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
@@ -200,7 +218,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if err := c.startControl(pol, specs); err != nil {
 		return nil, err
 	}
-	var fc front.Config
+	fc := front.Config{VHosts: vm}
 	if cfg.Redirect {
 		fc.Path = front.Redirect()
 	}
