@@ -41,6 +41,7 @@ type clientConn struct {
 	wdl    deadline
 	url    string // last request's content key, reused while it repeats
 	vh     vhostState
+	sent   int64 // bytes written to the client for the current request (Observation.Bytes)
 	tokens [][]byte
 	// pathName/pathCtr cache the last data path's counter.
 	pathName string
@@ -242,6 +243,7 @@ func (cc *clientConn) handle() Result {
 	}
 	start := time.Now()
 	cc.now = start.UnixNano()
+	cc.sent = 0
 	cc.setKey(req) // cc.url: the path, or site + path with VHosts (vhost.go)
 	// The policy request lives in cc: passed to the policy interface it
 	// would escape, and allocate, if it were a local.
@@ -299,7 +301,7 @@ func (cc *clientConn) handle() Result {
 // finish tells the observer about the answered request.
 func (cc *clientConn) finish(res Result, b *cluster.Backend, path string, retried bool, start time.Time) Result {
 	if o := cc.s.cfg.Observer; o != nil {
-		ob := Observation{Node: -1, Path: path, Status: res.Status, Retried: retried, Elapsed: time.Since(start), Site: cc.vh.site}
+		ob := Observation{Node: -1, Path: path, Status: res.Status, Retried: retried, Elapsed: time.Since(start), Site: cc.vh.site, Bytes: cc.sent}
 		if b != nil {
 			ob.Node, ob.NodeURL = b.Index, b.URL
 		}
@@ -341,6 +343,7 @@ func (cc *clientConn) writeError(status int, close bool) int {
 	cc.wdl.setWrite(cc.c, cc.now, s.cfg.WriteTimeout)
 	n, _ := cc.c.Write(out)
 	s.ctr.bytesOut.Add(uint64(n))
+	cc.sent += int64(n)
 	return status
 }
 
@@ -348,6 +351,7 @@ func (cc *clientConn) writeError(status int, close bool) int {
 func (cc *clientConn) write(b []byte) error {
 	n, err := cc.c.Write(b)
 	cc.s.ctr.bytesOut.Add(uint64(n))
+	cc.sent += int64(n)
 	return err
 }
 
@@ -361,6 +365,7 @@ func (cc *clientConn) writev(a, b []byte) error {
 	n, err := cc.bufs.WriteTo(cc.c)
 	cc.vec[0], cc.vec[1] = nil, nil
 	cc.s.ctr.bytesOut.Add(uint64(n))
+	cc.sent += n
 	return err
 }
 

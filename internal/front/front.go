@@ -160,6 +160,7 @@ type Observation struct {
 	Retried bool          // the request was retried on another node
 	Elapsed time.Duration // from head parsed to response done
 	Site    string        // the request's site with Config.VHosts, else ""
+	Bytes   int64         // bytes the front wrote to the client (head and body; 0 after a handoff)
 }
 
 // Observer receives per-request observations; the metrics engineer

@@ -45,6 +45,20 @@ func (k *keyRecorder) CloseConn(conn uint64) {
 	}
 }
 
+// siteObserver sums the front's observations per site.
+type siteObserver struct {
+	mu    sync.Mutex
+	reqs  map[string]int
+	bytes map[string]int64
+}
+
+func (o *siteObserver) Observe(ob Observation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.reqs[ob.Site]++
+	o.bytes[ob.Site] += ob.Bytes
+}
+
 // TestVHostsThreeSitesFourNodes serves three sites, whose files have the
 // same names and different bytes, from four vhost nodes through the front
 // on the relay and passfd paths under every policy, checks every body by
@@ -117,7 +131,8 @@ func TestVHostsThreeSitesFourNodes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cfg := Config{VHosts: vm}
+				obs := &siteObserver{reqs: map[string]int{}, bytes: map[string]int64{}}
+				cfg := Config{VHosts: vm, Observer: obs}
 				if pathName == "passfd" {
 					ctx, cancel := context.WithCancel(context.Background())
 					defer cancel()
@@ -166,6 +181,19 @@ func TestVHostsThreeSitesFourNodes(t *testing.T) {
 							}
 						}
 					}
+				}
+				if pathName == "relay" {
+					obs.mu.Lock()
+					var body int64
+					for _, n := range sizes {
+						body += int64(2 * n)
+					}
+					for _, site := range sites {
+						if obs.reqs[site] != 2*len(names) || obs.bytes[site] < body {
+							t.Errorf("observed %s: %d requests, %d bytes; want %d, over %d", site, obs.reqs[site], obs.bytes[site], 2*len(names), body)
+						}
+					}
+					obs.mu.Unlock()
 				}
 				rec.mu.Lock()
 				defer rec.mu.Unlock()
