@@ -43,6 +43,23 @@ const brotliStaticModule = "/usr/lib/nginx/modules/ngx_http_brotli_static_module
 // returns its address. It is killed at cleanup.
 func startNginx(t *testing.T, root, extra string) string {
 	t.Helper()
+	return startNginxServers(t, func(listen, brotli string) string {
+		return fmt.Sprintf(`server {
+		listen %s;
+		root %s;
+		gzip_static on;
+		gzip_vary on;
+		%s
+		%s
+	}`, listen, root, brotli, extra)
+	})
+}
+
+// startNginxServers runs nginx with the server blocks servers returns for
+// the listen address and the brotli_static directive ("" without the
+// module).
+func startNginxServers(t *testing.T, servers func(listen, brotli string) string) string {
+	t.Helper()
 	bin := nginxBin(t)
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -51,10 +68,10 @@ func startNginx(t *testing.T, root, extra string) string {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	load := ""
+	load, brotli := "", ""
 	if _, err := os.Stat(brotliStaticModule); err == nil {
 		load = "load_module " + brotliStaticModule + ";"
-		extra += "\nbrotli_static on;"
+		brotli = "brotli_static on;"
 	}
 	conf := fmt.Sprintf(`%s
 daemon off;
@@ -71,15 +88,9 @@ http {
 	fastcgi_temp_path %s;
 	uwsgi_temp_path %s;
 	scgi_temp_path %s;
-	server {
-		listen %s;
-		root %s;
-		gzip_static on;
-		gzip_vary on;
-		%s
-	}
+	%s
 }
-`, load, dir, dir, dir, dir, dir, dir, dir, addr, root, extra)
+`, load, dir, dir, dir, dir, dir, dir, dir, servers(addr, brotli))
 	cf := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -207,6 +218,8 @@ type diffCase struct {
 	// the answers must agree.
 	header, nginxVal, shoalVal string
 	why                        string
+	// host is the Host header; default "localhost".
+	host string
 }
 
 func (c diffCase) raw(etag, lm string, mod time.Time) string {
@@ -214,9 +227,13 @@ func (c diffCase) raw(etag, lm string, mod time.Time) string {
 	if m == "" {
 		m = "GET"
 	}
-	v := "HTTP/1.1\r\nHost: localhost"
+	host := c.host
+	if host == "" {
+		host = "localhost"
+	}
+	v := "HTTP/1.1\r\nHost: " + host
 	if c.http10 {
-		v = "HTTP/1.0\r\nHost: localhost"
+		v = "HTTP/1.0\r\nHost: " + host
 	}
 	h := expand(c.hdr, etag, lm, mod)
 	if h != "" {
@@ -239,7 +256,11 @@ func runDiff(t *testing.T, ngx, shoal string, mod time.Time, errorBodies bool, c
 					ae = l + "\r\n"
 				}
 			}
-			h, _ := rawDo(t, addr, "HEAD "+c.path+" HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"+ae+"\r\n")
+			host := c.host
+			if host == "" {
+				host = "localhost"
+			}
+			h, _ := rawDo(t, addr, "HEAD "+c.path+" HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n"+ae+"\r\n")
 			resp, body := rawDo(t, addr, c.raw(h.Header.Get("ETag"), h.Header.Get("Last-Modified"), mod))
 			ans[i] = summarize(t, resp, body, errorBodies)
 		}
@@ -478,4 +499,51 @@ cache_control = "no-cache"
 			why: "shoal never serves dot-names (content package), so the rules file stays private"},
 	}
 	runDiff(t, ngx, shoal, mod, true, cases)
+}
+
+// TestDifferentialNginxVHosts compares `--vhosts` with nginx name-based
+// virtual hosts: one server block per site folder, a default_server for
+// other names, and server_name aliases.
+func TestDifferentialNginxVHosts(t *testing.T) {
+	nginxBin(t)
+	root, err := os.MkdirTemp("", "shoal-diff-vh-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	os.Chmod(root, 0o755)
+	mod := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for _, f := range []struct{ name, body string }{
+		{"a.example/index.html", "<h1>A</h1>\n"},
+		{"a.example/only-a.txt", "only on A\n"},
+		{"b.example/index.html", "<h1>B</h1>\n"},
+		{"b.example/x.css", strings.Repeat("b{}", 50)},
+		{"_default/index.html", "<h1>default</h1>\n"},
+	} {
+		p := filepath.Join(root, f.name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(f.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(p, mod, mod)
+	}
+	ngx := startNginxServers(t, func(listen, brotli string) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "server { listen %s default_server; root %s/_default; }\n", listen, root)
+		fmt.Fprintf(&b, "server { listen %s; server_name a.example www.a.example; root %s/a.example; }\n", listen, root)
+		fmt.Fprintf(&b, "server { listen %s; server_name b.example; root %s/b.example; }\n", listen, root)
+		return b.String()
+	})
+	shoal := start(t, root, func(c *Config) {
+		c.VHosts = true
+		c.Aliases = map[string]string{"www.a.example": "a.example"}
+	}).addr
+	var cases []diffCase
+	for _, host := range []string{"a.example", "A.EXAMPLE:80", "www.a.example", "b.example", "c.example"} {
+		for _, p := range []string{"/", "/index.html", "/only-a.txt", "/x.css", "/missing"} {
+			cases = append(cases, diffCase{path: p, hdr: "X-Site: " + host, host: host})
+		}
+	}
+	cases = append(cases, diffCase{path: "http://b.example/index.html", host: "a.example"})
+	runDiff(t, ngx, shoal, mod, false, cases)
 }
