@@ -38,7 +38,7 @@ func runUp(args []string) error {
 	path := fs.String("path", "relay", "data path: relay (all in one process), redirect (302 to the node's own URL), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
 		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
-	fs.BoolVar(&c.VHosts, "vhosts", false, "serve several sites by Host: two sample sites (a.localhost, b.localhost), or --site as a folder of site folders; relay path only")
+	fs.BoolVar(&c.VHosts, "vhosts", false, "serve several sites by Host: two sample sites (a.localhost, b.localhost), or --site as a folder of site folders; relay or passfd path")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -46,8 +46,8 @@ func runUp(args []string) error {
 	if !slices.Contains(config.Paths, *path) {
 		return fmt.Errorf("--path %q: want one of %s", *path, strings.Join(config.Paths, ", "))
 	}
-	if c.VHosts && *path != "relay" {
-		return fmt.Errorf("--vhosts with --path %s: virtual hosts work with --path relay only so far", *path)
+	if c.VHosts && *path != "relay" && *path != "passfd" {
+		return fmt.Errorf("--vhosts with --path %s: virtual hosts work with --path relay or passfd so far", *path)
 	}
 	if c.Nodes < 1 || c.CacheMB < 0 {
 		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)

@@ -67,9 +67,12 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if pc.Stderr == nil {
 		pc.Stderr = os.Stderr
 	}
-	root, info, err := prepareSite(&cfg)
+	root, info, vm, err := prepareRoot(&cfg)
 	if err != nil {
 		return nil, err
+	}
+	if vm != nil && pc.Path == "hybrid" {
+		return nil, errors.New("--vhosts works with the relay and passfd paths")
 	}
 	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})
 	if err != nil {
@@ -97,6 +100,9 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		cmd := exec.Command(pc.Exe, "node", "--root", root, "--listen", addr,
 			"--handoff-socket", filepath.Join(dir, "node"+strconv.Itoa(i)+".sock"),
 			"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache)
+		if vm != nil {
+			cmd.Args = append(cmd.Args, "--vhosts")
+		}
 		if err := p.spawn(fmt.Sprintf("node %d", i), cmd, pc.Stderr); err != nil {
 			return nil, err
 		}
@@ -115,7 +121,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		return nil, err
 	}
 
-	fc := front.Config{Path: front.PassFD(front.PassFDConfig{HandoffDir: dir})}
+	fc := front.Config{Path: front.PassFD(front.PassFDConfig{HandoffDir: dir}), VHosts: vm}
 	if pc.Path == "hybrid" {
 		st, err := content.Open(root)
 		if err != nil {

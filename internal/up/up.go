@@ -28,7 +28,6 @@ import (
 	"shoal/internal/policy"
 	"shoal/internal/site"
 	"shoal/internal/trace"
-	"shoal/internal/vhost"
 )
 
 // Config describes the cluster to start. Zero fields take the defaults shown.
@@ -64,7 +63,7 @@ type Config struct {
 	Redirect bool
 	// VHosts serves several sites from one cluster (internal/vhost): Site
 	// is then a folder of site folders, and empty generates SampleSites.
-	// Only with the relay path. Default false.
+	// Only with the relay and passfd paths. Default false.
 	VHosts bool
 	// HealthInterval is the active health-check period. Default 1 s.
 	HealthInterval time.Duration
@@ -168,21 +167,11 @@ func Start(cfg Config) (*Cluster, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	var root, info string
-	var vm *vhost.Map
-	var err error
-	if cfg.VHosts {
-		if cfg.Redirect {
-			return nil, errors.New("--vhosts works with the relay path only")
-		}
-		var sites []string
-		if root, sites, info, err = prepareVHosts(&cfg); err != nil {
-			return nil, err
-		}
-		if vm, err = vhost.New(vhost.Config{Sites: sites}); err != nil {
-			return nil, err
-		}
-	} else if root, info, err = prepareSite(&cfg); err != nil {
+	if cfg.VHosts && cfg.Redirect {
+		return nil, errors.New("--vhosts works with the relay and passfd paths")
+	}
+	root, info, vm, err := prepareRoot(&cfg)
+	if err != nil {
 		return nil, err
 	}
 	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})

@@ -42,3 +42,20 @@ func prepareVHosts(cfg *Config) (root string, sites []string, info string, err e
 	}
 	return root, sites, fmt.Sprintf("virtual hosts %s in %s", strings.Join(sites, ", "), root), nil
 }
+
+// prepareRoot returns the root the nodes serve and, with cfg.VHosts, the
+// site map the front keys by (nil otherwise).
+func prepareRoot(cfg *Config) (root, info string, vm *vhost.Map, err error) {
+	if !cfg.VHosts {
+		root, info, err = prepareSite(cfg)
+		return root, info, nil, err
+	}
+	root, sites, info, err := prepareVHosts(cfg)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if vm, err = vhost.New(vhost.Config{Sites: sites}); err != nil {
+		return "", "", nil, err
+	}
+	return root, info, vm, nil
+}
