@@ -1,6 +1,8 @@
 package node
 
 import (
+	"strings"
+
 	"shoal/internal/content"
 	"shoal/internal/httpwire"
 )
@@ -28,25 +30,72 @@ var variants = [...]struct{ suffix, coding string }{
 // usable variant (so the response depends on Accept-Encoding). HTTP/1.0
 // clients get the identity, like nginx's default gzip_http_version 1.1,
 // because HTTP/1.0 caches ignore Vary. A variant older than e is stale (the
-// file changed after `shoal compress`) and is ignored. No allocation: the
-// names are built in the connection's scratch buffer.
+// file changed after `shoal compress`) and is ignored. The variants come
+// from the site's index for tbl: one map lookup by entry, no allocation.
 func (c *conn) selectEncoding(tbl *content.Table, e *content.Entry, ae []byte) (sel *content.Entry, coding string, vary bool) {
-	sel = e
 	if c.s.cfg.NoPrecompressed {
-		return sel, "", false
+		return e, "", false
 	}
-	for _, v := range variants {
-		c.scratch = append(append(c.scratch[:0], e.URL...), v.suffix...)
-		ve := tbl.Exact(bstr(c.scratch))
-		if ve == nil || ve.IsDir || ve.ModTime.Before(e.ModTime) {
+	set := c.site.variantsOf(tbl)[e]
+	if set == nil {
+		return e, "", false
+	}
+	if ae != nil && c.req.Minor >= 1 {
+		for i, v := range variants {
+			if set[i] != nil && acceptsCoding(ae, v.coding) {
+				return set[i], v.coding, true
+			}
+		}
+	}
+	return e, "", true
+}
+
+// variantSet holds an entry's usable variants, in the order of variants.
+type variantSet [len(variants)]*content.Entry
+
+// variantIndex maps the files of one table version that have usable
+// variants to them.
+type variantIndex struct {
+	tbl *content.Table
+	m   map[*content.Entry]*variantSet
+}
+
+// variantsOf returns the variant index of tbl, building it on first use
+// after a publish (one pass over the table). Tables are immutable, so the
+// index is valid as long as tbl is the table served.
+func (s *vsite) variantsOf(tbl *content.Table) map[*content.Entry]*variantSet {
+	if x := s.vidx.Load(); x != nil && x.tbl == tbl {
+		return x.m
+	}
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	if x := s.vidx.Load(); x != nil && x.tbl == tbl {
+		return x.m
+	}
+	m := map[*content.Entry]*variantSet{}
+	for _, ve := range tbl.Entries() {
+		if ve.IsDir {
 			continue
 		}
-		vary = true
-		if coding == "" && c.req.Minor >= 1 && acceptsCoding(ae, v.coding) {
-			sel, coding = ve, v.coding
+		for i, v := range variants {
+			name, ok := strings.CutSuffix(ve.URL, v.suffix)
+			if !ok {
+				continue
+			}
+			base := tbl.Exact(name)
+			if base == nil || base.IsDir || ve.ModTime.Before(base.ModTime) {
+				continue
+			}
+			set := m[base]
+			if set == nil {
+				set = new(variantSet)
+				m[base] = set
+			}
+			set[i] = ve
 		}
 	}
-	return sel, coding, vary
+	s.vidx.Store(&variantIndex{tbl: tbl, m: m})
+	return m
 }
 
 // acceptsCoding reports whether an Accept-Encoding value (RFC 9110 §12.5.3)

@@ -233,6 +233,21 @@ func TestPrecompressed(t *testing.T) {
 		}
 		io.CopyN(io.Discard, c.r, int64(len(css)))
 	}
+	// A variant published later is picked up with the new table.
+	ts := start(t, root, nil)
+	c := ts.dial(t)
+	c.send(get("/plain.css", "Accept-Encoding: gzip\r\n"))
+	if r := c.read(false); r.h.Get("Content-Encoding") != "" || r.h.Get("Vary") != "" {
+		t.Fatalf("before publish: %v", r.h)
+	}
+	write("plain.css.gz", gzBody)
+	if _, err := ts.srv.Store().Publish(root); err != nil {
+		t.Fatal(err)
+	}
+	c.send(get("/plain.css", "Accept-Encoding: gzip\r\n"))
+	if r := c.read(false); r.h.Get("Content-Encoding") != "gzip" || r.h.Get("Vary") != "Accept-Encoding" || r.body != string(gzBody) {
+		t.Fatalf("after publish: %v", r.h)
+	}
 }
 
 // TestAcceptRangesOnEveryPath checks that Accept-Ranges: bytes is sent with

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"shoal/internal/content"
 	"shoal/internal/vhost"
@@ -17,6 +19,9 @@ type vsite struct {
 	name  string // "" for a single-site node; the site's host name otherwise
 	store *content.Store
 	rules *siteRules
+
+	vmu  sync.Mutex // builds vidx
+	vidx atomic.Pointer[variantIndex]
 }
 
 // openSites opens the node's sites. With VHosts every folder of Root not
