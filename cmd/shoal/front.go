@@ -188,6 +188,11 @@ func runFront(args []string) error {
 		observer = metrics
 	}
 	var vm *vhost.Map
+	if len(fc.VHosts) > 0 && fc.Path == "redirect" {
+		// A 302 to the node's own address loses the Host, so the node
+		// could not tell the sites apart.
+		return errors.New("vhosts with path redirect: the redirect names the node's address, not the site; use relay, passfd, hybrid or repair")
+	}
 	if len(fc.VHosts) > 0 {
 		if vm, err = vhost.New(vhost.Config{Sites: fc.VHosts, Aliases: fc.VHostAliases}); err != nil {
 			return err
