@@ -45,6 +45,9 @@ func runFront(args []string) error {
 	headerTO := fs.Duration("header-timeout", def.Limits.HeaderTimeout.Duration, "limit for receiving one request head (slowloris)")
 	idleTO := fs.Duration("idle-timeout", def.Limits.IdleTimeout.Duration, "limit for an idle keep-alive client connection")
 	maxHead := fs.Int("max-header-bytes", def.Limits.MaxHeaderBytes, "largest request head accepted (431 above)")
+	sendTO := fs.Duration("send-timeout", def.Limits.SendTimeout.Duration, "close a client that takes no response bytes for this long (nginx send_timeout)")
+	maxConns := fs.Int("max-conns", def.Limits.MaxConns, "open client connections; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
+	maxPerIP := fs.Int("max-conns-per-ip", def.Limits.MaxConnsPerIP, "open client connections from one address (0: 256, -1: no limit)")
 	repair := addRepairFrontFlags(fs)
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
 	sysmonIdle := fs.Bool("sysmon-idle", *def.SysmonIdle, "run Go's monitor thread at SCHED_IDLE so its wake-ups do not preempt the relay (Linux)")
@@ -54,10 +57,15 @@ func runFront(args []string) error {
 		return err
 	}
 	if *printConfig {
-		fmt.Print(config.FrontTemplate)
+		t, err := config.FrontTemplate()
+		if err != nil {
+			return err
+		}
+		fmt.Print(t)
 		return nil
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("role", "front")
+	defer ignoreHangup(func(msg string) { logger.Warn(msg) })()
 
 	fc := def
 	if *cfgFile != "" {
@@ -115,6 +123,15 @@ func runFront(args []string) error {
 	if set["max-header-bytes"] || *cfgFile == "" {
 		fc.Limits.MaxHeaderBytes = *maxHead
 	}
+	if set["send-timeout"] || *cfgFile == "" {
+		fc.Limits.SendTimeout.Duration = *sendTO
+	}
+	if set["max-conns"] || *cfgFile == "" {
+		fc.Limits.MaxConns = *maxConns
+	}
+	if set["max-conns-per-ip"] || *cfgFile == "" {
+		fc.Limits.MaxConnsPerIP = *maxPerIP
+	}
 	if set["sysmon-idle"] || *cfgFile == "" {
 		fc.SysmonIdle = sysmonIdle
 	}
@@ -139,7 +156,7 @@ func runFront(args []string) error {
 		}
 	}
 
-	p, err := policy.New(fc.Policy, fc.Tuning.Policy())
+	p, err := policy.New(fc.Policy, fc.Tuning.Config())
 	if err != nil {
 		return err
 	}
@@ -199,17 +216,20 @@ func runFront(args []string) error {
 		}
 	}
 	srv, err := front.New(cl, front.Config{
-		VHosts:        vm,
-		MaxHeadBytes:  fc.Limits.MaxHeaderBytes,
-		HeaderTimeout: fc.Limits.HeaderTimeout.Duration,
-		IdleTimeout:   fc.Limits.IdleTimeout.Duration,
-		MaxConn:       fc.Limits.MaxConnPerNode,
-		QueueTimeout:  fc.Limits.QueueTimeout.Duration,
-		Path:          dp,
-		Choose:        choose,
-		Hybrid:        hybrid,
-		Observer:      observer,
-		Logger:        logger,
+		VHosts:         vm,
+		MaxHeadBytes:   fc.Limits.MaxHeaderBytes,
+		HeaderTimeout:  fc.Limits.HeaderTimeout.Duration,
+		IdleTimeout:    fc.Limits.IdleTimeout.Duration,
+		WriteTimeout:   fc.Limits.SendTimeout.Duration,
+		MaxClientConns: fc.Limits.MaxConns,
+		MaxConnsPerIP:  fc.Limits.MaxConnsPerIP,
+		MaxConn:        fc.Limits.MaxConnPerNode,
+		QueueTimeout:   fc.Limits.QueueTimeout.Duration,
+		Path:           dp,
+		Choose:         choose,
+		Hybrid:         hybrid,
+		Observer:       observer,
+		Logger:         logger,
 	})
 	if err != nil {
 		return err
@@ -249,7 +269,9 @@ func runFront(args []string) error {
 			logger.Debug("sysmon thread at SCHED_IDLE", "tid", tid)
 		}
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes))
+	maxc, perIP := srv.ConnLimits()
+	logger.Info("serving", "addr", ln.Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes),
+		"max_conns", maxc, "max_conns_per_ip", perIP)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -33,6 +33,8 @@ func runNode(args []string) error {
 	var aliases aliasFlag
 	fs.Var(&aliases, "alias", "with --vhosts: NAME=SITE serves host NAME from DIR/SITE (repeatable)")
 	noPre := fs.Bool("no-precompressed", false, "never serve name.br / name.gz in place of name (see 'shoal compress')")
+	maxConns := fs.Int("max-conns", 0, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)")
+	sendTO := fs.Duration("send-timeout", node.DefaultWriteTimeout, "close a connection whose client takes no response bytes for this long")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
 	repair := addRepairNodeFlags(fs)
 	handoffSock := addPassFDNodeFlag(fs)
@@ -57,8 +59,11 @@ func runNode(args []string) error {
 		NoPrecompressed: *noPre,
 		VHosts:          *vhosts,
 		Aliases:         aliases.m,
+		WriteTimeout:    *sendTO,
+		MaxConns:        *maxConns,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
+	defer ignoreHangup(func(msg string) { cfg.Logger.Warn(msg) })()
 	var err error
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
 		return err

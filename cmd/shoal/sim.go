@@ -37,7 +37,7 @@ func runSim(args []string) error {
 	cachePol := fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf")
 	seed := fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output")
 	front := fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)")
-	perNode := fs.Int("per-node", 16, "throughput mode: requests in the system per node")
+	perNode := fs.Int("per-node", 0, "throughput mode: requests in the system per node (0: LARD's admission bound S = (n-1)*T_high + T_low - 1 for the whole cluster)")
 	timeScale := fs.Float64("time-scale", 0, "latency mode: replay at trace timestamps × this factor (0 = throughput mode)")
 	costsFile := fs.String("costs", "", "TOML file overriding cost-model fields (keys as the --cost.* flags)")
 	parallel := fs.Int("parallel", 0, "concurrent runs (0 = GOMAXPROCS); output does not depend on it")
@@ -175,6 +175,9 @@ func runSim(args []string) error {
 		writeSimTable(os.Stdout, rows)
 		fmt.Printf("\n%s: %d requests replayed per run (%d skipped: URL never answered 200, no size); %.4g MiB cache per node (%s); simulated in %v\n",
 			*tracePath, rows[0].Requests, skipped.Load(), *cacheMB, *cachePol, time.Since(start).Round(time.Millisecond))
+		if *timeScale == 0 {
+			fmt.Printf("throughput mode: %s requests in the system at %s nodes\n", simWindows(results, len(nodes)), *nodesFlag)
+		}
 	}
 	if *plotOut != "" {
 		svg, png := sim.PlotPaths(*plotOut)
@@ -198,6 +201,16 @@ type closingSource struct {
 func (c *closingSource) Close() error {
 	c.skipped.Store(c.Skipped())
 	return c.r.Close()
+}
+
+// simWindows lists the throughput-mode windows of the first policy's runs,
+// one per node count ("24/219/479").
+func simWindows(results []sim.Result, nodes int) string {
+	w := make([]string, 0, nodes)
+	for _, r := range results[:min(nodes, len(results))] {
+		w = append(w, strconv.Itoa(r.Window))
+	}
+	return strings.Join(w, "/")
 }
 
 func splitList(s string) []string {

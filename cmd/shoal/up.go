@@ -39,7 +39,13 @@ func runUp(args []string) error {
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
 		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
 	fs.BoolVar(&c.VHosts, "vhosts", false, "serve several sites by Host: two sample sites (a.localhost, b.localhost), or --site as a folder of site folders; relay or passfd path")
+	fs.DurationVar(&c.SendTimeout, "send-timeout", 60*time.Second, "close a client that takes no response bytes for this long (nginx send_timeout)")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "open client connections at the front; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
+	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
 	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
+	pops := fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
+	state := fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
+	loopback := fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -52,12 +58,19 @@ func runUp(args []string) error {
 	if c.Nodes < 1 || c.CacheMB < 0 {
 		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)
 	}
+	if *pops > 0 {
+		if os.Geteuid() == 0 && !*loopback {
+			return runUpPopsWAN(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
+		}
+		return runUpPops(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
+	}
 	// Signals are caught from here on: one that arrives while the cluster
 	// starts (the repair lab takes seconds) stops it as soon as it is up,
 	// instead of killing this process and leaving children and namespaces.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	defer ignoreHangup(func(msg string) { fmt.Fprintf(os.Stderr, "shoal up: %s\n", msg) })()
 	var cl *up.Cluster
 	var err error
 	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }

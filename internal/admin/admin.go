@@ -1,16 +1,20 @@
-// Package admin serves the front-end's admin API and Prometheus metrics on
-// an address of their own, apart from client traffic, as HAProxy's stats
-// socket and nginx's status module are. It is a control-plane reader and
-// writer of internal/cluster; it never sits on the request path.
+// Package admin serves the front-end's admin API, Prometheus metrics and a
+// live dashboard on an address of their own, apart from client traffic, as
+// HAProxy's stats socket and nginx's status module are. It is a
+// control-plane reader and writer of internal/cluster; it never sits on the
+// request path. docs/admin.md describes every endpoint, body and key.
 //
-// Endpoints (JSON unless noted):
+// Endpoints (JSON unless noted; request bodies are JSON, read strictly: an
+// unknown field is an error):
 //
+//	GET    /                      the dashboard: an embedded page polling /dashboard.json (dashboard.go)
 //	GET    /nodes                 every node: weight, health, active, load, requests, hit ratio
 //	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""} (URL checked by cluster.ParseNodeURL)
-//	DELETE /nodes/{i}             remove node i (in-flight requests finish)
-//	PUT    /nodes/{i}/weight      set node i's weight: {"weight": 0} drains it
+//	DELETE /nodes/{i}             remove node i (in-flight requests finish); no body
+//	PUT    /nodes/{i}/weight      set node i's weight: 5 or {"weight": 5}; 0 drains it
 //	GET    /tables?limit=N        the policy's tables (lard's target map, tbccrd's URL table)
-//	GET    /stats                 the front's counters: per data path, handoffs, hybrid decisions, queues
+//	GET    /stats                 the front's counters (Stats: snake_case keys, "status": {"2xx": n, …}, per data path, handoffs)
+//	GET    /dashboard.json        what the dashboard draws (Snapshot): nodes, latency totals, decisions, /stats
 //	GET    /metrics               Prometheus text format
 //
 // Access (Config, check; docs/security.md): every request that changes the
@@ -25,7 +29,11 @@
 // rebinding). Refusals are counted in shoal_admin_refused_total{reason}.
 //
 //	curl -H "Authorization: Bearer $(cat TOKENFILE)" -H 'Content-Type: application/json' \
-//	     -X PUT -d '{"weight": 0}' http://127.0.0.1:9090/nodes/0/weight
+//	     -X PUT -d 0 http://127.0.0.1:9090/nodes/0/weight
+//
+// The dashboard only reads, so these rules hold for it unchanged: it needs
+// no token on a loopback address, and a strict Content-Security-Policy keeps
+// the page to its own origin.
 //
 // net/http is the right tool here: the admin API is low-rate and benefits
 // from the standard library's routing and robustness more than from speed.
@@ -74,6 +82,7 @@ func NewConfig(cl *cluster.Cluster, m *Metrics, cfg Config) *Server {
 	s.mux.HandleFunc("GET /tables", s.tables)
 	s.mux.HandleFunc("GET /stats", s.stats)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{}))
+	s.routeDashboard()
 	return s
 }
 
@@ -166,21 +175,16 @@ func (s *Server) setWeight(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var body struct {
-		Weight *int `json:"weight"`
-	}
-	if err := decode(r, &body); err != nil || body.Weight == nil {
-		if err == nil {
-			err = errors.New(`request body: want {"weight": N}`)
-		}
+	weight, err := decodeWeight(r)
+	if err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
 	}
-	if err := s.cl.SetWeight(i, *body.Weight); err != nil {
+	if err := s.cl.SetWeight(i, weight); err != nil {
 		nodeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"index": i, "weight": *body.Weight})
+	writeJSON(w, http.StatusOK, map[string]int{"index": i, "weight": weight})
 }
 
 func (s *Server) tables(w http.ResponseWriter, r *http.Request) {
@@ -210,7 +214,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, errors.New("no front-end attached"))
 		return
 	}
-	writeJSON(w, http.StatusOK, (*f)())
+	writeJSON(w, http.StatusOK, FrontStats((*f)()))
 }
 
 // Metrics holds the front's Prometheus collectors on a registry of its own
@@ -432,10 +436,14 @@ var (
 		"repair (TCP_REPAIR) handoff events: moved, fallback_freeze, fallback_node, lost, ended, dropped, refused_forged, refused_replayed, refused_stale, refused_malformed.", []string{"event"}, nil)
 	descHybrid = prometheus.NewDesc("shoal_front_hybrid_decisions_total",
 		"Hybrid data-path decisions (seed 002): hand off for cpu, conns or size, or relay.", []string{"reason"}, nil)
+	descLimit = prometheus.NewDesc("shoal_front_connection_limit_total",
+		"Client connection limit events: refused_limit and refused_per_ip (503), idle_closed (shed near the limit).", []string{"event"}, nil)
+	descStream = prometheus.NewDesc("shoal_front_streaming_bodies",
+		"Response bodies streaming now after giving back their node slot (slow readers show here).", nil, nil)
 )
 
 func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descRepair, descHybrid} {
+	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descRepair, descHybrid, descLimit, descStream} {
 		ch <- d
 	}
 }
@@ -455,6 +463,10 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descQueue, st.Queued, "queued")
 	counter(descQueue, st.QueueTimeouts, "timeout")
 	counter(descQueue, st.QueueFull, "full")
+	counter(descLimit, st.RefusedLimit, "refused_limit")
+	counter(descLimit, st.RefusedPerIP, "refused_per_ip")
+	counter(descLimit, st.IdleShed, "idle_closed")
+	ch <- prometheus.MustNewConstMetric(descStream, prometheus.GaugeValue, float64(st.Streaming))
 	counter(descBatch, st.HeadBatches, "batches")
 	counter(descBatch, st.HeadsBatched, "heads")
 	h := st.Handoff

@@ -77,7 +77,7 @@ func TestNodesAPI(t *testing.T) {
 		{"POST", "/nodes", `{"url":"http://127.0.0.1:9003"}`, 400, "already in the cluster"},
 		{"POST", "/nodes", `{"url":"http://127.0.0.1:9004","wieght":2}`, 400, "unknown field"},
 		{"PUT", "/nodes/0/weight", `{"weight":0}`, 200, `"weight": 0`},
-		{"PUT", "/nodes/0/weight", `{}`, 400, `want {\"weight\": N}`},
+		{"PUT", "/nodes/0/weight", `{}`, 400, `want N or {\"weight\": N}`},
 		{"PUT", "/nodes/0/weight", `{"weight":-1}`, 400, "negative"},
 		{"PUT", "/nodes/7/weight", `{"weight":1}`, 404, "no such node"},
 		{"PUT", "/nodes/x/weight", `{"weight":1}`, 400, "want a number"},
@@ -155,7 +155,7 @@ func TestStatsNeedsFront(t *testing.T) {
 	})
 	srv.Config.Handler = New(cl, m)
 	code, body := call(t, "GET", srv.URL+"/stats", "")
-	if code != 200 || !strings.Contains(body, `"Requests": 7`) {
+	if code != 200 || !strings.Contains(body, `"requests": 7`) {
 		t.Errorf("/stats = %d %s", code, body)
 	}
 	_, body = call(t, "GET", srv.URL+"/metrics", "")
@@ -175,7 +175,7 @@ func TestRepairMetrics(t *testing.T) {
 	repair := &front.RepairStats{Moved: 9, FallbackNode: 1, Forged: 2}
 	m.WatchFront(func() front.Stats { return front.Stats{Paths: map[string]uint64{"repair": 10}, Repair: repair} })
 	srv.Config.Handler = New(cl, m)
-	if _, body := call(t, "GET", srv.URL+"/stats", ""); !strings.Contains(body, `"Moved": 9`) {
+	if _, body := call(t, "GET", srv.URL+"/stats", ""); !strings.Contains(body, `"moved": 9`) {
 		t.Errorf("/stats lacks the repair counters: %s", body)
 	}
 	_, body := call(t, "GET", srv.URL+"/metrics", "")

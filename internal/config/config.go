@@ -128,45 +128,24 @@ type Limits struct {
 	IdleTimeout Duration `toml:"idle_timeout"`
 	// MaxHeaderBytes bounds a request head; larger gets 431. Default 8192.
 	MaxHeaderBytes int `toml:"max_header_bytes"`
+	// SendTimeout closes a client connection whose client takes no
+	// response bytes for this long (nginx's send_timeout). Default "60s".
+	SendTimeout Duration `toml:"send_timeout"`
+	// MaxConns caps open client connections; past 7/8 of it the longest
+	// idle ones are closed, and at it new ones get 503 when none is idle.
+	// Default 0: derived from RLIMIT_NOFILE (front.DefaultMaxClientConns);
+	// -1: no limit.
+	MaxConns int `toml:"max_conns"`
+	// MaxConnsPerIP caps open client connections from one address. Default
+	// 0: 256 (front.DefaultMaxConnsPerIP); -1: no limit.
+	MaxConnsPerIP int `toml:"max_conns_per_ip"`
 }
 
-// Tuning holds the policies' knobs (policy.Config); zero means the policy's
-// documented default.
-type Tuning struct {
-	Seed          uint64         `toml:"seed"`
-	Epsilon       float64        `toml:"epsilon"`
-	VirtualNodes  int            `toml:"virtual_nodes"`
-	TLow          int            `toml:"t_low"`
-	THigh         int            `toml:"t_high"`
-	K             Duration       `toml:"k"`
-	Period        Duration       `toml:"period"`
-	FeedbackA     float64        `toml:"feedback_a"`
-	TargetLoad    float64        `toml:"target_load"`
-	LoadLimit     int            `toml:"load_limit"`
-	CacheMB       int64          `toml:"cache_mb"`
-	NoCacheKB     int64          `toml:"no_cache_kb"`
-	HandoffKB     int64          `toml:"handoff_kb"`
-	OverloadConns int            `toml:"overload_conns"`
-	PopularN      int            `toml:"popular_n"`
-	GroupWeights  map[string]int `toml:"group_weights"`
-	// MaxURLs and MaxURLMB bound every per-URL table of lard, lardr, tbccrd
-	// and weblins (policy.Config.MaxURLs, MaxURLBytes): URL count and URL
-	// text in MiB, least recently requested URL evicted first.
-	MaxURLs  int   `toml:"max_urls"`
-	MaxURLMB int64 `toml:"max_url_mb"`
-}
-
-// Policy converts the tuning to a policy.Config.
-func (t Tuning) Policy() policy.Config {
-	return policy.Config{
-		Seed: t.Seed, Epsilon: t.Epsilon, VirtualNodes: t.VirtualNodes,
-		TLow: t.TLow, THigh: t.THigh, K: t.K.Duration, Period: t.Period.Duration,
-		FeedbackA: t.FeedbackA, TargetLoad: t.TargetLoad, LoadLimit: t.LoadLimit,
-		CacheBytes: t.CacheMB << 20, NoCacheAbove: t.NoCacheKB << 10, HandoffSize: t.HandoffKB << 10,
-		OverloadConns: t.OverloadConns, PopularN: t.PopularN, GroupWeights: t.GroupWeights,
-		MaxURLs: t.MaxURLs, MaxURLBytes: t.MaxURLMB << 20,
-	}
-}
+// Tuning holds the policies' knobs: the [tuning] table, which
+// internal/policy defines and documents (policy.Knobs), so that a policy and
+// its keys are added in that package alone. Zero means the policy's
+// documented default; Tuning.Config converts it to a policy.Config.
+type Tuning = policy.Tuning
 
 // Paths lists the data paths `path` accepts.
 var Paths = []string{"relay", "redirect", "passfd", "hybrid", "repair"}
@@ -218,6 +197,9 @@ func (f *Front) fill() {
 	}
 	if f.Limits.MaxHeaderBytes == 0 {
 		f.Limits.MaxHeaderBytes = 8192
+	}
+	if f.Limits.SendTimeout.Duration == 0 {
+		f.Limits.SendTimeout.Duration = 60 * time.Second
 	}
 }
 
@@ -327,6 +309,9 @@ func (f *Front) validate(name string, data []byte) []error {
 	if f.Limits.MaxConnPerNode < 0 {
 		bad([]string{"limits", "max_conn_per_node"}, "max_conn_per_node is negative", "use a positive count such as 256")
 	}
+	if f.Limits.SendTimeout.Duration < 0 {
+		bad([]string{"limits", "send_timeout"}, "send_timeout is negative", "use a duration such as \"60s\"")
+	}
 	if m := f.Limits.MaxHeaderBytes; m != 0 && (m < 1024 || m > 1<<20) {
 		bad([]string{"limits", "max_header_bytes"}, fmt.Sprintf("max_header_bytes %d is out of range", m), "use a value between 1024 and 1048576")
 	}
@@ -336,7 +321,7 @@ func (f *Front) validate(name string, data []byte) []error {
 	if f.HandoffDir != "" && !strings.HasPrefix(f.HandoffDir, "/") {
 		bad([]string{"handoff_dir"}, fmt.Sprintf("handoff_dir %q is not an absolute path", f.HandoffDir), "write the folder from / such as \"/run/shoal\"")
 	}
-	if _, err := policy.New(f.Policy, f.Tuning.Policy()); err != nil && slices.Contains(policy.Names(), f.Policy) {
+	if _, err := policy.New(f.Policy, f.Tuning.Config()); err != nil && slices.Contains(policy.Names(), f.Policy) {
 		bad([]string{"tuning"}, err.Error(), "correct the [tuning] value it names")
 	}
 	return errs

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,11 @@ import (
 )
 
 func TestTemplateIsDefaults(t *testing.T) {
-	f, err := ParseFront("template.toml", []byte(FrontTemplate))
+	tmpl, err := FrontTemplate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ParseFront("template.toml", []byte(tmpl))
 	if err != nil {
 		t.Fatalf("template does not parse: %v", err)
 	}
@@ -19,15 +24,27 @@ func TestTemplateIsDefaults(t *testing.T) {
 		f.AdminTokenFile != d.AdminTokenFile {
 		t.Errorf("template and defaults differ:\n%+v\n%+v", f, d)
 	}
+	if !strings.Contains(tmpl, "\npolicy = \"wrr\"                 # "+strings.Join(policy.Names(), " ")+"\n") {
+		t.Errorf("template's policy line does not list policy.Names():\n%s", tmpl)
+	}
 	if f.Admin != "127.0.0.1:9090" || len(f.Nodes) != 2 || *f.Nodes[0].Weight != 1 || f.Nodes[1].Weight != nil {
 		t.Errorf("template nodes/admin = %q %+v", f.Admin, f.Nodes)
 	}
-	p := f.Tuning.Policy()
-	if p.TLow != 25 || p.THigh != 65 || p.K != 20*time.Second || p.CacheBytes != 32<<20 || p.NoCacheAbove != 500<<10 || p.Epsilon != 0.25 {
+	p := f.Tuning.Config()
+	if p.TLow != 25 || p.THigh != 65 || p.K != 20*time.Second || p.CacheBytes != 32<<20 || p.NoCacheAbove != 0 || p.Epsilon != 0.25 {
 		t.Errorf("tuning → policy config = %+v", p)
 	}
 	if d := policy.DefaultConfig(); p.MaxURLs != d.MaxURLs || p.MaxURLBytes != d.MaxURLBytes {
 		t.Errorf("template URL bounds %d URLs, %d bytes; policy defaults %d, %d", p.MaxURLs, p.MaxURLBytes, d.MaxURLs, d.MaxURLBytes)
+	}
+	// Every knob the [tuning] table writes is the policies' own default, so
+	// a file copied from --print-config behaves as no file at all (the
+	// knobs [tuning] has no key for are taken from the defaults).
+	pd := policy.DefaultConfig()
+	pd.NewReplacer = nil
+	p.MaxWeightScale, p.ConnTimeout, p.FirstMember = pd.MaxWeightScale, pd.ConnTimeout, pd.FirstMember
+	if !reflect.DeepEqual(p, pd) {
+		t.Errorf("template's [tuning] gives\n%+v\npolicy defaults are\n%+v", p, pd)
 	}
 }
 
@@ -38,8 +55,8 @@ func TestErrorsNameFileLineAndFix(t *testing.T) {
 	}{
 		{"unknown policy", "listen = \"127.0.0.1:1\"\npolicy = \"lardd\"\n",
 			[]string{"f.toml:2:", `policy "lardd" is unknown`, "fix: use one of", "lard"}},
-		{"unknown key", "[limits]\nmax_conns = 3\n",
-			[]string{"f.toml:2:", `unknown key "limits.max_conns"`, "fix: remove it or correct its spelling"}},
+		{"unknown key", "[limits]\nmax_connz = 3\n",
+			[]string{"f.toml:2:", `unknown key "limits.max_connz"`, "fix: remove it or correct its spelling"}},
 		{"bad duration", "[health]\ninterval = \"soon\"\n",
 			[]string{"f.toml:2", "not a duration", "fix:"}},
 		{"type error", "[health]\nrise = \"two\"\n",
@@ -67,6 +84,8 @@ func TestErrorsNameFileLineAndFix(t *testing.T) {
 			[]string{"f.toml:1:", `handoff_dir "run/shoal" is not an absolute path`, "fix:"}},
 		{"bad tuning", "[tuning]\nt_low = 90\nt_high = 10\n",
 			[]string{"f.toml:1:", "T_low 90, T_high 10", "fix: correct the [tuning] value"}},
+		{"bad tuning duration", "[tuning]\nt_low = 5\nk = \"soon\"\n",
+			[]string{"f.toml:3:", `invalid duration: "soon"`, "fix: check the TOML syntax"}},
 		{"negative URL bound", "[tuning]\nmax_urls = -1\n",
 			[]string{"f.toml:1:", "max urls -1", "fix: correct the [tuning] value"}},
 		{"negative URL bytes", "[tuning]\nmax_url_mb = -1\n",

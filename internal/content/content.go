@@ -23,21 +23,23 @@
 //
 // The scan enforces the rest:
 //
-//   - Symlinks are resolved with filepath.EvalSymlinks and kept only if the
-//     target is a regular file inside the resolved root; the entry's Path is
-//     the resolved target. Links that leave the root, dangle, or point at
-//     directories (which could form cycles) are not in the table at all.
+//   - Symlinks are not served, wherever they point — inside the root or not
+//     (nginx's "disable_symlinks on"): they are left out of the table, and
+//     a root that is itself a symlink is resolved once, at Open.
 //   - Hidden names (any path segment starting with '.', e.g. ".git", ".env")
 //     are not served, nor is anything below a hidden directory.
 //   - Only regular files and directories are listed: FIFOs, sockets and device
 //     nodes (which could block or leak a server) are skipped, as are names
 //     containing a backslash, which no request could reach.
 //
-// The table is a snapshot of the tree at scan time. If files are edited in
-// place afterwards, say a file swapped for a symlink that leaves the root, a
-// server opening Entry.Path would follow it. Entry.Path is already resolved,
-// so its last component is never a link: servers should open it with
-// O_NOFOLLOW, and sites should be changed by publishing a new root.
+// The table is a snapshot of the tree at scan time, but the files are
+// opened later, and a name may have been swapped since — a file or a
+// directory replaced by a symlink that leaves the root, or by a FIFO. So
+// servers open files only with Table.OpenFile, which resolves the entry's
+// URL beneath the root's descriptor, held open since the scan, following
+// no symlink and accepting only a regular file, at open time (openat2
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS on Linux; an O_NOFOLLOW walk
+// elsewhere). Sites should still change by publishing a new root.
 //
 // # Publishing
 //
@@ -63,7 +65,7 @@ import (
 // path it asked for), so test them with errors.Is.
 var (
 	// ErrNotFound: the URL is well formed but not in the table (includes
-	// hidden files and symlinks that leave the root). HTTP 404.
+	// hidden files and symlinks). HTTP 404.
 	ErrNotFound = errors.New("content: not found")
 	// ErrForbidden: a ".." segment would climb above the site root. HTTP 403.
 	ErrForbidden = errors.New("content: path escapes the site root")
@@ -79,7 +81,8 @@ type Entry struct {
 	// URL is the cleaned, decoded URL path: "/" for the root, "/a/b.html" for
 	// a file, "/a" (no trailing slash) for a directory.
 	URL string
-	// Path is the absolute filesystem path to open (symlinks already resolved).
+	// Path is the absolute filesystem path of the file as scanned, for
+	// logs; servers open it with Table.OpenFile, never by this path.
 	Path string
 	// Size is the file size in bytes (0 for directories).
 	Size int64
@@ -113,6 +116,7 @@ type Diff struct {
 type Table struct {
 	version  uint64
 	root     string
+	dir      *rootDir // root held open; files open beneath it
 	entries  map[string]*Entry
 	children map[string][]*Entry // dir URL → children sorted by name
 	files    int

@@ -74,8 +74,13 @@ func scan(root string) (*Table, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("site root %q: %w", root, ErrNotDir)
 	}
+	dir, err := openRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("site root %q: %w", root, err)
+	}
 	t := &Table{
 		root:     real,
+		dir:      dir,
 		entries:  make(map[string]*Entry),
 		children: make(map[string][]*Entry),
 	}
@@ -110,13 +115,11 @@ func scan(root string) (*Table, error) {
 			e.IsDir = true
 		case mode.IsRegular():
 			info, err = d.Info()
-		case mode&fs.ModeSymlink != 0:
-			e.Path, info = resolveLink(real, p)
-			if info == nil {
-				return nil // leaves the root, dangles, or is not a regular file
-			}
 		default:
-			return nil // FIFO, socket, device: never served
+			// Symlinks (refused, inside the root too: Table.OpenFile
+			// would not follow them), FIFOs, sockets, devices: never
+			// served.
+			return nil
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -144,30 +147,6 @@ func scan(root string) (*Table, error) {
 	}
 	t.dirETags()
 	return t, nil
-}
-
-// resolveLink follows the symlink at p and returns the target's path and info
-// only if the target is a regular file inside root with no hidden segment;
-// otherwise info is nil.
-func resolveLink(root, p string) (string, fs.FileInfo) {
-	target, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return "", nil
-	}
-	rel, err := filepath.Rel(root, target)
-	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		return "", nil
-	}
-	for seg := range strings.SplitSeq(filepath.ToSlash(rel), "/") {
-		if seg == "" || seg[0] == '.' {
-			return "", nil
-		}
-	}
-	info, err := os.Stat(target)
-	if err != nil || !info.Mode().IsRegular() {
-		return "", nil
-	}
-	return target, info
 }
 
 // fileETag is "mtime_ns_hex-size_hex", strong and quoted.

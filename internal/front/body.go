@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"shoal/internal/httpwire"
 )
 
 // spliceMin is the body remainder from which streaming goes socket to socket
@@ -14,8 +16,10 @@ import (
 const spliceMin = 32 << 10
 
 // spliceStep bounds one spliceN so deadlines are refreshed while a large
-// body streams: a stalled peer is cut, a slow but live one is not.
-const spliceStep = 4 << 20
+// body streams: a stalled peer is cut, a slow but live one is not (one that
+// takes at least spliceStep per timeout, close to nginx's send_timeout
+// between two writes).
+const spliceStep = 256 << 10
 
 // inbuf is a connection's read buffer: bytes b[r:w] are read and not yet
 // consumed. It never grows, which bounds per-connection memory.
@@ -264,18 +268,24 @@ func (p *pipe) copyChunked(strip bool) (int64, error) {
 
 // Chunked-coding parser states (RFC 9112 §7.1).
 const (
-	chSize = iota
+	chSize    = iota
+	chSizeBWS // after the size: BWS, then ";" or CRLF
 	chExt
 	chSizeLF
 	chData
 	chDataCR
 	chDataLF
 	chTrailerStart
+	chTrailerName
 	chTrailer
 	chTrailerLF
 	chEndLF
 	chDone
 )
+
+// ctl reports a control byte that may not appear in a chunk extension or
+// a trailer field value (RFC 9110 §5.5: field-vchar, SP and HTAB only).
+func ctl(b byte) bool { return b < 0x20 && b != '\t' || b == 0x7f }
 
 var errBadChunk = errors.New("malformed chunked body")
 
@@ -313,13 +323,30 @@ func (c *chunker) scan(p []byte) (n, d0, d1 int, fin bool, err error) {
 			if c.digits == 0 {
 				return n, 0, 0, false, errBadChunk
 			}
-			c.state = chExt
+			c.state = chSizeBWS
 			c.lineLen = c.digits
 			continue
+		case chSizeBWS:
+			// chunk-ext = *( BWS ";" BWS ext-name [ BWS "=" BWS ext-val ] ):
+			// anything but blanks, ";" or CR after the size is refused,
+			// as the nodes and HAProxy refuse it (issue 10).
+			switch b {
+			case '\r':
+				c.state = chSizeLF
+			case ';':
+				c.state = chExt
+			case ' ', '\t':
+			default:
+				return n, 0, 0, false, errBadChunk
+			}
+			if c.lineLen++; c.lineLen > maxChunkLine {
+				return n, 0, 0, false, errBadChunk
+			}
+			n++
 		case chExt:
 			if b == '\r' {
 				c.state = chSizeLF
-			} else if b == '\n' || b == 0 {
+			} else if ctl(b) {
 				return n, 0, 0, false, errBadChunk
 			} else if c.lineLen++; c.lineLen > maxChunkLine {
 				return n, 0, 0, false, errBadChunk
@@ -362,19 +389,31 @@ func (c *chunker) scan(p []byte) (n, d0, d1 int, fin bool, err error) {
 			c.state = chSize
 			n++
 		case chTrailerStart:
+			// A trailer is a field line, name ":" value (RFC 9112 §7.1.2):
+			// no obsolete folding, no empty or malformed name.
 			if b == '\r' {
 				c.state = chEndLF
-			} else if b == '\n' {
-				return n, 0, 0, false, errBadChunk
-			} else {
-				c.state = chTrailer
+			} else if httpwire.TokenChar(b) {
+				c.state = chTrailerName
 				c.lineLen = 1
+			} else {
+				return n, 0, 0, false, errBadChunk
+			}
+			n++
+		case chTrailerName:
+			if b == ':' {
+				c.state = chTrailer
+			} else if !httpwire.TokenChar(b) {
+				return n, 0, 0, false, errBadChunk
+			}
+			if c.lineLen++; c.lineLen > maxChunkLine {
+				return n, 0, 0, false, errBadChunk
 			}
 			n++
 		case chTrailer:
 			if b == '\r' {
 				c.state = chTrailerLF
-			} else if b == '\n' || b == 0 {
+			} else if ctl(b) {
 				return n, 0, 0, false, errBadChunk
 			} else if c.lineLen++; c.lineLen > maxChunkLine {
 				return n, 0, 0, false, errBadChunk

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,13 @@ type clientConn struct {
 	lr     io.LimitedReader
 	x      Exchange
 	holder int
-	idle   atomic.Bool
+	// state is connIdle while the connection waits for a request with
+	// nothing buffered, connBusy otherwise, connShed once the idle shedder
+	// (limits.go) claimed it; idleAt is when it last became idle (UnixNano)
+	// and addr its peer when a per-address limit is on.
+	state  atomic.Int32
+	idleAt atomic.Int64
+	addr   netip.Addr
 	// now is the latest clock reading (UnixNano): taken once when a head
 	// is parsed and once when the response head arrives, and reused for
 	// the coarse deadlines in between (time.Now costs ~100 ns here).
@@ -79,7 +86,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 	if len(cc.in.b) != s.inSize() || cap(cc.out) > s.outSize() {
 		return
 	}
-	cc.c, cc.ip, cc.id = nil, "", 0
+	cc.c, cc.ip, cc.id, cc.addr = nil, "", 0, netip.Addr{}
 	cc.out = cc.out[:0]
 	cc.vec = [2][]byte{}
 	cc.bufs = nil
@@ -114,7 +121,11 @@ func (cc *clientConn) clientIP() string {
 func (s *Server) newClientConn(c net.Conn) *clientConn {
 	cc := s.getClientConn(c)
 	cc.id = s.nextConn.Add(1)
-	cc.idle.Store(true)
+	cc.state.Store(connIdle)
+	cc.idleAt.Store(cc.now)
+	if s.cfg.MaxConnsPerIP > 0 {
+		cc.addr = remoteAddr(c)
+	}
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
@@ -123,6 +134,9 @@ func (s *Server) newClientConn(c net.Conn) *clientConn {
 		return nil
 	}
 	s.conns[cc] = struct{}{}
+	if cc.addr.IsValid() {
+		s.perIP[cc.addr]++
+	}
 	s.mu.Unlock()
 	s.ctr.connsAccepted.Add(1)
 	s.ctr.connsActive.Add(1)
@@ -138,6 +152,13 @@ func (cc *clientConn) serve() {
 		}
 		s.mu.Lock()
 		delete(s.conns, cc)
+		if cc.addr.IsValid() {
+			if s.perIP[cc.addr] <= 1 {
+				delete(s.perIP, cc.addr)
+			} else {
+				s.perIP[cc.addr]--
+			}
+		}
 		s.mu.Unlock()
 		s.ctr.connsActive.Add(-1)
 		if cc.holder >= 0 {
@@ -180,7 +201,9 @@ func (cc *clientConn) readHead(first bool) bool {
 		if cc.in.len() > 0 {
 			_, err := s.parser.Parse(cc.in.bytes(), &cc.req)
 			if err == nil {
-				cc.idle.Store(false)
+				if cc.state.Swap(connBusy) == connShed {
+					return false // closed by the idle shedder as it arrived
+				}
 				return true
 			}
 			if err != httpwire.ErrNeedMore {
@@ -200,7 +223,13 @@ func (cc *clientConn) readHead(first bool) bool {
 				cc.rdl.setRead(cc.c, time.Now().UnixNano(), s.cfg.HeaderTimeout)
 			}
 		}
-		cc.idle.Store(cc.in.len() == 0)
+		if cc.in.len() == 0 {
+			if cc.state.CompareAndSwap(connBusy, connIdle) {
+				cc.idleAt.Store(cc.now)
+			}
+		} else {
+			cc.state.CompareAndSwap(connIdle, connBusy)
+		}
 		n, err := cc.in.fill(cc.c)
 		if n > 0 {
 			s.ctr.bytesIn.Add(uint64(n))
@@ -244,7 +273,11 @@ func (cc *clientConn) handle() Result {
 	start := time.Now()
 	cc.now = start.UnixNano()
 	cc.sent = 0
-	cc.setKey(req) // cc.url: the path, or site + path with VHosts (vhost.go)
+	cc.setKey(req)                                   // cc.url: the path, or site + path with VHosts (vhost.go)
+	if internalKey(cc.url, cc.s.cfg.VHosts != nil) { // the nodes' /.shoal/ space is not public
+		closeConn := req.Close || req.HasBody()
+		return cc.finish(Result{Status: cc.writeError(404, closeConn), Close: closeConn}, nil, "", false, start)
+	}
 	// The policy request lives in cc: passed to the policy interface it
 	// would escape, and allocate, if it were a local.
 	cc.pr = policy.Request{URL: cc.url, Size: -1, Conn: cc.id, Holder: cc.holder}

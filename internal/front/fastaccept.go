@@ -224,9 +224,9 @@ func (s *Server) serveFD(fd int, id uint64, data []byte, relay bool) {
 		s.logf("front: accept: %v", err)
 		return
 	}
-	cc := s.newClientConn(c)
+	cc := s.acceptConn(c)
 	if cc == nil {
-		return // shutting down: closed
+		return // refused by a limit, or shutting down: closed
 	}
 	if id != 0 {
 		cc.id = id // the policy saw this id already
@@ -255,6 +255,9 @@ func (ra *rawAccept) pick(data []byte) (id uint64, b *cluster.Backend, start tim
 	}
 	id = s.nextConn.Add(1)
 	ra.url = contentKey(s.cfg.VHosts, req, ra.url, &ra.vh)
+	if internalKey(ra.url, s.cfg.VHosts != nil) {
+		return 0, nil, start // the normal path answers 404
+	}
 	ra.pr = policy.Request{URL: ra.url, Size: -1, Conn: id, Holder: -1}
 	d, b := s.cl.Pick(&ra.pr)
 	if d.Node < 0 {

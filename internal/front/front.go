@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,9 +53,24 @@ type Config struct {
 	// IdleTimeout closes a keep-alive client connection that sends no new
 	// request for this long. Default 60 s.
 	IdleTimeout time.Duration
-	// WriteTimeout bounds how long a write to a client may block (a client
-	// that stops reading). Default 60 s.
+	// WriteTimeout is the client send timeout: how long a write to a client
+	// may make no progress (a client that stops reading) before the
+	// connection is closed. Response bodies are written at most 256 KiB
+	// per deadline, so this is nginx's send_timeout (the time between two
+	// successive writes) for any client reading at least 256 KiB per
+	// timeout. Default 60 s, nginx's and HAProxy's usual value.
 	WriteTimeout time.Duration
+
+	// MaxClientConns caps the client connections open at once (limits.go);
+	// past 7/8 of it the connections idle the longest are closed, and at it
+	// a new connection is refused with 503 if none is idle. Default
+	// DefaultMaxClientConns(RLIMIT_NOFILE); negative: no limit.
+	MaxClientConns int
+	// MaxConnsPerIP caps the client connections open at once from one
+	// address; one more is refused with 503. Default DefaultMaxConnsPerIP
+	// (256); negative: no limit. Connections the raw accept path hands to a
+	// node at once are not held by the front and not counted.
+	MaxConnsPerIP int
 
 	// DialTimeout bounds a connect to a node. Default 3 s.
 	DialTimeout time.Duration
@@ -69,7 +85,12 @@ type Config struct {
 	PoolSize int
 
 	// MaxConn is the per-node limit of requests in flight; requests beyond it
-	// queue at the front. 0 means no limit (the default).
+	// queue at the front. 0 means no limit (the default). A request holds
+	// its slot while the node works on it — until the response head has
+	// arrived and, for a body already in the front's buffer, been passed
+	// on; a body still to be streamed from the node gives the slot back
+	// first, so clients that read slowly (or never) cannot use up the slots
+	// (issue 10 item 6). Stats.Streaming counts those bodies.
 	MaxConn int
 	// QueueLen bounds each node's queue; a request that finds it full gets
 	// 503 at once. Default 1024.
@@ -127,6 +148,12 @@ func (c *Config) fill() {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 60 * time.Second
+	}
+	if c.MaxClientConns == 0 {
+		c.MaxClientConns = DefaultMaxClientConns(nofile())
+	}
+	if c.MaxConnsPerIP == 0 {
+		c.MaxConnsPerIP = DefaultMaxConnsPerIP
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = 3 * time.Second
@@ -187,6 +214,10 @@ type Stats struct {
 	QueueTimeouts uint64            // requests answered 503 after waiting too long
 	QueueFull     uint64            // requests answered 503 because a node queue was full
 	NodeDials     uint64            // connections opened to nodes
+	RefusedLimit  uint64            // client connections refused at MaxClientConns (none idle to close)
+	RefusedPerIP  uint64            // client connections refused at MaxConnsPerIP
+	IdleShed      uint64            // idle client connections closed to make room near MaxClientConns
+	Streaming     int64             // response bodies streaming now after giving back their node slot
 	HeadBatches   uint64            // rounds in which the batcher wrote request heads to nodes
 	HeadsBatched  uint64            // request heads written in those rounds (HeadsBatched/HeadBatches: mean batch)
 	Paths         map[string]uint64 // requests per data path name
@@ -209,6 +240,10 @@ type counters struct {
 	queueTimeouts atomic.Uint64
 	queueFull     atomic.Uint64
 	nodeDials     atomic.Uint64
+	refusedLimit  atomic.Uint64
+	refusedPerIP  atomic.Uint64
+	idleShed      atomic.Uint64
+	streaming     atomic.Int64
 }
 
 // Server is the front-end data plane. Create it with New, run it with
@@ -237,6 +272,14 @@ type Server struct {
 	batch     *batcher // nil with Config.NoBatch
 	relaying  atomic.Int64
 	janitor   sync.Once
+
+	// Client connection limits (limits.go): open connections per address
+	// (under mu), the background shedder's wake-up, and its scratch.
+	perIP     map[netip.Addr]int
+	shedWake  chan struct{}
+	shedMu    sync.Mutex
+	shedCand  []idleConn
+	shedConns []net.Conn
 }
 
 // New builds a server that dispatches through c.
@@ -256,6 +299,8 @@ func New(c *cluster.Cluster, cfg Config) (*Server, error) {
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*clientConn]struct{}{},
 		done:      make(chan struct{}),
+		perIP:     map[netip.Addr]int{},
+		shedWake:  make(chan struct{}, 1),
 	}
 	if !cfg.NoBatch {
 		s.batch = newBatcher(s.done)
@@ -284,7 +329,12 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
-	s.janitor.Do(func() { go s.reap() })
+	s.janitor.Do(func() {
+		go s.reap()
+		if s.cfg.MaxClientConns > 0 {
+			go s.shedLoop()
+		}
+	})
 	defer func() {
 		s.mu.Lock()
 		delete(s.listeners, ln)
@@ -315,7 +365,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("front: accept: %w", err)
 		}
 		backoff = 0
-		cc := s.newClientConn(c)
+		cc := s.acceptConn(c)
 		if cc == nil {
 			continue
 		}
@@ -386,7 +436,7 @@ func (s *Server) kickIdle() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for cc := range s.conns {
-		if cc.idle.Load() {
+		if cc.state.Load() == connIdle {
 			cc.c.SetReadDeadline(time.Unix(1, 0))
 		}
 	}
@@ -410,6 +460,10 @@ func (s *Server) Stats() Stats {
 		QueueTimeouts: c.queueTimeouts.Load(),
 		QueueFull:     c.queueFull.Load(),
 		NodeDials:     c.nodeDials.Load(),
+		RefusedLimit:  c.refusedLimit.Load(),
+		RefusedPerIP:  c.refusedPerIP.Load(),
+		IdleShed:      c.idleShed.Load(),
+		Streaming:     c.streaming.Load(),
 		Paths:         map[string]uint64{},
 		Handoff:       s.handoff.snapshot(),
 	}

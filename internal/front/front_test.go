@@ -516,6 +516,16 @@ func TestObserver(t *testing.T) {
 	addr, _, _ := startFront(t, Config{Observer: &obs}, a.URL)
 	c := dialFront(t, addr)
 	c.do(get("/o"))
+	// Observe runs after the response is written: the client can read it
+	// first.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		obs.mu.Lock()
+		n := len(obs.got)
+		obs.mu.Unlock()
+		if n > 0 {
+			break
+		}
+	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	if len(obs.got) != 1 || obs.got[0].Node != 0 || obs.got[0].Status != 200 || obs.got[0].Path != "relay" || obs.got[0].NodeURL != a.URL {

@@ -24,19 +24,14 @@ type ReturnMode int
 
 const (
 	// ReturnAuto hands connections back under content-aware policies
-	// (every policy except the content-blind rr, wrr, gwrr, lc, wlc, dfwrr
-	// and p2c), whose next request may belong to another node.
+	// (policy.Traits: every placement but policy.Blind), whose next request
+	// may belong to another node.
 	ReturnAuto ReturnMode = iota
 	// ReturnAlways re-dispatches every request at the front.
 	ReturnAlways
 	// ReturnNever leaves the connection with the node to its end.
 	ReturnNever
 )
-
-// contentBlind lists the policies whose choice does not depend on the URL:
-// under them a node may keep a passed connection, as LVS keeps a client on
-// its real server.
-var contentBlind = map[string]bool{"rr": true, "wrr": true, "gwrr": true, "lc": true, "wlc": true, "dfwrr": true, "p2c": true}
 
 // PassFDConfig tunes the passfd data path. The zero value is usable.
 type PassFDConfig struct {
@@ -289,7 +284,9 @@ func (p *passfdPath) handBack(s *Server) bool {
 	r := p.ret.Load()
 	if r == 0 {
 		r = 1
-		if pol := s.cl.Policy(); pol != nil && contentBlind[pol.Name()] {
+		// Under a content-blind policy a node may keep a passed connection,
+		// as LVS keeps a client on its real server.
+		if pol := s.cl.Policy(); pol != nil && !policy.TraitsOf(pol).Placement.ContentAware() {
 			r = -1
 		}
 		p.ret.Store(r)
@@ -395,6 +392,9 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 	start := time.Now()
 	var vh vhostState
 	pr := policy.Request{URL: contentKey(s.cfg.VHosts, &req, "", &vh), Size: -1, Conn: r.Header.Conn, Holder: int(r.Header.Node)}
+	if internalKey(pr.URL, s.cfg.VHosts != nil) {
+		return false // the slow path answers 404
+	}
 	d, b := s.cl.Pick(&pr)
 	if d.Node < 0 || b == nil {
 		return false // the slow path answers 503

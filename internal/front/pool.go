@@ -63,6 +63,11 @@ type nodeConn struct {
 	fd      int
 	batch   *batcher
 	flushed atomic.Int32
+
+	// peek is peekStep bound once, quiet its last answer (see quiet).
+	peek     func(fd uintptr)
+	quietNow bool
+	peekBuf  [1]byte
 }
 
 // newNodeConn wraps a fresh connection to a node.
@@ -72,6 +77,7 @@ func newNodeConn(c net.Conn) *nodeConn {
 		if raw, err := tc.SyscallConn(); err == nil {
 			nc.raw = raw
 			nc.step = nc.rawStep
+			nc.peek = nc.peekStep
 			raw.Control(func(fd uintptr) { nc.fd = int(fd) })
 		}
 	}
@@ -170,6 +176,34 @@ func (nc *nodeConn) rawStep(fd uintptr) bool {
 		nc.rerr = err
 		return true
 	}
+}
+
+// quiet reports whether a pooled connection is fit to carry a request:
+// nothing buffered, nothing readable and no end of stream on the socket. A
+// node that sent anything while the connection was idle — the rest of a
+// body it framed shorter than it sent, an answer to a request smuggled past
+// the front, a close — has left bytes that would be read as the answer to
+// the next request, so such a connection is closed, never reused (issue
+// 10). nginx's upstream keepalive and HAProxy's idle connections do the
+// same. One non-blocking recv(MSG_PEEK) per reused connection.
+func (nc *nodeConn) quiet() bool {
+	if nc.in.len() != 0 {
+		return false
+	}
+	if nc.raw == nil {
+		return true
+	}
+	nc.quietNow = false
+	if nc.raw.Control(nc.peek) != nil {
+		return false
+	}
+	return nc.quietNow
+}
+
+// peekStep is quiet's RawConn.Control callback.
+func (nc *nodeConn) peekStep(fd uintptr) {
+	_, _, err := syscall.Recvfrom(int(fd), nc.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	nc.quietNow = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
 }
 
 // pool is a LIFO free list of idle node connections. LIFO keeps the hottest

@@ -36,13 +36,31 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		closeConn := req.Close || req.HasBody()
 		return Result{Status: cc.writeError(503, closeConn), Close: closeConn, Err: fmt.Errorf("node %s: %w", u.b.URL, err)}
 	}
-	defer u.lim.release()
+	held := true // the node slot; relayResponse gives it back early for a streamed body
+	defer func() {
+		if held {
+			u.lim.release()
+		}
+	}()
 
 	s.relaying.Add(1)
 	defer s.relaying.Add(-1)
 	expect := cc.buildRequest(x)
+	if len(cc.out) > s.cfg.MaxHeadBytes+httpwire.ForwardHeadroom {
+		// Nodes accept ForwardHeadroom bytes more than the front; a rewrite
+		// that outgrew that (a very long node address in Host) is refused
+		// here rather than by the node.
+		return Result{Status: cc.writeError(431, true), Close: true, Err: fmt.Errorf("node %s: rewritten head of %d bytes", u.b.URL, len(cc.out))}
+	}
 	replayable := !req.HasBody()
 	nc := u.pool.get(cc.now)
+	for nc != nil && !nc.quiet() {
+		// The node sent bytes (or closed) while the connection sat idle:
+		// nothing may be read there as the answer to the next request.
+		nc.c.Close()
+		s.ctr.freshRedials.Add(1)
+		nc = u.pool.get(cc.now)
+	}
 	reused := nc != nil
 	for {
 		if nc == nil {
@@ -65,6 +83,11 @@ func (cc *clientConn) relay(x *Exchange) Result {
 			err = fmt.Errorf("node %s: send: %w", u.b.URL, err)
 			if replayable {
 				return Result{Retry: true, NodeFailed: true, Err: err}
+			}
+			if errors.Is(err, errBadChunk) {
+				// The client's chunked body is malformed: refused before
+				// the bad bytes reached the node, whose connection is closed.
+				return Result{Status: cc.writeError(400, true), Close: true, Err: err}
 			}
 			var bb errBodyBroken
 			return Result{Status: cc.writeError(502, true), Close: true, NodeFailed: !errors.As(err, &bb), Err: err}
@@ -94,7 +117,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		}
 		return Result{Status: cc.writeError(502, true), Close: true, NodeFailed: true, Err: err}
 	}
-	return cc.relayResponse(x, u, nc)
+	return cc.relayResponse(x, u, nc, &held)
 }
 
 func (cc *clientConn) dial(u *upstream) (*nodeConn, error) {
@@ -111,12 +134,17 @@ func (cc *clientConn) dial(u *upstream) (*nodeConn, error) {
 // 9110 §7.6.1) and Expect (the front answers 100-continue itself), the
 // client's address appended to X-Forwarded-For, and Host when an HTTP/1.0
 // client sent none. It reports whether the client expects 100-continue.
+// The parser has refused a Connection header naming Content-Length,
+// Transfer-Encoding or Host, so the fields that frame the body go out as
+// they came. An X-Forwarded-For the client named in Connection is dropped
+// like any hop-by-hop field and the front's own takes its place, so the
+// node always learns the client's address.
 func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	req := x.Req
 	cc.tokens = connTokens(cc.tokens[:0], req.Headers)
 	lastXFF := -1
 	for i, h := range req.Headers {
-		if len(h.Name) == 15 && httpwire.EqualFold(h.Name, "x-forwarded-for") {
+		if len(h.Name) == 15 && httpwire.EqualFold(h.Name, "x-forwarded-for") && !dropHeader(h.Name, cc.tokens) {
 			lastXFF = i
 		}
 	}
@@ -275,8 +303,11 @@ func (cc *clientConn) readResponseHead(x *Exchange, nc *nodeConn) (got bool, err
 }
 
 // relayResponse sends the parsed response head (rewritten) and streams the
-// body to the client, then pools or closes the node connection.
-func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn) Result {
+// body to the client, then pools or closes the node connection. A body not
+// yet wholly in the node buffer gives the node slot (*held) back first: the
+// node's work is done, and the rest moves at the client's pace, which must
+// not decide how many requests the node may take (issue 10 item 6).
+func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held *bool) Result {
 	s := cc.s
 	req := x.Req
 	resp := &nc.resp
@@ -309,6 +340,14 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn) Resu
 	cc.out = out
 	nc.in.consume(resp.HeadLen)
 	s.ctr.status[resp.Status/100].Add(1)
+	if !noBody && (resp.ContentLength < 0 || resp.ContentLength > int64(nc.in.len())) {
+		if *held {
+			*held = false
+			u.lim.release()
+		}
+		s.ctr.streaming.Add(1)
+		defer s.ctr.streaming.Add(-1)
+	}
 
 	now := time.Now().UnixNano()
 	cc.now = now

@@ -24,6 +24,19 @@ func TestChunkerFraming(t *testing.T) {
 		{"missing CRLF after data", "3\r\nabcd\r\n0\r\n\r\n", "", -1},
 		{"bare LF in trailer", "0\r\nX: 1\n\r\n", "", -1},
 		{"size overflow", "1000000000000000\r\n", "", -1},
+		// Issue 10: a chunk-size line is size, BWS, then ";" extensions
+		// or CRLF (RFC 9112 §7.1.1); trailers are field lines (§7.1.2).
+		{"BWS before extension", "3 \t;x\r\nabc\r\n0\r\n\r\n", "abc", 17},
+		{"BWS before CRLF", "3 \r\nabc\r\n0\r\n\r\n", "abc", 14},
+		{"extension without semicolon", "3 x\r\nabc\r\n0\r\n\r\n", "", -1},
+		{"garbage after size", "3x\r\nabc\r\n0\r\n\r\n", "", -1},
+		{"control byte in extension", "3;a\x01\r\nabc\r\n0\r\n\r\n", "", -1},
+		{"bare CR in extension", "3;a\rb\r\nabc\r\n0\r\n\r\n", "", -1},
+		{"trailer obs-fold", "0\r\n X: 1\r\n\r\n", "", -1},
+		{"trailer without colon", "0\r\nX-T 1\r\n\r\n", "", -1},
+		{"trailer empty name", "0\r\n: 1\r\n\r\n", "", -1},
+		{"trailer control byte", "0\r\nX: \x01\r\n\r\n", "", -1},
+		{"trailers", "0\r\nA: 1\r\nB:\t2 3\r\n\r\n", "", 19},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -154,7 +167,7 @@ func scanAll(in []byte, step int) (int, []byte, bool, bool) {
 // FuzzChunker checks that the chunked-body scanner never panics or reads
 // out of range, never consumes past the end of a body, and gives the same
 // answer whether the bytes arrive at once or one by one (as they may from a
-// socket).
+// socket). Seeds, valid and refused framing, are in testdata/fuzz/FuzzChunker.
 func FuzzChunker(f *testing.F) {
 	f.Add([]byte("3\r\nabc\r\n0\r\n\r\nNEXT"))
 	f.Add([]byte("A;x=y\r\n0123456789\r\n0\r\nT: 1\r\n\r\n"))

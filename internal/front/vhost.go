@@ -1,6 +1,8 @@
 package front
 
 import (
+	"strings"
+
 	"shoal/internal/httpwire"
 	"shoal/internal/vhost"
 )
@@ -33,13 +35,9 @@ func contentKey(vm *vhost.Map, req *httpwire.Request, prev string, vh *vhostStat
 	}
 	host := req.Host
 	if a := vhost.Authority(req.Target); a != nil {
-		// RFC 9112 §3.2.2: the target's authority wins over Host.
+		// RFC 9112 §3.2.2: the target's authority wins over Host (Path
+		// already dropped it from the path).
 		host = a
-		if i := indexAfterAuthority(p); i >= 0 {
-			p = p[i:]
-		} else {
-			p = slash
-		}
 	}
 	vh.site, vh.hostBuf = vm.Site(vh.hostBuf, host)
 	vh.keyBuf = vhost.AppendKey(vh.keyBuf[:0], vh.site, p)
@@ -49,20 +47,14 @@ func contentKey(vm *vhost.Map, req *httpwire.Request, prev string, vh *vhostStat
 	return prev
 }
 
-var slash = []byte("/")
-
-// indexAfterAuthority returns where the path of an absolute-form target
-// starts ("http://h/p" -> 8), or -1 when it has none.
-func indexAfterAuthority(t []byte) int {
-	for i := 0; i+2 < len(t); i++ {
-		if t[i] == ':' && t[i+1] == '/' && t[i+2] == '/' {
-			for j := i + 3; j < len(t); j++ {
-				if t[j] == '/' {
-					return j
-				}
-			}
-			return -1
+// internalKey reports whether a content key names the nodes' internal
+// space (internalURL); with virtual hosts the path after the site is
+// checked.
+func internalKey(key string, vhosts bool) bool {
+	if vhosts {
+		if i := strings.IndexByte(key, '/'); i >= 0 {
+			key = key[i:]
 		}
 	}
-	return -1
+	return internalURL(key)
 }

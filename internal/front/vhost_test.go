@@ -244,3 +244,24 @@ func TestContentKey(t *testing.T) {
 		t.Errorf("repeated key allocates %v", n)
 	}
 }
+
+// TestInternalKeyWithVHosts: the nodes' /.shoal/ space stays private when
+// keys carry a site.
+func TestInternalKeyWithVHosts(t *testing.T) {
+	cases := []struct {
+		key    string
+		vhosts bool
+		want   bool
+	}{
+		{"a.example/.shoal/status", true, true},
+		{"_default/.shoal/repair", true, true},
+		{"a.example/x", true, false},
+		{"/.shoal/status", false, true},
+		{"/x", false, false},
+	}
+	for _, c := range cases {
+		if got := internalKey(c.key, c.vhosts); got != c.want {
+			t.Errorf("internalKey(%q, %v) = %v", c.key, c.vhosts, got)
+		}
+	}
+}

@@ -17,8 +17,16 @@
 // smuggling or cache poisoning: bare LF and bare CR, obsolete line folding,
 // whitespace before the colon, NUL and other control characters, invalid
 // token characters, duplicate or malformed Content-Length, Transfer-Encoding
-// together with Content-Length, Transfer-Encoding on HTTP/1.0, and a missing
-// or repeated Host on HTTP/1.1 are all refused with an *Error whose Status is
-// 400 (or 431 for an oversized head, 501 for an unknown transfer coding, 505
-// for an unsupported version). An incomplete head yields ErrNeedMore.
+// together with Content-Length, Transfer-Encoding on HTTP/1.0, a missing
+// or repeated Host on HTTP/1.1, a Connection header naming Content-Length,
+// Transfer-Encoding or Host (RFC 9110 §7.6.1), and a request-target whose
+// form does not fit the method (RFC 9112 §3.2) are all refused with an
+// *Error whose Status is 400 (or 431 for an oversized head, 501 for an
+// unknown transfer coding, 505 for an unsupported version). An incomplete
+// head yields ErrNeedMore.
+//
+// The front-end and the nodes parse with this one parser, the front on the
+// client's head and a node on the head the front rewrote from it, so they
+// agree on where every message ends. ForwardHeadroom and ForwardFields are
+// what the rewrite may add; a node's limits exceed the front's by them.
 package httpwire

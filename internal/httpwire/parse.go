@@ -9,6 +9,19 @@ const DefaultMaxHead = 8 << 10
 // head with more is refused with 431 like an oversized one.
 const DefaultMaxHeaders = 100
 
+// ForwardHeadroom and ForwardFields bound what a front-end adds to a request
+// head it accepted before passing it to a node: X-Forwarded-For (at most
+// 17+39+2 bytes for an IPv6 client), a Host for an HTTP/1.0 request without
+// one (6+len(host:port)+2), and ": " where the client wrote ":". A node's
+// head limit is its front's plus ForwardHeadroom, and its field limit its
+// front's plus ForwardFields, so that no head the front accepted is refused
+// by the node because of what the front added (issue 10); the front refuses
+// with 431 a rewrite that would not fit.
+const (
+	ForwardHeadroom = 1024
+	ForwardFields   = 2
+)
+
 // Error is a refusal of a request head. Status is the HTTP status the server
 // should answer with before closing the connection. Errors are preallocated
 // values so that refusing bad input does not allocate either; compare with
@@ -48,6 +61,21 @@ var (
 	ErrMissingHost      = &Error{400, "missing Host header"}                       // [3.2]
 	ErrDupHost          = &Error{400, "more than one Host header"}
 	ErrBadHost          = &Error{400, "invalid Host header"} // [3.2]
+	// ErrConnectionOption refuses a Connection header that names
+	// Content-Length, Transfer-Encoding or Host. RFC 9110 §7.6.1 makes a
+	// proxy remove every field its Connection header names, and forbids a
+	// sender to name a field meant for all recipients; these three frame
+	// and route the message at every hop, so a proxy that removed them
+	// would forward a body its node reads as the next request (issue 10).
+	// HAProxy 2.6 instead ignores such options and keeps the fields;
+	// refusing is the one choice that both honours §7.6.1 and cannot
+	// desynchronise a pooled node connection.
+	ErrConnectionOption = &Error{400, "Connection names a framing or routing field"} // RFC 9110 §7.6.1
+	// ErrTargetForm refuses a request-target whose form does not fit the
+	// method (RFC 9112 §3.2): authority-form outside CONNECT, asterisk-form
+	// outside OPTIONS, and absolute-form with a scheme other than http or
+	// https or with an empty host (RFC 9110 §4.2.1).
+	ErrTargetForm = &Error{400, "request-target form not allowed"} // [3.2]
 )
 
 // Header is one header field as it appeared on the wire: Name as sent (case
@@ -88,15 +116,39 @@ type Request struct {
 	hasTE bool
 }
 
-// Path returns the request-target up to (not including) '?' or '#'.
+// Path returns the request-target's path: up to (not including) '?' or '#',
+// and for an absolute-form target only the part after the authority ("/"
+// when there is none), so that "http://h/a" is routed, cached and served as
+// "/a" by the front and the nodes alike. Asterisk- and authority-form
+// targets are returned as they are.
 func (r *Request) Path() []byte {
-	for i, c := range r.Target {
-		if c == '?' || c == '#' {
-			return r.Target[:i]
+	t := r.Target
+	if len(t) > 0 && t[0] != '/' && t[0] != '*' {
+		for i := 0; i+2 < len(t); i++ {
+			if t[i] == ':' && t[i+1] == '/' && t[i+2] == '/' {
+				j := i + 3
+				for j < len(t) && t[j] != '/' && t[j] != '?' {
+					j++
+				}
+				if j == len(t) || t[j] != '/' {
+					return rootPath
+				}
+				t = t[j:]
+				break
+			}
 		}
 	}
-	return r.Target
+	for i, c := range t {
+		if c == '?' || c == '#' {
+			return t[:i]
+		}
+	}
+	return t
 }
+
+// rootPath is Path's answer for an absolute-form target without a path.
+// Callers only read it.
+var rootPath = []byte("/")
 
 // HasBody reports whether a body follows the head.
 func (r *Request) HasBody() bool { return r.Chunked || r.ContentLength > 0 }
@@ -180,6 +232,11 @@ func init() {
 	}
 }
 
+// TokenChar reports whether c may appear in a token (RFC 9110 §5.6.2), such
+// as a field name; the front's chunked-body scanner checks trailer names
+// with it.
+func TokenChar(c byte) bool { return tchar[c] }
+
 func classify(c byte, fallback *Error) *Error {
 	switch c {
 	case 0:
@@ -239,6 +296,9 @@ func parse(b []byte, r *Request, maxHeaders int) (int, error) {
 		return 0, classify(b[k], ErrBadTarget)
 	}
 	r.Target = b[j:k]
+	if !targetFormOK(r.Method, r.Target) {
+		return 0, ErrTargetForm
+	}
 	k++
 
 	// HTTP-version CRLF: exactly "HTTP/" DIGIT "." DIGIT.
@@ -397,13 +457,19 @@ func (r *Request) known(name, value []byte, closeTok *bool) error {
 		}
 	case 10:
 		if eqFold(name, "connection") {
+			var bad bool
 			forEachToken(value, func(t []byte) {
 				if eqFold(t, "close") {
 					*closeTok = true
 				} else if eqFold(t, "keep-alive") {
 					r.KeepAlive = true
+				} else if FramingField(t) {
+					bad = true
 				}
 			})
+			if bad {
+				return ErrConnectionOption
+			}
 		}
 	case 13:
 		if eqFold(name, "if-none-match") && r.IfNoneMatch == nil {
@@ -430,6 +496,66 @@ func (r *Request) known(name, value []byte, closeTok *bool) error {
 		}
 	}
 	return nil
+}
+
+// FramingField reports whether name is a field that frames or routes a
+// message at every hop (Content-Length, Transfer-Encoding, Host), which a
+// Connection header must not name (RFC 9110 §7.6.1). Requests that do are
+// refused (ErrConnectionOption); the front's relay refuses such responses.
+func FramingField(name []byte) bool {
+	switch len(name) {
+	case 4:
+		return eqFold(name, "host")
+	case 14:
+		return eqFold(name, "content-length")
+	case 17:
+		return eqFold(name, "transfer-encoding")
+	}
+	return false
+}
+
+// targetFormOK checks the request-target's form against the method (RFC
+// 9112 §3.2): origin-form ("/path?query") for any method; asterisk-form
+// ("*") only for OPTIONS; authority-form ("host:port") only for CONNECT,
+// which takes nothing else; absolute-form only with the http or https
+// scheme and a non-empty host made of uri-host characters (no userinfo,
+// RFC 9110 §4.2.1 and §4.2.4), followed by nothing, a path or a query.
+// Front and node share it, so a target one refuses the other never sees.
+func targetFormOK(method, t []byte) bool {
+	if len(method) == 7 && string(method) == "CONNECT" {
+		if len(t) == 0 || t[0] == '/' {
+			return false
+		}
+		for _, c := range t {
+			if !hostchar[c] {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case t[0] == '/':
+		return true
+	case len(t) == 1 && t[0] == '*':
+		return len(method) == 7 && string(method) == "OPTIONS"
+	}
+	var rest []byte
+	switch {
+	case len(t) > 7 && eqFold(t[:7], "http://"):
+		rest = t[7:]
+	case len(t) > 8 && eqFold(t[:8], "https://"):
+		rest = t[8:]
+	default:
+		return false
+	}
+	i := 0
+	for i < len(rest) && rest[i] != '/' && rest[i] != '?' {
+		if !hostchar[rest[i]] {
+			return false
+		}
+		i++
+	}
+	return i > 0
 }
 
 // transferEncoding applies one Transfer-Encoding field. Only "chunked" is

@@ -4,14 +4,18 @@ package httpwire
 // front-end's relay (internal/front) to read what a node answers. It is as
 // strict as the request parser where leniency would let a node's answer
 // desynchronise a pooled connection (response splitting/smuggling):
-// bare LF, obsolete folding, duplicate or malformed Content-Length and
-// Content-Length together with Transfer-Encoding are refused, and the relay
-// answers 502 and drops the node connection.
+// bare LF, obsolete folding, duplicate or malformed Content-Length,
+// Content-Length together with Transfer-Encoding, chunked before another
+// coding, and a Connection header naming a framing field are refused, and
+// the relay answers 502 and drops the node connection.
 
 // Response-head refusals; the relay turns each into a 502.
 var (
 	ErrBadStatusLine = &Error{502, "malformed status line"}      // RFC 9112 §4
 	ErrBadStatus     = &Error{502, "status code not in 100-599"} // RFC 9110 §15
+	// ErrRespConnectionOption: the response's Connection header names
+	// Content-Length, Transfer-Encoding or Host (see ErrConnectionOption).
+	ErrRespConnectionOption = &Error{502, "Connection names a framing field"} // RFC 9110 §7.6.1
 )
 
 // ResponseHead is a parsed response head. Byte slices alias the parsed
@@ -129,13 +133,21 @@ func ParseResponse(b []byte, r *ResponseHead, maxHeaders int) (int, error) {
 		switch len(name) {
 		case 10:
 			if eqFold(name, "connection") {
+				var bad bool
 				forEachToken(value, func(t []byte) {
 					if eqFold(t, "close") {
 						closeTok = true
 					} else if eqFold(t, "keep-alive") {
 						keepAlive = true
+					} else if FramingField(t) {
+						bad = true
 					}
 				})
+				if bad {
+					// A relay must drop what Connection names, and
+					// cannot drop the framing it reads the body by.
+					return 0, ErrRespConnectionOption
+				}
 			}
 		case 14:
 			if eqFold(name, "content-length") {
@@ -152,8 +164,8 @@ func ParseResponse(b []byte, r *ResponseHead, maxHeaders int) (int, error) {
 			if eqFold(name, "transfer-encoding") {
 				hasTE = true
 				// The last coding decides the framing; chunked anywhere
-				// else is a framing error.
-				r.Chunked = false
+				// else, in this field or an earlier one (fields combine
+				// into one list), is a framing error.
 				var bad bool
 				forEachToken(value, func(t []byte) {
 					if r.Chunked {

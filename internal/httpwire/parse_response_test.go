@@ -44,6 +44,13 @@ func TestParseResponse(t *testing.T) {
 		{"CL and TE", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", want{err: ErrLengthAndChunked}},
 		{"chunked twice", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", want{err: ErrBadTE}},
 		{"space before colon", "HTTP/1.1 200 OK\r\nX : y\r\n\r\n", want{err: ErrBadHeaderName}},
+		// Issue 10: framing the relay could not honour.
+		{"Connection names CL", "HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 2\r\n\r\nok", want{err: ErrRespConnectionOption}},
+		{"Connection names TE", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close, transfer-encoding\r\n\r\n", want{err: ErrRespConnectionOption}},
+		{"chunked then gzip fields", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n", want{err: ErrBadTE}},
+		{"chunked in two fields", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", want{err: ErrBadTE}},
+		{"gzip then chunked fields", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", want{200, -1, true, false, false, 2, nil}},
+		{"Connection names other field", "HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nContent-Length: 0\r\n\r\n", want{200, 0, false, false, false, 2, nil}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,7 +91,8 @@ func TestParseResponseReusesHeaders(t *testing.T) {
 // FuzzParseResponse checks that ParseResponse never panics, never reports a
 // head longer than its input, that every prefix of an accepted head is
 // ErrNeedMore (so a relay reading in pieces sees the same answer), and that
-// the framing it reports is self-consistent.
+// the framing it reports is self-consistent. More seeds are in
+// testdata/fuzz/FuzzParseResponse.
 func FuzzParseResponse(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"))
 	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"))

@@ -49,6 +49,15 @@ func TestParseFields(t *testing.T) {
 		}},
 		{"leading blank line", "\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Method) == "GET" && r.HeadLen == 29 }},
 		{"query path", "GET /a/b?c=d HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Path()) == "/a/b" }},
+		{"absolute-form path", "GET http://h:80/a/b?c=d HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Path()) == "/a/b" }},
+		{"absolute-form no path", "GET HTTPS://h?c=/d HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Path()) == "/" }},
+		{"absolute-form bare", "GET http://h HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Path()) == "/" }},
+		{"asterisk path", "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Path()) == "*" }},
+		{"absolute-form http", "GET HTTP://a:8080/x?y HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Target) == "HTTP://a:8080/x?y" }},
+		{"absolute-form https no path", "GET https://a?q HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Target) == "https://a?q" }},
+		{"asterisk on OPTIONS", "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", func(r *Request) bool { return string(r.Target) == "*" }},
+		{"authority-form on CONNECT", "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n", func(r *Request) bool { return string(r.Target) == "a:443" }},
+		{"Connection names other fields", "GET / HTTP/1.1\r\nHost: a\r\nConnection: X-Forwarded-For, Upgrade, TE, Content-Type\r\n\r\n", func(r *Request) bool { return !r.Close }},
 		{"obs-text value", "GET / HTTP/1.1\r\nHost: a\r\nX: caf\xc3\xa9\r\n\r\n", func(r *Request) bool { return string(r.Headers[1].Value) == "caf\xc3\xa9" }},
 	}
 	for _, c := range cases {
@@ -111,6 +120,21 @@ func TestParseRefusals(t *testing.T) {
 		{"too large", "GET /" + strings.Repeat("a", DefaultMaxHead) + " HTTP/1.1\r\nHost: a\r\n\r\n", ErrTooLarge},
 		{"too large incomplete", "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", DefaultMaxHead), ErrTooLarge},
 		{"too many headers", "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X: y\r\n", DefaultMaxHeaders) + "\r\n", ErrTooManyHeaders},
+		// Issue 10: Connection naming a field that frames or routes.
+		{"Connection names CL", "POST / HTTP/1.1\r\nHost: a\r\nConnection: Content-Length\r\nContent-Length: 3\r\n\r\n", ErrConnectionOption},
+		{"Connection names CL in list", "GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, x, content-length\r\n\r\n", ErrConnectionOption},
+		{"Connection names TE", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: TRANSFER-ENCODING\r\n\r\n", ErrConnectionOption},
+		{"Connection names Host", "GET / HTTP/1.1\r\nConnection: Host\r\nHost: a\r\n\r\n", ErrConnectionOption},
+		{"Connection names Host 1.0", "GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: host\r\n\r\n", ErrConnectionOption},
+		// Issue 10: request-target forms (RFC 9112 §3.2).
+		{"absolute-form ftp", "GET ftp://a/x HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},
+		{"absolute-form empty host", "GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},
+		{"absolute-form userinfo", "GET http://u@a/x HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},
+		{"absolute-form no slashes", "GET http:a/x HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},
+		{"authority-form on GET", "GET a:80 HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},
+		{"asterisk on GET", "GET * HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},
+		{"origin-form on CONNECT", "CONNECT /x HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},
+		{"relative path", "GET x/y HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

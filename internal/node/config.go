@@ -15,7 +15,11 @@
 // runtime timer on every request.
 //
 // GET /.shoal/status reports the node's load as JSON: the resource report the
-// front-end collects (seed 002's resource-collection module).
+// front-end collects (seed 002's resource-collection module). It is answered
+// only on connections accepted on the node's own TCP port, where the
+// front's health checker and the operator connect, never on a client
+// connection handed over by a front (the front refuses /.shoal/ from its
+// clients too).
 //
 // HTTP semantics follow RFC 9110 and, where it leaves a choice, nginx 1.22
 // (the server shoal replaces; checked by the differential test against a
@@ -33,6 +37,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"shoal/internal/httpwire"
 )
 
 // Config configures a Server. Zero fields take the documented defaults.
@@ -51,8 +57,17 @@ type Config struct {
 	// (SPEC §2, Weblins). Nil means "no", which makes cgdsf behave as GDSF.
 	CachedElsewhere func(url string) bool
 	// MaxHead is the request head limit in bytes; larger heads get 431.
-	// Default httpwire.DefaultMaxHead (8 KiB).
+	// Default httpwire.DefaultMaxHead + httpwire.ForwardHeadroom (9 KiB):
+	// the front's default limit plus what its rewrite may add
+	// (X-Forwarded-For, Host), so that a head the front accepted is never
+	// refused here because of what the front added (issue 10). A node
+	// behind a front with a larger limit needs that limit plus
+	// ForwardHeadroom.
 	MaxHead int
+	// MaxHeaders is the limit on header fields; more get 431. Default
+	// httpwire.DefaultMaxHeaders + httpwire.ForwardFields (102), for the
+	// same reason as MaxHead.
+	MaxHeaders int
 	// ReadTimeout bounds the time from the first byte of a request head to
 	// its end (slowloris). Default 10 s.
 	ReadTimeout time.Duration
@@ -96,6 +111,12 @@ type Config struct {
 	Site *SiteRules
 	// ServerName is sent in the Server header. Default "shoal".
 	ServerName string
+	// MaxConns caps the client connections open at once, handed-off ones
+	// included (under passfd the front's limits do not cover them): at it,
+	// the connections idle the longest are closed to make room, and a new
+	// one is closed at once when none is idle (issue 10 item 7). Default
+	// DefaultMaxConns(RLIMIT_NOFILE); negative: no limit.
+	MaxConns int
 }
 
 // Defaults for Config.
@@ -137,7 +158,13 @@ func (c *Config) withDefaults() {
 	if c.ServerName == "" {
 		c.ServerName = "shoal"
 	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns(nofile())
+	}
 	if c.MaxHead <= 0 {
-		c.MaxHead = 8 << 10
+		c.MaxHead = httpwire.DefaultMaxHead + httpwire.ForwardHeadroom
+	}
+	if c.MaxHeaders <= 0 {
+		c.MaxHeaders = httpwire.DefaultMaxHeaders + httpwire.ForwardFields
 	}
 }

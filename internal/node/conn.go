@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -30,8 +31,9 @@ const (
 	flushAt = 64 << 10
 	// sendChunk is the sendfile chunk between write-progress updates.
 	sendChunk = 4 << 20
-	// statusPath answers with the node's status JSON. Dot-names are never
-	// in the content table, so it cannot shadow a file.
+	// statusPath answers with the node's status JSON, on operator
+	// connections only (conn.operator). Dot-names are never in the content
+	// table, so it cannot shadow a file, and elsewhere it is a 404.
 	statusPath = "/.shoal/status"
 )
 
@@ -71,6 +73,11 @@ type conn struct {
 
 	pre int       // bytes at buf[w:] handed over with the connection, read first
 	hb  *handback // non-nil for a connection handed off by the front (handoff.go)
+	// operator: the connection was accepted on the node's own TCP port,
+	// where the front's health checker and the operator come, so
+	// /.shoal/status is answered. Connections handed over by a front
+	// (passfd, repair, ServeConn) belong to public clients: never.
+	operator bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -80,6 +87,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		buf: make([]byte, s.cfg.MaxHead+4096),
 		out: make([]byte, 0, 4096),
 	}
+	_, c.operator = nc.(*net.TCPConn)
 	c.adoptHandoff()
 	if s.logBuf != nil {
 		if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
@@ -291,7 +299,7 @@ func (c *conn) handle(now time.Time) bool {
 		c.simple(400, "", now, true, head, "bad request-target")
 		return false
 	}
-	if bstr(path) == statusPath {
+	if bstr(path) == statusPath && c.operator {
 		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, head)
 		return !closeAfter
 	}
@@ -397,10 +405,13 @@ func (c *conn) logRequest(now time.Time, status int, bodyBytes int64) {
 	})
 }
 
-// serveFile answers GET/HEAD for a file: from the cache when it fits,
-// otherwise with sendfile. It picks a precompressed variant (encoding.go),
-// evaluates preconditions (precond.go) and ranges (ranges.go) against the
-// representation it picked.
+// serveFile answers GET/HEAD for a file of tbl: from the cache when it
+// fits, otherwise with sendfile. It picks a precompressed variant
+// (encoding.go), evaluates preconditions (precond.go) and ranges
+// (ranges.go) against the representation it picked. Files are opened with
+// tbl.OpenFile, confined to the root at open time, and before any response
+// byte, so a file that cannot be opened safely (swapped for a symlink or a
+// FIFO since the scan) gets a clean 404.
 func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, closeAfter, head bool) bool {
 	req := &c.req
 	c.cond.scan(req.Headers)
@@ -413,7 +424,7 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 		if v, ok := c.s.cache.Get(key); ok && v.etag == sel.ETag && v.vary == vary {
 			o, rule = v, v.rule
 		} else {
-			body, err := readSmall(sel)
+			body, err := readSmall(tbl, sel)
 			if err != nil {
 				c.s.cfg.Logger.Warn("read file", "url", sel.URL, "err", err)
 				c.simple(404, "", now, closeAfter, head, "not found")
@@ -457,6 +468,15 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 	if req.Range != nil && ifRangeOK(c.cond.ifRange, sel.ETag, sel.ModTime) {
 		c.spans, kind = httpwire.ParseRanges(req.Range, sel.Size, c.s.cfg.MaxRanges, c.spans)
 	}
+	var f *os.File // the file to sendfile from, opened before the head
+	if o == nil && !head && kind != httpwire.RangeUnsatisfiable && sel.Size > 0 {
+		var err error
+		if f, err = tbl.OpenFile(sel); err != nil {
+			c.s.cfg.Logger.Warn("open file", "url", sel.URL, "err", err)
+			c.simple(404, "", now, closeAfter, head, "not found")
+			return !closeAfter
+		}
+	}
 	switch kind {
 	case httpwire.RangeUnsatisfiable:
 		c.out = httpwire.AppendStatusLine(c.out, 416)
@@ -468,7 +488,7 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 		c.logRequest(now, 416, 0)
 		return !closeAfter
 	case httpwire.RangeMulti:
-		return c.serveMultipart(o, sel, ctype, coding, vary, rule, lastMod, now, closeAfter, head)
+		return c.serveMultipart(o, f, sel, ctype, coding, vary, rule, lastMod, now, closeAfter, head)
 	case httpwire.RangeSingle:
 		// Like nginx, a 206 carries no Accept-Ranges (RFC 9110 §14.3
 		// makes it optional).
@@ -499,6 +519,9 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 	}
 	length := last - first + 1
 	if head || length <= 0 {
+		if f != nil {
+			f.Close()
+		}
 		c.logRequest(now, status, 0)
 		return !closeAfter
 	}
@@ -507,7 +530,7 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 		c.appendBody(o.body[first : last+1])
 		return !closeAfter
 	}
-	return c.sendFile(sel, first, length) && !closeAfter
+	return c.sendFile(f, first, length) && !closeAfter
 }
 
 func appendInt(dst []byte, n int64) []byte {

@@ -45,10 +45,11 @@ var errHandedBack = errors.New("node: connection handed back to the front")
 // if the server is shutting down (the connection is then closed).
 func (s *Server) ServeConn(nc net.Conn, preread []byte) error {
 	c := newConn(s, nc)
+	c.operator = false // a public client's connection, whatever its type
 	c.setPreread(preread)
-	if !s.track(c) {
+	if err := s.track(c); err != nil {
 		c.nc.Close()
-		return ErrServerClosed
+		return err
 	}
 	c.serve()
 	return nil

@@ -426,7 +426,7 @@ func TestMalformedCloses(t *testing.T) {
 		c.closed()
 	}
 	c := ts.dial(t)
-	c.send("GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + strings.Repeat("a", 9000) + "\r\n\r\n")
+	c.send("GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + strings.Repeat("a", 10000) + "\r\n\r\n") // over 8 KiB + 1 KiB headroom
 	if r := c.read(false); r.status != 431 {
 		t.Fatalf("oversized head: %d", r.status)
 	}
@@ -608,5 +608,89 @@ func TestPublishInvalidatesCache(t *testing.T) {
 	}
 	if r := c.read(false); r.status != 404 {
 		t.Fatalf("removed file: %d", r.status)
+	}
+}
+
+// A client that asks for a large file and never reads it (a slow reader,
+// issue 10 item 6; through passfd it holds the node's own connection) is
+// cut after WriteTimeout, whether the body goes by sendfile or from cache.
+func TestSendTimeoutCutsStalledReader(t *testing.T) {
+	root, _ := site(t)
+	f, err := os.Create(filepath.Join(root, "huge.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil { // sparse: reads as zeros
+		t.Fatal(err)
+	}
+	f.Close()
+	ts := start(t, root, func(c *Config) { c.WriteTimeout = 200 * time.Millisecond })
+	for _, path := range []string{"/huge.bin", "/1k.bin"} {
+		c := ts.dial(t)
+		if path == "/1k.bin" { // many pipelined small requests: the cached path
+			c.send(strings.Repeat(get(path), 20000))
+		} else {
+			c.send(get(path))
+		}
+		for end := time.Now().Add(5 * time.Second); ts.srv.Status().ActiveConnections == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("connection not accepted")
+			}
+		}
+		for end := time.Now().Add(15 * time.Second); ts.srv.Status().ActiveConnections > 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: a client that does not read is still connected after %v", path, 15*time.Second)
+			}
+		}
+	}
+}
+
+// Issue 10 item 7, on the node (which holds handed-off connections the
+// front no longer counts): at MaxConns the connection idle the longest is
+// closed to make room; with none idle, the new one is closed.
+func TestConnLimitClosesIdleFirst(t *testing.T) {
+	root, _ := site(t)
+	const max = 4
+	ts := start(t, root, func(c *Config) { c.MaxConns = max })
+	var idle []*client
+	for range max {
+		c := ts.dial(t)
+		c.send(get("/hello.txt"))
+		if r := c.read(false); r.status != 200 {
+			t.Fatal(r.status)
+		}
+		idle = append(idle, c)
+	}
+	time.Sleep(time.Duration(2 * shedMinIdle))
+	c := ts.dial(t)
+	c.send(get("/hello.txt"))
+	if r := c.read(false); r.status != 200 {
+		t.Fatalf("new client at the limit: %d", r.status)
+	}
+	idle[0].closed()
+	idle[max-1].send(get("/hello.txt"))
+	if r := idle[max-1].read(false); r.status != 200 {
+		t.Fatalf("most recently idle connection: %d", r.status)
+	}
+	if st := ts.srv.Status(); st.IdleClosed != 1 {
+		t.Errorf("IdleClosed = %d, want 1", st.IdleClosed)
+	}
+
+	// Connections in the middle of a head are not idle: a new one is closed.
+	ts2 := start(t, root, func(c *Config) { c.MaxConns = max })
+	for range max {
+		ts2.dial(t).send("GET /hello.txt HTTP/1.1\r\n")
+	}
+	for end := time.Now().Add(5 * time.Second); ts2.srv.Status().ActiveConnections < max; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("partial heads not accepted")
+		}
+	}
+	time.Sleep(time.Duration(2 * shedMinIdle))
+	over := ts2.dial(t)
+	over.send(get("/hello.txt"))
+	over.closed()
+	if st := ts2.srv.Status(); st.ConnsRefused != 1 {
+		t.Errorf("ConnsRefused = %d, want 1", st.ConnsRefused)
 	}
 }

@@ -3,7 +3,6 @@ package node
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"shoal/internal/content"
 )
@@ -32,13 +31,14 @@ func newObject(server string, e *content.Entry, body []byte) *object {
 	return buildObject(server, e, e.ContentType, "", false, body)
 }
 
-// readSmall reads a whole file whose table size is e.Size. A file that
-// changed size since the scan is refused, so a cached object never
-// contradicts the URL table's ETag.
-func readSmall(e *content.Entry) ([]byte, error) {
-	f, err := os.Open(e.Path)
+// readSmall reads a whole file whose table size is e.Size, opened confined
+// to tbl's root (content.Table.OpenFile). A file that changed size since the
+// scan is refused, so a cached object never contradicts the URL table's
+// ETag.
+func readSmall(tbl *content.Table, e *content.Entry) ([]byte, error) {
+	f, err := tbl.OpenFile(e)
 	if err != nil {
-		return nil, fmt.Errorf("node: open %s: %w", e.URL, err)
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	defer f.Close()
 	buf := make([]byte, e.Size)

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"io"
+	"os"
 	"time"
 
 	"shoal/internal/content"
@@ -12,9 +14,13 @@ import (
 // each part is CRLF "--" boundary CRLF, Content-Type, Content-Range, a blank
 // line and the bytes; the body ends with CRLF "--" boundary "--" CRLF. The
 // boundary is a 20-digit counter, like nginx's. Cached bodies are sliced in
-// place; others go out part by part with sendfile. The ranges are c.spans,
+// place; others go out part by part with sendfile from f, opened (and
+// confined to the root) before the head; serveMultipart closes it. The ranges are c.spans,
 // already checked and coalesced by httpwire.ParseRanges.
-func (c *conn) serveMultipart(o *object, sel *content.Entry, ctype, coding string, vary bool, rule *headerRule, lastMod string, now time.Time, closeAfter, head bool) bool {
+func (c *conn) serveMultipart(o *object, f *os.File, sel *content.Entry, ctype, coding string, vary bool, rule *headerRule, lastMod string, now time.Time, closeAfter, head bool) bool {
+	if f != nil {
+		defer f.Close()
+	}
 	var bnd [20]byte
 	n := c.s.boundary.Add(1)
 	for i := len(bnd) - 1; i >= 0; i-- {
@@ -45,7 +51,7 @@ func (c *conn) serveMultipart(o *object, sel *content.Entry, ctype, coding strin
 		c.out = appendPartHead(c.out, bnd[:], ctype, s, sel.Size)
 		if o != nil {
 			c.appendBody(o.body[s.Start:s.End])
-		} else if !c.sendFile(sel, s.Start, s.Len()) {
+		} else if f == nil || !c.sendPart(f, s.Start, s.Len()) {
 			return false
 		}
 	}
@@ -79,4 +85,30 @@ func (c *conn) appendBody(body []byte) {
 	}
 	c.bufs = append(c.bufs, c.out[c.segStart:], body)
 	c.segStart = len(c.out)
+}
+
+// sendPart flushes the pending output and streams length bytes of f from
+// offset with sendfile(2), leaving f open for the next part (sendFile
+// closes it). A short copy (the file shrank) ends the connection.
+func (c *conn) sendPart(f *os.File, offset, length int64) bool {
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		c.flush()
+		return false
+	}
+	if c.flush() != nil {
+		return false
+	}
+	for length > 0 {
+		chunk := min(length, sendChunk)
+		c.lr = io.LimitedReader{R: f, N: chunk}
+		n, err := io.Copy(c.nc, &c.lr)
+		c.nbytes += n
+		length -= n
+		c.since.Store(time.Now().UnixNano()) // progress, for WriteTimeout
+		if err != nil || n < chunk {
+			return false
+		}
+	}
+	c.lr = io.LimitedReader{}
+	return true
 }

@@ -45,6 +45,10 @@ type Server struct {
 	sites     map[string]*vsite // with VHosts: the sites by name (vhosts.go)
 	single    *vsite            // without VHosts: the one site
 	vmap      *vhost.Map        // with VHosts: host -> site
+	refused   atomic.Int64      // connections refused at MaxConns
+	shed      atomic.Int64      // idle connections closed to make room
+
+	shedCand []idleConn // makeRoom's scratch, under mu
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
@@ -77,7 +81,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:       cfg,
 		store:     store,
-		parser:    httpwire.Parser{MaxHead: cfg.MaxHead},
+		parser:    httpwire.Parser{MaxHead: cfg.MaxHead, MaxHeaders: cfg.MaxHeaders},
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		done:      make(chan struct{}),
@@ -146,23 +150,33 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		c := newConn(s, nc)
-		if !s.track(c) {
+		if err := s.track(c); err != nil {
 			nc.Close()
+			if err == errConnLimit {
+				continue
+			}
 			return ErrServerClosed
 		}
 		go c.serve()
 	}
 }
 
-func (s *Server) track(c *conn) bool {
+// track registers c, closing the connections idle the longest to make room
+// at Config.MaxConns; it refuses c (errConnLimit) when none is idle, and
+// after Shutdown (ErrServerClosed).
+func (s *Server) track(c *conn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining.Load() {
-		return false
+		return ErrServerClosed
+	}
+	if m := s.cfg.MaxConns; m > 0 && len(s.conns) >= m && s.makeRoom(max(m/16, 1)) == 0 {
+		s.refused.Add(1)
+		return errConnLimit
 	}
 	s.conns[c] = struct{}{}
 	s.active.Add(1)
-	return true
+	return nil
 }
 
 func (s *Server) untrack(c *conn) {

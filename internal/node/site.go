@@ -288,7 +288,7 @@ func (c *conn) errorPage(tbl *content.Table, status int, now time.Time, closeAft
 		if e.Size > c.s.cfg.MaxObject {
 			return false // an error page is small; refuse to read a huge one
 		}
-		b, err := readSmall(e)
+		b, err := readSmall(tbl, e)
 		if err != nil {
 			return false
 		}

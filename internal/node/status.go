@@ -24,6 +24,8 @@ type Status struct {
 	RSSBytes          int64   `json:"rss_bytes"`
 	Goroutines        int     `json:"goroutines"`
 	HandoffSocket     string  `json:"handoff_socket"`
+	ConnsRefused      int64   `json:"conns_refused"` // connections closed at once at Config.MaxConns, none idle
+	IdleClosed        int64   `json:"idle_closed"`   // idle connections closed to make room at Config.MaxConns
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -37,6 +39,8 @@ func (s *Server) Status() Status {
 		RSSBytes:          rssBytes(),
 		Goroutines:        runtime.NumGoroutine(),
 		HandoffSocket:     s.cfg.HandoffSocket,
+		ConnsRefused:      s.refused.Load(),
+		IdleClosed:        s.shed.Load(),
 	}
 	if s.cache != nil {
 		cs := s.cache.Stats()

@@ -3,7 +3,6 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 )
 
@@ -259,29 +258,13 @@ var constructors = map[string]func(cfg Config) Policy{
 	"weblins": func(cfg Config) Policy { return newWeblins(cfg) },
 }
 
-// New builds the policy called name (see Names) with cfg's knobs; zero fields
-// take their defaults. The error names the policy and the bad setting.
-func New(name string, cfg Config) (Policy, error) {
-	mk, ok := constructors[name]
-	if !ok {
-		return nil, fmt.Errorf("policy %q: unknown (have %v)", name, Names())
-	}
-	cfg.fill()
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("policy %s: %w", name, err)
-	}
-	return mk(cfg), nil
-}
+// New builds the built-in policy called name (see Names) with cfg's knobs;
+// zero fields take their defaults. The error names the policy and the bad
+// setting.
+func New(name string, cfg Config) (Policy, error) { return (*Registry)(nil).New(name, cfg) }
 
-// Names lists the policy names New accepts, sorted.
-func Names() []string {
-	names := make([]string, 0, len(constructors))
-	for n := range constructors {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+// Names lists the built-in policy names New accepts, sorted.
+func Names() []string { return (*Registry)(nil).Names() }
 
 // Tabler is implemented by policies that keep tables worth showing an
 // operator (lard's target map, tbccrd's URL distribution table). Tables

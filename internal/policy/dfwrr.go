@@ -42,6 +42,11 @@ func newDFWRR(cfg Config) *DFWRR {
 // Name implements Policy.
 func (p *DFWRR) Name() string { return "dfwrr" }
 
+// Traits implements Describer: content-blind behind a layer-4 switch (LVS with feedbackd).
+func (p *DFWRR) Traits() Traits {
+	return Traits{Placement: Blind, Front: FrontL4, Keys: []string{"period", "feedback_a", "target_load"}}
+}
+
 // Weights returns the current dynamic weights (rounded), one per node, for
 // the admin API and tests.
 func (p *DFWRR) Weights() []int { return append([]int(nil), p.w...) }

@@ -29,6 +29,11 @@ type wrrGroup struct {
 // Name implements Policy.
 func (p *GWRR) Name() string { return "gwrr" }
 
+// Traits implements Describer: content-blind behind a layer-4 switch.
+func (p *GWRR) Traits() Traits {
+	return Traits{Placement: Blind, Front: FrontL4, Keys: []string{"group_weights"}}
+}
+
 func (p *GWRR) rebuild(c *Cluster) {
 	old := make(map[string]lvsWRR, len(p.groups))
 	for _, g := range p.groups {

@@ -14,6 +14,11 @@ type URLHash struct{ v view }
 // Name implements Policy.
 func (p *URLHash) Name() string { return "urlhash" }
 
+// Traits implements Describer: content-aware at an l7 front.
+func (p *URLHash) Traits() Traits {
+	return Traits{Placement: AtFront, Front: FrontL7}
+}
+
 // Pick implements Policy.
 func (p *URLHash) Pick(c *Cluster, r *Request) Decision {
 	for range 2 {
@@ -61,6 +66,11 @@ type ringPoint struct {
 
 // Name implements Policy.
 func (p *CHBL) Name() string { return "chbl" }
+
+// Traits implements Describer: content-aware at an l7 front.
+func (p *CHBL) Traits() Traits {
+	return Traits{Placement: AtFront, Front: FrontL7, Keys: []string{"epsilon", "virtual_nodes"}}
+}
 
 func (p *CHBL) build(c *Cluster) {
 	p.ring = p.ring[:0]

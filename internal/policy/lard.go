@@ -23,6 +23,16 @@ func lardOverloaded(c *Cluster, l, tlow, thigh int) bool {
 	return false
 }
 
+// AdmissionBound is LARD's bound on the requests outstanding in a cluster
+// of n nodes, S = (n−1)·T_high + T_low − 1 with c's thresholds (defaults
+// filled): LARD's front holds back requests beyond it, which keeps every node
+// below 2·T_high and lets the T_low/T_high rule fire (Pai et al. 1998). The
+// simulator keeps S requests in the system in throughput mode. At least 1.
+func (c Config) AdmissionBound(n int) int {
+	c.fill()
+	return max((n-1)*c.THigh+c.TLow-1, 1)
+}
+
 // LARD is locality-aware request distribution (Pai et al. 1998; SPEC §3): a
 // target (URL) table maps each target to one node so the cluster's caches
 // partition the working set. The first request for a target goes to the
@@ -50,6 +60,11 @@ func newLARD(cfg Config) *LARD {
 
 // Name implements Policy.
 func (p *LARD) Name() string { return "lard" }
+
+// Traits implements Describer: content-aware at LARD's l7 front (Pai et al. 1998).
+func (p *LARD) Traits() Traits {
+	return Traits{Placement: AtFront, Front: FrontL7, Keys: []string{"t_low", "t_high", "max_urls", "max_url_mb"}}
+}
 
 // Pick implements Policy.
 func (p *LARD) Pick(c *Cluster, r *Request) Decision {
@@ -138,6 +153,11 @@ func newLARDR(cfg Config) *LARDR {
 
 // Name implements Policy.
 func (p *LARDR) Name() string { return "lardr" }
+
+// Traits implements Describer: content-aware at LARD's l7 front (Pai et al. 1998).
+func (p *LARDR) Traits() Traits {
+	return Traits{Placement: AtFront, Front: FrontL7, Keys: []string{"t_low", "t_high", "k", "max_urls", "max_url_mb"}}
+}
 
 // Pick implements Policy.
 func (p *LARDR) Pick(c *Cluster, r *Request) Decision {

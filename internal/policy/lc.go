@@ -16,6 +16,11 @@ func (p *LC) Name() string {
 	return "lc"
 }
 
+// Traits implements Describer: content-blind behind a layer-4 switch (LVS).
+func (p *LC) Traits() Traits {
+	return Traits{Placement: Blind, Front: FrontL4}
+}
+
 // Pick implements Policy.
 func (p *LC) Pick(c *Cluster, r *Request) Decision {
 	if !p.weighted {

@@ -21,6 +21,11 @@ func newP2C(seed uint64) *P2C {
 // Name implements Policy.
 func (p *P2C) Name() string { return "p2c" }
 
+// Traits implements Describer: content-blind behind a layer-4 switch.
+func (p *P2C) Traits() Traits {
+	return Traits{Placement: Blind, Front: FrontL4, Keys: []string{"seed"}}
+}
+
 // Pick implements Policy.
 func (p *P2C) Pick(c *Cluster, r *Request) Decision {
 	p.v.refresh(c)

@@ -29,6 +29,14 @@
 //	tbccrd     tag-based cache-cooperative distribution (seed 000 §2.2)
 //	weblins    first member, popular set, owner handoff/fetch (seed 001)
 //
+// Each policy declares its Traits (Describer): whether it reads the URL and
+// where (Placement), the front it runs behind and so what the simulator
+// charges it (Front), and the [tuning] keys it reads (Knobs). The front, the
+// simulator and the configuration template read them from there, so adding a
+// policy touches only this package: a file with the type and a line in the
+// constructors table (or Registry.Add outside it; selfdescribing_test.go
+// adds one in a single file).
+//
 // Policies with tables (lard, lardr, tbccrd, weblins) implement Tabler for the
 // admin API; tbccrd implements ConnCloser. Sizes a policy learns from a
 // response go back through Done with Request.Size set. Their per-URL tables

@@ -70,6 +70,13 @@ func newTBCCRD(cfg Config) *TBCCRD {
 // Name implements Policy.
 func (p *TBCCRD) Name() string { return "tbccrd" }
 
+// Traits implements Describer: content-aware at the holder, behind the tag front that
+// forwards packets and tags requests (seed 000 §2.2); holders hand off.
+func (p *TBCCRD) Traits() Traits {
+	return Traits{Placement: AtHolder, Front: FrontTag,
+		Keys: []string{"load_limit", "cache_mb", "no_cache_kb", "max_urls", "max_url_mb"}}
+}
+
 // sync grows per-node state to the cluster size and empties the mirrors of
 // nodes that went down or were removed: their memory is gone.
 func (p *TBCCRD) sync(c *Cluster) {

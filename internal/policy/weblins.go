@@ -102,6 +102,13 @@ func (p *Weblins) drop(id int32) {
 // Name implements Policy.
 func (p *Weblins) Name() string { return "weblins" }
 
+// Traits implements Describer: content-aware at the first member a layer-4 switch placed
+// the connection on (seed 001), which hands large files off to their owner.
+func (p *Weblins) Traits() Traits {
+	return Traits{Placement: AtHolder, Front: FrontL4,
+		Keys: []string{"period", "cache_mb", "no_cache_kb", "handoff_kb", "overload_conns", "popular_n", "max_urls", "max_url_mb"}}
+}
+
 func (p *Weblins) sync(c *Cluster) {
 	p.t.sync(c)
 	for len(p.assigned) < len(c.Nodes) {

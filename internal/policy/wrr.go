@@ -90,6 +90,11 @@ type WRR struct {
 // Name implements Policy.
 func (p *WRR) Name() string { return "wrr" }
 
+// Traits implements Describer: content-blind behind a layer-4 switch (LVS).
+func (p *WRR) Traits() Traits {
+	return Traits{Placement: Blind, Front: FrontL4}
+}
+
 // Pick implements Policy.
 func (p *WRR) Pick(c *Cluster, r *Request) Decision {
 	if !p.ini {
@@ -125,6 +130,11 @@ type RR struct{ next int }
 
 // Name implements Policy.
 func (p *RR) Name() string { return "rr" }
+
+// Traits implements Describer: content-blind behind a layer-4 switch.
+func (p *RR) Traits() Traits {
+	return Traits{Placement: Blind, Front: FrontL4}
+}
 
 // Pick implements Policy.
 func (p *RR) Pick(c *Cluster, r *Request) Decision {

@@ -10,13 +10,14 @@ import (
 )
 
 // nasaFingerprint runs lard, lardr, tbccrd and weblins on the NASA trace
-// (2 MiB per node, 1/4/8 nodes, LRU and cluster-GDSF nodes) with policy
+// (2 MiB per node, 1/4/8 nodes, LRU and cluster-GDSF nodes, 16 requests per
+// node in the system, the window the reference was taken with) with policy
 // config pc and spells out every count and the virtual elapsed time.
 func nasaFingerprint(tb testing.TB, pc policy.Config) string {
 	acc := nasaAccesses(tb)
 	var b strings.Builder
 	for _, cache := range []string{"lru", "cgdsf"} {
-		sw := Sweep{Base: Config{CacheBytes: 2 << 20, Seed: 1, Cache: cache, PolicyConfig: pc},
+		sw := Sweep{Base: Config{CacheBytes: 2 << 20, Seed: 1, Cache: cache, PolicyConfig: pc, PerNode: 16},
 			Policies: []string{"lard", "lardr", "tbccrd", "weblins"}, Nodes: []int{1, 4, 8},
 			Open: func() (Source, error) { return NewSliceSource(acc), nil }}
 		res, err := sw.Run(context.Background())

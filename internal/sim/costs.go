@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"shoal/internal/policy"
 )
 
 // Costs is every time and byte cost the simulator charges. The zero value is
@@ -255,15 +257,16 @@ func ParsePath(s string) (Path, error) {
 	return "", fmt.Errorf("front path %q: want auto, l4, l7 (relay) or tag", s)
 }
 
-// DefaultPath is the data path a policy runs on when none is given: tbccrd
-// on its tag front; the content-aware front-end policies (lard, lardr,
-// urlhash, chbl) on an l7 front; weblins (whose content-aware part runs on
-// the nodes) and every content-blind policy behind a layer-4 switch.
-func DefaultPath(policyName string) Path {
-	switch policyName {
-	case "tbccrd":
+// DefaultPath is the data path a policy runs on when none is given: the
+// front its traits declare (tbccrd on its tag front; the content-aware
+// front-end policies lard, lardr, urlhash and chbl on an l7 front; weblins,
+// whose content-aware part runs on the nodes, and every content-blind policy
+// behind a layer-4 switch).
+func DefaultPath(t policy.Traits) Path {
+	switch t.Front {
+	case policy.FrontTag:
 		return PathTag
-	case "lard", "lardr", "urlhash", "chbl":
+	case policy.FrontL7:
 		return PathL7
 	}
 	return PathL4

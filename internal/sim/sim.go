@@ -33,9 +33,10 @@
 // disk (Result.BigToDisk counts them). A miss is a request whose object was
 // read from a disk; a peer-memory fetch is a cluster memory hit.
 //
-// Throughput mode (the papers' setting) keeps Config.PerNode × nodes requests
-// in the system, entering as fast as others complete; latency mode releases
-// each request at its trace timestamp × Config.TimeScale.
+// Throughput mode (the papers' setting) keeps LARD's admission bound
+// S = (n−1)·T_high + T_low − 1 requests in the system (or Config.PerNode ×
+// nodes), entering as fast as others complete; latency mode releases each
+// request at its trace timestamp × Config.TimeScale.
 package sim
 
 import (
@@ -63,8 +64,14 @@ type Source interface {
 
 // Config is one simulation run. Zero fields take the documented defaults.
 type Config struct {
-	// Policy is the distribution policy's name (policy.Names).
+	// Policy is the distribution policy's name (policy.Names, or one added
+	// to Registry).
 	Policy string
+	// Registry holds the policies Policy may name. Default nil: the built-in
+	// ones. What the simulator charges a policy — its front, a layer-4
+	// placement and node-to-node handoffs — comes from the policy's
+	// declared policy.Traits, so a policy added here needs no code in sim.
+	Registry *policy.Registry
 	// PolicyConfig carries the policy's knobs. Seed, CacheBytes and
 	// NoCacheAbove are set from this Config (and Costs) unless already set,
 	// so the front's mirrors of the node caches match the nodes. Unless
@@ -87,10 +94,15 @@ type Config struct {
 	Cache string
 	// Costs are the time and byte costs. Zero value = DefaultCosts().
 	Costs *Costs
-	// Path is the front's data path. "" = DefaultPath(Policy).
+	// Path is the front's data path. "" = DefaultPath of the policy's traits.
 	Path Path
-	// PerNode is the number of requests in the system per node in throughput
-	// mode. Default 16.
+	// PerNode, when > 0, keeps PerNode × Nodes requests in the system in
+	// throughput mode. Default 0: LARD's admission bound S = (n−1)·T_high +
+	// T_low − 1 for the whole cluster (PolicyConfig.AdmissionBound; 999 at 16
+	// nodes with the default thresholds 65 and 25), the load Pai et al. 1998
+	// drive their cluster at: with fewer requests in the system no node
+	// reaches T_high and LARD's reassignment, and LARD/R's replication,
+	// never fire.
 	PerNode int
 	// TimeScale > 0 selects latency mode: a request enters at its trace time
 	// × TimeScale (0.5 = replay twice as fast). 0 = throughput mode.
@@ -118,6 +130,9 @@ type Result struct {
 	Handoffs int64
 	// Rejected counts requests no node would take (Decision.Node −1).
 	Rejected int64
+	// Window is the number of requests throughput mode kept in the system
+	// (see Config.PerNode); 0 in latency mode.
+	Window int
 	// NodeCPU and NodeDisk are each node's utilisation; MaxNodeCPU is the
 	// busiest node's.
 	NodeCPU, NodeDisk []float64
@@ -201,6 +216,7 @@ type sim struct {
 	path     Path
 	pol      policy.Policy
 	closer   policy.ConnCloser
+	traits   policy.Traits
 	l4       policy.Policy // places connections for node-side dispatch, or nil
 	cl       policy.Cluster
 	nodes    []node
@@ -229,11 +245,6 @@ type sim struct {
 	last     int64
 }
 
-// nodeDispatched reports whether the policy decides after the connection is
-// already on a node (seed 000's tag to the holder, seed 001's first member),
-// so the simulator places connections by layer-4 wrr and passes the Holder.
-func nodeDispatched(name string) bool { return name == "tbccrd" || name == "weblins" }
-
 // Run simulates cfg over src and returns the measurements.
 func Run(cfg Config, src Source) (Result, error) {
 	s, err := newSim(cfg, src)
@@ -256,9 +267,6 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if cfg.Cache == "" {
 		cfg.Cache = cache.LRU
 	}
-	if cfg.PerNode == 0 {
-		cfg.PerNode = 16
-	}
 	if cfg.PerNode < 0 || cfg.TimeScale < 0 || cfg.CacheBytes < 0 {
 		return nil, errors.New("sim: per-node window, time scale and cache size must not be negative")
 	}
@@ -270,10 +278,6 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	}
 	if err := s.c.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
-	}
-	s.path = cfg.Path
-	if s.path == "" {
-		s.path = DefaultPath(cfg.Policy)
 	}
 	pc := cfg.PolicyConfig
 	if pc.Seed == 0 {
@@ -293,13 +297,21 @@ func newSim(cfg Config, src Source) (*sim, error) {
 		mr.cfg.Cost, mr.cfg.PeerCost = s.gdsfCost, s.gdsfPeerCost
 		pc.NewReplacer = mr.newReplacer
 	}
-	pol, err := policy.New(cfg.Policy, pc)
+	pol, err := cfg.Registry.New(cfg.Policy, pc)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	s.pol = pol
 	s.closer, _ = pol.(policy.ConnCloser)
-	if nodeDispatched(cfg.Policy) && s.path != PathL7 {
+	s.traits = policy.TraitsOf(pol)
+	s.path = cfg.Path
+	if s.path == "" {
+		s.path = DefaultPath(s.traits)
+	}
+	// A policy that decides after the connection is on a node (seed 000's
+	// tag to the holder, seed 001's first member) has its connections placed
+	// by layer-4 wrr, and the simulator passes the Holder.
+	if s.traits.Placement == policy.AtHolder && s.path != PathL7 {
 		if s.l4, err = policy.New("wrr", policy.Config{}); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
@@ -309,6 +321,12 @@ func newSim(cfg Config, src Source) (*sim, error) {
 		s.period = int64(pc.Period)
 	}
 	s.nextLoad = s.period
+	if cfg.TimeScale == 0 {
+		s.res.Window = cfg.PerNode * cfg.Nodes
+		if cfg.PerNode == 0 {
+			s.res.Window = pc.AdmissionBound(cfg.Nodes)
+		}
+	}
 
 	s.cl.Nodes = make([]policy.Node, cfg.Nodes)
 	s.nodes = make([]node, cfg.Nodes)
@@ -343,7 +361,7 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	switch {
 	case s.path == PathTag:
 		s.perReqIB = s.c.TagBytes * s.c.TagPackets
-	case s.path == PathL4 && nodeDispatched(cfg.Policy):
+	case s.path == PathL4 && s.traits.Placement == policy.AtHolder:
 		s.perReqIB = s.c.QueryBytes + s.c.ReplyBytes
 	}
 	s.res.Policy = cfg.Policy
@@ -405,8 +423,7 @@ func (s *sim) run() error {
 			return err
 		}
 	} else {
-		w := s.cfg.PerNode * s.cfg.Nodes
-		for range w {
+		for range s.res.Window {
 			ok, err := s.admit(0)
 			if err != nil {
 				return err

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"shoal/internal/cluster"
@@ -28,6 +27,9 @@ type ProcsConfig struct {
 	Exe string
 	// Stderr receives the nodes' logs. Default os.Stderr.
 	Stderr *os.File
+	// Restart says how a node process that dies is restarted (issue 10,
+	// item 5); zero fields take RestartConfig's defaults.
+	Restart RestartConfig
 }
 
 // Procs is a cluster whose nodes run as separate processes, each taking
@@ -37,10 +39,10 @@ type Procs struct {
 	// SocketDir holds the nodes' handoff sockets; removed at Shutdown.
 	SocketDir string
 
-	mu    sync.Mutex
-	cmds  []*exec.Cmd
-	waits []chan struct{}
-	stop  bool
+	// children supervise the child processes: the nodes by index, then
+	// any other (StartRepair's front).
+	children []*supervisor
+	restart  RestartConfig
 }
 
 // StartProcs brings up the cluster of cfg with the front (and admin API) in
@@ -49,7 +51,10 @@ type Procs struct {
 // pass client connections to the nodes (passfd) and the nodes answer the
 // clients directly, which only means something across processes. The front
 // learns each socket from the node's status report. Children get SIGTERM
-// if this process dies (Linux Pdeathsig).
+// if this process dies (Linux Pdeathsig). A node process that dies is
+// logged and started again on the same address and socket after a backoff
+// (ProcsConfig.Restart), while the front serves from the others; Err does
+// not report it, so one node's death never stops the cluster.
 func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
@@ -83,7 +88,8 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Procs{Cluster: &Cluster{Config: cfg, SiteInfo: info, errc: make(chan error, cfg.Nodes+2)}, SocketDir: dir}
+	p := &Procs{Cluster: &Cluster{Config: cfg, SiteInfo: info, errc: make(chan error, cfg.Nodes+2)}, SocketDir: dir,
+		restart: pc.Restart}
 	ok := false
 	defer func() {
 		if !ok {
@@ -97,13 +103,13 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
-		cmd := exec.Command(pc.Exe, "node", "--root", root, "--listen", addr,
+		args := []string{"node", "--root", root, "--listen", addr,
 			"--handoff-socket", filepath.Join(dir, "node"+strconv.Itoa(i)+".sock"),
-			"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache)
+			"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache}
 		if vm != nil {
-			cmd.Args = append(cmd.Args, "--vhosts")
+			args = append(args, "--vhosts")
 		}
-		if err := p.spawn(fmt.Sprintf("node %d", i), cmd, pc.Stderr); err != nil {
+		if err := p.supervise(fmt.Sprintf("node %d", i), func() *exec.Cmd { return exec.Command(pc.Exe, args...) }, pc.Stderr); err != nil {
 			return nil, err
 		}
 		u := "http://" + addr
@@ -143,65 +149,47 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	return p, nil
 }
 
-// spawn starts cmd as a child of the cluster with its output on w. The
-// child gets SIGTERM if this process dies (Linux Pdeathsig; `ip netns exec`
-// keeps it across its exec), Shutdown stops it, and an exit that Shutdown
-// did not ask for is reported on Err as name's. It runs in a process group
-// of its own, so a terminal's Ctrl-C reaches only this process, which then
-// stops the children in order rather than racing them.
-func (p *Procs) spawn(name string, cmd *exec.Cmd, w *os.File) error {
-	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = childAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+// supervise starts the command newCmd makes as a child of the cluster
+// with its output on w, and keeps it running: when it dies, the death is
+// logged and a fresh command from newCmd is started after a backoff
+// (Procs' RestartConfig); Shutdown stops it. The child gets SIGTERM if this
+// process dies (Linux Pdeathsig; `ip netns exec` keeps it across its exec),
+// and runs in a process group of its own, so a terminal's Ctrl-C reaches
+// only this process, which then stops the children in order rather than
+// racing them.
+func (p *Procs) supervise(name string, newCmd func() *exec.Cmd, w *os.File) error {
+	start := func() (process, error) {
+		cmd := newCmd()
+		cmd.Stdout, cmd.Stderr = w, w
+		cmd.SysProcAttr = childAttr()
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		return cmdProcess{cmd}, nil
 	}
-	done := make(chan struct{})
-	p.mu.Lock()
-	p.cmds, p.waits = append(p.cmds, cmd), append(p.waits, done)
-	p.mu.Unlock()
-	go p.reap(name, cmd, done)
+	sv, err := newSupervisor(name, start, p.restart, realClock{}, p.Config.Logger)
+	if err != nil {
+		return err
+	}
+	p.children = append(p.children, sv)
 	return nil
 }
 
-// reap waits for a child process and reports an exit that Shutdown did not
-// ask for.
-func (p *Procs) reap(name string, cmd *exec.Cmd, done chan struct{}) {
-	err := cmd.Wait()
-	close(done)
-	p.mu.Lock()
-	stopping := p.stop
-	p.mu.Unlock()
-	if !stopping {
-		if err == nil {
-			err = errors.New("exited")
-		}
-		select {
-		case p.errc <- fmt.Errorf("%s (pid %d): %w", name, cmd.Process.Pid, err):
-		default:
-		}
-	}
-}
-
 // Shutdown stops the front and admin API (letting in-flight requests
-// finish), then sends SIGTERM to every child process and waits for them
-// until ctx ends, when the rest are killed. The socket folder is removed.
+// finish), then stops supervising and sends SIGTERM to every child process,
+// waiting for them until ctx ends, when the rest are killed. The socket
+// folder is removed.
 func (p *Procs) Shutdown(ctx context.Context) error {
 	err := p.Cluster.Shutdown(ctx)
-	p.mu.Lock()
-	p.stop = true
-	cmds, waits := p.cmds, p.waits
-	p.mu.Unlock()
-	for _, cmd := range cmds {
-		cmd.Process.Signal(syscall.SIGTERM)
+	var wg sync.WaitGroup
+	for _, sv := range p.children {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sv.Stop(ctx)
+		}()
 	}
-	for i, w := range waits {
-		select {
-		case <-w:
-		case <-ctx.Done():
-			cmds[i].Process.Kill()
-			<-w
-		}
-	}
+	wg.Wait()
 	os.RemoveAll(p.SocketDir)
 	return err
 }

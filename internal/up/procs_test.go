@@ -70,8 +70,8 @@ func TestStartProcs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p.Shutdown(ctx)
-	for i, cmd := range p.cmds {
-		if cmd.ProcessState == nil {
+	for i, sv := range p.children {
+		if !sv.exited() {
 			t.Errorf("node %d still running after Shutdown", i)
 		}
 	}

@@ -196,11 +196,12 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 
 	var nodeURLs []string
 	for i, a := range lab.NodeAddrs {
-		cmd := handoff.Exec(ctx, lab.NodeNS(i), rc.Exe, "node", "--root", root,
+		args := []string{"node", "--root", root,
 			"--listen", netip.AddrPortFrom(a, repairNodePort).String(),
 			"--repair-listen", netip.AddrPortFrom(a, repairHandoffPort).String(), "--repair-key-file", keyFile,
-			"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache)
-		if err := r.spawn(fmt.Sprintf("node %d", i), cmd, rc.Stderr); err != nil {
+			"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache}
+		newCmd := func() *exec.Cmd { return handoff.Exec(ctx, lab.NodeNS(i), rc.Exe, args...) }
+		if err := r.supervise(fmt.Sprintf("node %d", i), newCmd, rc.Stderr); err != nil {
 			return nil, err
 		}
 		nodeURLs = append(nodeURLs, "http://"+netip.AddrPortFrom(a, repairNodePort).String())
@@ -221,8 +222,10 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 	if err := os.WriteFile(frontCfg, []byte(repairFrontConfig(cfg, vip, adminAddr, r.AdminTokenFile, nodeURLs)), 0o644); err != nil {
 		return nil, err
 	}
-	cmd := handoff.Exec(ctx, lab.FrontNS(), rc.Exe, "front", "--config", frontCfg, "--repair-key-file", keyFile)
-	if err := r.spawn("front", cmd, rc.Stderr); err != nil {
+	newFront := func() *exec.Cmd {
+		return handoff.Exec(ctx, lab.FrontNS(), rc.Exe, "front", "--config", frontCfg, "--repair-key-file", keyFile)
+	}
+	if err := r.supervise("front", newFront, rc.Stderr); err != nil {
 		return nil, err
 	}
 	r.URL = "http://" + vip.String() + "/"

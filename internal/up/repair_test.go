@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/front"
+	"shoal/internal/admin"
 	"shoal/internal/handoff"
 	"shoal/internal/site"
 )
@@ -207,7 +207,7 @@ func TestStartRepair(t *testing.T) {
 	// The front counts a move after the node's acknowledgement, which may
 	// come after the client already has the response: wait until every
 	// request has an outcome (moved, relayed or lost).
-	var st front.Stats
+	var st admin.Stats
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		st = frontStats(t, client, r.AdminURL, r.AdminToken)
 		if rp := st.Repair; rp == nil || rp.Moved+rp.FallbackFreeze+rp.FallbackNode+rp.Lost >= uint64(len(picks)) || time.Now().After(deadline) {
@@ -231,8 +231,8 @@ func TestStartRepair(t *testing.T) {
 	if err := r.Shutdown(ctx); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
-	for i, cmd := range r.cmds {
-		if cmd.ProcessState == nil {
+	for i, sv := range r.children {
+		if !sv.exited() {
 			t.Errorf("child %d still running after Shutdown", i)
 		}
 	}
@@ -241,7 +241,7 @@ func TestStartRepair(t *testing.T) {
 
 // frontStats reads the front's counters from its admin API, which on the
 // lab's address wants the token for reads too.
-func frontStats(t *testing.T, client *http.Client, adminURL, token string) front.Stats {
+func frontStats(t *testing.T, client *http.Client, adminURL, token string) admin.Stats {
 	t.Helper()
 	req, err := http.NewRequest("GET", adminURL+"/stats", nil)
 	if err != nil {
@@ -253,7 +253,7 @@ func frontStats(t *testing.T, client *http.Client, adminURL, token string) front
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st front.Stats
+	var st admin.Stats
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}

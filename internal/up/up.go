@@ -67,6 +67,17 @@ type Config struct {
 	VHosts bool
 	// HealthInterval is the active health-check period. Default 1 s.
 	HealthInterval time.Duration
+	// SendTimeout, MaxConns and MaxConnsPerIP are the front's client send
+	// timeout and connection limits (front.Config WriteTimeout,
+	// MaxClientConns, MaxConnsPerIP; zero takes the front's defaults,
+	// derived from RLIMIT_NOFILE for MaxConns). The nodes of Start share
+	// the process and its descriptors, and a relayed request holds three
+	// (client, front to node, node side): there MaxConns defaults to half
+	// the front's default, a quarter of the limit after the reserve, which
+	// leaves room for refusals in flight (issue 10 item 7).
+	SendTimeout   time.Duration
+	MaxConns      int
+	MaxConnsPerIP int
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -208,6 +219,12 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	fc := front.Config{VHosts: vm}
+	if cfg.MaxConns == 0 {
+		// One process holds each relayed client three times (client,
+		// front→node, node side) and also pays for refusals in flight: half
+		// the front's own default leaves the reserve to the admin API.
+		fc.MaxClientConns = max(front.DefaultMaxClientConns(front.DescriptorLimit())/2, 1)
+	}
 	if cfg.Redirect {
 		fc.Path = front.Redirect()
 	}
@@ -237,6 +254,11 @@ func (c *Cluster) startControl(pol policy.Policy, specs []cluster.NodeSpec) erro
 func (c *Cluster) startFront(fc front.Config) error {
 	c.Metrics = admin.NewMetrics(c.Control, c.Config.Policy)
 	fc.Observer = c.Metrics
+	fc.WriteTimeout = c.Config.SendTimeout
+	if c.Config.MaxConns != 0 {
+		fc.MaxClientConns = c.Config.MaxConns
+	}
+	fc.MaxConnsPerIP = c.Config.MaxConnsPerIP
 	var err error
 	c.Front, err = front.New(c.Control, fc)
 	if err != nil {

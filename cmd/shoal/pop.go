@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"shoal/internal/config"
+	"shoal/internal/pop"
+)
+
+func init() {
+	register("pop", "run one point of presence of the CDN tier (gateway, nodes, MBPP, Chord)", runPop)
+}
+
+// popFile turns the PoP defaults into the file form, so that flags, TOML
+// and --print-config all start from pop.DefaultConfig.
+func popFile(c pop.Config) config.Pop {
+	d := func(v time.Duration) config.Duration { return config.Duration{Duration: v} }
+	return config.Pop{Name: c.Name, Peer: c.Peer, Join: c.Join, SeedFile: c.SeedFile, JoinTimeout: d(c.JoinTimeout),
+		Listen: c.Cluster.Listen, Admin: c.Cluster.Admin, Nodes: c.Cluster.Nodes, CacheMB: c.Cluster.CacheMB,
+		MBPP: config.PopMBPP{Hold: d(c.MBPP.Hold), AckTimeout: d(c.MBPP.AckTimeout), Retries: c.MBPP.Retries,
+			LearningFactor: c.MBPP.LearningFactor, WeightLink: c.MBPP.WeightLink, WeightServer: c.MBPP.WeightServer,
+			LocalBonus: c.MBPP.LocalBonus, RTTRef: d(c.MBPP.RTTRef)},
+		Chord: config.PopChord{Successors: c.Chord.Successors, Stabilise: d(c.Chord.Stabilise), FixFingers: d(c.Chord.FixFingers),
+			CheckPredecessor: d(c.Chord.CheckPredecessor)}}
+}
+
+func popConfig(f config.Pop, c pop.Config) pop.Config {
+	c.Name, c.Peer, c.Join, c.SeedFile, c.JoinTimeout = f.Name, f.Peer, f.Join, f.SeedFile, f.JoinTimeout.Duration
+	c.Cluster.Listen, c.Cluster.Admin, c.Cluster.Nodes, c.Cluster.CacheMB = f.Listen, f.Admin, f.Nodes, f.CacheMB
+	m := &c.MBPP
+	m.Hold, m.AckTimeout, m.Retries, m.LearningFactor = f.MBPP.Hold.Duration, f.MBPP.AckTimeout.Duration, f.MBPP.Retries, f.MBPP.LearningFactor
+	m.WeightLink, m.WeightServer, m.LocalBonus, m.RTTRef = f.MBPP.WeightLink, f.MBPP.WeightServer, f.MBPP.LocalBonus, f.MBPP.RTTRef.Duration
+	h := &c.Chord
+	h.Successors, h.Stabilise, h.FixFingers, h.CheckPredecessor = f.Chord.Successors, f.Chord.Stabilise.Duration, f.Chord.FixFingers.Duration, f.Chord.CheckPredecessor.Duration
+	return c
+}
+
+func runPop(args []string) error {
+	fs := newFlags("pop", "--name NAME --seed-file FILE [--join PEER,...] [flags]",
+		"Run one point of presence of the CDN tier: a gateway (the front) with its nodes and sample site,\n"+
+			"joined to the other PoPs by MBPP (shared performance view) and Chord (content directory).\n"+
+			"Without --join it founds a new DCDN. Every PoP needs the same seed file.")
+	def := pop.DefaultConfig()
+	f := popFile(def)
+	cfgPath := fs.String("config", "", "TOML configuration file (flags override it)")
+	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
+	name := fs.String("name", "", "this PoP's name (its ring ID is the SHA-256 of it)")
+	peer := fs.String("peer", f.Peer, "peer listen address (other PoPs connect here)")
+	join := fs.String("join", "", "comma-separated peer addresses of PoPs to join; empty founds a new DCDN")
+	seed := fs.String("seed-file", "", "shared authentication seed file (≥ 16 bytes, mode 0600: (umask 077; head -c 32 /dev/urandom > seed))")
+	listen := fs.String("listen", f.Listen, "gateway (front) address")
+	adminAddr := fs.String("admin", f.Admin, "admin API, /pops, /chord and /metrics address (\"off\" disables it)")
+	tokenFile := fs.String("admin-token-file", "", "the admin API's bearer token, made if missing (default: admin.token in the --data folder); needed for reads off loopback")
+	nodes := fs.Int("nodes", f.Nodes, "in-process nodes")
+	cacheMB := fs.Int("cache-mb", f.CacheMB, "memory cache per node, MiB")
+	data := fs.String("data", "", "folder for the generated sample site (default: your cache folder/shoal)")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if *printConfig {
+		fmt.Print(config.PopTemplate(f))
+		return nil
+	}
+	if *cfgPath != "" {
+		var err error
+		if f, err = config.LoadPop(*cfgPath, f); err != nil {
+			return err
+		}
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "name":
+			f.Name = *name
+		case "peer":
+			f.Peer = *peer
+		case "join":
+			f.Join = splitList(*join)
+		case "seed-file":
+			f.SeedFile = *seed
+		case "listen":
+			f.Listen = *listen
+		case "admin":
+			f.Admin = *adminAddr
+		case "nodes":
+			f.Nodes = *nodes
+		case "cache-mb":
+			f.CacheMB = *cacheMB
+		}
+	})
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	c := popConfig(f, def)
+	c.Cluster.DataDir, c.Cluster.AdminTokenFile = *data, *tokenFile
+	p, err := pop.Start(c)
+	if err != nil {
+		return err // a refusal (wrong seed) exits non-zero with its reason
+	}
+	fmt.Printf("PoP %s (%016x) is up: gateway %s  admin %s/pops  peer %s\n", c.Name, p.ID, p.Cluster.URL, p.AdminURL, p.PeerAddr)
+	if p.AdminURL != "" {
+		fmt.Printf("  admin token in %s\n", p.AdminTokenFile)
+	}
+	return waitAndStop(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err())
+}
+
+func waitAndStop(stop func(context.Context) error, errc <-chan error) error {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	var runErr error
+	select {
+	case s := <-sig:
+		fmt.Fprintf(os.Stderr, "shoal: %v, stopping\n", s)
+	case runErr = <-errc:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	stop(ctx)
+	return runErr
+}
+
+// popState is the --state file of `shoal up --pops N`: every listener and
+// process, for scripts and tests.
+type popState struct {
+	SeedFile string         `json:"seed_file"`
+	PoPs     []popStateItem `json:"pops"`
+}
+
+type popStateItem struct {
+	Name    string   `json:"name"`
+	ID      string   `json:"id"`
+	Gateway string   `json:"gateway"`
+	Admin   string   `json:"admin"`
+	Peer    string   `json:"peer"`
+	Nodes   []string `json:"nodes"`
+	PID     int      `json:"pid"`
+}
+
+// runUpPops starts n PoPs in this process on loopback, each with its own
+// nodes and sample site, the first founding the DCDN and the others joining
+// it, all with one fresh seed.
+func runUpPops(n int, stateFile, dataDir string, nodes, cacheMB int) error {
+	if n < 1 || n > 64 {
+		return fmt.Errorf("--pops %d: want 1 to 64", n)
+	}
+	dir, err := os.MkdirTemp("", "shoal-pops-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	seed := make([]byte, 32)
+	rand.Read(seed)
+	seedFile := filepath.Join(dir, "seed")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		return err
+	}
+	var pops []*pop.PoP
+	stopAll := func(ctx context.Context) error {
+		for i := len(pops) - 1; i >= 0; i-- {
+			pops[i].Shutdown(ctx)
+		}
+		return nil
+	}
+	st := popState{SeedFile: seedFile}
+	for i := range n {
+		c := pop.DefaultConfig()
+		c.Name = fmt.Sprintf("pop%d", i+1)
+		c.Peer, c.SeedFile = "127.0.0.1:0", seedFile
+		c.Cluster.Listen, c.Cluster.Admin, c.Cluster.DataDir = "127.0.0.1:0", "127.0.0.1:0", dataDir
+		c.Cluster.Nodes, c.Cluster.CacheMB = nodes, cacheMB
+		if i > 0 {
+			c.Join = []string{pops[0].PeerAddr}
+		}
+		p, err := pop.Start(c)
+		if err != nil {
+			stopAll(context.Background())
+			return err
+		}
+		pops = append(pops, p)
+		fmt.Printf("  %s: gateway %s  admin %s/pops  peer %s\n", c.Name, p.Cluster.URL, p.AdminURL, p.PeerAddr)
+		st.PoPs = append(st.PoPs, popStateItem{Name: c.Name, ID: fmt.Sprintf("%016x", p.ID), Gateway: p.Cluster.URL,
+			Admin: p.AdminURL, Peer: p.PeerAddr, Nodes: p.Cluster.NodeURLs, PID: os.Getpid()})
+	}
+	fmt.Printf("shoal is up: %d PoPs on loopback joined by MBPP and Chord (on loopback: as root it runs them in a WAN lab with delays). Ctrl-C stops it.\n", n)
+	if stateFile != "" {
+		b, _ := json.MarshalIndent(st, "", "  ")
+		if err := os.WriteFile(stateFile, append(b, '\n'), 0o644); err != nil {
+			stopAll(context.Background())
+			return fmt.Errorf("--state: %w", err)
+		}
+	}
+	errc := make(chan error, 1)
+	for _, p := range pops {
+		go func(ch <-chan error) {
+			if err, ok := <-ch; ok {
+				select {
+				case errc <- err:
+				default:
+				}
+			}
+		}(p.Err())
+	}
+	return waitAndStop(stopAll, errc)
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/internal/pop"
+)
+
+// TestPopCommand: shoal pop's command line, and a newcomer with a wrong
+// seed exiting non-zero with a clear message (issue 12).
+func TestPopCommand(t *testing.T) {
+	out, _, code := shoal(t, "pop", "--print-config")
+	if code != 0 || !strings.Contains(out, "[mbpp]") || !strings.Contains(out, "weight_server = 3.0") {
+		t.Fatalf("--print-config: %d %s", code, out)
+	}
+	_, errOut, code := shoal(t, "pop", "--seed-file", "x")
+	if code == 0 || !strings.Contains(errOut, "no name") {
+		t.Fatalf("no name: %d %s", code, errOut)
+	}
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	os.WriteFile(open, []byte("0123456789abcdef0123456789abcdef"), 0o600)
+	os.Chmod(open, 0o644)
+	_, errOut, code = shoal(t, "pop", "--name", "a", "--seed-file", open, "--peer", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--admin", "off")
+	if code == 0 || !strings.Contains(errOut, "chmod 600") {
+		t.Fatalf("readable seed: %d %s", code, errOut)
+	}
+
+	good := filepath.Join(dir, "good")
+	os.WriteFile(good, []byte("0123456789abcdef0123456789abcdef"), 0o600)
+	c := pop.DefaultConfig()
+	c.Name, c.Peer, c.SeedFile = "founder", "127.0.0.1:0", good
+	c.Cluster.Listen, c.Cluster.Admin, c.Cluster.Nodes, c.Cluster.CacheMB, c.Cluster.DataDir = "127.0.0.1:0", "off", 1, 8, filepath.Join(dir, "data")
+	c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	p, err := pop.Start(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("fedcba9876543210fedcba9876543210"), 0o600)
+	_, errOut, code = shoal(t, "pop", "--name", "intruder", "--seed-file", bad, "--join", p.PeerAddr,
+		"--peer", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--admin", "off", "--nodes", "1", "--data", filepath.Join(dir, "data"))
+	if code == 0 || !strings.Contains(errOut, "do not share this seed") {
+		t.Fatalf("wrong seed: exit %d, stderr %s", code, errOut)
+	}
+	for i := 0; i < 100 && p.Refused() == 0; i++ {
+		time.Sleep(20 * time.Millisecond) // the founder's side of the handshake may finish after the client exits
+	}
+	if p.Refused() != 1 {
+		t.Fatalf("founder counted %d refusals", p.Refused())
+	}
+}

@@ -1,0 +1,141 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"shoal/internal/admin"
+	"shoal/internal/wan"
+)
+
+// defaultMatrix is the delay matrix of `sudo shoal up --pops N`: PoPs on a
+// line 15 ms RTT apart plus 10 ms, so that every pair differs.
+func defaultMatrix(n int) wan.Matrix {
+	m := wan.Matrix{RTT: make([][]float64, n)}
+	for i := range n {
+		m.RTT[i] = make([]float64, n)
+		for j := range n {
+			if i != j {
+				m.RTT[i][j] = 10 + 15*float64(max(i-j, j-i))
+			}
+		}
+	}
+	return m
+}
+
+// runUpPopsWAN runs n `shoal pop` processes, each in its own network
+// namespace of a WAN lab (internal/wan) with the default delay matrix; this
+// host reaches them on 10.77.0.0/24.
+func runUpPopsWAN(n int, stateFile, dataDir string, nodes, cacheMB int) error {
+	if n < 1 || n > 64 {
+		return fmt.Errorf("--pops %d: want 1 to 64", n)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "shoal-pops-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	seed := make([]byte, 32)
+	rand.Read(seed)
+	seedFile := filepath.Join(dir, "seed")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		return err
+	}
+	// The PoPs' admin APIs are on WAN addresses, not loopback: reads need
+	// the token too. One token for all, in the run's folder.
+	tokenFile := filepath.Join(dir, "admin.token")
+	token, err := admin.LoadOrCreateToken(tokenFile)
+	if err != nil {
+		return err
+	}
+	m := defaultMatrix(n)
+	w, err := wan.Start(context.Background(), m)
+	if err != nil {
+		return fmt.Errorf("WAN lab: %w (sudo shoal up --pops N --loopback avoids it)", err)
+	}
+	var procs []*os.Process
+	stopAll := func(context.Context) error {
+		for _, p := range procs {
+			p.Signal(os.Interrupt)
+		}
+		for _, p := range procs {
+			p.Wait()
+		}
+		return w.Close()
+	}
+	st := popState{SeedFile: seedFile}
+	for i := range n {
+		a := wan.Addr(i).String()
+		args := []string{"pop", "--name", fmt.Sprintf("pop%d", i+1), "--seed-file", seedFile, "--peer", a + ":7946",
+			"--listen", a + ":8080", "--admin", a + ":9090", "--admin-token-file", tokenFile, "--nodes", fmt.Sprint(nodes), "--cache-mb", fmt.Sprint(cacheMB)}
+		if dataDir != "" {
+			args = append(args, "--data", dataDir)
+		}
+		if i > 0 {
+			args = append(args, "--join", wan.Addr(0).String()+":7946")
+		}
+		cmd := w.Exec(context.Background(), i, exe, args...)
+		logf, _ := os.Create(filepath.Join(dir, fmt.Sprintf("pop%d.log", i+1)))
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		if err := cmd.Start(); err != nil {
+			stopAll(context.Background())
+			return err
+		}
+		procs = append(procs, cmd.Process)
+		adminURL := "http://" + a + ":9090"
+		if err := waitJoined(adminURL, token, 60*time.Second); err != nil {
+			b, _ := os.ReadFile(logf.Name())
+			stopAll(context.Background())
+			return fmt.Errorf("pop%d: %w: %s", i+1, err, b)
+		}
+		fmt.Printf("  pop%d: gateway http://%s:8080/  admin %s/pops  peer %s:7946  (netns %s)\n", i+1, a, adminURL, a, w.NS[i])
+		st.PoPs = append(st.PoPs, popStateItem{Name: fmt.Sprintf("pop%d", i+1), Gateway: "http://" + a + ":8080/",
+			Admin: adminURL, Peer: a + ":7946", PID: cmd.Process.Pid})
+	}
+	fmt.Printf("shoal is up: %d PoPs in a WAN lab (root): namespaces %s%s-*, RTT between pop i and j = 10 + 15·|i−j| ms;\n"+
+		"  this host is %s on it; admin reads need the token: curl -H \"Authorization: Bearer $(cat %s)\" ADMIN/pops\n"+
+		"  If shoal is killed: ip netns del <each namespace>. Ctrl-C stops it.\n", n, wan.Prefix, w.ID, wan.HostAddr, tokenFile)
+	if stateFile != "" {
+		b, _ := json.MarshalIndent(st, "", "  ")
+		if err := os.WriteFile(stateFile, append(b, '\n'), 0o644); err != nil {
+			stopAll(context.Background())
+			return fmt.Errorf("--state: %w", err)
+		}
+	}
+	return waitAndStop(stopAll, nil)
+}
+
+func waitJoined(adminURL, token string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	c := &http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequest("GET", adminURL+"/pops", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if r, err := c.Do(req); err == nil {
+			var v struct {
+				Joined bool `json:"joined"`
+			}
+			json.NewDecoder(r.Body).Decode(&v)
+			r.Body.Close()
+			if v.Joined {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("not joined after %v", limit)
+}

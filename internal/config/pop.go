@@ -1,0 +1,137 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Pop is the configuration file of `shoal pop` (SPEC §5, issue 12). Its
+// defaults are not here: the command fills a Pop from pop.DefaultConfig and
+// the file overrides what it sets, so flags, file and --print-config read
+// one defaults struct.
+type Pop struct {
+	// Name identifies the PoP; its ring ID is the SHA-256 of the name.
+	Name string `toml:"name"`
+	// Peer is the address other PoPs connect to.
+	Peer string `toml:"peer"`
+	// Join lists peer addresses of PoPs already in the DCDN; empty founds one.
+	Join []string `toml:"join"`
+	// SeedFile holds the shared authentication seed (≥ 16 bytes).
+	SeedFile string `toml:"seed_file"`
+	// JoinTimeout bounds the wait for the join's ping cycle.
+	JoinTimeout Duration `toml:"join_timeout"`
+	// Listen is the gateway (front) address; Admin the admin API with
+	// /pops, /chord and /metrics ("off" disables it).
+	Listen string `toml:"listen"`
+	Admin  string `toml:"admin"`
+	// Nodes is the number of in-process nodes; CacheMB each one's cache.
+	Nodes   int `toml:"nodes"`
+	CacheMB int `toml:"cache_mb"`
+	// MBPP holds the ring protocol's constants (seed 003 §2).
+	MBPP PopMBPP `toml:"mbpp"`
+	// Chord holds the Chord periods.
+	Chord PopChord `toml:"chord"`
+}
+
+// PopMBPP is [mbpp]: see internal/mbpp.Config for each constant.
+type PopMBPP struct {
+	Hold           Duration `toml:"hold"`
+	AckTimeout     Duration `toml:"ack_timeout"`
+	Retries        int      `toml:"retries"`
+	LearningFactor float64  `toml:"learning_factor"`
+	WeightLink     float64  `toml:"weight_link"`
+	WeightServer   float64  `toml:"weight_server"`
+	LocalBonus     float64  `toml:"local_bonus"`
+	RTTRef         Duration `toml:"rtt_ref"`
+}
+
+// PopChord is [chord]: see internal/chord.Config.
+type PopChord struct {
+	Successors       int      `toml:"successors"`
+	Stabilise        Duration `toml:"stabilise"`
+	FixFingers       Duration `toml:"fix_fingers"`
+	CheckPredecessor Duration `toml:"check_predecessor"`
+}
+
+// LoadPop reads a pop file over base (the defaults) and validates it.
+func LoadPop(path string, base Pop) (Pop, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return base, fmt.Errorf("config: %w", err)
+	}
+	return ParsePop(path, data, base)
+}
+
+// ParsePop is LoadPop over bytes already read.
+func ParsePop(name string, data []byte, base Pop) (Pop, error) {
+	p := base
+	md, err := toml.Decode(string(data), &p)
+	if err != nil {
+		var pe toml.ParseError
+		line := 0
+		if errors.As(err, &pe) {
+			line = pe.Position.Line
+		}
+		return base, &Error{File: name, Line: line, Msg: err.Error(),
+			Fix: "check the TOML syntax and the value's type (strings in quotes, durations like \"1s\")"}
+	}
+	var errs []error
+	for _, k := range md.Undecoded() {
+		errs = append(errs, &Error{File: name, Line: lineOf(data, k), Msg: fmt.Sprintf("unknown key %q", k.String()),
+			Fix: "remove it or correct its spelling (shoal pop --print-config shows every key)"})
+	}
+	errs = append(errs, p.validate(name, data)...)
+	return p, errors.Join(errs...)
+}
+
+// Validate checks a configuration built from flags.
+func (p *Pop) Validate() error { return errors.Join(p.validate("flags", nil)...) }
+
+func (p *Pop) validate(name string, data []byte) []error {
+	var errs []error
+	bad := func(key []string, msg, fix string) {
+		errs = append(errs, &Error{File: name, Line: lineOf(data, toml.Key(key)), Msg: msg, Fix: fix})
+	}
+	if p.Name == "" {
+		bad([]string{"name"}, "the PoP has no name", "set name = \"paris\" (or --name)")
+	}
+	if p.SeedFile == "" {
+		bad([]string{"seed_file"}, "no seed file", "create one with (umask 077; head -c 32 /dev/urandom > seed) and set seed_file (or --seed-file)")
+	}
+	if p.Nodes < 1 || p.Nodes > 64 {
+		bad([]string{"nodes"}, fmt.Sprintf("nodes = %d", p.Nodes), "use 1 to 64")
+	}
+	if p.CacheMB < 1 {
+		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb = %d", p.CacheMB), "use a positive size in MiB")
+	}
+	m := p.MBPP
+	if m.Hold.Duration <= 0 || m.AckTimeout.Duration <= 0 || m.RTTRef.Duration <= 0 {
+		bad([]string{"mbpp", "hold"}, "hold, ack_timeout and rtt_ref must be > 0", "use durations such as \"100ms\"")
+	}
+	if m.LearningFactor <= 0 || m.LearningFactor > 1 {
+		bad([]string{"mbpp", "learning_factor"}, fmt.Sprintf("learning_factor %v is outside (0,1]", m.LearningFactor), "use 0.125")
+	}
+	if m.WeightLink < 0 || m.WeightServer < 0 || m.WeightLink+m.WeightServer == 0 {
+		bad([]string{"mbpp", "weight_link"}, "weights must be ≥ 0 and not both 0", "use weight_link = 1, weight_server = 3 (seed 003)")
+	}
+	if p.Chord.Successors < 3 {
+		bad([]string{"chord", "successors"}, fmt.Sprintf("successors = %d", p.Chord.Successors), "use 3 or more")
+	}
+	if p.Chord.Stabilise.Duration <= 0 || p.Chord.FixFingers.Duration <= 0 || p.Chord.CheckPredecessor.Duration <= 0 {
+		bad([]string{"chord", "stabilise"}, "chord periods must be > 0", "use durations such as \"500ms\"")
+	}
+	return errs
+}
+
+// PopTemplate renders p as a commented file (shoal pop --print-config).
+func PopTemplate(p Pop) string {
+	var b bytes.Buffer
+	b.WriteString("# shoal pop configuration (every key shown with its default).\n")
+	b.WriteString("# A PoP of the CDN tier: gateway + nodes + MBPP + Chord (SPEC §5).\n")
+	toml.NewEncoder(&b).Encode(p)
+	return b.String()
+}

@@ -1,0 +1,282 @@
+package mbpp
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestRingFormation(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5, 8, 16, 33, 64} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			v := newVnet(t)
+			ids := v.ring(n, 60*time.Second)
+			// Run a few more rounds so that every entry has spread.
+			v.run(v.now.Add(3 * testConfig(1).Round(n, 5*time.Millisecond)))
+			for _, id := range ids {
+				view := v.nodes[id].View(v.now)
+				if len(view) != n {
+					t.Fatalf("PoP %d sees %d entries, want %d", id, len(view), n)
+				}
+				for _, pv := range view {
+					if !pv.Alive || pv.Server != 1 {
+						t.Fatalf("PoP %d: entry %+v, want alive with server perf 1", id, pv)
+					}
+					if n > 1 && !pv.Self && pv.RTT == 0 && v.nodes[id].Successor() == pv.ID {
+						t.Fatalf("PoP %d has no RTT to its successor %d", id, pv.ID)
+					}
+				}
+			}
+			if r := v.sum(func(s Stats) uint64 { return s.PingRegen + s.PongRegen + s.WatchdogRegen }); r != 0 {
+				t.Fatalf("%d tokens regenerated while forming a ring with no loss", r)
+			}
+		})
+	}
+}
+
+// swallow loses the first token of kind k sent after arm is set, after the
+// receiver acked it: the token is lost inside a PoP, which only Misra's
+// check can find.
+type swallow struct {
+	kind  Kind
+	armed bool
+	done  int
+	dup   bool
+}
+
+func (s *swallow) hook(m Msg) (int, bool) {
+	if !s.armed || m.Kind != s.kind || s.done > 0 {
+		return 1, false
+	}
+	s.done++
+	if s.dup {
+		return 2, false
+	}
+	return 0, true
+}
+
+func TestLostTokenRegeneratedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		lose               Kind
+		wantPing, wantPong uint64
+	}{
+		{KindPing, 1, 0},
+		{KindPong, 0, 1},
+	} {
+		t.Run(tc.lose.String(), func(t *testing.T) {
+			v := newVnet(t)
+			ids := v.ring(8, 30*time.Second)
+			s := &swallow{kind: tc.lose}
+			v.hook = s.hook
+			v.run(v.now.Add(2 * time.Second))
+			s.armed = true
+			before := v.nodes[ids[0]].Stats().Cycles
+			v.run(v.now.Add(20 * time.Second))
+			if s.done != 1 {
+				t.Fatalf("the %v was not lost", tc.lose)
+			}
+			ping := v.sum(func(s Stats) uint64 { return s.PingRegen })
+			pong := v.sum(func(s Stats) uint64 { return s.PongRegen })
+			wd := v.sum(func(s Stats) uint64 { return s.WatchdogRegen })
+			if ping != tc.wantPing || pong != tc.wantPong || wd != 0 {
+				t.Fatalf("regenerated ping %d pong %d watchdog %d, want %d %d 0", ping, pong, wd, tc.wantPing, tc.wantPong)
+			}
+			if d := v.sum(func(s Stats) uint64 { return s.Declared }); d != 0 {
+				t.Fatalf("%d PoPs declared failed after a token loss", d)
+			}
+			// The ring keeps turning: 20 s is about 20 rounds of 8·(100+5) ms.
+			if c := v.nodes[ids[0]].Stats().Cycles - before; c < 15 {
+				t.Fatalf("PoP %d held the ping %d times in 20 s, want ≥ 15", ids[0], c)
+			}
+		})
+	}
+}
+
+func TestDuplicatePingDropped(t *testing.T) {
+	v := newVnet(t)
+	ids := v.ring(8, 30*time.Second)
+	s := &swallow{kind: KindPing, dup: true}
+	v.hook = s.hook
+	v.run(v.now.Add(2 * time.Second))
+	s.armed = true
+	before := v.nodes[ids[3]].Stats().Cycles
+	v.run(v.now.Add(20 * time.Second))
+	if s.done != 1 {
+		t.Fatal("no ping was duplicated")
+	}
+	if d := v.sum(func(s Stats) uint64 { return s.Duplicates }); d != 1 {
+		t.Fatalf("%d duplicates dropped, want 1", d)
+	}
+	if r := v.sum(func(s Stats) uint64 { return s.PingRegen + s.PongRegen + s.WatchdogRegen }); r != 0 {
+		t.Fatalf("%d tokens regenerated after a duplicate", r)
+	}
+	// One ping, not two: each PoP holds it about once per round.
+	rounds := int(20 * time.Second / testConfig(1).Round(8, 5*time.Millisecond))
+	if c := v.nodes[ids[3]].Stats().Cycles - before; c > uint64(rounds+1) {
+		t.Fatalf("PoP held the ping %d times in 20 s (%d rounds): a second ping circulates", c, rounds)
+	}
+}
+
+func TestNodeDropsRepeatedToken(t *testing.T) {
+	a, _ := NewFounder(testConfig(1), epoch)
+	a.view[2] = &Entry{ID: 2, Addr: "addr-2", Inc: 1, Alive: true, Links: map[ID]Link{}}
+	a.ring = nil
+	a.havePing, a.havePong = false, false
+	ping := Msg{Kind: KindPing, From: 2, To: 1, Nb: 5}
+	a.Handle(epoch, ping)
+	out := a.Handle(epoch, ping)
+	if len(out) != 1 || out[0].Kind != KindAck {
+		t.Fatalf("second copy gave %v, want only an ack", out)
+	}
+	if a.Stats().Duplicates != 1 || a.Stats().PingsIn != 1 {
+		t.Fatalf("stats %+v, want 1 ping in and 1 duplicate", a.Stats())
+	}
+	// An older ping (a stale copy from before a meeting) is dropped too.
+	a.Handle(epoch, Msg{Kind: KindPing, From: 2, To: 1, Nb: 3})
+	if a.Stats().Duplicates != 2 {
+		t.Fatalf("stale ping not dropped: %+v", a.Stats())
+	}
+}
+
+func TestFailedPoPDroppedWithinBound(t *testing.T) {
+	const n = 8
+	cfg := testConfig(1)
+	rounds, bound := cfg.FailureBound(n, 5*time.Millisecond)
+	// Kill at several phases of the ring, so that the victim sometimes
+	// holds the ping, the pong, both or neither.
+	for k := range 6 {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			v := newVnet(t)
+			ids := v.ring(n, 30*time.Second)
+			v.run(v.now.Add(time.Second + time.Duration(k)*137*time.Millisecond))
+			victim := ids[3]
+			v.down[victim] = true
+			killed := v.now
+			var last time.Time
+			for v.now.Sub(killed) <= bound {
+				v.run(v.now.Add(50 * time.Millisecond))
+				all := true
+				for _, id := range ids {
+					if id != victim && v.nodes[id].Alive(victim) {
+						all = false
+					}
+				}
+				if all {
+					last = v.now
+					break
+				}
+			}
+			if last.IsZero() {
+				t.Fatalf("PoP %d still alive in some view %v after the kill; bound %v (%d rounds)", victim, bound, bound, rounds)
+			}
+			t.Logf("dropped everywhere after %v (bound %v = %d rounds)", last.Sub(killed), bound, rounds)
+			// The others still form one ring.
+			rest := make([]ID, 0, n-1)
+			for _, id := range ids {
+				if id != victim {
+					rest = append(rest, id)
+				}
+			}
+			v.run(v.now.Add(5 * time.Second))
+			if !v.formed(rest) {
+				t.Fatal("the survivors do not form one ring")
+			}
+		})
+	}
+}
+
+func TestRejoinAfterFailure(t *testing.T) {
+	v := newVnet(t)
+	ids := v.ring(8, 30*time.Second)
+	victim := ids[5]
+	v.down[victim] = true
+	v.run(v.now.Add(15 * time.Second))
+	for _, id := range ids {
+		if id != victim && v.nodes[id].Alive(victim) {
+			t.Fatalf("victim still alive at %d", id)
+		}
+	}
+	// The process restarts: a new state machine with the same ID.
+	j, ms, err := NewJoiner(testConfig(victim), []string{v.nodes[ids[0]].cfg.Addr}, nil, v.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(v.down, victim)
+	v.add(j)
+	v.send(victim, ms)
+	v.run(v.now.Add(15 * time.Second))
+	if !v.formed(ids) {
+		v.dump()
+		t.Fatal("ring not re-formed after the rejoin")
+	}
+	for _, id := range ids {
+		if e := v.nodes[id].view[victim]; e.Inc != 2 {
+			t.Fatalf("PoP %d has incarnation %d of the rejoined PoP, want 2", id, e.Inc)
+		}
+	}
+}
+
+func TestCutOffPoPRejoinsWhenHealed(t *testing.T) {
+	v := newVnet(t)
+	ids := v.ring(5, 30*time.Second)
+	victim := ids[2]
+	v.cut[victim] = true
+	v.run(v.now.Add(10 * time.Second))
+	for _, id := range ids {
+		if id != victim && v.nodes[id].Alive(victim) {
+			t.Fatalf("cut-off PoP still alive at %d", id)
+		}
+	}
+	delete(v.cut, victim)
+	v.run(v.now.Add(30 * time.Second))
+	if !v.formed(ids) {
+		t.Fatalf("ring not healed; victim joined=%v members=%v", v.nodes[victim].Joined(), v.nodes[victim].Members())
+	}
+}
+
+func TestJoinNeedsEveryPoP(t *testing.T) {
+	v := newVnet(t)
+	ids := v.ring(6, 30*time.Second)
+	accepted := map[ID]bool{}
+	for _, id := range ids {
+		id := id
+		v.nodes[id].cfg.Accept = func(p Proposal) error {
+			if string(p.Proof) != "good" {
+				return errors.New("bad proof")
+			}
+			accepted[id] = true
+			return nil
+		}
+	}
+	// A good newcomer is welcomed only after every other PoP accepted it.
+	good, ms, _ := NewJoiner(testConfig(77), []string{v.nodes[ids[0]].cfg.Addr}, []byte("good"), v.now)
+	v.add(good)
+	v.send(77, ms)
+	for !good.Joined() {
+		v.run(v.now.Add(10 * time.Millisecond))
+		if len(accepted) < len(ids)-1 && good.Joined() {
+			t.Fatalf("joined after %d acceptances of %d", len(accepted), len(ids)-1)
+		}
+		if v.now.Sub(epoch) > time.Minute {
+			t.Fatal("good newcomer never joined")
+		}
+	}
+	if len(accepted) != len(ids)-1 {
+		t.Fatalf("%d PoPs accepted, want %d", len(accepted), len(ids)-1)
+	}
+	// A newcomer with a bad proof is refused and never enters a view.
+	bad, ms, _ := NewJoiner(testConfig(78), []string{v.nodes[ids[2]].cfg.Addr}, []byte("forged"), v.now)
+	v.add(bad)
+	v.send(78, ms)
+	v.run(v.now.Add(10 * time.Second))
+	if bad.Refused() == "" || bad.Joined() {
+		t.Fatalf("bad newcomer: joined=%v refused=%q", bad.Joined(), bad.Refused())
+	}
+	for _, id := range ids {
+		if v.nodes[id].view[78] != nil {
+			t.Fatalf("PoP %d lists the refused newcomer", id)
+		}
+	}
+	t.Logf("refused: %s", bad.Refused())
+}

@@ -1,0 +1,321 @@
+package mbpp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Kind is the type of a message.
+type Kind uint8
+
+// The messages of MBPP. Ping carries the delta of the performance list (the
+// seed sends list and ping as two messages to the same PoP; one frame does
+// both). Ack confirms a token hop so that a silent neighbour is found.
+const (
+	KindPing    Kind = 1 + iota // token with the performance list delta, to the successor
+	KindPong                    // token the other way round, to the predecessor
+	KindAck                     // a token was received (Nb, AckOf)
+	KindJoin                    // a newcomer asks a contact to propose it (Proposals[0])
+	KindWelcome                 // the join went round accepted: full list (Entries)
+	KindRefuse                  // the join was refused (Reason)
+)
+
+var kindNames = [...]string{"?", "ping", "pong", "ack", "join", "welcome", "refuse"}
+
+// String names the kind for logs.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Proposal is a newcomer's join as it travels round the ring with the ping:
+// every PoP it passes checks it (Config.Accept) and counts its acceptance;
+// the PoP that injected it (Origin) commits it when it comes back accepted by
+// all (seed 003 §3.1).
+type Proposal struct {
+	ID         ID
+	Name, Addr string
+	Proof      []byte
+	Origin     ID
+	Accepts    uint32
+	Rejected   bool
+	Reason     string
+}
+
+// Msg is one MBPP message. To is the receiver's ID (0 when only its address
+// is known, as for a join); ToAddr is filled from the view for the transport
+// and is not encoded.
+type Msg struct {
+	Kind      Kind
+	From, To  ID
+	ToAddr    string
+	Nb        int64
+	AckOf     Kind
+	Inc       uint32 // the sender's incarnation (tokens), so a rejoined PoP is not taken for its dead self
+	Entries   []Entry
+	Proposals []Proposal
+	Reason    string
+}
+
+// Wire format version; a frame of another version is refused.
+const wireVersion = 1
+
+// Decoding limits: a frame is already size-capped by the transport, these
+// stop a forged count from allocating before the bytes are there.
+const (
+	maxString = 1024
+	maxProof  = 1024
+)
+
+// rttUnit is the resolution of a link RTT on the wire (0.1 ms).
+const rttUnit = 100 * time.Microsecond
+
+// AppendBinary appends the compact encoding of m: uvarints everywhere, IDs
+// as 8 bytes, RTT in 0.1 ms, server performance in thousandths.
+func (m *Msg) AppendBinary(b []byte) []byte {
+	b = append(b, wireVersion, byte(m.Kind), byte(m.AckOf))
+	b = binary.BigEndian.AppendUint64(b, uint64(m.From))
+	b = binary.BigEndian.AppendUint64(b, uint64(m.To))
+	b = binary.AppendVarint(b, m.Nb)
+	b = binary.AppendUvarint(b, uint64(m.Inc))
+	b = appendString(b, m.Reason)
+	b = binary.AppendUvarint(b, uint64(len(m.Entries)))
+	for i := range m.Entries {
+		b = appendEntry(b, &m.Entries[i])
+	}
+	b = binary.AppendUvarint(b, uint64(len(m.Proposals)))
+	for i := range m.Proposals {
+		p := &m.Proposals[i]
+		b = binary.BigEndian.AppendUint64(b, uint64(p.ID))
+		b = appendString(b, p.Name)
+		b = appendString(b, p.Addr)
+		b = appendString(b, string(p.Proof))
+		b = binary.BigEndian.AppendUint64(b, uint64(p.Origin))
+		b = binary.AppendUvarint(b, uint64(p.Accepts))
+		b = appendBool(b, p.Rejected)
+		b = appendString(b, p.Reason)
+	}
+	return b
+}
+
+const (
+	flagAlive = 1 << iota
+	flagMeta
+	flagServer
+)
+
+func appendEntry(b []byte, e *Entry) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(e.ID))
+	b = binary.AppendUvarint(b, uint64(e.Inc))
+	b = binary.AppendUvarint(b, e.Version)
+	var f byte
+	if e.Alive {
+		f |= flagAlive
+	}
+	if e.HasMeta {
+		f |= flagMeta
+	}
+	if e.HasServer {
+		f |= flagServer
+	}
+	b = append(b, f)
+	if e.HasMeta {
+		b = binary.AppendUvarint(b, e.MetaVer)
+		b = appendString(b, e.Name)
+		b = appendString(b, e.Addr)
+	}
+	if e.HasServer {
+		b = binary.AppendUvarint(b, e.ServerVer)
+		b = binary.AppendUvarint(b, uint64(math.Round(clamp01(e.Server)*1000)))
+	}
+	b = binary.AppendUvarint(b, uint64(len(e.Links)))
+	for id, l := range e.Links {
+		b = binary.BigEndian.AppendUint64(b, uint64(id))
+		b = binary.AppendUvarint(b, l.Ver)
+		b = binary.AppendUvarint(b, uint64(l.RTT/rttUnit))
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func clamp01(v float64) float64 { return min(max(v, 0), 1) }
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("mbpp: malformed message")
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrMalformed, what)
+	}
+}
+
+func (r *reader) byte1() byte {
+	if r.err != nil || len(r.b) < 1 {
+		r.fail("short")
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) u64() uint64 {
+	if r.err != nil || len(r.b) < 8 {
+		r.fail("short id")
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad uvarint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) str(limit int) string {
+	n := r.uvarint()
+	if r.err != nil {
+		return ""
+	}
+	if n > uint64(limit) || n > uint64(len(r.b)) {
+		r.fail("string too long")
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// count reads a list length and checks that at least min bytes per element
+// remain, so that a forged length cannot make the decoder allocate.
+func (r *reader) count(minSize int) int {
+	n := r.uvarint()
+	if r.err != nil {
+		return 0
+	}
+	if n > uint64(len(r.b)/minSize) {
+		r.fail("count exceeds frame")
+		return 0
+	}
+	return int(n)
+}
+
+// Decode parses a message encoded by AppendBinary. It never panics and
+// allocates only for elements whose bytes are present.
+func Decode(b []byte) (Msg, error) {
+	r := reader{b: b}
+	var m Msg
+	if v := r.byte1(); r.err == nil && v != wireVersion {
+		return m, fmt.Errorf("%w: version %d, want %d", ErrMalformed, v, wireVersion)
+	}
+	m.Kind = Kind(r.byte1())
+	m.AckOf = Kind(r.byte1())
+	m.From = ID(r.u64())
+	m.To = ID(r.u64())
+	m.Nb = r.varint()
+	m.Inc = uint32(r.uvarint())
+	m.Reason = r.str(maxString)
+	if r.err == nil && (m.Kind < KindPing || m.Kind > KindRefuse) {
+		r.fail(fmt.Sprintf("unknown kind %d", m.Kind))
+	}
+	if n := r.count(12); n > 0 {
+		m.Entries = make([]Entry, n)
+		for i := range m.Entries {
+			decodeEntry(&r, &m.Entries[i])
+		}
+	}
+	if n := r.count(20); n > 0 {
+		m.Proposals = make([]Proposal, n)
+		for i := range m.Proposals {
+			p := &m.Proposals[i]
+			p.ID = ID(r.u64())
+			p.Name = r.str(maxString)
+			p.Addr = r.str(maxString)
+			if pr := r.str(maxProof); pr != "" {
+				p.Proof = []byte(pr)
+			}
+			p.Origin = ID(r.u64())
+			p.Accepts = uint32(r.uvarint())
+			p.Rejected = r.byte1() != 0
+			p.Reason = r.str(maxString)
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	if r.err != nil {
+		return Msg{}, r.err
+	}
+	return m, nil
+}
+
+func decodeEntry(r *reader, e *Entry) {
+	e.ID = ID(r.u64())
+	e.Inc = uint32(r.uvarint())
+	e.Version = r.uvarint()
+	f := r.byte1()
+	e.Alive = f&flagAlive != 0
+	e.HasMeta = f&flagMeta != 0
+	e.HasServer = f&flagServer != 0
+	if e.HasMeta {
+		e.MetaVer = r.uvarint()
+		e.Name = r.str(maxString)
+		e.Addr = r.str(maxString)
+	}
+	if e.HasServer {
+		e.ServerVer = r.uvarint()
+		e.Server = float64(r.uvarint()) / 1000
+	}
+	if n := r.count(10); n > 0 {
+		e.Links = make(map[ID]Link, n)
+		for range n {
+			id := ID(r.u64())
+			ver := r.uvarint()
+			e.Links[id] = Link{Ver: ver, RTT: time.Duration(r.uvarint()) * rttUnit}
+		}
+	}
+}

@@ -1,0 +1,6 @@
+//go:build race
+
+package mbpp
+
+// The race detector slows the large simulations tenfold; they run without it.
+func init() { raceEnabled = true }

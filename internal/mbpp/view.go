@@ -1,0 +1,189 @@
+package mbpp
+
+import (
+	"slices"
+	"time"
+)
+
+// ID identifies a PoP and orders the ring. internal/pop derives it from the
+// PoP's name with the same hash as internal/chord, so both rings agree.
+type ID uint64
+
+// Link is one measured link of an entry: the smoothed RTT from the entry's PoP
+// to a peer (seed 003 §2 (1)–(2): delay is the only link metric).
+type Link struct {
+	RTT time.Duration
+	Ver uint64 // entry version at which it last changed (delta encoding)
+}
+
+// Entry is one PoP's line of the performance list, F(x) of seed 003 §2: its
+// link performance to each peer and its server performance. Only the owner
+// changes Links and Server; anyone may mark it dead. Versions make the list
+// mergeable and let a sender send only what changed.
+type Entry struct {
+	ID         ID
+	Name, Addr string
+	// Inc is the incarnation: a PoP that rejoins gets a higher one, which
+	// overrides the dead mark of the previous one.
+	Inc   uint32
+	Alive bool
+	// Version grows with every change; MetaVer and ServerVer record when
+	// the name/address and the server performance last changed.
+	Version, MetaVer, ServerVer uint64
+	// Server is the server performance in [0,1], 1 = idle (seed 003 §3.2:
+	// reported by the PoP's content manager).
+	Server float64
+	Links  map[ID]Link
+
+	// Wire-only flags: which optional parts a delta carries.
+	HasMeta, HasServer bool
+
+	heard time.Time // local: when this PoP last learned something new of it
+}
+
+func (e *Entry) clone() Entry {
+	c := *e
+	c.Links = make(map[ID]Link, len(e.Links))
+	for k, v := range e.Links {
+		c.Links[k] = v
+	}
+	return c
+}
+
+// delta returns the part of e a peer that last got (inc, ver) lacks; full
+// when it had another incarnation.
+func (e *Entry) delta(inc uint32, ver uint64, known bool) Entry {
+	full := !known || inc != e.Inc
+	d := Entry{ID: e.ID, Inc: e.Inc, Alive: e.Alive, Version: e.Version}
+	if full || e.MetaVer > ver {
+		d.HasMeta, d.Name, d.Addr, d.MetaVer = true, e.Name, e.Addr, e.MetaVer
+	}
+	if full || e.ServerVer > ver {
+		d.HasServer, d.Server, d.ServerVer = true, e.Server, e.ServerVer
+	}
+	for k, l := range e.Links {
+		if full || l.Ver > ver {
+			if d.Links == nil {
+				d.Links = map[ID]Link{}
+			}
+			d.Links[k] = l
+		}
+	}
+	return d
+}
+
+// merge folds the delta d into the local entry e and reports whether
+// anything changed. A higher incarnation replaces; within one incarnation
+// dead wins over alive and each field keeps its newest version.
+func merge(e *Entry, d *Entry) bool {
+	if d.Inc < e.Inc {
+		return false
+	}
+	if d.Inc > e.Inc {
+		*e = Entry{ID: d.ID, Inc: d.Inc, Links: map[ID]Link{}}
+		e.Alive = d.Alive
+		e.Version = 0
+	}
+	changed := false
+	if e.Alive && !d.Alive {
+		e.Alive, changed = false, true
+	}
+	if d.HasMeta && (d.MetaVer > e.MetaVer || e.Name == "" && e.Addr == "") {
+		e.Name, e.Addr, e.MetaVer, changed = d.Name, d.Addr, d.MetaVer, true
+	}
+	if d.HasServer && d.ServerVer > e.ServerVer {
+		e.Server, e.ServerVer, changed = d.Server, d.ServerVer, true
+	}
+	for k, l := range d.Links {
+		if o, ok := e.Links[k]; !ok || l.Ver > o.Ver {
+			e.Links[k], changed = l, true
+		}
+	}
+	if d.Version > e.Version {
+		e.Version, changed = d.Version, true
+	}
+	return changed
+}
+
+// PeerView is one line of a PoP's view, as the admin API shows it.
+type PeerView struct {
+	ID     ID            `json:"id"`
+	Name   string        `json:"name"`
+	Addr   string        `json:"addr"`
+	Alive  bool          `json:"alive"`
+	Inc    uint32        `json:"incarnation"`
+	RTT    time.Duration `json:"-"`
+	RTTms  float64       `json:"rtt_ms"`
+	Server float64       `json:"server_perf"`
+	Score  float64       `json:"score"`
+	Age    time.Duration `json:"-"`
+	AgeS   float64       `json:"age_s"`
+	Self   bool          `json:"self"`
+}
+
+// score is serv of seed 003 §2 (5) for peer e seen from this PoP: the
+// normalised weighted sum of link and server performance, with the local
+// bonus of §2 (4) for this PoP itself.
+func (n *Node) score(e *Entry, rtt time.Duration, haveRTT bool) float64 {
+	if !e.Alive {
+		return 0
+	}
+	c := &n.cfg
+	link := 0.0
+	if e.ID == c.Self {
+		link = 1
+	} else if haveRTT {
+		link = float64(c.RTTRef) / float64(c.RTTRef+rtt)
+	}
+	s := (c.WeightLink*link + c.WeightServer*e.Server) / (c.WeightLink + c.WeightServer)
+	if e.ID == c.Self {
+		s += c.LocalBonus
+	}
+	return s
+}
+
+// rttTo is the link RTT from this PoP to peer: its own measurement, else the
+// peer's measurement of the way back (RTT is symmetric).
+func (n *Node) rttTo(peer ID) (time.Duration, bool) {
+	if self := n.view[n.cfg.Self]; self != nil {
+		if l, ok := self.Links[peer]; ok {
+			return l.RTT, true
+		}
+	}
+	if e := n.view[peer]; e != nil {
+		if l, ok := e.Links[n.cfg.Self]; ok {
+			return l.RTT, true
+		}
+	}
+	return 0, false
+}
+
+// View returns this PoP's performance view, ordered by ID.
+func (n *Node) View(now time.Time) []PeerView {
+	out := make([]PeerView, 0, len(n.view))
+	for _, e := range n.view {
+		rtt, ok := n.rttTo(e.ID)
+		if e.ID == n.cfg.Self {
+			rtt, ok = 0, true
+		}
+		v := PeerView{ID: e.ID, Name: e.Name, Addr: e.Addr, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
+			RTTms: float64(rtt) / 1e6, Server: e.Server, Score: n.score(e, rtt, ok), Self: e.ID == n.cfg.Self}
+		if !e.heard.IsZero() {
+			v.Age = now.Sub(e.heard)
+			v.AgeS = v.Age.Seconds()
+		}
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b PeerView) int { return cmpID(a.ID, b.ID) })
+	return out
+}
+
+func cmpID(a, b ID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
