@@ -43,3 +43,35 @@ func BenchmarkHandleCached1K(b *testing.B) {
 		}
 	}
 }
+
+// TestHandleCachedNoAlloc: a cached GET, with and without a site rule, a
+// precompressed variant and virtual hosts, allocates nothing per request.
+func TestHandleCachedNoAlloc(t *testing.T) {
+	root := t.TempDir()
+	site := filepath.Join(root, "a.example")
+	os.MkdirAll(site, 0o755)
+	os.WriteFile(filepath.Join(site, "f.css"), bytes.Repeat([]byte("x"), 1024), 0o644)
+	os.WriteFile(filepath.Join(site, "f.css.gz"), bytes.Repeat([]byte("z"), 100), 0o644)
+	os.WriteFile(filepath.Join(site, SiteFile), []byte("[[headers]]\nmatch = \"*.css\"\nexpires = \"1h\"\n"), 0o644)
+	srv, err := New(Config{Root: root, VHosts: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(t.Context())
+	c := newConn(srv, discardConn{})
+	now := time.Now()
+	for _, req := range []string{
+		"GET /f.css HTTP/1.1\r\nHost: a.example\r\n\r\n",
+		"GET /f.css HTTP/1.1\r\nHost: A.Example:80\r\nAccept-Encoding: gzip, br\r\n\r\n",
+		"GET /f.css HTTP/1.1\r\nHost: a.example\r\nRange: bytes=0-9\r\nIf-Match: *\r\n\r\n",
+	} {
+		run := func() {
+			c.r, c.w = 0, copy(c.buf, req)
+			c.process(now)
+		}
+		run() // fills the cache and the variant index
+		if n := testing.AllocsPerRun(200, run); n != 0 {
+			t.Errorf("%q: %v allocations per request", req, n)
+		}
+	}
+}
