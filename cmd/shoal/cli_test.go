@@ -80,6 +80,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"up", "--path", "nope"}, 1, "", "want one of relay, redirect, passfd, hybrid, repair"},
 		{[]string{"front", "--nodes", "http://127.0.0.1:1", "--path", "nope"}, 1, "", "want one of relay, redirect, passfd, hybrid, repair"},
 		{[]string{"node", "--root", dir, "--cache-mb", "-1"}, 1, "", "sizes cannot be negative"},
+		{[]string{"compress"}, 1, "", "want exactly one DIR"},
+		{[]string{"compress", "--gzip-level", "12", dir}, 1, "", "gzip level 12 not in 1..9"},
 	}
 	for _, c := range cases {
 		out, errOut, code := shoal(t, c.args...)
@@ -100,7 +102,7 @@ func TestCommandLine(t *testing.T) {
 
 // Help text speaks to users: paper and spec references belong in docs/.
 func TestHelpHasNoPaperReferences(t *testing.T) {
-	for _, args := range [][]string{{"node"}, {"front"}, {"up"}, {"sim"}, {"trace", "stats"}, {"trace", "gen"},
+	for _, args := range [][]string{{"node"}, {"front"}, {"up"}, {"sim"}, {"compress"}, {"trace", "stats"}, {"trace", "gen"},
 		{"bench", "http"}, {"bench", "tcp"}, {"bench", "sink"}, {"bench", "l4front"}, {"lab", "up"}} {
 		out, _, _ := shoal(t, append(args, "--help")...)
 		for _, bad := range []string{"seed 0", "SPEC", "§"} {
@@ -118,5 +120,28 @@ func TestUpHelpListsPolicies(t *testing.T) {
 		if !strings.Contains(out, p) {
 			t.Errorf("shoal up --help does not name policy %q", p)
 		}
+	}
+}
+
+// TestMultiSiteTrace: a generated three-site log (trace gen --sites) is
+// summarised per site by trace stats and replayed by the simulator with
+// site + path keys (every request replayed, none skipped).
+func TestMultiSiteTrace(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "ms.log")
+	if _, errOut, code := shoal(t, "trace", "gen", "--sites", "3", "--files", "300", "--requests", "3000", "--out", f); code != 0 {
+		t.Fatalf("trace gen: %d %s", code, errOut)
+	}
+	out, errOut, code := shoal(t, "trace", "stats", f)
+	if code != 0 {
+		t.Fatalf("trace stats: %d %s", code, errOut)
+	}
+	for _, want := range []string{"requests                    3000", "site1.example", "site2.example", "site3.example"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trace stats lacks %q:\n%s", want, out)
+		}
+	}
+	out, errOut, code = shoal(t, "sim", "--trace", f, "--policies", "wrr,lard", "--nodes", "2")
+	if code != 0 || !strings.Contains(out+errOut, "3000 requests replayed per run (0 skipped") {
+		t.Fatalf("sim: %d\n%s\n%s", code, out, errOut)
 	}
 }

@@ -55,6 +55,7 @@ var frontFlagKeys = map[string]string{
 	"publish-fetch-url": "publish_fetch_url",
 	"tls-cert":          "tls.cert",
 	"tls-key":           "tls.key",
+	"vhosts":            "vhosts",
 }
 
 // nodeFlagKeys maps each `shoal node` flag to its key.
@@ -78,6 +79,10 @@ var nodeFlagKeys = map[string]string{
 	"publish-dir":      "publish_dir",
 	"admin-token-file": "admin_token_file",
 	"watch":            "watch",
+	"max-ranges":       "max_ranges",
+	"no-precompressed": "no_precompressed",
+	"vhosts":           "vhosts",
+	"alias":            "aliases",
 	"repair-key-file":  "repair.key_file",
 	"repair-listen":    "repair.listen",
 	"repair-max-conns": "repair.max_conns",
@@ -120,6 +125,9 @@ func nodeFileFlags(n config.NodeServer) map[string]string {
 		"publish-dir":      n.PublishDir,
 		"admin-token-file": n.AdminTokenFile,
 		"watch":            strconv.FormatBool(n.Watch),
+		"max-ranges":       strconv.Itoa(n.MaxRanges),
+		"no-precompressed": strconv.FormatBool(n.NoPrecompressed),
+		"vhosts":           strconv.FormatBool(n.VHosts),
 		"repair-key-file":  n.Repair.KeyFile,
 		"repair-listen":    n.Repair.Listen,
 		"repair-max-conns": strconv.Itoa(n.Repair.MaxConns),

@@ -25,6 +25,7 @@ import (
 	"shoal/internal/policy"
 	"shoal/internal/publish"
 	"shoal/internal/sysmon"
+	"shoal/internal/vhost"
 )
 
 func init() {
@@ -56,6 +57,7 @@ func runFront(args []string) error {
 	tlsf := addTLSFlags(fs)
 	health := fs.Duration("health-interval", def.Health.Interval.Duration, "active health check interval on /.shoal/status (0: off, for non-shoal back-ends)")
 	sysmonIdle := fs.Bool("sysmon-idle", *def.SysmonIdle, "run Go's monitor thread at SCHED_IDLE so its wake-ups do not preempt the relay (Linux)")
+	vhostList := fs.String("vhosts", "", "comma-separated site host names: key tables and metrics by site + path (nodes run with --vhosts)")
 	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
 	accessLog := fs.String("access-log", def.AccessLog, "access log file, - for stdout (default off)")
 	accessLogFormat := fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", ")+
@@ -109,6 +111,14 @@ func runFront(args []string) error {
 		}
 		if set["admin"] || *cfgFile == "" {
 			fc.Admin = *adminAddr
+		}
+		if set["vhosts"] || *cfgFile == "" {
+			fc.VHosts = nil
+			for _, h := range strings.Split(*vhostList, ",") {
+				if h = strings.TrimSpace(h); h != "" {
+					fc.VHosts = append(fc.VHosts, h)
+				}
+			}
 		}
 		if set["admin-token-file"] || *cfgFile == "" {
 			fc.AdminTokenFile = *adminToken
@@ -263,8 +273,20 @@ func runFront(args []string) error {
 		metrics = admin.NewMetrics(cl, fc.Policy)
 		observer = metrics
 	}
+	var vm *vhost.Map
+	if len(fc.VHosts) > 0 && fc.Path == "redirect" {
+		// A 302 to the node's own address loses the Host, so the node
+		// could not tell the sites apart.
+		return errors.New("vhosts with path redirect: the redirect names the node's address, not the site; use relay, passfd, hybrid or repair")
+	}
+	if len(fc.VHosts) > 0 {
+		if vm, err = vhost.New(vhost.Config{Sites: fc.VHosts, Aliases: fc.VHostAliases}); err != nil {
+			return err
+		}
+	}
 	mk := func(fc config.Front) (*front.Server, error) {
 		return front.New(cl, front.Config{
+			VHosts:         vm,
 			MaxHeadBytes:   fc.Limits.MaxHeaderBytes,
 			HeaderTimeout:  fc.Limits.HeaderTimeout.Duration,
 			IdleTimeout:    fc.Limits.IdleTimeout.Duration,

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"shoal/internal/config"
@@ -37,7 +38,7 @@ func addPassFDFrontFlags(fs *flag.FlagSet, def config.Front) *passfdFrontFlags {
 		cpu:    fs.Float64("hybrid-cpu", 30, "--path hybrid: hand off while the front's CPU is above this percent of one core (negative: off)"),
 		conns:  fs.Int64("hybrid-conns", 130, "--path hybrid: hand off while more client connections than this are open (negative: off)"),
 		sizeKB: fs.Int64("hybrid-size-kb", 100, "--path hybrid: hand off objects of at least this many KiB (negative: off; sizes come from the nodes' size index, or --site)"),
-		site:   fs.String("site", "", "--path hybrid: the nodes' site root on this host, whose URL table gives object sizes"),
+		site:   fs.String("site", "", "--path hybrid: the nodes' site root on this host, whose URL table gives object sizes (with --vhosts, the folder of site folders)"),
 	}
 }
 
@@ -59,6 +60,11 @@ func (pf *passfdFrontFlags) dataPath(path string, health time.Duration, fc confi
 		}
 		pf.sizes = st
 		hc.Size = func(url string) int64 {
+			if !strings.HasPrefix(url, "/") {
+				// With vhosts the key is site + path, and --site the
+				// folder of site folders: the file is at /site/path.
+				url = "/" + url
+			}
 			e, err := st.Lookup(url)
 			if err != nil || e.IsDir {
 				return -1

@@ -8,7 +8,7 @@ import (
 // TestEveryCommandHasHelp runs each registered command with --help: it must
 // print its usage and return without error (flag parsing only, no work).
 func TestEveryCommandHasHelp(t *testing.T) {
-	want := []string{"bench", "front", "lab", "node", "sim", "trace", "up"}
+	want := []string{"bench", "compress", "front", "lab", "node", "sim", "trace", "up"}
 	for _, name := range want {
 		if _, ok := commands[name]; !ok {
 			t.Errorf("command %q is not registered", name)

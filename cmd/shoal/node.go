@@ -36,6 +36,11 @@ func runNode(args []string) error {
 	idleTO := fs.Duration("idle-timeout", def.IdleTimeout.Duration, "limit for an idle keep-alive connection")
 	maxConns := fs.Int("max-conns", def.MaxConns, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)")
 	sendTO := fs.Duration("send-timeout", def.SendTimeout.Duration, "close a connection whose client takes no response bytes for this long")
+	maxRanges := fs.Int("max-ranges", def.MaxRanges, "a request for more byte ranges gets the whole file")
+	vhosts := fs.Bool("vhosts", def.VHosts, "DIR holds one folder per host name (DIR/example.com/, DIR/_default/ for other hosts)")
+	var aliases aliasFlag
+	fs.Var(&aliases, "alias", "with --vhosts: NAME=SITE serves host NAME from DIR/SITE (repeatable)")
+	noPre := fs.Bool("no-precompressed", def.NoPrecompressed, "never serve name.br / name.gz in place of name (see 'shoal compress')")
 	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
 	trusted := fs.String("trusted-fronts", "", "comma-separated addresses or CIDRs of fronts whose X-Forwarded-For names the client in the access log (default: none)")
 	logHealth := fs.Bool("log-health", false, "also log the front's health checks (GET /.shoal/status) in the access log")
@@ -63,6 +68,9 @@ func runNode(args []string) error {
 		if err := applyFile(fs, nodeFileFlags(nc)); err != nil { // configkeys.go
 			return err
 		}
+		if aliases.m == nil { // --alias given: the command line's list wins
+			aliases.m = nc.Aliases
+		}
 	}
 	if *root == "" {
 		fs.Usage()
@@ -89,19 +97,23 @@ func runNode(args []string) error {
 		}
 	}
 	cfg := node.Config{
-		Root:          *root,
-		CacheBytes:    *cacheMB << 20,
-		CachePolicy:   *policy,
-		MaxObject:     *maxKB << 10,
-		ReadTimeout:   *readTO,
-		IdleTimeout:   *idleTO,
-		WriteTimeout:  *sendTO,
-		MaxConns:      *maxConns,
-		Logger:        logger,
-		TrustedFronts: fronts,
-		LogHealth:     *logHealth,
-		PublishToken:  publishToken,
-		PublishDir:    *publishDir,
+		Root:            *root,
+		CacheBytes:      *cacheMB << 20,
+		CachePolicy:     *policy,
+		MaxObject:       *maxKB << 10,
+		ReadTimeout:     *readTO,
+		IdleTimeout:     *idleTO,
+		WriteTimeout:    *sendTO,
+		MaxConns:        *maxConns,
+		Logger:          logger,
+		TrustedFronts:   fronts,
+		LogHealth:       *logHealth,
+		PublishToken:    publishToken,
+		PublishDir:      *publishDir,
+		MaxRanges:       *maxRanges,
+		NoPrecompressed: *noPre,
+		VHosts:          *vhosts,
+		Aliases:         aliases.m,
 	}
 	// SIGHUP must not kill the node while it starts; once the signal loop
 	// below takes it, it rescans --root.
@@ -214,4 +226,21 @@ func parsePrefixes(list string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return out, nil
+}
+
+// aliasFlag collects --alias NAME=SITE.
+type aliasFlag struct{ m map[string]string }
+
+func (a *aliasFlag) String() string { return "" }
+
+func (a *aliasFlag) Set(v string) error {
+	name, site, ok := strings.Cut(v, "=")
+	if !ok || name == "" || site == "" {
+		return fmt.Errorf("want NAME=SITE, got %q", v)
+	}
+	if a.m == nil {
+		a.m = map[string]string{}
+	}
+	a.m[name] = site
+	return nil
 }

@@ -94,6 +94,12 @@ func traceStats(args []string) error {
 	fmt.Fprintf(tw, "bytes for 90 %% of requests\t%s\n", mib(s.Cover90))
 	fmt.Fprintf(tw, "bytes for 95 %% of requests\t%s\n", mib(s.Cover95))
 	fmt.Fprintf(tw, "bytes for 99 %% of requests\t%s\n", mib(s.Cover99))
+	if len(s.Sites) > 0 {
+		fmt.Fprintf(tw, "\nsite\trequests\tunique URLs\ttransferred\n")
+		for _, sc := range s.Sites {
+			fmt.Fprintf(tw, "%s\t%d %s\t%d\t%s\n", sc.Site, sc.Requests, pct(sc.Requests, s.Requests), sc.UniqueURLs, mib(sc.TransferredBytes))
+		}
+	}
 	return tw.Flush()
 }
 
@@ -108,12 +114,16 @@ func traceGen(args []string) error {
 	fs.Int64Var(&s.MeanSize, "mean-size", 11000, "mean of the lognormal size body, bytes")
 	fs.Float64Var(&s.TailFraction, "tail", 0.07, "share of files in the Pareto tail (< 1)")
 	fs.Float64Var(&s.Rate, "rate", 100, "mean requests per second (timestamps)")
+	fs.IntVar(&s.Sites, "sites", 0, "spread the files over N virtual hosts (site1.example ...), written as a first field; 0 = one site")
 	out := fs.String("out", "-", "output file (- = stdout)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if s.Sites < 0 {
+		return fmt.Errorf("--sites %d: want 0 or more", s.Sites)
 	}
 	if s.Files <= 0 || s.Requests <= 0 || s.Alpha <= 0 || s.MeanSize <= 0 || s.Rate <= 0 || s.TailFraction <= 0 {
 		return errors.New("--files, --requests, --alpha, --mean-size, --tail and --rate must be positive")

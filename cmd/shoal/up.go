@@ -41,6 +41,7 @@ func runUp(args []string) error {
 	path := fs.String("path", "relay", "data path: relay (all in one process), redirect (302 to the node's own URL), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
 		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
+	fs.BoolVar(&c.VHosts, "vhosts", false, "serve several sites by Host: two sample sites (a.localhost, b.localhost), or --site as a folder of site folders; relay or passfd path")
 	fs.DurationVar(&c.SendTimeout, "send-timeout", 60*time.Second, "close a client that takes no response bytes for this long (nginx send_timeout)")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "open client connections at the front; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
@@ -63,6 +64,9 @@ func runUp(args []string) error {
 	}
 	if c.TLS && *path == "repair" {
 		return errors.New("--tls with --path repair: the repair path cannot move a TLS connection (no kTLS), so it would relay every request; use --path relay")
+	}
+	if c.VHosts && *path != "relay" && *path != "passfd" {
+		return fmt.Errorf("--vhosts with --path %s: virtual hosts work with --path relay or passfd so far", *path)
 	}
 	if c.Nodes < 1 || c.CacheMB < 0 {
 		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)

@@ -238,6 +238,18 @@ type Metrics struct {
 	refused   *prometheus.CounterVec
 	front     atomic.Pointer[func() front.Stats]
 	series    sync.Map // seriesKey → *series
+	// siteReqs counts requests per site (front.Config.VHosts) and status
+	// class; its label values are bounded by the configured sites, since
+	// the front maps every other host to "_default".
+	siteReqs       *prometheus.CounterVec
+	siteBytes      *prometheus.CounterVec
+	siteSeries     sync.Map // siteKey → prometheus.Counter
+	siteByteSeries sync.Map // site → prometheus.Counter
+}
+
+type siteKey struct {
+	site  string
+	class int
 }
 
 // WatchFront exports the front's own counters (requests per data path,
@@ -273,7 +285,11 @@ func NewMetrics(cl *cluster.Cluster, policyName string) *Metrics {
 	for _, r := range refusedReasons {
 		m.refused.WithLabelValues(r) // every reason shows, at 0 until it happens
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.decisions, m.retries, m.health, m.refused,
+	m.siteReqs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_site_requests_total",
+		Help: "Requests by site (virtual host; \"_default\" for hosts that are no configured site) and status class; only with virtual hosts."}, []string{"site", "code"})
+	m.siteBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_site_sent_bytes_total",
+		Help: "Bytes the front sent to clients (heads and bodies) by site; a handed-off connection's bytes go from the node and are not counted. Only with virtual hosts."}, []string{"site"})
+	m.reg.MustRegister(m.siteReqs, m.siteBytes, m.requests, m.latency, m.decisions, m.retries, m.health, m.refused,
 		&nodeCollector{cl: cl}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	cl.OnChange(func(e cluster.Event) { m.health.WithLabelValues(strconv.Itoa(e.Node), e.Kind).Inc() })
 	return m
@@ -302,6 +318,25 @@ func (m *Metrics) Observe(o front.Observation) {
 	}
 	if o.Retried {
 		m.retries.Inc()
+	}
+	if o.Site != "" {
+		sk := siteKey{o.Site, class}
+		c, ok := m.siteSeries.Load(sk)
+		if !ok {
+			code := "none"
+			if class > 0 {
+				code = strconv.Itoa(class) + "xx"
+			}
+			c, _ = m.siteSeries.LoadOrStore(sk, m.siteReqs.WithLabelValues(o.Site, code))
+		}
+		c.(prometheus.Counter).Inc()
+		if o.Bytes > 0 {
+			b, ok := m.siteByteSeries.Load(o.Site)
+			if !ok {
+				b, _ = m.siteByteSeries.LoadOrStore(o.Site, m.siteBytes.WithLabelValues(o.Site))
+			}
+			b.(prometheus.Counter).Add(float64(o.Bytes))
+		}
 	}
 }
 

@@ -196,3 +196,28 @@ func TestRepairMetrics(t *testing.T) {
 		t.Error("/metrics reports repair counters without the repair path")
 	}
 }
+
+// TestSiteMetrics: with virtual hosts the front reports each request's
+// site, and /metrics counts them per site and status class.
+func TestSiteMetrics(t *testing.T) {
+	cl, srv := setup(t)
+	m := NewMetrics(cl, "table")
+	srv.Config.Handler = New(cl, m)
+	m.Observe(front.Observation{Node: 0, Path: "relay", Status: 200, Site: "a.example", Bytes: 1000})
+	m.Observe(front.Observation{Node: 0, Path: "relay", Status: 200, Site: "a.example", Bytes: 500})
+	m.Observe(front.Observation{Node: 1, Path: "relay", Status: 404, Site: "_default"})
+	m.Observe(front.Observation{Node: 1, Path: "relay", Status: 200}) // no vhosts: no site series
+	_, body := call(t, "GET", srv.URL+"/metrics", "")
+	for _, want := range []string{
+		`shoal_site_requests_total{code="2xx",site="a.example"} 2`,
+		`shoal_site_requests_total{code="4xx",site="_default"} 1`,
+		`shoal_site_sent_bytes_total{site="a.example"} 1500`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Count(body, "shoal_site_requests_total{") != 2 {
+		t.Errorf("site series: %d, want 2", strings.Count(body, "shoal_site_requests_total{"))
+	}
+}

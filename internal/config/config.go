@@ -121,6 +121,14 @@ type Front struct {
 	// client's server name (SNI), the first for clients that send none.
 	// Default none: plain HTTP. The handoff paths relay TLS connections.
 	TLS []TLSCert `toml:"tls"`
+	// VHosts lists the sites (host names) of a multi-site cluster: the
+	// policies' tables and /metrics are keyed by site + path, and hosts not
+	// listed share "_default", which bounds them (internal/vhost). Nodes
+	// run with --vhosts. Default empty: one site, keys are paths.
+	VHosts []string `toml:"vhosts"`
+	// VHostAliases maps other host names to a site of VHosts
+	// ("www.example.com" = "example.com"). Default none.
+	VHostAliases map[string]string `toml:"vhost_aliases"`
 }
 
 // TLSCert is one certificate chain and its private key, PEM files.

@@ -168,6 +168,9 @@ func TestNodeTemplateIsDefaults(t *testing.T) {
 	if len(n.TrustedFronts) == 0 {
 		n.TrustedFronts = nil // the template's [] decodes as an empty list
 	}
+	if len(n.Aliases) == 0 {
+		n.Aliases = nil // and its empty [aliases] table as an empty map
+	}
 	if !reflect.DeepEqual(n, d) {
 		t.Errorf("template and defaults differ:\n%+v\n%+v", n, d)
 	}
@@ -201,5 +204,15 @@ func TestFrontHybridRepairKeys(t *testing.T) {
 		if _, err := ParseFront("f.toml", []byte(c.file)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.file, err, c.want)
 		}
+	}
+}
+
+func TestVHostKeys(t *testing.T) {
+	f, err := ParseFront("vh.toml", []byte("vhosts = [\"a.example\", \"b.example\"]\n[vhost_aliases]\n\"www.a.example\" = \"a.example\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.VHosts) != 2 || f.VHosts[1] != "b.example" || f.VHostAliases["www.a.example"] != "a.example" {
+		t.Fatalf("vhosts %v aliases %v", f.VHosts, f.VHostAliases)
 	}
 }

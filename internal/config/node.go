@@ -63,6 +63,18 @@ type NodeServer struct {
 	// AdminTokenFile holds the cluster's admin token, which a publish must
 	// carry. Default "".
 	AdminTokenFile string `toml:"admin_token_file"`
+	// MaxRanges bounds the byte ranges one request may ask for; more get
+	// the whole file. Default 200 (node.DefaultMaxRanges).
+	MaxRanges int `toml:"max_ranges"`
+	// NoPrecompressed stops serving name.br / name.gz in place of name.
+	// Default false.
+	NoPrecompressed bool `toml:"no_precompressed"`
+	// VHosts makes Root a folder of sites, one per host name
+	// (ROOT/example.com/, ROOT/_default/). Default false.
+	VHosts bool `toml:"vhosts"`
+	// Aliases maps other host names to a site folder ("www.example.com" =
+	// "example.com"); only with VHosts. Default none.
+	Aliases map[string]string `toml:"aliases"`
 	// Watch serves changes to Root as they happen, for a single node (a
 	// cluster publishes). Default false.
 	Watch bool `toml:"watch"`
@@ -92,6 +104,7 @@ func DefaultNode() NodeServer {
 		ReadTimeout:     Duration{node.DefaultReadTimeout},
 		IdleTimeout:     Duration{node.DefaultIdleTimeout},
 		SendTimeout:     Duration{node.DefaultWriteTimeout},
+		MaxRanges:       node.DefaultMaxRanges,
 		LogLevel:        "info",
 		LogFormat:       "text",
 		ShutdownTimeout: Duration{DefaultShutdownTimeout},
@@ -124,11 +137,17 @@ shutdown_timeout = "30s"       # on SIGTERM, how long requests in flight may fin
 publish_dir = ""               # accept published site versions inside this absolute folder; "" off
 admin_token_file = ""          # the cluster's admin token, which a publish must carry
 watch = false                  # serve changes to root as they happen (single node)
+max_ranges = 200               # a request for more byte ranges gets the whole file
+no_precompressed = false       # never serve name.br / name.gz in place of name
+vhosts = false                 # root holds one folder per host name (root/example.com/, root/_default/)
 
 [repair]                       # the repair path's handoff port (needs CAP_NET_ADMIN, the VIP on lo)
 key_file = ""                  # HMAC key shared with the front
 listen = ""                    # e.g. "10.0.0.11:7070"; "" off
 max_conns = 16                 # control connections held at once (the oldest unauthenticated one is evicted)
+
+[aliases]                      # with vhosts: other host names served from a site's folder
+# "www.example.com" = "example.com"
 `
 
 // LoadNode reads and validates a node configuration file; keys the file

@@ -43,6 +43,10 @@ publish_fetch_url = ""         # nodes on other hosts fetch versions from this a
 sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
 handoff_dir = ""               # passfd/hybrid: node handoff sockets must be in this folder ("": $TMPDIR or /tmp)
 handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1: the front's own uid)
+# vhosts = ["example.com", "example.org"]   # many sites: tables and metrics keyed by site + path
+#                                           # (nodes run with --vhosts); other hosts share "_default"
+# [vhost_aliases]                           # other names of a site
+# "www.example.com" = "example.com"
 
 # HTTPS: one [[tls]] table per certificate (PEM files); the front then serves
 # TLS 1.2+ on listen and picks the certificate by the client's server name

@@ -37,12 +37,16 @@ var webTypes = map[string]string{
 }
 
 // contentType maps a file extension to its Content-Type: the pinned web
-// types first, then mime.TypeByExtension, then DefaultContentType.
+// types first, then nginx's mime.types (mimetypes.go), then
+// mime.TypeByExtension, then DefaultContentType.
 func contentType(ext string) string {
 	if ext == "" {
 		return DefaultContentType
 	}
 	if t, ok := webTypes[strings.ToLower(ext)]; ok {
+		return t
+	}
+	if t, ok := nginxTypes[strings.ToLower(ext)]; ok {
 		return t
 	}
 	if t := mime.TypeByExtension(ext); t != "" {

@@ -46,7 +46,9 @@ type clientConn struct {
 	now    int64
 	rdl    deadline
 	wdl    deadline
-	url    string // last request path, reused while it repeats
+	url    string // last request's content key, reused while it repeats
+	vh     vhostState
+	sent   int64 // bytes written to the client for the current request (Observation.Bytes)
 	tokens [][]byte
 	// pathName/pathCtr cache the last data path's counter.
 	pathName string
@@ -287,10 +289,9 @@ func (cc *clientConn) handle() Result {
 	if req.IsMethod("CONNECT") {
 		return cc.finish(Result{Status: cc.writeError(501, true), Close: true}, nil, "", false, start)
 	}
-	if p := req.Path(); string(p) != cc.url {
-		cc.url = string(p)
-	}
-	if internalURL(cc.url) { // the nodes' /.shoal/ space is not public
+	cc.sent = 0
+	cc.setKey(req)                                   // cc.url: the path, or site + path with VHosts (vhost.go)
+	if internalKey(cc.url, cc.s.cfg.VHosts != nil) { // the nodes' /.shoal/ space is not public
 		closeConn := req.Close || req.HasBody()
 		return cc.finish(Result{Status: cc.writeError(404, closeConn), Close: closeConn}, nil, "", false, start)
 	}
@@ -368,7 +369,7 @@ func (cc *clientConn) finish(res Result, b *cluster.Backend, path string, retrie
 		cc.writeLog(res, b, path, retried, end)
 	}
 	if o != nil {
-		ob := Observation{Node: -1, Path: path, Status: res.Status, Retried: retried, Elapsed: end.Sub(start)}
+		ob := Observation{Node: -1, Path: path, Status: res.Status, Retried: retried, Elapsed: end.Sub(start), Site: cc.vh.site, Bytes: cc.sent}
 		if b != nil {
 			ob.Node, ob.NodeURL = b.Index, b.URL
 		}
@@ -411,6 +412,7 @@ func (cc *clientConn) writeError(status int, close bool) int {
 	cc.wdl.setWrite(cc.c, cc.now, s.cfg.WriteTimeout)
 	n, _ := cc.c.Write(out)
 	s.ctr.bytesOut.Add(uint64(n))
+	cc.sent += int64(n)
 	return status
 }
 
@@ -418,6 +420,7 @@ func (cc *clientConn) writeError(status int, close bool) int {
 func (cc *clientConn) write(b []byte) error {
 	n, err := cc.c.Write(b)
 	cc.s.ctr.bytesOut.Add(uint64(n))
+	cc.sent += int64(n)
 	return err
 }
 
@@ -436,6 +439,7 @@ func (cc *clientConn) writev(a, b []byte) error {
 	n, err := cc.bufs.WriteTo(cc.c)
 	cc.vec[0], cc.vec[1] = nil, nil
 	cc.s.ctr.bytesOut.Add(uint64(n))
+	cc.sent += n
 	return err
 }
 

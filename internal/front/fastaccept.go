@@ -55,6 +55,7 @@ type rawAccept struct {
 	// url caches the last path as a string while it repeats.
 	pr      policy.Request
 	url     string
+	vh      vhostState
 	pathCtr *atomic.Uint64
 }
 
@@ -254,10 +255,8 @@ func (ra *rawAccept) pick(data []byte) (id uint64, b *cluster.Backend, start tim
 		start = time.Now()
 	}
 	id = s.nextConn.Add(1)
-	if path := req.Path(); string(path) != ra.url {
-		ra.url = string(path)
-	}
-	if internalURL(ra.url) {
+	ra.url = contentKey(s.cfg.VHosts, req, ra.url, &ra.vh)
+	if internalKey(ra.url, s.cfg.VHosts != nil) {
 		return 0, nil, start // the normal path answers 404
 	}
 	ra.pr = policy.Request{URL: ra.url, Size: -1, Conn: id, Holder: -1}

@@ -36,6 +36,7 @@ import (
 	"shoal/internal/cluster"
 	"shoal/internal/httpwire"
 	"shoal/internal/policy"
+	"shoal/internal/vhost"
 )
 
 // Config tunes a Server. Zero fields take the documented defaults, chosen to
@@ -125,6 +126,13 @@ type Config struct {
 	AccessLog *AccessLog
 	// Log receives connection-level errors worth an operator's attention
 	// (accept failures). Default: discard.
+	// VHosts, when set, keys the policies' tables by site + path
+	// ("example.com/index.html") instead of the path, so one cluster serves
+	// many sites without their URLs colliding; the site comes from the Host
+	// header or an absolute-form target, and hosts that are not configured
+	// sites share the "_default" key space (vhost.Map), which bounds every
+	// table and metric. Nil (the default): keys are paths.
+	VHosts *vhost.Map
 	Logger *slog.Logger
 }
 
@@ -181,6 +189,8 @@ type Observation struct {
 	Status  int           // status sent to the client, 0 if none
 	Retried bool          // the request was retried on another node
 	Elapsed time.Duration // from head parsed to response done
+	Site    string        // the request's site with Config.VHosts, else ""
+	Bytes   int64         // bytes the front wrote to the client (head and body; 0 after a handoff)
 }
 
 // Observer receives per-request observations; the metrics engineer

@@ -400,8 +400,9 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 		return false
 	}
 	start := time.Now()
-	pr := policy.Request{URL: string(req.Path()), Size: -1, Conn: r.Header.Conn, Holder: int(r.Header.Node)}
-	if internalURL(pr.URL) {
+	var vh vhostState
+	pr := policy.Request{URL: contentKey(s.cfg.VHosts, &req, "", &vh), Size: -1, Conn: r.Header.Conn, Holder: int(r.Header.Node)}
+	if internalKey(pr.URL, s.cfg.VHosts != nil) {
 		return false // the slow path answers 404
 	}
 	d, b := s.cl.Pick(&pr)

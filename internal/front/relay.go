@@ -386,6 +386,7 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 	}
 	s.ctr.bytesOut.Add(uint64(n))
 	cc.log.body += n
+	cc.sent += n
 	status := resp.Status // nc (and resp in it) belongs to the pool after put
 	if err != nil || !nodeReuse || nc.in.len() != 0 {
 		nc.c.Close()

@@ -32,6 +32,8 @@ func StatusText(code int) string {
 		return "Request Timeout"
 	case 413:
 		return "Content Too Large"
+	case 412:
+		return "Precondition Failed"
 	case 416:
 		return "Range Not Satisfiable"
 	case 431:
@@ -199,7 +201,7 @@ type RangeKind int
 const (
 	RangeNone          RangeKind = iota // absent, not bytes, or syntactically invalid: ignore, send 200
 	RangeSingle                         // one satisfiable range: send 206
-	RangeMulti                          // several ranges: shoal sends 200 with the full body (no multipart)
+	RangeMulti                          // several ranges: multipart/byteranges (ParseRanges; ParseRange reports only the kind)
 	RangeUnsatisfiable                  // valid syntax, no range overlaps the body: send 416
 )
 

@@ -21,11 +21,16 @@
 // connection handed over by a front (the front refuses /.shoal/ from its
 // clients too).
 //
+// HTTP semantics follow RFC 9110 and, where it leaves a choice, nginx 1.22
+// (the server shoal replaces; checked by the differential test against a
+// real nginx): preconditions in §13.2.2's order (precond.go), ranges parsed
+// and refused as nginx's range filter does, several ranges answered with
+// multipart/byteranges (ranges.go), and precompressed "name.br" / "name.gz"
+// served as nginx's brotli_static and gzip_static (encoding.go).
+//
 // Deliberate limits: request bodies are not read (a GET/HEAD with a body small
 // enough to be already buffered is skipped, otherwise the connection closes
-// after the response); multi-range requests get a 200 with the full body
-// instead of multipart/byteranges (RFC 9110 §14.2 allows ignoring Range);
-// If-Range is honoured only as an exact strong ETag match.
+// after the response).
 package node
 
 import (
@@ -104,6 +109,29 @@ type Config struct {
 	// is not this node's; the status report says so and the front reads
 	// the node's own busy time as its load instead. Default false.
 	SharedProcess bool
+	// MaxRanges bounds the ranges one request may ask for; a request for
+	// more gets the whole file with 200, as nginx answers a set beyond its
+	// max_ranges. Default 200 (Apache httpd's MaxRanges; nginx has no limit
+	// unless configured). Ranges are also refused (200) when their lengths
+	// add up to more than the file, as nginx does.
+	MaxRanges int
+	// NoPrecompressed stops serving "name.br" / "name.gz" in place of
+	// "name" to clients that accept the coding (encoding.go). Default false:
+	// variants are served when present, like nginx's gzip_static and
+	// brotli_static turned on.
+	NoPrecompressed bool
+	// VHosts makes Root a folder of sites, one per host name
+	// (ROOT/example.com/...), picked by the Host header or an absolute-form
+	// target; ROOT/_default answers other hosts. Cache keys become site +
+	// path (vhosts.go). Default false: Root is the one site.
+	VHosts bool
+	// Aliases maps other host names to a site folder's name
+	// ("www.example.com" = "example.com"); only with VHosts.
+	Aliases map[string]string
+	// Site holds the site's rules (caching headers, error pages, listings,
+	// MIME overrides; site.go). Nil reads Root/.shoal.toml when it exists,
+	// else no rules: no listings, built-in error texts and types.
+	Site *SiteRules
 	// ServerName is sent in the Server header. Default "shoal".
 	ServerName string
 	// MaxConns caps the client connections open at once, handed-off ones
@@ -122,6 +150,7 @@ const (
 	DefaultReadTimeout  = 10 * time.Second
 	DefaultIdleTimeout  = 60 * time.Second
 	DefaultWriteTimeout = 60 * time.Second
+	DefaultMaxRanges    = 200
 )
 
 func (c *Config) withDefaults() {
@@ -145,6 +174,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.MaxRanges <= 0 {
+		c.MaxRanges = DefaultMaxRanges
 	}
 	if c.ServerName == "" {
 		c.ServerName = "shoal"

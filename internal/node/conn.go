@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -54,6 +55,12 @@ type conn struct {
 	buf  []byte // read buffer; requests are parsed in place
 	r, w int    // unparsed bytes are buf[r:w]
 	req  httpwire.Request
+	cond condFields // preconditions and Accept-Encoding of req (precond.go)
+
+	site    *vsite          // the site of the current request (vhosts.go)
+	hostBuf []byte          // its normalized host name
+	spans   []httpwire.Span // ranges of the current request (ranges.go)
+	scratch []byte          // names and keys built per request without allocating
 
 	out      []byte      // response bytes for the current batch
 	bufs     net.Buffers // segments for writev when large bodies are not copied
@@ -271,6 +278,7 @@ func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 func (c *conn) handle(now time.Time) bool {
 	req := &c.req
 	c.nreq++
+	c.site = nil
 	closeAfter := req.Close || c.s.draining.Load()
 	if req.HasBody() {
 		// Bodies are not used; skip one that is already buffered, else
@@ -309,16 +317,20 @@ func (c *conn) handle(now time.Time) bool {
 		c.serveBytes(200, "text/plain; charset=utf-8", "Cache-Control: no-store\r\n", c.s.sizes(), now, closeAfter, head)
 		return !closeAfter
 	}
-	tbl := c.s.store.Snapshot()
+	if !c.pickSite() {
+		c.simple(404, "", now, closeAfter, head, "no such site")
+		return !closeAfter
+	}
+	tbl := c.site.store.Snapshot()
 	e, err := tbl.Lookup(bstr(path))
 	if err != nil {
 		switch {
 		case errors.Is(err, content.ErrForbidden):
-			c.simple(403, "", now, closeAfter, head, "forbidden")
+			c.fail(tbl, 403, "forbidden", now, closeAfter, head)
 		case errors.Is(err, content.ErrBadPath):
 			c.simple(400, "", now, closeAfter, head, "bad path")
 		default:
-			c.simple(404, "", now, closeAfter, head, "not found")
+			c.fail(tbl, 404, "not found", now, closeAfter, head)
 		}
 		return !closeAfter
 	}
@@ -407,67 +419,83 @@ func (c *conn) logRequest(now time.Time, status int, bodyBytes int64) {
 	if len(c.req.Method) == 0 { // refused before the request line was parsed
 		method, target, proto = "-", "-", ""
 	}
+	vh := ""
+	if c.site != nil {
+		vh = c.site.name // with VHosts: nginx's "$host $remote_addr ..." layout
+	}
 	c.logLine = trace.AppendCLF(c.logLine, trace.Record{
-		Host: host, Time: now, Method: method, URL: target, Proto: proto, Status: status, Bytes: bodyBytes,
+		VHost: vh, Host: host, Time: now, Method: method, URL: target, Proto: proto, Status: status, Bytes: bodyBytes,
 	})
 }
 
 // serveFile answers GET/HEAD for a file of tbl: from the cache when it
-// fits, otherwise with sendfile. Files are opened with tbl.OpenFile, confined
-// to the root at open time, and before any response byte, so a file that
-// cannot be opened safely (swapped for a symlink or a FIFO since the scan)
-// gets a clean 404.
+// fits, otherwise with sendfile. It picks a precompressed variant
+// (encoding.go), evaluates preconditions (precond.go) and ranges
+// (ranges.go) against the representation it picked. Files are opened with
+// tbl.OpenFile, confined to the root at open time, and before any response
+// byte, so a file that cannot be opened safely (swapped for a symlink or a
+// FIFO since the scan) gets a clean 404.
 func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, closeAfter, head bool) bool {
+	req := &c.req
+	c.cond.scan(req.Headers)
+	sel, coding, vary := c.selectEncoding(tbl, e, c.cond.acceptEncoding)
+	ctype := c.site.rules.contentType(e)
+	var rule *headerRule
 	var o *object
-	if c.s.cache != nil && e.Size <= c.s.cfg.MaxObject {
-		if v, ok := c.s.cache.Get(e.URL); ok && v.etag == e.ETag {
-			o = v
+	if c.s.cache != nil && sel.Size <= c.s.cfg.MaxObject {
+		key := c.cacheKey(e, coding)
+		if v, ok := c.s.cache.Get(key); ok && v.etag == sel.ETag && v.vary == vary {
+			o, rule = v, v.rule
 		} else {
-			body, err := readSmall(tbl, e)
+			body, err := readSmall(tbl, sel)
 			if err != nil {
-				c.s.cfg.Logger.Warn("read file", "url", e.URL, "err", err)
+				c.s.cfg.Logger.Warn("read file", "url", sel.URL, "err", err)
 				c.simple(404, "", now, closeAfter, head, "not found")
 				return !closeAfter
 			}
-			o = newObject(c.s.cfg.ServerName, e, body)
-			c.s.cache.Add(e.URL, o, o.cost())
+			rule = c.site.rules.rule(e.URL)
+			o = buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
+			o.rule = rule
+			if coding != "" || c.site.name != "" {
+				key = strings.Clone(key) // a view of c.scratch until now
+			}
+			c.s.cache.Add(key, o, o.cost())
 		}
 	}
-	req := &c.req
+	if o == nil && c.site.rules.headers != nil {
+		rule = c.site.rules.rule(e.URL)
+	}
 	lastMod := ""
 	if o != nil {
 		lastMod = o.lastMod
 	} else {
-		lastMod = string(httpwire.AppendHTTPDate(nil, e.ModTime))
+		lastMod = string(httpwire.AppendHTTPDate(nil, sel.ModTime))
 	}
 
-	// Conditionals (RFC 9110 §13.2.2): If-None-Match wins over
-	// If-Modified-Since.
-	notModified := false
-	if req.IfNoneMatch != nil {
-		notModified = httpwire.MatchETag(req.IfNoneMatch, e.ETag)
-	} else if req.IfModifiedSince != nil {
-		if t, ok := httpwire.ParseHTTPDate(req.IfModifiedSince); ok {
-			notModified = !e.ModTime.Truncate(time.Second).After(t)
-		}
-	}
-	if notModified {
+	switch precondition(req, &c.cond, sel.ETag, sel.ModTime, now) {
+	case 412:
+		c.simple(412, "", now, closeAfter, head, "precondition failed")
+		return !closeAfter
+	case 304:
+		// RFC 9110 §15.4.5: the validators and Vary a 200 would carry;
+		// like nginx, no Content-Encoding or Accept-Ranges.
 		c.out = httpwire.AppendStatusLine(c.out, 304)
-		c.out = appendEntityHeaders(c.out, c.s.cfg.ServerName, e.ETag, lastMod)
+		c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, "", vary)
+		c.out = appendRule(c.out, rule, now)
 		c.finish(now, closeAfter)
 		c.logRequest(now, 304, 0)
 		return !closeAfter
 	}
 
-	first, last, kind := int64(0), e.Size-1, httpwire.RangeNone
-	if req.Range != nil && c.ifRangeOK(e.ETag, lastMod) {
-		first, last, kind = httpwire.ParseRange(req.Range, e.Size)
+	first, last, kind := int64(0), sel.Size-1, httpwire.RangeNone
+	if req.Range != nil && ifRangeOK(c.cond.ifRange, sel.ETag, sel.ModTime) {
+		c.spans, kind = httpwire.ParseRanges(req.Range, sel.Size, c.s.cfg.MaxRanges, c.spans)
 	}
 	var f *os.File // the file to sendfile from, opened before the head
-	if o == nil && !head && kind != httpwire.RangeUnsatisfiable && e.Size > 0 {
+	if o == nil && !head && kind != httpwire.RangeUnsatisfiable && sel.Size > 0 {
 		var err error
-		if f, err = tbl.OpenFile(e); err != nil {
-			c.s.cfg.Logger.Warn("open file", "url", e.URL, "err", err)
+		if f, err = tbl.OpenFile(sel); err != nil {
+			c.s.cfg.Logger.Warn("open file", "url", sel.URL, "err", err)
 			c.simple(404, "", now, closeAfter, head, "not found")
 			return !closeAfter
 		}
@@ -477,28 +505,35 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 		c.out = httpwire.AppendStatusLine(c.out, 416)
 		c.out = httpwire.AppendHeader(c.out, "Server", c.s.cfg.ServerName)
 		c.out = append(c.out, "Content-Range: bytes */"...)
-		c.out = appendInt(c.out, e.Size)
+		c.out = appendInt(c.out, sel.Size)
 		c.out = append(c.out, "\r\nContent-Length: 0\r\n"...)
 		c.finish(now, closeAfter)
 		c.logRequest(now, 416, 0)
 		return !closeAfter
+	case httpwire.RangeMulti:
+		return c.serveMultipart(o, f, sel, ctype, coding, vary, rule, lastMod, now, closeAfter, head)
 	case httpwire.RangeSingle:
+		// Like nginx, a 206 carries no Accept-Ranges (RFC 9110 §14.3
+		// makes it optional).
+		first, last = c.spans[0].Start, c.spans[0].End-1
 		c.out = httpwire.AppendStatusLine(c.out, 206)
-		c.out = httpwire.AppendHeader(c.out, "Content-Type", e.ContentType)
+		c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
 		c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", last-first+1)
-		c.out = httpwire.AppendContentRange(c.out, first, last, e.Size)
-		c.out = appendEntityHeaders(c.out, c.s.cfg.ServerName, e.ETag, lastMod)
+		c.out = httpwire.AppendContentRange(c.out, first, last, sel.Size)
+		c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
+		c.out = appendRule(c.out, rule, now)
 		c.finish(now, closeAfter)
-	default: // none or multi: the whole representation
-		first, last = 0, e.Size-1
+	default: // the whole representation
 		if o != nil {
 			c.out = append(c.out, o.head...)
 		} else {
 			c.out = httpwire.AppendStatusLine(c.out, 200)
-			c.out = httpwire.AppendHeader(c.out, "Content-Type", e.ContentType)
-			c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", e.Size)
-			c.out = appendEntityHeaders(c.out, c.s.cfg.ServerName, e.ETag, lastMod)
+			c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
+			c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", sel.Size)
+			c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
+			c.out = httpwire.AppendHeader(c.out, "Accept-Ranges", "bytes")
 		}
+		c.out = appendRule(c.out, rule, now)
 		c.finish(now, closeAfter)
 	}
 	status := 200
@@ -515,28 +550,10 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 	}
 	c.logRequest(now, status, length)
 	if o != nil {
-		body := o.body[first : last+1]
-		if len(body) <= inlineBody {
-			c.out = append(c.out, body...)
-		} else {
-			c.bufs = append(c.bufs, c.out[c.segStart:], body)
-			c.segStart = len(c.out)
-		}
+		c.appendBody(o.body[first : last+1])
 		return !closeAfter
 	}
 	return c.sendFile(f, first, length) && !closeAfter
-}
-
-// ifRangeOK reports whether a Range may be honoured: no If-Range, or an
-// If-Range equal to the current strong ETag or Last-Modified date.
-func (c *conn) ifRangeOK(etag, lastMod string) bool {
-	for _, h := range c.req.Headers {
-		if httpwire.EqualFold(h.Name, "if-range") {
-			v := bstr(h.Value)
-			return v == etag || v == lastMod
-		}
-	}
-	return true
 }
 
 func appendInt(dst []byte, n int64) []byte {

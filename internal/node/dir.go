@@ -27,9 +27,14 @@ func (c *conn) serveDir(tbl *content.Table, e *content.Entry, rawPath []byte, no
 	if idx, err := tbl.Lookup(idxURL); err == nil && !idx.IsDir {
 		return c.serveFile(tbl, idx, now, closeAfter, head)
 	}
+	if !c.site.rules.listing {
+		// As nginx with autoindex off: a directory without an index.
+		c.fail(tbl, 403, "directory listing is off", now, closeAfter, head)
+		return !closeAfter
+	}
 	kids, err := tbl.List(e.URL)
 	if err != nil {
-		c.simple(404, "", now, closeAfter, head, "not found")
+		c.fail(tbl, 404, "not found", now, closeAfter, head)
 		return !closeAfter
 	}
 	c.serveBytes(200, "text/html; charset=utf-8", "", listing(e.URL, kids), now, closeAfter, head)

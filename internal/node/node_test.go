@@ -349,8 +349,9 @@ func TestRange(t *testing.T) {
 		{"/hello.txt", "bytes=7-", 206, "world\n", "bytes 7-12/13"},
 		{"/hello.txt", "bytes=7-1000", 206, "world\n", "bytes 7-12/13"},
 		{"/hello.txt", "bytes=13-", 416, "", "bytes */13"},
-		{"/hello.txt", "bytes=0-1,3-4", 200, helloBody, ""}, // multi-range: full body
-		{"/hello.txt", "bytes=x-y", 200, helloBody, ""},     // invalid: ignored
+		{"/hello.txt", "bytes=0-1,2-4", 206, "hello", "bytes 0-4/13"}, // adjacent: coalesced
+		{"/hello.txt", "bytes=x-y", 416, "", "bytes */13"},            // invalid: refused, as nginx
+		{"/hello.txt", "bytes=0-9,0-9", 200, helloBody, ""},           // more bytes than the file: whole body, as nginx
 		{"/big.bin", "bytes=90-98", 206, big[90:99], "bytes 90-98/" + size},
 		{"/big.bin", "bytes=-9", 206, big[len(big)-9:], fmt.Sprintf("bytes %d-%d/%s", len(big)-9, len(big)-1, size)},
 		{"/big.bin", "bytes=700000-", 416, "", "bytes */" + size},
@@ -371,7 +372,7 @@ func TestRange(t *testing.T) {
 
 func TestTraversalNeverLeaks(t *testing.T) {
 	root, secret := site(t)
-	ts := start(t, root, nil)
+	ts := start(t, root, func(c *Config) { c.Site = &SiteRules{Listing: true} })
 	targets := []string{
 		"/../etc/passwd",
 		"/../../../../etc/passwd",
@@ -467,7 +468,13 @@ func TestTimeouts(t *testing.T) {
 
 func TestDirectories(t *testing.T) {
 	root, _ := site(t)
-	ts := start(t, root, nil)
+	// Listings are off by default, as nginx's autoindex: 403.
+	off := start(t, root, nil).dial(t)
+	off.send(get("/sub/"))
+	if r := off.read(false); r.status != 403 {
+		t.Fatalf("listing off: %d", r.status)
+	}
+	ts := start(t, root, func(c *Config) { c.Site = &SiteRules{Listing: true} })
 	c := ts.dial(t)
 	c.send(get("/sub"))
 	if r := c.read(false); r.status != 301 || r.h.Get("Location") != "/sub/" {

@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"shoal/internal/content"
-	"shoal/internal/httpwire"
 )
 
 // object is a cached file: the body and its 200 response head, prebuilt at
@@ -15,7 +14,10 @@ type object struct {
 	etag    string
 	lastMod string // IMF-fixdate of the entry's ModTime
 	ctype   string
-	head    []byte // "HTTP/1.1 200 OK\r\n...Accept-Ranges: bytes\r\n"
+	coding  string      // Content-Encoding of a precompressed variant, "" for identity
+	vary    bool        // the name has variants: responses carry Vary: Accept-Encoding
+	rule    *headerRule // the site's caching headers for the name, or nil (site.go)
+	head    []byte      // "HTTP/1.1 200 OK\r\n...Accept-Ranges: bytes\r\n"
 	body    []byte
 }
 
@@ -24,30 +26,9 @@ func (o *object) cost() int64 {
 	return int64(len(o.head) + len(o.body) + len(o.etag) + len(o.lastMod) + 64)
 }
 
-// appendEntityHeaders appends the headers shared by 200, 206 and 304
-// responses for a file.
-func appendEntityHeaders(dst []byte, server, etag, lastMod string) []byte {
-	dst = httpwire.AppendHeader(dst, "Server", server)
-	dst = httpwire.AppendHeader(dst, "ETag", etag)
-	dst = httpwire.AppendHeader(dst, "Last-Modified", lastMod)
-	return httpwire.AppendHeader(dst, "Accept-Ranges", "bytes")
-}
-
 // newObject builds the cacheable form of a file from its bytes.
 func newObject(server string, e *content.Entry, body []byte) *object {
-	o := &object{
-		etag:    e.ETag,
-		lastMod: string(httpwire.AppendHTTPDate(nil, e.ModTime)),
-		ctype:   e.ContentType,
-		body:    body,
-	}
-	h := make([]byte, 0, 256)
-	h = httpwire.AppendStatusLine(h, 200)
-	h = httpwire.AppendHeader(h, "Content-Type", o.ctype)
-	h = httpwire.AppendHeaderInt(h, "Content-Length", int64(len(body)))
-	h = appendEntityHeaders(h, server, o.etag, o.lastMod)
-	o.head = h
-	return o
+	return buildObject(server, e, e.ContentType, "", false, body)
 }
 
 // readSmall reads a whole file whose table size is e.Size, opened confined

@@ -14,6 +14,7 @@ import (
 	"shoal/internal/cache"
 	"shoal/internal/content"
 	"shoal/internal/httpwire"
+	"shoal/internal/vhost"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -44,8 +45,12 @@ type Server struct {
 	// nanoseconds they spent doing so (the node's own load, status.go).
 	inService atomic.Int64
 	busy      atomic.Int64
-	refused   atomic.Int64 // connections refused at MaxConns
-	shed      atomic.Int64 // idle connections closed to make room
+	boundary  atomic.Uint64     // multipart/byteranges boundaries (ranges.go)
+	sites     map[string]*vsite // with VHosts: the sites by name (vhosts.go)
+	single    *vsite            // without VHosts: the one site
+	vmap      *vhost.Map        // with VHosts: host -> site
+	refused   atomic.Int64      // connections refused at MaxConns
+	shed      atomic.Int64      // idle connections closed to make room
 
 	shedCand []idleConn // makeRoom's scratch, under mu
 
@@ -64,9 +69,21 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Root == "" {
 		return nil, errors.New("node: Config.Root is required")
 	}
-	store, err := content.Open(cfg.Root)
+	sites, single, vmap, err := openSites(&cfg)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
+	}
+	var store *content.Store
+	switch {
+	case single != nil:
+		store = single.store
+	case sites[vhost.Default] != nil:
+		store = sites[vhost.Default].store
+	default:
+		for _, st := range sites {
+			store = st.store
+			break
+		}
 	}
 	s := &Server{
 		cfg:       cfg,
@@ -76,6 +93,9 @@ func New(cfg Config) (*Server, error) {
 		conns:     make(map[*conn]struct{}),
 		done:      make(chan struct{}),
 		stopSweep: make(chan struct{}),
+		sites:     sites,
+		single:    single,
+		vmap:      vmap,
 	}
 	if cfg.CacheBytes > 0 {
 		c, err := cache.New(cache.Config[*object]{
@@ -97,7 +117,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Store returns the content store the server answers from (for Publish).
+// Store returns the content store the server answers from (for Publish);
+// with VHosts, the _default site's (or some site's when there is none).
 func (s *Server) Store() *content.Store { return s.store }
 
 // Serve accepts connections on ln until Shutdown, serving each on its own

@@ -32,7 +32,8 @@ func (t *TraceSource) Next() (Access, error) {
 		if err != nil {
 			return Access{}, err
 		}
-		size, ok := t.sizes[rec.URL]
+		key := rec.Key() // site + URL for a multi-site log
+		size, ok := t.sizes[key]
 		if !ok {
 			t.skipped++
 			continue
@@ -40,7 +41,7 @@ func (t *TraceSource) Next() (Access, error) {
 		if !t.started {
 			t.t0, t.started = rec.Time, true
 		}
-		return Access{URL: rec.URL, Size: size, At: max(rec.Time.Sub(t.t0), 0)}, nil
+		return Access{URL: key, Size: size, At: max(rec.Time.Sub(t.t0), 0)}, nil
 	}
 }
 

@@ -7,9 +7,15 @@ import (
 
 // AppendCLF appends r to dst as one Common Log Format line ending in '\n' and
 // returns the extended slice. ident and user are written as "-", an empty Host
-// as "-", Bytes < 0 as "-", and the time in r.Time's own zone. It does not
+// as "-", Bytes < 0 as "-", and the time in r.Time's own zone; a VHost comes
+// first, as nginx's "$host $remote_addr ..." format. It does not
 // allocate when dst has room, so servers can use it for their access logs.
 func AppendCLF(dst []byte, r Record) []byte {
+	if r.VHost != "" {
+		// nginx's "$host $remote_addr - ..." layout, which the parser reads back.
+		dst = append(dst, r.VHost...)
+		dst = append(dst, ' ')
+	}
 	if r.Host == "" {
 		dst = append(dst, '-')
 	} else {

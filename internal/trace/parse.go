@@ -59,6 +59,11 @@ const (
 
 // Record is one request of an access log.
 type Record struct {
+	// VHost is the virtual host (site) the request was for, from logs that
+	// carry it as a first field — Apache's vhost_combined ("%v:%p", the
+	// port is dropped) or nginx's "$host $remote_addr ..." — and "" for
+	// plain CLF. Content keys of a multi-site log are VHost + URL.
+	VHost  string
 	Host   string    // client host name or address
 	Time   time.Time // request time in the log's own zone
 	Method string    // e.g. "GET"
@@ -260,11 +265,21 @@ func (p *parser) parseCLF(line []byte) (Record, error) {
 		return r, errHost
 	}
 	// ident and user: single tokens, ignored.
-	if _, rest, ok = token(rest); !ok {
+	ident, rest, ok := token(rest)
+	if !ok {
 		return r, errIdent
 	}
 	if _, rest, ok = token(rest); !ok {
 		return r, errIdent
+	}
+	var vhost []byte
+	if len(rest) > 0 && rest[0] != '[' {
+		// A fourth field before the time: the first was the virtual
+		// host, then come host, ident and user.
+		vhost, host = host, ident
+		if _, rest, ok = token(rest); !ok {
+			return r, errIdent
+		}
 	}
 	if len(rest) < 28 || rest[0] != '[' || rest[27] != ']' {
 		return r, errTime
@@ -278,6 +293,20 @@ func (p *parser) parseCLF(line []byte) (Record, error) {
 		return Record{}, err
 	}
 	r.Host = p.str(host)
+	if vhost != nil {
+		// Apache's %v:%p: drop a numeric port.
+		for i := len(vhost) - 1; i > 0; i-- {
+			if c := vhost[i]; c == ':' {
+				if i < len(vhost)-1 {
+					vhost = vhost[:i]
+				}
+				break
+			} else if c < '0' || c > '9' {
+				break
+			}
+		}
+		r.VHost = p.str(vhost)
+	}
 	return r, nil
 }
 

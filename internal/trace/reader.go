@@ -163,8 +163,8 @@ func Sizes(path string) (map[string]int64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sizes: %w", err)
 		}
-		if rec.Status == 200 && rec.Bytes > sizes[rec.URL] {
-			sizes[rec.URL] = rec.Bytes
+		if key := rec.Key(); rec.Status == 200 && rec.Bytes > sizes[key] {
+			sizes[key] = rec.Bytes
 		}
 	}
 }

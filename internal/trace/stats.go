@@ -40,6 +40,27 @@ type Summary struct {
 	Cover90 int64 `json:"cover90_bytes"`
 	Cover95 int64 `json:"cover95_bytes"`
 	Cover99 int64 `json:"cover99_bytes"`
+	// Sites counts requests per virtual host, for logs that carry one
+	// (Record.VHost), by name; nil for single-site logs.
+	Sites []SiteCount `json:"sites,omitempty"`
+}
+
+// SiteCount is one virtual host's share of a log.
+type SiteCount struct {
+	Site             string `json:"site"`
+	Requests         int64  `json:"requests"`
+	UniqueURLs       int    `json:"unique_urls"`
+	TransferredBytes int64  `json:"transferred_bytes"`
+}
+
+// Key is the record's content key: VHost + URL ("example.com/index.html")
+// for a multi-site log, the URL alone otherwise, so two sites' "/" stay
+// distinct objects in every table keyed by it.
+func (r Record) Key() string {
+	if r.VHost == "" {
+		return r.URL
+	}
+	return r.VHost + r.URL
 }
 
 // Stats reads src to the end and summarises it. Memory grows with distinct
@@ -51,6 +72,7 @@ func Stats(src Source) (Summary, error) {
 		size  int64
 	}
 	urls := map[string]*urlStat{}
+	sites := map[string]*SiteCount{}
 	var s Summary
 	for {
 		rec, err := src.Next()
@@ -64,10 +86,25 @@ func Stats(src Source) (Summary, error) {
 		if rec.Bytes > 0 {
 			s.TransferredBytes += rec.Bytes
 		}
-		u := urls[rec.URL]
+		key := rec.Key()
+		u := urls[key]
 		if u == nil {
 			u = &urlStat{size: -1}
-			urls[rec.URL] = u
+			urls[key] = u
+		}
+		if rec.VHost != "" {
+			sc := sites[rec.VHost]
+			if sc == nil {
+				sc = &SiteCount{Site: rec.VHost}
+				sites[rec.VHost] = sc
+			}
+			sc.Requests++
+			if u.count == 0 {
+				sc.UniqueURLs++
+			}
+			if rec.Bytes > 0 {
+				sc.TransferredBytes += rec.Bytes
+			}
 		}
 		u.count++
 		if rec.Status == 200 && rec.Bytes > u.size {
@@ -80,6 +117,10 @@ func Stats(src Source) (Summary, error) {
 	if s.Requests == 0 {
 		return s, ErrNoRecords
 	}
+	for _, sc := range sites {
+		s.Sites = append(s.Sites, *sc)
+	}
+	slices.SortFunc(s.Sites, func(a, b SiteCount) int { return strings.Compare(a.Site, b.Site) })
 	type ranked struct {
 		url string
 		urlStat

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -49,7 +50,7 @@ func TestStatsByHand(t *testing.T) {
 		OneTimers: 2, Cover90: 1100, Cover95: 1100, Cover99: 1150}
 	alpha := s.ZipfAlpha
 	s.ZipfAlpha = 0
-	if s != want {
+	if !reflect.DeepEqual(s, want) {
 		t.Errorf("got  %+v\nwant %+v", s, want)
 	}
 	if math.Abs(alpha-math.Log(5)/math.Log(2)) > 1e-9 {
@@ -83,7 +84,7 @@ func TestStatsZipfEstimate(t *testing.T) {
 func TestStatsEmpty(t *testing.T) {
 	var in recs
 	s, err := Stats(&in)
-	if !errors.Is(err, ErrNoRecords) || s != (Summary{}) {
+	if !errors.Is(err, ErrNoRecords) || !reflect.DeepEqual(s, Summary{}) {
 		t.Errorf("empty: %+v, %v; want ErrNoRecords", s, err)
 	}
 }

@@ -31,6 +31,12 @@ type Synth struct {
 	TailMin      int64   // Pareto scale (minimum tail size) in bytes; default 133,000 (SURGE)
 	MaxSize      int64   // sizes are capped here; default 64 MiB
 
+	// Sites > 0 spreads the files over that many virtual hosts
+	// ("site1.example", ...; file i on site i mod Sites, so every site has
+	// popular and rare files) and sets Record.VHost: a multi-site log.
+	// Default 0: one site, no VHost.
+	Sites int
+
 	Start time.Time // time of the first request; default 1995-08-01 00:00:00 UTC
 	Rate  float64   // mean requests per second (Poisson arrivals); default 100
 }
@@ -78,6 +84,7 @@ type Gen struct {
 	rng   *rand.Rand
 	cdf   []float64 // cdf[i] = P(rank ≤ i)
 	urls  []string
+	hosts []string // per file, with Sites > 0
 	sizes []int64
 	n     int
 	t     time.Time
@@ -118,6 +125,16 @@ func (s Synth) New() (*Gen, error) {
 		g.sizes[i] = min(max(int64(v), 1), s.MaxSize)
 		g.urls[i] = "/synth/" + strconv.Itoa(i) + ".html"
 	}
+	if s.Sites > 0 {
+		g.hosts = make([]string, s.Files)
+		names := make([]string, s.Sites)
+		for k := range names {
+			names[k] = "site" + strconv.Itoa(k+1) + ".example"
+		}
+		for i := range g.hosts {
+			g.hosts[i] = names[i%s.Sites]
+		}
+	}
 	return g, nil
 }
 
@@ -133,16 +150,24 @@ func (g *Gen) Next() (Record, error) {
 		i = len(g.cdf) - 1
 	}
 	g.t = g.t.Add(time.Duration(g.rng.ExpFloat64() / g.s.Rate * float64(time.Second)))
+	vh := ""
+	if g.hosts != nil {
+		vh = g.hosts[i]
+	}
 	return Record{
-		Host: "synth", Time: g.t, Method: "GET", URL: g.urls[i], Proto: "HTTP/1.0",
+		VHost: vh, Host: "synth", Time: g.t, Method: "GET", URL: g.urls[i], Proto: "HTTP/1.0",
 		Status: 200, Bytes: g.sizes[i],
 	}, nil
 }
 
-// Sizes returns every file's URL and size (the map a trace's Sizes would give).
+// Sizes returns every file's content key (Record.Key: URL, or site + URL
+// with Sites) and size, the map a trace's Sizes would give.
 func (g *Gen) Sizes() map[string]int64 {
 	m := make(map[string]int64, len(g.urls))
 	for i, u := range g.urls {
+		if g.hosts != nil {
+			u = g.hosts[i] + u
+		}
 		m[u] = g.sizes[i]
 	}
 	return m

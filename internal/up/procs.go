@@ -2,6 +2,7 @@ package up
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -77,9 +78,12 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if pc.Stderr == nil {
 		pc.Stderr = os.Stderr
 	}
-	root, info, err := prepareSite(&cfg)
+	root, info, vm, err := prepareRoot(&cfg)
 	if err != nil {
 		return nil, err
+	}
+	if vm != nil && pc.Path == "hybrid" {
+		return nil, errors.New("--vhosts works with the relay and passfd paths")
 	}
 	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})
 	if err != nil {
@@ -115,6 +119,9 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 			// published, not the tree the cluster started with.
 			args := append([]string{"node", "--root", p.servedRoot(root), "--listen", addr, "--handoff-socket", sock,
 				"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache}, pubArgs...)
+			if vm != nil {
+				args = append(args, "--vhosts")
+			}
 			return exec.Command(pc.Exe, args...)
 		}
 		if err := p.supervise(fmt.Sprintf("node %d", i), cmd, pc.Stderr); err != nil {
@@ -135,7 +142,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		return nil, err
 	}
 
-	fc := front.Config{Path: front.PassFD(front.PassFDConfig{HandoffDir: dir})}
+	fc := front.Config{Path: front.PassFD(front.PassFDConfig{HandoffDir: dir}), VHosts: vm}
 	var st *content.Store // hybrid's table of sizes, republished with the site
 	if pc.Path == "hybrid" {
 		if st, err = content.Open(root); err != nil {

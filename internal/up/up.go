@@ -65,6 +65,10 @@ type Config struct {
 	// chosen node's own URL (the redirect data path) instead of relaying.
 	// Default false.
 	Redirect bool
+	// VHosts serves several sites from one cluster (internal/vhost): Site
+	// is then a folder of site folders, and empty generates SampleSites.
+	// Only with the relay and passfd paths. Default false.
+	VHosts bool
 	// HealthInterval is the active health-check period. Default 1 s.
 	HealthInterval time.Duration
 	// SendTimeout, MaxConns and MaxConnsPerIP are the front's client send
@@ -200,7 +204,10 @@ func Start(cfg Config) (*Cluster, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	root, info, err := prepareSite(&cfg)
+	if cfg.VHosts && cfg.Redirect {
+		return nil, errors.New("--vhosts works with the relay and passfd paths")
+	}
+	root, info, vm, err := prepareRoot(&cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +225,7 @@ func Start(cfg Config) (*Cluster, error) {
 
 	var specs []cluster.NodeSpec
 	for i := range cfg.Nodes {
-		n, err := node.New(node.Config{Root: root, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
+		n, err := node.New(node.Config{Root: root, VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
 			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts})
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
@@ -246,7 +253,7 @@ func Start(cfg Config) (*Cluster, error) {
 	}); err != nil {
 		return nil, err
 	}
-	var fc front.Config
+	fc := front.Config{VHosts: vm}
 	if cfg.MaxConns == 0 {
 		// One process holds each relayed client three times (client,
 		// front→node, node side) and also pays for refusals in flight: half

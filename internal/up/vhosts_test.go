@@ -1,0 +1,111 @@
+package up
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestUpVHosts starts the cluster with the two sample sites and fetches
+// each site's home page and manifest through the front by Host name: both
+// answer, with different content.
+func TestUpVHosts(t *testing.T) {
+	c, err := Start(Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), Nodes: 2, CacheMB: 8, VHosts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		c.Shutdown(ctx)
+	}()
+	if !strings.Contains(c.SiteInfo, "a.localhost, b.localhost") {
+		t.Fatalf("site info %q", c.SiteInfo)
+	}
+	addr := strings.TrimSuffix(strings.TrimPrefix(c.URL, "http://"), "/")
+	// Dial the front whatever the name: the Host header picks the site.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	body := map[string]string{}
+	for _, host := range SampleSites {
+		resp, err := client.Get("http://" + host + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(b) == 0 {
+			t.Fatalf("%s: %d, %d bytes", host, resp.StatusCode, len(b))
+		}
+		body[host] = string(b)
+	}
+	if body["a.localhost"] == body["b.localhost"] {
+		t.Fatal("both sites answered the same home page")
+	}
+	if _, err := Start(Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), VHosts: true, Redirect: true}); err == nil {
+		t.Fatal("--vhosts with redirect accepted")
+	}
+}
+
+// TestStartProcsVHosts runs the sample sites on node processes behind the
+// passfd path: each site answers by Host over handed-off connections.
+func TestStartProcsVHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the shoal binary")
+	}
+	exe := shoalBinary(t)
+	logs, _ := os.CreateTemp(t.TempDir(), "nodes.log")
+	defer logs.Close()
+	p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 2, DataDir: t.TempDir(), VHosts: true,
+		Policy: "lard", HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		ProcsConfig{Path: "passfd", Exe: exe, Stderr: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p.Shutdown(ctx)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, b := range p.Control.Backends() {
+		for st := b.LastStatus(); st == nil || !strings.HasPrefix(st.HandoffSocket, p.SocketDir); st = b.LastStatus() {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s: no handoff socket reported", b.URL)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	addr := strings.TrimSuffix(strings.TrimPrefix(p.URL, "http://"), "/")
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	body := map[string]string{}
+	for _, host := range SampleSites {
+		resp, err := client.Get("http://" + host + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(b) == 0 {
+			t.Fatalf("%s: %d, %d bytes", host, resp.StatusCode, len(b))
+		}
+		body[host] = string(b)
+	}
+	if body["a.localhost"] == body["b.localhost"] {
+		t.Fatal("both sites answered the same home page")
+	}
+	if st := p.Front.Stats(); st.BytesOut != 0 {
+		t.Errorf("front relayed %d bytes; passfd should hand every connection off", st.BytesOut)
+	}
+}
