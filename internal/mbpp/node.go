@@ -26,7 +26,8 @@ type Stats struct {
 }
 
 type pending struct {
-	out      bool // injected in a ping that has not come back
+	out      bool      // injected in a ping that has not come back
+	outAt    time.Time // when it was injected
 	proposal Proposal
 }
 
@@ -330,7 +331,7 @@ func (n *Node) sendPing(now time.Time) []Msg {
 		n.pingDue = now.Add(n.cfg.Hold)
 		n.lastToken = now
 		n.stats.Cycles++
-		return n.cycleDone(now, n.takeProposals())
+		return n.cycleDone(now, n.takeProposals(now))
 	}
 	if to != n.sentTo {
 		n.sentTo, n.sent = to, map[ID]sentVer{}
@@ -344,7 +345,7 @@ func (n *Node) sendPing(now time.Time) []Msg {
 		m.Entries = append(m.Entries, e.delta(s.inc, s.ver, known))
 		n.sent[e.ID] = sentVer{e.Inc, e.Version}
 	}
-	m.Proposals = n.takeProposals()
+	m.Proposals = n.takeProposals(now)
 	n.havePing, n.lastPingSent, n.lastPingTo = false, n.ping, to
 	n.out[0] = outstanding{active: true, msg: m, deadline: now.Add(n.cfg.AckTimeout)}
 	return []Msg{n.count(m)}
@@ -352,12 +353,12 @@ func (n *Node) sendPing(now time.Time) []Msg {
 
 // takeProposals returns the proposals riding on with the ping: those of
 // others and this PoP's pending joins not yet out.
-func (n *Node) takeProposals() []Proposal {
+func (n *Node) takeProposals(now time.Time) []Proposal {
 	ps := n.carry
 	n.carry = nil
 	for _, p := range n.pending {
 		if !p.out {
-			p.out = true
+			p.out, p.outAt = true, now
 			q := p.proposal
 			q.Origin, q.Accepts, q.Rejected, q.Reason = n.cfg.Self, 0, false, ""
 			ps = append(ps, q)
@@ -499,6 +500,12 @@ func (n *Node) onJoin(now time.Time, m Msg) []Msg {
 	}
 	if q := n.pending[p.ID]; q != nil {
 		q.proposal = p // a retry: keep its place
+		// A proposal out for longer than two generous rounds rode a
+		// ping that was lost or dropped as an old copy: send it again
+		// (a late copy coming back finds no pending entry and is ignored).
+		if q.out && now.Sub(q.outAt) > 2*n.cfg.Round(len(n.members()), n.cfg.AckTimeout) {
+			q.out = false
+		}
 		return nil
 	}
 	n.pending[p.ID] = &pending{proposal: p}
