@@ -36,6 +36,7 @@ type outstanding struct {
 	msg      Msg
 	deadline time.Time
 	tries    int
+	vers     map[ID]sentVer // entry versions the unacked ping carries
 }
 
 type sentVer struct {
@@ -69,7 +70,12 @@ type Node struct {
 	lastPingTo, lastPongTo     ID
 	out                        [2]outstanding // unacked ping, pong
 
-	sentTo    ID
+	sentTo ID
+	// sent holds, per entry, the version the successor has acked: a ping
+	// carries what changed since then. Counting a version as delivered
+	// only on the ack matters: a ping dropped by a PoP not yet welcomed,
+	// or superseded by a newer ping, would otherwise lose the entry's
+	// name and address for good (later deltas carry no meta).
 	sent      map[ID]sentVer
 	deathNews []ID
 
@@ -337,17 +343,18 @@ func (n *Node) sendPing(now time.Time) []Msg {
 		n.sentTo, n.sent = to, map[ID]sentVer{}
 	}
 	m := Msg{Kind: KindPing, From: n.cfg.Self, To: to, ToAddr: n.view[to].Addr, Nb: n.ping, Inc: n.inc()}
+	vers := map[ID]sentVer{}
 	for _, e := range n.view {
 		s, known := n.sent[e.ID]
 		if known && s.inc == e.Inc && s.ver >= e.Version {
 			continue
 		}
 		m.Entries = append(m.Entries, e.delta(s.inc, s.ver, known))
-		n.sent[e.ID] = sentVer{e.Inc, e.Version}
+		vers[e.ID] = sentVer{e.Inc, e.Version}
 	}
 	m.Proposals = n.takeProposals(now)
 	n.havePing, n.lastPingSent, n.lastPingTo = false, n.ping, to
-	n.out[0] = outstanding{active: true, msg: m, deadline: now.Add(n.cfg.AckTimeout)}
+	n.out[0] = outstanding{active: true, msg: m, deadline: now.Add(n.cfg.AckTimeout), vers: vers}
 	return []Msg{n.count(m)}
 }
 
@@ -453,6 +460,13 @@ func (n *Node) Handle(now time.Time, m Msg) []Msg {
 		}
 		if o := &n.out[k]; o.active && o.msg.To == m.From && o.msg.Nb == m.Nb {
 			o.active = false
+			if k == 0 && m.From == n.sentTo {
+				for id, v := range o.vers {
+					if s, ok := n.sent[id]; !ok || s.inc != v.inc || s.ver < v.ver {
+						n.sent[id] = v
+					}
+				}
+			}
 		}
 		if n.joined && len(m.Entries) > 0 {
 			return n.mergeList(now, m.Entries)
@@ -515,8 +529,11 @@ func (n *Node) onJoin(now time.Time, m Msg) []Msg {
 func (n *Node) onPing(now time.Time, m Msg) []Msg {
 	nb := m.Nb
 	if nb <= n.maxPing {
+		// An old or duplicated token is dropped, but the list it
+		// carries is still news: the sender counts it delivered once
+		// acked, so ignoring it would lose entries for good.
 		n.stats.Duplicates++
-		return nil
+		return n.mergeList(now, m.Entries)
 	}
 	n.maxPing = nb
 	n.stats.PingsIn++
@@ -554,7 +571,7 @@ func (n *Node) onPong(now time.Time, m Msg) []Msg {
 	nb := m.Nb
 	if nb >= n.minPong {
 		n.stats.Duplicates++
-		return nil
+		return n.mergeList(now, m.Entries)
 	}
 	n.minPong = nb
 	n.stats.PongsIn++
