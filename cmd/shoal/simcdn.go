@@ -30,6 +30,7 @@ func runSimCDN(args []string) error {
 	duration := fs.Duration("duration", 0, "replay only this much of the workload (0 = all)")
 	popsFlag := fs.String("pops", "10,100", "comma-separated PoP counts")
 	views := fs.String("views", "mbpp,gossip", "view protocols to run: mbpp (seed 003) and/or gossip (baseline)")
+	ring := fs.String("mbpp-ring", d.Ring, "MBPP ring order: hash (seed 003, the daemon's) or geo (nearest-neighbour tour of locations; shorter rounds at large N)")
 	origin := fs.String("origin", d.Origin, "location of the origin server")
 	killAt := fs.Float64("kill-at", d.KillAt, "fraction of the workload at which one PoP fails (0 = none)")
 	window := fs.Duration("window", d.CDN.Window, "replication window: evict below --min-requests, push the --hot-top")
@@ -96,6 +97,7 @@ func runSimCDN(args []string) error {
 	for _, n := range pops {
 		for _, v := range splitList(*views) {
 			cfg := cdnsim.DefaultConfig()
+			cfg.Ring = *ring
 			cfg.PoPs, cfg.View, cfg.Origin, cfg.KillAt, cfg.Seed = n, v, *origin, *killAt, *seed
 			cfg.CDN.Window, cfg.CDN.MinRequests, cfg.CDN.HotTop = *window, *minReq, *hotTop
 			cfg.CDN.DirTTL = max(cfg.CDN.DirTTL, 2**window)

@@ -35,6 +35,12 @@ type Config struct {
 	PoPs int
 	// View is the view protocol: "mbpp" (the seed's) or "gossip".
 	View string
+	// Ring orders the MBPP ring: "hash" (the seed's and the daemon's: by
+	// ID, the hash of the PoP's name, so neighbours are anywhere on
+	// Earth) or "geo" (the improvement measured for large N: a greedy
+	// nearest-neighbour tour of the PoPs' locations, so each token hop is
+	// short and the round, N × (hold + one-way delay), shrinks).
+	Ring string
 	// MBPP, Chord and CDN are the protocols' constants; Self, names and
 	// addresses are filled in per PoP.
 	MBPP   mbpp.Config
@@ -74,7 +80,7 @@ func DefaultConfig() Config {
 	ch := chord.DefaultConfig(chord.Peer{})
 	ch.Stabilise, ch.FixFingers, ch.CheckPredecessor = 30*time.Second, 30*time.Second, time.Minute
 	return Config{
-		PoPs: 100, View: "mbpp",
+		PoPs: 100, View: "mbpp", Ring: "hash",
 		MBPP: mbpp.DefaultConfig(0, "", ""), Chord: ch, CDN: cdn.DefaultConfig(), Gossip: DefaultGossipConfig(),
 		Origin: "orlando", KillAt: 0.5, FetchTimeout: time.Second, ShieldStretch: 1.5, CapacityRPS: 200,
 		SampleEvery: 10 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1,
@@ -85,6 +91,7 @@ func DefaultConfig() Config {
 // and a few more that explain them.
 type Result struct {
 	View     string `json:"view"`
+	Ring     string `json:"ring"`
 	PoPs     int    `json:"pops"`
 	Clients  int    `json:"clients"`
 	Requests int    `json:"requests"`
@@ -229,6 +236,9 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 	if cfg.PoPs < 1 || cfg.PoPs > m.Len() {
 		return Result{}, fmt.Errorf("cdnsim: %d PoPs for %d locations", cfg.PoPs, m.Len())
 	}
+	if cfg.Ring != "hash" && cfg.Ring != "geo" {
+		return Result{}, fmt.Errorf("cdnsim: ring %q is neither hash nor geo", cfg.Ring)
+	}
 	if cfg.View != "mbpp" && cfg.View != "gossip" {
 		return Result{}, fmt.Errorf("cdnsim: view %q is neither mbpp nor gossip", cfg.View)
 	}
@@ -254,6 +264,13 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 		s.byMID[p.mid], s.byCID[p.cid], s.byAddr[p.addr] = i, i, i
 		s.pops = append(s.pops, p)
 	}
+	if cfg.Ring == "geo" {
+		s.byMID = map[mbpp.ID]int{}
+		for pos, i := range s.tour() {
+			s.pops[i].mid = mbpp.ID(pos + 1)
+			s.byMID[s.pops[i].mid] = i
+		}
+	}
 	s.order = make([][]int32, m.Len())
 	for l := range s.order {
 		o := make([]int32, cfg.PoPs)
@@ -275,6 +292,27 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 	s.finish()
 	s.res.WallS = time.Since(wall).Seconds()
 	return s.res, nil
+}
+
+// tour is a greedy nearest-neighbour tour of the PoPs from PoP 0.
+func (s *sim) tour() []int {
+	n := len(s.pops)
+	used := make([]bool, n)
+	out := []int{0}
+	used[0] = true
+	for len(out) < n {
+		cur, best, bd := out[len(out)-1], -1, math.Inf(1)
+		for j := range n {
+			if !used[j] {
+				if d := s.m.RTT(s.pops[cur].loc, s.pops[j].loc); d < bd {
+					best, bd = j, d
+				}
+			}
+		}
+		used[best] = true
+		out = append(out, best)
+	}
+	return out
 }
 
 func cmpF(a, b float64) int {
@@ -922,7 +960,7 @@ func (s *sim) roll() {
 }
 
 func (s *sim) finish() {
-	s.res.View = s.cfg.View
+	s.res.View, s.res.Ring = s.cfg.View, s.cfg.Ring
 	s.res.PoPs = len(s.pops)
 	s.res.Clients = s.w.Clients
 	s.res.Requests = len(s.w.Requests)
