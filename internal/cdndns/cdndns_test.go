@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -103,8 +105,13 @@ func query(t *testing.T, srv, name string, qt uint16, subnet string) *dns.Msg {
 
 func TestServer(t *testing.T) {
 	cov, _ := NewCoverage([]Rule{{"192.0.2.0/24", "paris"}, {"127.0.0.0/8", "tokyo"}})
+	var mu sync.Mutex
 	view := cands()
-	s, err := Start(Config{Addr: "127.0.0.1:0", Zone: "cdn.example", TTL: 20, MinServer: 0.05}, cov, func() []Candidate { return view })
+	s, err := Start(Config{Addr: "127.0.0.1:0", Zone: "cdn.example", TTL: 20, MinServer: 0.05}, cov, func() []Candidate {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(view)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +141,9 @@ func TestServer(t *testing.T) {
 		t.Fatalf("no ECS: %s, want tokyo's 10.77.0.2", got)
 	}
 	// Paris goes down in the view: its prefix gets the best live PoP.
+	mu.Lock()
 	view[0].Alive = false
+	mu.Unlock()
 	if got := ans(query(t, s.UDPAddr, "www.cdn.example.", dns.TypeA, "192.0.2.0/24")); got != "10.77.0.2" {
 		t.Fatalf("paris down: %s, want tokyo", got)
 	}
