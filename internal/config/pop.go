@@ -35,6 +35,18 @@ type Pop struct {
 	MBPP PopMBPP `toml:"mbpp"`
 	// Chord holds the Chord periods.
 	Chord PopChord `toml:"chord"`
+	// DNS is the authoritative DNS responder (issue 13; off without addr).
+	DNS PopDNS `toml:"dns"`
+}
+
+// PopDNS is [dns]: see internal/cdndns.Config. Coverage is the file of
+// address prefixes → PoP names (CSV "prefix,pop" or JSON).
+type PopDNS struct {
+	Addr      string  `toml:"addr"`
+	Zone      string  `toml:"zone"`
+	Coverage  string  `toml:"coverage"`
+	TTL       int     `toml:"ttl"`
+	MinServer float64 `toml:"min_server"`
 }
 
 // PopMBPP is [mbpp]: see internal/mbpp.Config for each constant.
@@ -107,6 +119,17 @@ func (p *Pop) validate(name string, data []byte) []error {
 	}
 	if p.CacheMB < 1 {
 		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb = %d", p.CacheMB), "use a positive size in MiB")
+	}
+	if d := p.DNS; d.Addr != "" {
+		if d.Zone == "" {
+			bad([]string{"dns", "zone"}, "dns.addr is set but no zone", "set zone = \"cdn.example.\" (or --zone)")
+		}
+		if d.TTL < 1 || d.TTL > 86400 {
+			bad([]string{"dns", "ttl"}, fmt.Sprintf("dns.ttl = %d", d.TTL), "use 1 to 86400 seconds (short: 20)")
+		}
+		if d.MinServer < 0 || d.MinServer >= 1 {
+			bad([]string{"dns", "min_server"}, fmt.Sprintf("dns.min_server = %v", d.MinServer), "use a value in [0,1), e.g. 0.05")
+		}
 	}
 	m := p.MBPP
 	if m.Hold.Duration <= 0 || m.AckTimeout.Duration <= 0 || m.RTTRef.Duration <= 0 {

@@ -23,10 +23,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
 	"shoal/internal/admin"
+	"shoal/internal/cdndns"
 	"shoal/internal/chord"
 	"shoal/internal/mbpp"
 	"shoal/internal/peerwire"
@@ -57,6 +59,10 @@ type Config struct {
 	MBPP mbpp.Config
 	// Chord holds the Chord periods and successor list length.
 	Chord chord.Config
+	// DNS is the authoritative DNS responder for the CDN's zone (off when
+	// DNS.Addr is empty); Coverage the file of prefixes → PoP names.
+	DNS      cdndns.Config
+	Coverage string
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -70,6 +76,7 @@ func DefaultConfig() Config {
 		Cluster:     up.Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 2, CacheMB: 64},
 		MBPP:        mbpp.DefaultConfig(0, "", ""),
 		Chord:       chord.DefaultConfig(chord.Peer{}),
+		DNS:         cdndns.DefaultConfig(),
 	}
 }
 
@@ -98,6 +105,8 @@ type PoP struct {
 	peerLn  net.Listener
 	adminLn net.Listener
 	admin   *http.Server
+	// DNS is the running responder, nil when off.
+	DNS *cdndns.Server
 
 	mu     sync.Mutex // guards the state machines
 	mb     *mbpp.Node
@@ -235,8 +244,41 @@ func Start(cfg Config) (*PoP, error) {
 		p.admin = &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
 		go p.admin.Serve(p.adminLn)
 	}
+	if cfg.DNS.Addr != "" {
+		var cov *cdndns.Coverage
+		if cfg.Coverage != "" {
+			if cov, err = cdndns.LoadCoverage(cfg.Coverage); err != nil {
+				return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+			}
+		}
+		if p.DNS, err = cdndns.Start(cfg.DNS, cov, p.dnsView); err != nil {
+			return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+		}
+	}
 	ok = true
 	return p, nil
+}
+
+// dnsView is the MBPP view as the DNS responder takes it: each PoP is
+// answered with the IP of its peer address (a PoP has one address, seed
+// 003 §3.3; the gateway listens on it too).
+func (p *PoP) dnsView() []cdndns.Candidate {
+	p.mu.Lock()
+	view := p.mb.View(time.Now())
+	p.mu.Unlock()
+	out := make([]cdndns.Candidate, 0, len(view))
+	for _, v := range view {
+		c := cdndns.Candidate{Name: v.Name, Alive: v.Alive, Score: v.Score, Server: v.Server}
+		if ap, err := netip.ParseAddrPort(v.Addr); err == nil {
+			if a := ap.Addr().Unmap(); a.Is4() {
+				c.V4 = a
+			} else {
+				c.V6 = a
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // proof is what a newcomer shows every PoP of the ring: an HMAC of its
@@ -466,6 +508,9 @@ func (p *PoP) Shutdown(ctx context.Context) error {
 		p.peerLn.Close()
 	}
 	p.links.close()
+	if p.DNS != nil {
+		p.DNS.Close()
+	}
 	if p.admin != nil {
 		errs = append(errs, p.admin.Shutdown(ctx))
 	} else if p.adminLn != nil {
