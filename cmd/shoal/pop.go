@@ -31,7 +31,9 @@ func popFile(c pop.Config) config.Pop {
 			LocalBonus: c.MBPP.LocalBonus, RTTRef: d(c.MBPP.RTTRef)},
 		Chord: config.PopChord{Successors: c.Chord.Successors, Stabilise: d(c.Chord.Stabilise), FixFingers: d(c.Chord.FixFingers),
 			CheckPredecessor: d(c.Chord.CheckPredecessor)},
-		DNS: config.PopDNS{Addr: c.DNS.Addr, Zone: c.DNS.Zone, Coverage: c.Coverage, TTL: int(c.DNS.TTL), MinServer: c.DNS.MinServer}}
+		DNS: config.PopDNS{Addr: c.DNS.Addr, Zone: c.DNS.Zone, Coverage: c.Coverage, TTL: int(c.DNS.TTL), MinServer: c.DNS.MinServer},
+		Content: config.PopContent{Edge: c.Edge, Origin: c.Origin, Window: d(c.CDN.Window), MinRequests: c.CDN.MinRequests,
+			HotTop: c.CDN.HotTop, HotMin: c.CDN.HotMin, DirTTL: d(c.CDN.DirTTL)}}
 }
 
 func popConfig(f config.Pop, c pop.Config) pop.Config {
@@ -43,6 +45,9 @@ func popConfig(f config.Pop, c pop.Config) pop.Config {
 	h := &c.Chord
 	h.Successors, h.Stabilise, h.FixFingers, h.CheckPredecessor = f.Chord.Successors, f.Chord.Stabilise.Duration, f.Chord.FixFingers.Duration, f.Chord.CheckPredecessor.Duration
 	c.DNS.Addr, c.DNS.Zone, c.Coverage, c.DNS.TTL, c.DNS.MinServer = f.DNS.Addr, f.DNS.Zone, f.DNS.Coverage, uint32(f.DNS.TTL), f.DNS.MinServer
+	k := f.Content
+	c.Edge, c.Origin = k.Edge, k.Origin
+	c.CDN.Window, c.CDN.MinRequests, c.CDN.HotTop, c.CDN.HotMin, c.CDN.DirTTL = k.Window.Duration, k.MinRequests, k.HotTop, k.HotMin, k.DirTTL.Duration
 	return c
 }
 
@@ -67,6 +72,8 @@ func runPop(args []string) error {
 	dnsAddr := fs.String("dns", f.DNS.Addr, "authoritative DNS listen address (UDP and TCP) for --zone; empty: no DNS")
 	zone := fs.String("zone", f.DNS.Zone, "the CDN's DNS zone, e.g. cdn.example.: A/AAAA for its names answer the best PoP for the client")
 	coverage := fs.String("coverage", f.DNS.Coverage, "coverage-zone file: address prefix → PoP name (CSV \"prefix,pop\" or JSON); clients by EDNS Client Subnet or resolver address")
+	edge := fs.String("edge", f.Content.Edge, "content tier HTTP address: misses fetched from the best PoP holding them (Chord directory), via the key's home PoP as shield, then --origin; empty: off")
+	originURL := fs.String("origin", f.Content.Origin, "origin URL of the content (default: this PoP's own gateway and site)")
 	data := fs.String("data", "", "folder for the generated sample site (default: your cache folder/shoal)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -105,6 +112,10 @@ func runPop(args []string) error {
 			f.DNS.Zone = *zone
 		case "coverage":
 			f.DNS.Coverage = *coverage
+		case "edge":
+			f.Content.Edge = *edge
+		case "origin":
+			f.Content.Origin = *originURL
 		}
 	})
 	if err := f.Validate(); err != nil {
@@ -122,6 +133,9 @@ func runPop(args []string) error {
 	}
 	if p.DNS != nil {
 		fmt.Printf("  DNS for %s on %s\n", c.DNS.Zone, p.DNS.UDPAddr)
+	}
+	if p.EdgeURL != "" {
+		fmt.Printf("  content edge %s (purge: POST %s/purge?url=/path)\n", p.EdgeURL, p.AdminURL)
 	}
 	return waitAndStop(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err())
 }

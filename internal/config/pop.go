@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/BurntSushi/toml"
 )
@@ -37,6 +38,20 @@ type Pop struct {
 	Chord PopChord `toml:"chord"`
 	// DNS is the authoritative DNS responder (issue 13; off without addr).
 	DNS PopDNS `toml:"dns"`
+	// Content is the content tier (issue 13; off without edge).
+	Content PopContent `toml:"content"`
+}
+
+// PopContent is [content]: see internal/cdn.Config. Edge is the content
+// HTTP address; Origin the origin URL ("" = the PoP's own gateway).
+type PopContent struct {
+	Edge        string   `toml:"edge"`
+	Origin      string   `toml:"origin"`
+	Window      Duration `toml:"window"`
+	MinRequests int      `toml:"min_requests"`
+	HotTop      int      `toml:"hot_top"`
+	HotMin      int      `toml:"hot_min"`
+	DirTTL      Duration `toml:"dir_ttl"`
 }
 
 // PopDNS is [dns]: see internal/cdndns.Config. Coverage is the file of
@@ -129,6 +144,17 @@ func (p *Pop) validate(name string, data []byte) []error {
 		}
 		if d.MinServer < 0 || d.MinServer >= 1 {
 			bad([]string{"dns", "min_server"}, fmt.Sprintf("dns.min_server = %v", d.MinServer), "use a value in [0,1), e.g. 0.05")
+		}
+	}
+	if c := p.Content; c.Edge != "" {
+		if c.Window.Duration <= 0 || c.DirTTL.Duration < c.Window.Duration {
+			bad([]string{"content", "window"}, "content.window must be > 0 and dir_ttl ≥ window", "use window = \"1h\", dir_ttl = \"2h\"")
+		}
+		if c.MinRequests < 0 || c.HotTop < 0 || c.HotMin < 0 {
+			bad([]string{"content", "min_requests"}, "min_requests, hot_top and hot_min must be ≥ 0", "use 1, 10 and 5")
+		}
+		if c.Origin != "" && !strings.HasPrefix(c.Origin, "http://") && !strings.HasPrefix(c.Origin, "https://") {
+			bad([]string{"content", "origin"}, fmt.Sprintf("content.origin %q is not an http(s) URL", c.Origin), "use origin = \"http://origin.example:8080\" or leave it empty for the PoP's own site")
 		}
 	}
 	m := p.MBPP

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"shoal/internal/admin"
+	"shoal/internal/cdn"
 	"shoal/internal/cdndns"
 	"shoal/internal/chord"
 	"shoal/internal/mbpp"
@@ -63,6 +64,15 @@ type Config struct {
 	// DNS.Addr is empty); Coverage the file of prefixes → PoP names.
 	DNS      cdndns.Config
 	Coverage string
+	// Edge is the content tier's HTTP address (issue 13: misses looked up
+	// in Chord and fetched from the best PoP holding them, through the
+	// key's home as shield, then Origin); "" turns the content tier off.
+	Edge string
+	// Origin is the HTTP origin of the content; "" is this PoP's own
+	// gateway (its site).
+	Origin string
+	// CDN holds the replication constants (window, M, hot push).
+	CDN cdn.Config
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -77,6 +87,7 @@ func DefaultConfig() Config {
 		MBPP:        mbpp.DefaultConfig(0, "", ""),
 		Chord:       chord.DefaultConfig(chord.Peer{}),
 		DNS:         cdndns.DefaultConfig(),
+		CDN:         cdn.DefaultConfig(),
 	}
 }
 
@@ -107,6 +118,11 @@ type PoP struct {
 	admin   *http.Server
 	// DNS is the running responder, nil when off.
 	DNS *cdndns.Server
+	// EdgeURL is the content tier's address ("" when off).
+	EdgeURL string
+	content *content
+	lookups map[uint64]chan chord.Result
+	ctx     context.Context
 
 	mu     sync.Mutex // guards the state machines
 	mb     *mbpp.Node
@@ -135,7 +151,8 @@ func Start(cfg Config) (*PoP, error) {
 		return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
 	}
 	p := &PoP{ID: uint64(chord.Hash(cfg.Name)), cfg: cfg, seed: seed, log: cfg.Logger.With("pop", cfg.Name),
-		wake: make(chan struct{}, 1), joined: make(chan struct{}), failed: make(chan error, 1), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), joined: make(chan struct{}), failed: make(chan error, 1), done: make(chan struct{}),
+		lookups: map[uint64]chan chord.Result{}}
 	p.wire = peerwire.DefaultConfig(p.ID, seed)
 	p.wire.Stats = &peerwire.Stats{}
 	p.wire.Log = func(f string, a ...any) { p.log.Warn(fmt.Sprintf(f, a...)) }
@@ -198,7 +215,7 @@ func Start(cfg Config) (*PoP, error) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
+	p.cancel, p.ctx = cancel, ctx
 	go p.loop(ctx)
 	p.sendMBPP(out)
 
@@ -220,6 +237,11 @@ func Start(cfg Config) (*PoP, error) {
 	p.mu.Lock() // the loop samples the cluster
 	p.Cluster = cl
 	p.mu.Unlock()
+	if cfg.Edge != "" {
+		if err := p.startContent(cfg); err != nil {
+			return nil, err
+		}
+	}
 	if adminAddr != "off" {
 		if adminAddr == "" {
 			adminAddr = "127.0.0.1:9090"
@@ -241,6 +263,8 @@ func Start(cfg Config) (*PoP, error) {
 		a := admin.NewConfig(p.Cluster.Control, p.Cluster.Metrics, admin.Config{Token: tok, Public: public})
 		a.Handle("GET /pops", http.HandlerFunc(p.servePops))
 		a.Handle("GET /chord", http.HandlerFunc(p.serveChord))
+		a.Handle("GET /content", http.HandlerFunc(p.serveContent))
+		a.Handle("POST /purge", http.HandlerFunc(p.servePurge))
 		p.admin = &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
 		go p.admin.Serve(p.adminLn)
 	}
@@ -369,8 +393,11 @@ func (p *PoP) handle(in inbound) {
 		if p.ch != nil {
 			out = p.ch.Handle(now, m)
 		}
+		p.deliverLocked()
 		p.mu.Unlock()
 		p.sendChord(out)
+	case protoCDN:
+		p.onCDN(in.from, in.body)
 	}
 }
 
@@ -408,6 +435,7 @@ func (p *PoP) tick() {
 	if p.ch != nil {
 		chOut = p.ch.Tick(now)
 	}
+	p.deliverLocked()
 	p.mu.Unlock()
 	p.sendMBPP(out)
 	p.sendChord(chOut)
@@ -510,6 +538,9 @@ func (p *PoP) Shutdown(ctx context.Context) error {
 	p.links.close()
 	if p.DNS != nil {
 		p.DNS.Close()
+	}
+	if p.content != nil {
+		p.content.srv.Close()
 	}
 	if p.admin != nil {
 		errs = append(errs, p.admin.Shutdown(ctx))
