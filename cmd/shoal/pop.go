@@ -33,7 +33,7 @@ func popFile(c pop.Config) config.Pop {
 			CheckPredecessor: d(c.Chord.CheckPredecessor)},
 		DNS: config.PopDNS{Addr: c.DNS.Addr, Zone: c.DNS.Zone, Coverage: c.Coverage, TTL: int(c.DNS.TTL), MinServer: c.DNS.MinServer},
 		Content: config.PopContent{Edge: c.Edge, Origin: c.Origin, Window: d(c.CDN.Window), MinRequests: c.CDN.MinRequests,
-			HotTop: c.CDN.HotTop, HotMin: c.CDN.HotMin, DirTTL: d(c.CDN.DirTTL)}}
+			HotTop: c.CDN.HotTop, HotMin: c.CDN.HotMin, DirTTL: d(c.CDN.DirTTL), Redirect: c.Redirect}}
 }
 
 func popConfig(f config.Pop, c pop.Config) pop.Config {
@@ -46,7 +46,7 @@ func popConfig(f config.Pop, c pop.Config) pop.Config {
 	h.Successors, h.Stabilise, h.FixFingers, h.CheckPredecessor = f.Chord.Successors, f.Chord.Stabilise.Duration, f.Chord.FixFingers.Duration, f.Chord.CheckPredecessor.Duration
 	c.DNS.Addr, c.DNS.Zone, c.Coverage, c.DNS.TTL, c.DNS.MinServer = f.DNS.Addr, f.DNS.Zone, f.DNS.Coverage, uint32(f.DNS.TTL), f.DNS.MinServer
 	k := f.Content
-	c.Edge, c.Origin = k.Edge, k.Origin
+	c.Edge, c.Origin, c.Redirect = k.Edge, k.Origin, k.Redirect
 	c.CDN.Window, c.CDN.MinRequests, c.CDN.HotTop, c.CDN.HotMin, c.CDN.DirTTL = k.Window.Duration, k.MinRequests, k.HotTop, k.HotMin, k.DirTTL.Duration
 	return c
 }
@@ -73,6 +73,7 @@ func runPop(args []string) error {
 	zone := fs.String("zone", f.DNS.Zone, "the CDN's DNS zone, e.g. cdn.example.: A/AAAA for its names answer the best PoP for the client")
 	coverage := fs.String("coverage", f.DNS.Coverage, "coverage-zone file: address prefix → PoP name (CSV \"prefix,pop\" or JSON); clients by EDNS Client Subnet or resolver address")
 	edge := fs.String("edge", f.Content.Edge, "content tier HTTP address: misses fetched from the best PoP holding them (Chord directory), via the key's home PoP as shield, then --origin; empty: off")
+	redirect := fs.Bool("redirect", f.Content.Redirect, "on a miss, send the client (HTTP 302, once) to a PoP holding the content whose MBPP score beats this one's")
 	originURL := fs.String("origin", f.Content.Origin, "origin URL of the content (default: this PoP's own gateway and site)")
 	data := fs.String("data", "", "folder for the generated sample site (default: your cache folder/shoal)")
 	if help, err := parseFlags(fs, args); help || err != nil {
@@ -116,6 +117,8 @@ func runPop(args []string) error {
 			f.Content.Edge = *edge
 		case "origin":
 			f.Content.Origin = *originURL
+		case "redirect":
+			f.Content.Redirect = *redirect
 		}
 	})
 	if err := f.Validate(); err != nil {

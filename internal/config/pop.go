@@ -52,6 +52,7 @@ type PopContent struct {
 	HotTop      int      `toml:"hot_top"`
 	HotMin      int      `toml:"hot_min"`
 	DirTTL      Duration `toml:"dir_ttl"`
+	Redirect    bool     `toml:"redirect"`
 }
 
 // PopDNS is [dns]: see internal/cdndns.Config. Coverage is the file of

@@ -25,6 +25,10 @@ import (
 // control messages, already authenticated by peerwire).
 const protoCDN byte = 3
 
+// redirectMark is the query parameter a redirected request carries: a PoP
+// never redirects such a request again.
+const redirectMark = "shoal_r"
+
 // maxObject bounds what a PoP copies from a peer or the origin.
 const maxObject = 64 << 20
 
@@ -54,7 +58,7 @@ type object struct {
 type ContentStats struct {
 	Hits, Misses, Fetches, RemoteFetches, ShieldFetches, OriginFetches atomic.Uint64
 	PushesSent, PushesReceived, Purges, PurgedObjects, Evictions       atomic.Uint64
-	PeerServed                                                         atomic.Uint64
+	PeerServed, Redirects                                              atomic.Uint64
 }
 
 // content is a PoP's content manager (seed 003 §3.1): the objects it holds,
@@ -140,6 +144,21 @@ func (c *content) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.stats.Misses.Add(1)
+	// Seed 003's redirect: a client is sent to a better PoP holding the
+	// content, once (the marker stops a second redirect, so no loop), and
+	// this PoP fetches a copy for next time (passive replication).
+	if role == "" && c.p.cfg.Redirect && r.URL.Query().Get(redirectMark) == "" {
+		if edge, ok := c.betterHolder(r.Context(), url); ok {
+			c.stats.Redirects.Add(1)
+			go c.sf.Do(url, func() (any, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return c.fetch(ctx, url, false)
+			})
+			http.Redirect(w, r, edge+url+"?"+redirectMark+"=1", http.StatusFound)
+			return
+		}
+	}
 	v, err, _ := c.sf.Do(url, func() (any, error) { return c.fetch(r.Context(), url, role == "shield") })
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -217,6 +236,39 @@ func (c *content) fetch(ctx context.Context, url string, shield bool) (object, e
 	}
 	c.keep(url, o, home)
 	return o, nil
+}
+
+// betterHolder returns the edge of the best-scoring live PoP holding url
+// when its score beats this PoP's own (which has the local bonus).
+func (c *content) betterHolder(ctx context.Context, url string) (string, bool) {
+	key := chord.ContentKey("", url)
+	owner, err := c.p.lookup(ctx, key)
+	if err != nil {
+		return "", false
+	}
+	var holders []string
+	if uint64(owner.ID) == c.p.ID {
+		c.mu.Lock()
+		holders = c.dir.Holders(time.Now(), key)
+		c.mu.Unlock()
+	} else if m, err := c.request(ctx, uint64(owner.ID), owner.Addr, cdnMsg{Op: "query", Key: uint64(key)}); err == nil {
+		holders = m.Holders
+	}
+	now := time.Now()
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	self, _ := c.p.mb.Peer(mbpp.ID(c.p.ID), now)
+	best, bestEdge := self.Score, ""
+	for _, h := range holders {
+		id, edge, ok := parseHolder(h)
+		if !ok || id == c.p.ID {
+			continue
+		}
+		if v, ok := c.p.mb.Peer(mbpp.ID(id), now); ok && v.Alive && v.Score > best {
+			best, bestEdge = v.Score, edge
+		}
+	}
+	return bestEdge, bestEdge != ""
 }
 
 func (c *content) get(ctx context.Context, url, role string) (object, error) {
@@ -594,7 +646,7 @@ func (p *PoP) ContentStats() ContentStatsView {
 		"collapsed": s.Misses.Load() - min(s.Misses.Load(), s.Fetches.Load()), "remote_fetches": s.RemoteFetches.Load(),
 		"shield_fetches": s.ShieldFetches.Load(), "origin_fetches": s.OriginFetches.Load(), "pushes_sent": s.PushesSent.Load(),
 		"pushes_received": s.PushesReceived.Load(), "purges": s.Purges.Load(), "purged_objects": s.PurgedObjects.Load(),
-		"evictions": s.Evictions.Load(), "peer_served": s.PeerServed.Load()}
+		"evictions": s.Evictions.Load(), "peer_served": s.PeerServed.Load(), "redirects": s.Redirects.Load()}
 	return v
 }
 

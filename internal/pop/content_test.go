@@ -205,3 +205,55 @@ func TestHotPushReachesEveryPoP(t *testing.T) {
 		t.Fatalf("pushed copy not served: %s", how)
 	}
 }
+
+// TestRedirectOnceToABetterPoP: b (redirect on, its own score lowered)
+// sends a client missing /r to a, which holds it, with the marker; a
+// request that carries the marker is served, never redirected again.
+func TestRedirectOnceToABetterPoP(t *testing.T) {
+	pops, origin := contentRing(t, 2, func(c *Config) {
+		if c.Name == "c1" {
+			c.Redirect, c.MBPP.LocalBonus = true, -1
+		}
+	})
+	a, b := pops[0], pops[1]
+	get(t, a, "/r")
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	var loc string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := noFollow.Get(b.EdgeURL + "/r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode == http.StatusFound {
+			loc = r.Header.Get("Location")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b never redirected: %s (%v)", r.Status, b.ContentStats().Counts)
+		}
+		time.Sleep(100 * time.Millisecond)
+		b.content.mu.Lock()
+		b.content.store.Remove("/r") // b keeps copies; keep it missing for the test
+		b.content.mu.Unlock()
+	}
+	if loc != a.EdgeURL+"/r?shoal_r=1" {
+		t.Fatalf("redirect to %q, want a's edge with the marker", loc)
+	}
+	// With the marker b serves (fetching if it must): no second redirect.
+	b.content.mu.Lock()
+	b.content.store.Remove("/r")
+	b.content.mu.Unlock()
+	r, err := noFollow.Get(b.EdgeURL + "/r?shoal_r=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != 200 {
+		t.Fatalf("marked request: %s, want 200 (no loop)", r.Status)
+	}
+	if origin("/r") != 1 {
+		t.Fatalf("origin asked %d times", origin("/r"))
+	}
+}

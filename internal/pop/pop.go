@@ -73,6 +73,9 @@ type Config struct {
 	Origin string
 	// CDN holds the replication constants (window, M, hot push).
 	CDN cdn.Config
+	// Redirect sends a client whose PoP misses to a better-scoring PoP
+	// holding the content (HTTP 302, once) instead of fetching for it.
+	Redirect bool
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
