@@ -66,6 +66,12 @@ type Config struct {
 	CapacityRPS float64
 	// SampleEvery is how often server performance is fed to the view.
 	SampleEvery time.Duration
+	// ChordRTT feeds MBPP the RTT of Chord messages too (a PoP measures
+	// every connection it has, as TCP_INFO does). Each entry then carries
+	// O(log N + fingers' sources) links and every PoP holds every entry:
+	// memory grows as N³ links; at 1,000 PoPs the simulator needs over
+	// 14 GB. false keeps the ring neighbours' and probed links only.
+	ChordRTT bool
 	// JoinGap spaces the PoPs' joins at the start.
 	JoinGap time.Duration
 	Seed    uint64
@@ -83,7 +89,7 @@ func DefaultConfig() Config {
 		PoPs: 100, View: "mbpp", Ring: "hash",
 		MBPP: mbpp.DefaultConfig(0, "", ""), Chord: ch, CDN: cdn.DefaultConfig(), Gossip: DefaultGossipConfig(),
 		Origin: "orlando", KillAt: 0.5, FetchTimeout: time.Second, ShieldStretch: 1.5, CapacityRPS: 200,
-		SampleEvery: 10 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1,
+		SampleEvery: 10 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1, ChordRTT: true,
 	}
 }
 
@@ -520,7 +526,9 @@ func (s *sim) do(e *event) {
 		s.sendMBPP(i, p.mb.Handle(s.now, m), s.now)
 		s.sched(i, pMBPP)
 	case evChord:
-		s.sample(i, int(e.from))
+		if s.cfg.ChordRTT {
+			s.sample(i, int(e.from))
+		}
 		s.sendChord(i, p.ch.Handle(s.now, e.ch), s.now)
 		p.ch.TakeResults()
 		s.sched(i, pChord)
@@ -702,7 +710,9 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 			continue
 		}
 		touched[to] = true
-		s.sample(to, x.from)
+		if s.cfg.ChordRTT {
+			s.sample(to, x.from)
+		}
 		for _, m := range s.pops[to].ch.Handle(s.now, x.m) {
 			q = append(q, pend{to, m})
 		}
