@@ -30,7 +30,10 @@ func popFile(c pop.Config) config.Pop {
 			LearningFactor: c.MBPP.LearningFactor, WeightLink: c.MBPP.WeightLink, WeightServer: c.MBPP.WeightServer,
 			LocalBonus: c.MBPP.LocalBonus, RTTRef: d(c.MBPP.RTTRef)},
 		Chord: config.PopChord{Successors: c.Chord.Successors, Stabilise: d(c.Chord.Stabilise), FixFingers: d(c.Chord.FixFingers),
-			CheckPredecessor: d(c.Chord.CheckPredecessor)}}
+			CheckPredecessor: d(c.Chord.CheckPredecessor)},
+		DNS: config.PopDNS{Addr: c.DNS.Addr, Zone: c.DNS.Zone, Coverage: c.Coverage, TTL: int(c.DNS.TTL), MinServer: c.DNS.MinServer},
+		Content: config.PopContent{Edge: c.Edge, Origin: c.Origin, Window: d(c.CDN.Window), MinRequests: c.CDN.MinRequests,
+			HotTop: c.CDN.HotTop, HotMin: c.CDN.HotMin, DirTTL: d(c.CDN.DirTTL), Redirect: c.Redirect}}
 }
 
 func popConfig(f config.Pop, c pop.Config) pop.Config {
@@ -41,6 +44,10 @@ func popConfig(f config.Pop, c pop.Config) pop.Config {
 	m.WeightLink, m.WeightServer, m.LocalBonus, m.RTTRef = f.MBPP.WeightLink, f.MBPP.WeightServer, f.MBPP.LocalBonus, f.MBPP.RTTRef.Duration
 	h := &c.Chord
 	h.Successors, h.Stabilise, h.FixFingers, h.CheckPredecessor = f.Chord.Successors, f.Chord.Stabilise.Duration, f.Chord.FixFingers.Duration, f.Chord.CheckPredecessor.Duration
+	c.DNS.Addr, c.DNS.Zone, c.Coverage, c.DNS.TTL, c.DNS.MinServer = f.DNS.Addr, f.DNS.Zone, f.DNS.Coverage, uint32(f.DNS.TTL), f.DNS.MinServer
+	k := f.Content
+	c.Edge, c.Origin, c.Redirect = k.Edge, k.Origin, k.Redirect
+	c.CDN.Window, c.CDN.MinRequests, c.CDN.HotTop, c.CDN.HotMin, c.CDN.DirTTL = k.Window.Duration, k.MinRequests, k.HotTop, k.HotMin, k.DirTTL.Duration
 	return c
 }
 
@@ -62,6 +69,12 @@ func runPop(args []string) error {
 	tokenFile := fs.String("admin-token-file", "", "the admin API's bearer token, made if missing (default: admin.token in the --data folder); needed for reads off loopback")
 	nodes := fs.Int("nodes", f.Nodes, "in-process nodes")
 	cacheMB := fs.Int("cache-mb", f.CacheMB, "memory cache per node, MiB")
+	dnsAddr := fs.String("dns", f.DNS.Addr, "authoritative DNS listen address (UDP and TCP) for --zone; empty: no DNS")
+	zone := fs.String("zone", f.DNS.Zone, "the CDN's DNS zone, e.g. cdn.example.: A/AAAA for its names answer the best PoP for the client")
+	coverage := fs.String("coverage", f.DNS.Coverage, "coverage-zone file: address prefix → PoP name (CSV \"prefix,pop\" or JSON); clients by EDNS Client Subnet or resolver address")
+	edge := fs.String("edge", f.Content.Edge, "content tier HTTP address: misses fetched from the best PoP holding them (Chord directory), via the key's home PoP as shield, then --origin; empty: off")
+	redirect := fs.Bool("redirect", f.Content.Redirect, "on a miss, send the client (HTTP 302, once) to a PoP holding the content whose MBPP score beats this one's")
+	originURL := fs.String("origin", f.Content.Origin, "origin URL of the content (default: this PoP's own gateway and site)")
 	data := fs.String("data", "", "folder for the generated sample site (default: your cache folder/shoal)")
 	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
 	logf := addLogFlags(fs)
@@ -96,6 +109,18 @@ func runPop(args []string) error {
 			f.Nodes = *nodes
 		case "cache-mb":
 			f.CacheMB = *cacheMB
+		case "dns":
+			f.DNS.Addr = *dnsAddr
+		case "zone":
+			f.DNS.Zone = *zone
+		case "coverage":
+			f.DNS.Coverage = *coverage
+		case "edge":
+			f.Content.Edge = *edge
+		case "origin":
+			f.Content.Origin = *originURL
+		case "redirect":
+			f.Content.Redirect = *redirect
 		}
 	})
 	if err := f.Validate(); err != nil {
@@ -115,6 +140,12 @@ func runPop(args []string) error {
 	fmt.Printf("PoP %s (%016x) is up: gateway %s  admin %s/pops  peer %s\n", c.Name, p.ID, p.Cluster.URL, p.AdminURL, p.PeerAddr)
 	if p.AdminURL != "" {
 		fmt.Printf("  admin token in %s\n", p.AdminTokenFile)
+	}
+	if p.DNS != nil {
+		fmt.Printf("  DNS for %s on %s\n", c.DNS.Zone, p.DNS.UDPAddr)
+	}
+	if p.EdgeURL != "" {
+		fmt.Printf("  content edge %s (purge: POST %s/purge?url=/path)\n", p.EdgeURL, p.AdminURL)
 	}
 	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
 }

@@ -28,6 +28,9 @@ func init() {
 }
 
 func runSim(args []string) error {
+	if len(args) > 0 && args[0] == "cdn" {
+		return runSimCDN(args[1:])
+	}
 	fs := newFlags("sim", "--trace FILE [--policies wrr,lard,…] [--nodes 1,2,4,8,16] [--cache-mb N] [--cache lru|gdsf|cgdsf] [--seed S] [--json | --csv] [--plot out.svg]",
 		"Replay an access log through a simulated cluster (node CPU, disk and cache; front cost) for every policy and node count; print one row per run")
 	tracePath := fs.String("trace", "", "access log to replay (CLF or EPA, plain or gzip)")

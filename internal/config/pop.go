@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/BurntSushi/toml"
 )
@@ -35,6 +36,33 @@ type Pop struct {
 	MBPP PopMBPP `toml:"mbpp"`
 	// Chord holds the Chord periods.
 	Chord PopChord `toml:"chord"`
+	// DNS is the authoritative DNS responder (issue 13; off without addr).
+	DNS PopDNS `toml:"dns"`
+	// Content is the content tier (issue 13; off without edge).
+	Content PopContent `toml:"content"`
+}
+
+// PopContent is [content]: see internal/cdn.Config. Edge is the content
+// HTTP address; Origin the origin URL ("" = the PoP's own gateway).
+type PopContent struct {
+	Edge        string   `toml:"edge"`
+	Origin      string   `toml:"origin"`
+	Window      Duration `toml:"window"`
+	MinRequests int      `toml:"min_requests"`
+	HotTop      int      `toml:"hot_top"`
+	HotMin      int      `toml:"hot_min"`
+	DirTTL      Duration `toml:"dir_ttl"`
+	Redirect    bool     `toml:"redirect"`
+}
+
+// PopDNS is [dns]: see internal/cdndns.Config. Coverage is the file of
+// address prefixes → PoP names (CSV "prefix,pop" or JSON).
+type PopDNS struct {
+	Addr      string  `toml:"addr"`
+	Zone      string  `toml:"zone"`
+	Coverage  string  `toml:"coverage"`
+	TTL       int     `toml:"ttl"`
+	MinServer float64 `toml:"min_server"`
 }
 
 // PopMBPP is [mbpp]: see internal/mbpp.Config for each constant.
@@ -107,6 +135,28 @@ func (p *Pop) validate(name string, data []byte) []error {
 	}
 	if p.CacheMB < 1 {
 		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb = %d", p.CacheMB), "use a positive size in MiB")
+	}
+	if d := p.DNS; d.Addr != "" {
+		if d.Zone == "" {
+			bad([]string{"dns", "zone"}, "dns.addr is set but no zone", "set zone = \"cdn.example.\" (or --zone)")
+		}
+		if d.TTL < 1 || d.TTL > 86400 {
+			bad([]string{"dns", "ttl"}, fmt.Sprintf("dns.ttl = %d", d.TTL), "use 1 to 86400 seconds (short: 20)")
+		}
+		if d.MinServer < 0 || d.MinServer >= 1 {
+			bad([]string{"dns", "min_server"}, fmt.Sprintf("dns.min_server = %v", d.MinServer), "use a value in [0,1), e.g. 0.05")
+		}
+	}
+	if c := p.Content; c.Edge != "" {
+		if c.Window.Duration <= 0 || c.DirTTL.Duration < c.Window.Duration {
+			bad([]string{"content", "window"}, "content.window must be > 0 and dir_ttl ≥ window", "use window = \"1h\", dir_ttl = \"2h\"")
+		}
+		if c.MinRequests < 0 || c.HotTop < 0 || c.HotMin < 0 {
+			bad([]string{"content", "min_requests"}, "min_requests, hot_top and hot_min must be ≥ 0", "use 1, 10 and 5")
+		}
+		if c.Origin != "" && !strings.HasPrefix(c.Origin, "http://") && !strings.HasPrefix(c.Origin, "https://") {
+			bad([]string{"content", "origin"}, fmt.Sprintf("content.origin %q is not an http(s) URL", c.Origin), "use origin = \"http://origin.example:8080\" or leave it empty for the PoP's own site")
+		}
 	}
 	m := p.MBPP
 	if m.Hold.Duration <= 0 || m.AckTimeout.Duration <= 0 || m.RTTRef.Duration <= 0 {

@@ -280,3 +280,30 @@ func TestJoinNeedsEveryPoP(t *testing.T) {
 	}
 	t.Logf("refused: %s", bad.Refused())
 }
+
+// TestJoinSurvivesLostProposal: the ping carrying a newcomer's proposal is
+// lost inside a PoP (acked, then swallowed; the regenerated ping carries no
+// proposal). The newcomer's join retries must put the proposal back on the
+// ring, so it joins instead of waiting forever.
+func TestJoinSurvivesLostProposal(t *testing.T) {
+	v := newVnet(t)
+	ids := v.ring(4, 30*time.Second)
+	lost := false
+	v.hook = func(m Msg) (int, bool) {
+		if !lost && m.Kind == KindPing && len(m.Proposals) > 0 {
+			lost = true
+			return 0, true
+		}
+		return 1, false
+	}
+	j, ms, _ := NewJoiner(testConfig(77), []string{v.nodes[ids[0]].cfg.Addr}, nil, v.now)
+	v.add(j)
+	v.send(77, ms)
+	v.run(v.now.Add(2 * time.Minute))
+	if !lost {
+		t.Fatal("no proposal was lost: the test tests nothing")
+	}
+	if !j.Joined() {
+		t.Fatalf("newcomer not joined 2 min after its proposal was lost (join timeout %v)", j.cfg.JoinTimeout)
+	}
+}

@@ -26,7 +26,8 @@ type Stats struct {
 }
 
 type pending struct {
-	out      bool // injected in a ping that has not come back
+	out      bool      // injected in a ping that has not come back
+	outAt    time.Time // when it was injected
 	proposal Proposal
 }
 
@@ -35,6 +36,7 @@ type outstanding struct {
 	msg      Msg
 	deadline time.Time
 	tries    int
+	vers     map[ID]sentVer // entry versions the unacked ping carries
 }
 
 type sentVer struct {
@@ -68,7 +70,12 @@ type Node struct {
 	lastPingTo, lastPongTo     ID
 	out                        [2]outstanding // unacked ping, pong
 
-	sentTo    ID
+	sentTo ID
+	// sent holds, per entry, the version the successor has acked: a ping
+	// carries what changed since then. Counting a version as delivered
+	// only on the ack matters: a ping dropped by a PoP not yet welcomed,
+	// or superseded by a newer ping, would otherwise lose the entry's
+	// name and address for good (later deltas carry no meta).
 	sent      map[ID]sentVer
 	deathNews []ID
 
@@ -330,34 +337,35 @@ func (n *Node) sendPing(now time.Time) []Msg {
 		n.pingDue = now.Add(n.cfg.Hold)
 		n.lastToken = now
 		n.stats.Cycles++
-		return n.cycleDone(now, n.takeProposals())
+		return n.cycleDone(now, n.takeProposals(now))
 	}
 	if to != n.sentTo {
 		n.sentTo, n.sent = to, map[ID]sentVer{}
 	}
 	m := Msg{Kind: KindPing, From: n.cfg.Self, To: to, ToAddr: n.view[to].Addr, Nb: n.ping, Inc: n.inc()}
+	vers := map[ID]sentVer{}
 	for _, e := range n.view {
 		s, known := n.sent[e.ID]
 		if known && s.inc == e.Inc && s.ver >= e.Version {
 			continue
 		}
 		m.Entries = append(m.Entries, e.delta(s.inc, s.ver, known))
-		n.sent[e.ID] = sentVer{e.Inc, e.Version}
+		vers[e.ID] = sentVer{e.Inc, e.Version}
 	}
-	m.Proposals = n.takeProposals()
+	m.Proposals = n.takeProposals(now)
 	n.havePing, n.lastPingSent, n.lastPingTo = false, n.ping, to
-	n.out[0] = outstanding{active: true, msg: m, deadline: now.Add(n.cfg.AckTimeout)}
+	n.out[0] = outstanding{active: true, msg: m, deadline: now.Add(n.cfg.AckTimeout), vers: vers}
 	return []Msg{n.count(m)}
 }
 
 // takeProposals returns the proposals riding on with the ping: those of
 // others and this PoP's pending joins not yet out.
-func (n *Node) takeProposals() []Proposal {
+func (n *Node) takeProposals(now time.Time) []Proposal {
 	ps := n.carry
 	n.carry = nil
 	for _, p := range n.pending {
 		if !p.out {
-			p.out = true
+			p.out, p.outAt = true, now
 			q := p.proposal
 			q.Origin, q.Accepts, q.Rejected, q.Reason = n.cfg.Self, 0, false, ""
 			ps = append(ps, q)
@@ -452,6 +460,13 @@ func (n *Node) Handle(now time.Time, m Msg) []Msg {
 		}
 		if o := &n.out[k]; o.active && o.msg.To == m.From && o.msg.Nb == m.Nb {
 			o.active = false
+			if k == 0 && m.From == n.sentTo {
+				for id, v := range o.vers {
+					if s, ok := n.sent[id]; !ok || s.inc != v.inc || s.ver < v.ver {
+						n.sent[id] = v
+					}
+				}
+			}
 		}
 		if n.joined && len(m.Entries) > 0 {
 			return n.mergeList(now, m.Entries)
@@ -499,6 +514,12 @@ func (n *Node) onJoin(now time.Time, m Msg) []Msg {
 	}
 	if q := n.pending[p.ID]; q != nil {
 		q.proposal = p // a retry: keep its place
+		// A proposal out for longer than two generous rounds rode a
+		// ping that was lost or dropped as an old copy: send it again
+		// (a late copy coming back finds no pending entry and is ignored).
+		if q.out && now.Sub(q.outAt) > 2*n.cfg.Round(len(n.members()), n.cfg.AckTimeout) {
+			q.out = false
+		}
 		return nil
 	}
 	n.pending[p.ID] = &pending{proposal: p}
@@ -508,8 +529,11 @@ func (n *Node) onJoin(now time.Time, m Msg) []Msg {
 func (n *Node) onPing(now time.Time, m Msg) []Msg {
 	nb := m.Nb
 	if nb <= n.maxPing {
+		// An old or duplicated token is dropped, but the list it
+		// carries is still news: the sender counts it delivered once
+		// acked, so ignoring it would lose entries for good.
 		n.stats.Duplicates++
-		return nil
+		return n.mergeList(now, m.Entries)
 	}
 	n.maxPing = nb
 	n.stats.PingsIn++
@@ -547,7 +571,7 @@ func (n *Node) onPong(now time.Time, m Msg) []Msg {
 	nb := m.Nb
 	if nb >= n.minPong {
 		n.stats.Duplicates++
-		return nil
+		return n.mergeList(now, m.Entries)
 	}
 	n.minPong = nb
 	n.stats.PongsIn++

@@ -121,26 +121,36 @@ type PeerView struct {
 	Self   bool          `json:"self"`
 }
 
-// score is serv of seed 003 §2 (5) for peer e seen from this PoP: the
-// normalised weighted sum of link and server performance, with the local
-// bonus of §2 (4) for this PoP itself.
+// score is serv of seed 003 §2 (5) for peer e seen from this PoP.
 func (n *Node) score(e *Entry, rtt time.Duration, haveRTT bool) float64 {
-	if !e.Alive {
+	return Score(&n.cfg, e.ID == n.cfg.Self, e.Alive, rtt, haveRTT, e.Server)
+}
+
+// Score is serv of seed 003 §2 (5) under the constants of c: the normalised
+// weighted sum of link performance (RTTRef/(RTTRef+rtt); 0 when no RTT is
+// known) and server performance, plus the local bonus of §2 (4) for the PoP
+// itself (self); 0 for a dead PoP. It is exported so that other views of the
+// same PoPs (the simulator's gossip baseline) rank them by the same rule.
+func Score(c *Config, self, alive bool, rtt time.Duration, haveRTT bool, server float64) float64 {
+	if !alive {
 		return 0
 	}
-	c := &n.cfg
 	link := 0.0
-	if e.ID == c.Self {
+	if self {
 		link = 1
 	} else if haveRTT {
 		link = float64(c.RTTRef) / float64(c.RTTRef+rtt)
 	}
-	s := (c.WeightLink*link + c.WeightServer*e.Server) / (c.WeightLink + c.WeightServer)
-	if e.ID == c.Self {
+	s := (c.WeightLink*link + c.WeightServer*server) / (c.WeightLink + c.WeightServer)
+	if self {
 		s += c.LocalBonus
 	}
 	return s
 }
+
+// RTTTo is the smoothed link RTT from this PoP to peer as routing uses it:
+// its own measurement, else the peer's measurement of the way back.
+func (n *Node) RTTTo(peer ID) (time.Duration, bool) { return n.rttTo(peer) }
 
 // rttTo is the link RTT from this PoP to peer: its own measurement, else the
 // peer's measurement of the way back (RTT is symmetric).
@@ -186,4 +196,24 @@ func cmpID(a, b ID) int {
 		return 1
 	}
 	return 0
+}
+
+// Peer returns one line of this PoP's view (as View gives it) without
+// building the whole view: routing asks it for each candidate PoP.
+func (n *Node) Peer(id ID, now time.Time) (PeerView, bool) {
+	e := n.view[id]
+	if e == nil {
+		return PeerView{}, false
+	}
+	rtt, ok := n.rttTo(id)
+	if id == n.cfg.Self {
+		rtt, ok = 0, true
+	}
+	v := PeerView{ID: id, Name: e.Name, Addr: e.Addr, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
+		RTTms: float64(rtt) / 1e6, Server: e.Server, Score: n.score(e, rtt, ok), Self: id == n.cfg.Self}
+	if !e.heard.IsZero() {
+		v.Age = now.Sub(e.heard)
+		v.AgeS = v.Age.Seconds()
+	}
+	return v, true
 }

@@ -110,10 +110,13 @@ var (
 	descFingers = prometheus.NewDesc("shoal_pop_chord_fingers", "Distinct Chord fingers.", nil, nil)
 	descHops    = prometheus.NewDesc("shoal_pop_chord_lookup_hops_total", "Chord lookup hops made by this PoP.", nil, nil)
 	descWire    = prometheus.NewDesc("shoal_pop_peerwire_total", "Peer links and refused frames.", []string{"event"}, nil)
+	descDNS     = prometheus.NewDesc("shoal_pop_dns_answers_total", "DNS answers by the PoP answered.", []string{"answer"}, nil)
+	descContent = prometheus.NewDesc("shoal_pop_content_total", "Content tier events: hits, misses, fetches, collapsed, remote/shield/origin fetches, pushes, purges, evictions.", []string{"event"}, nil)
+	descDNSWhy  = prometheus.NewDesc("shoal_pop_dns_queries_total", "DNS queries by outcome (coverage, score, fallback, no_pop, refused, ecs).", []string{"outcome"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAlive, descRTT, descServer, descScore, descAge, descMBPP, descMembers, descSuccs, descFingers, descHops, descWire} {
+	for _, d := range []*prometheus.Desc{descAlive, descRTT, descServer, descScore, descAge, descMBPP, descMembers, descSuccs, descFingers, descHops, descWire, descDNS, descDNSWhy, descContent} {
 		ch <- d
 	}
 }
@@ -145,5 +148,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descHops, prometheus.CounterValue, float64(cv.Stats.Hops))
 	for k, n := range v.Wire {
 		ch <- prometheus.MustNewConstMetric(descWire, prometheus.CounterValue, float64(n), k)
+	}
+	if c.p.content != nil {
+		for k, n := range c.p.ContentStats().Counts {
+			ch <- prometheus.MustNewConstMetric(descContent, prometheus.CounterValue, float64(n), k)
+		}
+	}
+	if c.p.DNS != nil {
+		st := c.p.DNS.Stats()
+		for k, n := range st.ByPoP {
+			ch <- prometheus.MustNewConstMetric(descDNS, prometheus.CounterValue, float64(n), k)
+		}
+		for k, n := range map[string]uint64{"coverage": st.Coverage, "score": st.Score, "fallback": st.Fallback,
+			"no_pop": st.NoPoP, "refused": st.Refused, "ecs": st.ECS} {
+			ch <- prometheus.MustNewConstMetric(descDNSWhy, prometheus.CounterValue, float64(n), k)
+		}
 	}
 }

@@ -23,10 +23,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
 	"shoal/internal/admin"
+	"shoal/internal/cdn"
+	"shoal/internal/cdndns"
 	"shoal/internal/chord"
 	"shoal/internal/mbpp"
 	"shoal/internal/peerwire"
@@ -57,6 +60,22 @@ type Config struct {
 	MBPP mbpp.Config
 	// Chord holds the Chord periods and successor list length.
 	Chord chord.Config
+	// DNS is the authoritative DNS responder for the CDN's zone (off when
+	// DNS.Addr is empty); Coverage the file of prefixes → PoP names.
+	DNS      cdndns.Config
+	Coverage string
+	// Edge is the content tier's HTTP address (issue 13: misses looked up
+	// in Chord and fetched from the best PoP holding them, through the
+	// key's home as shield, then Origin); "" turns the content tier off.
+	Edge string
+	// Origin is the HTTP origin of the content; "" is this PoP's own
+	// gateway (its site).
+	Origin string
+	// CDN holds the replication constants (window, M, hot push).
+	CDN cdn.Config
+	// Redirect sends a client whose PoP misses to a better-scoring PoP
+	// holding the content (HTTP 302, once) instead of fetching for it.
+	Redirect bool
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -70,6 +89,8 @@ func DefaultConfig() Config {
 		Cluster:     up.Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 2, CacheMB: 64},
 		MBPP:        mbpp.DefaultConfig(0, "", ""),
 		Chord:       chord.DefaultConfig(chord.Peer{}),
+		DNS:         cdndns.DefaultConfig(),
+		CDN:         cdn.DefaultConfig(),
 	}
 }
 
@@ -98,6 +119,13 @@ type PoP struct {
 	peerLn  net.Listener
 	adminLn net.Listener
 	admin   *http.Server
+	// DNS is the running responder, nil when off.
+	DNS *cdndns.Server
+	// EdgeURL is the content tier's address ("" when off).
+	EdgeURL string
+	content *content
+	lookups map[uint64]chan chord.Result
+	ctx     context.Context
 
 	mu     sync.Mutex // guards the state machines
 	mb     *mbpp.Node
@@ -126,7 +154,8 @@ func Start(cfg Config) (*PoP, error) {
 		return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
 	}
 	p := &PoP{ID: uint64(chord.Hash(cfg.Name)), cfg: cfg, seed: seed, log: cfg.Logger.With("pop", cfg.Name),
-		wake: make(chan struct{}, 1), joined: make(chan struct{}), failed: make(chan error, 1), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), joined: make(chan struct{}), failed: make(chan error, 1), done: make(chan struct{}),
+		lookups: map[uint64]chan chord.Result{}}
 	p.wire = peerwire.DefaultConfig(p.ID, seed)
 	p.wire.Stats = &peerwire.Stats{}
 	p.wire.Log = func(f string, a ...any) { p.log.Warn(fmt.Sprintf(f, a...)) }
@@ -189,7 +218,7 @@ func Start(cfg Config) (*PoP, error) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
+	p.cancel, p.ctx = cancel, ctx
 	go p.loop(ctx)
 	p.sendMBPP(out)
 
@@ -211,6 +240,11 @@ func Start(cfg Config) (*PoP, error) {
 	p.mu.Lock() // the loop samples the cluster
 	p.Cluster = cl
 	p.mu.Unlock()
+	if cfg.Edge != "" {
+		if err := p.startContent(cfg); err != nil {
+			return nil, err
+		}
+	}
 	if adminAddr != "off" {
 		if adminAddr == "" {
 			adminAddr = "127.0.0.1:9090"
@@ -232,11 +266,46 @@ func Start(cfg Config) (*PoP, error) {
 		a := admin.NewConfig(p.Cluster.Control, p.Cluster.Metrics, admin.Config{Token: tok, Public: public})
 		a.Handle("GET /pops", http.HandlerFunc(p.servePops))
 		a.Handle("GET /chord", http.HandlerFunc(p.serveChord))
+		a.Handle("GET /content", http.HandlerFunc(p.serveContent))
+		a.Handle("POST /purge", http.HandlerFunc(p.servePurge))
 		p.admin = &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
 		go p.admin.Serve(p.adminLn)
 	}
+	if cfg.DNS.Addr != "" {
+		var cov *cdndns.Coverage
+		if cfg.Coverage != "" {
+			if cov, err = cdndns.LoadCoverage(cfg.Coverage); err != nil {
+				return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+			}
+		}
+		if p.DNS, err = cdndns.Start(cfg.DNS, cov, p.dnsView); err != nil {
+			return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+		}
+	}
 	ok = true
 	return p, nil
+}
+
+// dnsView is the MBPP view as the DNS responder takes it: each PoP is
+// answered with the IP of its peer address (a PoP has one address, seed
+// 003 §3.3; the gateway listens on it too).
+func (p *PoP) dnsView() []cdndns.Candidate {
+	p.mu.Lock()
+	view := p.mb.View(time.Now())
+	p.mu.Unlock()
+	out := make([]cdndns.Candidate, 0, len(view))
+	for _, v := range view {
+		c := cdndns.Candidate{Name: v.Name, Alive: v.Alive, Score: v.Score, Server: v.Server}
+		if ap, err := netip.ParseAddrPort(v.Addr); err == nil {
+			if a := ap.Addr().Unmap(); a.Is4() {
+				c.V4 = a
+			} else {
+				c.V6 = a
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // proof is what a newcomer shows every PoP of the ring: an HMAC of its
@@ -327,8 +396,11 @@ func (p *PoP) handle(in inbound) {
 		if p.ch != nil {
 			out = p.ch.Handle(now, m)
 		}
+		p.deliverLocked()
 		p.mu.Unlock()
 		p.sendChord(out)
+	case protoCDN:
+		p.onCDN(in.from, in.body)
 	}
 }
 
@@ -366,6 +438,7 @@ func (p *PoP) tick() {
 	if p.ch != nil {
 		chOut = p.ch.Tick(now)
 	}
+	p.deliverLocked()
 	p.mu.Unlock()
 	p.sendMBPP(out)
 	p.sendChord(chOut)
@@ -466,6 +539,12 @@ func (p *PoP) Shutdown(ctx context.Context) error {
 		p.peerLn.Close()
 	}
 	p.links.close()
+	if p.DNS != nil {
+		p.DNS.Close()
+	}
+	if p.content != nil {
+		p.content.srv.Close()
+	}
 	if p.admin != nil {
 		errs = append(errs, p.admin.Shutdown(ctx))
 	} else if p.adminLn != nil {

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"text/tabwriter"
+
+	"shoal/internal/cdnsim"
+	"shoal/internal/sim"
+	"shoal/internal/trace"
+)
+
+func runSimCDN(args []string) error {
+	d := cdnsim.DefaultConfig()
+	fs := newFlags("sim cdn", "[--rtt-matrix FILE [--rtt-cols SRC,DST,RTT_MS] | --cities N] [--trace FILE | --zipf-requests N] [--pops 10,100] [--views mbpp,gossip] [--json] [--plot out.svg]",
+		"Simulate the CDN tier (MBPP view, Chord directory, replication) on a virtual clock over a latency matrix; one row per PoP count and view")
+	matrixPath := fs.String("rtt-matrix", "", "RTT matrix CSV (plain or gzip): one row per pair, upper triangle allowed")
+	rttCols := fs.String("rtt-cols", "", "columns SRC,DST,RTT_MS by header name or 1-based number (default: the first three)")
+	citiesN := fs.Int("cities", 100, "without --rtt-matrix: generate a matrix of this many locations from city coordinates (the first 100 real cities, more scattered around them)")
+	inflation := fs.Float64("inflation", cdnsim.DefaultGenConfig(0).Inflation, "generated matrix: RTT = base + inflation × great-circle km / 100 (fibre 200 km/ms, paths ≈ 2× longer)")
+	baseMs := fs.Float64("rtt-base-ms", cdnsim.DefaultGenConfig(0).BaseMs, "generated matrix: access delay added to every pair (and the RTT within a location)")
+	tracePath := fs.String("trace", "", "access log (CLF or EPA, plain or gzip); clients placed at locations by a seeded hash of their host")
+	zipfN := fs.Int("zipf-requests", 100000, "without --trace: a Zipf workload of this many requests")
+	zipfFiles := fs.Int("zipf-files", 10000, "Zipf workload: distinct objects")
+	zipfClients := fs.Int("zipf-clients", 5000, "Zipf workload: distinct clients")
+	zipfRate := fs.Float64("zipf-rate", 10, "Zipf workload: requests per second")
+	duration := fs.Duration("duration", 0, "replay only this much of the workload (0 = all)")
+	popsFlag := fs.String("pops", "10,100", "comma-separated PoP counts")
+	views := fs.String("views", "mbpp,gossip", "view protocols to run: mbpp (seed 003) and/or gossip (baseline)")
+	ring := fs.String("mbpp-ring", d.Ring, "MBPP ring order: hash (seed 003, the daemon's) or geo (nearest-neighbour tour of locations; shorter rounds at large N)")
+	chordRTT := fs.Bool("chord-rtt", d.ChordRTT, "MBPP also samples the RTT of Chord connections (false: ring neighbours and probes only; needed for 1,000 PoPs in memory)")
+	origin := fs.String("origin", d.Origin, "location of the origin server")
+	killAt := fs.Float64("kill-at", d.KillAt, "fraction of the workload at which one PoP fails (0 = none)")
+	window := fs.Duration("window", d.CDN.Window, "replication window: evict below --min-requests, push the --hot-top")
+	minReq := fs.Int("min-requests", d.CDN.MinRequests, "M: fewer requests than this in a window evict a copy")
+	hotTop := fs.Int("hot-top", d.CDN.HotTop, "objects of a window pushed to every PoP (0 = no hot push)")
+	hold := fs.Duration("mbpp-hold", d.MBPP.Hold, "MBPP token hold time (sets the round: N × (hold + one-way delay))")
+	gossipPeriod := fs.Duration("gossip-period", d.Gossip.Period, "gossip baseline period")
+	seed := fs.Uint64("seed", d.Seed, "seed of placement, client locations and draws; equal seeds give identical output")
+	asJSON := fs.Bool("json", false, "print one JSON object per run (one per line)")
+	plotOut := fs.String("plot", "", "write the client RTT, staleness and traffic plots against N to NAME.svg and NAME.png")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var m *cdnsim.Matrix
+	var err error
+	if *matrixPath != "" {
+		cols, err := cdnsim.ParseColumns(*rttCols)
+		if err != nil {
+			return err
+		}
+		if m, err = cdnsim.LoadMatrix(*matrixPath, cols); err != nil {
+			return err
+		}
+	} else {
+		g := cdnsim.DefaultGenConfig(*citiesN)
+		g.Inflation, g.BaseMs, g.Seed = *inflation, *baseMs, *seed
+		if m, err = cdnsim.Generate(g); err != nil {
+			return err
+		}
+	}
+	var w *cdnsim.Workload
+	if *tracePath != "" {
+		r, err := trace.Open(*tracePath)
+		if err != nil {
+			return err
+		}
+		w, err = cdnsim.FromSource(r, m.Len(), *seed, *duration)
+		r.Close()
+		if err != nil {
+			return err
+		}
+	} else {
+		w, err = cdnsim.Zipf(trace.Synth{Files: *zipfFiles, Requests: *zipfN, Rate: *zipfRate, Seed: int64(*seed)}, *zipfClients, m.Len(), *seed)
+		if err != nil {
+			return err
+		}
+	}
+	var pops []int
+	for _, s := range splitList(*popsFlag) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > m.Len() {
+			return fmt.Errorf("--pops: %q is not a PoP count in [1, %d] (the matrix's locations)", s, m.Len())
+		}
+		pops = append(pops, n)
+	}
+	var rows []cdnsim.Result
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if !*asJSON {
+		fmt.Fprintln(tw, "view\tpops\trequests\tround_s\tstale_s\tbytes/round\tmsgs/round\tview_B/s\thops\thops_p99\tdetect_s\tclient_ms\toracle_ms\trandom_ms\thit\torigin\twall_s\t")
+	}
+	for _, n := range pops {
+		for _, v := range splitList(*views) {
+			cfg := cdnsim.DefaultConfig()
+			cfg.Ring, cfg.ChordRTT = *ring, *chordRTT
+			cfg.PoPs, cfg.View, cfg.Origin, cfg.KillAt, cfg.Seed = n, v, *origin, *killAt, *seed
+			cfg.CDN.Window, cfg.CDN.MinRequests, cfg.CDN.HotTop = *window, *minReq, *hotTop
+			cfg.CDN.DirTTL = max(cfg.CDN.DirTTL, 2**window)
+			cfg.MBPP.Hold, cfg.Gossip.Period = *hold, *gossipPeriod
+			r, err := cdnsim.Run(cfg, m, w)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, r)
+			if *asJSON {
+				b, _ := json.Marshal(r)
+				fmt.Println(string(b))
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t%.1f\t\n",
+				r.View, r.PoPs, r.Requests, r.MBPPRoundS, r.ViewStalenessS, r.MBPPBytesRound, r.MBPPMsgsRound, r.ViewBytesPerS,
+				r.ChordHopsMean, r.ChordHopsP99, r.FailureDetectS, r.ClientRTTMean, r.OracleRTTMean, r.RandomRTTMean,
+				r.HitRatio, r.OriginFetchRatio, r.WallS)
+		}
+	}
+	tw.Flush()
+	if *plotOut != "" {
+		svg, png := sim.PlotPaths(*plotOut)
+		if err := cdnsim.Plot(rows, svg, png); err != nil {
+			return err
+		}
+	}
+	if len(rows) == 0 {
+		return errors.New("no run: --pops and --views are empty")
+	}
+	return nil
+}
