@@ -27,7 +27,7 @@ func TestTemplateIsDefaults(t *testing.T) {
 	if !strings.Contains(tmpl, "\npolicy = \"wrr\"                 # "+strings.Join(policy.Names(), " ")+"\n") {
 		t.Errorf("template's policy line does not list policy.Names():\n%s", tmpl)
 	}
-	if f.Admin != "127.0.0.1:9090" || len(f.Nodes) != 2 || *f.Nodes[0].Weight != 1 || f.Nodes[1].Weight != nil {
+	if f.Admin != d.Admin || len(f.Nodes) != 2 || *f.Nodes[0].Weight != 1 || f.Nodes[1].Weight != nil {
 		t.Errorf("template nodes/admin = %q %+v", f.Admin, f.Nodes)
 	}
 	p := f.Tuning.Config()

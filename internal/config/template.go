@@ -28,7 +28,7 @@ const frontTemplate = `# shoal front configuration. Every key is optional; shown
 # Flags given on the command line override the file.
 
 listen = "127.0.0.1:8080"      # client-facing address
-admin = "127.0.0.1:9090"       # admin API and /metrics (default "": off)
+admin = ""                     # admin API and /metrics, e.g. "127.0.0.1:9090" ("": off)
 admin_token_file = ""          # bearer token for admin writes, mode 0600 (openssl rand -hex 32);
                                # without it the admin API is read-only; required off loopback
 policy = "wrr"                 # POLICIES

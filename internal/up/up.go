@@ -25,6 +25,7 @@ import (
 
 	"shoal/internal/admin"
 	"shoal/internal/cluster"
+	"shoal/internal/config"
 	"shoal/internal/content"
 	"shoal/internal/front"
 	"shoal/internal/node"
@@ -181,9 +182,11 @@ type Cluster struct {
 	Certs   *front.Certs
 	TLSCert string
 
-	Front   *front.Server
-	Control *cluster.Cluster
-	Metrics *admin.Metrics
+	Front *front.Server
+	// frontCfg is the front's configuration as started (for tests).
+	frontCfg front.Config
+	Control  *cluster.Cluster
+	Metrics  *admin.Metrics
 	// Publisher publishes new versions of the site to the nodes (`shoal
 	// publish`, POST /publish); nil where the nodes cannot take part.
 	Publisher *publish.Coordinator
@@ -298,6 +301,16 @@ func (c *Cluster) startFront(fc front.Config) error {
 		fc.MaxClientConns = c.Config.MaxConns
 	}
 	fc.MaxConnsPerIP = c.Config.MaxConnsPerIP
+	// The per-node limit and queue of `shoal front`, from the one source
+	// of its defaults.
+	lim := config.DefaultFront().Limits
+	if fc.MaxConn == 0 {
+		fc.MaxConn = lim.MaxConnPerNode
+	}
+	if fc.QueueTimeout == 0 {
+		fc.QueueTimeout = lim.QueueTimeout.Duration
+	}
+	c.frontCfg = fc
 	var err error
 	c.Front, err = front.New(c.Control, fc)
 	if err != nil {

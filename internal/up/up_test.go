@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/config"
 	"shoal/internal/site"
 )
 
@@ -210,5 +211,23 @@ func TestUpRedirect(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != 200 || n != f.Size {
 		t.Fatalf("following the redirect: %d, %d bytes (want %d), %v", resp.StatusCode, n, f.Size, err)
+	}
+}
+
+// TestUpFrontHasTheFrontsLimits: `shoal up`'s front queues requests beyond
+// max_conn_per_node like `shoal front` does, from the same default
+// (config.DefaultFront); it once ran with no per-node limit at all.
+func TestUpFrontHasTheFrontsLimits(t *testing.T) {
+	site := t.TempDir()
+	os.WriteFile(filepath.Join(site, "a.txt"), []byte("a"), 0o644)
+	c, err := Start(Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Site: site, Nodes: 1, CacheMB: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := config.DefaultFront().Limits
+	if c.frontCfg.MaxConn != want.MaxConnPerNode || c.frontCfg.QueueTimeout != want.QueueTimeout.Duration {
+		t.Errorf("up's front: max_conn_per_node %d, queue_timeout %v; shoal front's defaults %d, %v",
+			c.frontCfg.MaxConn, c.frontCfg.QueueTimeout, want.MaxConnPerNode, want.QueueTimeout.Duration)
 	}
 }
