@@ -83,6 +83,11 @@ type Config struct {
 	PolicyConfig policy.Config
 	// Nodes is the cluster size (≥ 1).
 	Nodes int
+	// NodeNames names the nodes as the live cluster does (policy.Node.Name:
+	// the node's URL), so a policy that places by name — chbl's hash ring —
+	// builds the same ring as the front it predicts. Default nil: "n0",
+	// "n1", …; otherwise exactly Nodes distinct names.
+	NodeNames []string
 	// CacheBytes is each node's memory cache. Default 32 MiB.
 	CacheBytes int64
 	// Cache is the nodes' replacement policy: "lru" (default, seed 000
@@ -270,6 +275,18 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if cfg.Cache == "" {
 		cfg.Cache = cache.LRU
 	}
+	if cfg.NodeNames != nil {
+		if len(cfg.NodeNames) != cfg.Nodes {
+			return nil, fmt.Errorf("sim: %d node names for %d nodes", len(cfg.NodeNames), cfg.Nodes)
+		}
+		seen := make(map[string]bool, len(cfg.NodeNames))
+		for _, n := range cfg.NodeNames {
+			if n == "" || seen[n] {
+				return nil, fmt.Errorf("sim: node name %q: empty or repeated", n)
+			}
+			seen[n] = true
+		}
+	}
 	if cfg.PerNode < 0 || cfg.TimeScale < 0 || cfg.CacheBytes < 0 {
 		return nil, errors.New("sim: per-node window, time scale and cache size must not be negative")
 	}
@@ -334,7 +351,11 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	s.cl.Nodes = make([]policy.Node, cfg.Nodes)
 	s.nodes = make([]node, cfg.Nodes)
 	for i := range s.nodes {
-		s.cl.Nodes[i] = policy.Node{Name: fmt.Sprintf("n%d", i), Weight: 1, Up: true}
+		name := fmt.Sprintf("n%d", i)
+		if cfg.NodeNames != nil {
+			name = cfg.NodeNames[i]
+		}
+		s.cl.Nodes[i] = policy.Node{Name: name, Weight: 1, Up: true}
 		cc := cache.Config[struct{}]{
 			Policy:    cfg.Cache,
 			Capacity:  cfg.CacheBytes,
