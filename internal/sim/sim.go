@@ -95,7 +95,7 @@ type Config struct {
 	// disk read time (Costs.Disk); cgdsf's peer cost is a peer fetch (both
 	// sides' PeerPer512), and its CachedElsewhere asks the other nodes' caches.
 	// tbccrd's and weblins' mirrors of the node caches evict in the same
-	// order (see mirrorReplacers) unless PolicyConfig.NewReplacer is set.
+	// order (policy.NodeCacheMirrors) unless PolicyConfig.NewReplacer is set.
 	Cache string
 	// Costs are the time and byte costs. Zero value = DefaultCosts().
 	Costs *Costs
@@ -312,10 +312,9 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if pc.PopularN == 0 && pc.PopularBytes == 0 {
 		pc.PopularBytes = max(cfg.CacheBytes/8, 1)
 	}
-	if cfg.Cache != cache.LRU && pc.NewReplacer == nil {
-		mr := &mirrorReplacers{cfg: cache.Config[struct{}]{Policy: cfg.Cache, Capacity: cfg.CacheBytes}}
-		mr.cfg.Cost, mr.cfg.PeerCost = s.gdsfCost, s.gdsfPeerCost
-		pc.NewReplacer = mr.newReplacer
+	if pc.NewReplacer == nil {
+		pc.NewReplacer = policy.NodeCacheMirrors(cache.Config[struct{}]{Policy: cfg.Cache, Capacity: cfg.CacheBytes,
+			Cost: s.gdsfCost, PeerCost: s.gdsfPeerCost})
 	}
 	pol, err := cfg.Registry.New(cfg.Policy, pc)
 	if err != nil {

@@ -1,4 +1,4 @@
-package sim
+package policy
 
 import (
 	"testing"
@@ -10,15 +10,14 @@ import (
 // budget 10 B, objects of 4 B. Adding a third overflows the backing cache,
 // which picks the victim; Victim reports it until the mirror removes it.
 func TestCacheReplacer(t *testing.T) {
-	for _, pol := range []string{cache.LRU, cache.GDSF} {
-		m := &mirrorReplacers{cfg: cache.Config[struct{}]{Policy: pol, Capacity: 10}}
-		r := m.newReplacer(0)
+	for _, pol := range []string{cache.GDSF, cache.CGDSF} {
+		r := NodeCacheMirrors(cache.Config[struct{}]{Policy: pol, Capacity: 10})(0)
 		if _, ok := r.Victim(); ok {
 			t.Fatalf("%s: victim of an empty cache", pol)
 		}
 		r.Add(0, 4, 0)
 		r.Add(1, 4, 0)
-		r.Hit(0, 0) // 1 is now the older (LRU) / less frequent (GDSF) one
+		r.Hit(0, 0) // 1 is now the less frequent one
 		r.Add(2, 4, 0)
 		v, ok := r.Victim()
 		if !ok || v != 1 {
@@ -29,13 +28,16 @@ func TestCacheReplacer(t *testing.T) {
 			t.Fatalf("%s: victim %d after removal, want none", pol, v)
 		}
 	}
+	if NodeCacheMirrors(cache.Config[struct{}]{Policy: cache.LRU, Capacity: 10}) != nil {
+		t.Error("lru: want nil (the policies' default NewLRU)")
+	}
 }
 
 // TestCGDSFMirrorsSeeEachOther: a cgdsf mirror asks the other nodes'
 // mirrors whether an object is cached elsewhere; the duplicate goes first.
 func TestCGDSFMirrorsSeeEachOther(t *testing.T) {
-	m := &mirrorReplacers{cfg: cache.Config[struct{}]{Policy: cache.CGDSF, Capacity: 10}}
-	a, b := m.newReplacer(0), m.newReplacer(1)
+	nr := NodeCacheMirrors(cache.Config[struct{}]{Policy: cache.CGDSF, Capacity: 10})
+	a, b := nr(0), nr(1)
 	b.Add(5, 4, 0) // object 5 also lives on node 1
 	a.Add(5, 4, 0)
 	a.Add(6, 4, 0)
