@@ -90,6 +90,15 @@ func (r *cacheReplacer) Add(id int32, size int64, _ time.Duration) {
 	r.c.Add(r.m.key(id), struct{}{}, max(size, 0))
 }
 
+// Resize implements Resizer: the backing cache re-inserts the object with
+// its new size, keeping its frequency (internal/cache's Add of a cached key),
+// and names victims if it now overflows.
+func (r *cacheReplacer) Resize(id int32, size int64) {
+	if k := r.m.key(id); peeked(r.c, k) {
+		r.c.Add(k, struct{}{}, size)
+	}
+}
+
 // Hit implements Replacer.
 func (r *cacheReplacer) Hit(id int32, _ time.Duration) { r.c.Get(r.m.key(id)) }
 
@@ -116,4 +125,10 @@ func (r *cacheReplacer) Victim() (int32, bool) {
 		r.pending = r.pending[1:]
 	}
 	return 0, false
+}
+
+// peeked reports whether c holds key, without counting an access.
+func peeked(c cache.Cache[struct{}], key string) bool {
+	_, ok := c.Peek(key)
+	return ok
 }

@@ -47,3 +47,24 @@ func TestCGDSFMirrorsSeeEachOther(t *testing.T) {
 		t.Fatalf("victim %d %v, want the duplicate 5", v, ok)
 	}
 }
+
+// TestGDSFMirrorLearnsSizes: on the relay path the front learns an
+// object's size only from the response (Done), after the mirror cached it
+// at size 0. The GDSF mirror's backing cache must learn the size too, or it
+// never overflows, names no victim, and the mirror stays above the node's
+// budget (TestTBCCRDMirrorKnowsSizes/relay: 1,114,112 bytes in a 1 MiB
+// mirror). Budget 100 B: three objects learned at 40 B each; one must go.
+func TestGDSFMirrorLearnsSizes(t *testing.T) {
+	c := newCluster(1)
+	p := mustNew(t, "tbccrd", Config{CacheBytes: 100,
+		NewReplacer: NodeCacheMirrors(cache.Config[struct{}]{Policy: cache.GDSF, Capacity: 100})}).(*TBCCRD)
+	for _, u := range []string{"/a", "/b", "/c"} {
+		p.Pick(c, &Request{URL: u, Size: -1, Holder: -1})
+	}
+	for _, u := range []string{"/a", "/b", "/c"} {
+		p.Done(c, 0, &Request{URL: u, Size: 40, Status: 200})
+	}
+	if nc := p.t.caches[0]; nc.used != 80 || nc.objects != 2 {
+		t.Errorf("mirror holds %d objects, %d bytes; want 2 objects, 80 bytes (budget 100)", nc.objects, nc.used)
+	}
+}
