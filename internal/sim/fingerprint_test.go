@@ -33,8 +33,9 @@ func allPoliciesFingerprint(tb testing.TB) string {
 // allPoliciesBefore is allPoliciesFingerprint as the simulator gave it while
 // it still looked policies' traits up by name (main at 35f495a): moving the
 // traits into internal/policy must not change a single count. Since then
-// only lc, wlc, lard and lardr moved, when ties among the least loaded
-// nodes began to rotate instead of going to the lowest index (issue 17).
+// only lc, wlc, lard, lardr and tbccrd moved, when ties among the least
+// loaded nodes began to rotate (tbccrd: to stay at the holder) instead of
+// going to the lowest index (issue 17).
 const allPoliciesBefore = `chbl/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 ib=0.0 t=488117616000
 chbl/4 req=33343 mem=25221 peer=0 disk=8122 hand=33343 rej=0 ib=0.0 t=90972318000
 chbl/8 req=33343 mem=26882 peer=0 disk=6461 hand=33343 rej=0 ib=0.0 t=39072880000
@@ -60,8 +61,8 @@ rr/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 ib=0.0 t=488117390000
 rr/4 req=33343 mem=21086 peer=0 disk=12257 hand=0 rej=0 ib=0.0 t=131097005000
 rr/8 req=33343 mem=20781 peer=0 disk=12562 hand=0 rej=0 ib=0.0 t=68994000000
 tbccrd/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 ib=36.0 t=488117400000
-tbccrd/4 req=33343 mem=26795 peer=0 disk=6548 hand=25154 rej=0 ib=36.0 t=77786140000
-tbccrd/8 req=33343 mem=28852 peer=0 disk=4491 hand=29260 rej=0 ib=36.0 t=30042760000
+tbccrd/4 req=33343 mem=26855 peer=0 disk=6488 hand=24841 rej=0 ib=36.0 t=77342770000
+tbccrd/8 req=33343 mem=28878 peer=0 disk=4465 hand=28713 rej=0 ib=36.0 t=29883170000
 urlhash/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 ib=0.0 t=488117616000
 urlhash/4 req=33343 mem=26914 peer=0 disk=6429 hand=33343 rej=0 ib=0.0 t=81771904000
 urlhash/8 req=33343 mem=28948 peer=0 disk=4395 hand=33343 rej=0 ib=0.0 t=38357108000
