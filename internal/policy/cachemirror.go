@@ -23,24 +23,34 @@ import (
 // front knows only its mirrors. For "lru" (or "") it returns nil: NewLRU,
 // the policies' default, is that order already.
 func NodeCacheMirrors(cfg cache.Config[struct{}]) func(node int) Replacer {
+	return nodeCacheMirrors(cfg, nil)
+}
+
+// nodeCacheMirrors is NodeCacheMirrors with per-node budgets (nil: every
+// node's is cfg.Capacity), for Config.NodeCacheBytes.
+func nodeCacheMirrors(cfg cache.Config[struct{}], capacity func(node int) int64) func(node int) Replacer {
 	if cfg.Policy == "" || cfg.Policy == cache.LRU {
 		return nil
 	}
-	m := &cacheMirrors{cfg: cfg}
+	m := &cacheMirrors{cfg: cfg, capacity: capacity}
 	return m.newReplacer
 }
 
 // cacheMirrors holds one cluster's mirrors (NodeCacheMirrors).
 type cacheMirrors struct {
-	reps []*cacheReplacer
-	keys []string // id → key, shared so Hit does not allocate
-	cfg  cache.Config[struct{}]
+	reps     []*cacheReplacer
+	keys     []string // id → key, shared so Hit does not allocate
+	cfg      cache.Config[struct{}]
+	capacity func(node int) int64 // nil: cfg.Capacity
 }
 
 // newReplacer is a Config.NewReplacer.
 func (m *cacheMirrors) newReplacer(node int) Replacer {
 	r := &cacheReplacer{m: m}
 	cfg := m.cfg
+	if m.capacity != nil {
+		cfg.Capacity = m.capacity(node)
+	}
 	cfg.MaxObject = 0 // the policy applies its own no-cache threshold
 	cfg.OnEvict = func(key string, _ struct{}, _ int64) { r.pending = append(r.pending, key) }
 	if cfg.Policy == cache.CGDSF {

@@ -68,3 +68,40 @@ func TestGDSFMirrorLearnsSizes(t *testing.T) {
 		t.Errorf("mirror holds %d objects, %d bytes; want 2 objects, 80 bytes (budget 100)", nc.objects, nc.used)
 	}
 }
+
+// TestNodeCacheKey: Config.NodeCache ([tuning] node_cache) makes tbccrd's
+// mirror evict in the nodes' order. Budget 100 B: /s1 (10 B), /big (60),
+// /s2 (10), /big again, then /s3 (30) overflows by 10. LRU drops the
+// oldest, /s1; GDSF with cost 1 the lowest frequency per byte, /big
+// (2/60 against 1/10).
+func TestNodeCacheKey(t *testing.T) {
+	for _, tt := range []struct {
+		nodeCache, gone string
+	}{
+		{"", "/s1"},
+		{cache.LRU, "/s1"},
+		{cache.GDSF, "/big"},
+		{cache.CGDSF, "/big"},
+	} {
+		c := newCluster(1)
+		p := mustNew(t, "tbccrd", Config{CacheBytes: 100, NodeCache: tt.nodeCache}).(*TBCCRD)
+		for _, r := range []struct {
+			url  string
+			size int64
+		}{{"/s1", 10}, {"/big", 60}, {"/s2", 10}, {"/big", 60}, {"/s3", 30}} {
+			p.Pick(c, &Request{URL: r.url, Size: r.size, Holder: -1})
+		}
+		var gone []string
+		for _, u := range []string{"/s1", "/big", "/s2", "/s3"} {
+			if _, cached := flags(p, u); cached == nil {
+				gone = append(gone, u)
+			}
+		}
+		if len(gone) != 1 || gone[0] != tt.gone {
+			t.Errorf("node_cache %q: evicted %v, want [%s]", tt.nodeCache, gone, tt.gone)
+		}
+	}
+	if _, err := New("tbccrd", Config{NodeCache: "arc"}); err == nil {
+		t.Error(`node_cache "arc": no error`)
+	}
+}

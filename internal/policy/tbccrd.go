@@ -75,7 +75,7 @@ func (p *TBCCRD) Name() string { return "tbccrd" }
 // forwards packets and tags requests (seed 000 §2.2); holders hand off.
 func (p *TBCCRD) Traits() Traits {
 	return Traits{Placement: AtHolder, Front: FrontTag,
-		Keys: []string{"load_limit", "cache_mb", "no_cache_kb", "max_urls", "max_url_mb"}}
+		Keys: []string{"load_limit", "cache_mb", "node_cache", "no_cache_kb", "max_urls", "max_url_mb"}}
 }
 
 // sync grows per-node state to the cluster size and empties the mirrors of

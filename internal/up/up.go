@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"shoal/internal/admin"
-	"shoal/internal/cache"
 	"shoal/internal/cluster"
 	"shoal/internal/content"
 	"shoal/internal/front"
@@ -202,12 +201,10 @@ var loopbackFronts = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.
 
 // policyConfig is the front's policy configuration for nodes with c's
 // caches: tbccrd's and weblins' mirrors of the node caches get the nodes'
-// budget and evict in the nodes' order (policy.NodeCacheMirrors; the
-// nodes' GDSF cost is 1, internal/node), as the simulator's mirrors follow
-// its nodes (issue 17).
+// budget and evict in the nodes' order (policy.Config.NodeCache), as the
+// simulator's mirrors follow its nodes (issue 17).
 func (c *Config) policyConfig() policy.Config {
-	b := int64(c.CacheMB) << 20
-	return policy.Config{CacheBytes: b, NewReplacer: policy.NodeCacheMirrors(cache.Config[struct{}]{Policy: c.Cache, Capacity: b})}
+	return policy.Config{CacheBytes: int64(c.CacheMB) << 20, NodeCache: c.Cache}
 }
 
 // Start brings the cluster up and returns once every listener is open.
