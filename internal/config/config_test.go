@@ -92,6 +92,8 @@ func TestErrorsNameFileLineAndFix(t *testing.T) {
 			[]string{"f.toml:1:", "max urls -1", "fix: correct the [tuning] value"}},
 		{"negative URL bytes", "[tuning]\nmax_url_mb = -1\n",
 			[]string{"f.toml:1:", "max url bytes", "fix: correct the [tuning] value"}},
+		{"unknown node cache", "[tuning]\nnode_cache = \"arc\"\n",
+			[]string{"f.toml:1:", `node cache "arc"`, "fix: correct the [tuning] value"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

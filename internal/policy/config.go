@@ -3,7 +3,10 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"shoal/internal/cache"
 )
 
 // Config holds every knob of every policy. The zero value of a field means
@@ -70,8 +73,16 @@ type Config struct {
 	// seed 000 §2.2.1). Default nil: every node holds every URL.
 	DiskHolders func(url string) []int `toml:"-"`
 	// NewReplacer builds the replacement order of one node's mirrored cache.
-	// Default NewLRU.
+	// Default: NodeCache's order.
 	NewReplacer func(node int) Replacer `toml:"-"`
+	// NodeCache is the nodes' cache replacement policy, "lru", "gdsf" or
+	// "cgdsf" (internal/cache; the nodes' --cache), whose order tbccrd's and
+	// weblins' mirrors of the node caches follow when NewReplacer is not set
+	// (NodeCacheMirrors, with the nodes' GDSF cost of 1): a mirror evicting
+	// in another order than its nodes believes objects cached that the nodes
+	// dropped (issue 17). Default "" = lru (seed 000 §3.3.1); `shoal up`
+	// sets its nodes' policy, a `shoal front` takes [tuning] node_cache.
+	NodeCache string `toml:"node_cache"`
 
 	// HandoffSize is weblins' S: a file this large or larger is worth a
 	// handoff to its owner. Default 100 KiB.
@@ -152,6 +163,16 @@ func (c *Config) fill() {
 	if c.CacheBytes == 0 {
 		c.CacheBytes = 32 << 20
 	}
+	if c.NewReplacer == nil && c.NodeCache != "" && c.NodeCache != cache.LRU {
+		budgets := slices.Clone(c.NodeCacheBytes)
+		budget := c.CacheBytes
+		c.NewReplacer = nodeCacheMirrors(cache.Config[struct{}]{Policy: c.NodeCache, Capacity: budget}, func(i int) int64 {
+			if i < len(budgets) && budgets[i] > 0 {
+				return budgets[i]
+			}
+			return budget
+		})
+	}
 	if c.NewReplacer == nil {
 		c.NewReplacer = func(int) Replacer { return NewLRU() }
 	}
@@ -212,6 +233,11 @@ func (c *Config) validate() error {
 		if b < 0 {
 			errs = append(errs, fmt.Errorf("node %d cache bytes %d: must not be negative", i, b))
 		}
+	}
+	switch c.NodeCache {
+	case "", cache.LRU, cache.GDSF, cache.CGDSF:
+	default:
+		errs = append(errs, fmt.Errorf("node cache %q: want lru, gdsf or cgdsf", c.NodeCache))
 	}
 	if c.FirstMember != "wrr" && c.FirstMember != "lc" {
 		errs = append(errs, fmt.Errorf("first member %q: want wrr or lc", c.FirstMember))

@@ -52,6 +52,7 @@ type LARD struct {
 	tlow, thigh int
 	idx         *urlIndex
 	target      []int32 // node by URL id
+	r           rotor   // ties among the least loaded (util.go)
 }
 
 func newLARD(cfg Config) *LARD {
@@ -78,7 +79,7 @@ func (p *LARD) Pick(c *Cluster, r *Request) Decision {
 	n := int(p.target[id])
 	if n < 0 || n >= len(c.Nodes) || !c.Nodes[n].Usable() ||
 		lardOverloaded(c, c.Nodes[n].Active, p.tlow, p.thigh) {
-		n = leastActive(c)
+		n = p.r.leastActive(c)
 		if n < 0 {
 			if added {
 				p.idx.remove(id) // nothing placed: enter nothing
@@ -128,7 +129,8 @@ func (p *LARD) Tables(limit int) any {
 // joins the set and serves. When the set has more than one member and has not
 // changed for K, its most loaded member is dropped, so a target that cooled
 // down shrinks back. This is the paper's pseudo-code line by line; time is
-// Request.Now. Ties: least loaded → lowest index, most loaded → highest.
+// Request.Now. Ties: the globally least loaded node rotates among equals
+// (rotor); within a set, least loaded → lowest index, most loaded → highest.
 // The target table is bounded like LARD's (Config.MaxURLs, MaxURLBytes,
 // LRU eviction; unservable targets leave in Done).
 //
@@ -138,6 +140,7 @@ type LARDR struct {
 	k           time.Duration
 	idx         *urlIndex
 	sets        []serverSet // by URL id
+	r           rotor       // ties among the least loaded nodes (util.go)
 }
 
 type serverSet struct {
@@ -180,7 +183,7 @@ func (p *LARDR) Pick(c *Cluster, r *Request) Decision {
 		}
 	}
 	if len(s.nodes) == 0 {
-		n := leastActive(c)
+		n := p.r.leastActive(c)
 		if n < 0 {
 			if added {
 				p.idx.remove(id) // nothing placed: enter nothing
@@ -202,7 +205,7 @@ func (p *LARDR) Pick(c *Cluster, r *Request) Decision {
 	}
 	changed := false
 	if lardOverloaded(c, c.Nodes[n].Active, p.tlow, p.thigh) {
-		q := leastActive(c)
+		q := p.r.leastActive(c)
 		if !slices.Contains(s.nodes, q) {
 			s.nodes = append(s.nodes, q)
 			changed = true

@@ -4,9 +4,12 @@ package policy
 // SPEC §3) on Node.Active, the caller's in-flight count. With weighted set
 // (wlc) it minimises Active/Weight, compared by cross-multiplication
 // (a.Active·b.Weight < b.Active·a.Weight) as ip_vs_wlc does, so no division
-// and no float rounding. Ties go to the lowest index, which keeps decisions
-// deterministic.
-type LC struct{ weighted bool }
+// and no float rounding. Ties among the least loaded go round the nodes
+// (rotor), deterministically, so equal loads do not all land on node 0.
+type LC struct {
+	weighted bool
+	r        rotor
+}
 
 // Name implements Policy.
 func (p *LC) Name() string {
@@ -24,24 +27,9 @@ func (p *LC) Traits() Traits {
 // Pick implements Policy.
 func (p *LC) Pick(c *Cluster, r *Request) Decision {
 	if !p.weighted {
-		return decide(leastActive(c))
+		return decide(p.r.leastActive(c))
 	}
-	best := -1
-	for i := range c.Nodes {
-		n := &c.Nodes[i]
-		if !n.Usable() {
-			continue
-		}
-		if best < 0 {
-			best = i
-			continue
-		}
-		b := &c.Nodes[best]
-		if int64(n.Active)*int64(b.Weight) < int64(b.Active)*int64(n.Weight) {
-			best = i
-		}
-	}
-	return decide(best)
+	return decide(p.r.leastWeighted(c))
 }
 
 // Done implements Policy.

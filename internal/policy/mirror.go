@@ -24,6 +24,15 @@ type Replacer interface {
 	Victim() (int32, bool)
 }
 
+// Resizer is implemented by a Replacer whose order depends on object sizes
+// (NodeCacheMirrors' GDSF ones): Resize records that cached object id's
+// size turned out to be size, learned after it was added (a relayed
+// response's Content-Length), without counting an access. An order that
+// ignores sizes (LRU) need not implement it.
+type Resizer interface {
+	Resize(id int32, size int64)
+}
+
 // LRU is the least-recently-used Replacer: the victim is the object with the
 // oldest access. It is a doubly-linked list threaded through two slices
 // indexed by id (slot 0 is the sentinel, id k lives in slot k+1), so every

@@ -218,6 +218,9 @@ func (t *urlTable) setSize(id int32, size int64) {
 			t.remove(id, i)
 			continue
 		}
+		if rs, ok := nc.repl.(Resizer); ok {
+			rs.Resize(id, max(size, 0))
+		}
 		t.evict(i)
 	}
 }

@@ -16,7 +16,8 @@ import (
 //
 // A new connection (Holder −1 and Conn unknown) is first placed by wrr (the
 // seed's SYN path). Each URL request is then tagged (§2.2.2): (1) the usable
-// cache_hit node with the fewest connections; (2) if there is none, or it is
+// cache_hit node with the fewest connections (ties: the holder, else the
+// first after it); (2) if there is none, or it is
 // at Config.LoadLimit connections, the usable disk_hit node with the fewest
 // connections, whose cache_hit is set — the front mirrors each node's cache
 // and, when Σ url_size exceeds the node's MAX_CACHE_SIZE (Config.CacheBytes),
@@ -74,7 +75,7 @@ func (p *TBCCRD) Name() string { return "tbccrd" }
 // forwards packets and tags requests (seed 000 §2.2); holders hand off.
 func (p *TBCCRD) Traits() Traits {
 	return Traits{Placement: AtHolder, Front: FrontTag,
-		Keys: []string{"load_limit", "cache_mb", "no_cache_kb", "max_urls", "max_url_mb"}}
+		Keys: []string{"load_limit", "cache_mb", "node_cache", "no_cache_kb", "max_urls", "max_url_mb"}}
 }
 
 // sync grows per-node state to the cluster size and empties the mirrors of
@@ -139,10 +140,15 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 	if r.Size >= 0 {
 		p.t.setSize(id, r.Size)
 	}
-	// (1) least-connection cache holder.
+	// (1) least-connection cache holder. Both scans start at the holder,
+	// so among equally loaded candidates the connection stays where it is
+	// (no handoff) or goes to the first one after it: with the lowest index
+	// winning ties, every new URL went to node 0 whenever the nodes showed
+	// equal counts, as they do at low concurrency (issue 17).
 	best := -1
-	for i := range e.cells {
-		if e.cells[i].cache && c.Nodes[i].Usable() &&
+	for k := range n {
+		i := (holder + k) % n
+		if i < len(e.cells) && e.cells[i].cache && c.Nodes[i].Usable() &&
 			(best < 0 || p.load(c, r, i) < p.load(c, r, best)) {
 			best = i
 		}
@@ -152,8 +158,9 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 	} else {
 		// (2) least-connection disk holder, which now caches the URL.
 		d := -1
-		for i := range e.cells {
-			if e.cells[i].disk && c.Nodes[i].Usable() &&
+		for k := range n {
+			i := (holder + k) % n
+			if i < len(e.cells) && e.cells[i].disk && c.Nodes[i].Usable() &&
 				(d < 0 || p.load(c, r, i) < p.load(c, r, d)) {
 				d = i
 			}

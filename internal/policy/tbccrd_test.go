@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -189,5 +190,40 @@ func TestTBCCRDKeepAliveMoves(t *testing.T) {
 		if !slices.Equal(p.connCount, want) || p.conns[9].node != st.node {
 			t.Fatalf("step %d: connection table %v counts %v", i, p.conns, p.connCount)
 		}
+	}
+}
+
+// TestTBCCRDTiesStayAtHolder: among equally loaded candidates the tag is
+// the node holding the connection (no handoff), else the next one after it.
+// At low concurrency every node shows 0 connections, and the lowest-index
+// rule tagged every new URL, and handed every connection, to node 0 (issue
+// 17); the wrr holders now keep them: 0,1,2,3,… and no handoff.
+func TestTBCCRDTiesStayAtHolder(t *testing.T) {
+	c := newCluster(1, 1, 1, 1)
+	p := mustNew(t, "tbccrd", Config{}).(*TBCCRD)
+	got, handoffs := "", 0
+	for i := range 12 {
+		r := &Request{URL: fmt.Sprintf("/u%d", i), Size: 100, Holder: -1, Conn: uint64(i + 1)}
+		d := p.Pick(c, r)
+		got += fmt.Sprint(d.Node)
+		if d.Handoff {
+			handoffs++
+		}
+		p.Done(c, d.Node, r)
+		p.CloseConn(r.Conn)
+	}
+	if got != "012301230123" || handoffs != 0 {
+		t.Errorf("tags %s with %d handoffs, want 012301230123 with none", got, handoffs)
+	}
+	// A busier holder still hands off: node 1 keeps an open connection
+	// (/x stays on its holder), so a new connection placed on 1 goes to the
+	// first least loaded node after it, 2.
+	c = newCluster(1, 1, 1, 1)
+	p = mustNew(t, "tbccrd", Config{}).(*TBCCRD)
+	if d := p.Pick(c, &Request{URL: "/x", Size: 100, Holder: 1, Conn: 1}); d.Node != 1 || d.Handoff {
+		t.Errorf("on an idle holder: %+v, want 1 without handoff", d)
+	}
+	if d := p.Pick(c, &Request{URL: "/z", Size: 100, Holder: 1, Conn: 2}); d.Node != 2 || !d.Handoff {
+		t.Errorf("from a busy holder: %+v, want a handoff to 2", d)
 	}
 }

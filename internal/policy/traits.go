@@ -197,6 +197,7 @@ type Tuning struct {
 	TargetLoad    float64        `toml:"target_load"`
 	LoadLimit     int            `toml:"load_limit"`
 	CacheMB       int64          `toml:"cache_mb"`
+	NodeCache     string         `toml:"node_cache"`
 	NoCacheKB     int64          `toml:"no_cache_kb"`
 	HandoffKB     int64          `toml:"handoff_kb"`
 	OverloadConns int            `toml:"overload_conns"`
@@ -212,7 +213,7 @@ func (t Tuning) Config() Config {
 		Seed: t.Seed, Epsilon: t.Epsilon, VirtualNodes: t.VirtualNodes,
 		TLow: t.TLow, THigh: t.THigh, K: t.K, Period: t.Period,
 		FeedbackA: t.FeedbackA, TargetLoad: t.TargetLoad, LoadLimit: t.LoadLimit,
-		CacheBytes: t.CacheMB << 20, NoCacheAbove: t.NoCacheKB << 10, HandoffSize: t.HandoffKB << 10,
+		CacheBytes: t.CacheMB << 20, NodeCache: t.NodeCache, NoCacheAbove: t.NoCacheKB << 10, HandoffSize: t.HandoffKB << 10,
 		OverloadConns: t.OverloadConns, PopularN: t.PopularN, GroupWeights: t.GroupWeights,
 		MaxURLs: t.MaxURLs, MaxURLBytes: t.MaxURLMB << 20,
 	}
@@ -225,7 +226,7 @@ func defaultTuning() Tuning {
 		Seed: c.Seed, Epsilon: c.Epsilon, VirtualNodes: c.VirtualNodes,
 		TLow: c.TLow, THigh: c.THigh, K: c.K, Period: c.Period,
 		FeedbackA: c.FeedbackA, TargetLoad: c.TargetLoad, LoadLimit: c.LoadLimit,
-		CacheMB: c.CacheBytes >> 20, NoCacheKB: c.NoCacheAbove >> 10, HandoffKB: c.HandoffSize >> 10,
+		CacheMB: c.CacheBytes >> 20, NodeCache: c.NodeCache, NoCacheKB: c.NoCacheAbove >> 10, HandoffKB: c.HandoffSize >> 10,
 		OverloadConns: c.OverloadConns, PopularN: c.PopularN, GroupWeights: c.GroupWeights,
 		MaxURLs: c.MaxURLs, MaxURLMB: c.MaxURLBytes >> 20,
 	}
@@ -257,6 +258,7 @@ var knobs = []Knob{
 	{Key: "target_load", Doc: "utilisation the feedback steers to", value: func(t *Tuning) any { return t.TargetLoad }},
 	{Key: "load_limit", Doc: "a cache holder this loaded falls back to a disk holder", value: func(t *Tuning) any { return t.LoadLimit }},
 	{Key: "cache_mb", Doc: "each node's mirrored cache budget", value: func(t *Tuning) any { return t.CacheMB }},
+	{Key: "node_cache", Doc: "the nodes' --cache (lru, gdsf, cgdsf): mirrors evict in its order; \"\" = lru", value: func(t *Tuning) any { return t.NodeCache }},
 	{Key: "no_cache_kb", Doc: "objects above this are never cached; 0: 500, weblins 100", value: func(t *Tuning) any { return t.NoCacheKB }},
 	{Key: "handoff_kb", Doc: "hand off files at least this large (seed 001's S)", value: func(t *Tuning) any { return t.HandoffKB }},
 	{Key: "overload_conns", Doc: "an owner this busy is overloaded (seed 001's T)", value: func(t *Tuning) any { return t.OverloadConns }},
@@ -311,6 +313,8 @@ func tomlValue(v any) string {
 	switch v := v.(type) {
 	case time.Duration:
 		return strconv.Quote(v.String())
+	case string:
+		return strconv.Quote(v)
 	case float64:
 		s := strconv.FormatFloat(v, 'f', -1, 64)
 		if !strings.ContainsAny(s, ".e") {

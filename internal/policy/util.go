@@ -35,8 +35,64 @@ func gcd(a, b int) int {
 	return a
 }
 
+// rotor breaks ties between equally loaded nodes round-robin, as HAProxy's
+// leastconn and nginx's least_conn do: among the least loaded usable nodes
+// it takes the first at or after its position (wrapping) and moves past it.
+// A lowest-index rule sends every request to node 0 whenever the nodes
+// show equal loads — the common case when requests finish before the next
+// one arrives, which is how a live front often sees them (issue 17,
+// docs/parity.md) — while the rotation spreads those picks evenly. It is
+// deterministic: equal inputs, equal picks, so the simulator stays a pure
+// function of its trace. The zero value starts at node 0.
+type rotor struct{ next int }
+
 // leastActive returns the usable node with the fewest in-flight requests
-// (ties to the lowest index), or -1.
+// (Node.Active), ties broken by the rotation, or -1 when none is usable.
+func (t *rotor) leastActive(c *Cluster) int {
+	n := len(c.Nodes)
+	best := -1
+	for k := range n {
+		i := (t.next + k) % n
+		nd := &c.Nodes[i]
+		if nd.Usable() && (best < 0 || nd.Active < c.Nodes[best].Active) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		t.next = best + 1
+	}
+	return best
+}
+
+// leastWeighted is leastActive on Active/Weight (wlc), compared by
+// cross-multiplication as ip_vs_wlc does (no division, no rounding).
+func (t *rotor) leastWeighted(c *Cluster) int {
+	n := len(c.Nodes)
+	best := -1
+	for k := range n {
+		i := (t.next + k) % n
+		nd := &c.Nodes[i]
+		if !nd.Usable() {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := &c.Nodes[best]
+		if int64(nd.Active)*int64(b.Weight) < int64(b.Active)*int64(nd.Weight) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		t.next = best + 1
+	}
+	return best
+}
+
+// leastActive returns the usable node with the fewest in-flight requests
+// (ties to the lowest index), or -1: p2c's fallback when health changed
+// under it, where no rotation state is kept.
 func leastActive(c *Cluster) int {
 	best := -1
 	for i := range c.Nodes {

@@ -106,7 +106,7 @@ func (p *Weblins) Name() string { return "weblins" }
 // the connection on (seed 001), which hands large files off to their owner.
 func (p *Weblins) Traits() Traits {
 	return Traits{Placement: AtHolder, Front: FrontL4,
-		Keys: []string{"period", "cache_mb", "no_cache_kb", "handoff_kb", "overload_conns", "popular_n", "max_urls", "max_url_mb"}}
+		Keys: []string{"period", "cache_mb", "node_cache", "no_cache_kb", "handoff_kb", "overload_conns", "popular_n", "max_urls", "max_url_mb"}}
 }
 
 func (p *Weblins) sync(c *Cluster) {

@@ -35,26 +35,26 @@ func nasaFingerprint(tb testing.TB, pc policy.Config) string {
 // nasaUnbounded is nasaFingerprint as the policies gave it before their
 // per-URL tables were bounded (main at f001268, tables unbounded).
 const nasaUnbounded = `lru lard/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 t=488117616000
-lru lard/4 req=33343 mem=26856 peer=0 disk=6487 hand=33343 rej=0 t=77665214000
-lru lard/8 req=33343 mem=28881 peer=0 disk=4462 hand=33343 rej=0 t=30958324000
+lru lard/4 req=33343 mem=26867 peer=0 disk=6476 hand=33343 rej=0 t=78004072000
+lru lard/8 req=33343 mem=28851 peer=0 disk=4492 hand=33343 rej=0 t=30289842000
 lru lardr/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 t=488117616000
-lru lardr/4 req=33343 mem=26856 peer=0 disk=6487 hand=33343 rej=0 t=77665214000
-lru lardr/8 req=33343 mem=28881 peer=0 disk=4462 hand=33343 rej=0 t=30958324000
+lru lardr/4 req=33343 mem=26867 peer=0 disk=6476 hand=33343 rej=0 t=78004072000
+lru lardr/8 req=33343 mem=28851 peer=0 disk=4492 hand=33343 rej=0 t=30289842000
 lru tbccrd/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 t=488117400000
-lru tbccrd/4 req=33343 mem=26795 peer=0 disk=6548 hand=25154 rej=0 t=77786140000
-lru tbccrd/8 req=33343 mem=28852 peer=0 disk=4491 hand=29260 rej=0 t=30042760000
+lru tbccrd/4 req=33343 mem=26855 peer=0 disk=6488 hand=24841 rej=0 t=77342770000
+lru tbccrd/8 req=33343 mem=28878 peer=0 disk=4465 hand=28713 rej=0 t=29883170000
 lru weblins/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 t=488117390000
 lru weblins/4 req=33343 mem=19957 peer=5566 disk=7820 hand=910 rej=0 t=94111965000
 lru weblins/8 req=33343 mem=18341 peer=9140 disk=5862 hand=1046 rej=0 t=40101295000
 cgdsf lard/1 req=33343 mem=27163 peer=0 disk=6180 hand=33343 rej=0 t=324376736000
-cgdsf lard/4 req=33343 mem=29668 peer=0 disk=3675 hand=33343 rej=0 t=57118066000
-cgdsf lard/8 req=33343 mem=30614 peer=0 disk=2729 hand=33343 rej=0 t=24748819000
+cgdsf lard/4 req=33343 mem=29677 peer=0 disk=3666 hand=33343 rej=0 t=57217184000
+cgdsf lard/8 req=33343 mem=30602 peer=0 disk=2741 hand=33343 rej=0 t=23952272000
 cgdsf lardr/1 req=33343 mem=27163 peer=0 disk=6180 hand=33343 rej=0 t=324376736000
-cgdsf lardr/4 req=33343 mem=29668 peer=0 disk=3675 hand=33343 rej=0 t=57118066000
-cgdsf lardr/8 req=33343 mem=30614 peer=0 disk=2729 hand=33343 rej=0 t=24748819000
+cgdsf lardr/4 req=33343 mem=29677 peer=0 disk=3666 hand=33343 rej=0 t=57217184000
+cgdsf lardr/8 req=33343 mem=30602 peer=0 disk=2741 hand=33343 rej=0 t=23952272000
 cgdsf tbccrd/1 req=33343 mem=27163 peer=0 disk=6180 hand=0 rej=0 t=324376520000
-cgdsf tbccrd/4 req=33343 mem=29678 peer=0 disk=3665 hand=25073 rej=0 t=57010750000
-cgdsf tbccrd/8 req=33343 mem=30564 peer=0 disk=2779 hand=29245 rej=0 t=23593700000
+cgdsf tbccrd/4 req=33343 mem=29676 peer=0 disk=3667 hand=24792 rej=0 t=57568390000
+cgdsf tbccrd/8 req=33343 mem=30598 peer=0 disk=2745 hand=28964 rej=0 t=23700860000
 cgdsf weblins/1 req=33343 mem=27163 peer=0 disk=6180 hand=0 rej=0 t=324376510000
 cgdsf weblins/4 req=33343 mem=19952 peer=7770 disk=5621 hand=904 rej=0 t=79438440000
 cgdsf weblins/8 req=33343 mem=17394 peer=11216 disk=4733 hand=1052 rej=0 t=36754460000

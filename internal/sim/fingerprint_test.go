@@ -32,7 +32,10 @@ func allPoliciesFingerprint(tb testing.TB) string {
 
 // allPoliciesBefore is allPoliciesFingerprint as the simulator gave it while
 // it still looked policies' traits up by name (main at 35f495a): moving the
-// traits into internal/policy must not change a single count.
+// traits into internal/policy must not change a single count. Since then
+// only lc, wlc, lard, lardr and tbccrd moved, when ties among the least
+// loaded nodes began to rotate (tbccrd: to stay at the holder) instead of
+// going to the lowest index (issue 17).
 const allPoliciesBefore = `chbl/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 ib=0.0 t=488117616000
 chbl/4 req=33343 mem=25221 peer=0 disk=8122 hand=33343 rej=0 ib=0.0 t=90972318000
 chbl/8 req=33343 mem=26882 peer=0 disk=6461 hand=33343 rej=0 ib=0.0 t=39072880000
@@ -43,14 +46,14 @@ gwrr/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 ib=0.0 t=488117390000
 gwrr/4 req=33343 mem=21086 peer=0 disk=12257 hand=0 rej=0 ib=0.0 t=131097005000
 gwrr/8 req=33343 mem=20781 peer=0 disk=12562 hand=0 rej=0 ib=0.0 t=68994000000
 lard/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 ib=0.0 t=488117616000
-lard/4 req=33343 mem=26856 peer=0 disk=6487 hand=33343 rej=0 ib=0.0 t=77665214000
-lard/8 req=33343 mem=28881 peer=0 disk=4462 hand=33343 rej=0 ib=0.0 t=30958324000
+lard/4 req=33343 mem=26867 peer=0 disk=6476 hand=33343 rej=0 ib=0.0 t=78004072000
+lard/8 req=33343 mem=28851 peer=0 disk=4492 hand=33343 rej=0 ib=0.0 t=30289842000
 lardr/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 ib=0.0 t=488117616000
-lardr/4 req=33343 mem=26856 peer=0 disk=6487 hand=33343 rej=0 ib=0.0 t=77665214000
-lardr/8 req=33343 mem=28881 peer=0 disk=4462 hand=33343 rej=0 ib=0.0 t=30958324000
+lardr/4 req=33343 mem=26867 peer=0 disk=6476 hand=33343 rej=0 ib=0.0 t=78004072000
+lardr/8 req=33343 mem=28851 peer=0 disk=4492 hand=33343 rej=0 ib=0.0 t=30289842000
 lc/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 ib=0.0 t=488117390000
-lc/4 req=33343 mem=21087 peer=0 disk=12256 hand=0 rej=0 ib=0.0 t=125610270000
-lc/8 req=33343 mem=20777 peer=0 disk=12566 hand=0 rej=0 ib=0.0 t=64367210000
+lc/4 req=33343 mem=21105 peer=0 disk=12238 hand=0 rej=0 ib=0.0 t=125549310000
+lc/8 req=33343 mem=20818 peer=0 disk=12525 hand=0 rej=0 ib=0.0 t=64334900000
 p2c/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 ib=0.0 t=488117390000
 p2c/4 req=33343 mem=20954 peer=0 disk=12389 hand=0 rej=0 ib=0.0 t=126919660000
 p2c/8 req=33343 mem=20797 peer=0 disk=12546 hand=0 rej=0 ib=0.0 t=64260000000
@@ -58,8 +61,8 @@ rr/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 ib=0.0 t=488117390000
 rr/4 req=33343 mem=21086 peer=0 disk=12257 hand=0 rej=0 ib=0.0 t=131097005000
 rr/8 req=33343 mem=20781 peer=0 disk=12562 hand=0 rej=0 ib=0.0 t=68994000000
 tbccrd/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 ib=36.0 t=488117400000
-tbccrd/4 req=33343 mem=26795 peer=0 disk=6548 hand=25154 rej=0 ib=36.0 t=77786140000
-tbccrd/8 req=33343 mem=28852 peer=0 disk=4491 hand=29260 rej=0 ib=36.0 t=30042760000
+tbccrd/4 req=33343 mem=26855 peer=0 disk=6488 hand=24841 rej=0 ib=36.0 t=77342770000
+tbccrd/8 req=33343 mem=28878 peer=0 disk=4465 hand=28713 rej=0 ib=36.0 t=29883170000
 urlhash/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 ib=0.0 t=488117616000
 urlhash/4 req=33343 mem=26914 peer=0 disk=6429 hand=33343 rej=0 ib=0.0 t=81771904000
 urlhash/8 req=33343 mem=28948 peer=0 disk=4395 hand=33343 rej=0 ib=0.0 t=38357108000
@@ -67,8 +70,8 @@ weblins/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 ib=156.0 t=48811739
 weblins/4 req=33343 mem=19957 peer=5566 disk=7820 hand=910 rej=0 ib=4454.7 t=94111965000
 weblins/8 req=33343 mem=18341 peer=9140 disk=5862 hand=1046 rej=0 ib=5402.6 t=40101295000
 wlc/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 ib=0.0 t=488117390000
-wlc/4 req=33343 mem=21087 peer=0 disk=12256 hand=0 rej=0 ib=0.0 t=125610270000
-wlc/8 req=33343 mem=20777 peer=0 disk=12566 hand=0 rej=0 ib=0.0 t=64367210000
+wlc/4 req=33343 mem=21105 peer=0 disk=12238 hand=0 rej=0 ib=0.0 t=125549310000
+wlc/8 req=33343 mem=20818 peer=0 disk=12525 hand=0 rej=0 ib=0.0 t=64334900000
 wrr/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 ib=0.0 t=488117390000
 wrr/4 req=33343 mem=21086 peer=0 disk=12257 hand=0 rej=0 ib=0.0 t=131097005000
 wrr/8 req=33343 mem=20781 peer=0 disk=12562 hand=0 rej=0 ib=0.0 t=68994000000

@@ -83,6 +83,11 @@ type Config struct {
 	PolicyConfig policy.Config
 	// Nodes is the cluster size (≥ 1).
 	Nodes int
+	// NodeNames names the nodes as the live cluster does (policy.Node.Name:
+	// the node's URL), so a policy that places by name — chbl's hash ring —
+	// builds the same ring as the front it predicts. Default nil: "n0",
+	// "n1", …; otherwise exactly Nodes distinct names.
+	NodeNames []string
 	// CacheBytes is each node's memory cache. Default 32 MiB.
 	CacheBytes int64
 	// Cache is the nodes' replacement policy: "lru" (default, seed 000
@@ -90,7 +95,7 @@ type Config struct {
 	// disk read time (Costs.Disk); cgdsf's peer cost is a peer fetch (both
 	// sides' PeerPer512), and its CachedElsewhere asks the other nodes' caches.
 	// tbccrd's and weblins' mirrors of the node caches evict in the same
-	// order (see mirrorReplacers) unless PolicyConfig.NewReplacer is set.
+	// order (policy.NodeCacheMirrors) unless PolicyConfig.NewReplacer is set.
 	Cache string
 	// Costs are the time and byte costs. Zero value = DefaultCosts().
 	Costs *Costs
@@ -270,6 +275,18 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if cfg.Cache == "" {
 		cfg.Cache = cache.LRU
 	}
+	if cfg.NodeNames != nil {
+		if len(cfg.NodeNames) != cfg.Nodes {
+			return nil, fmt.Errorf("sim: %d node names for %d nodes", len(cfg.NodeNames), cfg.Nodes)
+		}
+		seen := make(map[string]bool, len(cfg.NodeNames))
+		for _, n := range cfg.NodeNames {
+			if n == "" || seen[n] {
+				return nil, fmt.Errorf("sim: node name %q: empty or repeated", n)
+			}
+			seen[n] = true
+		}
+	}
 	if cfg.PerNode < 0 || cfg.TimeScale < 0 || cfg.CacheBytes < 0 {
 		return nil, errors.New("sim: per-node window, time scale and cache size must not be negative")
 	}
@@ -295,10 +312,9 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if pc.PopularN == 0 && pc.PopularBytes == 0 {
 		pc.PopularBytes = max(cfg.CacheBytes/8, 1)
 	}
-	if cfg.Cache != cache.LRU && pc.NewReplacer == nil {
-		mr := &mirrorReplacers{cfg: cache.Config[struct{}]{Policy: cfg.Cache, Capacity: cfg.CacheBytes}}
-		mr.cfg.Cost, mr.cfg.PeerCost = s.gdsfCost, s.gdsfPeerCost
-		pc.NewReplacer = mr.newReplacer
+	if pc.NewReplacer == nil {
+		pc.NewReplacer = policy.NodeCacheMirrors(cache.Config[struct{}]{Policy: cfg.Cache, Capacity: cfg.CacheBytes,
+			Cost: s.gdsfCost, PeerCost: s.gdsfPeerCost})
 	}
 	pol, err := cfg.Registry.New(cfg.Policy, pc)
 	if err != nil {
@@ -334,7 +350,11 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	s.cl.Nodes = make([]policy.Node, cfg.Nodes)
 	s.nodes = make([]node, cfg.Nodes)
 	for i := range s.nodes {
-		s.cl.Nodes[i] = policy.Node{Name: fmt.Sprintf("n%d", i), Weight: 1, Up: true}
+		name := fmt.Sprintf("n%d", i)
+		if cfg.NodeNames != nil {
+			name = cfg.NodeNames[i]
+		}
+		s.cl.Nodes[i] = policy.Node{Name: name, Weight: 1, Up: true}
 		cc := cache.Config[struct{}]{
 			Policy:    cfg.Cache,
 			Capacity:  cfg.CacheBytes,

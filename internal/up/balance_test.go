@@ -58,26 +58,33 @@ func nodeRequests(t *testing.T, c *Cluster) []int64 {
 // when the front is a process of its own (repair).
 func nodeInfos(t *testing.T, c *Cluster) []cluster.NodeInfo {
 	t.Helper()
-	var nodes []cluster.NodeInfo
-	if c.Control != nil {
-		nodes = c.Control.Nodes()
-	} else {
-		req, err := http.NewRequest("GET", c.AdminURL+"/nodes", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(&nodes)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+	nodes, err := fetchNodeInfos(c)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return nodes
+}
+
+// fetchNodeInfos is nodeInfos for goroutines other than the test's.
+func fetchNodeInfos(c *Cluster) ([]cluster.NodeInfo, error) {
+	if c.Control != nil {
+		return c.Control.Nodes(), nil
+	}
+	req, err := http.NewRequest("GET", c.AdminURL+"/nodes", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var nodes []cluster.NodeInfo
+	if err := json.NewDecoder(resp.Body).Decode(&nodes); err != nil {
+		return nil, fmt.Errorf("admin /nodes: %w", err)
+	}
+	return nodes, nil
 }
 
 // blind lists the content-blind policies among those tested: they leave a
@@ -89,7 +96,11 @@ func nodeInfos(t *testing.T, c *Cluster) []cluster.NodeInfo {
 var blind = map[string]bool{"lc": true, "wlc": true, "p2c": true}
 
 // checkSpread replays urls uniformly (32 connections, 6000 requests)
-// through c's front and fails if one node served more than 40 %.
+// through c's front and fails if one node served more than 40 %, or if the
+// front never counted a handed-off connection against its node (Held):
+// since ties among equally loaded nodes rotate (internal/policy's rotor),
+// an even spread alone no longer shows that handed-off connections are
+// counted, as an always-idle view would be served round robin.
 func checkSpread(t *testing.T, c *Cluster, pol, path string, urls []string) {
 	t.Helper()
 	before := nodeRequests(t, c)
@@ -98,9 +109,33 @@ func checkSpread(t *testing.T, c *Cluster, pol, path string, urls []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stop, sampled := make(chan struct{}), make(chan int)
+	go func() { // the most connections the front held at once, sampled
+		most := 0
+		for tick := time.NewTicker(10 * time.Millisecond); ; {
+			select {
+			case <-stop:
+				tick.Stop()
+				sampled <- most
+				return
+			case <-tick.C:
+				nodes, _ := fetchNodeInfos(c) // a failed sample counts nothing
+				held := 0
+				for _, n := range nodes {
+					held += n.Held
+				}
+				most = max(most, held)
+			}
+		}
+	}()
 	res, err := r.Run(context.Background())
+	close(stop)
+	mostHeld := <-sampled
 	if err != nil {
 		t.Fatal(err)
+	}
+	if path != "relay" && mostHeld == 0 {
+		t.Errorf("%s over %s: the front never counted a handed-off connection against its node (Held 0 throughout)", pol, path)
 	}
 	if res.OK < res.Requests || res.Requests < 6000 {
 		t.Fatalf("%d requests answered, %d ok (want 6000 ok)", res.Requests, res.OK)
@@ -119,7 +154,7 @@ func checkSpread(t *testing.T, c *Cluster, pol, path string, urls []string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("%s over %s: per-node requests %v of %d", pol, path, served, total)
+	t.Logf("%s over %s: per-node requests %v of %d, at most %d connections held", pol, path, served, total, mostHeld)
 	for i, n := range served {
 		if total > 0 && n*100 > total*40 {
 			t.Errorf("%s over %s: node %d served %d of %d requests (%.1f %%, want at most 40 %%)",

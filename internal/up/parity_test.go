@@ -24,8 +24,9 @@ const parityRequests = 20000
 // a live 4-node `shoal up` and through `shoal sim`, with the same cache
 // sizes (2 MiB per node, gdsf, nothing above 500 KiB cached), the same
 // concurrency (16 requests in the system, one connection each, as the
-// simulator's HTTP/1.0 trace requests are) and the same policy code, for
-// every policy on relay and passfd. Per-node request shares must agree
+// simulator's HTTP/1.0 trace requests are), the same policy code and the
+// same node names (the live nodes' URLs), for every policy on relay and
+// passfd. Per-node request shares must agree
 // within 10 percentage points and the live aggregate hit ratio must be
 // within 10 % of the simulated one. The table goes to the log, and to the
 // file named by SHOAL_PARITY_TABLE (docs/parity.md holds one). Slow (half
@@ -60,12 +61,14 @@ func TestParityLiveVsSim(t *testing.T) {
 	}
 	for _, path := range paths {
 		for _, pol := range policy.Names() {
-			simRes, err := sim.Run(sim.Config{Policy: pol, Nodes: 4, CacheBytes: 2 << 20, Cache: "gdsf", PerNode: 4,
-				PolicyConfig: policy.Config{PopularN: policy.DefaultConfig().PopularN}}, sim.NewSliceSource(accesses))
+			liveReq, liveHit, names := parityLive(t, cfg, path, pol, urls)
+			// The simulated nodes carry the live nodes' names (their URLs),
+			// as the front's policy view does: chbl's ring hashes them.
+			simRes, err := sim.Run(sim.Config{Policy: pol, Nodes: 4, NodeNames: names, CacheBytes: 2 << 20, Cache: "gdsf",
+				PerNode: 4, PolicyConfig: policy.Config{PopularN: policy.DefaultConfig().PopularN}}, sim.NewSliceSource(accesses))
 			if err != nil {
 				t.Fatalf("sim %s: %v", pol, err)
 			}
-			liveReq, liveHit := parityLive(t, cfg, path, pol, urls)
 			simHit := 1 - simRes.MissRatio
 			ls, ss := shares(liveReq), shares(simRes.NodeRequests)
 			dShare := 0.0
@@ -122,10 +125,11 @@ func parityWorkload(t *testing.T, root string) ([]string, []sim.Access) {
 }
 
 // parityLive replays urls once, in order, on 16 one-request connections
-// through a fresh cluster and returns each node's served requests and the
+// through a fresh cluster and returns each node's served requests, the
 // aggregate hit ratio (the nodes' hit ratios weighted by their requests,
-// shoal_cluster_cache_hit_ratio).
-func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]int64, float64) {
+// shoal_cluster_cache_hit_ratio) and the nodes' names in the front's policy
+// view (their URLs).
+func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]int64, float64, []string) {
 	t.Helper()
 	cfg.Policy = pol
 	var c *Cluster
@@ -192,13 +196,15 @@ func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]in
 		time.Sleep(100 * time.Millisecond)
 	}
 	var hits, reqs float64
+	var names []string
 	for _, n := range nodeInfos(t, c) {
+		names = append(names, n.URL)
 		if s := n.Status; s != nil {
 			hits += s.CacheHitRatio * float64(s.Requests)
 			reqs += float64(s.Requests)
 		}
 	}
-	return served, hits / max(reqs, 1)
+	return served, hits / max(reqs, 1), names
 }
 
 // shares turns counts into percentages of their sum.

@@ -85,7 +85,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if vm != nil && pc.Path == "hybrid" {
 		return nil, errors.New("--vhosts works with the relay and passfd paths")
 	}
-	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})
+	pol, err := policy.New(cfg.Policy, cfg.policyConfig())
 	if err != nil {
 		return nil, err
 	}

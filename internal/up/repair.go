@@ -253,8 +253,9 @@ func portOf(addr string, def int) (int, error) {
 }
 
 // repairFrontConfig is the front's configuration file (the HMAC key goes
-// as a flag): the same policy, cache budget and health checks as the other
-// paths of `shoal up`, and the admin token file.
+// as a flag): the same policy, cache budget, node cache policy (which the
+// tbccrd and weblins mirrors follow) and health checks as the other paths
+// of `shoal up`, and the admin token file.
 func repairFrontConfig(cfg Config, vip netip.AddrPort, admin, tokenFile string, nodes []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by shoal up --path repair\nlisten = %q\nadmin = %q\nadmin_token_file = %q\npolicy = %q\npath = \"repair\"\n",
@@ -262,7 +263,7 @@ func repairFrontConfig(cfg Config, vip netip.AddrPort, admin, tokenFile string, 
 	for _, u := range nodes {
 		fmt.Fprintf(&b, "\n[[node]]\nurl = %q\n", u)
 	}
-	fmt.Fprintf(&b, "\n[health]\ninterval = %q\n\n[tuning]\ncache_mb = %d\n", cfg.HealthInterval.String(), cfg.CacheMB)
+	fmt.Fprintf(&b, "\n[health]\ninterval = %q\n\n[tuning]\ncache_mb = %d\nnode_cache = %q\n", cfg.HealthInterval.String(), cfg.CacheMB, cfg.Cache)
 	return b.String()
 }
 

@@ -202,6 +202,14 @@ type Cluster struct {
 // front `shoal up` runs on loopback next to them.
 var loopbackFronts = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
+// policyConfig is the front's policy configuration for nodes with c's
+// caches: tbccrd's and weblins' mirrors of the node caches get the nodes'
+// budget and evict in the nodes' order (policy.Config.NodeCache), as the
+// simulator's mirrors follow its nodes (issue 17).
+func (c *Config) policyConfig() policy.Config {
+	return policy.Config{CacheBytes: int64(c.CacheMB) << 20, NodeCache: c.Cache}
+}
+
 // Start brings the cluster up and returns once every listener is open.
 func Start(cfg Config) (*Cluster, error) {
 	if err := cfg.fill(); err != nil {
@@ -214,7 +222,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policy.New(cfg.Policy, policy.Config{CacheBytes: int64(cfg.CacheMB) << 20})
+	pol, err := policy.New(cfg.Policy, cfg.policyConfig())
 	if err != nil {
 		return nil, err
 	}
