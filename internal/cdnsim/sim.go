@@ -16,6 +16,7 @@ package cdnsim
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -755,7 +756,7 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 	for _, m := range out {
 		q = append(q, pend{i, m})
 	}
-	touched := map[int]bool{i: true}
+	touched := []int{i} // in order: the scheduling below must not follow map order
 	for len(q) > 0 {
 		x := q[0]
 		q = q[1:]
@@ -763,7 +764,9 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 		if !ok || s.pops[to].dead {
 			continue
 		}
-		touched[to] = true
+		if !slices.Contains(touched, to) {
+			touched = append(touched, to)
+		}
 		if s.cfg.ChordRTT {
 			s.sample(to, x.from)
 		}
@@ -782,7 +785,7 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 			}
 		}
 	}
-	for j := range touched {
+	for _, j := range touched {
 		if j != i {
 			s.pops[j].ch.TakeResults()
 		}
@@ -1010,7 +1013,8 @@ func (s *sim) roll() {
 		if p.dead {
 			continue
 		}
-		for u, h := range p.home {
+		for _, u := range slices.Sorted(maps.Keys(p.home)) {
+			h := p.home[u]
 			if s.pops[h].dead {
 				if nh, ok := s.lookup(i, chord.Hash(u)); ok {
 					h = nh
