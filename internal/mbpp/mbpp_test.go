@@ -120,7 +120,7 @@ func TestDuplicatePingDropped(t *testing.T) {
 
 func TestNodeDropsRepeatedToken(t *testing.T) {
 	a, _ := NewFounder(testConfig(1), epoch)
-	a.view[2] = &Entry{ID: 2, Addr: "addr-2", Inc: 1, Alive: true, Links: map[ID]Link{}}
+	a.view[2] = &Entry{ID: 2, Addr: "addr-2", Inc: 1, Alive: true}
 	a.ring = nil
 	a.havePing, a.havePong = false, false
 	ping := Msg{Kind: KindPing, From: 2, To: 1, Nb: 5}

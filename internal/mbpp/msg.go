@@ -134,8 +134,8 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = binary.AppendUvarint(b, uint64(math.Round(clamp01(e.Server)*1000)))
 	}
 	b = binary.AppendUvarint(b, uint64(len(e.Links)))
-	for id, l := range e.Links {
-		b = binary.BigEndian.AppendUint64(b, uint64(id))
+	for _, l := range e.Links {
+		b = binary.BigEndian.AppendUint64(b, uint64(l.Peer))
 		b = binary.AppendUvarint(b, l.Ver)
 		b = binary.AppendUvarint(b, uint64(l.RTT/rttUnit))
 	}
@@ -311,11 +311,12 @@ func decodeEntry(r *reader, e *Entry) {
 		e.Server = float64(r.uvarint()) / 1000
 	}
 	if n := r.count(10); n > 0 {
-		e.Links = make(map[ID]Link, n)
+		e.Links = make(Links, 0, n)
 		for range n {
 			id := ID(r.u64())
 			ver := r.uvarint()
-			e.Links[id] = Link{Ver: ver, RTT: time.Duration(r.uvarint()) * rttUnit}
+			e.Links = append(e.Links, Link{Peer: id, Ver: ver, RTT: time.Duration(r.uvarint()) * rttUnit})
 		}
+		e.Links = e.Links.normalise()
 	}
 }

@@ -36,7 +36,14 @@ type outstanding struct {
 	msg      Msg
 	deadline time.Time
 	tries    int
-	vers     map[ID]sentVer // entry versions the unacked ping carries
+	vers     []idVer // entry versions the unacked ping carries
+}
+
+// idVer is an entry's version as a ping carried it; a slice of them, not a
+// map, because a ping of N entries was allocating a map of N every hop.
+type idVer struct {
+	id ID
+	v  sentVer
 }
 
 type sentVer struct {
@@ -103,7 +110,7 @@ func NewFounder(cfg Config, now time.Time) (*Node, error) {
 		return nil, err
 	}
 	n.view[cfg.Self] = &Entry{ID: cfg.Self, Name: cfg.Name, Addr: cfg.Addr, Inc: 1, Alive: true,
-		Version: 1, MetaVer: 1, Links: map[ID]Link{}, heard: now}
+		Version: 1, MetaVer: 1, heard: now}
 	n.joined, n.joinedAt, n.lastToken = true, now, now
 	n.havePing, n.havePong, n.ping, n.pong = true, true, 1, -1
 	n.pingDue, n.pongDue = now.Add(cfg.Hold), now.Add(cfg.Hold)
@@ -347,14 +354,14 @@ func (n *Node) sendPing(now time.Time) []Msg {
 		n.sentTo, n.sent = to, map[ID]sentVer{}
 	}
 	m := Msg{Kind: KindPing, From: n.cfg.Self, To: to, ToAddr: n.view[to].Addr, Nb: n.ping, Inc: n.inc()}
-	vers := map[ID]sentVer{}
+	var vers []idVer
 	for _, e := range n.view {
 		s, known := n.sent[e.ID]
 		if known && s.inc == e.Inc && s.ver >= e.Version {
 			continue
 		}
 		m.Entries = append(m.Entries, e.delta(s.inc, s.ver, known))
-		vers[e.ID] = sentVer{e.Inc, e.Version}
+		vers = append(vers, idVer{e.ID, sentVer{e.Inc, e.Version}})
 	}
 	m.Proposals = n.takeProposals(now)
 	n.havePing, n.lastPingSent, n.lastPingTo = false, n.ping, to
@@ -407,22 +414,23 @@ func (n *Node) refresh(now time.Time) {
 	}
 	next := e.Version + 1
 	changed := false
+	var upd Links
 	for peer, rtt := range n.rtt {
 		if !n.Alive(peer) {
 			continue
 		}
-		l, ok := e.Links[peer]
+		l, ok := e.Links.Get(peer)
 		if ok && math.Abs(float64(rtt-l.RTT)) <= n.cfg.RTTDeadband*float64(l.RTT) {
 			continue
 		}
-		e.Links[peer] = Link{RTT: rtt, Ver: next}
+		upd = append(upd, Link{Peer: peer, RTT: rtt, Ver: next})
+	}
+	if len(upd) > 0 {
+		slices.SortFunc(upd, func(a, b Link) int { return cmpID(a.Peer, b.Peer) })
+		e.Links, _ = mergeLinks(e.Links, upd)
 		changed = true
 	}
-	for peer := range e.Links {
-		if !n.Alive(peer) {
-			delete(e.Links, peer)
-		}
-	}
+	e.Links = slices.DeleteFunc(e.Links, func(l Link) bool { return !n.Alive(l.Peer) })
 	if e.ServerVer == 0 || math.Abs(n.server-e.Server) > n.cfg.ServerDeadband {
 		e.Server, e.ServerVer, changed = n.server, next, true
 	}
@@ -465,7 +473,8 @@ func (n *Node) Handle(now time.Time, m Msg) []Msg {
 		if o := &n.out[k]; o.active && o.msg.To == m.From && o.msg.Nb == m.Nb {
 			o.active = false
 			if k == 0 && m.From == n.sentTo {
-				for id, v := range o.vers {
+				for _, iv := range o.vers {
+					id, v := iv.id, iv.v
 					if s, ok := n.sent[id]; !ok || s.inc != v.inc || s.ver < v.ver {
 						n.sent[id] = v
 					}
@@ -484,7 +493,7 @@ func (n *Node) Handle(now time.Time, m Msg) []Msg {
 		n.view = map[ID]*Entry{}
 		for i := range m.Entries {
 			d := &m.Entries[i]
-			e := &Entry{ID: d.ID, Links: map[ID]Link{}}
+			e := &Entry{ID: d.ID}
 			merge(e, d)
 			e.heard = now
 			n.view[d.ID] = e
@@ -616,7 +625,7 @@ func (n *Node) mergeList(now time.Time, es []Entry) []Msg {
 			if !d.HasMeta {
 				continue // a death or change of a PoP we never heard of
 			}
-			e = &Entry{ID: d.ID, Links: map[ID]Link{}}
+			e = &Entry{ID: d.ID}
 			n.view[d.ID] = e
 		}
 		wasAlive := e.Alive
@@ -732,7 +741,7 @@ func (n *Node) commit(now time.Time, p Proposal) {
 		inc = e.Inc + 1
 	}
 	n.view[p.ID] = &Entry{ID: p.ID, Name: p.Name, Addr: p.Addr, Inc: inc, Alive: true, Version: 1, MetaVer: 1,
-		Links: map[ID]Link{}, heard: now}
+		heard: now}
 	n.ring = nil
 	n.stats.JoinsCommitted++
 }
