@@ -3,6 +3,7 @@ package mbpp
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -305,5 +306,51 @@ func TestJoinSurvivesLostProposal(t *testing.T) {
 	}
 	if !j.Joined() {
 		t.Fatalf("newcomer not joined 2 min after its proposal was lost (join timeout %v)", j.cfg.JoinTimeout)
+	}
+}
+
+// TestPublishNearestLinks: a PoP publishes only its PublishLinks nearest
+// measured links in F(x) (seed 003 §3.2: it measures its neighbouring PoPs),
+// drops links to peers that died or are no longer among the nearest, and
+// still routes by every link it measured itself.
+func TestPublishNearestLinks(t *testing.T) {
+	cfg := testConfig(1)
+	cfg.PublishLinks = 2
+	a, err := NewFounder(cfg, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := time.Millisecond
+	for id := ID(2); id <= 6; id++ {
+		a.view[id] = &Entry{ID: id, Addr: fmt.Sprint("addr-", id), Inc: 1, Alive: true}
+	}
+	a.ring = nil
+	for id, rtt := range map[ID]time.Duration{2: 40 * ms, 3: 10 * ms, 4: 30 * ms, 5: 20 * ms, 6: 10 * ms} {
+		a.SampleRTT(id, rtt)
+	}
+	peers := func() []ID {
+		var out []ID
+		for _, l := range a.view[1].Links {
+			out = append(out, l.Peer)
+		}
+		return out
+	}
+	for _, step := range []struct {
+		name string
+		do   func()
+		want []ID
+	}{
+		{"two nearest, ties by id", func() {}, []ID{3, 6}},
+		{"a nearer peer displaces the farther", func() { a.rtt[5] = 5 * ms }, []ID{3, 5}},
+		{"a dead peer leaves", func() { a.declare(5, epoch) }, []ID{3, 6}},
+	} {
+		step.do()
+		a.refresh(epoch)
+		if got := peers(); !slices.Equal(got, step.want) {
+			t.Fatalf("%s: published %v, want %v", step.name, got, step.want)
+		}
+	}
+	if rtt, ok := a.RTTTo(2); !ok || rtt != 40*ms {
+		t.Fatalf("RTTTo(2) = %v %v: the PoP must route by its own unpublished measurement", rtt, ok)
 	}
 }

@@ -89,9 +89,10 @@ type Node struct {
 	pending map[ID]*pending // joins this PoP proposes (origin)
 	carry   []Proposal      // proposals of others riding the ping held here
 
-	rtt    map[ID]time.Duration // smoothed link RTT to each peer
-	server float64
-	stats  Stats
+	rtt     map[ID]time.Duration // smoothed link RTT to each peer
+	scratch Links                // nearest's buffer, reused every round
+	server  float64
+	stats   Stats
 }
 
 func newNode(cfg Config) (*Node, error) {
@@ -405,6 +406,48 @@ func (n *Node) sendPong(now time.Time) []Msg {
 	return []Msg{n.count(m)}
 }
 
+// nearest returns the links this PoP publishes, sorted by peer: its
+// measured links to alive peers, only the PublishLinks nearest of them
+// when that is set (ties broken by ID, so every run picks the same).
+func (n *Node) nearest() Links {
+	k := n.cfg.PublishLinks
+	buf := n.scratch[:0]
+	for peer, rtt := range n.rtt {
+		if !n.Alive(peer) {
+			continue
+		}
+		c := Link{Peer: peer, RTT: rtt}
+		if k <= 0 {
+			buf = append(buf, c)
+			continue
+		}
+		// buf holds the k nearest so far, nearest first: most peers
+		// are rejected by one comparison with the farthest kept.
+		if len(buf) == k && !closer(c, buf[k-1]) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(buf, c, func(a, b Link) int {
+			if closer(a, b) {
+				return -1
+			}
+			if closer(b, a) {
+				return 1
+			}
+			return 0
+		})
+		if len(buf) < k {
+			buf = append(buf, Link{})
+		}
+		copy(buf[i+1:], buf[i:len(buf)-1])
+		buf[i] = c
+	}
+	slices.SortFunc(buf, func(a, b Link) int { return cmpID(a.Peer, b.Peer) })
+	n.scratch = buf
+	return buf
+}
+
+func closer(a, b Link) bool { return a.RTT < b.RTT || a.RTT == b.RTT && a.Peer < b.Peer }
+
 // refresh updates this PoP's own entry from its measurements; the version
 // moves only for changes beyond the deadbands (delta encoding).
 func (n *Node) refresh(now time.Time) {
@@ -414,23 +457,24 @@ func (n *Node) refresh(now time.Time) {
 	}
 	next := e.Version + 1
 	changed := false
+	pub := n.nearest()
 	var upd Links
-	for peer, rtt := range n.rtt {
-		if !n.Alive(peer) {
+	for _, c := range pub {
+		l, ok := e.Links.Get(c.Peer)
+		if ok && math.Abs(float64(c.RTT-l.RTT)) <= n.cfg.RTTDeadband*float64(l.RTT) {
 			continue
 		}
-		l, ok := e.Links.Get(peer)
-		if ok && math.Abs(float64(rtt-l.RTT)) <= n.cfg.RTTDeadband*float64(l.RTT) {
-			continue
-		}
-		upd = append(upd, Link{Peer: peer, RTT: rtt, Ver: next})
+		upd = append(upd, Link{Peer: c.Peer, RTT: c.RTT, Ver: next})
 	}
 	if len(upd) > 0 {
-		slices.SortFunc(upd, func(a, b Link) int { return cmpID(a.Peer, b.Peer) })
 		e.Links, _ = mergeLinks(e.Links, upd)
 		changed = true
 	}
-	e.Links = slices.DeleteFunc(e.Links, func(l Link) bool { return !n.Alive(l.Peer) })
+	// Links to dead peers, and to peers no longer among the nearest, leave.
+	e.Links = slices.DeleteFunc(e.Links, func(l Link) bool {
+		_, ok := slices.BinarySearchFunc(pub, l.Peer, func(c Link, p ID) int { return cmpID(c.Peer, p) })
+		return !ok
+	})
 	if e.ServerVer == 0 || math.Abs(n.server-e.Server) > n.cfg.ServerDeadband {
 		e.Server, e.ServerVer, changed = n.server, next, true
 	}

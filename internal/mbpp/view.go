@@ -233,9 +233,13 @@ func Score(c *Config, self, alive bool, rtt time.Duration, haveRTT bool, server 
 // its own measurement, else the peer's measurement of the way back.
 func (n *Node) RTTTo(peer ID) (time.Duration, bool) { return n.rttTo(peer) }
 
-// rttTo is the link RTT from this PoP to peer: its own measurement, else the
-// peer's measurement of the way back (RTT is symmetric).
+// rttTo is the link RTT from this PoP to peer: its own measurement (seed 003
+// §3.2: the gateway routes by what it measures, published or not), else
+// the peer's measurement of the way back (RTT is symmetric).
 func (n *Node) rttTo(peer ID) (time.Duration, bool) {
+	if r, ok := n.rtt[peer]; ok && n.Alive(peer) {
+		return r, true
+	}
 	if self := n.view[n.cfg.Self]; self != nil {
 		if l, ok := self.Links.Get(peer); ok {
 			return l.RTT, true
