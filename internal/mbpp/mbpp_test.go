@@ -335,6 +335,11 @@ func TestPublishNearestLinks(t *testing.T) {
 		}
 		return out
 	}
+	// copyOf is another PoP's copy of a's entry, kept by deltas since the
+	// version it last got, as a ping would carry them.
+	var copyOf Entry
+	var gotVer uint64
+	known := false
 	for _, step := range []struct {
 		name string
 		do   func()
@@ -349,8 +354,33 @@ func TestPublishNearestLinks(t *testing.T) {
 		if got := peers(); !slices.Equal(got, step.want) {
 			t.Fatalf("%s: published %v, want %v", step.name, got, step.want)
 		}
+		own := a.view[1]
+		d := own.delta(own.Inc, gotVer, known)
+		d, err := roundTrip(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		merge(&copyOf, &d)
+		gotVer, known = own.Version, true
+		var got []ID
+		for _, l := range copyOf.Links {
+			got = append(got, l.Peer)
+		}
+		if !slices.Equal(got, step.want) {
+			t.Fatalf("%s: a peer's copy has links to %v, want %v", step.name, got, step.want)
+		}
 	}
 	if rtt, ok := a.RTTTo(2); !ok || rtt != 40*ms {
 		t.Fatalf("RTTTo(2) = %v %v: the PoP must route by its own unpublished measurement", rtt, ok)
 	}
+}
+
+// roundTrip sends one entry through the wire codec.
+func roundTrip(e Entry) (Entry, error) {
+	m := Msg{Kind: KindPing, From: 1, To: 2, Entries: []Entry{e}}
+	out, err := Decode(m.AppendBinary(nil))
+	if err != nil {
+		return Entry{}, err
+	}
+	return out.Entries[0], nil
 }

@@ -470,11 +470,16 @@ func (n *Node) refresh(now time.Time) {
 		e.Links, _ = mergeLinks(e.Links, upd)
 		changed = true
 	}
-	// Links to dead peers, and to peers no longer among the nearest, leave.
+	// Links to dead peers, and to peers no longer among the nearest, leave;
+	// the next deltas carry the whole set so that the copies drop them too.
+	before := len(e.Links)
 	e.Links = slices.DeleteFunc(e.Links, func(l Link) bool {
 		_, ok := slices.BinarySearchFunc(pub, l.Peer, func(c Link, p ID) int { return cmpID(c.Peer, p) })
 		return !ok
 	})
+	if len(e.Links) < before {
+		e.LinkSetVer, changed = next, true
+	}
 	if e.ServerVer == 0 || math.Abs(n.server-e.Server) > n.cfg.ServerDeadband {
 		e.Server, e.ServerVer, changed = n.server, next, true
 	}

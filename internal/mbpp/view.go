@@ -123,9 +123,15 @@ type Entry struct {
 	// reported by the PoP's content manager).
 	Server float64
 	Links  Links
+	// LinkSetVer is the version at which the owner last dropped a link
+	// (to a dead peer, or one no longer among its PublishLinks nearest).
+	// Deltas only add and update links, so a peer that has not seen this
+	// version gets the whole set (HasLinkSet) and replaces its copy;
+	// without it every copy kept every link ever published.
+	LinkSetVer uint64
 
 	// Wire-only flags: which optional parts a delta carries.
-	HasMeta, HasServer bool
+	HasMeta, HasServer, HasLinkSet bool
 
 	heard time.Time // local: when this PoP last learned something new of it
 }
@@ -147,8 +153,13 @@ func (e *Entry) delta(inc uint32, ver uint64, known bool) Entry {
 	if full || e.ServerVer > ver {
 		d.HasServer, d.Server, d.ServerVer = true, e.Server, e.ServerVer
 	}
+	if full || e.LinkSetVer > ver {
+		d.HasLinkSet, d.LinkSetVer = true, e.LinkSetVer
+		d.Links = slices.Clone(e.Links)
+		return d
+	}
 	for _, l := range e.Links {
-		if full || l.Ver > ver {
+		if l.Ver > ver {
 			d.Links = append(d.Links, l)
 		}
 	}
@@ -177,7 +188,13 @@ func merge(e *Entry, d *Entry) bool {
 	if d.HasServer && d.ServerVer > e.ServerVer {
 		e.Server, e.ServerVer, changed = d.Server, d.ServerVer, true
 	}
-	if links, ch := mergeLinks(e.Links, d.Links); ch {
+	if d.HasLinkSet && (d.LinkSetVer > e.LinkSetVer || e.Links == nil) {
+		// The whole set as of d.Version: it replaces the copy, except
+		// for links this copy already has from later versions.
+		keep := slices.DeleteFunc(slices.Clone(e.Links), func(l Link) bool { return l.Ver <= d.Version })
+		e.Links, _ = mergeLinks(slices.Clone(d.Links), keep)
+		e.LinkSetVer, changed = d.LinkSetVer, true
+	} else if links, ch := mergeLinks(e.Links, d.Links); ch {
 		e.Links, changed = links, true
 	}
 	if d.Version > e.Version {
