@@ -529,6 +529,9 @@ func (n *Node) Handle(now time.Time, m Msg) []Msg {
 					}
 				}
 			}
+			// Acked: the copy kept for sending again goes, or every PoP
+			// would hold its last ping (up to the whole list) for a round.
+			*o = outstanding{}
 		}
 		if n.joined && len(m.Entries) > 0 {
 			return n.mergeList(now, m.Entries)
@@ -600,7 +603,7 @@ func (n *Node) onPing(now time.Time, m Msg) []Msg {
 	n.maxPing = nb
 	n.stats.PingsIn++
 	n.lastToken = now
-	n.out[0].active = false // a newer ping supersedes one we are still sending
+	n.out[0] = outstanding{} // a newer ping supersedes one we are still sending
 	if nb == n.m {
 		// The ping came back and no pong passed: the pong is lost.
 		nb++
@@ -638,7 +641,7 @@ func (n *Node) onPong(now time.Time, m Msg) []Msg {
 	n.minPong = nb
 	n.stats.PongsIn++
 	n.lastToken = now
-	n.out[1].active = false
+	n.out[1] = outstanding{}
 	if nb == n.m {
 		// The pong came back and no ping passed: the ping is lost.
 		nb--
