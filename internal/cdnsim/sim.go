@@ -67,10 +67,11 @@ type Config struct {
 	// SampleEvery is how often server performance is fed to the view.
 	SampleEvery time.Duration
 	// ChordRTT feeds MBPP the RTT of Chord messages too (a PoP measures
-	// every connection it has, as TCP_INFO does). Each entry then carries
-	// O(log N + fingers' sources) links and every PoP holds every entry:
-	// memory grows as N³ links; at 1,000 PoPs the simulator needs over
-	// 14 GB. false keeps the ring neighbours' and probed links only.
+	// every connection it has, as TCP_INFO does). A PoP routes by all it
+	// measured but publishes only its MBPP.PublishLinks nearest links, so
+	// the views hold N²·PublishLinks links whatever it measures (before
+	// that bound, 1,000 PoPs needed over 10 GB). false keeps the ring
+	// neighbours' and probed links only.
 	ChordRTT bool
 	// JoinGap spaces the PoPs' joins at the start.
 	JoinGap time.Duration
