@@ -31,7 +31,7 @@ func runSimCDN(args []string) error {
 	popsFlag := fs.String("pops", "10,100", "comma-separated PoP counts")
 	views := fs.String("views", "mbpp,gossip", "view protocols to run: mbpp (seed 003) and/or gossip (baseline)")
 	ring := fs.String("mbpp-ring", d.Ring, "MBPP ring order: hash (seed 003, the daemon's) or geo (nearest-neighbour tour of locations; shorter rounds at large N)")
-	chordRTT := fs.Bool("chord-rtt", d.ChordRTT, "MBPP also samples the RTT of Chord connections (false: ring neighbours and probes only; needed for 1,000 PoPs in memory)")
+	chordRTT := fs.Bool("chord-rtt", d.ChordRTT, "MBPP also samples the RTT of Chord connections (false: ring neighbours and probes only)")
 	origin := fs.String("origin", d.Origin, "location of the origin server")
 	killAt := fs.Float64("kill-at", d.KillAt, "fraction of the workload at which one PoP fails (0 = none)")
 	window := fs.Duration("window", d.CDN.Window, "replication window: evict below --min-requests, push the --hot-top")

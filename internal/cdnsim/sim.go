@@ -15,8 +15,8 @@
 package cdnsim
 
 import (
-	"container/heap"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -67,10 +67,11 @@ type Config struct {
 	// SampleEvery is how often server performance is fed to the view.
 	SampleEvery time.Duration
 	// ChordRTT feeds MBPP the RTT of Chord messages too (a PoP measures
-	// every connection it has, as TCP_INFO does). Each entry then carries
-	// O(log N + fingers' sources) links and every PoP holds every entry:
-	// memory grows as N³ links; at 1,000 PoPs the simulator needs over
-	// 14 GB. false keeps the ring neighbours' and probed links only.
+	// every connection it has, as TCP_INFO does). A PoP routes by all it
+	// measured but publishes only its MBPP.PublishLinks nearest links, so
+	// the views hold N²·PublishLinks links whatever it measures (before
+	// that bound, 1,000 PoPs needed over 10 GB). false keeps the ring
+	// neighbours' and probed links only.
 	ChordRTT bool
 	// JoinGap spaces the PoPs' joins at the start.
 	JoinGap time.Duration
@@ -143,36 +144,76 @@ const (
 	evCheck
 )
 
+// event is one thing to happen at a virtual time. Events live in a slab
+// (sim.slab) and are recycled through a free list: a run of 1,000 PoPs
+// handles tens of millions of them, and allocating each one (with its
+// chord.Msg inline) was a fifth of the simulator's garbage.
 type event struct {
 	at    time.Time
-	seq   uint64
 	kind  evKind
+	proto uint8
 	to    int32
 	from  int32
-	proto uint8
 	gen   uint32
-	rtt   time.Duration
 	b     []byte
 	ch    chord.Msg
 	g     []gWire
 }
 
-type evq []*event
-
-func (q evq) Len() int { return len(q) }
-func (q evq) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
+// qItem is the heap's view of an event: its time (ns since epoch), its
+// sequence number (ties keep insertion order, so runs are deterministic)
+// and its slot in the slab. Small and pointer-free, so sifting is cheap
+// and the GC never scans the heap.
+type qItem struct {
+	at   int64
+	seq  uint64
+	slot int32
 }
-func (q evq) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *evq) Push(x any)   { *q = append(*q, x.(*event)) }
-func (q *evq) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
+
+func (a qItem) before(b qItem) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
+
+// evq is a binary min-heap of qItems, hand-written rather than through
+// container/heap, whose interface calls and boxing dominated the profile.
+type evq []qItem
+
+func (q *evq) push(x qItem) {
+	h := append(*q, x)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].before(h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	*q = h
+}
+
+func (q *evq) pop() qItem {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		c := l
+		if r := l + 1; r < n && h[r].before(h[l]) {
+			c = r
+		}
+		if !h[c].before(h[i]) {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	*q = h
+	return top
 }
 
 const (
@@ -208,6 +249,8 @@ type sim struct {
 	now    time.Time
 	q      evq
 	seq    uint64
+	slab   []event
+	free   []int32
 	pops   []*popState
 	byMID  map[mbpp.ID]int
 	byCID  map[chord.ID]int
@@ -335,10 +378,19 @@ func (s *sim) ms(a, b int) time.Duration {
 	return time.Duration(s.m.RTT(s.pops[a].loc, s.pops[b].loc) * float64(time.Millisecond))
 }
 
-func (s *sim) push(e *event) {
+// push schedules e (copied into the slab).
+func (s *sim) push(e event) {
 	s.seq++
-	e.seq = s.seq
-	heap.Push(&s.q, e)
+	var slot int32
+	if n := len(s.free); n > 0 {
+		slot = s.free[n-1]
+		s.free = s.free[:n-1]
+		s.slab[slot] = e
+	} else {
+		slot = int32(len(s.slab))
+		s.slab = append(s.slab, e)
+	}
+	s.q.push(qItem{at: e.at.Sub(epoch).Nanoseconds(), seq: s.seq, slot: slot})
 }
 
 // start creates the PoPs: pop 0 founds both rings, the others join through
@@ -382,7 +434,7 @@ func (s *sim) start() error {
 		}
 		s.sched(i, pMBPP)
 	}
-	s.push(&event{at: s.now.Add(s.cfg.SampleEvery), kind: evSample})
+	s.push(event{at: s.now.Add(s.cfg.SampleEvery), kind: evSample})
 	return nil
 }
 
@@ -395,7 +447,7 @@ func (s *sim) formed() bool {
 	}
 	slices.Sort(ids)
 	for _, p := range s.pops {
-		if p.mb != nil && (!p.mb.Joined() || len(p.mb.Members()) != len(s.pops)) {
+		if p.mb != nil && (!p.mb.Joined() || p.mb.MemberCount() != len(s.pops)) {
 			return false
 		}
 		if p.gs != nil {
@@ -460,7 +512,7 @@ func (s *sim) sched(i int, proto int) {
 	}
 	p.due[proto] = t
 	p.gen[proto]++
-	s.push(&event{at: t, kind: evTimer, to: int32(i), proto: uint8(proto), gen: p.gen[proto]})
+	s.push(event{at: t, kind: evTimer, to: int32(i), proto: uint8(proto), gen: p.gen[proto]})
 }
 
 func (s *sim) sendMBPP(from int, ms []mbpp.Msg, at time.Time) {
@@ -477,7 +529,7 @@ func (s *sim) sendMBPP(from int, ms []mbpp.Msg, at time.Time) {
 			s.mbppMsgs++
 			s.mbppBytes += uint64(len(b))
 		}
-		s.push(&event{at: at.Add(s.ms(from, to) / 2), kind: evMBPP, to: int32(to), from: int32(from), b: b})
+		s.push(event{at: at.Add(s.ms(from, to) / 2), kind: evMBPP, to: int32(to), from: int32(from), b: b})
 	}
 }
 
@@ -487,17 +539,21 @@ func (s *sim) sendChord(from int, ms []chord.Msg, at time.Time) {
 		if !ok {
 			continue
 		}
-		s.push(&event{at: at.Add(s.ms(from, to) / 2), kind: evChord, to: int32(to), from: int32(from), ch: m})
+		s.push(event{at: at.Add(s.ms(from, to) / 2), kind: evChord, to: int32(to), from: int32(from), ch: m})
 	}
 }
 
 // runUntil processes events up to t.
 func (s *sim) runUntil(t time.Time) {
-	for len(s.q) > 0 && !s.q[0].at.After(t) {
-		e := heap.Pop(&s.q).(*event)
+	limit := t.Sub(epoch).Nanoseconds()
+	for len(s.q) > 0 && s.q[0].at <= limit {
+		it := s.q.pop()
+		e := s.slab[it.slot]
+		s.slab[it.slot] = event{} // drop references for the GC
+		s.free = append(s.free, it.slot)
 		s.now = e.at
 		s.res.Events++
-		s.do(e)
+		s.do(&e)
 	}
 	s.now = t
 }
@@ -553,7 +609,7 @@ func (s *sim) do(e *event) {
 					s.gossipMsgs++
 					s.gossipBytes += uint64(m.wireSize())
 				}
-				s.push(&event{at: s.now.Add(s.ms(i, to) / 2), kind: evGossip, to: int32(to), from: int32(i), g: m.entries})
+				s.push(event{at: s.now.Add(s.ms(i, to) / 2), kind: evGossip, to: int32(to), from: int32(i), g: m.entries})
 			}
 		}
 		s.sched(i, int(e.proto))
@@ -570,20 +626,20 @@ func (s *sim) do(e *event) {
 				p.gs.server = min(max(perf, 0), 1)
 			}
 		}
-		s.push(&event{at: s.now.Add(s.cfg.SampleEvery), kind: evSample})
+		s.push(event{at: s.now.Add(s.cfg.SampleEvery), kind: evSample})
 	case evRoll:
 		s.roll()
-		s.push(&event{at: s.now.Add(s.cfg.CDN.Window), kind: evRoll})
+		s.push(event{at: s.now.Add(s.cfg.CDN.Window), kind: evRoll})
 	case evKill:
 		s.pops[s.victim].dead = true
 		s.killed = s.now
-		s.push(&event{at: s.now.Add(time.Second), kind: evCheck})
+		s.push(event{at: s.now.Add(time.Second), kind: evCheck})
 	case evCheck:
 		if s.detected() {
 			s.found = s.now
 			return
 		}
-		s.push(&event{at: s.now.Add(time.Second), kind: evCheck})
+		s.push(event{at: s.now.Add(time.Second), kind: evCheck})
 	}
 }
 
@@ -685,7 +741,7 @@ func (s *sim) candidate(i, j int) (cdn.Candidate, time.Duration) {
 
 func (s *sim) probe(i, j int) {
 	s.res.Probes++
-	s.push(&event{at: s.now.Add(s.ms(i, j)), kind: evProbe, to: int32(i), from: int32(j)})
+	s.push(event{at: s.now.Add(s.ms(i, j)), kind: evProbe, to: int32(i), from: int32(j)})
 }
 
 // lookup finds key's home with the real Chord code: the iterative lookup's
@@ -701,7 +757,7 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 	for _, m := range out {
 		q = append(q, pend{i, m})
 	}
-	touched := map[int]bool{i: true}
+	touched := []int{i} // in order: the scheduling below must not follow map order
 	for len(q) > 0 {
 		x := q[0]
 		q = q[1:]
@@ -709,7 +765,9 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 		if !ok || s.pops[to].dead {
 			continue
 		}
-		touched[to] = true
+		if !slices.Contains(touched, to) {
+			touched = append(touched, to)
+		}
 		if s.cfg.ChordRTT {
 			s.sample(to, x.from)
 		}
@@ -728,7 +786,7 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 			}
 		}
 	}
-	for j := range touched {
+	for _, j := range touched {
 		if j != i {
 			s.pops[j].ch.TakeResults()
 		}
@@ -756,7 +814,7 @@ func (s *sim) replay() {
 	start := s.now
 	s.counting = true
 	c0 := s.cycles()
-	s.push(&event{at: start.Add(s.cfg.CDN.Window), kind: evRoll})
+	s.push(event{at: start.Add(s.cfg.CDN.Window), kind: evRoll})
 	for _, p := range s.pops {
 		p.store.Roll(start.Add(s.cfg.CDN.Window)) // align every window to the workload's start
 	}
@@ -768,7 +826,7 @@ func (s *sim) replay() {
 		for s.victim < 0 || s.victim == 0 {
 			s.victim = s.rng.IntN(len(s.pops))
 		}
-		s.push(&event{at: start.Add(time.Duration(s.cfg.KillAt * float64(span))), kind: evKill})
+		s.push(event{at: start.Add(time.Duration(s.cfg.KillAt * float64(span))), kind: evKill})
 	}
 	var sumC, sumO, sumR float64
 	var hits, origin uint64
@@ -956,7 +1014,8 @@ func (s *sim) roll() {
 		if p.dead {
 			continue
 		}
-		for u, h := range p.home {
+		for _, u := range slices.Sorted(maps.Keys(p.home)) {
+			h := p.home[u]
 			if s.pops[h].dead {
 				if nh, ok := s.lookup(i, chord.Hash(u)); ok {
 					h = nh

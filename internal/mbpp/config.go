@@ -62,6 +62,15 @@ type Config struct {
 	// RTTDeadband is the relative change of a smoothed link RTT below
 	// which the entry is not sent again (delta encoding, issue 12).
 	RTTDeadband float64
+	// PublishLinks is how many of its measured links a PoP publishes in its
+	// entry F(x): the nearest ones. Seed 003 §3.2 has the gateway measure
+	// "the link performance (RTT) from the PoP to its neighbouring PoPs",
+	// and use what it measures both for its own routing and, as F(x), in
+	// MBPP. Routing here always uses every link the PoP itself measured
+	// (RTTTo); the bound keeps the performance list, which every PoP holds
+	// whole, at N·PublishLinks links instead of N² (issue 13: at 1,000
+	// PoPs, 10⁹ links across a simulator's views). 0 publishes all.
+	PublishLinks int
 	// ServerDeadband is the absolute change of server performance (0..1)
 	// below which the entry is not sent again.
 	ServerDeadband float64
@@ -89,6 +98,7 @@ func DefaultConfig(self ID, name, addr string) Config {
 		RTTRef:         50 * time.Millisecond,
 		RTTDeadband:    0.05,
 		ServerDeadband: 0.02,
+		PublishLinks:   16,
 	}
 }
 
@@ -99,6 +109,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("mbpp: id 0 is reserved")
 	case c.Hold <= 0, c.AckTimeout <= 0, c.JoinTimeout <= 0, c.RTTRef <= 0:
 		return fmt.Errorf("mbpp: hold, ack timeout, join timeout and rtt ref must be > 0")
+	case c.PublishLinks < 0:
+		return fmt.Errorf("mbpp: publish links %d must be ≥ 0", c.PublishLinks)
 	case c.Retries < 0, c.WatchdogRounds < 1:
 		return fmt.Errorf("mbpp: retries must be ≥ 0 and watchdog rounds ≥ 1")
 	case c.LearningFactor <= 0 || c.LearningFactor > 1:

@@ -3,6 +3,7 @@ package mbpp
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -120,7 +121,7 @@ func TestDuplicatePingDropped(t *testing.T) {
 
 func TestNodeDropsRepeatedToken(t *testing.T) {
 	a, _ := NewFounder(testConfig(1), epoch)
-	a.view[2] = &Entry{ID: 2, Addr: "addr-2", Inc: 1, Alive: true, Links: map[ID]Link{}}
+	a.view[2] = &Entry{ID: 2, Addr: "addr-2", Inc: 1, Alive: true}
 	a.ring = nil
 	a.havePing, a.havePong = false, false
 	ping := Msg{Kind: KindPing, From: 2, To: 1, Nb: 5}
@@ -306,4 +307,80 @@ func TestJoinSurvivesLostProposal(t *testing.T) {
 	if !j.Joined() {
 		t.Fatalf("newcomer not joined 2 min after its proposal was lost (join timeout %v)", j.cfg.JoinTimeout)
 	}
+}
+
+// TestPublishNearestLinks: a PoP publishes only its PublishLinks nearest
+// measured links in F(x) (seed 003 §3.2: it measures its neighbouring PoPs),
+// drops links to peers that died or are no longer among the nearest, and
+// still routes by every link it measured itself.
+func TestPublishNearestLinks(t *testing.T) {
+	cfg := testConfig(1)
+	cfg.PublishLinks = 2
+	a, err := NewFounder(cfg, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := time.Millisecond
+	for id := ID(2); id <= 6; id++ {
+		a.view[id] = &Entry{ID: id, Addr: fmt.Sprint("addr-", id), Inc: 1, Alive: true}
+	}
+	a.ring = nil
+	for id, rtt := range map[ID]time.Duration{2: 40 * ms, 3: 10 * ms, 4: 30 * ms, 5: 20 * ms, 6: 10 * ms} {
+		a.SampleRTT(id, rtt)
+	}
+	peers := func() []ID {
+		var out []ID
+		for _, l := range a.view[1].Links {
+			out = append(out, l.Peer)
+		}
+		return out
+	}
+	// copyOf is another PoP's copy of a's entry, kept by deltas since the
+	// version it last got, as a ping would carry them.
+	var copyOf Entry
+	var gotVer uint64
+	known := false
+	for _, step := range []struct {
+		name string
+		do   func()
+		want []ID
+	}{
+		{"two nearest, ties by id", func() {}, []ID{3, 6}},
+		{"a nearer peer displaces the farther", func() { a.rtt[5] = 5 * ms }, []ID{3, 5}},
+		{"a dead peer leaves", func() { a.declare(5, epoch) }, []ID{3, 6}},
+	} {
+		step.do()
+		a.refresh(epoch)
+		if got := peers(); !slices.Equal(got, step.want) {
+			t.Fatalf("%s: published %v, want %v", step.name, got, step.want)
+		}
+		own := a.view[1]
+		d := own.delta(own.Inc, gotVer, known)
+		d, err := roundTrip(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		merge(&copyOf, &d)
+		gotVer, known = own.Version, true
+		var got []ID
+		for _, l := range copyOf.Links {
+			got = append(got, l.Peer)
+		}
+		if !slices.Equal(got, step.want) {
+			t.Fatalf("%s: a peer's copy has links to %v, want %v", step.name, got, step.want)
+		}
+	}
+	if rtt, ok := a.RTTTo(2); !ok || rtt != 40*ms {
+		t.Fatalf("RTTTo(2) = %v %v: the PoP must route by its own unpublished measurement", rtt, ok)
+	}
+}
+
+// roundTrip sends one entry through the wire codec.
+func roundTrip(e Entry) (Entry, error) {
+	m := Msg{Kind: KindPing, From: 1, To: 2, Entries: []Entry{e}}
+	out, err := Decode(m.AppendBinary(nil))
+	if err != nil {
+		return Entry{}, err
+	}
+	return out.Entries[0], nil
 }

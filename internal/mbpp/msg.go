@@ -63,7 +63,7 @@ type Msg struct {
 }
 
 // Wire format version; a frame of another version is refused.
-const wireVersion = 1
+const wireVersion = 2 // 2: entries may carry their whole link set (flagLinkSet)
 
 // Decoding limits: a frame is already size-capped by the transport, these
 // stop a forged count from allocating before the bytes are there.
@@ -107,6 +107,7 @@ const (
 	flagAlive = 1 << iota
 	flagMeta
 	flagServer
+	flagLinkSet
 )
 
 func appendEntry(b []byte, e *Entry) []byte {
@@ -123,6 +124,9 @@ func appendEntry(b []byte, e *Entry) []byte {
 	if e.HasServer {
 		f |= flagServer
 	}
+	if e.HasLinkSet {
+		f |= flagLinkSet
+	}
 	b = append(b, f)
 	if e.HasMeta {
 		b = binary.AppendUvarint(b, e.MetaVer)
@@ -133,9 +137,12 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = binary.AppendUvarint(b, e.ServerVer)
 		b = binary.AppendUvarint(b, uint64(math.Round(clamp01(e.Server)*1000)))
 	}
+	if e.HasLinkSet {
+		b = binary.AppendUvarint(b, e.LinkSetVer)
+	}
 	b = binary.AppendUvarint(b, uint64(len(e.Links)))
-	for id, l := range e.Links {
-		b = binary.BigEndian.AppendUint64(b, uint64(id))
+	for _, l := range e.Links {
+		b = binary.BigEndian.AppendUint64(b, uint64(l.Peer))
 		b = binary.AppendUvarint(b, l.Ver)
 		b = binary.AppendUvarint(b, uint64(l.RTT/rttUnit))
 	}
@@ -301,6 +308,7 @@ func decodeEntry(r *reader, e *Entry) {
 	e.Alive = f&flagAlive != 0
 	e.HasMeta = f&flagMeta != 0
 	e.HasServer = f&flagServer != 0
+	e.HasLinkSet = f&flagLinkSet != 0
 	if e.HasMeta {
 		e.MetaVer = r.uvarint()
 		e.Name = r.str(maxString)
@@ -310,12 +318,16 @@ func decodeEntry(r *reader, e *Entry) {
 		e.ServerVer = r.uvarint()
 		e.Server = float64(r.uvarint()) / 1000
 	}
+	if e.HasLinkSet {
+		e.LinkSetVer = r.uvarint()
+	}
 	if n := r.count(10); n > 0 {
-		e.Links = make(map[ID]Link, n)
+		e.Links = make(Links, 0, n)
 		for range n {
 			id := ID(r.u64())
 			ver := r.uvarint()
-			e.Links[id] = Link{Ver: ver, RTT: time.Duration(r.uvarint()) * rttUnit}
+			e.Links = append(e.Links, Link{Peer: id, Ver: ver, RTT: time.Duration(r.uvarint()) * rttUnit})
 		}
+		e.Links = e.Links.normalise()
 	}
 }

@@ -36,7 +36,14 @@ type outstanding struct {
 	msg      Msg
 	deadline time.Time
 	tries    int
-	vers     map[ID]sentVer // entry versions the unacked ping carries
+	vers     []idVer // entry versions the unacked ping carries
+}
+
+// idVer is an entry's version as a ping carried it; a slice of them, not a
+// map, because a ping of N entries was allocating a map of N every hop.
+type idVer struct {
+	id ID
+	v  sentVer
 }
 
 type sentVer struct {
@@ -82,9 +89,10 @@ type Node struct {
 	pending map[ID]*pending // joins this PoP proposes (origin)
 	carry   []Proposal      // proposals of others riding the ping held here
 
-	rtt    map[ID]time.Duration // smoothed link RTT to each peer
-	server float64
-	stats  Stats
+	rtt     map[ID]time.Duration // smoothed link RTT to each peer
+	scratch Links                // nearest's buffer, reused every round
+	server  float64
+	stats   Stats
 }
 
 func newNode(cfg Config) (*Node, error) {
@@ -103,7 +111,7 @@ func NewFounder(cfg Config, now time.Time) (*Node, error) {
 		return nil, err
 	}
 	n.view[cfg.Self] = &Entry{ID: cfg.Self, Name: cfg.Name, Addr: cfg.Addr, Inc: 1, Alive: true,
-		Version: 1, MetaVer: 1, Links: map[ID]Link{}, heard: now}
+		Version: 1, MetaVer: 1, heard: now}
 	n.joined, n.joinedAt, n.lastToken = true, now, now
 	n.havePing, n.havePong, n.ping, n.pong = true, true, 1, -1
 	n.pingDue, n.pongDue = now.Add(cfg.Hold), now.Add(cfg.Hold)
@@ -179,6 +187,10 @@ func (n *Node) SetServer(v float64) { n.server = clamp01(v) }
 
 // Members returns the alive PoPs of this PoP's view in ring order.
 func (n *Node) Members() []ID { return slices.Clone(n.members()) }
+
+// MemberCount is len(Members()) without the copy: the simulator asks it of
+// every PoP every virtual second while 1,000 PoPs join.
+func (n *Node) MemberCount() int { return len(n.members()) }
 
 func (n *Node) members() []ID {
 	if n.ring == nil {
@@ -343,14 +355,14 @@ func (n *Node) sendPing(now time.Time) []Msg {
 		n.sentTo, n.sent = to, map[ID]sentVer{}
 	}
 	m := Msg{Kind: KindPing, From: n.cfg.Self, To: to, ToAddr: n.view[to].Addr, Nb: n.ping, Inc: n.inc()}
-	vers := map[ID]sentVer{}
+	var vers []idVer
 	for _, e := range n.view {
 		s, known := n.sent[e.ID]
 		if known && s.inc == e.Inc && s.ver >= e.Version {
 			continue
 		}
 		m.Entries = append(m.Entries, e.delta(s.inc, s.ver, known))
-		vers[e.ID] = sentVer{e.Inc, e.Version}
+		vers = append(vers, idVer{e.ID, sentVer{e.Inc, e.Version}})
 	}
 	m.Proposals = n.takeProposals(now)
 	n.havePing, n.lastPingSent, n.lastPingTo = false, n.ping, to
@@ -394,6 +406,48 @@ func (n *Node) sendPong(now time.Time) []Msg {
 	return []Msg{n.count(m)}
 }
 
+// nearest returns the links this PoP publishes, sorted by peer: its
+// measured links to alive peers, only the PublishLinks nearest of them
+// when that is set (ties broken by ID, so every run picks the same).
+func (n *Node) nearest() Links {
+	k := n.cfg.PublishLinks
+	buf := n.scratch[:0]
+	for peer, rtt := range n.rtt {
+		if !n.Alive(peer) {
+			continue
+		}
+		c := Link{Peer: peer, RTT: rtt}
+		if k <= 0 {
+			buf = append(buf, c)
+			continue
+		}
+		// buf holds the k nearest so far, nearest first: most peers
+		// are rejected by one comparison with the farthest kept.
+		if len(buf) == k && !closer(c, buf[k-1]) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(buf, c, func(a, b Link) int {
+			if closer(a, b) {
+				return -1
+			}
+			if closer(b, a) {
+				return 1
+			}
+			return 0
+		})
+		if len(buf) < k {
+			buf = append(buf, Link{})
+		}
+		copy(buf[i+1:], buf[i:len(buf)-1])
+		buf[i] = c
+	}
+	slices.SortFunc(buf, func(a, b Link) int { return cmpID(a.Peer, b.Peer) })
+	n.scratch = buf
+	return buf
+}
+
+func closer(a, b Link) bool { return a.RTT < b.RTT || a.RTT == b.RTT && a.Peer < b.Peer }
+
 // refresh updates this PoP's own entry from its measurements; the version
 // moves only for changes beyond the deadbands (delta encoding).
 func (n *Node) refresh(now time.Time) {
@@ -403,21 +457,28 @@ func (n *Node) refresh(now time.Time) {
 	}
 	next := e.Version + 1
 	changed := false
-	for peer, rtt := range n.rtt {
-		if !n.Alive(peer) {
+	pub := n.nearest()
+	var upd Links
+	for _, c := range pub {
+		l, ok := e.Links.Get(c.Peer)
+		if ok && math.Abs(float64(c.RTT-l.RTT)) <= n.cfg.RTTDeadband*float64(l.RTT) {
 			continue
 		}
-		l, ok := e.Links[peer]
-		if ok && math.Abs(float64(rtt-l.RTT)) <= n.cfg.RTTDeadband*float64(l.RTT) {
-			continue
-		}
-		e.Links[peer] = Link{RTT: rtt, Ver: next}
+		upd = append(upd, Link{Peer: c.Peer, RTT: c.RTT, Ver: next})
+	}
+	if len(upd) > 0 {
+		e.Links, _ = mergeLinks(e.Links, upd)
 		changed = true
 	}
-	for peer := range e.Links {
-		if !n.Alive(peer) {
-			delete(e.Links, peer)
-		}
+	// Links to dead peers, and to peers no longer among the nearest, leave;
+	// the next deltas carry the whole set so that the copies drop them too.
+	before := len(e.Links)
+	e.Links = slices.DeleteFunc(e.Links, func(l Link) bool {
+		_, ok := slices.BinarySearchFunc(pub, l.Peer, func(c Link, p ID) int { return cmpID(c.Peer, p) })
+		return !ok
+	})
+	if len(e.Links) < before {
+		e.LinkSetVer, changed = next, true
 	}
 	if e.ServerVer == 0 || math.Abs(n.server-e.Server) > n.cfg.ServerDeadband {
 		e.Server, e.ServerVer, changed = n.server, next, true
@@ -461,12 +522,16 @@ func (n *Node) Handle(now time.Time, m Msg) []Msg {
 		if o := &n.out[k]; o.active && o.msg.To == m.From && o.msg.Nb == m.Nb {
 			o.active = false
 			if k == 0 && m.From == n.sentTo {
-				for id, v := range o.vers {
+				for _, iv := range o.vers {
+					id, v := iv.id, iv.v
 					if s, ok := n.sent[id]; !ok || s.inc != v.inc || s.ver < v.ver {
 						n.sent[id] = v
 					}
 				}
 			}
+			// Acked: the copy kept for sending again goes, or every PoP
+			// would hold its last ping (up to the whole list) for a round.
+			*o = outstanding{}
 		}
 		if n.joined && len(m.Entries) > 0 {
 			return n.mergeList(now, m.Entries)
@@ -480,7 +545,7 @@ func (n *Node) Handle(now time.Time, m Msg) []Msg {
 		n.view = map[ID]*Entry{}
 		for i := range m.Entries {
 			d := &m.Entries[i]
-			e := &Entry{ID: d.ID, Links: map[ID]Link{}}
+			e := &Entry{ID: d.ID}
 			merge(e, d)
 			e.heard = now
 			n.view[d.ID] = e
@@ -538,7 +603,7 @@ func (n *Node) onPing(now time.Time, m Msg) []Msg {
 	n.maxPing = nb
 	n.stats.PingsIn++
 	n.lastToken = now
-	n.out[0].active = false // a newer ping supersedes one we are still sending
+	n.out[0] = outstanding{} // a newer ping supersedes one we are still sending
 	if nb == n.m {
 		// The ping came back and no pong passed: the pong is lost.
 		nb++
@@ -576,7 +641,7 @@ func (n *Node) onPong(now time.Time, m Msg) []Msg {
 	n.minPong = nb
 	n.stats.PongsIn++
 	n.lastToken = now
-	n.out[1].active = false
+	n.out[1] = outstanding{}
 	if nb == n.m {
 		// The pong came back and no ping passed: the ping is lost.
 		nb--
@@ -612,7 +677,7 @@ func (n *Node) mergeList(now time.Time, es []Entry) []Msg {
 			if !d.HasMeta {
 				continue // a death or change of a PoP we never heard of
 			}
-			e = &Entry{ID: d.ID, Links: map[ID]Link{}}
+			e = &Entry{ID: d.ID}
 			n.view[d.ID] = e
 		}
 		wasAlive := e.Alive
@@ -728,7 +793,7 @@ func (n *Node) commit(now time.Time, p Proposal) {
 		inc = e.Inc + 1
 	}
 	n.view[p.ID] = &Entry{ID: p.ID, Name: p.Name, Addr: p.Addr, Inc: inc, Alive: true, Version: 1, MetaVer: 1,
-		Links: map[ID]Link{}, heard: now}
+		heard: now}
 	n.ring = nil
 	n.stats.JoinsCommitted++
 }

@@ -10,10 +10,99 @@ import (
 type ID uint64
 
 // Link is one measured link of an entry: the smoothed RTT from the entry's PoP
-// to a peer (seed 003 §2 (1)–(2): delay is the only link metric).
+// to Peer (seed 003 §2 (1)–(2): delay is the only link metric).
 type Link struct {
-	RTT time.Duration
-	Ver uint64 // entry version at which it last changed (delta encoding)
+	Peer ID
+	RTT  time.Duration
+	Ver  uint64 // entry version at which it last changed (delta encoding)
+}
+
+// Links are an entry's links sorted by peer, at most one per peer. A sorted
+// slice rather than a map: every PoP holds every entry, so N PoPs in one
+// simulator hold N² entries of up to N links each, and a map's buckets and
+// headers cost more than twice the links themselves (issue 13: 1,000 PoPs).
+type Links []Link
+
+func (ls Links) find(peer ID) (int, bool) {
+	return slices.BinarySearchFunc(ls, peer, func(l Link, p ID) int { return cmpID(l.Peer, p) })
+}
+
+// Get returns the link to peer.
+func (ls Links) Get(peer ID) (Link, bool) {
+	if i, ok := ls.find(peer); ok {
+		return ls[i], true
+	}
+	return Link{}, false
+}
+
+// mergeLinks folds the sorted links d into the sorted links e: a link
+// replaces e's link to the same peer when its version is newer, a link to a
+// new peer is added. e is updated in place when no peer is new (the common
+// case once the links are known); otherwise a new slice of exactly the
+// right length is returned. It reports whether anything changed.
+func mergeLinks(e, d Links) (Links, bool) {
+	changed, missing := false, 0
+	for _, l := range d {
+		if i, ok := e.find(l.Peer); !ok {
+			missing++
+		} else if l.Ver > e[i].Ver {
+			e[i], changed = l, true
+		}
+	}
+	if missing == 0 {
+		return e, changed
+	}
+	out := make(Links, 0, len(e)+missing)
+	i, j := 0, 0
+	for i < len(e) || j < len(d) {
+		switch {
+		case j == len(d) || i < len(e) && e[i].Peer < d[j].Peer:
+			out = append(out, e[i])
+			i++
+		case i == len(e) || d[j].Peer < e[i].Peer:
+			out = append(out, d[j])
+			j++
+		default: // the same peer: updated in place above
+			out = append(out, e[i])
+			i++
+			j++
+		}
+	}
+	return out, true
+}
+
+// normalise sorts links by peer and keeps, of several links to one peer,
+// the newest: what a decoder must do with links from the wire.
+func (ls Links) normalise() Links {
+	if slices.IsSortedFunc(ls, func(a, b Link) int { return cmpID(a.Peer, b.Peer) }) {
+		ok := true
+		for i := 1; i < len(ls); i++ {
+			if ls[i].Peer == ls[i-1].Peer {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return ls
+		}
+	}
+	slices.SortStableFunc(ls, func(a, b Link) int {
+		if c := cmpID(a.Peer, b.Peer); c != 0 {
+			return c
+		}
+		return cmpU64(b.Ver, a.Ver) // newest first
+	})
+	return slices.CompactFunc(ls, func(a, b Link) bool { return a.Peer == b.Peer })
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // Entry is one PoP's line of the performance list, F(x) of seed 003 §2: its
@@ -33,20 +122,23 @@ type Entry struct {
 	// Server is the server performance in [0,1], 1 = idle (seed 003 §3.2:
 	// reported by the PoP's content manager).
 	Server float64
-	Links  map[ID]Link
+	Links  Links
+	// LinkSetVer is the version at which the owner last dropped a link
+	// (to a dead peer, or one no longer among its PublishLinks nearest).
+	// Deltas only add and update links, so a peer that has not seen this
+	// version gets the whole set (HasLinkSet) and replaces its copy;
+	// without it every copy kept every link ever published.
+	LinkSetVer uint64
 
 	// Wire-only flags: which optional parts a delta carries.
-	HasMeta, HasServer bool
+	HasMeta, HasServer, HasLinkSet bool
 
 	heard time.Time // local: when this PoP last learned something new of it
 }
 
 func (e *Entry) clone() Entry {
 	c := *e
-	c.Links = make(map[ID]Link, len(e.Links))
-	for k, v := range e.Links {
-		c.Links[k] = v
-	}
+	c.Links = slices.Clone(e.Links)
 	return c
 }
 
@@ -61,12 +153,14 @@ func (e *Entry) delta(inc uint32, ver uint64, known bool) Entry {
 	if full || e.ServerVer > ver {
 		d.HasServer, d.Server, d.ServerVer = true, e.Server, e.ServerVer
 	}
-	for k, l := range e.Links {
-		if full || l.Ver > ver {
-			if d.Links == nil {
-				d.Links = map[ID]Link{}
-			}
-			d.Links[k] = l
+	if full || e.LinkSetVer > ver {
+		d.HasLinkSet, d.LinkSetVer = true, e.LinkSetVer
+		d.Links = slices.Clone(e.Links)
+		return d
+	}
+	for _, l := range e.Links {
+		if l.Ver > ver {
+			d.Links = append(d.Links, l)
 		}
 	}
 	return d
@@ -80,7 +174,7 @@ func merge(e *Entry, d *Entry) bool {
 		return false
 	}
 	if d.Inc > e.Inc {
-		*e = Entry{ID: d.ID, Inc: d.Inc, Links: map[ID]Link{}}
+		*e = Entry{ID: d.ID, Inc: d.Inc}
 		e.Alive = d.Alive
 		e.Version = 0
 	}
@@ -94,10 +188,14 @@ func merge(e *Entry, d *Entry) bool {
 	if d.HasServer && d.ServerVer > e.ServerVer {
 		e.Server, e.ServerVer, changed = d.Server, d.ServerVer, true
 	}
-	for k, l := range d.Links {
-		if o, ok := e.Links[k]; !ok || l.Ver > o.Ver {
-			e.Links[k], changed = l, true
-		}
+	if d.HasLinkSet && (d.LinkSetVer > e.LinkSetVer || e.Links == nil) {
+		// The whole set as of d.Version: it replaces the copy, except
+		// for links this copy already has from later versions.
+		keep := slices.DeleteFunc(slices.Clone(e.Links), func(l Link) bool { return l.Ver <= d.Version })
+		e.Links, _ = mergeLinks(slices.Clone(d.Links), keep)
+		e.LinkSetVer, changed = d.LinkSetVer, true
+	} else if links, ch := mergeLinks(e.Links, d.Links); ch {
+		e.Links, changed = links, true
 	}
 	if d.Version > e.Version {
 		e.Version, changed = d.Version, true
@@ -152,16 +250,20 @@ func Score(c *Config, self, alive bool, rtt time.Duration, haveRTT bool, server 
 // its own measurement, else the peer's measurement of the way back.
 func (n *Node) RTTTo(peer ID) (time.Duration, bool) { return n.rttTo(peer) }
 
-// rttTo is the link RTT from this PoP to peer: its own measurement, else the
-// peer's measurement of the way back (RTT is symmetric).
+// rttTo is the link RTT from this PoP to peer: its own measurement (seed 003
+// §3.2: the gateway routes by what it measures, published or not), else
+// the peer's measurement of the way back (RTT is symmetric).
 func (n *Node) rttTo(peer ID) (time.Duration, bool) {
+	if r, ok := n.rtt[peer]; ok && n.Alive(peer) {
+		return r, true
+	}
 	if self := n.view[n.cfg.Self]; self != nil {
-		if l, ok := self.Links[peer]; ok {
+		if l, ok := self.Links.Get(peer); ok {
 			return l.RTT, true
 		}
 	}
 	if e := n.view[peer]; e != nil {
-		if l, ok := e.Links[n.cfg.Self]; ok {
+		if l, ok := e.Links.Get(n.cfg.Self); ok {
 			return l.RTT, true
 		}
 	}
