@@ -109,18 +109,6 @@ type Config struct {
 	// Observer, when set, is told about every finished request (latency
 	// histograms by node for /metrics).
 	Observer Observer
-	// NoFastAccept turns off the raw accept path (fastaccept.go) that a
-	// front whose only path is PassFD or Repair uses for connections arriving with a
-	// complete request head; every connection then takes the normal path.
-	// For comparisons and as an escape hatch. Default false.
-	NoFastAccept bool
-	// NoBatch makes each relayed request write its head to the node
-	// itself instead of through the batcher (batch.go). For comparisons.
-	// Default false.
-	NoBatch bool
-	// BatchMin is how many requests must be in relay at once before
-	// request heads are batched. Default 3.
-	BatchMin int
 	// AccessLog, when set, gets one line per request (accesslog.go):
 	// Common Log Format by default. Nil turns the log off (the default).
 	AccessLog *AccessLog
@@ -134,11 +122,19 @@ type Config struct {
 	// table and metric. Nil (the default): keys are paths.
 	VHosts *vhost.Map
 	Logger *slog.Logger
+
+	// Knobs for tests and benchmarks only, unexported so that no operator
+	// turns them: noFastAccept keeps every connection off the raw accept
+	// path (fastaccept.go); noBatch makes each relayed request write its own
+	// head to the node (batch.go); batchMin is how many requests must be in
+	// relay at once before heads are batched (default 3).
+	noFastAccept, noBatch bool
+	batchMin              int
 }
 
 func (c *Config) fill() {
-	if c.BatchMin <= 0 {
-		c.BatchMin = 3
+	if c.batchMin <= 0 {
+		c.batchMin = 3
 	}
 	if c.MaxHeadBytes <= 0 {
 		c.MaxHeadBytes = httpwire.DefaultMaxHead
@@ -228,27 +224,6 @@ type Stats struct {
 	Repair        *RepairStats      `json:",omitempty"` // the repair path's counters; nil on other paths
 }
 
-type counters struct {
-	connsAccepted atomic.Uint64
-	connsActive   atomic.Int64
-	requests      atomic.Uint64
-	retries       atomic.Uint64
-	freshRedials  atomic.Uint64
-	sent4xx       atomic.Uint64
-	sent5xx       atomic.Uint64
-	status        [6]atomic.Uint64
-	bytesIn       atomic.Uint64
-	bytesOut      atomic.Uint64
-	queued        atomic.Uint64
-	queueTimeouts atomic.Uint64
-	queueFull     atomic.Uint64
-	nodeDials     atomic.Uint64
-	refusedLimit  atomic.Uint64
-	refusedPerIP  atomic.Uint64
-	idleShed      atomic.Uint64
-	streaming     atomic.Int64
-}
-
 // Server is the front-end data plane. Create it with New, run it with
 // Serve, stop it with Shutdown or Close.
 type Server struct {
@@ -257,9 +232,8 @@ type Server struct {
 	parser httpwire.Parser
 	dialer net.Dialer
 
-	ctr     counters
-	paths   sync.Map // path name → *atomic.Uint64
-	handoff handoffCounters
+	ctr   counters
+	paths sync.Map // path name → *atomic.Uint64
 
 	upMu      sync.Mutex
 	upstreams atomic.Pointer[[]*upstream] // by Backend.Index; grown copy-on-write
@@ -272,7 +246,7 @@ type Server struct {
 	conns     map[*clientConn]struct{}
 	closing   atomic.Bool
 	done      chan struct{}
-	batch     *batcher // nil with Config.NoBatch
+	batch     *batcher // nil with Config.noBatch
 	relaying  atomic.Int64
 	janitor   sync.Once
 
@@ -305,7 +279,7 @@ func New(c *cluster.Cluster, cfg Config) (*Server, error) {
 		perIP:     map[netip.Addr]int{},
 		shedWake:  make(chan struct{}, 1),
 	}
-	if !cfg.NoBatch {
+	if !cfg.noBatch {
 		s.batch = newBatcher(s.done)
 	}
 	empty := []*upstream{}
@@ -468,7 +442,7 @@ func (s *Server) Stats() Stats {
 		IdleShed:      c.idleShed.Load(),
 		Streaming:     c.streaming.Load(),
 		Paths:         map[string]uint64{},
-		Handoff:       s.handoff.snapshot(),
+		Handoff:       c.handoffStats(),
 	}
 	if b := s.batch; b != nil {
 		st.HeadBatches, st.HeadsBatched = b.batches.Load(), b.heads.Load()

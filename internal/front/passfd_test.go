@@ -469,7 +469,7 @@ func TestPassFDHybridLoadRules(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	s.handoff.cpuBits.Store(math.Float64bits(55))
+	s.ctr.cpuBits.Store(math.Float64bits(55))
 	get(a)
 	if h := waitPassed(s, 2); h.HybridCPU != 1 || h.Passed != 2 || h.FrontCPUPercent != 55 {
 		t.Fatalf("busy front: %+v, want one handoff for CPU", h)

@@ -70,6 +70,11 @@ type Result struct {
 	NodeFailed bool
 	// Err is the error behind a failure, for logs.
 	Err error
+
+	// fallback, set by a handoff path instead of an answer, says why it
+	// could not move the request without loss; the dispatch core counts it
+	// and relays (clientConn.dispatch).
+	fallback fallbackReason
 }
 
 // Relay returns the relay data path: the front forwards the request over a

@@ -197,7 +197,7 @@ func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error 
 		if nc.raw != nil && nc.in.len() == 0 && nc.in.w < len(nc.in.b) {
 			nc.rdl.setRead(nc.c, now, s.cfg.ResponseTimeout)
 			batch := s.batch
-			if s.relaying.Load() < int64(s.cfg.BatchMin) {
+			if s.relaying.Load() < int64(s.cfg.batchMin) {
 				batch = nil // nothing to batch with: do not wait for a round
 			}
 			return nc.sendAwait(cc.out, batch)

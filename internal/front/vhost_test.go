@@ -183,11 +183,21 @@ func TestVHostsThreeSitesFourNodes(t *testing.T) {
 					}
 				}
 				if pathName == "relay" {
-					obs.mu.Lock()
 					var body int64
 					for _, n := range sizes {
 						body += int64(2 * n)
 					}
+					// The front observes a request after writing its
+					// answer: wait until the last one is in.
+					for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+						obs.mu.Lock()
+						n := obs.reqs[sites[len(sites)-1]]
+						obs.mu.Unlock()
+						if n >= 2*len(names) {
+							break
+						}
+					}
+					obs.mu.Lock()
 					for _, site := range sites {
 						if obs.reqs[site] != 2*len(names) || obs.bytes[site] < body {
 							t.Errorf("observed %s: %d requests, %d bytes; want %d, over %d", site, obs.reqs[site], obs.bytes[site], 2*len(names), body)
