@@ -462,7 +462,21 @@ var (
 	descBatch   = prometheus.NewDesc("shoal_front_node_head_batches_total",
 		"Request heads written to nodes by the batcher: rounds (what=batches) and heads (what=heads); heads/batches is the mean batch.", []string{"what"}, nil)
 	descHandoff = prometheus.NewDesc("shoal_front_handoff_total",
-		"passfd handoff events: passed, fallback_no_socket, fallback_send, returned, return_refused, redispatched, ended, lost, fallback_tls (relayed: the client connection is TLS).", []string{"event"}, nil)
+		"passfd handoff events: passed (fast_passed of them from the raw accept loop), returned, return_refused, redispatched, ended, lost.", []string{"event"}, nil)
+	descFallback = prometheus.NewDesc("shoal_front_fallbacks_total",
+		"Requests a handoff path relayed instead, by reason: no_socket (node reported no handoff socket), send (the send failed), "+
+			"socket_dir and socket_peer (the node's socket is not trusted), tls (a TLS client connection), "+
+			"fast (the raw accept loop gave the connection to the normal path), fast_blocked (… because the node's socket was full).", []string{"reason"}, nil)
+	descEvents = prometheus.NewDesc("shoal_front_events_total",
+		"The front's request events: request_heads (parsed, dispatched or refused), retries (sent to a second node), "+
+			"fresh_redials (stale pooled node connections replaced), node_dials (connections opened to nodes), "+
+			"sent_4xx and sent_5xx (answers the front generated itself).", []string{"event"}, nil)
+	descResponses = prometheus.NewDesc("shoal_front_responses_total",
+		"Responses to clients by status class, relayed or generated.", []string{"class"}, nil)
+	descCPU = prometheus.NewDesc("shoal_front_cpu_percent",
+		"The front's CPU use at its last sample (100 = one core), when the hybrid rule samples it.", nil, nil)
+	descSteered = prometheus.NewDesc("shoal_front_repair_steered_flows",
+		"Flows the repair path steers to nodes now.", nil, nil)
 	descRepair = prometheus.NewDesc("shoal_front_repair_total",
 		"repair (TCP_REPAIR) handoff events: moved, fallback_freeze, fallback_node, lost, ended, dropped, refused_forged, refused_replayed, refused_stale, refused_malformed.", []string{"event"}, nil)
 	descHybrid = prometheus.NewDesc("shoal_front_hybrid_decisions_total",
@@ -474,7 +488,8 @@ var (
 )
 
 func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descRepair, descHybrid, descLimit, descStream} {
+	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descFallback,
+		descEvents, descResponses, descCPU, descSteered, descRepair, descHybrid, descLimit, descStream} {
 		ch <- d
 	}
 }
@@ -500,17 +515,31 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStream, prometheus.GaugeValue, float64(st.Streaming))
 	counter(descBatch, st.HeadBatches, "batches")
 	counter(descBatch, st.HeadsBatched, "heads")
+	counter(descEvents, st.Requests, "request_heads")
+	counter(descEvents, st.Retries, "retries")
+	counter(descEvents, st.FreshRedials, "fresh_redials")
+	counter(descEvents, st.NodeDials, "node_dials")
+	counter(descEvents, st.Sent4xx, "sent_4xx")
+	counter(descEvents, st.Sent5xx, "sent_5xx")
+	for class := 1; class < len(st.Status); class++ {
+		counter(descResponses, st.Status[class], strconv.Itoa(class)+"xx")
+	}
 	h := st.Handoff
 	for _, e := range []struct {
 		name string
 		v    uint64
-	}{{"passed", h.Passed}, {"fallback_no_socket", h.FallbackNoSocket}, {"fallback_send", h.FallbackSend},
-		{"returned", h.Returned}, {"return_refused", h.ReturnRefused}, {"redispatched", h.Redispatched},
-		{"ended", h.Ended}, {"lost", h.Lost},
-		{"refused_socket_dir", h.RefusedSocketDir}, {"refused_socket_peer", h.RefusedSocketPeer},
-		{"fallback_tls", h.FallbackTLS}} {
+	}{{"passed", h.Passed}, {"fast_passed", h.FastPassed}, {"returned", h.Returned}, {"return_refused", h.ReturnRefused},
+		{"redispatched", h.Redispatched}, {"ended", h.Ended}, {"lost", h.Lost}} {
 		counter(descHandoff, e.v, e.name)
 	}
+	for _, e := range []struct {
+		reason string
+		v      uint64
+	}{{"no_socket", h.FallbackNoSocket}, {"send", h.FallbackSend}, {"socket_dir", h.RefusedSocketDir},
+		{"socket_peer", h.RefusedSocketPeer}, {"tls", h.FallbackTLS}, {"fast", h.FastFallback}, {"fast_blocked", h.FastBlocked}} {
+		counter(descFallback, e.v, e.reason)
+	}
+	ch <- prometheus.MustNewConstMetric(descCPU, prometheus.GaugeValue, h.FrontCPUPercent)
 	if r := st.Repair; r != nil {
 		for _, e := range []struct {
 			name string
@@ -520,6 +549,7 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 			{"refused_replayed", r.Replayed}, {"refused_stale", r.Stale}, {"refused_malformed", r.Malformed}} {
 			counter(descRepair, e.v, e.name)
 		}
+		ch <- prometheus.MustNewConstMetric(descSteered, prometheus.GaugeValue, float64(r.Steered))
 	}
 	counter(descHybrid, h.HybridCPU, "cpu")
 	counter(descHybrid, h.HybridConns, "conns")
