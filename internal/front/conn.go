@@ -401,12 +401,7 @@ func (cc *clientConn) redirect(x *Exchange) Result {
 	out = append(out, base...)
 	out = append(out, originForm(req.Target)...)
 	out = append(out, "\r\nContent-Length: 0\r\n"...)
-	if closeConn {
-		out = append(out, "Connection: close\r\n"...)
-	} else if req.Minor == 0 {
-		out = append(out, "Connection: keep-alive\r\n"...)
-	}
-	out = append(out, "\r\n"...)
+	out = appendHeadEnd(out, closeConn, req.Minor)
 	cc.out = out[:0]
 	cc.wdl.setWrite(cc.c, cc.now, cc.s.cfg.WriteTimeout)
 	cc.s.ctr.status[3].Add(1)
@@ -415,6 +410,18 @@ func (cc *clientConn) redirect(x *Exchange) Result {
 		return Result{Status: 302, Close: true, Err: err}
 	}
 	return Result{Status: 302, Close: closeConn}
+}
+
+// appendHeadEnd ends a response head the front writes: "Connection:
+// close" when the connection closes after it, "keep-alive" for an HTTP/1.0
+// client it keeps, then the empty line.
+func appendHeadEnd(out []byte, closeConn bool, minor int) []byte {
+	if closeConn {
+		out = append(out, "Connection: close\r\n"...)
+	} else if minor == 0 {
+		out = append(out, "Connection: keep-alive\r\n"...)
+	}
+	return append(out, "\r\n"...)
 }
 
 // originForm returns the path and query of a request-target: itself for

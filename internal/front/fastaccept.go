@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -107,7 +106,7 @@ func (s *Server) serveRaw(tl *net.TCPListener, ra *rawAccept) error {
 		return fmt.Errorf("front: accept: %w", err)
 	}
 	ra.buf = make([]byte, s.inSize())
-	var backoff time.Duration
+	var b backoff
 	for {
 		var fd int
 		var aerr error
@@ -144,19 +143,12 @@ func (s *Server) serveRaw(tl *net.TCPListener, ra *rawAccept) error {
 			}
 			switch aerr {
 			case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
-				// Out of descriptors or memory: back off like Serve.
-				if backoff == 0 {
-					backoff = 5 * time.Millisecond
-				} else if backoff *= 2; backoff > time.Second {
-					backoff = time.Second
-				}
-				s.logf("front: accept: %v; retrying in %v", aerr, backoff)
-				time.Sleep(backoff)
+				b.wait(s, aerr) // out of descriptors or memory
 				continue
 			}
 			return fmt.Errorf("front: accept: %w", aerr)
 		}
-		backoff = 0
+		b = 0
 		ra.conn(fd)
 	}
 }

@@ -133,47 +133,32 @@ type Config struct {
 }
 
 func (c *Config) fill() {
-	if c.batchMin <= 0 {
-		c.batchMin = 3
-	}
-	if c.MaxHeadBytes <= 0 {
-		c.MaxHeadBytes = httpwire.DefaultMaxHead
-	}
-	if c.HeaderTimeout <= 0 {
-		c.HeaderTimeout = 10 * time.Second
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 60 * time.Second
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 60 * time.Second
-	}
-	if c.MaxClientConns == 0 {
+	orDefault(&c.batchMin, 3)
+	orDefault(&c.MaxHeadBytes, httpwire.DefaultMaxHead)
+	orDefault(&c.HeaderTimeout, 10*time.Second)
+	orDefault(&c.IdleTimeout, 60*time.Second)
+	orDefault(&c.WriteTimeout, 60*time.Second)
+	if c.MaxClientConns == 0 { // negative: no limit
 		c.MaxClientConns = DefaultMaxClientConns(nofile())
 	}
 	if c.MaxConnsPerIP == 0 {
 		c.MaxConnsPerIP = DefaultMaxConnsPerIP
 	}
-	if c.DialTimeout <= 0 {
-		c.DialTimeout = 3 * time.Second
-	}
-	if c.ResponseTimeout <= 0 {
-		c.ResponseTimeout = 60 * time.Second
-	}
-	if c.PoolIdle <= 0 {
-		c.PoolIdle = 30 * time.Second
-	}
-	if c.PoolSize <= 0 {
-		c.PoolSize = 128
-	}
-	if c.QueueLen <= 0 {
-		c.QueueLen = 1024
-	}
-	if c.QueueTimeout <= 0 {
-		c.QueueTimeout = 5 * time.Second
-	}
+	orDefault(&c.DialTimeout, 3*time.Second)
+	orDefault(&c.ResponseTimeout, 60*time.Second)
+	orDefault(&c.PoolIdle, 30*time.Second)
+	orDefault(&c.PoolSize, 128)
+	orDefault(&c.QueueLen, 1024)
+	orDefault(&c.QueueTimeout, 5*time.Second)
 	if c.Path == nil {
 		c.Path = Relay()
+	}
+}
+
+// orDefault sets a zero or negative *v to def.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 
@@ -320,7 +305,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	if tl, ra := s.fastAccept(ln); tl != nil {
 		return s.serveRaw(tl, ra)
 	}
-	var backoff time.Duration
+	var b backoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -329,25 +314,33 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
-				// EMFILE and friends: back off like net/http does.
-				if backoff == 0 {
-					backoff = 5 * time.Millisecond
-				} else if backoff *= 2; backoff > time.Second {
-					backoff = time.Second
-				}
-				s.logf("front: accept: %v; retrying in %v", err, backoff)
-				time.Sleep(backoff)
+				b.wait(s, err) // EMFILE and friends
 				continue
 			}
 			return fmt.Errorf("front: accept: %w", err)
 		}
-		backoff = 0
+		b = 0
 		cc := s.acceptConn(c)
 		if cc == nil {
 			continue
 		}
 		go cc.serve()
 	}
+}
+
+// backoff is the accept loops' one rule for a listener out of descriptors
+// or memory, net/http's: wait 5 ms, doubling up to 1 s, until an accept
+// succeeds (which resets it to 0).
+type backoff time.Duration
+
+func (b *backoff) wait(s *Server, err error) {
+	if *b == 0 {
+		*b = backoff(5 * time.Millisecond)
+	} else if *b *= 2; *b > backoff(time.Second) {
+		*b = backoff(time.Second)
+	}
+	s.logf("front: accept: %v; retrying in %v", err, time.Duration(*b))
+	time.Sleep(time.Duration(*b))
 }
 
 func isTemporary(err error) bool {
@@ -498,20 +491,27 @@ func (s *Server) upstream(b *cluster.Backend) *upstream {
 // reap closes pooled node connections idle longer than PoolIdle, so that
 // idle pools shrink without a timer or goroutine per connection.
 func (s *Server) reap() {
-	t := time.NewTicker(s.cfg.PoolIdle / 2)
+	tick(s.cfg.PoolIdle/2, s.done, func() {
+		now := time.Now().UnixNano()
+		for _, u := range *s.upstreams.Load() {
+			if u != nil {
+				u.pool.reap(now)
+			}
+		}
+	})
+}
+
+// tick calls f every period until done is closed.
+func tick(period time.Duration, done <-chan struct{}, f func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.done:
+		case <-done:
 			return
 		case <-t.C:
-			now := time.Now().UnixNano()
-			for _, u := range *s.upstreams.Load() {
-				if u != nil {
-					u.pool.reap(now)
-				}
-			}
 		}
+		f()
 	}
 }
 

@@ -331,12 +331,7 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 		out = append(out, h.Value...)
 		out = append(out, "\r\n"...)
 	}
-	if closeClient {
-		out = append(out, "Connection: close\r\n"...)
-	} else if req.Minor == 0 {
-		out = append(out, "Connection: keep-alive\r\n"...)
-	}
-	out = append(out, "\r\n"...)
+	out = appendHeadEnd(out, closeClient, req.Minor)
 	cc.out = out
 	nc.in.consume(resp.HeadLen)
 	s.ctr.status[resp.Status/100].Add(1)
