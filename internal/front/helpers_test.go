@@ -53,6 +53,12 @@ func startFront(t testing.TB, cfg Config, urls ...string) (string, *Server, *clu
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveFront(t, s, ln)
+	return ln.Addr().String(), s, cl
+}
+
+// serveFront serves ln with s until the test ends, then shuts s down.
+func serveFront(t testing.TB, s *Server, ln net.Listener) {
 	done := make(chan struct{})
 	go func() { s.Serve(ln); close(done) }()
 	t.Cleanup(func() {
@@ -61,7 +67,6 @@ func startFront(t testing.TB, cfg Config, urls ...string) (string, *Server, *clu
 		s.Shutdown(ctx)
 		<-done
 	})
-	return ln.Addr().String(), s, cl
 }
 
 // namedBackend is an httptest server answering "<name> <path>" with the

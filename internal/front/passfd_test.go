@@ -58,13 +58,15 @@ func passfdSite(t testing.TB) (string, []string, map[string]string) {
 
 // passfdNode runs an in-process node on TCP and on a handoff socket.
 func passfdNode(t testing.TB, root, dir string, i int) (string, *handoff.FDListener) {
+	return passfdNodeCfg(t, node.Config{Root: root}, dir, i)
+}
+
+// passfdNodeCfg is passfdNode for a node configured by cfg.
+func passfdNodeCfg(t testing.TB, cfg node.Config, dir string, i int) (string, *handoff.FDListener) {
 	t.Helper()
 	sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
-	srv, err := node.New(node.Config{
-		Root:          root,
-		HandoffSocket: sock,
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	cfg.HandoffSocket, cfg.Logger = sock, slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,14 +140,7 @@ func passfdClusterOn(t testing.TB, listen func() (net.Listener, error), pol stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { s.Serve(ln); close(done) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		<-done
-	})
+	serveFront(t, s, ln)
 	return ln.Addr().String(), s, cl, hls, urls, sums
 }
 

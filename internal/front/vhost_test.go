@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -17,7 +14,6 @@ import (
 	"time"
 
 	"shoal/internal/cluster"
-	"shoal/internal/handoff"
 	"shoal/internal/httpwire"
 	"shoal/internal/node"
 	"shoal/internal/policy"
@@ -92,28 +88,8 @@ func TestVHostsThreeSitesFourNodes(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	var specs []cluster.NodeSpec
 	for i := range 4 {
-		sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
-		srv, err := node.New(node.Config{Root: root, VHosts: true, HandoffSocket: sock,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		hl, err := handoff.ListenFD(sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(ln)
-		go srv.Serve(hl)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			srv.Shutdown(ctx)
-		})
-		specs = append(specs, cluster.NodeSpec{URL: "http://" + ln.Addr().String()})
+		u, _ := passfdNodeCfg(t, node.Config{Root: root, VHosts: true}, dir, i)
+		specs = append(specs, cluster.NodeSpec{URL: u})
 	}
 	vm, err := vhost.New(vhost.Config{Sites: sites})
 	if err != nil {
@@ -156,14 +132,7 @@ func TestVHostsThreeSitesFourNodes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				done := make(chan struct{})
-				go func() { s.Serve(ln); close(done) }()
-				defer func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-					defer cancel()
-					s.Shutdown(ctx)
-					<-done
-				}()
+				serveFront(t, s, ln)
 				// Two rounds over one keep-alive connection per site, so
 				// content-aware policies see repeats.
 				for _, site := range sites {
