@@ -67,17 +67,11 @@ func TestHopByHopAndXFF(t *testing.T) {
 }
 
 func TestResponseHopByHopRemoved(t *testing.T) {
-	node := rawBackend(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			io.Copy(io.Discard, req.Body)
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=9\r\n"+
-				"Proxy-Authenticate: Basic\r\nUpgrade: h2c\r\nX-End: 2\r\nContent-Length: 2\r\n\r\nok")
-		}
+	node := reqBackend(t, func(c net.Conn, req *http.Request) bool {
+		io.Copy(io.Discard, req.Body)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=9\r\n"+
+			"Proxy-Authenticate: Basic\r\nUpgrade: h2c\r\nX-End: 2\r\nContent-Length: 2\r\n\r\nok")
+		return true
 	})
 	addr, _, _ := startFront(t, Config{}, node)
 	c := dialFront(t, addr)

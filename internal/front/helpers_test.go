@@ -45,6 +45,14 @@ func startFront(t testing.TB, cfg Config, urls ...string) (string, *Server, *clu
 	if err != nil {
 		t.Fatal(err)
 	}
+	s, addr := frontOn(t, cl, cfg)
+	return addr, s, cl
+}
+
+// frontOn starts a front for cl with cfg on a loopback port until the test
+// ends and returns it and its address.
+func frontOn(t testing.TB, cl *cluster.Cluster, cfg Config) (*Server, string) {
+	t.Helper()
 	s, err := New(cl, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +62,25 @@ func startFront(t testing.TB, cfg Config, urls ...string) (string, *Server, *clu
 		t.Fatal(err)
 	}
 	serveFront(t, s, ln)
-	return ln.Addr().String(), s, cl
+	return s, ln.Addr().String()
+}
+
+// checkSockets runs cl's health checks every period until the test ends
+// and waits until every node has reported its handoff socket.
+func checkSockets(t testing.TB, cl *cluster.Cluster, every time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go cl.Check(ctx, cluster.CheckConfig{Interval: every, Timeout: 5 * time.Second, Rise: 1, Fall: 3})
+	deadline := time.Now().Add(10 * time.Second)
+	for _, b := range cl.Backends() {
+		for st := b.LastStatus(); st == nil || st.HandoffSocket == ""; st = b.LastStatus() {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s never reported a handoff socket", b.URL)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 // serveFront serves ln with s until the test ends, then shuts s down.
@@ -104,6 +130,20 @@ func rawBackend(t testing.TB, fn func(c net.Conn)) string {
 		}
 	}()
 	return "http://" + ln.Addr().String()
+}
+
+// reqBackend is a rawBackend that reads requests off each connection and
+// lets answer write each one's response; false from answer closes.
+func reqBackend(t testing.TB, answer func(c net.Conn, req *http.Request) bool) string {
+	return rawBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil || !answer(c, req) {
+				return
+			}
+		}
+	})
 }
 
 // client is one raw keep-alive connection to the front.

@@ -16,28 +16,22 @@ import (
 // requests it has begun to answer.
 func bigBackend(t *testing.T, size int64, big *atomic.Int64) string {
 	chunk := make([]byte, 64<<10)
-	return rawBackend(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			io.Copy(io.Discard, req.Body)
-			if req.URL.Path != "/big" {
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-				continue
-			}
-			big.Add(1)
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.FormatInt(size, 10)+"\r\n\r\n")
-			for left := size; left > 0; {
-				n, err := c.Write(chunk[:min(left, int64(len(chunk)))])
-				if err != nil {
-					return
-				}
-				left -= int64(n)
-			}
+	return reqBackend(t, func(c net.Conn, req *http.Request) bool {
+		io.Copy(io.Discard, req.Body)
+		if req.URL.Path != "/big" {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return true
 		}
+		big.Add(1)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.FormatInt(size, 10)+"\r\n\r\n")
+		for left := size; left > 0; {
+			n, err := c.Write(chunk[:min(left, int64(len(chunk)))])
+			if err != nil {
+				return false
+			}
+			left -= int64(n)
+		}
+		return true
 	})
 }
 

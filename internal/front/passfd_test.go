@@ -120,18 +120,7 @@ func passfdClusterOn(t testing.TB, listen func() (net.Listener, error), pol stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go cl.Check(ctx, cluster.CheckConfig{Interval: 200 * time.Millisecond, Timeout: 5 * time.Second, Rise: 1, Fall: 3})
-	deadline := time.Now().Add(10 * time.Second)
-	for _, b := range cl.Backends() {
-		for st := b.LastStatus(); st == nil || st.HandoffSocket == ""; st = b.LastStatus() {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s never reported a handoff socket", b.URL)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	checkSockets(t, cl, 200*time.Millisecond)
 	s, err = New(cl, cfg)
 	if err != nil {
 		t.Fatal(err)

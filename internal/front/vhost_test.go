@@ -1,11 +1,9 @@
 package front
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,33 +108,14 @@ func TestVHostsThreeSitesFourNodes(t *testing.T) {
 				obs := &siteObserver{reqs: map[string]int{}, bytes: map[string]int64{}}
 				cfg := Config{VHosts: vm, Observer: obs}
 				if pathName == "passfd" {
-					ctx, cancel := context.WithCancel(context.Background())
-					defer cancel()
-					go cl.Check(ctx, cluster.CheckConfig{Interval: 100 * time.Millisecond, Timeout: 5 * time.Second, Rise: 1, Fall: 3})
-					deadline := time.Now().Add(10 * time.Second)
-					for _, b := range cl.Backends() {
-						for st := b.LastStatus(); st == nil || st.HandoffSocket == ""; st = b.LastStatus() {
-							if time.Now().After(deadline) {
-								t.Fatalf("node %s never reported a handoff socket", b.URL)
-							}
-							time.Sleep(10 * time.Millisecond)
-						}
-					}
+					checkSockets(t, cl, 100*time.Millisecond)
 					cfg.Path = PassFD(PassFDConfig{})
 				}
-				s, err := New(cl, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				serveFront(t, s, ln)
+				_, addr := frontOn(t, cl, cfg)
 				// Two rounds over one keep-alive connection per site, so
 				// content-aware policies see repeats.
 				for _, site := range sites {
-					cl := dialFront(t, ln.Addr().String())
+					cl := dialFront(t, addr)
 					for round := range 2 {
 						for _, n := range names {
 							host := site
