@@ -2,8 +2,9 @@
 // accepts client connections, reads each request head with httpwire's strict
 // parser, asks the control plane (internal/cluster) for a node per request,
 // and moves the request by a data path — relay through pooled keep-alive
-// connections (the baseline every load balancer has) or a 302 redirect — with
-// a seam (DataPath) where the handoff paths of seeds 000/002 plug in later.
+// connections (the baseline every load balancer has), a 302 redirect, or the
+// handoff paths of seeds 000/002 (passfd, repair). Whatever the path, one
+// dispatch core (dispatch.go) routes each request once and finishes it once.
 //
 // Why not net/http and httputil.ReverseProxy: they allocate a Request, a
 // header map and a response per request and own the connection's buffers, and

@@ -155,7 +155,13 @@ type client struct {
 
 func dialFront(t testing.TB, addr string) *client {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	return dialWith(t, &net.Dialer{}, addr)
+}
+
+// dialWith opens a raw client connection to addr with d.
+func dialWith(t testing.TB, d *net.Dialer, addr string) *client {
+	t.Helper()
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

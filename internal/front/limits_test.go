@@ -1,7 +1,6 @@
 package front
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -39,14 +38,7 @@ func bigBackend(t *testing.T, size int64, big *atomic.Int64) string {
 // src (any 127.0.0.0/8 address works on Linux loopback).
 func dialFrom(t *testing.T, src, addr string) *client {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	return &client{t: t, c: c, br: bufio.NewReader(c)}
+	return dialWith(t, &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}, addr)
 }
 
 // status sends a GET for path and returns the response status, or 0 when

@@ -65,7 +65,22 @@ func passfdNode(t testing.TB, root, dir string, i int) (string, *handoff.FDListe
 func passfdNodeCfg(t testing.TB, cfg node.Config, dir string, i int) (string, *handoff.FDListener) {
 	t.Helper()
 	sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
-	cfg.HandoffSocket, cfg.Logger = sock, slog.New(slog.NewTextHandler(io.Discard, nil))
+	hl, err := handoff.ListenFD(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HandoffSocket = sock
+	return startNode(t, cfg, hl), hl
+}
+
+// startNode runs a node configured by cfg (logging nowhere unless cfg
+// says) on a loopback port, and on the extra listeners, until the test
+// ends, and returns its URL.
+func startNode(t testing.TB, cfg node.Config, extra ...net.Listener) string {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -74,18 +89,15 @@ func passfdNodeCfg(t testing.TB, cfg node.Config, dir string, i int) (string, *h
 	if err != nil {
 		t.Fatal(err)
 	}
-	hl, err := handoff.ListenFD(sock)
-	if err != nil {
-		t.Fatal(err)
+	for _, l := range append(extra, ln) {
+		go srv.Serve(l)
 	}
-	go srv.Serve(ln)
-	go srv.Serve(hl)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	return "http://" + ln.Addr().String(), hl
+	return "http://" + ln.Addr().String()
 }
 
 // passfdCluster starts n nodes and a front with data path path under
