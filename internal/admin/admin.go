@@ -494,65 +494,55 @@ func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// labelled is one value of a labelled front counter.
+type labelled struct {
+	label string
+	v     uint64
+}
+
 func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.stats()
-	counter := func(d *prometheus.Desc, v uint64, lv ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+	counters := func(d *prometheus.Desc, vs ...labelled) {
+		for _, e := range vs {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(e.v), e.label)
+		}
+	}
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
 	for path, n := range st.Paths {
-		counter(descPath, n, path)
+		counters(descPath, labelled{path, n})
 	}
-	counter(descConns, st.ConnsAccepted)
-	ch <- prometheus.MustNewConstMetric(descActiveC, prometheus.GaugeValue, float64(st.ConnsActive))
-	counter(descBytes, st.BytesIn, "in")
-	counter(descBytes, st.BytesOut, "out")
-	counter(descQueue, st.Queued, "queued")
-	counter(descQueue, st.QueueTimeouts, "timeout")
-	counter(descQueue, st.QueueFull, "full")
-	counter(descLimit, st.RefusedLimit, "refused_limit")
-	counter(descLimit, st.RefusedPerIP, "refused_per_ip")
-	counter(descLimit, st.IdleShed, "idle_closed")
-	ch <- prometheus.MustNewConstMetric(descStream, prometheus.GaugeValue, float64(st.Streaming))
-	counter(descBatch, st.HeadBatches, "batches")
-	counter(descBatch, st.HeadsBatched, "heads")
-	counter(descEvents, st.Requests, "request_heads")
-	counter(descEvents, st.Retries, "retries")
-	counter(descEvents, st.FreshRedials, "fresh_redials")
-	counter(descEvents, st.NodeDials, "node_dials")
-	counter(descEvents, st.Sent4xx, "sent_4xx")
-	counter(descEvents, st.Sent5xx, "sent_5xx")
+	ch <- prometheus.MustNewConstMetric(descConns, prometheus.CounterValue, float64(st.ConnsAccepted))
+	gauge(descActiveC, float64(st.ConnsActive))
+	gauge(descStream, float64(st.Streaming))
+	counters(descBytes, labelled{"in", st.BytesIn}, labelled{"out", st.BytesOut})
+	counters(descQueue, labelled{"queued", st.Queued}, labelled{"timeout", st.QueueTimeouts}, labelled{"full", st.QueueFull})
+	counters(descLimit, labelled{"refused_limit", st.RefusedLimit}, labelled{"refused_per_ip", st.RefusedPerIP},
+		labelled{"idle_closed", st.IdleShed})
+	counters(descBatch, labelled{"batches", st.HeadBatches}, labelled{"heads", st.HeadsBatched})
+	counters(descEvents, labelled{"request_heads", st.Requests}, labelled{"retries", st.Retries},
+		labelled{"fresh_redials", st.FreshRedials}, labelled{"node_dials", st.NodeDials},
+		labelled{"sent_4xx", st.Sent4xx}, labelled{"sent_5xx", st.Sent5xx})
 	for class := 1; class < len(st.Status); class++ {
-		counter(descResponses, st.Status[class], strconv.Itoa(class)+"xx")
+		counters(descResponses, labelled{strconv.Itoa(class) + "xx", st.Status[class]})
 	}
 	h := st.Handoff
-	for _, e := range []struct {
-		name string
-		v    uint64
-	}{{"passed", h.Passed}, {"fast_passed", h.FastPassed}, {"returned", h.Returned}, {"return_refused", h.ReturnRefused},
-		{"redispatched", h.Redispatched}, {"ended", h.Ended}, {"lost", h.Lost}} {
-		counter(descHandoff, e.v, e.name)
-	}
-	for _, e := range []struct {
-		reason string
-		v      uint64
-	}{{"no_socket", h.FallbackNoSocket}, {"send", h.FallbackSend}, {"socket_dir", h.RefusedSocketDir},
-		{"socket_peer", h.RefusedSocketPeer}, {"tls", h.FallbackTLS}, {"fast", h.FastFallback}, {"fast_blocked", h.FastBlocked}} {
-		counter(descFallback, e.v, e.reason)
-	}
-	ch <- prometheus.MustNewConstMetric(descCPU, prometheus.GaugeValue, h.FrontCPUPercent)
+	counters(descHandoff, labelled{"passed", h.Passed}, labelled{"fast_passed", h.FastPassed},
+		labelled{"returned", h.Returned}, labelled{"return_refused", h.ReturnRefused},
+		labelled{"redispatched", h.Redispatched}, labelled{"ended", h.Ended}, labelled{"lost", h.Lost})
+	counters(descFallback, labelled{"no_socket", h.FallbackNoSocket}, labelled{"send", h.FallbackSend},
+		labelled{"socket_dir", h.RefusedSocketDir}, labelled{"socket_peer", h.RefusedSocketPeer},
+		labelled{"tls", h.FallbackTLS}, labelled{"fast", h.FastFallback}, labelled{"fast_blocked", h.FastBlocked})
+	counters(descHybrid, labelled{"cpu", h.HybridCPU}, labelled{"conns", h.HybridConns},
+		labelled{"size", h.HybridSize}, labelled{"relay", h.HybridRelay})
+	gauge(descCPU, h.FrontCPUPercent)
 	if r := st.Repair; r != nil {
-		for _, e := range []struct {
-			name string
-			v    uint64
-		}{{"moved", r.Moved}, {"moved_fast", r.Fast}, {"fallback_freeze", r.FallbackFreeze}, {"fallback_node", r.FallbackNode},
-			{"lost", r.Lost}, {"ended", r.Ended}, {"dropped", r.Dropped}, {"refused_forged", r.Forged},
-			{"refused_replayed", r.Replayed}, {"refused_stale", r.Stale}, {"refused_malformed", r.Malformed}} {
-			counter(descRepair, e.v, e.name)
-		}
-		ch <- prometheus.MustNewConstMetric(descSteered, prometheus.GaugeValue, float64(r.Steered))
+		counters(descRepair, labelled{"moved", r.Moved}, labelled{"moved_fast", r.Fast},
+			labelled{"fallback_freeze", r.FallbackFreeze}, labelled{"fallback_node", r.FallbackNode},
+			labelled{"lost", r.Lost}, labelled{"ended", r.Ended}, labelled{"dropped", r.Dropped},
+			labelled{"refused_forged", r.Forged}, labelled{"refused_replayed", r.Replayed},
+			labelled{"refused_stale", r.Stale}, labelled{"refused_malformed", r.Malformed})
+		gauge(descSteered, float64(r.Steered))
 	}
-	counter(descHybrid, h.HybridCPU, "cpu")
-	counter(descHybrid, h.HybridConns, "conns")
-	counter(descHybrid, h.HybridSize, "size")
-	counter(descHybrid, h.HybridRelay, "relay")
 }
