@@ -66,7 +66,9 @@ func (p *RepairPath) moveRaw(s *Server, t *ticket, m *rawMove) rawOutcome {
 		p.forget(h.f)
 		if errors.Is(err, handoff.ErrNoChannel) {
 			s.cl.Hold(b, id) // as for c == nil above
-			h.thaw(nil)
+			if !h.thaw(nil) {
+				return rawGone
+			}
 			return rawNormal // the normal path dials
 		}
 		p.fallbackNode.Add(1)
