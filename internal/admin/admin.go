@@ -462,7 +462,21 @@ var (
 	descBatch   = prometheus.NewDesc("shoal_front_node_head_batches_total",
 		"Request heads written to nodes by the batcher: rounds (what=batches) and heads (what=heads); heads/batches is the mean batch.", []string{"what"}, nil)
 	descHandoff = prometheus.NewDesc("shoal_front_handoff_total",
-		"passfd handoff events: passed, fallback_no_socket, fallback_send, returned, return_refused, redispatched, ended, lost, fallback_tls (relayed: the client connection is TLS).", []string{"event"}, nil)
+		"passfd handoff events: passed (fast_passed of them from the raw accept loop), returned, return_refused, redispatched, ended, lost.", []string{"event"}, nil)
+	descFallback = prometheus.NewDesc("shoal_front_fallbacks_total",
+		"Requests a handoff path relayed instead, by reason: no_socket (node reported no handoff socket), send (the send failed), "+
+			"socket_dir and socket_peer (the node's socket is not trusted), tls (a TLS client connection), "+
+			"fast (the raw accept loop gave the connection to the normal path), fast_blocked (… because the node's socket was full).", []string{"reason"}, nil)
+	descEvents = prometheus.NewDesc("shoal_front_events_total",
+		"The front's request events: request_heads (parsed, dispatched or refused), retries (sent to a second node), "+
+			"fresh_redials (stale pooled node connections replaced), node_dials (connections opened to nodes), "+
+			"sent_4xx and sent_5xx (answers the front generated itself).", []string{"event"}, nil)
+	descResponses = prometheus.NewDesc("shoal_front_responses_total",
+		"Responses to clients by status class, relayed or generated.", []string{"class"}, nil)
+	descCPU = prometheus.NewDesc("shoal_front_cpu_percent",
+		"The front's CPU use at its last sample (100 = one core), when the hybrid rule samples it.", nil, nil)
+	descSteered = prometheus.NewDesc("shoal_front_repair_steered_flows",
+		"Flows the repair path steers to nodes now.", nil, nil)
 	descRepair = prometheus.NewDesc("shoal_front_repair_total",
 		"repair (TCP_REPAIR) handoff events: moved, fallback_freeze, fallback_node, lost, ended, dropped, refused_forged, refused_replayed, refused_stale, refused_malformed.", []string{"event"}, nil)
 	descHybrid = prometheus.NewDesc("shoal_front_hybrid_decisions_total",
@@ -474,55 +488,61 @@ var (
 )
 
 func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descRepair, descHybrid, descLimit, descStream} {
+	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descFallback,
+		descEvents, descResponses, descCPU, descSteered, descRepair, descHybrid, descLimit, descStream} {
 		ch <- d
 	}
 }
 
+// labelled is one value of a labelled front counter.
+type labelled struct {
+	label string
+	v     uint64
+}
+
 func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.stats()
-	counter := func(d *prometheus.Desc, v uint64, lv ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
-	}
-	for path, n := range st.Paths {
-		counter(descPath, n, path)
-	}
-	counter(descConns, st.ConnsAccepted)
-	ch <- prometheus.MustNewConstMetric(descActiveC, prometheus.GaugeValue, float64(st.ConnsActive))
-	counter(descBytes, st.BytesIn, "in")
-	counter(descBytes, st.BytesOut, "out")
-	counter(descQueue, st.Queued, "queued")
-	counter(descQueue, st.QueueTimeouts, "timeout")
-	counter(descQueue, st.QueueFull, "full")
-	counter(descLimit, st.RefusedLimit, "refused_limit")
-	counter(descLimit, st.RefusedPerIP, "refused_per_ip")
-	counter(descLimit, st.IdleShed, "idle_closed")
-	ch <- prometheus.MustNewConstMetric(descStream, prometheus.GaugeValue, float64(st.Streaming))
-	counter(descBatch, st.HeadBatches, "batches")
-	counter(descBatch, st.HeadsBatched, "heads")
-	h := st.Handoff
-	for _, e := range []struct {
-		name string
-		v    uint64
-	}{{"passed", h.Passed}, {"fallback_no_socket", h.FallbackNoSocket}, {"fallback_send", h.FallbackSend},
-		{"returned", h.Returned}, {"return_refused", h.ReturnRefused}, {"redispatched", h.Redispatched},
-		{"ended", h.Ended}, {"lost", h.Lost},
-		{"refused_socket_dir", h.RefusedSocketDir}, {"refused_socket_peer", h.RefusedSocketPeer},
-		{"fallback_tls", h.FallbackTLS}} {
-		counter(descHandoff, e.v, e.name)
-	}
-	if r := st.Repair; r != nil {
-		for _, e := range []struct {
-			name string
-			v    uint64
-		}{{"moved", r.Moved}, {"moved_fast", r.Fast}, {"fallback_freeze", r.FallbackFreeze}, {"fallback_node", r.FallbackNode},
-			{"lost", r.Lost}, {"ended", r.Ended}, {"dropped", r.Dropped}, {"refused_forged", r.Forged},
-			{"refused_replayed", r.Replayed}, {"refused_stale", r.Stale}, {"refused_malformed", r.Malformed}} {
-			counter(descRepair, e.v, e.name)
+	counters := func(d *prometheus.Desc, vs ...labelled) {
+		for _, e := range vs {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(e.v), e.label)
 		}
 	}
-	counter(descHybrid, h.HybridCPU, "cpu")
-	counter(descHybrid, h.HybridConns, "conns")
-	counter(descHybrid, h.HybridSize, "size")
-	counter(descHybrid, h.HybridRelay, "relay")
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	for path, n := range st.Paths {
+		counters(descPath, labelled{path, n})
+	}
+	ch <- prometheus.MustNewConstMetric(descConns, prometheus.CounterValue, float64(st.ConnsAccepted))
+	gauge(descActiveC, float64(st.ConnsActive))
+	gauge(descStream, float64(st.Streaming))
+	counters(descBytes, labelled{"in", st.BytesIn}, labelled{"out", st.BytesOut})
+	counters(descQueue, labelled{"queued", st.Queued}, labelled{"timeout", st.QueueTimeouts}, labelled{"full", st.QueueFull})
+	counters(descLimit, labelled{"refused_limit", st.RefusedLimit}, labelled{"refused_per_ip", st.RefusedPerIP},
+		labelled{"idle_closed", st.IdleShed})
+	counters(descBatch, labelled{"batches", st.HeadBatches}, labelled{"heads", st.HeadsBatched})
+	counters(descEvents, labelled{"request_heads", st.Requests}, labelled{"retries", st.Retries},
+		labelled{"fresh_redials", st.FreshRedials}, labelled{"node_dials", st.NodeDials},
+		labelled{"sent_4xx", st.Sent4xx}, labelled{"sent_5xx", st.Sent5xx})
+	for class := 1; class < len(st.Status); class++ {
+		counters(descResponses, labelled{strconv.Itoa(class) + "xx", st.Status[class]})
+	}
+	h := st.Handoff
+	counters(descHandoff, labelled{"passed", h.Passed}, labelled{"fast_passed", h.FastPassed},
+		labelled{"returned", h.Returned}, labelled{"return_refused", h.ReturnRefused},
+		labelled{"redispatched", h.Redispatched}, labelled{"ended", h.Ended}, labelled{"lost", h.Lost})
+	counters(descFallback, labelled{"no_socket", h.FallbackNoSocket}, labelled{"send", h.FallbackSend},
+		labelled{"socket_dir", h.RefusedSocketDir}, labelled{"socket_peer", h.RefusedSocketPeer},
+		labelled{"tls", h.FallbackTLS}, labelled{"fast", h.FastFallback}, labelled{"fast_blocked", h.FastBlocked})
+	counters(descHybrid, labelled{"cpu", h.HybridCPU}, labelled{"conns", h.HybridConns},
+		labelled{"size", h.HybridSize}, labelled{"relay", h.HybridRelay})
+	gauge(descCPU, h.FrontCPUPercent)
+	if r := st.Repair; r != nil {
+		counters(descRepair, labelled{"moved", r.Moved}, labelled{"moved_fast", r.Fast},
+			labelled{"fallback_freeze", r.FallbackFreeze}, labelled{"fallback_node", r.FallbackNode},
+			labelled{"lost", r.Lost}, labelled{"ended", r.Ended}, labelled{"dropped", r.Dropped},
+			labelled{"refused_forged", r.Forged}, labelled{"refused_replayed", r.Replayed},
+			labelled{"refused_stale", r.Stale}, labelled{"refused_malformed", r.Malformed})
+		gauge(descSteered, float64(r.Steered))
+	}
 }

@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,44 +64,7 @@ func TestStatsKeys(t *testing.T) {
 // every value in the JSON, so a counter added to front.Stats but not to
 // Stats (FrontStats) fails here by name.
 func TestStatsCoversFrontStats(t *testing.T) {
-	var st front.Stats
-	st.Repair = &front.RepairStats{}
-	st.Paths = map[string]uint64{"relay": 0}
-	next := uint64(1000)
-	var fields []string
-	var fill func(v reflect.Value, name string)
-	fill = func(v reflect.Value, name string) {
-		switch v.Kind() {
-		case reflect.Struct:
-			for i := range v.NumField() {
-				fill(v.Field(i), name+"."+v.Type().Field(i).Name)
-			}
-		case reflect.Pointer:
-			fill(v.Elem(), name)
-		case reflect.Array:
-			for i := 1; i < v.Len(); i++ { // Status[0] is no class
-				fill(v.Index(i), name+"["+string(rune('0'+i))+"]")
-			}
-		case reflect.Uint64, reflect.Int64, reflect.Int, reflect.Float64:
-			next += 7
-			switch v.Kind() {
-			case reflect.Uint64:
-				v.SetUint(next)
-			case reflect.Float64:
-				v.SetFloat(float64(next))
-			default:
-				v.SetInt(int64(next))
-			}
-			fields = append(fields, name)
-		case reflect.Map:
-			next += 7
-			st.Paths["relay"] = next
-			fields = append(fields, name)
-		default:
-			t.Fatalf("front.Stats%s: kind %v; teach this test and FrontStats about it", name, v.Kind())
-		}
-	}
-	fill(reflect.ValueOf(&st).Elem(), "")
+	st, fields := filledFrontStats(t)
 	b, err := json.Marshal(FrontStats(st))
 	if err != nil {
 		t.Fatal(err)
@@ -128,9 +92,6 @@ func TestStatsCoversFrontStats(t *testing.T) {
 		if !seen[uint64(1007+7*i)] {
 			t.Errorf("front.Stats%s is not in /stats; add it to admin.Stats and FrontStats", f)
 		}
-	}
-	if len(fields) < 40 {
-		t.Errorf("only %d counters found in front.Stats; the walk is broken", len(fields))
 	}
 }
 
@@ -169,6 +130,80 @@ func TestSetWeightBody(t *testing.T) {
 		}
 		if w := cl.Nodes()[0].Weight; w != c.weight {
 			t.Errorf("PUT weight %q: weight now %d, want %d", c.body, w, c.weight)
+		}
+	}
+}
+
+// filledFrontStats returns front.Stats with every number set to a distinct
+// value (the i-th field to 1007+7i, by reflection) and the fields' names.
+func filledFrontStats(t *testing.T) (front.Stats, []string) {
+	var st front.Stats
+	st.Repair = &front.RepairStats{}
+	st.Paths = map[string]uint64{"relay": 0}
+	next := uint64(1000)
+	var fields []string
+	var fill func(v reflect.Value, name string)
+	fill = func(v reflect.Value, name string) {
+		switch v.Kind() {
+		case reflect.Struct:
+			for i := range v.NumField() {
+				fill(v.Field(i), name+"."+v.Type().Field(i).Name)
+			}
+		case reflect.Pointer:
+			fill(v.Elem(), name)
+		case reflect.Array:
+			for i := 1; i < v.Len(); i++ { // Status[0] is no class
+				fill(v.Index(i), name+"["+string(rune('0'+i))+"]")
+			}
+		case reflect.Uint64, reflect.Int64, reflect.Int, reflect.Float64:
+			next += 7
+			switch v.Kind() {
+			case reflect.Uint64:
+				v.SetUint(next)
+			case reflect.Float64:
+				v.SetFloat(float64(next))
+			default:
+				v.SetInt(int64(next))
+			}
+			fields = append(fields, name)
+		case reflect.Map:
+			next += 7
+			st.Paths["relay"] = next
+			fields = append(fields, name)
+		default:
+			t.Fatalf("front.Stats%s: kind %v; teach this test and FrontStats about it", name, v.Kind())
+		}
+	}
+	fill(reflect.ValueOf(&st).Elem(), "")
+	if len(fields) < 40 {
+		t.Errorf("only %d counters found in front.Stats; the walk is broken", len(fields))
+	}
+	return st, fields
+}
+
+// TestMetricsCoverFrontStats: every counter of front.Stats reaches /metrics
+// (issue 11: retries, the front's own 4xx/5xx and the fast passes did not).
+// Each number gets a distinct value and /metrics must show every value, so
+// a counter added to front.Stats but not to the collector fails by name.
+func TestMetricsCoverFrontStats(t *testing.T) {
+	cl, srv := setup(t)
+	st, fields := filledFrontStats(t)
+	m := NewMetrics(cl, "table")
+	m.WatchFront(func() front.Stats { return st })
+	srv.Config.Handler = New(cl, m)
+	_, body := call(t, "GET", srv.URL+"/metrics", "")
+	seen := map[float64]bool{}
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, "shoal_front_") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+			seen[v] = true
+		}
+	}
+	for i, f := range fields {
+		if !seen[float64(1007+7*i)] {
+			t.Errorf("front.Stats%s (%d) is not in /metrics; add it to frontCollector", f, 1007+7*i)
 		}
 	}
 }

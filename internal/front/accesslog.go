@@ -169,16 +169,7 @@ func (l *AccessLog) Close() error {
 
 func (l *AccessLog) flusher() {
 	defer close(l.done)
-	t := time.NewTicker(accessLogFlush)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-			l.Flush()
-		}
-	}
+	tick(accessLogFlush, l.stop, func() { l.Flush() })
 }
 
 func (l *AccessLog) write(b []byte) {

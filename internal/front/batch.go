@@ -23,7 +23,7 @@ import (
 // connection, yields once so that every other runnable goroutine queues
 // its head too, then writes them all.
 //
-// With fewer than Config.BatchMin requests being relayed there is nothing
+// With fewer than Config.batchMin requests being relayed there is nothing
 // to batch with, and a head goes out at once rather than pay the batcher's
 // scheduling round (a goroutine wake-up and a yield) for nothing. (At wrk
 // -c1 and -c4 the two ways measured within noise of each other.)

@@ -131,7 +131,7 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 func TestBatcherCountsEveryHead(t *testing.T) {
 	for _, noBatch := range []bool{false, true} {
 		a := namedBackend(t, "A")
-		addr, s, _ := startFront(t, Config{NoBatch: noBatch, BatchMin: 1}, a.URL)
+		addr, s, _ := startFront(t, Config{noBatch: noBatch, batchMin: 1}, a.URL)
 		c := dialFront(t, addr)
 		const n = 5
 		for i := range n {

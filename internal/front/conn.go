@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"shoal/internal/cluster"
 	"shoal/internal/httpwire"
 	"shoal/internal/policy"
 )
@@ -32,6 +31,7 @@ type clientConn struct {
 	pr     policy.Request
 	lr     io.LimitedReader
 	x      Exchange
+	t      ticket // the current request's route (dispatch.go)
 	holder int
 	// state is connIdle while the connection waits for a request with
 	// nothing buffered, connBusy otherwise, connShed once the idle shedder
@@ -104,6 +104,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 	cc.pr = policy.Request{}
 	cc.lr = io.LimitedReader{}
 	cc.x = Exchange{}
+	cc.t = ticket{}
 	cc.rdl, cc.wdl = deadline{}, deadline{}
 	clear(cc.tokens)
 	cc.tokens = cc.tokens[:0]
@@ -273,109 +274,53 @@ func isRetryable(r *httpwire.Request) bool {
 	return false
 }
 
-// handle routes and serves the request in cc.req.
+// handle routes the request in cc.req, moves it (dispatch.go) and
+// finishes it.
 func (cc *clientConn) handle() Result {
 	s := cc.s
 	req := &cc.req
 	s.ctr.requests.Add(1)
 	head := cc.in.bytes()[:req.HeadLen]
 	cc.in.consume(req.HeadLen)
-	start := time.Now()
-	cc.now = start.UnixNano()
+	t := &cc.t
+	*t = ticket{start: time.Now()}
+	cc.now = t.start.UnixNano()
 	if s.cfg.AccessLog != nil {
-		cc.captureLog(req, start)
+		cc.captureLog(req, t.start)
 	}
 
 	if req.IsMethod("CONNECT") {
-		return cc.finish(Result{Status: cc.writeError(501, true), Close: true}, nil, "", false, start)
+		return s.finish(t, Result{Status: cc.writeError(501, true), Close: true}, cc)
 	}
 	cc.sent = 0
-	cc.setKey(req)                                   // cc.url: the path, or site + path with VHosts (vhost.go)
+	cc.setKey(req) // cc.url: the path, or site + path with VHosts (vhost.go)
+	t.site = cc.vh.site
+	closeConn := req.Close || req.HasBody()
 	if internalKey(cc.url, cc.s.cfg.VHosts != nil) { // the nodes' /.shoal/ space is not public
-		closeConn := req.Close || req.HasBody()
-		return cc.finish(Result{Status: cc.writeError(404, closeConn), Close: closeConn}, nil, "", false, start)
+		return s.finish(t, Result{Status: cc.writeError(404, closeConn), Close: closeConn}, cc)
 	}
 	// The policy request lives in cc: passed to the policy interface it
 	// would escape, and allocate, if it were a local.
 	cc.pr = policy.Request{URL: cc.url, Size: -1, Conn: cc.id, Holder: cc.holder}
-	pr := &cc.pr
-	d, b := s.cl.Pick(pr)
+	routed := s.route(t, &cc.pr)
 	if cc.rawHeld {
 		cc.rawHeld = false
 		s.cl.Release(cc.id)
 	}
-	if d.Node < 0 || b == nil {
-		st := cc.writeError(503, req.Close || req.HasBody())
-		return cc.finish(Result{Status: st, Close: req.Close || req.HasBody()}, nil, "", false, start)
+	if !routed {
+		return s.finish(t, Result{Status: cc.writeError(503, closeConn), Close: closeConn}, cc)
 	}
-	cc.holder = d.Node
+	cc.holder = t.d.Node
 	x := &cc.x
-	*x = Exchange{Req: req, Head: head, Decision: d, Backend: b, Policy: pr, cc: cc}
-	path := s.cfg.Path
-	if s.cfg.Choose != nil {
-		path = s.cfg.Choose(d, x)
-	}
-	if cc.tls {
-		path = s.tlsPath(path)
-	}
-	cc.countPath(path.Name())
-	res := path.Serve(x)
-	pr.Status = res.Status // the node's status on relay (0 after a handoff): tables drop 404s
-	s.cl.Done(b, pr)
-	if res.NodeFailed {
-		s.cl.Failed(b, res.Err)
-	}
-	retried := false
-	if res.Retry && isRetryable(req) {
-		// The node failed before any response byte: once, elsewhere.
-		if d2, b2 := s.cl.PickExcept(pr, b.Index); d2.Node >= 0 && b2 != nil {
-			retried = true
-			s.ctr.retries.Add(1)
-			cc.holder = d2.Node
-			x.Decision, x.Backend, x.Attempt = d2, b2, 1
-			if s.cfg.Choose != nil {
-				path = s.cfg.Choose(d2, x)
-			}
-			if cc.tls {
-				path = s.tlsPath(path)
-			}
-			res = path.Serve(x)
-			pr.Status = res.Status
-			s.cl.Done(b2, pr)
-			if res.NodeFailed {
-				s.cl.Failed(b2, res.Err)
-			}
-			b = b2
-		}
-	}
+	*x = Exchange{Req: req, Head: head, Decision: t.d, Backend: t.b, Policy: &cc.pr, cc: cc}
+	res := cc.dispatch(t, x)
 	if res.Retry {
-		closeConn := req.Close || req.HasBody()
 		res = Result{Status: cc.writeError(502, closeConn), Close: closeConn, Err: res.Err}
 	}
 	if !res.Detached && !res.Close && s.closing.Load() {
 		res.Close = true
 	}
-	return cc.finish(res, b, path.Name(), retried, start)
-}
-
-// finish tells the observer about the answered request.
-func (cc *clientConn) finish(res Result, b *cluster.Backend, path string, retried bool, start time.Time) Result {
-	o, l := cc.s.cfg.Observer, cc.s.cfg.AccessLog
-	if o == nil && l == nil {
-		return res
-	}
-	end := time.Now()
-	if l != nil {
-		cc.writeLog(res, b, path, retried, end)
-	}
-	if o != nil {
-		ob := Observation{Node: -1, Path: path, Status: res.Status, Retried: retried, Elapsed: end.Sub(start), Site: cc.vh.site, Bytes: cc.sent}
-		if b != nil {
-			ob.Node, ob.NodeURL = b.Index, b.URL
-		}
-		o.Observe(ob)
-	}
-	return res
+	return s.finish(t, res, cc)
 }
 
 func (cc *clientConn) countPath(name string) {
@@ -456,12 +401,7 @@ func (cc *clientConn) redirect(x *Exchange) Result {
 	out = append(out, base...)
 	out = append(out, originForm(req.Target)...)
 	out = append(out, "\r\nContent-Length: 0\r\n"...)
-	if closeConn {
-		out = append(out, "Connection: close\r\n"...)
-	} else if req.Minor == 0 {
-		out = append(out, "Connection: keep-alive\r\n"...)
-	}
-	out = append(out, "\r\n"...)
+	out = appendHeadEnd(out, closeConn, req.Minor)
 	cc.out = out[:0]
 	cc.wdl.setWrite(cc.c, cc.now, cc.s.cfg.WriteTimeout)
 	cc.s.ctr.status[3].Add(1)
@@ -470,6 +410,18 @@ func (cc *clientConn) redirect(x *Exchange) Result {
 		return Result{Status: 302, Close: true, Err: err}
 	}
 	return Result{Status: 302, Close: closeConn}
+}
+
+// appendHeadEnd ends a response head the front writes: "Connection:
+// close" when the connection closes after it, "keep-alive" for an HTTP/1.0
+// client it keeps, then the empty line.
+func appendHeadEnd(out []byte, closeConn bool, minor int) []byte {
+	if closeConn {
+		out = append(out, "Connection: close\r\n"...)
+	} else if minor == 0 {
+		out = append(out, "Connection: keep-alive\r\n"...)
+	}
+	return append(out, "\r\n"...)
 }
 
 // originForm returns the path and query of a request-target: itself for

@@ -598,27 +598,20 @@ func TestRelayNodeBytesOutOfTurn(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			goOn, written := make(chan struct{}), make(chan struct{})
-			node := rawBackend(t, func(c net.Conn) {
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					if req.URL.Path != "/attack" {
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-						continue
-					}
-					if !tc.later {
-						io.WriteString(c, tc.first+evil)
-						close(written)
-						continue
-					}
+			node := reqBackend(t, func(c net.Conn, req *http.Request) bool {
+				switch {
+				case req.URL.Path != "/attack":
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				case !tc.later:
+					io.WriteString(c, tc.first+evil)
+					close(written)
+				default:
 					io.WriteString(c, tc.first)
 					<-goOn
 					io.WriteString(c, evil)
 					close(written)
 				}
+				return true
 			})
 			addr, _, _ := startFront(t, Config{}, node)
 			resp, _ := dialFront(t, addr).do(tc.method + " /attack HTTP/1.1\r\nHost: x\r\n\r\n")

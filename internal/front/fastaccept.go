@@ -3,18 +3,10 @@
 package front
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"sync/atomic"
-	"time"
 	"unsafe"
-
-	"shoal/internal/cluster"
-	"shoal/internal/handoff"
-	"shoal/internal/httpwire"
-	"shoal/internal/policy"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,33 +39,24 @@ import (
 // rawAccept is one listener's raw accept loop and the state it reuses.
 type rawAccept struct {
 	s   *Server
-	p   *passfdPath // one of p and rp is set
-	rp  *RepairPath
+	mv  rawMover // the server's path: passfd or repair
 	buf []byte
-	req httpwire.Request
-	// pr lives here so that passing it to the policy does not allocate;
-	// url caches the last path as a string while it repeats.
-	pr      policy.Request
-	url     string
-	vh      vhostState
-	pathCtr *atomic.Uint64
+	rr  rawRoute
 }
 
 // fastAccept returns the raw accept loop's state when ln can be served by
-// it: under passfd or repair alone, on a TCP listener.
+// it: under a path that moves bare descriptors (passfd, repair) alone, on a
+// TCP listener.
 func (s *Server) fastAccept(ln net.Listener) (*net.TCPListener, *rawAccept) {
-	if s.cfg.NoFastAccept || s.cfg.Choose != nil {
+	if s.cfg.noFastAccept || s.cfg.Choose != nil {
 		return nil, nil
 	}
 	tl, ok := ln.(*net.TCPListener)
 	if !ok {
 		return nil, nil
 	}
-	switch p := s.cfg.Path.(type) {
-	case *passfdPath:
-		return tl, &rawAccept{s: s, p: p}
-	case *RepairPath:
-		return tl, &rawAccept{s: s, rp: p}
+	if mv, ok := s.cfg.Path.(rawMover); ok {
+		return tl, &rawAccept{s: s, mv: mv}
 	}
 	return nil, nil
 }
@@ -123,7 +106,7 @@ func (s *Server) serveRaw(tl *net.TCPListener, ra *rawAccept) error {
 		return fmt.Errorf("front: accept: %w", err)
 	}
 	ra.buf = make([]byte, s.inSize())
-	var backoff time.Duration
+	var b backoff
 	for {
 		var fd int
 		var aerr error
@@ -160,24 +143,17 @@ func (s *Server) serveRaw(tl *net.TCPListener, ra *rawAccept) error {
 			}
 			switch aerr {
 			case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
-				// Out of descriptors or memory: back off like Serve.
-				if backoff == 0 {
-					backoff = 5 * time.Millisecond
-				} else if backoff *= 2; backoff > time.Second {
-					backoff = time.Second
-				}
-				s.logf("front: accept: %v; retrying in %v", aerr, backoff)
-				time.Sleep(backoff)
+				b.wait(s, aerr) // out of descriptors or memory
 				continue
 			}
 			return fmt.Errorf("front: accept: %w", aerr)
 		}
-		backoff = 0
+		b = 0
 		ra.conn(fd)
 	}
 }
 
-// conn serves one accepted descriptor: passed to a node here, or handed to
+// conn serves one accepted descriptor: moved to a node here, or handed to
 // the normal path.
 func (ra *rawAccept) conn(fd int) {
 	s := ra.s
@@ -198,132 +174,8 @@ func (ra *rawAccept) conn(fd int) {
 		rawClose(fd)
 		return
 	}
-	data := ra.buf[:n]
-	var id uint64
-	var relay, ok bool
-	if ra.rp != nil {
-		id, relay, ok = ra.repair(fd, data)
-	} else {
-		id, relay, ok = ra.pass(fd, data)
-	}
-	if ok {
-		return
-	}
-	s.handoff.fastFallback.Add(1)
-	s.serveFD(fd, id, data, relay)
-}
-
-// serveFD serves the accepted descriptor fd on the normal path (its own
-// goroutine) with data already read from it; id is its connection id (0:
-// allocate one) and relay makes its first request relayed without a
-// handoff.
-func (s *Server) serveFD(fd int, id uint64, data []byte, relay bool) {
-	c, err := handoff.WrapFD(fd) // closes fd
-	if err != nil {
-		s.ctr.connsAccepted.Add(1)
-		s.logf("front: accept: %v", err)
-		return
-	}
-	cc := s.acceptConn(c)
-	if cc == nil {
-		return // refused by a limit, or shutting down: closed
-	}
-	if id != 0 {
-		cc.id = id // the policy saw this id already
-	}
-	cc.in.w = copy(cc.in.b, data)
-	cc.relayOnce = relay
-	cc.rawHeld = id != 0 // released at its next pick if held (held.go)
-	go cc.serve()
-}
-
-// pick parses the request head in data and asks the policy for a node: the
-// first step of a handoff from the accept loop. It returns the
-// connection's id (0 when the head did not parse or was a CONNECT), the
-// chosen node (nil: none, or no parsable head: the normal path answers the
-// request), and the time routing began when an Observer wants it.
-func (ra *rawAccept) pick(data []byte) (id uint64, b *cluster.Backend, start time.Time) {
-	s := ra.s
-	if len(data) == 0 {
-		return 0, nil, start
-	}
-	req := &ra.req
-	if _, err := s.parser.Parse(data, req); err != nil || req.IsMethod("CONNECT") {
-		return 0, nil, start
-	}
-	if s.cfg.Observer != nil {
-		start = time.Now()
-	}
-	id = s.nextConn.Add(1)
-	ra.url = contentKey(s.cfg.VHosts, req, ra.url, &ra.vh)
-	if internalKey(ra.url, s.cfg.VHosts != nil) {
-		return 0, nil, start // the normal path answers 404
-	}
-	ra.pr = policy.Request{URL: ra.url, Size: -1, Conn: id, Holder: -1}
-	d, b := s.cl.Pick(&ra.pr)
-	if d.Node < 0 {
-		b = nil
-	}
-	return id, b, start
-}
-
-// pass moves the connection on fd, whose first bytes are data, to the node
-// the policy picks, and reports whether it did. If not, the caller serves
-// the connection on the normal path with id as its id (0: allocate one),
-// relaying its first request without a handoff when relay is set.
-func (ra *rawAccept) pass(fd int, data []byte) (id uint64, relay, ok bool) {
-	s, p := ra.s, ra.p
-	id, b, start := ra.pick(data)
-	if b == nil {
-		return id, false, false // the normal path answers it (400, 503, …)
-	}
-	pr := &ra.pr
-	st := b.LastStatus()
-	if st == nil || st.HandoffSocket == "" {
-		s.cl.Done(b, pr)
-		return id, false, false // the normal path counts it and relays
-	}
-	back := p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: 1, Conn: id}
-	if back {
-		h.Flags = handoff.FDFlagReturn
-		p.owe(st.HandoffSocket, id) // before the send: it may come back at once
-	}
-	s.cl.Hold(b, id) // until the node returns or ends it (held.go)
-	err := p.client(s, st.HandoffSocket).TrySendRaw(h, fd, data)
-	s.cl.Done(b, pr)
-	if err != nil {
-		p.settle(st.HandoffSocket, id)
-		if errors.Is(err, handoff.ErrWouldBlock) {
-			// The node is slow to take handoffs: the normal path waits
-			// for it (up to SendTimeout) on its own goroutine; the hold
-			// stays until it picks again (held.go).
-			s.handoff.fastBlocked.Add(1)
-			return id, false, false
-		}
-		s.cl.Release(id)
-		if !p.refused(s, b.URL, st.HandoffSocket, err) {
-			s.handoff.fallbackSend.Add(1)
-			s.logf("front: passfd to %s: %v; relaying", b.URL, err)
-		}
-		return id, true, false
-	}
-	rawClose(fd) // the node holds the connection now
-	if !back {
-		s.cl.CloseConn(id) // as the normal path does when it lets go
-	}
-	s.ctr.connsAccepted.Add(1)
-	s.ctr.requests.Add(1)
-	if ra.pathCtr == nil {
-		ra.pathCtr = s.pathCounter(p.Name())
-	}
-	ra.pathCtr.Add(1)
-	s.handoff.passed.Add(1)
-	s.handoff.fastPassed.Add(1)
-	if o := s.cfg.Observer; o != nil {
-		o.Observe(Observation{Node: b.Index, NodeURL: b.URL, Path: p.Name(), Elapsed: time.Since(start)})
-	}
-	return id, false, true
+	ra.rr.m = rawMove{fd: fd, data: ra.buf[:n], holder: -1}
+	s.dispatchRaw(ra.mv, &ra.rr)
 }
 
 // rawRead reads from the non-blocking socket fd without the runtime's

@@ -213,7 +213,7 @@ func TestFastAcceptShutdown(t *testing.T) {
 // the normal path.
 func TestFastAcceptOff(t *testing.T) {
 	for name, cfg := range map[string]Config{
-		"NoFastAccept": {Path: PassFD(PassFDConfig{}), NoFastAccept: true},
+		"NoFastAccept": {Path: PassFD(PassFDConfig{}), noFastAccept: true},
 		"hybrid":       {Choose: Hybrid(PassFD(PassFDConfig{}))},
 	} {
 		t.Run(name, func(t *testing.T) {

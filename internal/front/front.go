@@ -2,8 +2,9 @@
 // accepts client connections, reads each request head with httpwire's strict
 // parser, asks the control plane (internal/cluster) for a node per request,
 // and moves the request by a data path — relay through pooled keep-alive
-// connections (the baseline every load balancer has) or a 302 redirect — with
-// a seam (DataPath) where the handoff paths of seeds 000/002 plug in later.
+// connections (the baseline every load balancer has), a 302 redirect, or the
+// handoff paths of seeds 000/002 (passfd, repair). Whatever the path, one
+// dispatch core (dispatch.go) routes each request once and finishes it once.
 //
 // Why not net/http and httputil.ReverseProxy: they allocate a Request, a
 // header map and a response per request and own the connection's buffers, and
@@ -109,18 +110,6 @@ type Config struct {
 	// Observer, when set, is told about every finished request (latency
 	// histograms by node for /metrics).
 	Observer Observer
-	// NoFastAccept turns off the raw accept path (fastaccept.go) that a
-	// front whose only path is PassFD or Repair uses for connections arriving with a
-	// complete request head; every connection then takes the normal path.
-	// For comparisons and as an escape hatch. Default false.
-	NoFastAccept bool
-	// NoBatch makes each relayed request write its head to the node
-	// itself instead of through the batcher (batch.go). For comparisons.
-	// Default false.
-	NoBatch bool
-	// BatchMin is how many requests must be in relay at once before
-	// request heads are batched. Default 3.
-	BatchMin int
 	// AccessLog, when set, gets one line per request (accesslog.go):
 	// Common Log Format by default. Nil turns the log off (the default).
 	AccessLog *AccessLog
@@ -134,50 +123,43 @@ type Config struct {
 	// table and metric. Nil (the default): keys are paths.
 	VHosts *vhost.Map
 	Logger *slog.Logger
+
+	// Knobs for tests and benchmarks only, unexported so that no operator
+	// turns them: noFastAccept keeps every connection off the raw accept
+	// path (fastaccept.go); noBatch makes each relayed request write its own
+	// head to the node (batch.go); batchMin is how many requests must be in
+	// relay at once before heads are batched (default 3).
+	noFastAccept, noBatch bool
+	batchMin              int
 }
 
 func (c *Config) fill() {
-	if c.BatchMin <= 0 {
-		c.BatchMin = 3
-	}
-	if c.MaxHeadBytes <= 0 {
-		c.MaxHeadBytes = httpwire.DefaultMaxHead
-	}
-	if c.HeaderTimeout <= 0 {
-		c.HeaderTimeout = 10 * time.Second
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 60 * time.Second
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 60 * time.Second
-	}
-	if c.MaxClientConns == 0 {
+	orDefault(&c.batchMin, 3)
+	orDefault(&c.MaxHeadBytes, httpwire.DefaultMaxHead)
+	orDefault(&c.HeaderTimeout, 10*time.Second)
+	orDefault(&c.IdleTimeout, 60*time.Second)
+	orDefault(&c.WriteTimeout, 60*time.Second)
+	if c.MaxClientConns == 0 { // negative: no limit
 		c.MaxClientConns = DefaultMaxClientConns(nofile())
 	}
 	if c.MaxConnsPerIP == 0 {
 		c.MaxConnsPerIP = DefaultMaxConnsPerIP
 	}
-	if c.DialTimeout <= 0 {
-		c.DialTimeout = 3 * time.Second
-	}
-	if c.ResponseTimeout <= 0 {
-		c.ResponseTimeout = 60 * time.Second
-	}
-	if c.PoolIdle <= 0 {
-		c.PoolIdle = 30 * time.Second
-	}
-	if c.PoolSize <= 0 {
-		c.PoolSize = 128
-	}
-	if c.QueueLen <= 0 {
-		c.QueueLen = 1024
-	}
-	if c.QueueTimeout <= 0 {
-		c.QueueTimeout = 5 * time.Second
-	}
+	orDefault(&c.DialTimeout, 3*time.Second)
+	orDefault(&c.ResponseTimeout, 60*time.Second)
+	orDefault(&c.PoolIdle, 30*time.Second)
+	orDefault(&c.PoolSize, 128)
+	orDefault(&c.QueueLen, 1024)
+	orDefault(&c.QueueTimeout, 5*time.Second)
 	if c.Path == nil {
 		c.Path = Relay()
+	}
+}
+
+// orDefault sets a zero or negative *v to def.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 
@@ -228,27 +210,6 @@ type Stats struct {
 	Repair        *RepairStats      `json:",omitempty"` // the repair path's counters; nil on other paths
 }
 
-type counters struct {
-	connsAccepted atomic.Uint64
-	connsActive   atomic.Int64
-	requests      atomic.Uint64
-	retries       atomic.Uint64
-	freshRedials  atomic.Uint64
-	sent4xx       atomic.Uint64
-	sent5xx       atomic.Uint64
-	status        [6]atomic.Uint64
-	bytesIn       atomic.Uint64
-	bytesOut      atomic.Uint64
-	queued        atomic.Uint64
-	queueTimeouts atomic.Uint64
-	queueFull     atomic.Uint64
-	nodeDials     atomic.Uint64
-	refusedLimit  atomic.Uint64
-	refusedPerIP  atomic.Uint64
-	idleShed      atomic.Uint64
-	streaming     atomic.Int64
-}
-
 // Server is the front-end data plane. Create it with New, run it with
 // Serve, stop it with Shutdown or Close.
 type Server struct {
@@ -257,9 +218,8 @@ type Server struct {
 	parser httpwire.Parser
 	dialer net.Dialer
 
-	ctr     counters
-	paths   sync.Map // path name → *atomic.Uint64
-	handoff handoffCounters
+	ctr   counters
+	paths sync.Map // path name → *atomic.Uint64
 
 	upMu      sync.Mutex
 	upstreams atomic.Pointer[[]*upstream] // by Backend.Index; grown copy-on-write
@@ -272,7 +232,7 @@ type Server struct {
 	conns     map[*clientConn]struct{}
 	closing   atomic.Bool
 	done      chan struct{}
-	batch     *batcher // nil with Config.NoBatch
+	batch     *batcher // nil with Config.noBatch
 	relaying  atomic.Int64
 	janitor   sync.Once
 
@@ -305,7 +265,7 @@ func New(c *cluster.Cluster, cfg Config) (*Server, error) {
 		perIP:     map[netip.Addr]int{},
 		shedWake:  make(chan struct{}, 1),
 	}
-	if !cfg.NoBatch {
+	if !cfg.noBatch {
 		s.batch = newBatcher(s.done)
 	}
 	empty := []*upstream{}
@@ -346,7 +306,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	if tl, ra := s.fastAccept(ln); tl != nil {
 		return s.serveRaw(tl, ra)
 	}
-	var backoff time.Duration
+	var b backoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -355,25 +315,33 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
-				// EMFILE and friends: back off like net/http does.
-				if backoff == 0 {
-					backoff = 5 * time.Millisecond
-				} else if backoff *= 2; backoff > time.Second {
-					backoff = time.Second
-				}
-				s.logf("front: accept: %v; retrying in %v", err, backoff)
-				time.Sleep(backoff)
+				b.wait(s, err) // EMFILE and friends
 				continue
 			}
 			return fmt.Errorf("front: accept: %w", err)
 		}
-		backoff = 0
+		b = 0
 		cc := s.acceptConn(c)
 		if cc == nil {
 			continue
 		}
 		go cc.serve()
 	}
+}
+
+// backoff is the accept loops' one rule for a listener out of descriptors
+// or memory, net/http's: wait 5 ms, doubling up to 1 s, until an accept
+// succeeds (which resets it to 0).
+type backoff time.Duration
+
+func (b *backoff) wait(s *Server, err error) {
+	if *b == 0 {
+		*b = backoff(5 * time.Millisecond)
+	} else if *b *= 2; *b > backoff(time.Second) {
+		*b = backoff(time.Second)
+	}
+	s.logf("front: accept: %v; retrying in %v", err, time.Duration(*b))
+	time.Sleep(time.Duration(*b))
 }
 
 func isTemporary(err error) bool {
@@ -468,7 +436,7 @@ func (s *Server) Stats() Stats {
 		IdleShed:      c.idleShed.Load(),
 		Streaming:     c.streaming.Load(),
 		Paths:         map[string]uint64{},
-		Handoff:       s.handoff.snapshot(),
+		Handoff:       c.handoffStats(),
 	}
 	if b := s.batch; b != nil {
 		st.HeadBatches, st.HeadsBatched = b.batches.Load(), b.heads.Load()
@@ -524,20 +492,27 @@ func (s *Server) upstream(b *cluster.Backend) *upstream {
 // reap closes pooled node connections idle longer than PoolIdle, so that
 // idle pools shrink without a timer or goroutine per connection.
 func (s *Server) reap() {
-	t := time.NewTicker(s.cfg.PoolIdle / 2)
+	tick(s.cfg.PoolIdle/2, s.done, func() {
+		now := time.Now().UnixNano()
+		for _, u := range *s.upstreams.Load() {
+			if u != nil {
+				u.pool.reap(now)
+			}
+		}
+	})
+}
+
+// tick calls f every period until done is closed.
+func tick(period time.Duration, done <-chan struct{}, f func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.done:
+		case <-done:
 			return
 		case <-t.C:
-			now := time.Now().UnixNano()
-			for _, u := range *s.upstreams.Load() {
-				if u != nil {
-					u.pool.reap(now)
-				}
-			}
 		}
+		f()
 	}
 }
 

@@ -67,17 +67,11 @@ func TestHopByHopAndXFF(t *testing.T) {
 }
 
 func TestResponseHopByHopRemoved(t *testing.T) {
-	node := rawBackend(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			io.Copy(io.Discard, req.Body)
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=9\r\n"+
-				"Proxy-Authenticate: Basic\r\nUpgrade: h2c\r\nX-End: 2\r\nContent-Length: 2\r\n\r\nok")
-		}
+	node := reqBackend(t, func(c net.Conn, req *http.Request) bool {
+		io.Copy(io.Discard, req.Body)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=9\r\n"+
+			"Proxy-Authenticate: Basic\r\nUpgrade: h2c\r\nX-End: 2\r\nContent-Length: 2\r\n\r\nok")
+		return true
 	})
 	addr, _, _ := startFront(t, Config{}, node)
 	c := dialFront(t, addr)
@@ -307,13 +301,17 @@ func resetBackend(t testing.TB, hits *atomic.Int64) string {
 	})
 }
 
+// badThenGood starts two nodes: bad resets every connection after reading
+// its request (hits counts them), good answers as "G".
+func badThenGood(t *testing.T) (bad, good string, hits *atomic.Int64) {
+	hits = new(atomic.Int64)
+	return resetBackend(t, hits), namedBackend(t, "G").URL, hits
+}
+
 func TestRetryOnceOnReset(t *testing.T) {
-	var hits atomic.Int64
-	bad := resetBackend(t, &hits)
-	good := namedBackend(t, "G")
-	addr, s, cl := startFront(t, Config{}, bad, good.URL)
-	c := dialFront(t, addr)
-	resp, body := c.do(get("/x"))
+	bad, good, hits := badThenGood(t)
+	addr, s, cl := startFront(t, Config{}, bad, good)
+	resp, body := dialFront(t, addr).do(get("/x"))
 	if resp.StatusCode != 200 || body != "G /x" {
 		t.Fatalf("got %d %q, want the retry on G", resp.StatusCode, body)
 	}
@@ -330,12 +328,9 @@ func TestRetryOnceOnReset(t *testing.T) {
 }
 
 func TestNoRetryForPOST(t *testing.T) {
-	var hits atomic.Int64
-	bad := resetBackend(t, &hits)
-	good := namedBackend(t, "G")
-	addr, s, _ := startFront(t, Config{}, bad, good.URL)
-	c := dialFront(t, addr)
-	resp, _ := c.do("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+	bad, good, _ := badThenGood(t)
+	addr, s, _ := startFront(t, Config{}, bad, good)
+	resp, _ := dialFront(t, addr).do("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
 	if resp.StatusCode != 502 {
 		t.Fatalf("status %d, want 502", resp.StatusCode)
 	}
@@ -343,7 +338,7 @@ func TestNoRetryForPOST(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	// Bodiless POST: still not retried (not idempotent).
-	addr2, s2, _ := startFront(t, Config{}, bad, good.URL)
+	addr2, s2, _ := startFront(t, Config{}, bad, good)
 	c2 := dialFront(t, addr2)
 	resp, _ = c2.do("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
 	if resp.StatusCode != 502 || s2.Stats().Retries != 0 {

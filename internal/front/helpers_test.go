@@ -45,6 +45,14 @@ func startFront(t testing.TB, cfg Config, urls ...string) (string, *Server, *clu
 	if err != nil {
 		t.Fatal(err)
 	}
+	s, addr := frontOn(t, cl, cfg)
+	return addr, s, cl
+}
+
+// frontOn starts a front for cl with cfg on a loopback port until the test
+// ends and returns it and its address.
+func frontOn(t testing.TB, cl *cluster.Cluster, cfg Config) (*Server, string) {
+	t.Helper()
 	s, err := New(cl, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +61,30 @@ func startFront(t testing.TB, cfg Config, urls ...string) (string, *Server, *clu
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveFront(t, s, ln)
+	return s, ln.Addr().String()
+}
+
+// checkSockets runs cl's health checks every period until the test ends
+// and waits until every node has reported its handoff socket.
+func checkSockets(t testing.TB, cl *cluster.Cluster, every time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go cl.Check(ctx, cluster.CheckConfig{Interval: every, Timeout: 5 * time.Second, Rise: 1, Fall: 3})
+	deadline := time.Now().Add(10 * time.Second)
+	for _, b := range cl.Backends() {
+		for st := b.LastStatus(); st == nil || st.HandoffSocket == ""; st = b.LastStatus() {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s never reported a handoff socket", b.URL)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// serveFront serves ln with s until the test ends, then shuts s down.
+func serveFront(t testing.TB, s *Server, ln net.Listener) {
 	done := make(chan struct{})
 	go func() { s.Serve(ln); close(done) }()
 	t.Cleanup(func() {
@@ -61,7 +93,6 @@ func startFront(t testing.TB, cfg Config, urls ...string) (string, *Server, *clu
 		s.Shutdown(ctx)
 		<-done
 	})
-	return ln.Addr().String(), s, cl
 }
 
 // namedBackend is an httptest server answering "<name> <path>" with the
@@ -101,6 +132,20 @@ func rawBackend(t testing.TB, fn func(c net.Conn)) string {
 	return "http://" + ln.Addr().String()
 }
 
+// reqBackend is a rawBackend that reads requests off each connection and
+// lets answer write each one's response; false from answer closes.
+func reqBackend(t testing.TB, answer func(c net.Conn, req *http.Request) bool) string {
+	return rawBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil || !answer(c, req) {
+				return
+			}
+		}
+	})
+}
+
 // client is one raw keep-alive connection to the front.
 type client struct {
 	t  testing.TB
@@ -110,7 +155,13 @@ type client struct {
 
 func dialFront(t testing.TB, addr string) *client {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	return dialWith(t, &net.Dialer{}, addr)
+}
+
+// dialWith opens a raw client connection to addr with d.
+func dialWith(t testing.TB, d *net.Dialer, addr string) *client {
+	t.Helper()
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func (h *hybrid) choose(_ policy.Decision, x *Exchange) DataPath {
 			go sampleCPU(s, h.cfg.SampleEvery)
 		}
 	})
-	c := &s.handoff
+	c := &s.ctr
 	if h.cfg.MinSize > 0 {
 		n := x.Policy.Size // from the cluster's size table (cluster/sizes.go)
 		if h.cfg.Size != nil {
@@ -86,24 +86,24 @@ func (h *hybrid) choose(_ policy.Decision, x *Exchange) DataPath {
 			}
 		}
 		if n >= h.cfg.MinSize {
-			c.hybridSize.Add(1)
+			c.hybrid[hybridSize].Add(1)
 			return h.handoff
 		}
 	}
 	if h.cfg.ActiveConns > 0 && s.ctr.connsActive.Load() > h.cfg.ActiveConns {
-		c.hybridConns.Add(1)
+		c.hybrid[hybridConns].Add(1)
 		return h.handoff
 	}
 	if h.cfg.CPUPercent > 0 && math.Float64frombits(c.cpuBits.Load()) > h.cfg.CPUPercent {
-		c.hybridCPU.Add(1)
+		c.hybrid[hybridCPU].Add(1)
 		return h.handoff
 	}
-	c.hybridRelay.Add(1)
+	c.hybrid[hybridRelay].Add(1)
 	return h.relay
 }
 
 // sampleCPU stores the process's CPU use over each period in
-// s.handoff.cpuBits until the server closes.
+// s.ctr.cpuBits until the server closes.
 func sampleCPU(s *Server, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -116,7 +116,7 @@ func sampleCPU(s *Server, every time.Duration) {
 			cpu := processCPU()
 			if wall := now.Sub(lastAt); wall > 0 {
 				pct := float64(cpu-last) / float64(wall) * 100
-				s.handoff.cpuBits.Store(math.Float64bits(pct))
+				s.ctr.cpuBits.Store(math.Float64bits(pct))
 			}
 			last, lastAt = cpu, now
 		}

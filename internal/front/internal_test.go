@@ -42,8 +42,8 @@ func TestInternalPathsNotPublic(t *testing.T) {
 		}},
 		{"passfd raw accept, node keeps", "wrr", func() Config { return Config{Path: PassFD(PassFDConfig{})} }},
 		{"passfd raw accept, hand back", "lard", func() Config { return Config{Path: PassFD(PassFDConfig{})} }},
-		{"passfd normal path, node keeps", "wrr", func() Config { return Config{Path: PassFD(PassFDConfig{}), NoFastAccept: true} }},
-		{"passfd normal path, hand back", "lard", func() Config { return Config{Path: PassFD(PassFDConfig{}), NoFastAccept: true} }},
+		{"passfd normal path, node keeps", "wrr", func() Config { return Config{Path: PassFD(PassFDConfig{}), noFastAccept: true} }},
+		{"passfd normal path, hand back", "lard", func() Config { return Config{Path: PassFD(PassFDConfig{}), noFastAccept: true} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			addr, _, _, _, urls, _ := passfdCluster(t, c.pol, 2, c.cfg())

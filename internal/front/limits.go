@@ -130,12 +130,7 @@ func (s *Server) refuse(c net.Conn) {
 func (s *Server) shedLoop() {
 	t := time.NewTimer(0)
 	defer t.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-s.shedWake:
-		}
+	for wake(s.done, s.shedWake) {
 		s.mu.Lock()
 		n := len(s.conns)
 		s.mu.Unlock()
@@ -143,11 +138,19 @@ func (s *Server) shedLoop() {
 			s.shedIdle(k)
 		}
 		t.Reset(shedPause)
-		select {
-		case <-s.done:
+		if !wake(s.done, t.C) {
 			return
-		case <-t.C:
 		}
+	}
+}
+
+// wake waits for c and reports true, or false once done is closed.
+func wake[T any](done <-chan struct{}, c <-chan T) bool {
+	select {
+	case <-done:
+		return false
+	case <-c:
+		return true
 	}
 }
 

@@ -1,7 +1,6 @@
 package front
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -16,28 +15,22 @@ import (
 // requests it has begun to answer.
 func bigBackend(t *testing.T, size int64, big *atomic.Int64) string {
 	chunk := make([]byte, 64<<10)
-	return rawBackend(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			io.Copy(io.Discard, req.Body)
-			if req.URL.Path != "/big" {
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-				continue
-			}
-			big.Add(1)
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.FormatInt(size, 10)+"\r\n\r\n")
-			for left := size; left > 0; {
-				n, err := c.Write(chunk[:min(left, int64(len(chunk)))])
-				if err != nil {
-					return
-				}
-				left -= int64(n)
-			}
+	return reqBackend(t, func(c net.Conn, req *http.Request) bool {
+		io.Copy(io.Discard, req.Body)
+		if req.URL.Path != "/big" {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return true
 		}
+		big.Add(1)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.FormatInt(size, 10)+"\r\n\r\n")
+		for left := size; left > 0; {
+			n, err := c.Write(chunk[:min(left, int64(len(chunk)))])
+			if err != nil {
+				return false
+			}
+			left -= int64(n)
+		}
+		return true
 	})
 }
 
@@ -45,14 +38,7 @@ func bigBackend(t *testing.T, size int64, big *atomic.Int64) string {
 // src (any 127.0.0.0/8 address works on Linux loopback).
 func dialFrom(t *testing.T, src, addr string) *client {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	return &client{t: t, c: c, br: bufio.NewReader(c)}
+	return dialWith(t, &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}, addr)
 }
 
 // status sends a GET for path and returns the response status, or 0 when

@@ -3,7 +3,6 @@ package front
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/cluster"
 	"shoal/internal/handoff"
-	"shoal/internal/httpwire"
 	"shoal/internal/policy"
 
 	"golang.org/x/sys/unix"
@@ -117,27 +116,6 @@ type HandoffStats struct {
 	FrontCPUPercent float64
 }
 
-type handoffCounters struct {
-	passed, fallbackNoSocket, fallbackSend, returned, returnRefused, ended, redispatched, lost atomic.Uint64
-	fastPassed, fastFallback, fastBlocked                                                      atomic.Uint64
-	refusedDir, refusedPeer                                                                    atomic.Uint64
-	fallbackTLS                                                                                atomic.Uint64
-	hybridCPU, hybridConns, hybridSize, hybridRelay                                            atomic.Uint64
-	cpuBits                                                                                    atomic.Uint64 // float64 bits of the last CPU sample
-}
-
-func (h *handoffCounters) snapshot() HandoffStats {
-	return HandoffStats{
-		Passed: h.passed.Load(), FallbackNoSocket: h.fallbackNoSocket.Load(), FallbackSend: h.fallbackSend.Load(),
-		Returned: h.returned.Load(), ReturnRefused: h.returnRefused.Load(), Ended: h.ended.Load(),
-		Redispatched: h.redispatched.Load(), Lost: h.lost.Load(),
-		RefusedSocketDir: h.refusedDir.Load(), RefusedSocketPeer: h.refusedPeer.Load(), FallbackTLS: h.fallbackTLS.Load(),
-		FastPassed: h.fastPassed.Load(), FastFallback: h.fastFallback.Load(), FastBlocked: h.fastBlocked.Load(),
-		HybridCPU: h.hybridCPU.Load(), HybridConns: h.hybridConns.Load(), HybridSize: h.hybridSize.Load(),
-		HybridRelay: h.hybridRelay.Load(), FrontCPUPercent: math.Float64frombits(h.cpuBits.Load()),
-	}
-}
-
 // PassFD returns the same-host handoff data path (SPEC §4): the front
 // passes the client socket and the bytes it read to the chosen node over the
 // node's handoff socket (learned from the node's status report,
@@ -184,16 +162,17 @@ type passfdPath struct {
 // maxWarned bounds passfdPath.warned.
 const maxWarned = 1024
 
-// refused counts and logs (once per node and socket) a send that failed
-// because the node's socket is not trusted, and reports whether it was one.
-func (p *passfdPath) refused(s *Server, nodeURL, path string, err error) bool {
+// sendFailed says why a send that failed before the descriptor left
+// falls back to relay, and logs it: a socket that is not trusted once per
+// node and socket (not per request), any other failure each time.
+func (p *passfdPath) sendFailed(s *Server, nodeURL, path string, err error) fallbackReason {
 	if !errors.Is(err, handoff.ErrUntrusted) {
-		return false
+		s.logf("front: passfd to %s: %v; relaying", nodeURL, err)
+		return fallbackSend
 	}
+	why := fallbackSocketDir
 	if errors.Is(err, handoff.ErrSocketPeer) {
-		s.handoff.refusedPeer.Add(1)
-	} else {
-		s.handoff.refusedDir.Add(1)
+		why = fallbackSocketPeer
 	}
 	key := nodeURL + " " + path
 	p.mu.Lock()
@@ -208,7 +187,7 @@ func (p *passfdPath) refused(s *Server, nodeURL, path string, err error) bool {
 	if first {
 		s.logf("front: passfd: node %s: refusing its handoff socket, relaying its requests: %v", nodeURL, err)
 	}
-	return true
+	return why
 }
 
 func (p *passfdPath) Name() string { return "passfd" }
@@ -231,7 +210,7 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 			p.adopt(s, r)
 		},
 		OnEnded: func(h handoff.FDHeader) {
-			s.handoff.ended.Add(1)
+			s.ctr.ended.Add(1)
 			p.settle(path, h.Conn)
 			s.cl.Release(h.Conn)
 			s.cl.CloseConn(h.Conn)
@@ -243,7 +222,7 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 			p.mu.Unlock()
 			releaseSocket(s, path)
 			for id := range lost {
-				s.handoff.lost.Add(1)
+				s.ctr.lost.Add(1)
 				s.cl.CloseConn(id)
 			}
 		},
@@ -302,46 +281,61 @@ func (p *passfdPath) handBack(s *Server) bool {
 	return r > 0
 }
 
+// send passes connection id — the socket sc with head and data, or with
+// sc nil the bare descriptor fd with data and without waiting — to node b's
+// handoff socket sock, holding it against b until the node returns or ends
+// it (held.go). It reports whether the node is to hand it back.
+func (p *passfdPath) send(s *Server, b *cluster.Backend, sock string, id uint64, moves uint32, sc syscall.Conn, fd int, head, data []byte) (back bool, err error) {
+	back = p.handBack(s)
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: moves, Conn: id}
+	if back {
+		h.Flags = handoff.FDFlagReturn
+		p.owe(sock, id) // before the send: the node may return it at once
+	}
+	s.cl.Hold(b, id)
+	c := p.client(s, sock)
+	if sc != nil {
+		err = c.Send(h, sc, head, data)
+	} else {
+		err = c.TrySendRaw(h, fd, data)
+	}
+	if err != nil {
+		p.settle(sock, id)
+		if sc != nil || !errors.Is(err, handoff.ErrWouldBlock) {
+			s.cl.Release(id)
+		}
+	}
+	return back, err
+}
+
+// socket returns node b's handoff socket, "" while it has reported none.
+func socket(b *cluster.Backend) string {
+	if st := b.LastStatus(); st != nil {
+		return st.HandoffSocket
+	}
+	return ""
+}
+
+// Serve passes the client connection of x to x.Backend.
 func (p *passfdPath) Serve(x *Exchange) Result {
 	cc := x.cc
 	s := cc.s
-	if cc.relayOnce {
-		// The raw accept path tried this request's handoff and failed
-		// (counted there): relay it, hand off the next ones again.
-		cc.relayOnce = false
-		return cc.relay(x)
-	}
-	st := x.Backend.LastStatus()
-	if st == nil || st.HandoffSocket == "" {
-		s.handoff.fallbackNoSocket.Add(1)
-		return cc.relay(x)
+	sock := socket(x.Backend)
+	if sock == "" {
+		return Result{fallback: fallbackNoSocket}
 	}
 	sc, ok := cc.c.(syscall.Conn)
 	if !ok {
-		s.handoff.fallbackSend.Add(1)
-		return cc.relay(x)
+		return Result{fallback: fallbackSend}
 	}
-	back := p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(x.Backend.Index), Moves: 1, Conn: cc.id}
-	if back {
-		h.Flags = handoff.FDFlagReturn
-		// Recorded before the send: the node may return it at once.
-		p.owe(st.HandoffSocket, cc.id)
-	}
-	s.cl.Hold(x.Backend, cc.id) // until the node returns or ends it (held.go)
-	if err := p.client(s, st.HandoffSocket).Send(h, sc, x.Head, x.Buffered()); err != nil {
-		s.cl.Release(cc.id)
-		p.settle(st.HandoffSocket, cc.id)
-		if !p.refused(s, x.Backend.URL, st.HandoffSocket, err) {
-			s.handoff.fallbackSend.Add(1)
-			s.logf("front: passfd to %s: %v; relaying", x.Backend.URL, err)
-		}
-		return cc.relay(x)
+	back, err := p.send(s, x.Backend, sock, cc.id, 1, sc, -1, x.Head, x.Buffered())
+	if err != nil {
+		return Result{fallback: p.sendFailed(s, x.Backend.URL, sock, err)}
 	}
 	// The descriptor is queued for the node: close our copy (this does not
 	// end the TCP connection) and forget the connection.
 	cc.c.Close()
-	s.handoff.passed.Add(1)
+	s.ctr.passed.Add(1)
 	if back {
 		// The connection comes back or its end is reported (FDEnded), so
 		// it stays in the policy's connection table meanwhile.
@@ -350,101 +344,59 @@ func (p *passfdPath) Serve(x *Exchange) Result {
 	return Result{Detached: true}
 }
 
+// moveRaw passes the bare descriptor of m to t's node without waiting: a
+// connection from the raw accept loop, or one a node handed back. A full
+// node socket sends an accepted connection to the normal path, which waits
+// for it (up to SendTimeout) on its own goroutine, the hold staying until it
+// picks again (held.go). A returned connection that cannot be passed goes to
+// the normal path, which asks the policy again and counts a fallback there.
+func (p *passfdPath) moveRaw(s *Server, t *ticket, m *rawMove) rawOutcome {
+	sock := socket(t.b)
+	if sock == "" {
+		return rawNormal // the normal path counts it and relays
+	}
+	back, err := p.send(s, t.b, sock, m.id, m.moves+1, nil, m.fd, nil, m.data)
+	switch {
+	case err == nil:
+	case m.returned:
+		// Never waits: this runs on the socket's reader goroutine. An
+		// untrusted socket is counted once, by the normal path, which
+		// refuses it again.
+		s.cl.Release(m.id) // a full socket's hold too: the normal path picks anew
+		if !errors.Is(err, handoff.ErrWouldBlock) && !errors.Is(err, handoff.ErrUntrusted) {
+			s.ctr.fallback(fallbackSend)
+		}
+		return rawNormal
+	case errors.Is(err, handoff.ErrWouldBlock):
+		s.ctr.fallback(fallbackFastBlocked)
+		return rawNormal
+	default:
+		s.ctr.fallback(p.sendFailed(s, t.b.URL, sock, err))
+		return rawRelay
+	}
+	rawClose(m.fd) // the node holds the connection now
+	if !back && !m.returned {
+		s.cl.CloseConn(m.id) // as the normal path does when it lets go
+	}
+	s.ctr.passed.Add(1)
+	return rawMoved
+}
+
 // adopt takes a connection a node handed back. Most carry a complete
-// request head that goes straight to a node by handoff again: redispatch
-// does that without ever wrapping the descriptor. Anything else (a partial
+// request head that goes straight to a node by handoff again, without
+// ever wrapping the descriptor (dispatchRaw). Anything else (a partial
 // head, a body, a node that cannot take a handoff, or another data path
 // chosen by Config.Choose) is served like a connection with bytes already
 // buffered: its next request is routed afresh, keeping its id and holder
 // for the policy.
 func (p *passfdPath) adopt(s *Server, r handoff.FDMessage) {
-	s.handoff.returned.Add(1)
-	if p.redispatch(s, r) {
-		return
-	}
-	c, err := handoff.WrapFD(r.FD)
-	if err != nil {
-		s.handoff.returnRefused.Add(1)
-		return
-	}
-	cc := s.newClientConn(c)
-	if cc == nil {
-		s.handoff.returnRefused.Add(1) // shutting down: newClientConn closed it
-		return
-	}
-	s.ctr.connsAccepted.Add(^uint64(0)) // a returning connection, not a new one
-	if r.Header.Conn != 0 {
-		cc.id = r.Header.Conn
-	}
-	cc.holder = int(r.Header.Node)
-	if len(r.Data) > len(cc.in.b) { // a node with a larger head limit
-		cc.in.b = make([]byte, len(r.Data)+4096)
-	}
-	cc.in.w = copy(cc.in.b, r.Data)
-	go cc.serve()
-}
-
-// redispatch is the fast path for a returned connection whose buffered
-// bytes hold a complete request head without a body, under a front whose
-// only path is this one: parse, ask the policy, pass the bare descriptor to
-// the chosen node. It reports false, having consumed nothing, when the
-// request needs the full connection machinery; then the policy may be asked
-// a second time for it by the slow path (only when the node chosen first
-// has no handoff socket or its socket fails, which counts a fallback).
-func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
+	s.ctr.returned.Add(1)
+	rr := &rawRoute{m: rawMove{fd: r.FD, data: r.Data, id: r.Header.Conn, holder: int(r.Header.Node), moves: r.Header.Moves, returned: true}}
 	if s.cfg.Choose != nil || s.cfg.Path != DataPath(p) || s.closing.Load() || r.FD < 0 {
-		return false
+		s.serveFD(&rr.m, false)
+		return
 	}
-	var req httpwire.Request
-	if _, err := s.parser.Parse(r.Data, &req); err != nil || req.HasBody() || req.IsMethod("CONNECT") {
-		return false
-	}
-	start := time.Now()
-	var vh vhostState
-	pr := policy.Request{URL: contentKey(s.cfg.VHosts, &req, "", &vh), Size: -1, Conn: r.Header.Conn, Holder: int(r.Header.Node)}
-	if internalKey(pr.URL, s.cfg.VHosts != nil) {
-		return false // the slow path answers 404
-	}
-	d, b := s.cl.Pick(&pr)
-	if d.Node < 0 || b == nil {
-		return false // the slow path answers 503
-	}
-	st := b.LastStatus()
-	if st == nil || st.HandoffSocket == "" {
-		s.cl.Done(b, &pr)
-		return false
-	}
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: r.Header.Moves + 1, Conn: r.Header.Conn}
-	if p.handBack(s) {
-		h.Flags = handoff.FDFlagReturn
-	}
-	if h.Flags&handoff.FDFlagReturn != 0 {
-		p.owe(st.HandoffSocket, r.Header.Conn)
-	}
-	// Never wait here: this runs on the socket's reader goroutine. A full
-	// node socket sends the connection down the slow path, which waits.
-	s.cl.Hold(b, r.Header.Conn)
-	err := p.client(s, st.HandoffSocket).TrySendRaw(h, r.FD, r.Data)
-	s.cl.Done(b, &pr)
-	if err != nil {
-		s.cl.Release(r.Header.Conn)
-		p.settle(st.HandoffSocket, r.Header.Conn)
-		// An untrusted socket is counted once, by the slow path, which
-		// refuses it again.
-		if !errors.Is(err, handoff.ErrWouldBlock) && !errors.Is(err, handoff.ErrUntrusted) {
-			s.handoff.fallbackSend.Add(1)
-		}
-		return false
-	}
-	rawClose(r.FD)
-	s.ctr.requests.Add(1)
-	s.pathCounter(p.Name()).Add(1)
-	s.handoff.passed.Add(1)
-	s.handoff.redispatched.Add(1)
-	if o := s.cfg.Observer; o != nil {
-		o.Observe(Observation{Node: b.Index, NodeURL: b.URL, Path: p.Name(), Elapsed: time.Since(start)})
-	}
-	return true
+	s.dispatchRaw(p, rr)
 }
 
 // rawClose closes fd, a TCP socket without SO_LINGER (close never blocks).

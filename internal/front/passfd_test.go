@@ -58,13 +58,30 @@ func passfdSite(t testing.TB) (string, []string, map[string]string) {
 
 // passfdNode runs an in-process node on TCP and on a handoff socket.
 func passfdNode(t testing.TB, root, dir string, i int) (string, *handoff.FDListener) {
+	return passfdNodeCfg(t, node.Config{Root: root}, dir, i)
+}
+
+// passfdNodeCfg is passfdNode for a node configured by cfg.
+func passfdNodeCfg(t testing.TB, cfg node.Config, dir string, i int) (string, *handoff.FDListener) {
 	t.Helper()
 	sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
-	srv, err := node.New(node.Config{
-		Root:          root,
-		HandoffSocket: sock,
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	hl, err := handoff.ListenFD(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HandoffSocket = sock
+	return startNode(t, cfg, hl), hl
+}
+
+// startNode runs a node configured by cfg (logging nowhere unless cfg
+// says) on a loopback port, and on the extra listeners, until the test
+// ends, and returns its URL.
+func startNode(t testing.TB, cfg node.Config, extra ...net.Listener) string {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	srv, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,18 +89,15 @@ func passfdNode(t testing.TB, root, dir string, i int) (string, *handoff.FDListe
 	if err != nil {
 		t.Fatal(err)
 	}
-	hl, err := handoff.ListenFD(sock)
-	if err != nil {
-		t.Fatal(err)
+	for _, l := range append(extra, ln) {
+		go srv.Serve(l)
 	}
-	go srv.Serve(ln)
-	go srv.Serve(hl)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	return "http://" + ln.Addr().String(), hl
+	return "http://" + ln.Addr().String()
 }
 
 // passfdCluster starts n nodes and a front with data path path under
@@ -118,18 +132,7 @@ func passfdClusterOn(t testing.TB, listen func() (net.Listener, error), pol stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go cl.Check(ctx, cluster.CheckConfig{Interval: 200 * time.Millisecond, Timeout: 5 * time.Second, Rise: 1, Fall: 3})
-	deadline := time.Now().Add(10 * time.Second)
-	for _, b := range cl.Backends() {
-		for st := b.LastStatus(); st == nil || st.HandoffSocket == ""; st = b.LastStatus() {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s never reported a handoff socket", b.URL)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	checkSockets(t, cl, 200*time.Millisecond)
 	s, err = New(cl, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -138,14 +141,7 @@ func passfdClusterOn(t testing.TB, listen func() (net.Listener, error), pol stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { s.Serve(ln); close(done) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		<-done
-	})
+	serveFront(t, s, ln)
 	return ln.Addr().String(), s, cl, hls, urls, sums
 }
 
@@ -469,7 +465,7 @@ func TestPassFDHybridLoadRules(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	s.handoff.cpuBits.Store(math.Float64bits(55))
+	s.ctr.cpuBits.Store(math.Float64bits(55))
 	get(a)
 	if h := waitPassed(s, 2); h.HybridCPU != 1 || h.Passed != 2 || h.FrontCPUPercent != 55 {
 		t.Fatalf("busy front: %+v, want one handoff for CPU", h)

@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -185,22 +183,13 @@ func TestPassFDUntrustedSocket(t *testing.T) {
 			}
 			// What a hostile node added through the admin API reports.
 			cl.SetStatus(0, &cluster.Status{HandoffSocket: sock})
-			var logs lockedLog
-			s, err := New(cl, Config{Path: PassFD(PassFDConfig{HandoffDir: dir}), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go s.Serve(ln)
-			defer s.Close()
+			var logs syncBuf
+			s, addr := frontOn(t, cl, Config{Path: PassFD(PassFDConfig{HandoffDir: dir}), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 			const n = 3
 			for i := range n {
 				u := urls[i]
-				resp, err := client.Get("http://" + ln.Addr().String() + u)
+				resp, err := client.Get("http://" + addr + u)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -242,14 +231,8 @@ func TestPassFDTrustedSocketPasses(t *testing.T) {
 	}
 	cl.SetStatus(0, &cluster.Status{HandoffSocket: filepath.Join(dir, "n0.sock")})
 	uid := os.Geteuid()
-	s, err := New(cl, Config{Path: PassFD(PassFDConfig{HandoffDir: dir, HandoffUID: &uid})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.Serve(ln)
-	defer s.Close()
-	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + ln.Addr().String() + urls[0])
+	s, addr := frontOn(t, cl, Config{Path: PassFD(PassFDConfig{HandoffDir: dir, HandoffUID: &uid})})
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + addr + urls[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,22 +244,4 @@ func TestPassFDTrustedSocketPasses(t *testing.T) {
 	if h := waitPassed(s, 1); h.Passed != 1 || h.RefusedSocketDir+h.RefusedSocketPeer != 0 {
 		t.Fatalf("handoff %+v, want one pass and no refusal", h)
 	}
-}
-
-// lockedLog collects log output written from several goroutines.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -8,11 +8,12 @@ import (
 	"shoal/internal/policy"
 )
 
-// DataPath moves one request to the node the policy chose (SPEC §4). The
-// front ships Relay and Redirect; the handoff paths (passfd, repair) of
-// seeds 000/002 implement the same interface from outside this package,
-// using Exchange.Conn, Head and Buffered to move the socket and the bytes
-// already read.
+// DataPath moves one request to the node the policy chose (SPEC §4): Relay,
+// Redirect, PassFD and Repair. The dispatch core (dispatch.go) routes the
+// request, calls Serve on the client connection's goroutine and finishes the
+// request; a path that can also move a bare descriptor (rawMover) serves the
+// raw accept loop and returned connections too. A handoff path moves the
+// socket with Exchange.Conn, Head and Buffered.
 type DataPath interface {
 	// Name is the path's short name for counters ("relay", "redirect").
 	Name() string
@@ -70,6 +71,11 @@ type Result struct {
 	NodeFailed bool
 	// Err is the error behind a failure, for logs.
 	Err error
+
+	// fallback, set by a handoff path instead of an answer, says why it
+	// could not move the request without loss; the dispatch core counts it
+	// and relays (clientConn.dispatch).
+	fallback fallbackReason
 }
 
 // Relay returns the relay data path: the front forwards the request over a

@@ -270,29 +270,26 @@ func (p *pool) reap(now int64) {
 	clear(p.idle[n:])
 	p.idle = p.idle[:n]
 	p.mu.Unlock()
-	for _, nc := range old {
-		nc.c.Close()
-	}
+	closeConns(old)
 }
 
 // drain closes every idle connection, keeping the pool open.
-func (p *pool) drain() {
+func (p *pool) drain() { p.closeIdle(false) }
+
+// closeAll closes every idle connection and the pool.
+func (p *pool) closeAll() { p.closeIdle(true) }
+
+func (p *pool) closeIdle(closePool bool) {
 	p.mu.Lock()
 	old := p.idle
 	p.idle = nil
+	p.closed = p.closed || closePool
 	p.mu.Unlock()
-	for _, nc := range old {
-		nc.c.Close()
-	}
+	closeConns(old)
 }
 
-func (p *pool) closeAll() {
-	p.mu.Lock()
-	old := p.idle
-	p.idle = nil
-	p.closed = true
-	p.mu.Unlock()
-	for _, nc := range old {
+func closeConns(ncs []*nodeConn) {
+	for _, nc := range ncs {
 		nc.c.Close()
 	}
 }

@@ -197,7 +197,7 @@ func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error 
 		if nc.raw != nil && nc.in.len() == 0 && nc.in.w < len(nc.in.b) {
 			nc.rdl.setRead(nc.c, now, s.cfg.ResponseTimeout)
 			batch := s.batch
-			if s.relaying.Load() < int64(s.cfg.BatchMin) {
+			if s.relaying.Load() < int64(s.cfg.batchMin) {
 				batch = nil // nothing to batch with: do not wait for a round
 			}
 			return nc.sendAwait(cc.out, batch)
@@ -331,12 +331,7 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 		out = append(out, h.Value...)
 		out = append(out, "\r\n"...)
 	}
-	if closeClient {
-		out = append(out, "Connection: close\r\n"...)
-	} else if req.Minor == 0 {
-		out = append(out, "Connection: keep-alive\r\n"...)
-	}
-	out = append(out, "\r\n"...)
+	out = appendHeadEnd(out, closeClient, req.Minor)
 	cc.out = out
 	nc.in.consume(resp.HeadLen)
 	s.ctr.status[resp.Status/100].Add(1)

@@ -4,7 +4,6 @@ package front
 
 import (
 	"errors"
-	"time"
 
 	"shoal/internal/cluster"
 	"shoal/internal/handoff"
@@ -25,66 +24,66 @@ import (
 // repairHandoff is one connection handed off from the accept loop, waiting
 // for the node's answer.
 type repairHandoff struct {
-	s     *Server
-	p     *RepairPath
-	fd    int
-	id    uint64
-	b     *cluster.Backend
-	pr    policy.Request // the policy's view of the request (for Done)
-	st    *handoff.TCPState
-	n     int // st.RecvQueue[:n] is what the accept loop read
-	f     handoff.Flow
-	start time.Time // zero without an Observer
+	s  *Server
+	p  *RepairPath
+	fd int
+	id uint64
+	b  *cluster.Backend
+	t  ticket         // the request's route, finished when the answer comes
+	pr policy.Request // the policy's view of the request (t.pr)
+	st *handoff.TCPState
+	n  int // st.RecvQueue[:n] is what the accept loop read
+	f  handoff.Flow
 }
 
-// repair hands the connection on fd, whose first bytes are data, to the
-// node the policy picks without waiting for the node, and reports whether
-// it did (the answer then finishes the connection: repairHandoff.done). If
-// not, the caller serves the connection on the normal path with id as its
-// id (0: allocate one), relaying its first request without a handoff when
-// relay is set.
-func (ra *rawAccept) repair(fd int, data []byte) (id uint64, relay, ok bool) {
-	s, p := ra.s, ra.rp
-	id, b, start := ra.pick(data)
-	if b == nil {
-		return id, false, false // the normal path answers it (400, 503, …)
-	}
-	pr := &ra.pr
+// moveRaw hands the connection of m to t's node without waiting for the
+// node (the answer then finishes the connection: repairHandoff.done), or
+// reports how the normal path is to serve it.
+func (p *RepairPath) moveRaw(s *Server, t *ticket, m *rawMove) rawOutcome {
+	b, fd, id, data := t.b, m.fd, m.id, m.data
 	c := p.readyClient(b.Index)
 	if c == nil {
-		s.cl.Done(b, pr)
 		// Counted against b until the normal path picks again, so that
 		// connections queued behind a first dial are seen (held.go).
 		s.cl.Hold(b, id)
-		return id, false, false // a node without a channel yet: the normal path dials
+		return rawNormal // a node without a channel yet: the normal path dials
 	}
 	st, err := handoff.FreezeFD(fd, data)
 	if err != nil {
-		s.cl.Done(b, pr)
 		p.fallbackFreeze.Add(1)
-		return id, true, false
+		return rawRelay
 	}
-	h := &repairHandoff{s: s, p: p, fd: fd, id: id, b: b, pr: *pr, st: st, n: len(data),
-		f: handoff.Flow{Client: st.Remote, VIP: st.Local}, start: start}
+	h := &repairHandoff{s: s, p: p, fd: fd, id: id, b: b, t: *t, pr: *t.pr, st: st, n: len(data),
+		f: handoff.Flow{Client: st.Remote, VIP: st.Local}}
+	h.t.pr = &h.pr
 	if err := p.steerFlow(h.f, b.Index, id, st.RcvSeq); err != nil {
-		s.cl.Done(b, pr)
 		p.fallbackNode.Add(1)
-		return id, h.thaw(err), false
+		return h.thawed(err)
 	}
 	s.cl.Hold(b, id) // until FIN-HANDOFF (held.go)
 	if err := c.HandoffAsync(st, h.done); err != nil {
 		s.cl.Release(id)
 		p.forget(h.f)
-		s.cl.Done(b, pr)
 		if errors.Is(err, handoff.ErrNoChannel) {
 			s.cl.Hold(b, id) // as for c == nil above
-			h.thaw(nil)
-			return id, false, false // the normal path dials
+			if !h.thaw(nil) {
+				return rawGone
+			}
+			return rawNormal // the normal path dials
 		}
 		p.fallbackNode.Add(1)
-		return id, h.thaw(err), false
+		return h.thawed(err)
 	}
-	return id, false, true
+	return rawPending
+}
+
+// thawed thaws the descriptor for relaying: rawRelay, or rawGone when
+// thawing failed and the descriptor is closed.
+func (h *repairHandoff) thawed(why error) rawOutcome {
+	if h.thaw(why) {
+		return rawRelay
+	}
+	return rawGone
 }
 
 // thaw takes the frozen descriptor back for relaying and reports whether
@@ -108,7 +107,7 @@ func (h *repairHandoff) thaw(why error) bool {
 // the client's timeout sweep) and finishes the connection.
 func (h *repairHandoff) done(err error) {
 	s, p := h.s, h.p
-	s.cl.Done(h.b, &h.pr)
+	s.release(&h.t)
 	if err != nil {
 		s.cl.Release(h.id)
 	}
@@ -117,19 +116,15 @@ func (h *repairHandoff) done(err error) {
 		rawClose(h.fd) // repair mode: no FIN, no RST
 		p.moved.Add(1)
 		s.ctr.connsAccepted.Add(1)
-		s.ctr.requests.Add(1)
-		s.pathCounter(p.Name()).Add(1)
 		p.fast.Add(1)
 		// The policy's connection ends at FIN-HANDOFF (RepairPath.fin).
-		if o := s.cfg.Observer; o != nil {
-			o.Observe(Observation{Node: h.b.Index, NodeURL: h.b.URL, Path: p.Name(), Elapsed: time.Since(h.start)})
-		}
+		s.finish(&h.t, Result{}, nil)
 	case !handoff.NodeMayOwn(err):
 		p.forget(h.f)
 		p.fallbackNode.Add(1)
-		s.handoff.fastFallback.Add(1)
+		s.ctr.fallback(fallbackFast)
 		if h.thaw(err) {
-			s.serveFD(h.fd, h.id, h.st.RecvQueue[:h.n], true)
+			s.serveFD(&rawMove{fd: h.fd, data: h.st.RecvQueue[:h.n], id: h.id, holder: -1}, true)
 		}
 	default:
 		// No answer: the node may own the socket (RepairPath.Serve).

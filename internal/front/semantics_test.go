@@ -3,15 +3,10 @@ package front
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"shoal/internal/node"
 )
@@ -31,21 +26,7 @@ func TestRelayKeepsRepresentationHeaders(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "a.css"), []byte(css), 0o644)
 	os.WriteFile(filepath.Join(root, "a.css.gz"), gz.Bytes(), 0o644)
 	os.WriteFile(filepath.Join(root, "b.txt"), []byte("0123456789"), 0o644)
-	srv, err := node.New(node.Config{Root: root, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	addr, _, _ := startFront(t, Config{}, "http://"+ln.Addr().String())
+	addr, _, _ := startFront(t, Config{}, startNode(t, node.Config{Root: root}))
 	cl := dialFront(t, addr)
 
 	req := func(path, extra string) string {

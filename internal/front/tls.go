@@ -281,14 +281,13 @@ func isTLS(c net.Conn) bool {
 // tlsPath is the data path for a request on a TLS connection: relay and
 // redirect as chosen; any other path (passfd, hybrid's handoff, repair,
 // which move the TCP socket but cannot move the TLS session without kTLS)
-// becomes relay, counted in HandoffStats.FallbackTLS.
-func (s *Server) tlsPath(p DataPath) DataPath {
+// becomes relay, a fallback the caller counts (HandoffStats.FallbackTLS).
+func tlsPath(p DataPath) (DataPath, fallbackReason) {
 	switch p.(type) {
 	case relayPath, redirectPath:
-		return p
+		return p, fallbackNone
 	}
-	s.handoff.fallbackTLS.Add(1)
-	return relayPath{}
+	return relayPath{}, fallbackTLS
 }
 
 // closeTLS closes c without a word if it is a TLS connection and reports

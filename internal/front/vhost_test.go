@@ -1,14 +1,9 @@
 package front
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +12,6 @@ import (
 	"time"
 
 	"shoal/internal/cluster"
-	"shoal/internal/handoff"
 	"shoal/internal/httpwire"
 	"shoal/internal/node"
 	"shoal/internal/policy"
@@ -92,28 +86,8 @@ func TestVHostsThreeSitesFourNodes(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	var specs []cluster.NodeSpec
 	for i := range 4 {
-		sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
-		srv, err := node.New(node.Config{Root: root, VHosts: true, HandoffSocket: sock,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		hl, err := handoff.ListenFD(sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(ln)
-		go srv.Serve(hl)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			srv.Shutdown(ctx)
-		})
-		specs = append(specs, cluster.NodeSpec{URL: "http://" + ln.Addr().String()})
+		u, _ := passfdNodeCfg(t, node.Config{Root: root, VHosts: true}, dir, i)
+		specs = append(specs, cluster.NodeSpec{URL: u})
 	}
 	vm, err := vhost.New(vhost.Config{Sites: sites})
 	if err != nil {
@@ -134,40 +108,14 @@ func TestVHostsThreeSitesFourNodes(t *testing.T) {
 				obs := &siteObserver{reqs: map[string]int{}, bytes: map[string]int64{}}
 				cfg := Config{VHosts: vm, Observer: obs}
 				if pathName == "passfd" {
-					ctx, cancel := context.WithCancel(context.Background())
-					defer cancel()
-					go cl.Check(ctx, cluster.CheckConfig{Interval: 100 * time.Millisecond, Timeout: 5 * time.Second, Rise: 1, Fall: 3})
-					deadline := time.Now().Add(10 * time.Second)
-					for _, b := range cl.Backends() {
-						for st := b.LastStatus(); st == nil || st.HandoffSocket == ""; st = b.LastStatus() {
-							if time.Now().After(deadline) {
-								t.Fatalf("node %s never reported a handoff socket", b.URL)
-							}
-							time.Sleep(10 * time.Millisecond)
-						}
-					}
+					checkSockets(t, cl, 100*time.Millisecond)
 					cfg.Path = PassFD(PassFDConfig{})
 				}
-				s, err := New(cl, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				done := make(chan struct{})
-				go func() { s.Serve(ln); close(done) }()
-				defer func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-					defer cancel()
-					s.Shutdown(ctx)
-					<-done
-				}()
+				_, addr := frontOn(t, cl, cfg)
 				// Two rounds over one keep-alive connection per site, so
 				// content-aware policies see repeats.
 				for _, site := range sites {
-					cl := dialFront(t, ln.Addr().String())
+					cl := dialFront(t, addr)
 					for round := range 2 {
 						for _, n := range names {
 							host := site
@@ -183,11 +131,21 @@ func TestVHostsThreeSitesFourNodes(t *testing.T) {
 					}
 				}
 				if pathName == "relay" {
-					obs.mu.Lock()
 					var body int64
 					for _, n := range sizes {
 						body += int64(2 * n)
 					}
+					// The front observes a request after writing its
+					// answer: wait until the last one is in.
+					for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+						obs.mu.Lock()
+						n := obs.reqs[sites[len(sites)-1]]
+						obs.mu.Unlock()
+						if n >= 2*len(names) {
+							break
+						}
+					}
+					obs.mu.Lock()
 					for _, site := range sites {
 						if obs.reqs[site] != 2*len(names) || obs.bytes[site] < body {
 							t.Errorf("observed %s: %d requests, %d bytes; want %d, over %d", site, obs.reqs[site], obs.bytes[site], 2*len(names), body)
