@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,28 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -78,7 +61,7 @@ func TestFrontReload(t *testing.T) {
 	// each reload: it must not read as a change of sysmon_idle.
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "front", "--config", cfg, "--sysmon-idle=false")
 	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
-	var stderr lockedBuf
+	var stderr testutil.SyncBuf
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

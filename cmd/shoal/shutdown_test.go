@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // TestShutdownLetsDownloadsFinish stops `shoal up` with SIGTERM one second
@@ -85,7 +87,7 @@ func TestUpHUPRepublishes(t *testing.T) {
 		"--listen", "127.0.0.1:0", "--data", t.TempDir())
 	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
 	out, _ := cmd.StdoutPipe()
-	var stderr lockedBuf
+	var stderr testutil.SyncBuf
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"shoal/internal/front"
+	"shoal/internal/testutil"
 )
 
 // TestUpTLS: `shoal up --tls` prints an https URL; curl -k through it
@@ -132,7 +133,7 @@ func TestFrontTLSReload(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "front", "--listen", listen, "--nodes", "http://127.0.0.1:1",
 		"--health-interval", "0", "--tls-cert", crt, "--tls-key", key)
 	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
-	var stderr lockedBuf
+	var stderr testutil.SyncBuf
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

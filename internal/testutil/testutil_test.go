@@ -1,0 +1,63 @@
+package testutil
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestStartReady re-executes this test binary as a helper that prints a
+// line, READY, two more lines, reads one line of stdin and echoes it.
+func TestStartReady(t *testing.T) {
+	if os.Getenv("TESTUTIL_HELPER") == "1" {
+		os.Stdout.WriteString("before\nREADY\nafter 1\n")
+		var b [64]byte
+		n, _ := os.Stdin.Read(b[:])
+		os.Stdout.WriteString("got " + string(b[:n]))
+		os.Exit(0)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestStartReady$")
+	cmd.Env = append(os.Environ(), "TESTUTIL_HELPER=1")
+	var out SyncBuf
+	p, in := StartReady(t, cmd, &out, "helper")
+	in.Write([]byte("ping\n"))
+	in.Close()
+	if err := p.Wait(); err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	// The lines before READY go to out too; READY itself does not.
+	if got, want := out.String(), "before\nafter 1\ngot ping\n"; got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+}
+
+// TestStartReadyExitBeforeReady: a helper that exits without READY fails
+// the (inner) test instead of hanging.
+func TestStartReadyExitBeforeReady(t *testing.T) {
+	if os.Getenv("TESTUTIL_HELPER") == "2" {
+		os.Stdout.WriteString("no ready here\n")
+		os.Exit(0)
+	}
+	if os.Getenv("TESTUTIL_OUTER") == "1" {
+		exe, _ := os.Executable()
+		cmd := exec.Command(exe, "-test.run=^TestStartReadyExitBeforeReady$")
+		cmd.Env = append(os.Environ(), "TESTUTIL_HELPER=2")
+		StartReady(t, cmd, nil, "quitter")
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestStartReadyExitBeforeReady$", "-test.v")
+	cmd.Env = append(os.Environ(), "TESTUTIL_OUTER=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "quitter exited before READY") {
+		t.Fatalf("inner test: err %v, output %s", err, out)
+	}
+}
