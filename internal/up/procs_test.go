@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -36,16 +35,7 @@ func TestStartProcs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	// Wait until the front has learned both sockets.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, b := range p.Control.Backends() {
-		for st := b.LastStatus(); st == nil || !strings.HasPrefix(st.HandoffSocket, p.SocketDir); st = b.LastStatus() {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s: no handoff socket reported", b.URL)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	waitSockets(t, p)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	for range 6 {
 		resp, err := client.Get(p.URL + "big.txt")
