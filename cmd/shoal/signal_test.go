@@ -25,6 +25,17 @@ func buildShoal(t *testing.T) string {
 	return exe
 }
 
+// helloSite writes a site of one file, a.txt, and returns its directory
+// and the file's body.
+func helloSite(t *testing.T) (site, body string) {
+	t.Helper()
+	site, body = t.TempDir(), "hello, shoal\n"
+	if err := os.WriteFile(filepath.Join(site, "a.txt"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return site, body
+}
+
 // child is a shoal process under test whose output lines are read as they
 // come.
 type child struct {
@@ -148,11 +159,7 @@ func TestHangupIgnored(t *testing.T) {
 		t.Skip("builds the shoal binary")
 	}
 	exe := buildShoal(t)
-	site := t.TempDir()
-	const body = "hello, shoal\n"
-	if err := os.WriteFile(filepath.Join(site, "a.txt"), []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	site, body := helloSite(t)
 	startNode := func(t *testing.T) (*child, string) {
 		n := startChild(t, exe, "node", "--root", site, "--listen", "127.0.0.1:0")
 		return n, "http://" + field(n.waitLine(t, "node serving"), "addr")
