@@ -120,10 +120,7 @@ func (c *gdsf[V]) evict() {
 			continue
 		}
 		c.clock = e.h
-		c.st.Evictions++
-		if c.cfg.OnEvict != nil {
-			c.cfg.OnEvict(e.key, e.val, e.size)
-		}
+		c.evicted(e)
 		c.drop(e)
 		return
 	}
@@ -131,9 +128,7 @@ func (c *gdsf[V]) evict() {
 
 func (c *gdsf[V]) drop(e *entry[V]) {
 	c.removeAt(e.idx)
-	delete(c.m, e.key)
-	c.bytes -= e.size
-	c.release(e)
+	c.forget(e)
 }
 
 func (c *gdsf[V]) Remove(key string) bool {

@@ -64,10 +64,7 @@ func (c *lru[V]) Add(key string, v V, size int64) bool {
 	}
 	for c.bytes > c.cfg.Capacity {
 		victim := c.root.prev
-		c.st.Evictions++
-		if c.cfg.OnEvict != nil {
-			c.cfg.OnEvict(victim.key, victim.val, victim.size)
-		}
+		c.evicted(victim)
 		c.drop(victim)
 	}
 	return true
@@ -75,9 +72,7 @@ func (c *lru[V]) Add(key string, v V, size int64) bool {
 
 func (c *lru[V]) drop(e *entry[V]) {
 	c.unlink(e)
-	delete(c.m, e.key)
-	c.bytes -= e.size
-	c.release(e)
+	c.forget(e)
 }
 
 func (c *lru[V]) Remove(key string) bool {
