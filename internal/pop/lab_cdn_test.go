@@ -12,40 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"shoal/internal/wan"
 )
-
-// inNS runs f on a thread inside lab namespace i.
-func (l *lab) inNS(i int, f func() error) error {
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // the thread dies with the goroutine, still in the namespace
-		h, e := os.Open(filepath.Join("/run/netns", l.w.NS[i]))
-		if e != nil {
-			err = e
-			return
-		}
-		defer h.Close()
-		if e := unix.Setns(int(h.Fd()), unix.CLONE_NEWNET); e != nil {
-			err = e
-			return
-		}
-		err = f()
-	}()
-	<-done
-	return err
-}
 
 // fetchIn GETs url from inside namespace i (HTTP/1.0 on a connection
 // dialled there) and returns status, X-Shoal-Cache and body.

@@ -81,8 +81,8 @@ func newLab(t *testing.T) *lab {
 
 func (l *lab) admin(i int) string { return fmt.Sprintf("http://%s:9090", wan.Addr(i)) }
 
-// getIn fetches url from inside namespace ns (the admin API listens there).
-func (l *lab) getIn(i int, url string, v any) error {
+// inNS runs f on a thread inside lab namespace i.
+func (l *lab) inNS(i int, f func() error) error {
 	var err error
 	done := make(chan struct{})
 	go func() {
@@ -98,34 +98,38 @@ func (l *lab) getIn(i int, url string, v any) error {
 			err = e
 			return
 		}
+		err = f()
+	}()
+	<-done
+	return err
+}
+
+// getIn fetches url from inside namespace i (the admin API listens there)
+// and decodes its JSON into v.
+func (l *lab) getIn(i int, url string, v any) error {
+	return l.inNS(i, func() error {
 		// Dial on this thread (http.Transport would dial on another, outside
 		// the namespace), then speak HTTP/1.0 over the connection.
 		u := strings.TrimPrefix(url, "http://")
 		host, path, _ := strings.Cut(u, "/")
-		c, e := net.DialTimeout("tcp", host, 2*time.Second)
-		if e != nil {
-			err = e
-			return
+		c, err := net.DialTimeout("tcp", host, 2*time.Second)
+		if err != nil {
+			return err
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(2 * time.Second))
 		// The admin API is on a public address here: reads need the token.
 		tok, _ := os.ReadFile(filepath.Join(l.dir, "data", "admin.token"))
 		fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, host, strings.TrimSpace(string(tok)))
-		r, e := http.ReadResponse(bufio.NewReader(c), nil)
-		if e != nil {
-			err = e
-			return
+		r, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
 		}
 		defer r.Body.Close()
-		err = json.NewDecoder(r.Body).Decode(v)
-	}()
-	<-done
-	return err
+		return json.NewDecoder(r.Body).Decode(v)
+	})
 }
 
-// start runs shoal pop number i with seed, joining pop0 if join, with extra
-// flags after the common ones.
 func (l *lab) start(i int, seed string, join bool, extra ...string) *exec.Cmd {
 	args := []string{"pop", "--name", fmt.Sprintf("pop%d", i), "--seed-file", seed,
 		"--peer", wan.Addr(i).String() + ":7946", "--listen", wan.Addr(i).String() + ":8080",
