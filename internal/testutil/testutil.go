@@ -1,16 +1,19 @@
 // Package testutil holds what the tests of several packages share and each
 // used to copy: starting a helper process and waiting for its READY line
 // (the lab tests of internal/handoff and internal/l4 re-execute their test
-// binary inside network namespaces), and a buffer that a process's output
-// goroutine may write while the test reads it. Only _test.go files import
-// it.
+// binary inside network namespaces), serving a server on a loopback port
+// for the length of a test, and a buffer that a process's output goroutine
+// may write while the test reads it. Only _test.go files import it, and it
+// imports no shoal package, so any package's tests can use it.
 package testutil
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"os/exec"
 	"sync"
 	"testing"
@@ -101,4 +104,28 @@ func (s *SyncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Server is what Serve runs: net/http's Server and shoal's node and front
+// servers all have these two methods.
+type Server interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+}
+
+// Serve runs srv on a fresh 127.0.0.1 port until the test ends (then shuts
+// it down, waiting at most 5 s) and returns the address, "127.0.0.1:port".
+func Serve(t testing.TB, srv Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return ln.Addr().String()
 }

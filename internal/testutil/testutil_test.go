@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -59,5 +61,29 @@ func TestStartReadyExitBeforeReady(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "quitter exited before READY") {
 		t.Fatalf("inner test: err %v, output %s", err, out)
+	}
+}
+
+// TestServe: the server answers on the returned address while the test
+// runs, and is shut down by the test's cleanup.
+func TestServe(t *testing.T) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hi")
+	})}
+	var addr string
+	t.Run("inner", func(t *testing.T) {
+		addr = Serve(t, srv)
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "hi" || !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Errorf("%s answered %q", addr, b)
+		}
+	})
+	if _, err := http.Get("http://" + addr + "/"); err == nil {
+		t.Errorf("%s still answers after the test that served it ended", addr)
 	}
 }
