@@ -213,3 +213,14 @@ func (v *vnet) dump() {
 			n.havePing, n.ping, n.havePong, n.pong, n.m, len(n.pending), st)
 	}
 }
+
+// aliveAt returns the first of ids (other than victim) whose view still
+// has victim alive, or 0 when every one has dropped it.
+func (v *vnet) aliveAt(ids []ID, victim ID) ID {
+	for _, id := range ids {
+		if id != victim && v.nodes[id].Alive(victim) {
+			return id
+		}
+	}
+	return 0
+}
