@@ -69,14 +69,11 @@ func (c *gdsf[V]) prioritise(e *entry[V]) {
 }
 
 func (c *gdsf[V]) Get(key string) (V, bool) {
-	e, ok := c.m[key]
-	if !ok {
-		c.st.Misses++
+	e := c.lookup(key)
+	if e == nil {
 		var zero V
 		return zero, false
 	}
-	c.st.Hits++
-	c.st.HitBytes += e.size
 	e.freq++
 	c.prioritise(e)
 	c.fix(e.idx)

@@ -24,14 +24,11 @@ func (c *lru[V]) pushFront(e *entry[V]) {
 }
 
 func (c *lru[V]) Get(key string) (V, bool) {
-	e, ok := c.m[key]
-	if !ok {
-		c.st.Misses++
+	e := c.lookup(key)
+	if e == nil {
 		var zero V
 		return zero, false
 	}
-	c.st.Hits++
-	c.st.HitBytes += e.size
 	if c.root.next != e {
 		c.unlink(e)
 		c.pushFront(e)
