@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -59,14 +58,8 @@ func TestFrontReload(t *testing.T) {
 	write(fmt.Sprintf("policy = \"wrr\"\n[[node]]\nurl = %q\n", a.URL))
 	// A flag given on the command line (--sysmon-idle=false) still wins at
 	// each reload: it must not read as a change of sysmon_idle.
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "front", "--config", cfg, "--sysmon-idle=false")
-	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
 	var stderr testutil.SyncBuf
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	cmd := startMain(t, &stderr, "front", "--config", cfg, "--sysmon-idle=false")
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {

@@ -126,6 +126,20 @@ func getBody(t *testing.T, url string) string {
 	return string(b)
 }
 
+// stop sends SIGTERM and expects a clean exit within 20 s.
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exit:
+		if c.err != nil {
+			t.Errorf("exit after SIGTERM: %v", c.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("no exit 20 s after SIGTERM")
+	}
+}
+
 // hangupSurvives sends SIGHUP to c, waits for it to log the signal, checks url is still served, then stops c with SIGTERM and
 // expects a clean exit.
 func hangupSurvives(t *testing.T, c *child, url, body string) {
@@ -140,15 +154,7 @@ func hangupSurvives(t *testing.T, c *child, url, body string) {
 	if got := getBody(t, url); got != body {
 		t.Fatalf("after SIGHUP: body %q, want %q", got, body)
 	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exit:
-		if c.err != nil {
-			t.Errorf("exit after SIGTERM: %v", c.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("no exit 20 s after SIGTERM")
-	}
+	c.stop(t)
 }
 
 // TestHangupIgnored sends SIGHUP to real `shoal node`, `shoal front` and

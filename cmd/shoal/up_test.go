@@ -69,13 +69,5 @@ func TestUpPassFDNodeKilled(t *testing.T) {
 			t.Fatalf("after the restart: %q", got)
 		}
 	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exit:
-		if c.err != nil {
-			t.Errorf("exit after SIGTERM: %v", c.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("no exit 20 s after SIGTERM")
-	}
+	c.stop(t)
 }
