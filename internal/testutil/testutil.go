@@ -129,3 +129,16 @@ func Serve(t testing.TB, srv Server) string {
 	})
 	return ln.Addr().String()
 }
+
+// WaitOrKill waits for cmd, already told to stop (a signal, stdin closed),
+// to exit, and kills it if it has not after grace.
+func WaitOrKill(cmd *exec.Cmd, grace time.Duration) {
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		cmd.Process.Kill()
+		<-done
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStartReady re-executes this test binary as a helper that prints a
@@ -85,5 +86,29 @@ func TestServe(t *testing.T) {
 	})
 	if _, err := http.Get("http://" + addr + "/"); err == nil {
 		t.Errorf("%s still answers after the test that served it ended", addr)
+	}
+}
+
+// TestWaitOrKill: a process that ignores its stop request is killed after
+// the grace period; one that exits is just waited for.
+func TestWaitOrKill(t *testing.T) {
+	if _, err := exec.LookPath("sleep"); err != nil {
+		t.Skip("no sleep command")
+	}
+	stubborn := exec.Command("sleep", "60")
+	if err := stubborn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	WaitOrKill(stubborn, 100*time.Millisecond)
+	if stubborn.ProcessState == nil || stubborn.ProcessState.Success() {
+		t.Errorf("sleep 60 after WaitOrKill: %v, want killed", stubborn.ProcessState)
+	}
+	quick := exec.Command("true")
+	if err := quick.Start(); err != nil {
+		t.Fatal(err)
+	}
+	WaitOrKill(quick, time.Minute)
+	if quick.ProcessState == nil || !quick.ProcessState.Success() {
+		t.Errorf("true after WaitOrKill: %v, want a clean exit", quick.ProcessState)
 	}
 }
