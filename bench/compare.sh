@@ -151,31 +151,29 @@ rows() { wc -l <"$RUNSF"; }
 # silently drop its comparison from the table; say so instead.
 produced() { [ "$(rows)" -gt "$2" ] || skipped+=("$1: the script wrote no JSON_OUT rows"); }
 
+# comparison JOB LABEL SCRIPT VAR=VALUE...: run one comparison sub-script
+# under job with that environment and JSON_OUT, noting in skipped a failure
+# or a run that wrote no rows.
+comparison() {
+	local name=$1 label=$2 script=$3 n0
+	shift 3
+	echo "compare: $label ..." >&2
+	n0=$(rows)
+	job "$name" env "$@" JSON_OUT="$RUNSF" "$script" || skipped+=("$label: $script failed ($?)")
+	produced "$label" "$n0"
+}
+
 if want node; then
-	echo "compare: node vs nginx ..." >&2
-	n0=$(rows)
-	job node env SHOAL_BIN="$SHOAL" RUNS="$RUNS" DUR="$DURATION" CONNS="$CONNS" SIZES="$SIZES" \
-		SERVER_CPU="$SERVER_CPU" CLIENT_CPU="$CLIENT_CPU" NICE="$NICE" JSON_OUT="$RUNSF" bench/node-vs-nginx.sh ||
-		skipped+=("node vs nginx: bench/node-vs-nginx.sh failed ($?)")
-	produced "node vs nginx" "$n0"
+	comparison node "node vs nginx" bench/node-vs-nginx.sh SHOAL_BIN="$SHOAL" RUNS="$RUNS" DUR="$DURATION" CONNS="$CONNS" \
+		SIZES="$SIZES" SERVER_CPU="$SERVER_CPU" CLIENT_CPU="$CLIENT_CPU" NICE="$NICE"
 fi
-
 if want front; then
-	echo "compare: front vs HAProxy ..." >&2
-	n0=$(rows)
-	job front env SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" CONNS="$CONNS" SIZES="$SIZES" \
-		PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE" JSON_OUT="$RUNSF" bench/front-vs-haproxy.sh ||
-		skipped+=("front vs HAProxy: bench/front-vs-haproxy.sh failed ($?)")
-	produced "front vs HAProxy" "$n0"
+	comparison front "front vs HAProxy" bench/front-vs-haproxy.sh SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" CONNS="$CONNS" \
+		SIZES="$SIZES" PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE"
 fi
-
 if want tls; then
-	echo "compare: front vs HAProxy over TLS ..." >&2
-	n0=$(rows)
-	job tls env SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" CONNS="$CONNS" \
-		PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE" JSON_OUT="$RUNSF" bench/tls-vs-haproxy.sh ||
-		skipped+=("front vs HAProxy over TLS: bench/tls-vs-haproxy.sh failed ($?)")
-	produced "front vs HAProxy over TLS" "$n0"
+	comparison tls "front vs HAProxy over TLS" bench/tls-vs-haproxy.sh SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" \
+		CONNS="$CONNS" PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE"
 fi
 
 # handoff-cpu.sh prints only medians, so it runs once per round (RUNS=1) and

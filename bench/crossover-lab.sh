@@ -46,28 +46,15 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 OUT=${OUT:-bench/results}
 
-for t in taskset go python3 ip; do
-	command -v "$t" >/dev/null || { echo "crossover-lab: $t not found" >&2; exit 1; }
-done
+BENCH=crossover-lab
+. bench/lib.sh
+bench_need taskset go python3 ip
 [ "$(id -u)" -eq 0 ] || { echo "crossover-lab: needs root (network namespaces, TCP_REPAIR)" >&2; exit 1; }
-
-W=$(mktemp -d /tmp/shoal-xlab.XXXXXX)
 ID=x$(printf '%04x' $((RANDOM % 65536)))
-PIDS=()
 LABUP=
-cleanup() {
-	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	[ -n "$LABUP" ] && "$SHOAL" lab down --id "$ID" >/dev/null 2>&1 || true
-	rm -rf "$W"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-if [ -z "${SHOAL:-}" ]; then
-	SHOAL=$W/shoal
-	go build -o "$SHOAL" ./cmd/shoal
-fi
+bench_cleanup_more() { [ -n "$LABUP" ] && "$SHOAL" lab down --id "$ID" >/dev/null 2>&1; }
+bench_workdir shoal-xlab
+bench_build_shoal
 
 "$SHOAL" lab up --id "$ID" --nodes "$NODES" >/dev/null
 LABUP=1
@@ -118,10 +105,8 @@ listening front 9001
 listening front 9000
 BACKEND=$(sed -n 's/.*backend=\([a-z]*\).*/\1/p' "$W/front-repair.log" | head -1)
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime, clock ticks
-HZ=$(getconf CLK_TCK)
 SINKPIDS=("${PIDS[@]:0:$NODES}")
-sinkticks() { local t=0 p; for p in "${SINKPIDS[@]}"; do t=$((t + $(ticks "$p"))); done; echo "$t"; }
+sinkticks() { local t=0 p; for p in "${SINKPIDS[@]}"; do t=$((t + $(cputicks "$p"))); done; echo "$t"; }
 
 LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 RUNSFILE=$W/runs.jsonl
@@ -132,24 +117,11 @@ for level in $LEVELS; do
 		order="relay repair"
 		[ $((run % 2)) -eq 0 ] && order="repair relay"
 		for path in $order; do
-			before=$(ticks "${FPID[$path]}") nbefore=$(sinkticks)
+			before=$(cputicks "${FPID[$path]}") nbefore=$(sinkticks)
 			nsx client taskset -c "$LOAD_CORE" "$SHOAL" bench tcp --addr "${FADDR[$path]}" --connections "$level" \
 				--duration "$DURATION" --send-bytes "$BYTES" --recv-bytes "$BYTES" --json >"$W/out.json"
-			after=$(ticks "${FPID[$path]}") nafter=$(sinkticks)
-			python3 - "$W/out.json" "$path" "$run" "$before" "$after" "$HZ" "$nbefore" "$nafter" >>"$RUNSFILE" <<'PY'
-import json, sys
-out, path, run, before, after, hz, nbefore, nafter = sys.argv[1:]
-lv = json.load(open(out))["levels"][0]
-ops = lv["ops"]
-print(json.dumps({
-    "level": lv["connections"], "path": path, "run": int(run), "ops": ops,
-    "ops_per_sec": lv["ops_per_sec"], "mean_ms": lv["latency_ms"]["mean"],
-    "p50_ms": lv["latency_ms"]["p50"], "p99_ms": lv["latency_ms"]["p99"],
-    "errors": sum(lv["errors"].values()) if lv["errors"] else 0,
-    "front_cpu_us_per_op": (int(after) - int(before)) / int(hz) / max(ops, 1) * 1e6,
-    "sinks_cpu_us_per_op": (int(nafter) - int(nbefore)) / int(hz) / max(ops, 1) * 1e6,
-}))
-PY
+			after=$(cputicks "${FPID[$path]}") nafter=$(sinkticks)
+			tcp_run_json "$W/out.json" "$path" "$run" "$before" "$after" "$nbefore" "$nafter" >>"$RUNSFILE"
 		done
 	done
 	echo "crossover-lab: level $level done" >&2
@@ -160,12 +132,6 @@ kill -TERM "${FPID[relay]}" "${FPID[repair]}" 2>/dev/null || true
 sleep 1
 grep -h "l4front stopped" "$W/front-relay.log" "$W/front-repair.log" >&2 || true
 
-mkdir -p "$OUT"
-cp "$RUNSFILE" "$OUT/crossover-lab-runs.jsonl"
-go run ./bench/report crossover --runs "$OUT/crossover-lab-runs.jsonl" --out "$OUT/crossover-lab.json" \
-	--md "$OUT/crossover-lab.md" --plot "$OUT/crossover-lab.svg" --plot "$OUT/crossover-lab.png" \
+crossover_report crossover-lab \
 	--meta "setup=lab: client, front, 2 nodes in netns on one bridge; repair = TCP_REPAIR + ${BACKEND:-?} steering" \
-	--meta "duration=$DURATION" --meta "runs=$RUNS" --meta "bytes=$BYTES" --meta "nodes=$NODES" \
-	--meta "steer=${BACKEND:-unknown}" --meta "cpus=$(nproc)" --meta "front_core=$FRONT_CORE" --meta "load_core=$LOAD_CORE" \
-	--meta "loadavg_before=$LOADAVG_BEFORE" --meta "loadavg_after=$(cut -d' ' -f1-3 /proc/loadavg)" \
-	--meta "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" --meta "date=$(date -u +%FT%TZ)"
+	--meta "steer=${BACKEND:-unknown}"

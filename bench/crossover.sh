@@ -44,32 +44,11 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 OUT=${OUT:-bench/results}
 
-for t in taskset go python3; do
-	command -v "$t" >/dev/null || { echo "crossover: $t not found" >&2; exit 1; }
-done
-
-W=$(mktemp -d /tmp/shoal-xover.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$W"
-}
-trap cleanup EXIT INT TERM
-
-if [ -z "${SHOAL:-}" ]; then
-	SHOAL=$W/shoal
-	go build -o "$SHOAL" ./cmd/shoal
-fi
-
-waitport() {
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	echo "crossover: nothing listening on $1" >&2
-	exit 1
-}
+BENCH=crossover
+. bench/lib.sh
+bench_need taskset go python3
+bench_workdir shoal-xover
+bench_build_shoal
 
 addrs=() socks=()
 for i in $(seq 0 $((NODES - 1))); do
@@ -95,9 +74,6 @@ for path in relay passfd; do
 	waitport "${FADDR[$path]}"
 done
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime, clock ticks
-HZ=$(getconf CLK_TCK)
-
 LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 RUNSFILE=$W/runs.jsonl
 : >"$RUNSFILE"
@@ -107,33 +83,14 @@ for level in $LEVELS; do
 		order="relay passfd"
 		[ $((run % 2)) -eq 0 ] && order="passfd relay"
 		for path in $order; do
-			before=$(ticks "${FPID[$path]}")
+			before=$(cputicks "${FPID[$path]}")
 			taskset -c "$LOAD_CORE" "$SHOAL" bench tcp --addr "${FADDR[$path]}" --connections "$level" \
 				--duration "$DURATION" --send-bytes "$BYTES" --recv-bytes "$BYTES" --json >"$W/out.json"
-			after=$(ticks "${FPID[$path]}")
-			python3 - "$W/out.json" "$path" "$run" "$before" "$after" "$HZ" >>"$RUNSFILE" <<'PY'
-import json, sys
-out, path, run, before, after, hz = sys.argv[1:]
-lv = json.load(open(out))["levels"][0]
-ops = lv["ops"]
-print(json.dumps({
-    "level": lv["connections"], "path": path, "run": int(run), "ops": ops,
-    "ops_per_sec": lv["ops_per_sec"], "mean_ms": lv["latency_ms"]["mean"],
-    "p50_ms": lv["latency_ms"]["p50"], "p99_ms": lv["latency_ms"]["p99"],
-    "errors": sum(lv["errors"].values()) if lv["errors"] else 0,
-    "front_cpu_us_per_op": (int(after) - int(before)) / int(hz) / max(ops, 1) * 1e6,
-}))
-PY
+			after=$(cputicks "${FPID[$path]}")
+			tcp_run_json "$W/out.json" "$path" "$run" "$before" "$after" >>"$RUNSFILE"
 		done
 	done
 	echo "crossover: level $level done" >&2
 done
 
-mkdir -p "$OUT"
-cp "$RUNSFILE" "$OUT/crossover-runs.jsonl"
-go run ./bench/report crossover --runs "$OUT/crossover-runs.jsonl" --out "$OUT/crossover.json" \
-	--md "$OUT/crossover.md" --plot "$OUT/crossover.svg" --plot "$OUT/crossover.png" \
-	--meta "duration=$DURATION" --meta "runs=$RUNS" --meta "bytes=$BYTES" --meta "nodes=$NODES" \
-	--meta "cpus=$(nproc)" --meta "front_core=$FRONT_CORE" --meta "load_core=$LOAD_CORE" \
-	--meta "loadavg_before=$LOADAVG_BEFORE" --meta "loadavg_after=$(cut -d' ' -f1-3 /proc/loadavg)" \
-	--meta "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" --meta "date=$(date -u +%FT%TZ)"
+crossover_report crossover

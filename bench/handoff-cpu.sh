@@ -41,23 +41,11 @@ LOAD_CORE=${LOAD_CORE:-1}
 BASE=${PORT_BASE:-$((21000 + (RANDOM % 1000) * 10))}
 N1=127.0.0.1:$BASE N2=127.0.0.1:$((BASE + 1))
 
-for t in taskset go python3; do
-	command -v "$t" >/dev/null || { echo "handoff-cpu: $t not found" >&2; exit 1; }
-done
-
-W=$(mktemp -d /tmp/shoal-hcpu.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$W"
-}
-trap cleanup EXIT INT TERM
-
-if [ -z "${SHOAL:-}" ]; then
-	SHOAL=$W/shoal
-	go build -o "$SHOAL" ./cmd/shoal
-fi
+BENCH=handoff-cpu
+. "$(dirname "$0")/lib.sh"
+bench_need taskset go python3
+bench_workdir shoal-hcpu
+bench_build_shoal
 
 mkdir -p "$W/www"
 head -c 1024 /dev/urandom >"$W/www/1k"
@@ -72,26 +60,12 @@ for addr in $N1 $N2; do
 	i=$((i + 1))
 done
 
-waitport() {
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	echo "handoff-cpu: nothing listening on $1" >&2
-	exit 1
-}
 waitport $N1
 waitport $N2
-
-ticks() { # utime+stime of a process, in clock ticks
-	awk '{print $14 + $15}' "/proc/$1/stat"
-}
-HZ=$(getconf CLK_TCK)
 
 # One front per path, all started up front; cells are interleaved (every path
 # for a size and mode back to back, RUNS times) and the median is reported,
 # so that drift in the machine's load hits all paths alike.
-median() { python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))' $1; }
 
 declare -A FPID FADDR
 port=$((BASE + 2))
@@ -128,8 +102,8 @@ if [ -n "${CURVE:-}" ]; then
 				LAT[$path]+="$lat "
 			done
 		done
-		printf "| %s | %.0f | %.0f | %.2f | %.2f |\n" "$c" "$(median "${RPS[relay]}")" "$(median "${RPS[passfd]}")" \
-			"$(median "${LAT[relay]}")" "$(median "${LAT[passfd]}")"
+		printf "| %s | %.0f | %.0f | %.2f | %.2f |\n" "$c" "$(median_of ${RPS[relay]})" "$(median_of ${RPS[passfd]})" \
+			"$(median_of ${LAT[relay]})" "$(median_of ${LAT[passfd]})"
 	done
 	exit 0
 fi
@@ -140,15 +114,15 @@ for size in $SIZES; do
 		for run in $(seq "$RUNS"); do
 			for path in relay passfd passfd-return; do
 				pid=${FPID[$path]}
-				before=$(ticks "$pid")
+				before=$(cputicks "$pid")
 				taskset -c "$LOAD_CORE" "$SHOAL" bench http --url "http://${FADDR[$path]}/$size" --connections "$CONNS" \
 					--duration "$DURATION" --keepalive=$ka --json >"$W/out.json"
-				after=$(ticks "$pid")
+				after=$(cputicks "$pid")
 				read -r reqs errs < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["ok"], r["errors_total"])' "$W/out.json")
 				if [ "$errs" != 0 ]; then
 					echo "handoff-cpu: $path $size keepalive=$ka: $errs errors" >&2
 				fi
-				COST[$path,$size,$ka]+="$(python3 -c "print(($after - $before) / $HZ / max($reqs, 1) * 1e6)") "
+				COST[$path,$size,$ka]+="$(python3 -c "print(($after - $before) / $TCK / max($reqs, 1) * 1e6)") "
 				COST[$path,$size,$ka,n]+="$reqs "
 			done
 		done
@@ -162,12 +136,12 @@ echo "|---|---|---|---|---|"
 for size in $SIZES; do
 	for ka in true false; do
 		mode=$([ $ka = true ] && echo keep-alive || echo close)
-		r=$(median "${COST[relay,$size,$ka]}")
-		line="| $size | $mode | $(printf '%.1f' "$r") ($(median "${COST[relay,$size,$ka,n]}"))"
+		r=$(median_of ${COST[relay,$size,$ka]})
+		line="| $size | $mode | $(printf '%.1f' "$r") ($(median_of ${COST[relay,$size,$ka,n]}))"
 		for path in passfd passfd-return; do
-			c=$(median "${COST[$path,$size,$ka]}")
+			c=$(median_of ${COST[$path,$size,$ka]})
 			ratio=$(python3 -c "print('%.3f' % ($c / $r if $r > 0 else float('nan')))")
-			line="$line | $(printf '%.1f' "$c") = ${ratio}× ($(median "${COST[$path,$size,$ka,n]}"))"
+			line="$line | $(printf '%.1f' "$c") = ${ratio}× ($(median_of ${COST[$path,$size,$ka,n]}))"
 		done
 		echo "$line |"
 	done

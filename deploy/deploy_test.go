@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // hosts are the guide's hosts and their LAN addresses (docs/deploy.md).
@@ -333,14 +335,7 @@ func (l *lab) stop() {
 	for i := len(l.daemons) - 1; i >= 0; i-- {
 		cmd := l.daemons[i]
 		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		testutil.WaitOrKill(cmd, 5*time.Second)
 		if l.t.Failed() || testing.Verbose() {
 			l.t.Logf("--- %s\n%s", l.names[cmd], l.logs[cmd].String())
 		}

@@ -365,20 +365,10 @@ func runCrossover(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *runsPath, err)
 	}
-	for _, kv := range meta {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--meta %q: want key=value", kv)
-		}
-		rep.Meta[k] = v
+	if err := addMeta(rep.Meta, meta); err != nil {
+		return err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		return fmt.Errorf("encoding summary: %w", err)
-	}
-	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+	if err := writeJSON(*out, rep); err != nil {
 		return err
 	}
 	var tbl bytes.Buffer

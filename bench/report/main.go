@@ -86,20 +86,10 @@ func run(args []string, stdout io.Writer) error {
 			rep.Meta["dropped"] = strings.Join(dropped, "; ")
 			fmt.Fprintf(os.Stderr, "report: left out %d failed runs: %s\n", len(dropped), rep.Meta["dropped"])
 		}
-		for _, kv := range meta {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				return fmt.Errorf("--meta %q: want key=value", kv)
-			}
-			rep.Meta[k] = v
+		if err := addMeta(rep.Meta, meta); err != nil {
+			return err
 		}
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return fmt.Errorf("encoding summary: %w", err)
-		}
-		if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+		if err := writeJSON(*out, rep); err != nil {
 			return err
 		}
 		return Markdown(stdout, rows)
@@ -152,4 +142,27 @@ func readRunsFile[T any](path string, read func(io.Reader) ([]T, error)) ([]T, e
 		return nil, fmt.Errorf("%s: no runs", path)
 	}
 	return runs, nil
+}
+
+// addMeta adds each --meta key=value to m.
+func addMeta(m map[string]string, kvs []string) error {
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--meta %q: want key=value", kv)
+		}
+		m[k] = v
+	}
+	return nil
+}
+
+// writeJSON writes v to path as indented JSON (the summary files).
+func writeJSON(path string, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encoding summary: %w", err)
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -28,11 +29,31 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// asMain returns a command that runs this test binary as `shoal args...`
+// (see TestMain).
+func asMain(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
+	return cmd
+}
+
+// startMain starts `shoal args...` with its stderr to stderr; it is killed
+// when the test ends.
+func startMain(t *testing.T, stderr io.Writer, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := asMain(args...)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
 // shoal runs the command line and returns stdout, stderr and the exit code.
 func shoal(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
+	cmd := asMain(args...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()

@@ -191,24 +191,36 @@ type popStateItem struct {
 	PID     int      `json:"pid"`
 }
 
+// popsSeed checks `up --pops n` and makes the run's temporary folder with
+// one fresh 32-byte seed in it, shared by every PoP of the run; the caller
+// removes dir.
+func popsSeed(n int) (dir, seedFile string, err error) {
+	if n < 1 || n > 64 {
+		return "", "", fmt.Errorf("--pops %d: want 1 to 64", n)
+	}
+	dir, err = os.MkdirTemp("", "shoal-pops-")
+	if err != nil {
+		return "", "", err
+	}
+	seed := make([]byte, 32)
+	rand.Read(seed)
+	seedFile = filepath.Join(dir, "seed")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("seed: %w", err)
+	}
+	return dir, seedFile, nil
+}
+
 // runUpPops starts n PoPs in this process on loopback, each with its own
 // nodes and sample site, the first founding the DCDN and the others joining
 // it, all with one fresh seed.
 func runUpPops(n int, stateFile, dataDir string, nodes, cacheMB int) error {
-	if n < 1 || n > 64 {
-		return fmt.Errorf("--pops %d: want 1 to 64", n)
-	}
-	dir, err := os.MkdirTemp("", "shoal-pops-")
+	dir, seedFile, err := popsSeed(n)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	seed := make([]byte, 32)
-	rand.Read(seed)
-	seedFile := filepath.Join(dir, "seed")
-	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
-		return err
-	}
 	var pops []*pop.PoP
 	stopAll := func(ctx context.Context) error {
 		for i := len(pops) - 1; i >= 0; i-- {

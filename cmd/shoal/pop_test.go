@@ -57,3 +57,25 @@ func TestPopCommand(t *testing.T) {
 		t.Fatalf("founder counted %d refusals", p.Refused())
 	}
 }
+
+// TestPopsSeed: `up --pops` accepts 1 to 64 PoPs and gives them one fresh
+// 32-byte seed, readable by its owner only.
+func TestPopsSeed(t *testing.T) {
+	for _, n := range []int{0, 65, -1} {
+		if _, _, err := popsSeed(n); err == nil {
+			t.Errorf("popsSeed(%d) accepted", n)
+		}
+	}
+	dir, seedFile, err := popsSeed(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	fi, err := os.Stat(seedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 32 || fi.Mode().Perm() != 0o600 || filepath.Dir(seedFile) != dir {
+		t.Errorf("seed %s: %d bytes, mode %v, in %s; want 32 bytes, 0600, in %s", seedFile, fi.Size(), fi.Mode().Perm(), filepath.Dir(seedFile), dir)
+	}
+}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -36,22 +35,13 @@ func defaultMatrix(n int) wan.Matrix {
 // namespace of a WAN lab (internal/wan) with the default delay matrix; this
 // host reaches them on 10.77.0.0/24.
 func runUpPopsWAN(n int, stateFile, dataDir string, nodes, cacheMB int) error {
-	if n < 1 || n > 64 {
-		return fmt.Errorf("--pops %d: want 1 to 64", n)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "shoal-pops-")
+	dir, seedFile, err := popsSeed(n)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	seed := make([]byte, 32)
-	rand.Read(seed)
-	seedFile := filepath.Join(dir, "seed")
-	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+	exe, err := os.Executable()
+	if err != nil {
 		return err
 	}
 	// The PoPs' admin APIs are on WAN addresses, not loopback: reads need

@@ -27,8 +27,7 @@ func TestFrontPublishToNodes(t *testing.T) {
 	token := filepath.Join(dir, "admin.token")
 	os.WriteFile(token, []byte(strings.Repeat("ab", 32)), 0o600)
 	start := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
-		cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
+		cmd := asMain(args...)
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

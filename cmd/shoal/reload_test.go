@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,31 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -76,14 +58,8 @@ func TestFrontReload(t *testing.T) {
 	write(fmt.Sprintf("policy = \"wrr\"\n[[node]]\nurl = %q\n", a.URL))
 	// A flag given on the command line (--sysmon-idle=false) still wins at
 	// each reload: it must not read as a change of sysmon_idle.
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "front", "--config", cfg, "--sysmon-idle=false")
-	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
-	var stderr lockedBuf
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	var stderr testutil.SyncBuf
+	cmd := startMain(t, &stderr, "front", "--config", cfg, "--sysmon-idle=false")
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {

@@ -5,12 +5,13 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // TestShutdownLetsDownloadsFinish stops `shoal up` with SIGTERM one second
@@ -33,9 +34,8 @@ func TestShutdownLetsDownloadsFinish(t *testing.T) {
 		timeout  string
 		complete bool
 	}{{"30s", true}, {"1s", false}} {
-		cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "up", "--site", site, "--nodes", "1", "--admin", "off",
+		cmd := asMain("up", "--site", site, "--nodes", "1", "--admin", "off",
 			"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--shutdown-timeout", tc.timeout)
-		cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
 		out, _ := cmd.StdoutPipe()
 		cmd.Stderr = io.Discard
 		if err := cmd.Start(); err != nil {
@@ -81,11 +81,10 @@ func TestShutdownLetsDownloadsFinish(t *testing.T) {
 func TestUpHUPRepublishes(t *testing.T) {
 	site := t.TempDir()
 	os.WriteFile(filepath.Join(site, "a.html"), []byte("before"), 0o644)
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "up", "--site", site, "--nodes", "2", "--admin", "off",
+	cmd := asMain("up", "--site", site, "--nodes", "2", "--admin", "off",
 		"--listen", "127.0.0.1:0", "--data", t.TempDir())
-	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
 	out, _ := cmd.StdoutPipe()
-	var stderr lockedBuf
+	var stderr testutil.SyncBuf
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,17 @@ func buildShoal(t *testing.T) string {
 	return exe
 }
 
+// helloSite writes a site of one file, a.txt, and returns its directory
+// and the file's body.
+func helloSite(t *testing.T) (site, body string) {
+	t.Helper()
+	site, body = t.TempDir(), "hello, shoal\n"
+	if err := os.WriteFile(filepath.Join(site, "a.txt"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return site, body
+}
+
 // child is a shoal process under test whose output lines are read as they
 // come.
 type child struct {
@@ -115,6 +126,20 @@ func getBody(t *testing.T, url string) string {
 	return string(b)
 }
 
+// stop sends SIGTERM and expects a clean exit within 20 s.
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exit:
+		if c.err != nil {
+			t.Errorf("exit after SIGTERM: %v", c.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("no exit 20 s after SIGTERM")
+	}
+}
+
 // hangupSurvives sends SIGHUP to c, waits for it to log the signal, checks url is still served, then stops c with SIGTERM and
 // expects a clean exit.
 func hangupSurvives(t *testing.T, c *child, url, body string) {
@@ -129,15 +154,7 @@ func hangupSurvives(t *testing.T, c *child, url, body string) {
 	if got := getBody(t, url); got != body {
 		t.Fatalf("after SIGHUP: body %q, want %q", got, body)
 	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exit:
-		if c.err != nil {
-			t.Errorf("exit after SIGTERM: %v", c.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("no exit 20 s after SIGTERM")
-	}
+	c.stop(t)
 }
 
 // TestHangupIgnored sends SIGHUP to real `shoal node`, `shoal front` and
@@ -148,11 +165,7 @@ func TestHangupIgnored(t *testing.T) {
 		t.Skip("builds the shoal binary")
 	}
 	exe := buildShoal(t)
-	site := t.TempDir()
-	const body = "hello, shoal\n"
-	if err := os.WriteFile(filepath.Join(site, "a.txt"), []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	site, body := helloSite(t)
 	startNode := func(t *testing.T) (*child, string) {
 		n := startChild(t, exe, "node", "--root", site, "--listen", "127.0.0.1:0")
 		return n, "http://" + field(n.waitLine(t, "node serving"), "addr")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"shoal/internal/front"
+	"shoal/internal/testutil"
 )
 
 // TestUpTLS: `shoal up --tls` prints an https URL; curl -k through it
@@ -33,9 +34,8 @@ func TestUpTLS(t *testing.T) {
 	rand.Read(body)
 	os.WriteFile(filepath.Join(site, "big.bin"), body, 0o644)
 	data := filepath.Join(dir, "data")
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "up", "--tls", "--listen", "127.0.0.1:0", "--admin", "off",
+	cmd := asMain("up", "--tls", "--listen", "127.0.0.1:0", "--admin", "off",
 		"--site", site, "--nodes", "2", "--data", data)
-	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -129,15 +129,9 @@ func TestFrontTLSReload(t *testing.T) {
 	}
 	mk("old.test")
 	listen := freeAddr(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "front", "--listen", listen, "--nodes", "http://127.0.0.1:1",
+	var stderr testutil.SyncBuf
+	cmd := startMain(t, &stderr, "front", "--listen", listen, "--nodes", "http://127.0.0.1:1",
 		"--health-interval", "0", "--tls-cert", crt, "--tls-key", key)
-	cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
-	var stderr lockedBuf
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
 	served := func() string {
 		c, err := tls.Dial("tcp", listen, &tls.Config{InsecureSkipVerify: true})
 		if err != nil {

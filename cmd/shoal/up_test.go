@@ -41,11 +41,7 @@ func TestUpPassFDNodeKilled(t *testing.T) {
 		t.Skip("builds the shoal binary")
 	}
 	exe := buildShoal(t)
-	site := t.TempDir()
-	const body = "hello, shoal\n"
-	if err := os.WriteFile(filepath.Join(site, "a.txt"), []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	site, body := helloSite(t)
 	c := startChild(t, exe, "up", "--path", "passfd", "--listen", "127.0.0.1:0", "--admin", "off", "--nodes", "2", "--site", site)
 	l := c.waitLine(t, "shoal is up: open ")
 	u := strings.TrimSpace(l[strings.Index(l, "http://"):]) + "a.txt"
@@ -73,13 +69,5 @@ func TestUpPassFDNodeKilled(t *testing.T) {
 			t.Fatalf("after the restart: %q", got)
 		}
 	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exit:
-		if c.err != nil {
-			t.Errorf("exit after SIGTERM: %v", c.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("no exit 20 s after SIGTERM")
-	}
+	c.stop(t)
 }

@@ -2,8 +2,6 @@ package admin
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -43,18 +41,12 @@ func setup(t *testing.T) (*cluster.Cluster, *httptest.Server) {
 // JSON body.
 func call(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+testToken)
+	hdr := []string{"Authorization", "Bearer " + testToken}
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		hdr = append(hdr, "Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, b, _ := send(t, method, url, body, hdr...)
+	return code, b
 }
 
 func TestNodesAPI(t *testing.T) {

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"encoding/json"
-	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -19,20 +18,8 @@ import (
 // extra headers hdr (name, value, …).
 func get(t *testing.T, url string, hdr ...string) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i] == "Host" {
-			req.Host = hdr[i+1]
-		}
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	_, b, resp := send(t, "GET", url, "", hdr...)
+	return resp, b
 }
 
 // TestDashboardServed: the page and its two assets come with their media

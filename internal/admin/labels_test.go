@@ -1,9 +1,7 @@
 package admin
 
 import (
-	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	"shoal/internal/cluster"
 	"shoal/internal/front"
 	"shoal/internal/policy"
+	"shoal/internal/testutil"
 )
 
 // shoalSeries counts the shoal_* series in m's registry and fails if any
@@ -62,20 +61,11 @@ func TestMetricsLabelsIgnoreURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.WatchFront(s.Stats)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
+	addr := testutil.Serve(t, s)
 	client := &http.Client{Timeout: 10 * time.Second}
 	scan := func(from, to int) {
 		for i := from; i < to; i++ {
-			resp, err := client.Get("http://" + ln.Addr().String() + "/scan/" + strconv.Itoa(i))
+			resp, err := client.Get("http://" + addr + "/scan/" + strconv.Itoa(i))
 			if err != nil {
 				t.Fatal(err)
 			}

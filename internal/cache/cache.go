@@ -161,6 +161,36 @@ func (c *common[V]) release(e *entry[V]) {
 	}
 }
 
+// lookup returns key's entry, or nil, and counts the hit or the miss: the
+// bookkeeping half of every policy's Get.
+func (c *common[V]) lookup(key string) *entry[V] {
+	e := c.m[key]
+	if e == nil {
+		c.st.Misses++
+		return nil
+	}
+	c.st.Hits++
+	c.st.HitBytes += e.size
+	return e
+}
+
+// forget does the index and budget half of removing e, after the policy
+// has taken it out of its own order (list or heap).
+func (c *common[V]) forget(e *entry[V]) {
+	delete(c.m, e.key)
+	c.bytes -= e.size
+	c.release(e)
+}
+
+// evicted counts e as evicted and tells Config.OnEvict, before the policy
+// drops it.
+func (c *common[V]) evicted(e *entry[V]) {
+	c.st.Evictions++
+	if c.cfg.OnEvict != nil {
+		c.cfg.OnEvict(e.key, e.val, e.size)
+	}
+}
+
 func (c *common[V]) Peek(key string) (V, bool) {
 	if e, ok := c.m[key]; ok {
 		return e.val, true

@@ -69,14 +69,11 @@ func (c *gdsf[V]) prioritise(e *entry[V]) {
 }
 
 func (c *gdsf[V]) Get(key string) (V, bool) {
-	e, ok := c.m[key]
-	if !ok {
-		c.st.Misses++
+	e := c.lookup(key)
+	if e == nil {
 		var zero V
 		return zero, false
 	}
-	c.st.Hits++
-	c.st.HitBytes += e.size
 	e.freq++
 	c.prioritise(e)
 	c.fix(e.idx)
@@ -120,10 +117,7 @@ func (c *gdsf[V]) evict() {
 			continue
 		}
 		c.clock = e.h
-		c.st.Evictions++
-		if c.cfg.OnEvict != nil {
-			c.cfg.OnEvict(e.key, e.val, e.size)
-		}
+		c.evicted(e)
 		c.drop(e)
 		return
 	}
@@ -131,9 +125,7 @@ func (c *gdsf[V]) evict() {
 
 func (c *gdsf[V]) drop(e *entry[V]) {
 	c.removeAt(e.idx)
-	delete(c.m, e.key)
-	c.bytes -= e.size
-	c.release(e)
+	c.forget(e)
 }
 
 func (c *gdsf[V]) Remove(key string) bool {

@@ -24,14 +24,11 @@ func (c *lru[V]) pushFront(e *entry[V]) {
 }
 
 func (c *lru[V]) Get(key string) (V, bool) {
-	e, ok := c.m[key]
-	if !ok {
-		c.st.Misses++
+	e := c.lookup(key)
+	if e == nil {
 		var zero V
 		return zero, false
 	}
-	c.st.Hits++
-	c.st.HitBytes += e.size
 	if c.root.next != e {
 		c.unlink(e)
 		c.pushFront(e)
@@ -64,10 +61,7 @@ func (c *lru[V]) Add(key string, v V, size int64) bool {
 	}
 	for c.bytes > c.cfg.Capacity {
 		victim := c.root.prev
-		c.st.Evictions++
-		if c.cfg.OnEvict != nil {
-			c.cfg.OnEvict(victim.key, victim.val, victim.size)
-		}
+		c.evicted(victim)
 		c.drop(victim)
 	}
 	return true
@@ -75,9 +69,7 @@ func (c *lru[V]) Add(key string, v V, size int64) bool {
 
 func (c *lru[V]) drop(e *entry[V]) {
 	c.unlink(e)
-	delete(c.m, e.key)
-	c.bytes -= e.size
-	c.release(e)
+	c.forget(e)
 }
 
 func (c *lru[V]) Remove(key string) bool {

@@ -2,16 +2,12 @@ package cdnsim
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	_ "gonum.org/v1/plot/vg/vgimg" // registers the png format
-	_ "gonum.org/v1/plot/vg/vgsvg" // registers the svg format
+
+	"shoal/internal/figure"
 )
 
 // Plot draws three panels against the number of PoPs (log scale): the
@@ -39,25 +35,17 @@ func Plot(rows []Result, svgPath, pngPath string) error {
 			views = append(views, r.View)
 		}
 	}
-	var ticks plot.ConstantTicks
-	tk := map[int]bool{}
-	for _, r := range rows {
-		if !tk[r.PoPs] {
-			tk[r.PoPs] = true
-			ticks = append(ticks, plot.Tick{Value: float64(r.PoPs), Label: strconv.Itoa(r.PoPs)})
-		}
+	pops := make([]int, len(rows))
+	for i, r := range rows {
+		pops[i] = r.PoPs
 	}
+	ticks := figure.Ticks(pops)
 	panel := func(title, ylabel string, args ...any) (*plot.Plot, error) {
-		p := plot.New()
-		p.Title.Text = title
-		p.X.Label.Text = "PoPs"
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = ticks
-		p.Y.Label.Text = ylabel
-		p.Legend.Top = true
-		if err := plotutil.AddLinePoints(p, args...); err != nil {
+		p, err := figure.Panel(title, "PoPs", ylabel, ticks, args...)
+		if err != nil {
 			return nil, err
 		}
+		p.X.Scale = plot.LogScale{}
 		return p, nil
 	}
 	var rtt, stale, bytes []any
@@ -83,31 +71,5 @@ func Plot(rows []Result, svgPath, pngPath string) error {
 	}
 	p3.Y.Scale = plot.LogScale{}
 	p3.Y.Tick.Marker = plot.LogTicks{}
-	for _, out := range []struct{ path, format string }{{svgPath, "svg"}, {pngPath, "png"}} {
-		if out.path == "" {
-			continue
-		}
-		c, err := draw.NewFormattedCanvas(15*vg.Inch, 4.5*vg.Inch, out.format)
-		if err != nil {
-			return fmt.Errorf("plot %s: %w", out.path, err)
-		}
-		dc := draw.New(c)
-		tiles := draw.Tiles{Rows: 1, Cols: 3, PadX: vg.Inch / 4, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8,
-			PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8}
-		p1.Draw(tiles.At(dc, 0, 0))
-		p2.Draw(tiles.At(dc, 1, 0))
-		p3.Draw(tiles.At(dc, 2, 0))
-		f, err := os.Create(out.path)
-		if err != nil {
-			return fmt.Errorf("plot: %w", err)
-		}
-		if _, err := c.WriteTo(f); err != nil {
-			f.Close()
-			return fmt.Errorf("plot %s: %w", out.path, err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("plot %s: %w", out.path, err)
-		}
-	}
-	return nil
+	return figure.Write(svgPath, pngPath, 5*vg.Inch, p1, p2, p3)
 }

@@ -1,7 +1,6 @@
 package chord
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"shoal/internal/timeq"
 )
 
 // vnet is an in-memory network with a virtual clock; messages are encoded
@@ -18,36 +19,15 @@ type vnet struct {
 	now   time.Time
 	nodes map[ID]*Node
 	down  map[ID]bool
-	q     evq
-	seq   int
+	q     timeq.Queue[ev]
 	rng   *rand.Rand
 	msgs  int
 }
 
 type ev struct {
-	at   time.Time
-	seq  int
 	to   ID // 0: a timer of node tick
 	tick ID
 	b    []byte
-}
-
-type evq []ev
-
-func (q evq) Len() int { return len(q) }
-func (q evq) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q evq) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *evq) Push(x any)   { *q = append(*q, x.(ev)) }
-func (q *evq) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -56,21 +36,17 @@ func newVnet(t testing.TB, seed uint64) *vnet {
 	return &vnet{t: t, now: epoch, nodes: map[ID]*Node{}, down: map[ID]bool{}, rng: rand.New(rand.NewPCG(seed, 1))}
 }
 
-func (v *vnet) push(e ev) {
-	v.seq++
-	e.seq = v.seq
-	heap.Push(&v.q, e)
-}
+func (v *vnet) push(at time.Time, e ev) { v.q.Push(at, e) }
 
 func (v *vnet) send(ms []Msg) {
 	for _, m := range ms {
 		v.msgs++
 		d := time.Duration(1+v.rng.IntN(5)) * time.Millisecond
-		v.push(ev{at: v.now.Add(d), to: m.To.ID, b: m.AppendBinary(nil)})
+		v.push(v.now.Add(d), ev{to: m.To.ID, b: m.AppendBinary(nil)})
 	}
 }
 
-func (v *vnet) schedule(n *Node) { v.push(ev{at: n.Next(), tick: n.cfg.Self.ID}) }
+func (v *vnet) schedule(n *Node) { v.push(n.Next(), ev{tick: n.cfg.Self.ID}) }
 
 func (v *vnet) add(n *Node, ms []Msg) {
 	v.nodes[n.cfg.Self.ID] = n
@@ -80,9 +56,8 @@ func (v *vnet) add(n *Node, ms []Msg) {
 
 func (v *vnet) run(d time.Duration) {
 	until := v.now.Add(d)
-	for len(v.q) > 0 && !v.q[0].at.After(until) {
-		e := heap.Pop(&v.q).(ev)
-		v.now = e.at
+	for e, at, ok := v.q.PopDue(until); ok; e, at, ok = v.q.PopDue(until) {
+		v.now = at
 		if e.tick != 0 {
 			n := v.nodes[e.tick]
 			if n == nil || v.down[e.tick] || n.Next().After(v.now) {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"shoal/internal/wire"
 )
 
 const wireVersion = 1
@@ -41,61 +43,20 @@ func (m *Msg) AppendBinary(b []byte) []byte {
 
 func appendPeer(b []byte, p Peer) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(p.ID))
-	b = binary.AppendUvarint(b, uint64(len(p.Addr)))
-	return append(b, p.Addr...)
+	return wire.AppendString(b, p.Addr)
 }
 
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail(s string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s", ErrMalformed, s)
-	}
-}
-
-func (r *reader) u64() uint64 {
-	if r.err != nil || len(r.b) < 8 {
-		r.fail("short")
-		return 0
-	}
-	v := binary.BigEndian.Uint64(r.b)
-	r.b = r.b[8:]
-	return v
-}
-
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad uvarint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) peer() Peer {
-	p := Peer{ID: ID(r.u64())}
-	n := r.uvarint()
-	if r.err == nil && (n > maxAddr || n > uint64(len(r.b))) {
-		r.fail("address too long")
-	}
-	if r.err != nil {
+func readPeer(r *wire.Reader) Peer {
+	p := Peer{ID: ID(r.U64())}
+	p.Addr = r.String(maxAddr)
+	if r.Err() != nil {
 		return Peer{}
 	}
-	p.Addr = string(r.b[:n])
-	r.b = r.b[n:]
 	return p
 }
 
 // Decode parses a message encoded by AppendBinary; it never panics.
 func Decode(b []byte) (Msg, error) {
-	r := reader{b: b}
 	if len(b) < 3 {
 		return Msg{}, fmt.Errorf("%w: short", ErrMalformed)
 	}
@@ -106,25 +67,22 @@ func Decode(b []byte) (Msg, error) {
 	if m.Kind < KindQuery || m.Kind > KindLeave {
 		return Msg{}, fmt.Errorf("%w: kind %d", ErrMalformed, b[1])
 	}
-	r.b = b[3:]
-	m.From = r.peer()
-	m.To = r.peer()
-	m.Req = r.uvarint()
-	m.Key = ID(r.u64())
-	m.Node = r.peer()
-	m.Pred = r.peer()
-	n := r.uvarint()
-	if r.err == nil && (n > maxSuccs || n > uint64(len(r.b)/9)) {
-		r.fail("successor count")
+	r := wire.NewReader(b[3:], ErrMalformed)
+	m.From = readPeer(r)
+	m.To = readPeer(r)
+	m.Req = r.Uvarint()
+	m.Key = ID(r.U64())
+	m.Node = readPeer(r)
+	m.Pred = readPeer(r)
+	n := r.Count(9)
+	if n > maxSuccs {
+		r.Fail("successor count")
 	}
-	for i := uint64(0); r.err == nil && i < n; i++ {
-		m.Succs = append(m.Succs, r.peer())
+	for i := 0; r.Err() == nil && i < n; i++ {
+		m.Succs = append(m.Succs, readPeer(r))
 	}
-	if r.err == nil && len(r.b) > 0 {
-		r.fail("trailing bytes")
-	}
-	if r.err != nil {
-		return Msg{}, r.err
+	if err := r.End(); err != nil {
+		return Msg{}, err
 	}
 	return m, nil
 }

@@ -348,22 +348,7 @@ func ParseFront(name string, data []byte) (Front, error) {
 	var f Front
 	md, err := toml.Decode(string(data), &f)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return Front{}, &Error{File: name, Line: pe.Position.Line, Msg: pe.Message,
-				Fix: "check the TOML syntax and the value's type (strings in quotes, durations like \"1s\")"}
-		}
-		// Type mismatches come as plain errors "toml: line N (last key …): …".
-		line := 0
-		msg := err.Error()
-		if rest, ok := strings.CutPrefix(msg, "toml: line "); ok {
-			fmt.Sscanf(rest, "%d", &line)
-			if _, after, ok := strings.Cut(rest, "): "); ok {
-				msg = after
-			}
-		}
-		return Front{}, &Error{File: name, Line: line, Msg: msg,
-			Fix: "check the TOML syntax and the value's type (strings in quotes, durations like \"1s\")"}
+		return Front{}, decodeError(name, err)
 	}
 	var errs []error
 	for _, k := range md.Undecoded() {

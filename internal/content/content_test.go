@@ -464,3 +464,24 @@ func BenchmarkLookupTraversal(b *testing.B) {
 	benchLookup(b, "/%2e%2e/%2e%2e/etc/passwd", ErrForbidden)
 }
 func BenchmarkLookupNotFound(b *testing.B) { benchLookup(b, "/docs/missing.html", ErrNotFound) }
+
+func TestHidden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"index.html", false},
+		{"a.b.c", false},
+		{"docs", false},
+		{".git", true},
+		{".env", true},
+		{".", true},
+		{`a\b`, true},
+		{`..\secret`, true},
+		{"", true},
+	} {
+		if got := Hidden(tc.name); got != tc.want {
+			t.Errorf("Hidden(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -36,6 +36,13 @@ var webTypes = map[string]string{
 	".gz": "application/gzip", ".zip": "application/zip", ".bin": DefaultContentType,
 }
 
+// Hidden reports whether a file or folder name is left out of a site (and
+// so never served nor published): dot-files such as .git or .env, and names
+// holding a backslash, which a client could send as a path separator.
+func Hidden(name string) bool {
+	return name == "" || name[0] == '.' || strings.IndexByte(name, '\\') >= 0
+}
+
 // contentType maps a file extension to its Content-Type: the pinned web
 // types first, then nginx's mime.types (mimetypes.go), then
 // mime.TypeByExtension, then DefaultContentType.
@@ -96,8 +103,7 @@ func scan(root string) (*Table, error) {
 		if p == real {
 			return nil
 		}
-		name := d.Name()
-		if name[0] == '.' || strings.IndexByte(name, '\\') >= 0 {
+		if Hidden(d.Name()) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}

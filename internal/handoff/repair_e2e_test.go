@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // End-to-end tests of the repair data path with the real binaries: `shoal
@@ -163,14 +165,7 @@ func (p *proc) stop() {
 		return
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-	}
+	testutil.WaitOrKill(p.cmd, 5*time.Second)
 }
 
 func (p *proc) logText() string {

@@ -3,7 +3,6 @@
 package handoff
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -21,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // The kernel half of the repair path, end to end in a Lab, without the
@@ -57,7 +58,7 @@ func newTestLab(t testing.TB, nodes int) *Lab {
 
 // helper starts this test binary in namespace ns as role; it returns once
 // the helper printed READY (the rest of its stdout goes to out).
-func helper(t testing.TB, ns, role string, out io.Writer, args ...string) (*helperProc, io.WriteCloser) {
+func helper(t testing.TB, ns, role string, out io.Writer, args ...string) (*testutil.Proc, io.WriteCloser) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -66,59 +67,7 @@ func helper(t testing.TB, ns, role string, out io.Writer, args ...string) (*help
 	cmd := Exec(context.Background(), ns, exe, "-test.run=^TestRepairHelper$", "-test.v=false")
 	cmd.Env = append(os.Environ(), helperEnv+"="+role+" "+strings.Join(args, " "))
 	cmd.Stderr = os.Stderr
-	pr, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	outDone := make(chan struct{})
-	t.Cleanup(func() { cmd.Process.Kill(); <-outDone; cmd.Wait() })
-	sc := bufio.NewScanner(pr)
-	ready := make(chan bool, 1)
-	go func() {
-		defer close(outDone)
-		ok := false
-		for sc.Scan() {
-			if !ok && sc.Text() == "READY" {
-				ok = true
-				ready <- true
-				continue
-			}
-			if out != nil {
-				fmt.Fprintln(out, sc.Text())
-			}
-		}
-		if !ok {
-			ready <- false
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("helper %s in %s exited before READY", role, ns)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("helper %s in %s not ready", role, ns)
-	}
-	return &helperProc{cmd: cmd, outDone: outDone}, stdin
-}
-
-// helperProc is a running helper; Wait returns after its output was read
-// (exec.Cmd.Wait alone may close the pipe before the last line is read).
-type helperProc struct {
-	cmd     *exec.Cmd
-	outDone chan struct{}
-}
-
-func (h *helperProc) Wait() error {
-	<-h.outDone
-	return h.cmd.Wait()
+	return testutil.StartReady(t, cmd, out, "helper "+role+" in "+ns)
 }
 
 // TestRepairHelper is not a test: it is the entry point of helper processes.

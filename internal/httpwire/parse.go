@@ -341,7 +341,7 @@ func parse(b []byte, r *Request, maxHeaders int) (int, error) {
 
 	var closeTok bool
 	for {
-		name, value, next, err := nextField(b, i)
+		name, value, next, err := nextField(b, i, &r.Headers, maxHeaders)
 		if err != nil {
 			return 0, err
 		}
@@ -349,10 +349,6 @@ func parse(b []byte, r *Request, maxHeaders int) (int, error) {
 		if name == nil {
 			break
 		}
-		if len(r.Headers) >= maxHeaders {
-			return 0, ErrTooManyHeaders
-		}
-		r.Headers = append(r.Headers, Header{Name: name, Value: value})
 		if err := r.known(name, value, &closeTok); err != nil {
 			return 0, err
 		}
@@ -377,12 +373,13 @@ func parse(b []byte, r *Request, maxHeaders int) (int, error) {
 	return i, nil
 }
 
-// nextField parses the header field that starts at b[i], or the empty line
-// that ends the head (then name is nil). next is the offset after the line.
-// Requests and responses share it, so both refuse the same malformed heads:
-// obsolete line folding, bare CR or LF, invalid name or value bytes.
-// Optional white space around the value is trimmed.
-func nextField(b []byte, i int) (name, value []byte, next int, err error) {
+// nextField parses the header field that starts at b[i] and appends it to
+// *hs (at most maxHeaders), or the empty line that ends the head (then name
+// is nil). next is the offset after the line. Requests and responses share
+// it, so both refuse the same malformed heads: obsolete line folding, bare
+// CR or LF, invalid name or value bytes, too many fields. Optional white
+// space around the value is trimmed.
+func nextField(b []byte, i int, hs *[]Header, maxHeaders int) (name, value []byte, next int, err error) {
 	if i >= len(b) {
 		return nil, nil, 0, ErrNeedMore
 	}
@@ -433,6 +430,10 @@ func nextField(b []byte, i int) (name, value []byte, next int, err error) {
 	for ve > vs && (b[ve-1] == ' ' || b[ve-1] == '\t') {
 		ve--
 	}
+	if len(*hs) >= maxHeaders {
+		return nil, nil, 0, ErrTooManyHeaders
+	}
+	*hs = append(*hs, Header{Name: name, Value: b[vs:ve]})
 	return name, b[vs:ve], j + 2, nil
 }
 

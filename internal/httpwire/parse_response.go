@@ -118,7 +118,7 @@ func ParseResponse(b []byte, r *ResponseHead, maxHeaders int) (int, error) {
 
 	var closeTok, keepAlive, hasTE bool
 	for {
-		name, value, next, err := nextField(b, i)
+		name, value, next, err := nextField(b, i, &r.Headers, maxHeaders)
 		if err != nil {
 			return 0, err
 		}
@@ -126,10 +126,6 @@ func ParseResponse(b []byte, r *ResponseHead, maxHeaders int) (int, error) {
 		if name == nil {
 			break
 		}
-		if len(r.Headers) >= maxHeaders {
-			return 0, ErrTooManyHeaders
-		}
-		r.Headers = append(r.Headers, Header{Name: name, Value: value})
 		switch len(name) {
 		case 10:
 			if eqFold(name, "connection") {

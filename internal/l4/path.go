@@ -10,15 +10,24 @@ import (
 	"shoal/internal/handoff"
 )
 
+// pickFor picks a node for client c; when none can take it, it closes c,
+// counts the failure and returns -1.
+func (f *Front) pickFor(c *net.TCPConn) int {
+	i := f.pick()
+	if i < 0 {
+		c.Close()
+		f.failed.Add(1)
+	}
+	return i
+}
+
 // relay forwards one client connection to a node and back until both
 // directions have ended.
 func (f *Front) relay(c *net.TCPConn) {
 	defer f.wg.Done()
 	defer f.untrack(c)
-	i := f.pick()
+	i := f.pickFor(c)
 	if i < 0 {
-		c.Close()
-		f.failed.Add(1)
 		return
 	}
 	defer f.done(i)

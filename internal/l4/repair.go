@@ -65,10 +65,8 @@ func newMover(cfg Config, log *slog.Logger) (*handoff.RepairMover, error) {
 func (f *Front) repair(c *net.TCPConn) {
 	defer f.wg.Done()
 	defer f.untrack(c)
-	i := f.pick()
+	i := f.pickFor(c)
 	if i < 0 {
-		c.Close()
-		f.failed.Add(1)
 		return
 	}
 	err := waitData(c, f.cfg.Repair.Timeout)

@@ -3,7 +3,6 @@
 package l4
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 
 	"shoal/internal/handoff"
 	"shoal/internal/loadgen"
+	"shoal/internal/testutil"
 )
 
 // The repair path end to end in a handoff.Lab: this test binary re-executed
@@ -77,12 +77,12 @@ func runRepairLab(t *testing.T, payload, conns int, ops uint64) {
 		l4Helper(t, l.NodeNS(i), nil, "sink", ra, strconv.Itoa(payload))
 	}
 	vip := netip.AddrPortFrom(l.VIP, 9000).String()
-	var frontOut syncBuf
+	var frontOut testutil.SyncBuf
 	_, frontIn := l4Helper(t, l.FrontNS(), &frontOut, append([]string{"front", vip}, repairs...)...)
 
-	var clientOut syncBuf
+	var clientOut testutil.SyncBuf
 	cl, _ := l4Helper(t, l.ClientNS(), &clientOut, "client", vip, strconv.Itoa(conns), strconv.FormatUint(ops, 10), strconv.Itoa(payload))
-	if err := cl.wait(); err != nil {
+	if err := cl.Wait(); err != nil {
 		t.Fatalf("client: %v", err)
 	}
 	var c struct {
@@ -113,7 +113,7 @@ func runRepairLab(t *testing.T, payload, conns int, ops uint64) {
 }
 
 // frontProc waits (boundedly) for the front's final JSON line.
-func frontProc(t *testing.T, out *syncBuf) string {
+func frontProc(t *testing.T, out *testutil.SyncBuf) string {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if s := strings.TrimSpace(out.String()); strings.HasSuffix(s, "}") {
@@ -124,25 +124,9 @@ func frontProc(t *testing.T, out *syncBuf) string {
 	return ""
 }
 
-// syncBuf is a strings.Builder safe for the helper's reader goroutine.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-type l4Proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (p *l4Proc) wait() error { <-p.done; return p.cmd.Wait() }
-
 // l4Helper starts this test binary in namespace ns with the given role and
 // arguments and returns once it printed READY; later stdout lines go to out.
-func l4Helper(t *testing.T, ns string, out io.Writer, args ...string) (*l4Proc, io.WriteCloser) {
+func l4Helper(t *testing.T, ns string, out io.Writer, args ...string) (*testutil.Proc, io.WriteCloser) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -151,46 +135,7 @@ func l4Helper(t *testing.T, ns string, out io.Writer, args ...string) (*l4Proc, 
 	cmd := handoff.Exec(context.Background(), ns, exe, "-test.run=^TestL4LabHelper$")
 	cmd.Env = append(os.Environ(), l4HelperEnv+"="+strings.Join(args, " "))
 	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &l4Proc{cmd: cmd, done: make(chan struct{})}
-	t.Cleanup(func() { cmd.Process.Kill(); <-p.done; cmd.Wait() })
-	ready := make(chan bool, 1)
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(stdout)
-		ok := false
-		for sc.Scan() {
-			switch {
-			case !ok && sc.Text() == "READY":
-				ok = true
-				ready <- true
-			case out != nil:
-				fmt.Fprintln(out, sc.Text())
-			}
-		}
-		if !ok {
-			ready <- false
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("helper %v in %s exited before READY", args, ns)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("helper %v in %s not ready", args, ns)
-	}
-	return p, stdin
+	return testutil.StartReady(t, cmd, out, fmt.Sprintf("helper %v in %s", args, ns))
 }
 
 // TestL4LabHelper is not a test: it is the helper processes' entry point.

@@ -157,13 +157,7 @@ func TestFailedPoPDroppedWithinBound(t *testing.T) {
 			var last time.Time
 			for v.now.Sub(killed) <= bound {
 				v.run(v.now.Add(50 * time.Millisecond))
-				all := true
-				for _, id := range ids {
-					if id != victim && v.nodes[id].Alive(victim) {
-						all = false
-					}
-				}
-				if all {
+				if v.aliveAt(ids, victim) == 0 {
 					last = v.now
 					break
 				}
@@ -193,10 +187,8 @@ func TestRejoinAfterFailure(t *testing.T) {
 	victim := ids[5]
 	v.down[victim] = true
 	v.run(v.now.Add(15 * time.Second))
-	for _, id := range ids {
-		if id != victim && v.nodes[id].Alive(victim) {
-			t.Fatalf("victim still alive at %d", id)
-		}
+	if id := v.aliveAt(ids, victim); id != 0 {
+		t.Fatalf("victim still alive at %d", id)
 	}
 	// The process restarts: a new state machine with the same ID.
 	j, ms, err := NewJoiner(testConfig(victim), []string{v.nodes[ids[0]].cfg.Addr}, nil, v.now)
@@ -224,10 +216,8 @@ func TestCutOffPoPRejoinsWhenHealed(t *testing.T) {
 	victim := ids[2]
 	v.cut[victim] = true
 	v.run(v.now.Add(10 * time.Second))
-	for _, id := range ids {
-		if id != victim && v.nodes[id].Alive(victim) {
-			t.Fatalf("cut-off PoP still alive at %d", id)
-		}
+	if id := v.aliveAt(ids, victim); id != 0 {
+		t.Fatalf("cut-off PoP still alive at %d", id)
 	}
 	delete(v.cut, victim)
 	v.run(v.now.Add(30 * time.Second))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"shoal/internal/wire"
 )
 
 // Kind is the type of a message.
@@ -83,7 +85,7 @@ func (m *Msg) AppendBinary(b []byte) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(m.To))
 	b = binary.AppendVarint(b, m.Nb)
 	b = binary.AppendUvarint(b, uint64(m.Inc))
-	b = appendString(b, m.Reason)
+	b = wire.AppendString(b, m.Reason)
 	b = binary.AppendUvarint(b, uint64(len(m.Entries)))
 	for i := range m.Entries {
 		b = appendEntry(b, &m.Entries[i])
@@ -92,13 +94,13 @@ func (m *Msg) AppendBinary(b []byte) []byte {
 	for i := range m.Proposals {
 		p := &m.Proposals[i]
 		b = binary.BigEndian.AppendUint64(b, uint64(p.ID))
-		b = appendString(b, p.Name)
-		b = appendString(b, p.Addr)
-		b = appendString(b, string(p.Proof))
+		b = wire.AppendString(b, p.Name)
+		b = wire.AppendString(b, p.Addr)
+		b = wire.AppendString(b, string(p.Proof))
 		b = binary.BigEndian.AppendUint64(b, uint64(p.Origin))
 		b = binary.AppendUvarint(b, uint64(p.Accepts))
-		b = appendBool(b, p.Rejected)
-		b = appendString(b, p.Reason)
+		b = wire.AppendBool(b, p.Rejected)
+		b = wire.AppendString(b, p.Reason)
 	}
 	return b
 }
@@ -130,8 +132,8 @@ func appendEntry(b []byte, e *Entry) []byte {
 	b = append(b, f)
 	if e.HasMeta {
 		b = binary.AppendUvarint(b, e.MetaVer)
-		b = appendString(b, e.Name)
-		b = appendString(b, e.Addr)
+		b = wire.AppendString(b, e.Name)
+		b = wire.AppendString(b, e.Addr)
 	}
 	if e.HasServer {
 		b = binary.AppendUvarint(b, e.ServerVer)
@@ -149,184 +151,84 @@ func appendEntry(b []byte, e *Entry) []byte {
 	return b
 }
 
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, 1)
-	}
-	return append(b, 0)
-}
-
 func clamp01(v float64) float64 { return min(max(v, 0), 1) }
 
 // ErrMalformed is wrapped by every decoding error.
 var ErrMalformed = errors.New("mbpp: malformed message")
 
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail(what string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s", ErrMalformed, what)
-	}
-}
-
-func (r *reader) byte1() byte {
-	if r.err != nil || len(r.b) < 1 {
-		r.fail("short")
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *reader) u64() uint64 {
-	if r.err != nil || len(r.b) < 8 {
-		r.fail("short id")
-		return 0
-	}
-	v := binary.BigEndian.Uint64(r.b)
-	r.b = r.b[8:]
-	return v
-}
-
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad uvarint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) str(limit int) string {
-	n := r.uvarint()
-	if r.err != nil {
-		return ""
-	}
-	if n > uint64(limit) || n > uint64(len(r.b)) {
-		r.fail("string too long")
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
-
-// count reads a list length and checks that at least min bytes per element
-// remain, so that a forged length cannot make the decoder allocate.
-func (r *reader) count(minSize int) int {
-	n := r.uvarint()
-	if r.err != nil {
-		return 0
-	}
-	if n > uint64(len(r.b)/minSize) {
-		r.fail("count exceeds frame")
-		return 0
-	}
-	return int(n)
-}
-
 // Decode parses a message encoded by AppendBinary. It never panics and
 // allocates only for elements whose bytes are present.
 func Decode(b []byte) (Msg, error) {
-	r := reader{b: b}
+	r := wire.NewReader(b, ErrMalformed)
 	var m Msg
-	if v := r.byte1(); r.err == nil && v != wireVersion {
+	if v := r.Byte(); r.Err() == nil && v != wireVersion {
 		return m, fmt.Errorf("%w: version %d, want %d", ErrMalformed, v, wireVersion)
 	}
-	m.Kind = Kind(r.byte1())
-	m.AckOf = Kind(r.byte1())
-	m.From = ID(r.u64())
-	m.To = ID(r.u64())
-	m.Nb = r.varint()
-	m.Inc = uint32(r.uvarint())
-	m.Reason = r.str(maxString)
-	if r.err == nil && (m.Kind < KindPing || m.Kind > KindRefuse) {
-		r.fail(fmt.Sprintf("unknown kind %d", m.Kind))
+	m.Kind = Kind(r.Byte())
+	m.AckOf = Kind(r.Byte())
+	m.From = ID(r.U64())
+	m.To = ID(r.U64())
+	m.Nb = r.Varint()
+	m.Inc = uint32(r.Uvarint())
+	m.Reason = r.String(maxString)
+	if r.Err() == nil && (m.Kind < KindPing || m.Kind > KindRefuse) {
+		r.Fail(fmt.Sprintf("unknown kind %d", m.Kind))
 	}
-	if n := r.count(12); n > 0 {
+	if n := r.Count(12); n > 0 {
 		m.Entries = make([]Entry, n)
 		for i := range m.Entries {
-			decodeEntry(&r, &m.Entries[i])
+			decodeEntry(r, &m.Entries[i])
 		}
 	}
-	if n := r.count(20); n > 0 {
+	if n := r.Count(20); n > 0 {
 		m.Proposals = make([]Proposal, n)
 		for i := range m.Proposals {
 			p := &m.Proposals[i]
-			p.ID = ID(r.u64())
-			p.Name = r.str(maxString)
-			p.Addr = r.str(maxString)
-			if pr := r.str(maxProof); pr != "" {
+			p.ID = ID(r.U64())
+			p.Name = r.String(maxString)
+			p.Addr = r.String(maxString)
+			if pr := r.String(maxProof); pr != "" {
 				p.Proof = []byte(pr)
 			}
-			p.Origin = ID(r.u64())
-			p.Accepts = uint32(r.uvarint())
-			p.Rejected = r.byte1() != 0
-			p.Reason = r.str(maxString)
+			p.Origin = ID(r.U64())
+			p.Accepts = uint32(r.Uvarint())
+			p.Rejected = r.Byte() != 0
+			p.Reason = r.String(maxString)
 		}
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("trailing bytes")
-	}
-	if r.err != nil {
-		return Msg{}, r.err
+	if err := r.End(); err != nil {
+		return Msg{}, err
 	}
 	return m, nil
 }
 
-func decodeEntry(r *reader, e *Entry) {
-	e.ID = ID(r.u64())
-	e.Inc = uint32(r.uvarint())
-	e.Version = r.uvarint()
-	f := r.byte1()
+func decodeEntry(r *wire.Reader, e *Entry) {
+	e.ID = ID(r.U64())
+	e.Inc = uint32(r.Uvarint())
+	e.Version = r.Uvarint()
+	f := r.Byte()
 	e.Alive = f&flagAlive != 0
 	e.HasMeta = f&flagMeta != 0
 	e.HasServer = f&flagServer != 0
 	e.HasLinkSet = f&flagLinkSet != 0
 	if e.HasMeta {
-		e.MetaVer = r.uvarint()
-		e.Name = r.str(maxString)
-		e.Addr = r.str(maxString)
+		e.MetaVer = r.Uvarint()
+		e.Name = r.String(maxString)
+		e.Addr = r.String(maxString)
 	}
 	if e.HasServer {
-		e.ServerVer = r.uvarint()
-		e.Server = float64(r.uvarint()) / 1000
+		e.ServerVer = r.Uvarint()
+		e.Server = float64(r.Uvarint()) / 1000
 	}
 	if e.HasLinkSet {
-		e.LinkSetVer = r.uvarint()
+		e.LinkSetVer = r.Uvarint()
 	}
-	if n := r.count(10); n > 0 {
+	if n := r.Count(10); n > 0 {
 		e.Links = make(Links, 0, n)
 		for range n {
-			id := ID(r.u64())
-			ver := r.uvarint()
-			e.Links = append(e.Links, Link{Peer: id, Ver: ver, RTT: time.Duration(r.uvarint()) * rttUnit})
+			id := ID(r.U64())
+			ver := r.Uvarint()
+			e.Links = append(e.Links, Link{Peer: id, Ver: ver, RTT: time.Duration(r.Uvarint()) * rttUnit})
 		}
 		e.Links = e.Links.normalise()
 	}

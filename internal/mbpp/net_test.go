@@ -1,10 +1,11 @@
 package mbpp
 
 import (
-	"container/heap"
 	"fmt"
 	"testing"
 	"time"
+
+	"shoal/internal/timeq"
 )
 
 // vnet is an in-memory network with a virtual clock: every message is
@@ -18,8 +19,7 @@ type vnet struct {
 	down  map[ID]bool
 	cut   map[ID]bool // partitioned: messages to and from it are lost
 	delay func(a, b ID) time.Duration
-	q     evq
-	seq   int
+	q     timeq.Queue[ev]
 	// hook sees every message before it is sent; it returns how many
 	// copies to deliver (0 drops it, 2 duplicates it) and, for a
 	// "swallowed" token, whether to fake the receiver's ack.
@@ -31,29 +31,9 @@ type vnet struct {
 }
 
 type ev struct {
-	at   time.Time
-	seq  int
 	to   ID
 	from ID
 	b    []byte
-}
-
-type evq []ev
-
-func (q evq) Len() int { return len(q) }
-func (q evq) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q evq) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *evq) Push(x any)   { *q = append(*q, x.(ev)) }
-func (q *evq) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -105,8 +85,7 @@ func (v *vnet) send(from ID, ms []Msg) {
 }
 
 func (v *vnet) push(from, to ID, b []byte) {
-	v.seq++
-	heap.Push(&v.q, ev{at: v.now.Add(v.delay(from, to)), seq: v.seq, to: to, from: from, b: b})
+	v.q.Push(v.now.Add(v.delay(from, to)), ev{to: to, from: from, b: b})
 }
 
 // run advances the virtual clock to until, delivering messages and firing
@@ -114,8 +93,8 @@ func (v *vnet) push(from, to ID, b []byte) {
 func (v *vnet) run(until time.Time) {
 	for {
 		next := until
-		if len(v.q) > 0 && v.q[0].at.Before(next) {
-			next = v.q[0].at
+		if at, ok := v.q.Next(); ok && at.Before(next) {
+			next = at
 		}
 		var due []*Node
 		for id, n := range v.nodes {
@@ -129,13 +108,12 @@ func (v *vnet) run(until time.Time) {
 				due = append(due, n)
 			}
 		}
-		if next.After(until) || (next.Equal(until) && len(due) == 0 && (len(v.q) == 0 || v.q[0].at.After(until))) {
+		if next.After(until) || (next.Equal(until) && len(due) == 0 && !v.q.Due(until)) {
 			v.now = until
 			return
 		}
 		v.now = next
-		if len(v.q) > 0 && !v.q[0].at.After(next) {
-			e := heap.Pop(&v.q).(ev)
+		if e, _, ok := v.q.PopDue(next); ok {
 			n := v.nodes[e.to]
 			if n == nil || v.down[e.to] {
 				continue
@@ -234,4 +212,15 @@ func (v *vnet) dump() {
 		v.t.Logf("%d joined=%v refused=%q members=%v ping=%v/%d pong=%v/%d m=%d pending=%d stats=%+v", id, n.joined, n.refused, n.members(),
 			n.havePing, n.ping, n.havePong, n.pong, n.m, len(n.pending), st)
 	}
+}
+
+// aliveAt returns the first of ids (other than victim) whose view still
+// has victim alive, or 0 when every one has dropped it.
+func (v *vnet) aliveAt(ids []ID, victim ID) ID {
+	for _, id := range ids {
+		if id != victim && v.nodes[id].Alive(victim) {
+			return id
+		}
+	}
+	return 0
 }

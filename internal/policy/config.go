@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -127,42 +128,18 @@ func DefaultConfig() Config {
 
 // fill replaces zero fields with their documented defaults.
 func (c *Config) fill() {
-	if c.Period == 0 {
-		c.Period = 5 * time.Second
-	}
-	if c.FeedbackA == 0 {
-		c.FeedbackA = 5
-	}
-	if c.TargetLoad == 0 {
-		c.TargetLoad = 0.95
-	}
-	if c.MaxWeightScale == 0 {
-		c.MaxWeightScale = 10
-	}
-	if c.Epsilon == 0 {
-		c.Epsilon = 0.25
-	}
-	if c.VirtualNodes == 0 {
-		c.VirtualNodes = 100
-	}
-	if c.TLow == 0 {
-		c.TLow = 25
-	}
-	if c.THigh == 0 {
-		c.THigh = 65
-	}
-	if c.K == 0 {
-		c.K = 20 * time.Second
-	}
-	if c.LoadLimit == 0 {
-		c.LoadLimit = c.THigh
-	}
-	if c.ConnTimeout == 0 {
-		c.ConnTimeout = 5 * time.Minute
-	}
-	if c.CacheBytes == 0 {
-		c.CacheBytes = 32 << 20
-	}
+	c.Period = cmp.Or(c.Period, 5*time.Second)
+	c.FeedbackA = cmp.Or(c.FeedbackA, 5)
+	c.TargetLoad = cmp.Or(c.TargetLoad, 0.95)
+	c.MaxWeightScale = cmp.Or(c.MaxWeightScale, 10)
+	c.Epsilon = cmp.Or(c.Epsilon, 0.25)
+	c.VirtualNodes = cmp.Or(c.VirtualNodes, 100)
+	c.TLow = cmp.Or(c.TLow, 25)
+	c.THigh = cmp.Or(c.THigh, 65)
+	c.K = cmp.Or(c.K, 20*time.Second)
+	c.LoadLimit = cmp.Or(c.LoadLimit, c.THigh)
+	c.ConnTimeout = cmp.Or(c.ConnTimeout, 5*time.Minute)
+	c.CacheBytes = cmp.Or(c.CacheBytes, 32<<20)
 	if c.NewReplacer == nil && c.NodeCache != "" && c.NodeCache != cache.LRU {
 		budgets := slices.Clone(c.NodeCacheBytes)
 		budget := c.CacheBytes
@@ -176,24 +153,12 @@ func (c *Config) fill() {
 	if c.NewReplacer == nil {
 		c.NewReplacer = func(int) Replacer { return NewLRU() }
 	}
-	if c.HandoffSize == 0 {
-		c.HandoffSize = 100 << 10
-	}
-	if c.OverloadConns == 0 {
-		c.OverloadConns = 130
-	}
-	if c.PopularN == 0 {
-		c.PopularN = 100
-	}
-	if c.FirstMember == "" {
-		c.FirstMember = "wrr"
-	}
-	if c.MaxURLs == 0 {
-		c.MaxURLs = 65536
-	}
-	if c.MaxURLBytes == 0 {
-		c.MaxURLBytes = 8 << 20
-	}
+	c.HandoffSize = cmp.Or(c.HandoffSize, 100<<10)
+	c.OverloadConns = cmp.Or(c.OverloadConns, 130)
+	c.PopularN = cmp.Or(c.PopularN, 100)
+	c.FirstMember = cmp.Or(c.FirstMember, "wrr")
+	c.MaxURLs = cmp.Or(c.MaxURLs, 65536)
+	c.MaxURLBytes = cmp.Or(c.MaxURLBytes, 8<<20)
 }
 
 // validate rejects settings no policy can work with.

@@ -4,7 +4,6 @@ package pop
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,40 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 
 	"shoal/internal/wan"
 )
-
-// inNS runs f on a thread inside lab namespace i.
-func (l *lab) inNS(i int, f func() error) error {
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // the thread dies with the goroutine, still in the namespace
-		h, e := os.Open(filepath.Join("/run/netns", l.w.NS[i]))
-		if e != nil {
-			err = e
-			return
-		}
-		defer h.Close()
-		if e := unix.Setns(int(h.Fd()), unix.CLONE_NEWNET); e != nil {
-			err = e
-			return
-		}
-		err = f()
-	}()
-	<-done
-	return err
-}
 
 // fetchIn GETs url from inside namespace i (HTTP/1.0 on a connection
 // dialled there) and returns status, X-Shoal-Cache and body.
@@ -111,33 +85,8 @@ func (l *lab) digIn(i, j int, subnet string) (string, error) {
 // TestLabCDN is issue 13's lab: five PoPs over the WAN switch, each with the
 // content tier and DNS, the origin being pop0's own site.
 func TestLabCDN(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and TUN (run under flock /work/lab.lock)")
-	}
-	if testing.Short() {
-		t.Skip("lab test")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "shoal")
-	if out, err := exec.Command("go", "build", "-o", bin, "shoal/cmd/shoal").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v %s", err, out)
-	}
-	w, err := wan.Start(context.Background(), wan.Matrix{RTT: labRTT})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &lab{t: t, w: w, bin: bin, dir: dir, seed: writeSeed(t, dir, "seed", "lab seed: 0123456789abcdef0123456789")}
-	defer func() {
-		for _, c := range l.procs {
-			if c.Process != nil {
-				c.Process.Signal(os.Interrupt)
-			}
-		}
-		for _, c := range l.procs {
-			c.Wait()
-		}
-		w.Close()
-	}()
+	l := newLab(t)
+	dir := l.dir
 	// Coverage: 198.51.i.0/24 belongs to pop i.
 	var cov strings.Builder
 	for i := range 5 {
@@ -150,20 +99,8 @@ func TestLabCDN(t *testing.T) {
 		// A 3 s replication window, hot at 3 requests: hot push shows
 		// within the test.
 		conf := writeSeed(t, dir, fmt.Sprintf("pop%d.toml", i), fmt.Sprintf("name = \"pop%d\"\nseed_file = %q\n[content]\nwindow = \"3s\"\nhot_min = 3\ndir_ttl = \"1m\"\n", i, l.seed))
-		args := []string{"pop", "--config", conf, "--name", fmt.Sprintf("pop%d", i), "--seed-file", l.seed,
-			"--peer", a + ":7946", "--listen", a + ":8080", "--admin", a + ":9090", "--nodes", "1", "--cache-mb", "8",
-			"--data", filepath.Join(dir, "data"), "--edge", a + ":8081", "--origin", origin,
-			"--dns", a + ":5353", "--zone", "cdn.lab.", "--coverage", covFile}
-		if i > 0 {
-			args = append(args, "--join", wan.Addr(0).String()+":7946")
-		}
-		cmd := l.w.Exec(context.Background(), i, l.bin, args...)
-		out, _ := os.Create(filepath.Join(dir, fmt.Sprintf("pop%d.log", i)))
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
+		return l.start(i, l.seed, i > 0, "--config", conf, "--edge", a+":8081", "--origin", origin,
+			"--dns", a+":5353", "--zone", "cdn.lab.", "--coverage", covFile)
 	}
 	all := []int{0, 1, 2, 3, 4}
 	for _, i := range all {

@@ -45,10 +45,44 @@ type lab struct {
 	procs []*exec.Cmd
 }
 
+// newLab skips unless root and not -short, builds shoal, starts the WAN
+// switch with labRTT and writes the shared seed; on cleanup it interrupts
+// and waits for every process in procs, then closes the WAN.
+func newLab(t *testing.T) *lab {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces and TUN (run under flock /work/lab.lock)")
+	}
+	if testing.Short() {
+		t.Skip("lab test")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "shoal")
+	if out, err := exec.Command("go", "build", "-o", bin, "shoal/cmd/shoal").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v %s", err, out)
+	}
+	w, err := wan.Start(context.Background(), wan.Matrix{RTT: labRTT})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lab{t: t, w: w, bin: bin, dir: dir, seed: writeSeed(t, dir, "seed", "lab seed: 0123456789abcdef0123456789")}
+	t.Cleanup(func() {
+		for _, c := range l.procs {
+			if c.Process != nil {
+				c.Process.Signal(os.Interrupt)
+			}
+		}
+		for _, c := range l.procs {
+			c.Wait()
+		}
+		w.Close()
+	})
+	return l
+}
+
 func (l *lab) admin(i int) string { return fmt.Sprintf("http://%s:9090", wan.Addr(i)) }
 
-// getIn fetches url from inside namespace ns (the admin API listens there).
-func (l *lab) getIn(i int, url string, v any) error {
+// inNS runs f on a thread inside lab namespace i.
+func (l *lab) inNS(i int, f func() error) error {
 	var err error
 	done := make(chan struct{})
 	go func() {
@@ -64,39 +98,46 @@ func (l *lab) getIn(i int, url string, v any) error {
 			err = e
 			return
 		}
+		err = f()
+	}()
+	<-done
+	return err
+}
+
+// getIn fetches url from inside namespace i (the admin API listens there)
+// and decodes its JSON into v.
+func (l *lab) getIn(i int, url string, v any) error {
+	return l.inNS(i, func() error {
 		// Dial on this thread (http.Transport would dial on another, outside
 		// the namespace), then speak HTTP/1.0 over the connection.
 		u := strings.TrimPrefix(url, "http://")
 		host, path, _ := strings.Cut(u, "/")
-		c, e := net.DialTimeout("tcp", host, 2*time.Second)
-		if e != nil {
-			err = e
-			return
+		c, err := net.DialTimeout("tcp", host, 2*time.Second)
+		if err != nil {
+			return err
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(2 * time.Second))
 		// The admin API is on a public address here: reads need the token.
 		tok, _ := os.ReadFile(filepath.Join(l.dir, "data", "admin.token"))
 		fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, host, strings.TrimSpace(string(tok)))
-		r, e := http.ReadResponse(bufio.NewReader(c), nil)
-		if e != nil {
-			err = e
-			return
+		r, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
 		}
 		defer r.Body.Close()
-		err = json.NewDecoder(r.Body).Decode(v)
-	}()
-	<-done
-	return err
+		return json.NewDecoder(r.Body).Decode(v)
+	})
 }
 
-func (l *lab) start(i int, seed string, join bool) *exec.Cmd {
+func (l *lab) start(i int, seed string, join bool, extra ...string) *exec.Cmd {
 	args := []string{"pop", "--name", fmt.Sprintf("pop%d", i), "--seed-file", seed,
 		"--peer", wan.Addr(i).String() + ":7946", "--listen", wan.Addr(i).String() + ":8080",
 		"--admin", wan.Addr(i).String() + ":9090", "--nodes", "1", "--cache-mb", "8", "--data", filepath.Join(l.dir, "data")}
 	if join {
 		args = append(args, "--join", wan.Addr(0).String()+":7946")
 	}
+	args = append(args, extra...)
 	cmd := l.w.Exec(context.Background(), i, l.bin, args...)
 	out, _ := os.Create(filepath.Join(l.dir, fmt.Sprintf("pop%d.log", i)))
 	cmd.Stdout, cmd.Stderr = out, out
@@ -160,33 +201,7 @@ func aliveSet(v PopsView) map[string]bool {
 }
 
 func TestLabFivePoPs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and TUN (run under flock /work/lab.lock)")
-	}
-	if testing.Short() {
-		t.Skip("lab test")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "shoal")
-	if out, err := exec.Command("go", "build", "-o", bin, "shoal/cmd/shoal").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v %s", err, out)
-	}
-	w, err := wan.Start(context.Background(), wan.Matrix{RTT: labRTT})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &lab{t: t, w: w, bin: bin, dir: dir, seed: writeSeed(t, dir, "seed", "lab seed: 0123456789abcdef0123456789")}
-	defer func() {
-		for _, c := range l.procs {
-			if c.Process != nil {
-				c.Process.Signal(os.Interrupt)
-			}
-		}
-		for _, c := range l.procs {
-			c.Wait()
-		}
-		w.Close()
-	}()
+	l := newLab(t)
 	all := []int{0, 1, 2, 3, 4}
 	for _, i := range all {
 		l.procs = append(l.procs, l.start(i, l.seed, i > 0))
@@ -252,8 +267,8 @@ func TestLabFivePoPs(t *testing.T) {
 	// A partition (pop4 cut off from the others) heals: pop4 is dropped,
 	// then rejoins when the links come back.
 	for _, j := range []int{0, 1, 2} {
-		w.SetLoss(4, j, 1)
-		w.SetLoss(j, 4, 1)
+		l.w.SetLoss(4, j, 1)
+		l.w.SetLoss(j, 4, 1)
 	}
 	l.until("partitioned pop4 dropped", 30*time.Second, func() bool {
 		for _, v := range l.views([]int{0, 1, 2}) {
@@ -264,8 +279,8 @@ func TestLabFivePoPs(t *testing.T) {
 		return true
 	})
 	for _, j := range []int{0, 1, 2} {
-		w.SetLoss(4, j, 0)
-		w.SetLoss(j, 4, 0)
+		l.w.SetLoss(4, j, 0)
+		l.w.SetLoss(j, 4, 0)
 	}
 	d = l.until("partition heals", 60*time.Second, func() bool {
 		vs := l.views([]int{0, 1, 2, 4})
@@ -280,10 +295,10 @@ func TestLabFivePoPs(t *testing.T) {
 	t.Logf("partition healed %v after the links came back", d)
 
 	// A PoP with the wrong seed is refused and exits non-zero.
-	bad := writeSeed(t, dir, "bad", "not the lab's seed at all, sorry")
+	bad := writeSeed(t, l.dir, "bad", "not the lab's seed at all, sorry")
 	c := l.start(3, bad, true)
-	err = c.Wait()
-	out, _ := os.ReadFile(filepath.Join(dir, "pop3.log"))
+	err := c.Wait()
+	out, _ := os.ReadFile(filepath.Join(l.dir, "pop3.log"))
 	if err == nil || !strings.Contains(string(out), "do not share this seed") {
 		t.Fatalf("wrong seed: exit %v, output %s", err, out)
 	}

@@ -2,10 +2,8 @@ package precompress_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 
 	"shoal/internal/node"
 	"shoal/internal/precompress"
+	"shoal/internal/testutil"
 )
 
 func tree(t *testing.T) (string, map[string][]byte) {
@@ -152,19 +151,10 @@ func TestCurlCompressed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	addr := testutil.Serve(t, srv)
 	for _, name := range []string{"index.html", "css/site.css", "js/app.js", "deep/a/b/c.svg", "random.txt"} {
 		for _, ae := range []string{"", "gzip", "br"} {
-			args := []string{"-sS", "--compressed", "-D", "-", "-o", filepath.Join(t.TempDir(), "out"), "http://" + ln.Addr().String() + "/" + name}
+			args := []string{"-sS", "--compressed", "-D", "-", "-o", filepath.Join(t.TempDir(), "out"), "http://" + addr + "/" + name}
 			if ae != "" {
 				args = append(args, "-H", "Accept-Encoding: "+ae)
 			}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"shoal/internal/node"
 	"shoal/internal/sitetar"
+	"shoal/internal/testutil"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef"
@@ -31,17 +31,7 @@ func startNode(t *testing.T, root, versions, token string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	return "http://" + ln.Addr().String()
+	return "http://" + testutil.Serve(t, srv)
 }
 
 // TestRemoteNodes publishes to two nodes over their control endpoint, and

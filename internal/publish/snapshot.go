@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"shoal/internal/content"
 )
 
 // snapshotStats says how a version's tree was built.
@@ -51,7 +53,7 @@ func snapshot(src, dst, prev string, link bool) (snapshotStats, error) {
 		if p == real {
 			return nil
 		}
-		if name := d.Name(); name[0] == '.' || strings.IndexByte(name, '\\') >= 0 {
+		if content.Hidden(d.Name()) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}

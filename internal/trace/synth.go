@@ -41,40 +41,29 @@ type Synth struct {
 	Rate  float64   // mean requests per second (Poisson arrivals); default 100
 }
 
+// positiveOr returns v, or d when v is not positive (zero or a negative
+// that no knob of Synth can mean).
+func positiveOr[T int | int64 | float64](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
 func (s Synth) withDefaults() Synth {
-	if s.Files <= 0 {
-		s.Files = 10000
-	}
-	if s.Alpha <= 0 {
-		s.Alpha = 0.8
-	}
-	if s.Requests <= 0 {
-		s.Requests = 100000
-	}
-	if s.MeanSize <= 0 {
-		s.MeanSize = 11000
-	}
-	if s.Sigma <= 0 {
-		s.Sigma = 1.318
-	}
-	if s.TailFraction <= 0 {
-		s.TailFraction = 0.07
-	}
-	if s.TailAlpha <= 0 {
-		s.TailAlpha = 1.1
-	}
-	if s.TailMin <= 0 {
-		s.TailMin = 133000
-	}
-	if s.MaxSize <= 0 {
-		s.MaxSize = 64 << 20
-	}
+	s.Files = positiveOr(s.Files, 10000)
+	s.Alpha = positiveOr(s.Alpha, 0.8)
+	s.Requests = positiveOr(s.Requests, 100000)
+	s.MeanSize = positiveOr(s.MeanSize, 11000)
+	s.Sigma = positiveOr(s.Sigma, 1.318)
+	s.TailFraction = positiveOr(s.TailFraction, 0.07)
+	s.TailAlpha = positiveOr(s.TailAlpha, 1.1)
+	s.TailMin = positiveOr(s.TailMin, 133000)
+	s.MaxSize = positiveOr(s.MaxSize, 64<<20)
 	if s.Start.IsZero() {
 		s.Start = time.Date(1995, time.August, 1, 0, 0, 0, 0, time.UTC)
 	}
-	if s.Rate <= 0 {
-		s.Rate = 100
-	}
+	s.Rate = positiveOr(s.Rate, 100)
 	return s
 }
 

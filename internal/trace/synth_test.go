@@ -92,3 +92,26 @@ func TestSynthDistributions(t *testing.T) {
 		t.Errorf("%d files ≥ 133,000 bytes, want about 50 tail + a few body files", tail)
 	}
 }
+
+// TestSynthDefaults: zero and negative knobs take the documented default,
+// positive ones are kept.
+func TestSynthDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		in      Synth
+		files   int
+		alpha   float64
+		tailMin int64
+		rate    float64
+		name    string
+	}{
+		{Synth{}, 10000, 0.8, 133000, 100, "zero"},
+		{Synth{Files: -3, Alpha: -1, TailMin: -5, Rate: -2}, 10000, 0.8, 133000, 100, "negative"},
+		{Synth{Files: 7, Alpha: 1.2, TailMin: 9, Rate: 3}, 7, 1.2, 9, 3, "set"},
+	} {
+		got := tc.in.withDefaults()
+		if got.Files != tc.files || got.Alpha != tc.alpha || got.TailMin != tc.tailMin || got.Rate != tc.rate {
+			t.Errorf("%s: Files %d Alpha %v TailMin %d Rate %v, want %d %v %d %v", tc.name,
+				got.Files, got.Alpha, got.TailMin, got.Rate, tc.files, tc.alpha, tc.tailMin, tc.rate)
+		}
+	}
+}

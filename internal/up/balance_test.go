@@ -177,7 +177,7 @@ func TestLoadAwareSpreadsUnderPassFD(t *testing.T) {
 	if raceEnabled {
 		t.Skip("measures load distribution, which the race detector's slowdown of the front distorts")
 	}
-	exe := shoalBinary(t)
+	shoalBinary(t) // built once, before the subtests
 	dir := t.TempDir()
 	urls := uniformSite(t, filepath.Join(dir, "site"), 256, 4<<10)
 	// Hybrid hands off objects of 100 KiB and more (and relays the rest,
@@ -190,22 +190,12 @@ func TestLoadAwareSpreadsUnderPassFD(t *testing.T) {
 				continue // hybrid's handoffs are passfd's: two policies suffice
 			}
 			t.Run(path+"/"+pol, func(t *testing.T) {
-				logs, err := os.CreateTemp(dir, "nodes-*.log")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer logs.Close()
 				site, us := filepath.Join(dir, "site"), urls
 				if path == "hybrid" {
 					site, us = filepath.Join(dir, "big"), bigURLs
 				}
-				p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 4, Site: site,
-					Policy: pol, HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-					ProcsConfig{Path: path, Exe: exe, Stderr: logs})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer p.Close()
+				p := startProcs(t, Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 4, Site: site,
+					Policy: pol, HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, path)
 				waitSockets(t, p)
 				if path == "hybrid" {
 					waitSizes(t, p.Cluster, us[0], 128<<10)

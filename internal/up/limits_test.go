@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // childNofileEnv makes TestUpChildLowNofile run a cluster under that
@@ -51,14 +53,7 @@ func TestAdminAndClientsServedAtDescriptorLimit(t *testing.T) {
 	}
 	defer func() {
 		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		testutil.WaitOrKill(cmd, 10*time.Second)
 	}()
 	var frontURL, adminURL string
 	sc := bufio.NewScanner(stdout)

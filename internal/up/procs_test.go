@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -20,32 +19,12 @@ func TestStartProcs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shoal binary")
 	}
-	dir := t.TempDir()
-	exe := shoalBinary(t)
-	site := filepath.Join(dir, "site")
-	os.MkdirAll(site, 0o755)
+	site := t.TempDir()
 	body := bytes.Repeat([]byte("shoal "), 50000)
 	os.WriteFile(filepath.Join(site, "big.txt"), body, 0o644)
-	logs, _ := os.CreateTemp(dir, "nodes.log")
-	defer logs.Close()
-
-	p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 2, Site: site, Policy: "wrr",
-		HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		ProcsConfig{Path: "passfd", Exe: exe, Stderr: logs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	// Wait until the front has learned both sockets.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, b := range p.Control.Backends() {
-		for st := b.LastStatus(); st == nil || !strings.HasPrefix(st.HandoffSocket, p.SocketDir); st = b.LastStatus() {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s: no handoff socket reported", b.URL)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	p := startProcs(t, Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 2, Site: site, Policy: "wrr",
+		HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, "passfd")
+	waitSockets(t, p)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	for range 6 {
 		resp, err := client.Get(p.URL + "big.txt")
@@ -78,4 +57,22 @@ func TestStartProcs(t *testing.T) {
 	if _, err := os.Stat(p.SocketDir); !os.IsNotExist(err) {
 		t.Errorf("socket folder left: %v", err)
 	}
+}
+
+// startProcs starts cfg with node processes of the built shoal binary on
+// path, their stderr in a temporary file; the cluster is closed when the
+// test ends.
+func startProcs(t *testing.T, cfg Config, path string) *Procs {
+	t.Helper()
+	logs, err := os.CreateTemp(t.TempDir(), "nodes-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logs.Close() })
+	p, err := StartProcs(cfg, ProcsConfig{Path: path, Exe: shoalBinary(t), Stderr: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }

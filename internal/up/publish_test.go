@@ -126,19 +126,11 @@ func TestProcsPublish(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shoal binary")
 	}
-	exe := shoalBinary(t)
 	dataDir, siteDir, next := t.TempDir(), t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(siteDir, "a.html"), []byte("one"), 0o644)
 	os.WriteFile(filepath.Join(next, "a.html"), []byte("two"), 0o644)
 	os.WriteFile(filepath.Join(next, "b.html"), []byte("new"), 0o644)
-	logs, _ := os.CreateTemp(dataDir, "nodes.log")
-	defer logs.Close()
-	p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", DataDir: dataDir, Nodes: 2, Site: siteDir},
-		ProcsConfig{Path: "hybrid", Exe: exe, Stderr: logs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := startProcs(t, Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", DataDir: dataDir, Nodes: 2, Site: siteDir}, "hybrid")
 	res, err := p.Publisher.Publish(context.Background(), next)
 	if err != nil {
 		t.Fatal(err)

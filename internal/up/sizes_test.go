@@ -111,18 +111,8 @@ func TestWeblinsHandsLargeFilesToOwner(t *testing.T) {
 	}
 	dir := t.TempDir()
 	urls := uniformSite(t, filepath.Join(dir, "site"), 1, 256<<10)
-	logs, err := os.CreateTemp(dir, "nodes-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 4, Site: filepath.Join(dir, "site"),
-		Policy: "weblins", HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		ProcsConfig{Path: "passfd", Exe: shoalBinary(t), Stderr: logs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := startProcs(t, Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 4, Site: filepath.Join(dir, "site"),
+		Policy: "weblins", HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, "passfd")
 	waitSockets(t, p)
 	waitSizes(t, p.Cluster, urls[0], 256<<10)
 	before := nodeRequests(t, p.Cluster)

@@ -44,7 +44,6 @@ func TestKilledNodeRestarts(t *testing.T) {
 		t.Skip("builds the shoal binary")
 	}
 	dir := t.TempDir()
-	exe := shoalBinary(t)
 	site := filepath.Join(dir, "site")
 	os.MkdirAll(site, 0o755)
 	const nfiles = 24
@@ -57,19 +56,12 @@ func TestKilledNodeRestarts(t *testing.T) {
 		bodies[i] = bytes.Repeat([]byte{byte('a' + i)}, size)
 		os.WriteFile(filepath.Join(site, fmt.Sprintf("f%d.txt", i)), bodies[i], 0o644)
 	}
-	logs, _ := os.CreateTemp(dir, "nodes.log")
-	defer logs.Close()
 	var upLog bytes.Buffer
 	var upLogMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&upLogMu, &upLog}, nil))
 
-	p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 3, Site: site,
-		HealthInterval: 100 * time.Millisecond, Logger: logger},
-		ProcsConfig{Path: "passfd", Exe: exe, Stderr: logs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := startProcs(t, Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 3, Site: site,
+		HealthInterval: 100 * time.Millisecond, Logger: logger}, "passfd")
 	waitSockets(t, p)
 
 	const workers = 8

@@ -26,15 +26,7 @@ func TestUpServesWholeSite(t *testing.T) {
 		t.Skip("generates the 40 MB sample site; skipped with -short")
 	}
 	dataDir := t.TempDir()
-	c, err := Start(Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", DataDir: dataDir, Nodes: 3, CacheMB: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	files, err := site.Manifest(filepath.Join(dataDir, "site"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, files := startSample(t, Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", DataDir: dataDir, Nodes: 3, CacheMB: 8})
 	want := map[string]int64{}
 	for _, f := range files {
 		want[f.URL] = f.Size
@@ -178,16 +170,7 @@ func TestUpRedirect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates the sample site; skipped with -short")
 	}
-	dataDir := t.TempDir()
-	c, err := Start(Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: dataDir, Nodes: 2, CacheMB: 8, Redirect: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	files, err := site.Manifest(filepath.Join(dataDir, "site"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, files := startSample(t, Config{Listen: "127.0.0.1:0", Admin: "off", Nodes: 2, CacheMB: 8, Redirect: true})
 	f := files[len(files)/2]
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noFollow.Get(strings.TrimSuffix(c.URL, "/") + f.URL)
@@ -230,4 +213,24 @@ func TestUpFrontHasTheFrontsLimits(t *testing.T) {
 		t.Errorf("up's front: max_conn_per_node %d, queue_timeout %v; shoal front's defaults %d, %v",
 			c.frontCfg.MaxConn, c.frontCfg.QueueTimeout, want.MaxConnPerNode, want.QueueTimeout.Duration)
 	}
+}
+
+// startSample starts cfg, whose data folder (a fresh temporary one when
+// cfg.DataDir is "") gets the sample site; it returns the cluster, closed
+// when the test ends, and the site's manifest.
+func startSample(t *testing.T, cfg Config) (*Cluster, []site.File) {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	c, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	files, err := site.Manifest(filepath.Join(cfg.DataDir, "site"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, files
 }

@@ -28,28 +28,7 @@ func TestUpVHosts(t *testing.T) {
 	if !strings.Contains(c.SiteInfo, "a.localhost, b.localhost") {
 		t.Fatalf("site info %q", c.SiteInfo)
 	}
-	addr := strings.TrimSuffix(strings.TrimPrefix(c.URL, "http://"), "/")
-	// Dial the front whatever the name: the Host header picks the site.
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
-	body := map[string]string{}
-	for _, host := range SampleSites {
-		resp, err := client.Get("http://" + host + "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || len(b) == 0 {
-			t.Fatalf("%s: %d, %d bytes", host, resp.StatusCode, len(b))
-		}
-		body[host] = string(b)
-	}
-	if body["a.localhost"] == body["b.localhost"] {
-		t.Fatal("both sites answered the same home page")
-	}
+	checkSampleSites(t, c.URL, &http.Transport{})
 	if _, err := Start(Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), VHosts: true, Redirect: true}); err == nil {
 		t.Fatal("--vhosts with redirect accepted")
 	}
@@ -75,20 +54,23 @@ func TestStartProcsVHosts(t *testing.T) {
 		defer cancel()
 		p.Shutdown(ctx)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, b := range p.Control.Backends() {
-		for st := b.LastStatus(); st == nil || !strings.HasPrefix(st.HandoffSocket, p.SocketDir); st = b.LastStatus() {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s: no handoff socket reported", b.URL)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+	waitSockets(t, p)
+	checkSampleSites(t, p.URL, &http.Transport{DisableKeepAlives: true})
+	if st := p.Front.Stats(); st.BytesOut != 0 {
+		t.Errorf("front relayed %d bytes; passfd should hand every connection off", st.BytesOut)
 	}
-	addr := strings.TrimSuffix(strings.TrimPrefix(p.URL, "http://"), "/")
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+}
+
+// checkSampleSites asks the front at url for every sample site's home page
+// by Host (dialling the front whatever the name, through tr) and fails
+// unless each answers 200 with a body and the two sites' pages differ.
+func checkSampleSites(t *testing.T, url string, tr *http.Transport) {
+	t.Helper()
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	body := map[string]string{}
 	for _, host := range SampleSites {
 		resp, err := client.Get("http://" + host + "/")
@@ -104,8 +86,5 @@ func TestStartProcsVHosts(t *testing.T) {
 	}
 	if body["a.localhost"] == body["b.localhost"] {
 		t.Fatal("both sites answered the same home page")
-	}
-	if st := p.Front.Stats(); st.BytesOut != 0 {
-		t.Errorf("front relayed %d bytes; passfd should hand every connection off", st.BytesOut)
 	}
 }

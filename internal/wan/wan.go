@@ -15,7 +15,6 @@ package wan
 
 import (
 	"bufio"
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +29,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"shoal/internal/timeq"
 )
 
 // Prefix starts the name of every namespace this package creates.
@@ -104,8 +105,7 @@ type WAN struct {
 	tun []*os.File
 
 	mu      sync.Mutex
-	q       pktq
-	seq     uint64
+	q       timeq.Queue[pkt]
 	wake    chan struct{}
 	rng     *rand.Rand
 	stop    chan struct{}
@@ -114,29 +114,10 @@ type WAN struct {
 	Sent    uint64
 }
 
+// pkt is a packet on its way to node to.
 type pkt struct {
-	at  time.Time
-	seq uint64
-	to  int
-	b   []byte
-}
-
-type pktq []pkt
-
-func (q pktq) Len() int { return len(q) }
-func (q pktq) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q pktq) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *pktq) Push(x any)   { *q = append(*q, x.(pkt)) }
-func (q *pktq) Pop() any {
-	o := *q
-	x := o[len(o)-1]
-	*q = o[:len(o)-1]
-	return x
+	to int
+	b  []byte
 }
 
 func run(ctx context.Context, args ...string) error {
@@ -265,8 +246,7 @@ func (w *WAN) read(i int) {
 		if !hostPath {
 			d = time.Duration(w.m.RTT[i][j] / 2 * float64(time.Millisecond))
 		}
-		w.seq++
-		heap.Push(&w.q, pkt{at: time.Now().Add(d), seq: w.seq, to: j, b: append([]byte(nil), buf[:n]...)})
+		w.q.Push(time.Now().Add(d), pkt{to: j, b: append([]byte(nil), buf[:n]...)})
 		w.mu.Unlock()
 		select {
 		case w.wake <- struct{}{}:
@@ -284,12 +264,12 @@ func (w *WAN) deliver() {
 		w.mu.Lock()
 		now := time.Now()
 		var due []pkt
-		for len(w.q) > 0 && !w.q[0].at.After(now) {
-			due = append(due, heap.Pop(&w.q).(pkt))
+		for p, _, ok := w.q.PopDue(now); ok; p, _, ok = w.q.PopDue(now) {
+			due = append(due, p)
 		}
 		next := time.Hour
-		if len(w.q) > 0 {
-			next = w.q[0].at.Sub(now)
+		if at, ok := w.q.Next(); ok {
+			next = at.Sub(now)
 		}
 		w.Sent += uint64(len(due))
 		w.mu.Unlock()

@@ -1,0 +1,114 @@
+package testutil
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStartReady re-executes this test binary as a helper that prints a
+// line, READY, two more lines, reads one line of stdin and echoes it.
+func TestStartReady(t *testing.T) {
+	if os.Getenv("TESTUTIL_HELPER") == "1" {
+		os.Stdout.WriteString("before\nREADY\nafter 1\n")
+		var b [64]byte
+		n, _ := os.Stdin.Read(b[:])
+		os.Stdout.WriteString("got " + string(b[:n]))
+		os.Exit(0)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestStartReady$")
+	cmd.Env = append(os.Environ(), "TESTUTIL_HELPER=1")
+	var out SyncBuf
+	p, in := StartReady(t, cmd, &out, "helper")
+	in.Write([]byte("ping\n"))
+	in.Close()
+	if err := p.Wait(); err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	// The lines before READY go to out too; READY itself does not.
+	if got, want := out.String(), "before\nafter 1\ngot ping\n"; got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+}
+
+// TestStartReadyExitBeforeReady: a helper that exits without READY fails
+// the (inner) test instead of hanging.
+func TestStartReadyExitBeforeReady(t *testing.T) {
+	if os.Getenv("TESTUTIL_HELPER") == "2" {
+		os.Stdout.WriteString("no ready here\n")
+		os.Exit(0)
+	}
+	if os.Getenv("TESTUTIL_OUTER") == "1" {
+		exe, _ := os.Executable()
+		cmd := exec.Command(exe, "-test.run=^TestStartReadyExitBeforeReady$")
+		cmd.Env = append(os.Environ(), "TESTUTIL_HELPER=2")
+		StartReady(t, cmd, nil, "quitter")
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestStartReadyExitBeforeReady$", "-test.v")
+	cmd.Env = append(os.Environ(), "TESTUTIL_OUTER=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "quitter exited before READY") {
+		t.Fatalf("inner test: err %v, output %s", err, out)
+	}
+}
+
+// TestServe: the server answers on the returned address while the test
+// runs, and is shut down by the test's cleanup.
+func TestServe(t *testing.T) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hi")
+	})}
+	var addr string
+	t.Run("inner", func(t *testing.T) {
+		addr = Serve(t, srv)
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "hi" || !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Errorf("%s answered %q", addr, b)
+		}
+	})
+	if _, err := http.Get("http://" + addr + "/"); err == nil {
+		t.Errorf("%s still answers after the test that served it ended", addr)
+	}
+}
+
+// TestWaitOrKill: a process that ignores its stop request is killed after
+// the grace period; one that exits is just waited for.
+func TestWaitOrKill(t *testing.T) {
+	if _, err := exec.LookPath("sleep"); err != nil {
+		t.Skip("no sleep command")
+	}
+	stubborn := exec.Command("sleep", "60")
+	if err := stubborn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	WaitOrKill(stubborn, 100*time.Millisecond)
+	if stubborn.ProcessState == nil || stubborn.ProcessState.Success() {
+		t.Errorf("sleep 60 after WaitOrKill: %v, want killed", stubborn.ProcessState)
+	}
+	quick := exec.Command("true")
+	if err := quick.Start(); err != nil {
+		t.Fatal(err)
+	}
+	WaitOrKill(quick, time.Minute)
+	if quick.ProcessState == nil || !quick.ProcessState.Success() {
+		t.Errorf("true after WaitOrKill: %v, want a clean exit", quick.ProcessState)
+	}
+}
