@@ -140,6 +140,8 @@ func TestRepairHelper(t *testing.T) {
 		err = helperFetch(f[1:])
 	case "hold":
 		err = helperHold(f[1:])
+	case "pipeline":
+		err = helperPipeline(f[1:])
 	default:
 		err = fmt.Errorf("unknown role %q", f[0])
 	}
