@@ -15,12 +15,13 @@ import (
 // own goroutine, waits for the node's acknowledgement before it lets the
 // socket go; with one request per connection that made every connection
 // cost the front a goroutine, a net.Conn, a channel, a timer and three
-// wakeups (accept, head, acknowledgement). Here the accept loop freezes the
-// descriptor, steers the flow and sends the state without waiting
-// (RepairClient.HandoffAsync); the node's control channel reader finishes
-// the connection when the answer arrives: closes the frozen descriptor
-// silently on success, or thaws it and serves it on the normal path
-// (relaying that request) when the node refused or nothing was sent.
+// wakeups (accept, head, acknowledgement). Here the accept loop has the
+// mover freeze the descriptor, steer (or hold) the flow and send the state
+// without waiting (RepairMover.MoveFD); the node's control channel reader
+// finishes the connection when the answer arrives: the mover has closed the
+// frozen descriptor silently on success, or thawed it when the node refused
+// or nothing was sent, and it is then served on the normal path (relaying
+// that request).
 
 // repairHandoff is one connection handed off from the accept loop, waiting
 // for the node's answer.
@@ -31,10 +32,7 @@ type repairHandoff struct {
 	id    uint64
 	b     *cluster.Backend
 	pr    policy.Request // the policy's view of the request (for Done)
-	st    *handoff.TCPState
-	n     int // st.RecvQueue[:n] is what the accept loop read
-	f     handoff.Flow
-	start time.Time // zero without an Observer
+	start time.Time      // zero without an Observer
 }
 
 // repair hands the connection on fd, whose first bytes are data, to the
@@ -50,92 +48,68 @@ func (ra *rawAccept) repair(fd int, data []byte) (id uint64, relay, ok bool) {
 		return id, false, false // the normal path answers it (400, 503, …)
 	}
 	pr := &ra.pr
-	c := p.readyClient(b.Index)
-	if c == nil {
+	if !p.mover.Connected(b.Index) {
 		s.cl.Done(b, pr)
 		// Counted against b until the normal path picks again, so that
 		// connections queued behind a first dial are seen (held.go).
 		s.cl.Hold(b, id)
 		return id, false, false // a node without a channel yet: the normal path dials
 	}
-	st, err := handoff.FreezeFD(fd, data)
-	if err != nil {
-		s.cl.Done(b, pr)
+	h := &repairHandoff{s: s, p: p, fd: fd, id: id, b: b, pr: *pr, start: start}
+	s.cl.Hold(b, id) // until FIN-HANDOFF (held.go)
+	err := p.mover.MoveFD(fd, data, b.Index, id, h.done)
+	if err == nil {
+		return id, false, true
+	}
+	s.cl.Release(id)
+	s.cl.Done(b, pr)
+	switch {
+	case errors.Is(err, handoff.ErrNoChannel):
+		s.cl.Hold(b, id)        // as for a node without a channel above
+		return id, false, false // the normal path dials
+	case errors.Is(err, handoff.ErrNotFrozen):
 		p.fallbackFreeze.Add(1)
 		return id, true, false
-	}
-	h := &repairHandoff{s: s, p: p, fd: fd, id: id, b: b, pr: *pr, st: st, n: len(data),
-		f: handoff.Flow{Client: st.Remote, VIP: st.Local}, start: start}
-	if err := p.steerFlow(h.f, b.Index, id, st.RcvSeq); err != nil {
-		s.cl.Done(b, pr)
+	case errors.Is(err, handoff.ErrNotMoved):
 		p.fallbackNode.Add(1)
-		return id, h.thaw(err), false
+		s.logf("front: repair to %s: %v; relaying", b.URL, err)
+		return id, true, false
+	default: // the descriptor could not be given back and is closed
+		s.ctr.connsAccepted.Add(1)
+		s.cl.CloseConn(id)
+		s.logf("front: repair: %v; connection dropped", err)
+		return id, false, true
 	}
-	s.cl.Hold(b, id) // until FIN-HANDOFF (held.go)
-	if err := c.HandoffAsync(st, h.done); err != nil {
-		s.cl.Release(id)
-		p.forget(h.f)
-		s.cl.Done(b, pr)
-		if errors.Is(err, handoff.ErrNoChannel) {
-			s.cl.Hold(b, id) // as for c == nil above
-			h.thaw(nil)
-			return id, false, false // the normal path dials
-		}
-		p.fallbackNode.Add(1)
-		return id, h.thaw(err), false
-	}
-	return id, false, true
-}
-
-// thaw takes the frozen descriptor back for relaying and reports whether
-// the caller may serve it (false: thawing failed and fd is closed).
-func (h *repairHandoff) thaw(why error) bool {
-	if err := handoff.ThawFD(h.fd); err != nil {
-		rawClose(h.fd)
-		h.s.ctr.connsAccepted.Add(1)
-		h.s.cl.Release(h.id)
-		h.s.cl.CloseConn(h.id)
-		h.s.logf("front: repair: %v; %v; connection dropped", why, err)
-		return false
-	}
-	if why != nil {
-		h.s.logf("front: repair to %s: %v; relaying", h.b.URL, why)
-	}
-	return true
 }
 
 // done receives the node's answer (on the control channel's reader, or
 // the client's timeout sweep) and finishes the connection.
-func (h *repairHandoff) done(err error) {
+func (h *repairHandoff) done(err error, read []byte) {
 	s, p := h.s, h.p
 	s.cl.Done(h.b, &h.pr)
 	if err != nil {
 		s.cl.Release(h.id)
 	}
 	switch {
-	case err == nil:
-		rawClose(h.fd) // repair mode: no FIN, no RST
+	case err == nil: // the mover closed the frozen descriptor: no FIN, no RST
 		p.moved.Add(1)
 		s.ctr.connsAccepted.Add(1)
 		s.ctr.requests.Add(1)
 		s.pathCounter(p.Name()).Add(1)
 		p.fast.Add(1)
-		// The policy's connection ends at FIN-HANDOFF (RepairPath.fin).
+		// The policy's connection ends at FIN-HANDOFF (RepairPath.end).
 		if o := s.cfg.Observer; o != nil {
 			o.Observe(Observation{Node: h.b.Index, NodeURL: h.b.URL, Path: p.Name(), Elapsed: time.Since(h.start)})
 		}
-	case !handoff.NodeMayOwn(err):
-		p.forget(h.f)
+	case errors.Is(err, handoff.ErrNotMoved): // thawed
 		p.fallbackNode.Add(1)
 		s.handoff.fastFallback.Add(1)
-		if h.thaw(err) {
-			s.serveFD(h.fd, h.id, h.st.RecvQueue[:h.n], true)
-		}
+		s.logf("front: repair to %s: %v; relaying", h.b.URL, err)
+		s.serveFD(h.fd, h.id, read, true)
 	default:
-		// No answer: the node may own the socket (RepairPath.Serve).
-		p.forget(h.f)
+		// No answer: the node may own the socket, and the mover closed
+		// the front's copy (RepairPath.Serve).
 		p.lost.Add(1)
-		rawClose(h.fd)
 		s.ctr.connsAccepted.Add(1)
 		s.ctr.requests.Add(1)
 		s.cl.Failed(h.b, err)

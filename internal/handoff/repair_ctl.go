@@ -99,6 +99,11 @@ type RepairClient struct {
 	out    []byte
 	nextID atomic.Uint64
 
+	// guarded says the node's last acknowledgement on this connection
+	// had AckGuarded (reset when the channel is dialled again); up is
+	// c != nil, readable without wmu.
+	guarded, up atomic.Bool
+
 	pmu     sync.Mutex
 	pending map[uint64]pendingAck
 	epoch   uint64      // sweep ticks so far
@@ -317,7 +322,9 @@ func (c *RepairClient) dialLocked() error {
 		return fmt.Errorf("handoff: dial %s: %w", c.addr, err)
 	}
 	setKeepAlive(conn)
+	c.guarded.Store(false)
 	c.c, c.rc, c.na = conn, rc, na
+	c.up.Store(true)
 	c.gen++
 	go c.read(conn, rc, na)
 	return nil
@@ -329,6 +336,7 @@ func (c *RepairClient) drop(conn net.Conn, err error) {
 	mine := c.c == conn
 	if mine {
 		c.c, c.rc = nil, nil
+		c.up.Store(false)
 	}
 	c.wmu.Unlock()
 	conn.Close()
@@ -396,6 +404,7 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth) {
 			if p[8] != 0 {
 				done(fmt.Errorf("%w: %s: %s", ErrRebuildFailed, c.addr, p[9:]))
 			} else {
+				c.guarded.Store(len(p) > 9 && p[9]&AckGuarded != 0)
 				done(nil)
 			}
 		case MsgFinHandoff:
@@ -406,6 +415,15 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth) {
 	}
 }
 
+// Guarded reports whether the node said, in its last acknowledgement on
+// the current channel, that it drops rather than resets segments of flows
+// it has not rebuilt yet (AckGuarded).
+func (c *RepairClient) Guarded() bool { return c.guarded.Load() }
+
+// Connected reports whether the control channel is up (HandoffAsync
+// returns ErrNoChannel otherwise).
+func (c *RepairClient) Connected() bool { return c.up.Load() }
+
 // Close ends the channel without calling OnDown; handoffs still waiting
 // for an answer get an error (outcome unknown).
 func (c *RepairClient) Close() error {
@@ -413,6 +431,7 @@ func (c *RepairClient) Close() error {
 	c.wmu.Lock()
 	conn := c.c
 	c.c, c.rc = nil, nil
+	c.up.Store(false)
 	c.wmu.Unlock()
 	c.pmu.Lock()
 	c.sweep.Stop()
@@ -442,6 +461,9 @@ type RepairListener struct {
 	mu    sync.Mutex
 	chans map[net.Conn]*chanState
 
+	guard    *Guard // nil: not guarding (guardErr says why)
+	guardErr error
+
 	// DrainTimeout bounds how long a closed connection may wait for its
 	// last bytes to be acknowledged and the client's FIN before the node
 	// sends FIN-HANDOFF anyway (DefaultDrainTimeout; set before use).
@@ -463,6 +485,15 @@ type chanState struct {
 
 // RepairListenerConfig bounds what the handoff port lets peers cost.
 type RepairListenerConfig struct {
+	// NoGuard leaves the node without its Guard. By default the listener
+	// attaches one (to the interface holding its address, for the
+	// virtual IPs on lo) and tells the front in each acknowledgement that
+	// the flow's address is guarded, so that the front may steer the flow
+	// before it sends the state; where the guard cannot be attached (no
+	// CAP_BPF, no TCX, no virtual IP on lo) the front holds the flow
+	// until the node has acknowledged instead (RepairMover.Move).
+	NoGuard bool
+
 	// MaxConns bounds the control connections open at once. One front
 	// keeps one; the rest of the room is for reconnects and more fronts.
 	// When it is reached, a new connection evicts the oldest one that has
@@ -505,12 +536,25 @@ func ListenRepair(ln net.Listener, auth *Auth, cfg RepairListenerConfig) *Repair
 	}
 	l := &RepairListener{ln: ln, auth: auth, cfg: cfg, ch: make(chan net.Conn, 64), done: make(chan struct{}),
 		chans: map[net.Conn]*chanState{}, DrainTimeout: DefaultDrainTimeout}
+	if cfg.NoGuard {
+		l.guardErr = errors.New("handoff: guard: disabled")
+	} else {
+		l.guard, l.guardErr = guardFor(ln.Addr())
+	}
 	go l.acceptLoop()
 	return l
 }
 
 // Auth returns the listener's authenticator (for its refusal counters).
 func (l *RepairListener) Auth() *Auth { return l.auth }
+
+// Guard returns the node's guard, or nil and why there is none.
+func (l *RepairListener) Guard() (*Guard, error) { return l.guard, l.guardErr }
+
+// AckGuarded is set in a successful MsgHandoffAck's flags byte (after the
+// status byte) when the node's Guard covers the flow's address: segments the
+// front steers to the node before the rebuild are dropped there, not reset.
+const AckGuarded = 1
 
 // admit registers c within the connection limit, evicting the oldest
 // connection that has not authenticated yet if need be; false: c must be
@@ -656,7 +700,11 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 			continue
 		}
 		l.Restored.Add(1)
-		ack = append(ack, 0)
+		var flags byte
+		if l.guard.Covers(st.Local.Addr()) {
+			flags |= AckGuarded
+		}
+		ack = append(ack, 0, flags)
 		if err := ch.send(MsgHandoffAck, ack); err != nil {
 			conn.Close()
 			return
@@ -686,6 +734,9 @@ func (l *RepairListener) Close() error {
 	l.once.Do(func() {
 		close(l.done)
 		err = l.ln.Close()
+		if l.guard != nil {
+			l.guard.Close()
+		}
 		l.mu.Lock()
 		for c := range l.chans {
 			c.Close()
