@@ -103,6 +103,8 @@ type RepairClient struct {
 	// had AckGuarded (reset when the channel is dialled again); up is
 	// c != nil, readable without wmu.
 	guarded, up atomic.Bool
+	vip         netip.Addr    // sent in MsgHello (invalid: no hello)
+	hello       chan struct{} // closed when the current channel's MsgHelloAck came (under wmu)
 
 	pmu     sync.Mutex
 	pending map[uint64]pendingAck
@@ -139,6 +141,9 @@ type RepairClientConfig struct {
 	// OnDown is called when an established channel breaks: every flow
 	// moved to this node is now unowned.
 	OnDown func(error)
+	// VIP, if valid, is sent in a MsgHello when the channel is dialled;
+	// the node's answer says whether it guards the address (Guarded).
+	VIP netip.Addr
 }
 
 // NewRepairClient returns a client; it dials lazily on the first Handoff.
@@ -147,7 +152,7 @@ func NewRepairClient(cfg RepairClientConfig) *RepairClient {
 		cfg.Timeout = 2 * time.Second
 	}
 	c := &RepairClient{addr: cfg.Addr, auth: cfg.Auth, timeout: cfg.Timeout, onFin: cfg.OnFin, onDown: cfg.OnDown,
-		pending: make(map[uint64]pendingAck)}
+		pending: make(map[uint64]pendingAck), vip: cfg.VIP}
 	c.sweep = time.AfterFunc(time.Hour, c.sweepPending)
 	c.sweep.Stop()
 	return c
@@ -322,11 +327,47 @@ func (c *RepairClient) dialLocked() error {
 		return fmt.Errorf("handoff: dial %s: %w", c.addr, err)
 	}
 	setKeepAlive(conn)
+	hello := make(chan struct{})
+	if c.vip.Is4() {
+		a := c.vip.As4()
+		conn.SetWriteDeadline(time.Now().Add(c.timeout))
+		if _, err := conn.Write(na.Seal(nil, ToNode, MsgHello, a[:])); err != nil {
+			conn.Close()
+			return fmt.Errorf("handoff: hello to %s: %w", c.addr, err)
+		}
+	} else {
+		close(hello)
+	}
 	c.guarded.Store(false)
-	c.c, c.rc, c.na = conn, rc, na
+	c.c, c.rc, c.na, c.hello = conn, rc, na, hello
 	c.up.Store(true)
 	c.gen++
-	go c.read(conn, rc, na)
+	go c.read(conn, rc, na, hello)
+	return nil
+}
+
+// Dial connects the control channel if it is not up, and waits (at most
+// Timeout) for the node's answer to the hello, so that Guarded is known
+// before the first handoff.
+func (c *RepairClient) Dial() error {
+	if c.closed.Load() {
+		return fmt.Errorf("%w: repair client closed", ErrNotSent)
+	}
+	c.wmu.Lock()
+	if c.c == nil {
+		if err := c.dialLocked(); err != nil {
+			c.wmu.Unlock()
+			return err
+		}
+	}
+	hello := c.hello
+	c.wmu.Unlock()
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
+	select {
+	case <-hello:
+	case <-t.C: // an older node that does not answer: not guarded
+	}
 	return nil
 }
 
@@ -375,7 +416,13 @@ func (r rawConnReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth) {
+func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth, hello chan struct{}) {
+	helloOpen := c.vip.Is4()
+	defer func() {
+		if helloOpen {
+			close(hello) // the channel broke before the answer
+		}
+	}()
 	r := bufio.NewReaderSize(rawConnReader{rc}, 4096)
 	var buf []byte
 	for {
@@ -406,6 +453,12 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth) {
 			} else {
 				c.guarded.Store(len(p) > 9 && p[9]&AckGuarded != 0)
 				done(nil)
+			}
+		case MsgHelloAck:
+			if helloOpen {
+				c.guarded.Store(len(p) > 0 && p[0]&AckGuarded != 0)
+				close(hello)
+				helloOpen = false
 			}
 		case MsgFinHandoff:
 			if f, err := UnmarshalFlow(p); err == nil && len(p) >= 16 && c.onFin != nil {
@@ -677,6 +730,16 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 				st.authed = true
 			}
 			l.mu.Unlock()
+		}
+		if k == MsgHello && len(p) == 4 {
+			var flags byte
+			if l.guard.Covers(netip.AddrFrom4([4]byte(p))) {
+				flags |= AckGuarded
+			}
+			if err := ch.send(MsgHelloAck, []byte{flags}); err != nil {
+				return
+			}
+			continue
 		}
 		if k != MsgHandoff || len(p) < 8 {
 			continue

@@ -47,8 +47,9 @@ import (
 //     node's first segments that arrives before the front has steered is
 //     dropped too, and an answer that fits in one window then waits for the
 //     node's retransmission timer. Holding is therefore only the fallback
-//     for nodes that cannot guard (no CAP_BPF or TCX there), and for the
-//     first handoff on each control channel, before the node has said.
+//     for nodes that cannot guard (no CAP_BPF or TCX there). A node says
+//     whether it guards the front's VIP when the control channel opens
+//     (MsgHello), before the first handoff on it.
 //
 // With nftables steering (no hold) the flow is steered before the freeze
 // too; without a guard on the node a segment in the window then meets a
@@ -191,7 +192,7 @@ func (m *RepairMover) AddNode(i int, addr netip.AddrPort) error {
 		return fmt.Errorf("handoff: repair mover: %w", err)
 	}
 	m.clients[i] = NewRepairClient(RepairClientConfig{
-		Addr: addr.String(), Auth: m.auth, Timeout: m.cfg.Timeout, OnFin: m.fin,
+		Addr: addr.String(), Auth: m.auth, Timeout: m.cfg.Timeout, OnFin: m.fin, VIP: m.cfg.VIP.Addr(),
 		OnDown: func(err error) { m.nodeDown(i, err) },
 	})
 	return nil
@@ -235,6 +236,15 @@ func (m *RepairMover) MoveConn(c *net.TCPConn, prefix []byte, i int, conn uint64
 	if err != nil {
 		m.Refused.Add(1)
 		return fmt.Errorf("%w: %w", ErrNotMoved, err)
+	}
+	// Dial (and learn whether the node guards) before deciding how to
+	// steer: a first handoff held for want of an answer would pay the
+	// early-ACK cost on every new channel.
+	if cl := m.client(i); cl != nil && !cl.Connected() {
+		if err := cl.Dial(); err != nil {
+			m.Refused.Add(1)
+			return fmt.Errorf("%w: %w", ErrNotMoved, err)
+		}
 	}
 	op := &moveOp{m: m, f: f, i: i,
 		thaw: func() error { return Thaw(c) }, close: func() { c.Close() }}
