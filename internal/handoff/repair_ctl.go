@@ -101,8 +101,9 @@ type RepairClient struct {
 
 	// guarded says the node's last acknowledgement on this connection
 	// had AckGuarded (reset when the channel is dialled again); up is
-	// c != nil, readable without wmu.
-	guarded, up atomic.Bool
+	// c != nil, readable without wmu; greeted, that the node answered the
+	// current channel's hello (or none was sent).
+	guarded, up, greeted atomic.Bool
 	vip         netip.Addr    // sent in MsgHello (invalid: no hello)
 	hello       chan struct{} // closed when the current channel's MsgHelloAck came (under wmu)
 
@@ -338,6 +339,7 @@ func (c *RepairClient) dialLocked() error {
 	} else {
 		close(hello)
 	}
+	c.greeted.Store(!c.vip.Is4())
 	c.guarded.Store(false)
 	c.c, c.rc, c.na, c.hello = conn, rc, na, hello
 	c.up.Store(true)
@@ -350,6 +352,9 @@ func (c *RepairClient) dialLocked() error {
 // Timeout) for the node's answer to the hello, so that Guarded is known
 // before the first handoff.
 func (c *RepairClient) Dial() error {
+	if c.Connected() {
+		return nil
+	}
 	if c.closed.Load() {
 		return fmt.Errorf("%w: repair client closed", ErrNotSent)
 	}
@@ -457,6 +462,7 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth, hel
 		case MsgHelloAck:
 			if helloOpen {
 				c.guarded.Store(len(p) > 0 && p[0]&AckGuarded != 0)
+				c.greeted.Store(true)
 				close(hello)
 				helloOpen = false
 			}
@@ -473,9 +479,10 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth, hel
 // it has not rebuilt yet (AckGuarded).
 func (c *RepairClient) Guarded() bool { return c.guarded.Load() }
 
-// Connected reports whether the control channel is up (HandoffAsync
-// returns ErrNoChannel otherwise).
-func (c *RepairClient) Connected() bool { return c.up.Load() }
+// Connected reports whether the control channel is up and the node has
+// answered its hello (so Guarded is known). HandoffAsync needs the channel
+// up; it returns ErrNoChannel otherwise.
+func (c *RepairClient) Connected() bool { return c.up.Load() && c.greeted.Load() }
 
 // Close ends the channel without calling OnDown; handoffs still waiting
 // for an answer get an error (outcome unknown).

@@ -334,7 +334,7 @@ func TestRepairLabKernel(t *testing.T) {
 	for i, a := range l.NodeAddrs {
 		addr := netip.AddrPortFrom(a, 7070).String()
 		nodeAddrs = append(nodeAddrs, addr)
-		helper(t, l.NodeNS(i), "node", os.Stderr, addr)
+		helper(t, l.NodeNS(i), "node", io.Discard, addr)
 	}
 	var frontOut strings.Builder
 	var fmu sync.Mutex

@@ -201,8 +201,8 @@ func (m *RepairMover) AddNode(i int, addr netip.AddrPort) error {
 // HasNode reports whether node i was added.
 func (m *RepairMover) HasNode(i int) bool { return m.client(i) != nil }
 
-// Connected reports whether node i's control channel is up, which
-// MoveFD needs (it never dials).
+// Connected reports whether node i's control channel is up and greeted,
+// which MoveFD needs (it never dials or waits).
 func (m *RepairMover) Connected(i int) bool {
 	c := m.client(i)
 	return c != nil && c.Connected()
