@@ -104,8 +104,8 @@ type RepairClient struct {
 	// c != nil, readable without wmu; greeted, that the node answered the
 	// current channel's hello (or none was sent).
 	guarded, up, greeted atomic.Bool
-	vip         netip.Addr    // sent in MsgHello (invalid: no hello)
-	hello       chan struct{} // closed when the current channel's MsgHelloAck came (under wmu)
+	vip                  netip.Addr    // sent in MsgHello (invalid: no hello)
+	hello                chan struct{} // closed when the current channel's MsgHelloAck came (under wmu)
 
 	pmu     sync.Mutex
 	pending map[uint64]pendingAck
