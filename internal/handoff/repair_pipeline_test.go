@@ -41,14 +41,15 @@ type pipelineResult struct {
 
 // TestRepairPipelining: each client connection sends 10 GET requests in ONE
 // write and must get all 10 answers, byte-exact (SHA-256), over the moved
-// connection. "padded" requests carry a 5000-byte header each, so the write
-// spans ~35 segments and most of them arrive while the connection moves;
+// connection. "padded" requests carry a 7000-byte header each, so the write
+// (~70 KB) spans ~50 segments and outgrows the front's first receive
+// window: the later ones arrive while the connection moves;
 // "small" ones fit in one segment. Answers are 1 KB to 1 MB. Both steering
 // backends run: eBPF (which holds the flow while it moves) and nftables.
 func TestRepairPipelining(t *testing.T) {
-	conns := 24
+	conns := 64
 	if testing.Short() {
-		conns = 8
+		conns = 16
 	}
 	for _, backend := range []string{"bpf", "nftables"} {
 		t.Run(backend, func(t *testing.T) {
@@ -56,7 +57,7 @@ func TestRepairPipelining(t *testing.T) {
 			for _, c := range []struct {
 				name string
 				pad  int
-			}{{"small", 0}, {"padded", 5000}} {
+			}{{"small", 0}, {"padded", 7000}} {
 				t.Run(c.name, func(t *testing.T) {
 					var out strings.Builder
 					cl, _ := helper(t, rc.lab.ClientNS(), "pipeline", &out, rc.lab.VIP.String()+":80",
