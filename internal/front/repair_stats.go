@@ -20,6 +20,11 @@ type RepairStats struct {
 	// Refused counts control frames refused as forged, replayed, stale or
 	// malformed.
 	Forged, Replayed, Stale, Malformed uint64
+	// Early counts moves whose flow was steered to the node before the
+	// socket was frozen (the node guards its virtual IP, or nftables
+	// steering); Held, moves whose flow was held until the node's
+	// acknowledgement (handoff.RepairMover explains both).
+	Early, Held uint64
 	// Fast counts the moved connections handed off straight from the raw
 	// accept loop (repairfast.go).
 	Fast uint64

@@ -94,8 +94,30 @@
 // its copy silently. The node rebuilds the socket in repair mode and replies
 // from the virtual IP straight to the client; at the end it tells the front
 // to drop the flow. Forged, replayed or stale messages are refused and
-// counted. See repair*.go, steer*.go and lab*.go (the network-namespace
-// test topology).
+// counted. See repair*.go, steer*.go, guard.go and lab*.go (the
+// network-namespace test topology).
+//
+// RepairMover is the one implementation of those front-side steps (the HTTP
+// front and internal/l4 both use it). While a flow moves, the client may
+// still send: the rest of a request of several segments, pipelined
+// requests, and the ACKs of the node's first answer bytes. Seed 002's
+// front-end keeps forwarding a migrated connection's packets to its new
+// server and relies on TCP to retransmit what the server was not ready
+// for; shoal does the same, and makes "not ready" mean a drop instead of a
+// reset: each node attaches a Guard (a TCX ingress program) that drops a
+// segment to its virtual IP when no connection matches it, where the
+// kernel would reset the client. A node tells the front whether it guards
+// the front's VIP when the control channel opens (MsgHello) and in each
+// acknowledgement; the mover then steers the flow to the node BEFORE it
+// freezes the socket, so nothing lands in the frozen copy, early segments
+// are retransmitted to the rebuilt socket, and the answer's ACKs reach the
+// node at once. Only towards a node that cannot guard (no CAP_BPF, no TCX)
+// does the mover hold the flow at the front (Steer.Hold, eBPF) until the
+// node has acknowledged, which is safe but drops the client's early ACKs:
+// an answer that fits in one window then waits for the node's
+// retransmission timer (about 1 s for a rebuilt socket, which has no RTT
+// estimate). Holding the flow for the whole move, rather than steering
+// early, was the alternative; it costs every large answer that second.
 package handoff
 
 // DefaultRepairMaxConns is the default bound on a node's handoff-port

@@ -99,6 +99,14 @@ type RepairClient struct {
 	out    []byte
 	nextID atomic.Uint64
 
+	// guarded says the node's last acknowledgement on this connection
+	// had AckGuarded (reset when the channel is dialled again); up is
+	// c != nil, readable without wmu; greeted, that the node answered the
+	// current channel's hello (or none was sent).
+	guarded, up, greeted atomic.Bool
+	vip                  netip.Addr    // sent in MsgHello (invalid: no hello)
+	hello                chan struct{} // closed when the current channel's MsgHelloAck came (under wmu)
+
 	pmu     sync.Mutex
 	pending map[uint64]pendingAck
 	epoch   uint64      // sweep ticks so far
@@ -134,6 +142,9 @@ type RepairClientConfig struct {
 	// OnDown is called when an established channel breaks: every flow
 	// moved to this node is now unowned.
 	OnDown func(error)
+	// VIP, if valid, is sent in a MsgHello when the channel is dialled;
+	// the node's answer says whether it guards the address (Guarded).
+	VIP netip.Addr
 }
 
 // NewRepairClient returns a client; it dials lazily on the first Handoff.
@@ -142,7 +153,7 @@ func NewRepairClient(cfg RepairClientConfig) *RepairClient {
 		cfg.Timeout = 2 * time.Second
 	}
 	c := &RepairClient{addr: cfg.Addr, auth: cfg.Auth, timeout: cfg.Timeout, onFin: cfg.OnFin, onDown: cfg.OnDown,
-		pending: make(map[uint64]pendingAck)}
+		pending: make(map[uint64]pendingAck), vip: cfg.VIP}
 	c.sweep = time.AfterFunc(time.Hour, c.sweepPending)
 	c.sweep.Stop()
 	return c
@@ -317,9 +328,51 @@ func (c *RepairClient) dialLocked() error {
 		return fmt.Errorf("handoff: dial %s: %w", c.addr, err)
 	}
 	setKeepAlive(conn)
-	c.c, c.rc, c.na = conn, rc, na
+	hello := make(chan struct{})
+	if c.vip.Is4() {
+		a := c.vip.As4()
+		conn.SetWriteDeadline(time.Now().Add(c.timeout))
+		if _, err := conn.Write(na.Seal(nil, ToNode, MsgHello, a[:])); err != nil {
+			conn.Close()
+			return fmt.Errorf("handoff: hello to %s: %w", c.addr, err)
+		}
+	} else {
+		close(hello)
+	}
+	c.greeted.Store(!c.vip.Is4())
+	c.guarded.Store(false)
+	c.c, c.rc, c.na, c.hello = conn, rc, na, hello
+	c.up.Store(true)
 	c.gen++
-	go c.read(conn, rc, na)
+	go c.read(conn, rc, na, hello)
+	return nil
+}
+
+// Dial connects the control channel if it is not up, and waits (at most
+// Timeout) for the node's answer to the hello, so that Guarded is known
+// before the first handoff.
+func (c *RepairClient) Dial() error {
+	if c.Connected() {
+		return nil
+	}
+	if c.closed.Load() {
+		return fmt.Errorf("%w: repair client closed", ErrNotSent)
+	}
+	c.wmu.Lock()
+	if c.c == nil {
+		if err := c.dialLocked(); err != nil {
+			c.wmu.Unlock()
+			return err
+		}
+	}
+	hello := c.hello
+	c.wmu.Unlock()
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
+	select {
+	case <-hello:
+	case <-t.C: // an older node that does not answer: not guarded
+	}
 	return nil
 }
 
@@ -329,6 +382,7 @@ func (c *RepairClient) drop(conn net.Conn, err error) {
 	mine := c.c == conn
 	if mine {
 		c.c, c.rc = nil, nil
+		c.up.Store(false)
 	}
 	c.wmu.Unlock()
 	conn.Close()
@@ -367,7 +421,13 @@ func (r rawConnReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth) {
+func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth, hello chan struct{}) {
+	helloOpen := c.vip.Is4()
+	defer func() {
+		if helloOpen {
+			close(hello) // the channel broke before the answer
+		}
+	}()
 	r := bufio.NewReaderSize(rawConnReader{rc}, 4096)
 	var buf []byte
 	for {
@@ -396,7 +456,15 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth) {
 			if p[8] != 0 {
 				done(fmt.Errorf("%w: %s: %s", ErrRebuildFailed, c.addr, p[9:]))
 			} else {
+				c.guarded.Store(len(p) > 9 && p[9]&AckGuarded != 0)
 				done(nil)
+			}
+		case MsgHelloAck:
+			if helloOpen {
+				c.guarded.Store(len(p) > 0 && p[0]&AckGuarded != 0)
+				c.greeted.Store(true)
+				close(hello)
+				helloOpen = false
 			}
 		case MsgFinHandoff:
 			if f, err := UnmarshalFlow(p); err == nil && len(p) >= 16 && c.onFin != nil {
@@ -406,6 +474,16 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth) {
 	}
 }
 
+// Guarded reports whether the node said, in its last acknowledgement on
+// the current channel, that it drops rather than resets segments of flows
+// it has not rebuilt yet (AckGuarded).
+func (c *RepairClient) Guarded() bool { return c.guarded.Load() }
+
+// Connected reports whether the control channel is up and the node has
+// answered its hello (so Guarded is known). HandoffAsync needs the channel
+// up; it returns ErrNoChannel otherwise.
+func (c *RepairClient) Connected() bool { return c.up.Load() && c.greeted.Load() }
+
 // Close ends the channel without calling OnDown; handoffs still waiting
 // for an answer get an error (outcome unknown).
 func (c *RepairClient) Close() error {
@@ -413,6 +491,7 @@ func (c *RepairClient) Close() error {
 	c.wmu.Lock()
 	conn := c.c
 	c.c, c.rc = nil, nil
+	c.up.Store(false)
 	c.wmu.Unlock()
 	c.pmu.Lock()
 	c.sweep.Stop()
@@ -442,6 +521,9 @@ type RepairListener struct {
 	mu    sync.Mutex
 	chans map[net.Conn]*chanState
 
+	guard    *Guard // nil: not guarding (guardErr says why)
+	guardErr error
+
 	// DrainTimeout bounds how long a closed connection may wait for its
 	// last bytes to be acknowledged and the client's FIN before the node
 	// sends FIN-HANDOFF anyway (DefaultDrainTimeout; set before use).
@@ -463,6 +545,15 @@ type chanState struct {
 
 // RepairListenerConfig bounds what the handoff port lets peers cost.
 type RepairListenerConfig struct {
+	// NoGuard leaves the node without its Guard. By default the listener
+	// attaches one (to the interface holding its address, for the
+	// virtual IPs on lo) and tells the front in each acknowledgement that
+	// the flow's address is guarded, so that the front may steer the flow
+	// before it sends the state; where the guard cannot be attached (no
+	// CAP_BPF, no TCX, no virtual IP on lo) the front holds the flow
+	// until the node has acknowledged instead (RepairMover.Move).
+	NoGuard bool
+
 	// MaxConns bounds the control connections open at once. One front
 	// keeps one; the rest of the room is for reconnects and more fronts.
 	// When it is reached, a new connection evicts the oldest one that has
@@ -505,12 +596,25 @@ func ListenRepair(ln net.Listener, auth *Auth, cfg RepairListenerConfig) *Repair
 	}
 	l := &RepairListener{ln: ln, auth: auth, cfg: cfg, ch: make(chan net.Conn, 64), done: make(chan struct{}),
 		chans: map[net.Conn]*chanState{}, DrainTimeout: DefaultDrainTimeout}
+	if cfg.NoGuard {
+		l.guardErr = errors.New("handoff: guard: disabled")
+	} else {
+		l.guard, l.guardErr = guardFor(ln.Addr())
+	}
 	go l.acceptLoop()
 	return l
 }
 
 // Auth returns the listener's authenticator (for its refusal counters).
 func (l *RepairListener) Auth() *Auth { return l.auth }
+
+// Guard returns the node's guard, or nil and why there is none.
+func (l *RepairListener) Guard() (*Guard, error) { return l.guard, l.guardErr }
+
+// AckGuarded is set in a successful MsgHandoffAck's flags byte (after the
+// status byte) when the node's Guard covers the flow's address: segments the
+// front steers to the node before the rebuild are dropped there, not reset.
+const AckGuarded = 1
 
 // admit registers c within the connection limit, evicting the oldest
 // connection that has not authenticated yet if need be; false: c must be
@@ -634,6 +738,16 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 			}
 			l.mu.Unlock()
 		}
+		if k == MsgHello && len(p) == 4 {
+			var flags byte
+			if l.guard.Covers(netip.AddrFrom4([4]byte(p))) {
+				flags |= AckGuarded
+			}
+			if err := ch.send(MsgHelloAck, []byte{flags}); err != nil {
+				return
+			}
+			continue
+		}
 		if k != MsgHandoff || len(p) < 8 {
 			continue
 		}
@@ -656,7 +770,11 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 			continue
 		}
 		l.Restored.Add(1)
-		ack = append(ack, 0)
+		var flags byte
+		if l.guard.Covers(st.Local.Addr()) {
+			flags |= AckGuarded
+		}
+		ack = append(ack, 0, flags)
 		if err := ch.send(MsgHandoffAck, ack); err != nil {
 			conn.Close()
 			return
@@ -686,6 +804,9 @@ func (l *RepairListener) Close() error {
 	l.once.Do(func() {
 		close(l.done)
 		err = l.ln.Close()
+		if l.guard != nil {
+			l.guard.Close()
+		}
 		l.mu.Lock()
 		for c := range l.chans {
 			c.Close()

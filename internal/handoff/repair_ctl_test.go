@@ -306,3 +306,39 @@ func lenOf(rl *RepairListener) countFunc {
 		return uint64(len(rl.chans))
 	}
 }
+
+// TestRepairHello: a client with a VIP greets the node when it dials, and
+// Dial returns once the node has answered (here: not guarded, since a
+// handoff port on loopback has no interface to guard), so the mover knows
+// how to steer before its first handoff. A node's answer to a hello for an
+// address it does not guard must never claim it does.
+func TestRepairHello(t *testing.T) {
+	rl, _ := repairPort(t, RepairListenerConfig{})
+	if g, err := rl.Guard(); g != nil || err == nil {
+		t.Fatalf("loopback handoff port: guard %v, err %v; want none and a reason", g, err)
+	}
+	auth, _ := NewAuth(ctlKey, 0)
+	c := NewRepairClient(RepairClientConfig{Addr: rl.Addr().String(), Auth: auth, Timeout: time.Minute,
+		VIP: netip.MustParseAddr("10.9.0.100")})
+	defer c.Close()
+	if c.Connected() {
+		t.Fatal("connected before Dial")
+	}
+	if err := c.Dial(); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Connected() {
+		t.Error("not connected after Dial")
+	}
+	c.wmu.Lock()
+	hello := c.hello
+	c.wmu.Unlock()
+	select {
+	case <-hello:
+	default:
+		t.Error("Dial returned before the node answered the hello")
+	}
+	if c.Guarded() {
+		t.Error("node without a guard answered guarded")
+	}
+}

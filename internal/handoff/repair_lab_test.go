@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,7 +81,7 @@ func TestRepairHelper(t *testing.T) {
 	var err error
 	switch f[0] {
 	case "node":
-		err = helperNode(f[1])
+		err = helperNode(f[1], f[2:]...)
 	case "front":
 		err = helperFront(f[1], f[2], f[3:])
 	case "client":
@@ -89,6 +90,14 @@ func TestRepairHelper(t *testing.T) {
 		err = helperFetch(f[1:])
 	case "hold":
 		err = helperHold(f[1:])
+	case "pipeline":
+		err = helperPipeline(f[1:])
+	case "mover":
+		err = helperMover(f[1], f[2:])
+	case "guardnode":
+		err = helperGuardNode(f[1], f[2])
+	case "guardclient":
+		err = helperGuardClient(f[1])
 	default:
 		err = fmt.Errorf("unknown role %q", f[0])
 	}
@@ -109,13 +118,16 @@ func body(n int, seed string) []byte {
 	return b
 }
 
-func helperNode(addr string) error {
+// helperNode serves net/http on a RepairListener at addr; "noguard" as
+// an option leaves the node without its Guard. It prints the guard's state
+// after READY and the segments it dropped when stdin closes.
+func helperNode(addr string, opts ...string) error {
 	auth, _ := NewAuth(labKey, 0)
 	ln, err := net.Listen("tcp4", addr)
 	if err != nil {
 		return err
 	}
-	rl := ListenRepair(ln, auth, RepairListenerConfig{})
+	rl := ListenRepair(ln, auth, RepairListenerConfig{NoGuard: slices.Contains(opts, "noguard")})
 	host, _ := os.Hostname()
 	_ = host
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -125,9 +137,12 @@ func helperNode(addr string) error {
 		w.Write(body(n, r.URL.Path))
 	})
 	fmt.Println("READY")
+	g, gerr := rl.Guard()
+	fmt.Printf("NODE guard=%v (%v)\n", g != nil, gerr)
 	go func() {
 		// Report counters on stdin close.
 		io.Copy(io.Discard, os.Stdin)
+		fmt.Printf("NODE dropped=%d\n", g.Dropped())
 	}()
 	srv := &http.Server{Handler: h}
 	return srv.Serve(rl)
@@ -268,7 +283,7 @@ func TestRepairLabKernel(t *testing.T) {
 	for i, a := range l.NodeAddrs {
 		addr := netip.AddrPortFrom(a, 7070).String()
 		nodeAddrs = append(nodeAddrs, addr)
-		helper(t, l.NodeNS(i), "node", os.Stderr, addr)
+		helper(t, l.NodeNS(i), "node", io.Discard, addr)
 	}
 	var frontOut strings.Builder
 	var fmu sync.Mutex

@@ -18,7 +18,6 @@ func TestRepairMoverConfig(t *testing.T) {
 		cfg  RepairMoverConfig
 		want string
 	}{
-		{"no nodes", RepairMoverConfig{Key: labKey, VIP: vip}, "no nodes"},
 		{"no VIP port", RepairMoverConfig{Key: labKey, VIP: netip.AddrPortFrom(vip.Addr(), 0), Nodes: []netip.AddrPort{node}}, "VIP"},
 		{"IPv6 VIP", RepairMoverConfig{Key: labKey, VIP: netip.MustParseAddrPort("[::1]:80"), Nodes: []netip.AddrPort{node}}, "VIP"},
 		{"node without port", RepairMoverConfig{Key: labKey, VIP: vip, Nodes: []netip.AddrPort{netip.AddrPortFrom(node.Addr(), 0)}}, "node 0"},

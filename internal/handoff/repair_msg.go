@@ -79,6 +79,13 @@ const (
 	// the front removes its steering entry (seed 002's FIN-HANDOFF):
 	// flow (12 bytes) and the handoff's RcvSeq as an incarnation tag.
 	MsgFinHandoff MsgKind = 3
+	// MsgHello (front → node) is the first frame on a new control
+	// channel: the front's virtual IP (4 bytes). MsgHelloAck (node →
+	// front) answers it with a flags byte (AckGuarded: the node's Guard
+	// covers that address), so that the front knows before its first
+	// handoff whether it may steer early (RepairMover).
+	MsgHello    MsgKind = 4
+	MsgHelloAck MsgKind = 5
 )
 
 // Direction says which way a frame travels; it is sealed into the frame so

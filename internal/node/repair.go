@@ -22,6 +22,15 @@ import (
 // (e.g. on lo with arp_ignore=1, arp_announce=2) and run with
 // CAP_NET_ADMIN, which TCP_REPAIR requires.
 //
+// With CAP_BPF as well (and a kernel with TCX), the port also attaches the
+// node's guard (handoff.Guard) to the interface holding addr: segments to
+// a virtual IP on lo that find no connection here are dropped rather than
+// answered with a reset, so the front may steer a flow before the node has
+// rebuilt it and the client's early segments and ACKs are retransmitted or
+// reach the node instead of ending the connection. Without it the node
+// still works, and the front holds each flow until the node has
+// acknowledged (handoff.RepairMover); the log says which.
+//
 // It returns once the port is open; serving runs on its own goroutine
 // until Shutdown (which closes the listener like any other).
 func (s *Server) ListenRepair(addr string, key []byte, cfg handoff.RepairListenerConfig) (*handoff.RepairListener, error) {
@@ -34,6 +43,11 @@ func (s *Server) ListenRepair(addr string, key []byte, cfg handoff.RepairListene
 		return nil, fmt.Errorf("node: repair listen %s: %w", addr, err)
 	}
 	rl := handoff.ListenRepair(ln, auth, cfg)
+	if g, err := rl.Guard(); g != nil {
+		s.cfg.Logger.Info("repair: guarding virtual IPs: early segments are dropped, not reset", "devs", g.Devs())
+	} else {
+		s.cfg.Logger.Info("repair: not guarding; the front holds each flow until this node acknowledges", "why", err)
+	}
 	go s.Serve(rl)
 	return rl, nil
 }
