@@ -542,7 +542,8 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 			labelled{"fallback_freeze", r.FallbackFreeze}, labelled{"fallback_node", r.FallbackNode},
 			labelled{"lost", r.Lost}, labelled{"ended", r.Ended}, labelled{"dropped", r.Dropped},
 			labelled{"refused_forged", r.Forged}, labelled{"refused_replayed", r.Replayed},
-			labelled{"refused_stale", r.Stale}, labelled{"refused_malformed", r.Malformed})
+			labelled{"refused_stale", r.Stale}, labelled{"refused_malformed", r.Malformed},
+			labelled{"steered_early", r.Early}, labelled{"held", r.Held})
 		gauge(descSteered, float64(r.Steered))
 	}
 }

@@ -84,6 +84,10 @@ type RepairStats struct {
 	Replayed       uint64 `json:"refused_replayed"`
 	Stale          uint64 `json:"refused_stale"`
 	Malformed      uint64 `json:"refused_malformed"`
+	// Early and Held: moves steered to a guarding node before the freeze,
+	// and moves held at the front until the node acknowledged.
+	Early uint64 `json:"steered_early"`
+	Held  uint64 `json:"held"`
 }
 
 // FrontStats converts the front's counters to the form /stats serves.
@@ -112,7 +116,8 @@ func FrontStats(st front.Stats) Stats {
 	if r := st.Repair; r != nil {
 		out.Repair = &RepairStats{Moved: r.Moved, Fast: r.Fast, FallbackFreeze: r.FallbackFreeze, FallbackNode: r.FallbackNode,
 			Lost: r.Lost, Ended: r.Ended, Dropped: r.Dropped, Steered: r.Steered,
-			Forged: r.Forged, Replayed: r.Replayed, Stale: r.Stale, Malformed: r.Malformed}
+			Forged: r.Forged, Replayed: r.Replayed, Stale: r.Stale, Malformed: r.Malformed,
+			Early: r.Early, Held: r.Held}
 	}
 	return out
 }
