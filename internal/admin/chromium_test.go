@@ -89,7 +89,7 @@ func TestDashboardChromium(t *testing.T) {
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
 		// Chromium leaves org.chromium.Chromium.* in TMPDIR: give it the test's.
-		chromedp.Env("TMPDIR="+t.TempDir()),
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-extensions", true), chromedp.Flag("disable-dev-shm-usage", true),
