@@ -78,19 +78,7 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 		ipOff  = 14
 		tcpOff = ipOff + 20
 	)
-	insns := asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
-		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word),
-		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
-		asm.Mov.Reg(asm.R4, asm.R2),
-		asm.Add.Imm(asm.R4, tcpOff+14),
-		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
-		asm.LoadMem(asm.R5, asm.R2, 12, asm.Half), // ethertype
-		asm.JNE.Imm(asm.R5, 0x0008, "pass"),       // 0x0800 in network order
-		asm.LoadMem(asm.R5, asm.R2, ipOff, asm.Byte),
-		asm.JNE.Imm(asm.R5, 0x45, "pass"), // IPv4, no options
-		asm.LoadMem(asm.R5, asm.R2, ipOff+9, asm.Byte),
-		asm.JNE.Imm(asm.R5, 6, "pass"), // TCP
+	insns := append(ipv4TCPPrologue(tcpOff), asm.Instructions{
 		asm.LoadMem(asm.R5, asm.R2, tcpOff+13, asm.Byte),
 		asm.And.Imm(asm.R5, 0x06), // SYN or RST: not ours
 		asm.JNE.Imm(asm.R5, 0, "pass"),
@@ -134,7 +122,7 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
 		asm.Mov.Imm(asm.R0, 2).WithSymbol("shot"), // TC_ACT_SHOT: the client retransmits later
 		asm.Return(),
-	}
+	}...)
 	g.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: "shoal_guard", Type: ebpf.SchedCLS, License: "Apache-2.0", Instructions: insns})
 	if err != nil {
 		g.Close()

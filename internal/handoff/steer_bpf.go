@@ -109,19 +109,7 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 		ipOff  = 14
 		tcpOff = ipOff + 20
 	)
-	insns := asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
-		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word),
-		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
-		asm.Mov.Reg(asm.R4, asm.R2),
-		asm.Add.Imm(asm.R4, tcpOff+14),
-		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
-		asm.LoadMem(asm.R5, asm.R2, 12, asm.Half), // ethertype
-		asm.JNE.Imm(asm.R5, 0x0008, "pass"),       // 0x0800 in network order
-		asm.LoadMem(asm.R5, asm.R2, ipOff, asm.Byte),
-		asm.JNE.Imm(asm.R5, 0x45, "pass"), // IPv4, no options
-		asm.LoadMem(asm.R5, asm.R2, ipOff+9, asm.Byte),
-		asm.JNE.Imm(asm.R5, 6, "pass"), // TCP
+	insns := append(ipv4TCPPrologue(tcpOff), asm.Instructions{
 		asm.LoadMem(asm.R5, asm.R2, ipOff+16, asm.Word),
 		asm.JNE.Imm32(asm.R5, vipLE, "pass"),
 		asm.LoadMem(asm.R5, asm.R2, tcpOff+2, asm.Half),
@@ -165,7 +153,7 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 		asm.Return(),
 		asm.Mov.Imm(asm.R0, 2).WithSymbol("drop"), // TC_ACT_SHOT: the client retransmits later
 		asm.Return(),
-	}
+	}...)
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "shoal_steer", Type: ebpf.SchedCLS, License: "Apache-2.0", Instructions: insns})
 	if err != nil {
 		m.Close()
@@ -210,4 +198,26 @@ func (b *bpfMap) count() (int, error) {
 
 func (b *bpfMap) close() error {
 	return errors.Join(b.l.Close(), b.prog.Close(), b.m.Close())
+}
+
+// ipv4TCPPrologue is the start the steering and guard programs share: it
+// keeps the skb in R6, the packet's start in R2 and its end in R3, and jumps
+// to "pass" unless the frame holds an option-less IPv4 header and a whole
+// TCP header (through tcpOff+14) carrying TCP.
+func ipv4TCPPrologue(tcpOff int32) asm.Instructions {
+	const ipOff = 14
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, tcpOff+14),
+		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
+		asm.LoadMem(asm.R5, asm.R2, 12, asm.Half), // ethertype
+		asm.JNE.Imm(asm.R5, 0x0008, "pass"),       // 0x0800 in network order
+		asm.LoadMem(asm.R5, asm.R2, ipOff, asm.Byte),
+		asm.JNE.Imm(asm.R5, 0x45, "pass"), // IPv4, no options
+		asm.LoadMem(asm.R5, asm.R2, ipOff+9, asm.Byte),
+		asm.JNE.Imm(asm.R5, 6, "pass"), // TCP
+	}
 }
