@@ -1,11 +1,13 @@
 package cdndns
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -61,17 +63,9 @@ func Start(cfg Config, cov *Coverage, view func() []Candidate) (*Server, error) 
 	}
 	cfg.Zone = dns.Fqdn(strings.ToLower(cfg.Zone))
 	s := &Server{cfg: cfg, cov: cov, view: view, stats: Stats{ByPoP: map[string]uint64{}}}
-	pc, err := net.ListenPacket("udp", cfg.Addr)
+	pc, ln, err := listenPair(cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("dns %s: %w", cfg.Addr, err)
-	}
-	// TCP on the same port as UDP (":0" picks UDP's).
-	host, _, _ := net.SplitHostPort(cfg.Addr)
-	_, port, _ := net.SplitHostPort(pc.LocalAddr().String())
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
-	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("dns %s tcp: %w", cfg.Addr, err)
+		return nil, err
 	}
 	s.UDPAddr, s.TCPAddr = pc.LocalAddr().String(), ln.Addr().String()
 	h := dns.HandlerFunc(s.serve)
@@ -80,6 +74,31 @@ func Start(cfg Config, cov *Coverage, view func() []Candidate) (*Server, error) 
 	go s.udp.ActivateAndServe()
 	go s.tcp.ActivateAndServe()
 	return s, nil
+}
+
+// listenPair binds UDP and TCP on one port. With port 0 the kernel picks
+// UDP's port, which another process may already hold for TCP; that is
+// retried with a fresh port instead of failing (a CI run hit it).
+func listenPair(addr string) (net.PacketConn, net.Listener, error) {
+	host, want, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dns %s: %w", addr, err)
+	}
+	for try := 0; ; try++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dns %s: %w", addr, err)
+		}
+		_, port, _ := net.SplitHostPort(pc.LocalAddr().String())
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+		if err == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+		if (want != "0" && want != "") || try == 16 || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, nil, fmt.Errorf("dns %s tcp: %w", addr, err)
+		}
+	}
 }
 
 // Close stops both listeners.
