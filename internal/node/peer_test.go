@@ -1,0 +1,263 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"shoal/internal/peer"
+	"shoal/internal/peerwire"
+)
+
+var peerKey = []byte("node-test-cluster-key-0123456789")
+
+// peerSite writes a site with a 90 KB file (small in Weblins' sense, more
+// than one 64 KiB peer frame) and returns the root and the file's bytes.
+func peerSite(t *testing.T) (string, []byte) {
+	t.Helper()
+	root := t.TempDir()
+	b := []byte(bigBody()[:90<<10])
+	if err := os.WriteFile(filepath.Join(root, "small.bin"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "hello.txt"), []byte(helloBody), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root, b
+}
+
+// startPeers starts n nodes over root that know each other as peers (node
+// i is index i) and trust loopback as their front.
+func startPeers(t *testing.T, root string, n int, mod func(i int, c *Config)) []*testServer {
+	t.Helper()
+	var lns []net.Listener
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	var out []*testServer
+	for i := range n {
+		cfg := Config{Root: root, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			TrustedFronts: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+			Peer:          peer.Config{Self: i, Peers: addrs, Key: peerKey, DigestPeriod: -1}}
+		if mod != nil {
+			mod(i, &cfg)
+		}
+		srv, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := &testServer{srv: srv, addr: addrs[i], done: make(chan error, 1)}
+		go func() { ts.done <- srv.Serve(lns[i]) }()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+		})
+		out = append(out, ts)
+	}
+	return out
+}
+
+// TestPeerFetchRelay: node 0 asked for a small file with the front's
+// "Shoal-Fetch: 1" gets it from node 1's memory: three requests, node 1
+// reads its disk once and serves the rest from memory, node 0 never reads
+// its disk or keeps a copy, and the client's bytes match the file.
+// Without the header, node 0 reads its own disk.
+func TestPeerFetchRelay(t *testing.T) {
+	root, want := peerSite(t)
+	ns := startPeers(t, root, 2, nil)
+	c := ns[0].dial(t)
+	for range 3 {
+		c.send(get("/small.bin", "Shoal-Fetch: 1\r\n"))
+		r := c.read(false)
+		if r.status != 200 || sha256.Sum256([]byte(r.body)) != sha256.Sum256(want) {
+			t.Fatalf("status %d, %d bytes, SHA-256 differs", r.status, len(r.body))
+		}
+	}
+	a, b := ns[0].srv.PeerStats(), ns[1].srv.PeerStats()
+	if a.Fetches != 3 || a.FetchBytes != 3*uint64(len(want)) || a.Failures != 0 {
+		t.Errorf("node 0: %+v", a)
+	}
+	if b.Served != 3 || b.ServedDisk != 1 {
+		t.Errorf("node 1 served %d (from disk %d), want 3 (1)", b.Served, b.ServedDisk)
+	}
+	if n := ns[0].srv.cache.Len(); n != 0 {
+		t.Errorf("node 0 caches %d objects after fetching, want 0 (the owner holds the copy)", n)
+	}
+	c.send(get("/small.bin"))
+	if r := c.read(false); r.body != string(want) || ns[0].srv.PeerStats().Fetches != 3 || ns[0].srv.cache.Len() != 1 {
+		t.Errorf("without the header: fetches %d, cache %d", ns[0].srv.PeerStats().Fetches, ns[0].srv.cache.Len())
+	}
+}
+
+// TestPeerFetchHintNeedsFront: the header from a client that is not a
+// trusted front is ignored (the node reads its disk); so is a hint naming
+// the node itself or no node.
+func TestPeerFetchHintNeedsFront(t *testing.T) {
+	root, want := peerSite(t)
+	ns := startPeers(t, root, 2, func(i int, c *Config) {
+		if i == 0 {
+			c.TrustedFronts = nil
+		}
+	})
+	c := ns[0].dial(t)
+	c.send(get("/small.bin", "Shoal-Fetch: 1\r\n"))
+	if r := c.read(false); r.body != string(want) {
+		t.Fatal("wrong body")
+	}
+	c1 := ns[1].dial(t)
+	for _, h := range []string{"Shoal-Fetch: 1\r\n", "Shoal-Fetch: 9\r\n", "Shoal-Fetch: x\r\n"} {
+		c1.send(get("/hello.txt", h))
+		if r := c1.read(false); r.body != helloBody {
+			t.Fatal("wrong body")
+		}
+	}
+	if a, b := ns[0].srv.PeerStats(), ns[1].srv.PeerStats(); a.Fetches+b.Fetches != 0 || a.Served+b.Served != 0 {
+		t.Errorf("a hint from an untrusted client or naming no peer was followed: %+v %+v", a, b)
+	}
+}
+
+// TestPeerFetchRangeAndHead: a fetched object answers a range and a HEAD
+// through the ordinary path (no streaming), with the file's bytes.
+func TestPeerFetchRangeAndHead(t *testing.T) {
+	root, want := peerSite(t)
+	ns := startPeers(t, root, 2, nil)
+	c := ns[0].dial(t)
+	c.send(get("/small.bin", "Shoal-Fetch: 1\r\n", "Range: bytes=100-199\r\n"))
+	if r := c.read(false); r.status != 206 || r.body != string(want[100:200]) {
+		t.Errorf("range: %d %q", r.status, r.body)
+	}
+	c.send("HEAD /small.bin HTTP/1.1\r\nHost: x\r\nShoal-Fetch: 1\r\n\r\n")
+	if r := c.read(true); r.status != 200 || r.h.Get("Content-Length") != "92160" {
+		t.Errorf("head: %d %v", r.status, r.h)
+	}
+	if a := ns[0].srv.PeerStats(); a.Fetches != 2 {
+		t.Errorf("fetches %d, want 2", a.Fetches)
+	}
+}
+
+// hintHanded is a handed-off connection whose handoff message named a
+// node to fetch from (handoff.FDConn.FetchHint).
+type hintHanded struct {
+	fakeHanded
+	hint int
+}
+
+func (h *hintHanded) FetchHint() int { return h.hint }
+
+// TestPeerFetchPassfd: the decision comes in the handoff message: node 0
+// serves the handed connection's first request from node 1's memory (node
+// 1 reads its disk once), and later requests on the connection, which the
+// front did not decide, from its own disk.
+func TestPeerFetchPassfd(t *testing.T) {
+	root, want := peerSite(t)
+	ns := startPeers(t, root, 2, nil)
+	for round := range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &hintHanded{fakeHanded: fakeHanded{Conn: server, pre: []byte(get("/small.bin")), back: make(chan []byte, 1), ended: make(chan struct{})}, hint: 1}
+		one := &oneConnListener{c: f, done: make(chan struct{})}
+		go ns[0].srv.Serve(one)
+		client.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(client)
+		if got := readBody(t, br); sha256.Sum256([]byte(got)) != sha256.Sum256(want) {
+			t.Fatalf("round %d: handed request: SHA-256 differs (%d bytes)", round, len(got))
+		}
+		if round == 1 {
+			client.Write([]byte(get("/small.bin")))
+			if got := readBody(t, br); got != string(want) {
+				t.Fatal("second request: wrong body")
+			}
+		}
+		client.Close()
+		close(one.done)
+	}
+	a, b := ns[0].srv.PeerStats(), ns[1].srv.PeerStats()
+	if a.Fetches != 2 || b.Served != 2 || b.ServedDisk != 1 || ns[0].srv.cache.Len() != 1 {
+		t.Errorf("node 0 %+v (cache %d), node 1 %+v", a, ns[0].srv.cache.Len(), b)
+	}
+}
+
+// TestPeerFetchFallback: when the named peer is down the node serves from
+// its own disk and counts a failure.
+func TestPeerFetchFallback(t *testing.T) {
+	root, want := peerSite(t)
+	ns := startPeers(t, root, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ns[1].srv.Shutdown(ctx)
+	c := ns[0].dial(t)
+	c.send(get("/small.bin", "Shoal-Fetch: 1\r\n"))
+	if r := c.read(false); r.status != 200 || r.body != string(want) {
+		t.Fatalf("status %d", r.status)
+	}
+	if a := ns[0].srv.PeerStats(); a.Failures != 1 || a.Fetches != 0 {
+		t.Errorf("stats %+v", a)
+	}
+}
+
+// TestPeerPortRefusesForgedPeer: on a node's own port, a peer connection
+// without the cluster key is refused in the handshake and counted; no
+// object byte is sent.
+func TestPeerPortRefusesForgedPeer(t *testing.T) {
+	root, want := peerSite(t)
+	ns := startPeers(t, root, 2, nil)
+	nc, err := net.Dial("tcp", ns[1].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(nc, "GET /.shoal/peer HTTP/1.1\r\nHost: x\r\nUpgrade: shoal-peer\r\nConnection: Upgrade\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(&byteReader{nc}), nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	cfg := peerwire.DefaultConfig(1, []byte("a-forger-without-the-cluster-key"))
+	if _, err := peerwire.Client(nc, &cfg); err == nil {
+		t.Fatal("handshake with a wrong key succeeded")
+	}
+	rest, _ := io.ReadAll(nc)
+	if strings.Contains(string(rest), string(want[:64])) {
+		t.Fatal("object bytes sent to a forger")
+	}
+	for end := time.Now().Add(5 * time.Second); ns[1].srv.PeerStats().Refused == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	if r := ns[1].srv.PeerStats().Refused; r != 1 {
+		t.Errorf("refused %d, want 1", r)
+	}
+}
+
+// byteReader reads one byte at a time, so http.ReadResponse leaves the
+// bytes after the 101 head on the connection.
+type byteReader struct{ c net.Conn }
+
+func (b *byteReader) Read(p []byte) (int, error) { return b.c.Read(p[:min(len(p), 1)]) }
