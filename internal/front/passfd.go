@@ -322,7 +322,8 @@ func (p *passfdPath) Serve(x *Exchange) Result {
 		return cc.relay(x)
 	}
 	back := p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(x.Backend.Index), Moves: 1, Conn: cc.id}
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(x.Backend.Index), Moves: 1, Conn: cc.id,
+		Fetch: handoff.FetchOf(x.Decision.Fetch, x.Decision.Node)}
 	if back {
 		h.Flags = handoff.FDFlagReturn
 		// Recorded before the send: the node may return it at once.
@@ -414,7 +415,8 @@ func (p *passfdPath) redispatch(s *Server, r handoff.FDMessage) bool {
 		s.cl.Done(b, &pr)
 		return false
 	}
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: r.Header.Moves + 1, Conn: r.Header.Conn}
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: r.Header.Moves + 1, Conn: r.Header.Conn,
+		Fetch: handoff.FetchOf(d.Fetch, d.Node)}
 	if p.handBack(s) {
 		h.Flags = handoff.FDFlagReturn
 	}

@@ -97,6 +97,9 @@ func TestPeerFetchRelay(t *testing.T) {
 	if b.Served != 3 || b.ServedDisk != 1 {
 		t.Errorf("node 1 served %d (from disk %d), want 3 (1)", b.Served, b.ServedDisk)
 	}
+	if st := ns[0].srv.Status(); st.Peer == nil || st.Peer.Fetches != 3 {
+		t.Errorf("status report's peer section: %+v", st.Peer)
+	}
 	if n := ns[0].srv.cache.Len(); n != 0 {
 		t.Errorf("node 0 caches %d objects after fetching, want 0 (the owner holds the copy)", n)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"shoal/internal/peer"
 )
 
 // Status is the node's resource report, served as JSON at /.shoal/status and
@@ -42,6 +44,9 @@ type Status struct {
 	// SiteVersion is the published site version served (0: the tree the
 	// node started with), so an operator can see every node switched.
 	SiteVersion uint64 `json:"site_version"`
+	// Peer counts fetches from peers' memories and the cache digests
+	// exchanged (peer.go); absent when peer cooperation is off.
+	Peer *peer.Stats `json:"peer,omitempty"`
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -63,6 +68,10 @@ func (s *Server) Status() Status {
 		SiteVersion:       s.SiteVersion(),
 	}
 	st.CPUPercent, st.BusyPercent = s.usage.percents(s.busy.Load())
+	if s.peer != nil {
+		ps := s.peer.Stats()
+		st.Peer = &ps
+	}
 	if s.cache != nil {
 		cs := s.cache.Stats()
 		st.CacheObjects = s.cache.Len()
