@@ -57,6 +57,8 @@ type rawAccept struct {
 	url     string
 	vh      vhostState
 	pathCtr *atomic.Uint64
+	// fetch is the last decision's handoff.FDHeader.Fetch (peer fetch).
+	fetch uint16
 }
 
 // fastAccept returns the raw accept loop's state when ln can be served by
@@ -264,6 +266,7 @@ func (ra *rawAccept) pick(data []byte) (id uint64, b *cluster.Backend, start tim
 	if d.Node < 0 {
 		b = nil
 	}
+	ra.fetch = handoff.FetchOf(d.Fetch, d.Node)
 	return id, b, start
 }
 
@@ -284,7 +287,7 @@ func (ra *rawAccept) pass(fd int, data []byte) (id uint64, relay, ok bool) {
 		return id, false, false // the normal path counts it and relays
 	}
 	back := p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: 1, Conn: id}
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: 1, Conn: id, Fetch: ra.fetch}
 	if back {
 		h.Flags = handoff.FDFlagReturn
 		p.owe(st.HandoffSocket, id) // before the send: it may come back at once

@@ -24,11 +24,15 @@ package peer
 
 import (
 	"bufio"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -607,4 +611,32 @@ func parseRequest(p []byte) (Request, error) {
 		return Request{}, ErrProtocol
 	}
 	return Request{Site: f[0], URL: f[1], Coding: f[2], ETag: f[3], Key: f[4], Size: int64(binary.BigEndian.Uint64(p))}, nil
+}
+
+// LoadKey reads the cluster key file: at least peerwire.MinSeed bytes,
+// all of them the secret, in a file only its owner may read (like the DCDN
+// seed: whoever reads it can fetch any node's objects and feed digests).
+func LoadKey(path string) ([]byte, error) {
+	k, err := peerwire.LoadSeed(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster key: %w", err)
+	}
+	return k, nil
+}
+
+// LoadOrCreateKey reads the cluster key at path, creating it first (32
+// random bytes, hex, mode 0600) when it does not exist: `shoal up` keeps
+// it in its data folder.
+func LoadOrCreateKey(path string) ([]byte, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		var b [32]byte
+		rand.Read(b[:])
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("cluster key: %w", err)
+		}
+		if err := os.WriteFile(path, []byte(hex.EncodeToString(b[:])), 0o600); err != nil {
+			return nil, fmt.Errorf("cluster key: %w", err)
+		}
+	}
+	return LoadKey(path)
 }
