@@ -264,3 +264,41 @@ func TestPeerPortRefusesForgedPeer(t *testing.T) {
 type byteReader struct{ c net.Conn }
 
 func (b *byteReader) Read(p []byte) (int, error) { return b.c.Read(p[:min(len(p), 1)]) }
+
+// TestClusterGDSFLiveEvictsDuplicate: two cgdsf nodes. Node 1 caches
+// "/dup" and sends its digest; node 0 then caches "/one", "/two" and
+// "/dup" (each 10 KB, three fit its 40 KB budget) and a fourth file
+// arrives: cgdsf evicts "/dup", whose other copy node 1's digest shows
+// (cost C/10), not "/one", the oldest, which plain GDSF evicts (the same
+// run without the digest).
+func TestClusterGDSFLiveEvictsDuplicate(t *testing.T) {
+	root := t.TempDir()
+	for _, n := range []string{"one", "two", "dup", "new"} {
+		os.WriteFile(filepath.Join(root, n), []byte(strings.Repeat(n[:1], 10<<10)), 0o644)
+	}
+	for _, tc := range []struct {
+		digest bool
+		victim string
+	}{{true, "/dup"}, {false, "/one"}} {
+		ns := startPeers(t, root, 2, func(i int, c *Config) { c.CachePolicy = "cgdsf"; c.CacheBytes = 40 << 10 })
+		c1 := ns[1].dial(t)
+		c1.send(get("/dup"))
+		c1.read(false)
+		if tc.digest {
+			ns[1].srv.peer.DigestRound()
+			if !ns[0].srv.peer.CachedElsewhere("/dup") {
+				t.Fatal("node 0 did not learn node 1's digest")
+			}
+		}
+		c0 := ns[0].dial(t)
+		for _, p := range []string{"/one", "/two", "/dup", "/new"} {
+			c0.send(get(p))
+			c0.read(false)
+		}
+		var kept []string
+		ns[0].srv.CacheKeys(func(k string) { kept = append(kept, k) })
+		if len(kept) != 3 || strings.Contains(strings.Join(kept, " "), tc.victim) {
+			t.Errorf("digest %v: node 0 keeps %v, want all but %s", tc.digest, kept, tc.victim)
+		}
+	}
+}
