@@ -302,3 +302,32 @@ func TestClusterGDSFLiveEvictsDuplicate(t *testing.T) {
 		}
 	}
 }
+
+// TestHandleCachedNoAllocWithPeers: with peer fetch on, cgdsf asking the
+// peers' digests on every hit, and a fetch hint in the request (ignored on
+// a hit), a cached GET still allocates nothing.
+func TestHandleCachedNoAllocWithPeers(t *testing.T) {
+	root, _ := peerSite(t)
+	ns := startPeers(t, root, 2, func(i int, c *Config) { c.CachePolicy = "cgdsf" })
+	c1 := ns[1].dial(t)
+	c1.send(get("/hello.txt"))
+	c1.read(false)
+	ns[1].srv.peer.DigestRound()
+	srv := ns[0].srv
+	c := newConn(srv, discardConn{})
+	c.front = true
+	now := time.Now()
+	req := "GET /hello.txt HTTP/1.1\r\nHost: x\r\nShoal-Fetch: 1\r\n\r\n"
+	run := func() {
+		c.r, c.w = 0, copy(c.buf, req)
+		c.process(now)
+	}
+	c.r, c.w = 0, copy(c.buf, get("/hello.txt")) // cached here from the disk
+	c.process(now)
+	if n := testing.AllocsPerRun(200, run); n != 0 {
+		t.Errorf("%v allocations per cached request", n)
+	}
+	if !srv.peer.CachedElsewhere("/hello.txt") {
+		t.Error("the digest was not consulted")
+	}
+}
