@@ -320,6 +320,7 @@ func (p *RepairPath) Serve(x *Exchange) Result {
 		return p.thawAndRelay(x, tc, err)
 	}
 	s.cl.Hold(x.Backend, cc.id) // until FIN-HANDOFF (held.go)
+	st.Fetch = handoff.FetchOf(x.Decision.Fetch, x.Decision.Node)
 	err = c.Handoff(st)
 	if err != nil {
 		s.cl.Release(cc.id)

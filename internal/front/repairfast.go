@@ -72,6 +72,7 @@ func (ra *rawAccept) repair(fd int, data []byte) (id uint64, relay, ok bool) {
 		return id, h.thaw(err), false
 	}
 	s.cl.Hold(b, id) // until FIN-HANDOFF (held.go)
+	st.Fetch = ra.fetch
 	if err := c.HandoffAsync(st, h.done); err != nil {
 		s.cl.Release(id)
 		p.forget(h.f)

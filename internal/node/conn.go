@@ -103,6 +103,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	_, c.operator = nc.(*net.TCPConn)
 	c.front = c.operator && s.peer != nil && s.trustedPeer(nc)
+	if f, ok := nc.(interface{ FetchHint() int }); ok {
+		c.handHint = f.FetchHint() // passfd's FDConn, repair's moved connection
+	}
 	c.adoptHandoff()
 	if s.logBuf != nil {
 		if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {

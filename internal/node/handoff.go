@@ -74,9 +74,6 @@ func (c *conn) adoptHandoff() {
 	c.nc = h.NetConn()
 	c.setPreread(h.Preread())
 	c.hb = &handback{h: h, oneShot: h.OneRequest()}
-	if f, ok := h.(interface{ FetchHint() int }); ok {
-		c.handHint = f.FetchHint()
-	}
 }
 
 // read is the serve loop's read: preread bytes first; then, for a

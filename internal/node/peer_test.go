@@ -331,3 +331,45 @@ func TestHandleCachedNoAllocWithPeers(t *testing.T) {
 		t.Error("the digest was not consulted")
 	}
 }
+
+// movedHint is a connection rebuilt by the repair path whose handoff
+// state named a node to fetch from (handoff's movedConn.FetchHint): not a
+// Handed connection, just a net.Conn with the hint.
+type movedHint struct {
+	net.Conn
+	hint int
+}
+
+func (m *movedHint) FetchHint() int { return m.hint }
+
+// TestPeerFetchRepair: a repair-moved connection's first request comes
+// from the named peer's memory; the client gets the file's bytes.
+func TestPeerFetchRepair(t *testing.T) {
+	root, want := peerSite(t)
+	ns := startPeers(t, root, 2, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	ln.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := &oneConnListener{c: &movedHint{Conn: server, hint: 1}, done: make(chan struct{})}
+	defer close(one.done)
+	go ns[0].srv.Serve(one)
+	client.SetDeadline(time.Now().Add(10 * time.Second))
+	client.Write([]byte(get("/small.bin")))
+	if got := readBody(t, bufio.NewReader(client)); sha256.Sum256([]byte(got)) != sha256.Sum256(want) {
+		t.Fatalf("SHA-256 differs (%d bytes)", len(got))
+	}
+	if a, b := ns[0].srv.PeerStats(), ns[1].srv.PeerStats(); a.Fetches != 1 || b.ServedDisk != 1 {
+		t.Errorf("node 0 %+v, node 1 %+v", a, b)
+	}
+}

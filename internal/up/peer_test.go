@@ -56,13 +56,13 @@ func getAll(t *testing.T, base string, sums map[string][32]byte, rounds int) {
 
 // sumPeer adds the nodes' peer counters from their status reports, waiting
 // (bounded) until they show at least min fetches.
-func sumPeer(t *testing.T, cl *cluster.Cluster, min uint64) cluster.PeerStatus {
+func sumPeer(t *testing.T, c *Cluster, min uint64) cluster.PeerStatus {
 	t.Helper()
 	var sum cluster.PeerStatus
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		sum = cluster.PeerStatus{}
-		for _, b := range cl.Backends() {
-			if st := b.LastStatus(); st != nil && st.Peer != nil {
+		for _, n := range nodeInfos(t, c) {
+			if st := n.Status; st != nil && st.Peer != nil {
 				sum.Fetches += st.Peer.Fetches
 				sum.Failures += st.Peer.Failures
 				sum.Served += st.Peer.Served
@@ -89,9 +89,9 @@ func TestWeblinsFetchesFromPeers(t *testing.T) {
 	}
 	site, sums := peerSite(t)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	check := func(t *testing.T, cl *cluster.Cluster, base string) {
-		getAll(t, base, sums, 3)
-		p := sumPeer(t, cl, 40)
+	check := func(t *testing.T, c *Cluster) {
+		getAll(t, c.URL, sums, 3)
+		p := sumPeer(t, c, 40)
 		t.Logf("peer counters: %+v", p)
 		if p.Fetches < 40 || p.Failures != 0 || p.Served != p.Fetches || p.ServedDisk > uint64(len(sums)) || p.Refused != 0 {
 			t.Errorf("peer counters %+v: want ≥ 40 fetches, no failure, served = fetches, served_disk ≤ %d", p, len(sums))
@@ -104,7 +104,7 @@ func TestWeblinsFetchesFromPeers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		check(t, c.Control, c.URL)
+		check(t, c)
 	})
 	t.Run("passfd", func(t *testing.T) {
 		logs, _ := os.CreateTemp(t.TempDir(), "nodes.log")
@@ -129,9 +129,21 @@ func TestWeblinsFetchesFromPeers(t *testing.T) {
 				t.Fatal("the front did not learn the handoff sockets")
 			}
 		}
-		check(t, p.Control, p.URL)
+		check(t, p.Cluster)
 		if st := p.Front.Stats(); st.Handoff.Passed == 0 {
 			t.Errorf("no connection was handed off: %+v", st.Handoff)
 		}
+	})
+	t.Run("repair", func(t *testing.T) {
+		needLab(t)
+		logs, _ := os.CreateTemp(t.TempDir(), "cluster.log")
+		defer logs.Close()
+		r, err := StartRepair(Config{Nodes: 4, Site: site, Policy: "weblins", DataDir: t.TempDir(),
+			HealthInterval: 100 * time.Millisecond, Logger: quiet}, RepairConfig{Exe: shoalBinary(t), Stderr: logs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		check(t, r.Cluster)
 	})
 }

@@ -117,7 +117,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		}
 		addrs = append(addrs, addr)
 	}
-	peerArgs, err := p.peerArgs(addrs)
+	peerArgs, err := p.peerArgs(addrs, true)
 	if err != nil {
 		return nil, err
 	}

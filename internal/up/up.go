@@ -477,13 +477,17 @@ func (c *Cluster) publishDir() (string, error) {
 // fetch): DataDir/cluster.key, created on first use.
 func clusterKeyFile(cfg *Config) string { return filepath.Join(cfg.DataDir, "cluster.key") }
 
-// peerArgs are the node flags that make the processes of StartProcs
-// cooperate: the cluster key, every node's address, and loopback as the
-// trusted front (the front runs in this process).
-func (p *Procs) peerArgs(addrs []string) ([]string, error) {
+// peerArgs are the node flags that make node processes cooperate: the
+// cluster key and every node's address, and, when loopback is set,
+// loopback as the trusted front (StartProcs runs the front in this process).
+func (p *Procs) peerArgs(addrs []string, loopback bool) ([]string, error) {
 	file := clusterKeyFile(&p.Config)
 	if _, err := peer.LoadOrCreateKey(file); err != nil {
 		return nil, err
 	}
-	return []string{"--peer-key-file", file, "--peers", strings.Join(addrs, ","), "--trusted-fronts", "127.0.0.0/8,::1"}, nil
+	args := []string{"--peer-key-file", file, "--peers", strings.Join(addrs, ",")}
+	if loopback {
+		args = append(args, "--trusted-fronts", "127.0.0.0/8,::1")
+	}
+	return args, nil
 }
