@@ -147,3 +147,41 @@ func TestWeblinsFetchesFromPeers(t *testing.T) {
 		check(t, r.Cluster)
 	})
 }
+
+// TestCGDSFDigestsLive: in `shoal up` with cgdsf nodes, the digests each
+// node sends hold the keys it caches (40 files, each cached once, in all),
+// and every node holds a current digest from each of its three peers,
+// sized for its cache (at least MinBits), with an expected false-positive
+// rate under 1 %.
+func TestCGDSFDigestsLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for digest rounds")
+	}
+	site, sums := peerSite(t)
+	c, err := Start(Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), Nodes: 4, Site: site, Cache: "cgdsf",
+		Policy: "wrr", HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	getAll(t, c.URL, sums, 1)
+	// The 40 files are cached once each (wrr spreads them); the next
+	// round's digests carry them all.
+	keys := 0
+	for end := time.Now().Add(15 * time.Second); keys != len(sums) && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		keys = 0
+		for _, n := range c.nodes {
+			keys += n.PeerStats().DigestKeys
+		}
+	}
+	if keys != len(sums) {
+		t.Errorf("the nodes' digests hold %d keys, want %d", keys, len(sums))
+	}
+	for _, n := range c.nodes {
+		st := n.PeerStats()
+		t.Logf("digest: %d keys in %d bits (%d bytes), expected FPR %.2g; %d peer digests", st.DigestKeys, st.DigestBits, st.DigestBits/8, st.DigestFPR, st.PeerDigests)
+		if st.PeerDigests != 3 || st.DigestBits < 1024 || st.DigestFPR > 0.01 {
+			t.Errorf("node peer stats %+v: want 3 peer digests, ≥ 1024 bits, FPR < 1 %%", st)
+		}
+	}
+}
