@@ -22,10 +22,14 @@ type Status struct {
 	CacheBytes        int64   `json:"cache_bytes"`
 	CacheHitRatio     float64 `json:"cache_hit_ratio"`
 	ByteHitRatio      float64 `json:"byte_hit_ratio"`
-	CPUPercent        float64 `json:"cpu_percent"` // process CPU time over wall time since the previous report, 100 = one core
-	RSSBytes          int64   `json:"rss_bytes"`
-	Goroutines        int     `json:"goroutines"`
-	HandoffSocket     string  `json:"handoff_socket"`
+	// CacheHits and CacheMisses are the cache's lookups (peers' included),
+	// so that hit ratios can be summed over nodes exactly.
+	CacheHits     int64   `json:"cache_hits"`
+	CacheMisses   int64   `json:"cache_misses"`
+	CPUPercent    float64 `json:"cpu_percent"` // process CPU time over wall time since the previous report, 100 = one core
+	RSSBytes      int64   `json:"rss_bytes"`
+	Goroutines    int     `json:"goroutines"`
+	HandoffSocket string  `json:"handoff_socket"`
 	// ContentVersion is the content tree's version: when it changes, the
 	// front fetches the size index again (sizes.go).
 	ContentVersion uint64 `json:"content_version"`
@@ -78,6 +82,7 @@ func (s *Server) Status() Status {
 		st.CacheBytes = s.cache.Bytes()
 		st.CacheHitRatio = cs.ObjectHitRatio()
 		st.ByteHitRatio = cs.ByteHitRatio()
+		st.CacheHits, st.CacheMisses = cs.Hits, cs.Misses
 	}
 	return st
 }
