@@ -45,13 +45,13 @@ print(sum(1 for u in urls if sizes.get(u, 0) > 500 * 1024))
 EOF
 )
 
-echo "| side | cache | requests | miss ratio | internal B/request |"
+echo "| side | cache | requests (2xx) | miss ratio | internal B/request |"
 echo "|---|---|---:|---:|---:|"
 for cache in $CACHES; do
 	"$BIN" sim --trace "$TRACE" --policies "$POLICY" --nodes "$NODES" --cache-mb "$CACHE_MB" --cache "$cache" --json 2>/dev/null |
 		jq -r --arg c "$cache" '.[0] | "| sim | \($c) | \(.requests) | \(.miss_ratio*1000|round/1000) | \(.internal_bytes_per_request|round) |"'
 
-	"$BIN" up --listen 127.0.0.1:$PORT --admin 127.0.0.1:$ADMIN --data-dir "$WORK/$cache" --nodes "$NODES" \
+	"$BIN" up --listen 127.0.0.1:$PORT --admin 127.0.0.1:$ADMIN --data "$WORK/$cache" --nodes "$NODES" \
 		--cache-mb "$CACHE_MB" --cache "$cache" --policy "$POLICY" --site-from-trace "$TRACE" >"$WORK/up-$cache.log" 2>&1 &
 	UP=$!
 	for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$PORT/" && break || sleep 0.2; done
@@ -65,7 +65,7 @@ for cache in $CACHES; do
 	for u in $nodes; do curl -fs "$u/.shoal/status" >>"$WORK/status-$cache.json"; done
 	kill $UP; wait $UP 2>/dev/null || true
 	jq -s -r --arg c "$cache" --argjson big "$big" --slurpfile b "$WORK/bench-$cache.json" '
-		($b[0].requests) as $r
+		($b[0].ok) as $r
 		| (map(.cache_misses) | add) as $miss
 		| (map(.peer.fetches + .peer.collapsed) | add) as $fetched
 		| (map(.peer.fetch_bytes) | add) as $ib
