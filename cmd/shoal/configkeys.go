@@ -86,6 +86,9 @@ var nodeFlagKeys = map[string]string{
 	"repair-key-file":  "repair.key_file",
 	"repair-listen":    "repair.listen",
 	"repair-max-conns": "repair.max_conns",
+	"peer-key-file":    "peer.key_file",
+	"peers":            "peer.peers",
+	"digest-period":    "peer.digest_period",
 }
 
 // frontFileFlags gives the flag values of the front file's [hybrid] and
@@ -131,6 +134,9 @@ func nodeFileFlags(n config.NodeServer) map[string]string {
 		"repair-key-file":  n.Repair.KeyFile,
 		"repair-listen":    n.Repair.Listen,
 		"repair-max-conns": strconv.Itoa(n.Repair.MaxConns),
+		"peer-key-file":    n.Peer.KeyFile,
+		"peers":            strings.Join(n.Peer.Peers, ","),
+		"digest-period":    n.Peer.DigestPeriod.String(),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"shoal/internal/admin"
 	"shoal/internal/config"
 	"shoal/internal/node"
+	"shoal/internal/peer"
 	"shoal/internal/publish"
 )
 
@@ -48,6 +50,9 @@ func runNode(args []string) error {
 	publishDir := fs.String("publish-dir", "", "accept site versions published by the front from inside this folder (needs --admin-token-file; default off)")
 	tokenFile := fs.String("admin-token-file", "", "the cluster's admin token (the front's admin_token_file), which a publish must carry")
 	watch := fs.Bool("watch", false, "serve changes to --root as they happen (rescan once it is quiet for 500 ms); for a single node — a cluster publishes with shoal publish")
+	peerKey := fs.String("peer-key-file", def.Peer.KeyFile, "cluster key file shared by every node (mode 0600, ≥ 16 bytes): turns on fetching from peers' memories (with --peers)")
+	peers := fs.String("peers", strings.Join(def.Peer.Peers, ","), "comma-separated HTTP addresses of the cluster's nodes in the front's node order; the one equal to --listen is this node")
+	digestPeriod := fs.Duration("digest-period", def.Peer.DigestPeriod.Duration, "how often the node sends its cache digest (a Bloom filter, for cgdsf) to its peers")
 	logf := addLogFlags(fs)
 	repair := addRepairNodeFlags(fs)
 	handoffSock := addPassFDNodeFlag(fs)
@@ -114,6 +119,9 @@ func runNode(args []string) error {
 		NoPrecompressed: *noPre,
 		VHosts:          *vhosts,
 		Aliases:         aliases.m,
+	}
+	if cfg.Peer, err = peerConfig(*peerKey, *peers, *listen, *digestPeriod); err != nil {
+		return err
 	}
 	// SIGHUP must not kill the node while it starts; once the signal loop
 	// below takes it, it rescans --root.
@@ -243,4 +251,30 @@ func (a *aliasFlag) Set(v string) error {
 	}
 	a.m[name] = site
 	return nil
+}
+
+// peerConfig builds the node's peer links from its flags: off without a
+// key file; this node is the entry of peers equal to listen.
+func peerConfig(keyFile, list, listen string, digest time.Duration) (peer.Config, error) {
+	var addrs []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if keyFile == "" {
+		if len(addrs) > 0 {
+			return peer.Config{}, errors.New("--peers needs --peer-key-file (the cluster key)")
+		}
+		return peer.Config{}, nil
+	}
+	key, err := peer.LoadKey(keyFile)
+	if err != nil {
+		return peer.Config{}, err
+	}
+	pc := peer.Config{Key: key, Peers: addrs, Self: slices.Index(addrs, listen), DigestPeriod: digest}
+	if pc.Self < 0 {
+		return peer.Config{}, fmt.Errorf("--peers %q does not list --listen %s: list every node, this one included, in the front's order", list, listen)
+	}
+	return pc, nil
 }

@@ -409,13 +409,21 @@ var (
 	descHeld = prometheus.NewDesc("shoal_node_handed_off_connections",
 		"Connections handed off to the node (passfd, repair) and not yet ended; counted in active requests.", []string{"node", "url"}, nil)
 	descInService = prometheus.NewDesc("shoal_node_in_service", "Requests the node reports answering now.", []string{"node", "url"}, nil)
-	descAggHit    = prometheus.NewDesc("shoal_cluster_cache_hit_ratio",
+	descPeer      = prometheus.NewDesc("shoal_node_peer_total",
+		"Peer cooperation from the node's status report (internal/peer): event=fetches (objects fetched from a peer's memory), fetch_bytes, "+
+			"collapsed (requests that waited for another's fetch), failures (fetches that fell back to the local disk), "+
+			"served, served_bytes, served_disk (objects sent to peers, read from disk first), refused (peer handshakes without the cluster key).",
+		[]string{"node", "url", "event"}, nil)
+	descDigest = prometheus.NewDesc("shoal_node_peer_digest",
+		"The node's last cache digest (Bloom filter): what=bits, keys, fpr (expected false-positive rate), peers (peer digests held).",
+		[]string{"node", "url", "what"}, nil)
+	descAggHit = prometheus.NewDesc("shoal_cluster_cache_hit_ratio",
 		"Aggregate object hit ratio of the cluster: the nodes' hit ratios weighted by the requests each served.", nil, nil)
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUp, descWeight, descActive, descHit, descByteHit, descNodeReqs, descAggHit,
-		descEffW, descLoad, descHeld, descInService} {
+		descEffW, descLoad, descHeld, descInService, descPeer, descDigest} {
 		ch <- d
 	}
 }
@@ -436,6 +444,21 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(n.Held), lv...)
 		if s := n.Status; s != nil {
 			ch <- prometheus.MustNewConstMetric(descInService, prometheus.GaugeValue, float64(s.InService), lv...)
+			if p := s.Peer; p != nil {
+				for _, e := range []struct {
+					name string
+					v    uint64
+				}{{"fetches", p.Fetches}, {"fetch_bytes", p.FetchBytes}, {"collapsed", p.Collapsed}, {"failures", p.Failures},
+					{"served", p.Served}, {"served_bytes", p.ServedBytes}, {"served_disk", p.ServedDisk}, {"refused", p.Refused}} {
+					ch <- prometheus.MustNewConstMetric(descPeer, prometheus.CounterValue, float64(e.v), append(lv, e.name)...)
+				}
+				for _, e := range []struct {
+					name string
+					v    float64
+				}{{"bits", float64(p.DigestBits)}, {"keys", float64(p.DigestKeys)}, {"fpr", p.DigestFPR}, {"peers", float64(p.PeerDigests)}} {
+					ch <- prometheus.MustNewConstMetric(descDigest, prometheus.GaugeValue, e.v, append(lv, e.name)...)
+				}
+			}
 			ch <- prometheus.MustNewConstMetric(descHit, prometheus.GaugeValue, s.CacheHitRatio, lv...)
 			ch <- prometheus.MustNewConstMetric(descByteHit, prometheus.GaugeValue, s.ByteHitRatio, lv...)
 			ch <- prometheus.MustNewConstMetric(descNodeReqs, prometheus.GaugeValue, float64(s.Requests), lv...)

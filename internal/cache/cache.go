@@ -257,3 +257,21 @@ func (s *syncCache[V]) Stats() Stats {
 	defer s.mu.Unlock()
 	return s.c.Stats()
 }
+
+// Keys calls f with every cached key, in no particular order, without
+// touching stats or policy state; f must not call into the cache. The
+// node's cache digest (internal/peer, Summary Cache) is built from it.
+func (c *common[V]) Keys(f func(key string)) {
+	for k := range c.m {
+		f(k)
+	}
+}
+
+// Keys is common.Keys under the lock, for caches that have it.
+func (s *syncCache[V]) Keys(f func(key string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, ok := s.c.(interface{ Keys(func(string)) }); ok {
+		k.Keys(f)
+	}
+}

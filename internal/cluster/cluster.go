@@ -92,6 +92,26 @@ type Status struct {
 	BusyPercent   float64 `json:"busy_percent"`
 	CPUs          int     `json:"cpus"`
 	SharedProcess bool    `json:"shared_process"`
+	// Peer is the node's peer-fetch report (internal/peer.Stats), nil
+	// when the node does not cooperate with its peers.
+	Peer *PeerStatus `json:"peer,omitempty"`
+}
+
+// PeerStatus is the part of a node's peer counters the admin API exports
+// (internal/peer.Stats has the meaning of each).
+type PeerStatus struct {
+	Fetches     uint64  `json:"fetches"`
+	FetchBytes  uint64  `json:"fetch_bytes"`
+	Collapsed   uint64  `json:"collapsed"`
+	Failures    uint64  `json:"failures"`
+	Served      uint64  `json:"served"`
+	ServedBytes uint64  `json:"served_bytes"`
+	ServedDisk  uint64  `json:"served_disk"`
+	Refused     uint64  `json:"refused"`
+	DigestBits  int     `json:"digest_bits"`
+	DigestKeys  int     `json:"digest_keys"`
+	DigestFPR   float64 `json:"digest_fpr"`
+	PeerDigests int     `json:"peer_digests"`
 }
 
 // LastStatus returns the node's last status report, or nil before the first.

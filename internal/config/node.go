@@ -11,6 +11,7 @@ import (
 
 	"shoal/internal/handoff"
 	"shoal/internal/node"
+	"shoal/internal/peer"
 )
 
 // NodeServer is the configuration of `shoal node` (`--config FILE`): one
@@ -80,6 +81,24 @@ type NodeServer struct {
 	Watch bool `toml:"watch"`
 	// Repair opens the repair path's handoff port.
 	Repair NodeRepair `toml:"repair"`
+	// Peer turns on peer fetch and cache digests (internal/peer).
+	Peer NodePeer `toml:"peer"`
+}
+
+// NodePeer is a node's side of the node-to-node links (seed 001's fetch
+// from a peer's memory; Summary Cache digests for cgdsf).
+type NodePeer struct {
+	// KeyFile holds the cluster key (mode 0600, at least 16 bytes) every
+	// node of the cluster shares; peers without it are refused. Default
+	// "": peer fetch off.
+	KeyFile string `toml:"key_file"`
+	// Peers are the nodes' HTTP addresses in the order of the front's node
+	// list (policy decisions name nodes by that index); the entry equal to
+	// listen is this node. Default none.
+	Peers []string `toml:"peers"`
+	// DigestPeriod is how often the node sends its cache digest to its
+	// peers. Default "2s" (peer.DefaultDigestPeriod).
+	DigestPeriod Duration `toml:"digest_period"`
 }
 
 // NodeRepair is a node's side of the repair path.
@@ -109,6 +128,7 @@ func DefaultNode() NodeServer {
 		LogFormat:       "text",
 		ShutdownTimeout: Duration{DefaultShutdownTimeout},
 		Repair:          NodeRepair{MaxConns: handoff.DefaultRepairMaxConns},
+		Peer:            NodePeer{DigestPeriod: Duration{peer.DefaultDigestPeriod}},
 	}
 }
 
@@ -145,6 +165,11 @@ vhosts = false                 # root holds one folder per host name (root/examp
 key_file = ""                  # HMAC key shared with the front
 listen = ""                    # e.g. "10.0.0.11:7070"; "" off
 max_conns = 16                 # control connections held at once (the oldest unauthenticated one is evicted)
+
+[peer]                         # fetch from peers' memories (seed 001), cache digests for cgdsf
+key_file = ""                  # cluster key shared by every node (mode 0600); "" off
+peers = []                     # the nodes' HTTP addresses in the front's node order (this node's is listen)
+digest_period = "2s"           # how often the cache digest (a Bloom filter) goes to the peers
 
 [aliases]                      # with vhosts: other host names served from a site's folder
 # "www.example.com" = "example.com"
@@ -183,6 +208,9 @@ func ParseNode(name string, data []byte) (NodeServer, error) {
 	}
 	if n.ReadTimeout.Duration <= 0 || n.IdleTimeout.Duration <= 0 || n.SendTimeout.Duration <= 0 {
 		bad([]string{"read_timeout"}, "read_timeout, idle_timeout and send_timeout must be positive", `use durations such as "10s"`)
+	}
+	if n.Peer.DigestPeriod.Duration <= 0 {
+		bad([]string{"peer", "digest_period"}, "peer digest_period must be positive", `use a duration such as "2s"`)
 	}
 	if n.Repair.MaxConns <= 0 {
 		bad([]string{"repair", "max_conns"}, fmt.Sprintf("repair max_conns %d is not positive", n.Repair.MaxConns), "use a count such as 64")

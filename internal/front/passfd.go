@@ -284,10 +284,12 @@ func (p *passfdPath) handBack(s *Server) bool {
 // send passes connection id — the socket sc with head and data, or with
 // sc nil the bare descriptor fd with data and without waiting — to node b's
 // handoff socket sock, holding it against b until the node returns or ends
-// it (held.go). It reports whether the node is to hand it back.
-func (p *passfdPath) send(s *Server, b *cluster.Backend, sock string, id uint64, moves uint32, sc syscall.Conn, fd int, head, data []byte) (back bool, err error) {
+// it (held.go). It reports whether the node is to hand it back. d is the
+// policy's decision, whose fetch node the header carries (peer fetch).
+func (p *passfdPath) send(s *Server, b *cluster.Backend, d policy.Decision, sock string, id uint64, moves uint32, sc syscall.Conn, fd int, head, data []byte) (back bool, err error) {
 	back = p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: moves, Conn: id}
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: moves, Conn: id,
+		Fetch: handoff.FetchOf(d.Fetch, d.Node)}
 	if back {
 		h.Flags = handoff.FDFlagReturn
 		p.owe(sock, id) // before the send: the node may return it at once
@@ -328,7 +330,7 @@ func (p *passfdPath) Serve(x *Exchange) Result {
 	if !ok {
 		return Result{fallback: fallbackSend}
 	}
-	back, err := p.send(s, x.Backend, sock, cc.id, 1, sc, -1, x.Head, x.Buffered())
+	back, err := p.send(s, x.Backend, x.Decision, sock, cc.id, 1, sc, -1, x.Head, x.Buffered())
 	if err != nil {
 		return Result{fallback: p.sendFailed(s, x.Backend.URL, sock, err)}
 	}
@@ -355,7 +357,7 @@ func (p *passfdPath) moveRaw(s *Server, t *ticket, m *rawMove) rawOutcome {
 	if sock == "" {
 		return rawNormal // the normal path counts it and relays
 	}
-	back, err := p.send(s, t.b, sock, m.id, m.moves+1, nil, m.fd, nil, m.data)
+	back, err := p.send(s, t.b, t.d, sock, m.id, m.moves+1, nil, m.fd, nil, m.data)
 	switch {
 	case err == nil:
 	case m.returned:

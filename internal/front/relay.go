@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"shoal/internal/httpwire"
@@ -138,7 +139,10 @@ func (cc *clientConn) dial(u *upstream) (*nodeConn, error) {
 // Transfer-Encoding or Host, so the fields that frame the body go out as
 // they came. An X-Forwarded-For the client named in Connection is dropped
 // like any hop-by-hop field and the front's own takes its place, so the
-// node always learns the client's address.
+// node always learns the client's address. A Shoal-Fetch from the client is
+// dropped and the policy's own added when its decision names a node to
+// fetch from (peer fetch, seed 001): nodes believe it from their trusted
+// fronts only.
 func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	req := x.Req
 	cc.tokens = connTokens(cc.tokens[:0], req.Headers)
@@ -155,7 +159,7 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	out = append(out, originForm(req.Target)...)
 	out = append(out, " HTTP/1.1\r\n"...)
 	for i, h := range req.Headers {
-		if dropHeader(h.Name, cc.tokens) {
+		if dropHeader(h.Name, cc.tokens) || isFetchHeader(h.Name) {
 			continue
 		}
 		if len(h.Name) == 6 && httpwire.EqualFold(h.Name, "expect") {
@@ -176,6 +180,11 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	if lastXFF < 0 && cc.clientIP() != "" {
 		out = append(out, "X-Forwarded-For: "...)
 		out = append(out, cc.clientIP()...)
+		out = append(out, "\r\n"...)
+	}
+	if f := x.Decision.Fetch; f >= 0 && f != x.Decision.Node {
+		out = append(out, fetchHeader+": "...)
+		out = strconv.AppendInt(out, int64(f), 10)
 		out = append(out, "\r\n"...)
 	}
 	if !req.HasHost {
@@ -460,4 +469,14 @@ func dropHeader(name []byte, tokens [][]byte) bool {
 		}
 	}
 	return false
+}
+
+// fetchHeader tells a node to fetch the object from the memory of the node
+// with this index (policy.Decision.Fetch; node.FetchHeader).
+const fetchHeader = "Shoal-Fetch"
+
+// isFetchHeader reports whether name is fetchHeader, which only the front
+// may send a node.
+func isFetchHeader(name []byte) bool {
+	return len(name) == len(fetchHeader) && httpwire.EqualFold(name, fetchHeader)
 }

@@ -192,7 +192,7 @@ func (p *RepairPath) Serve(x *Exchange) Result {
 	// Counted against the node until FIN-HANDOFF (held.go); held before
 	// the move, since the end may come before Move returns.
 	s.cl.Hold(x.Backend, cc.id)
-	err := p.mover.MoveConn(tc, prefix, x.Backend.Index, cc.id)
+	err := p.mover.MoveConn(tc, prefix, x.Backend.Index, cc.id, handoff.FetchOf(x.Decision.Fetch, x.Decision.Node))
 	if err != nil {
 		s.cl.Release(cc.id)
 	}

@@ -48,7 +48,7 @@ func (p *RepairPath) moveRaw(s *Server, t *ticket, m *rawMove) rawOutcome {
 	h := &repairHandoff{s: s, p: p, fd: fd, id: id, b: b, t: *t, pr: *t.pr}
 	h.t.pr = &h.pr
 	s.cl.Hold(b, id) // until FIN-HANDOFF (held.go)
-	err := p.mover.MoveFD(fd, data, b.Index, id, h.done)
+	err := p.mover.MoveFD(fd, data, b.Index, id, handoff.FetchOf(t.d.Fetch, t.d.Node), h.done)
 	if err == nil {
 		return rawPending
 	}

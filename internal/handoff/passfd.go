@@ -71,12 +71,28 @@ type FDHeader struct {
 	// Conn is the front's connection id (policy.Request.Conn), echoed back
 	// so a returned connection keeps its identity in tbccrd's table.
 	Conn uint64
+	// Fetch (FDHandoff) is 1 + the index of the node whose memory the
+	// node should fetch the first request's object from (the policy's
+	// Decision.Fetch, peer fetch of seed 001); 0: none. It fills the two
+	// bytes the header kept reserved, so the format is unchanged for
+	// senders that do not set it.
+	Fetch uint16
+}
+
+// FetchOf returns the Fetch field for a policy decision's fetch node and
+// serving node: 0 unless fetch names another node.
+func FetchOf(fetch, node int) uint16 {
+	if fetch < 0 || fetch == node || fetch >= 0xffff {
+		return 0
+	}
+	return uint16(fetch + 1)
 }
 
 // AppendFDHeader appends h's wire form to dst.
 func AppendFDHeader(dst []byte, h FDHeader) []byte {
 	dst = append(dst, fdMagic[:]...)
-	dst = append(dst, h.Kind, h.Flags, 0, 0)
+	dst = append(dst, h.Kind, h.Flags)
+	dst = binary.LittleEndian.AppendUint16(dst, h.Fetch)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(h.Node))
 	dst = binary.LittleEndian.AppendUint32(dst, h.Moves)
 	dst = binary.LittleEndian.AppendUint64(dst, h.Conn)
@@ -97,6 +113,7 @@ func ParseFDHeader(b []byte) (FDHeader, error) {
 		Node:  int32(binary.LittleEndian.Uint32(b[8:])),
 		Moves: binary.LittleEndian.Uint32(b[12:]),
 		Conn:  binary.LittleEndian.Uint64(b[16:]),
+		Fetch: binary.LittleEndian.Uint16(b[6:]),
 	}
 	if h.Kind < FDHandoff || h.Kind > FDEnded {
 		return FDHeader{}, fmt.Errorf("%w: kind %d", ErrFDMessage, h.Kind)

@@ -34,6 +34,10 @@ func (c *FDConn) NetConn() net.Conn { return c.Conn }
 // them before reading from the connection.
 func (c *FDConn) Preread() []byte { return c.data }
 
+// FetchHint is the node whose memory the first request's object should be
+// fetched from (FDHeader.Fetch − 1), -1 for none.
+func (c *FDConn) FetchHint() int { return int(c.Header.Fetch) - 1 }
+
 // OneRequest reports whether the sender asked for the connection back after
 // its first request (FDFlagReturn).
 func (c *FDConn) OneRequest() bool { return c.Header.Flags&FDFlagReturn != 0 }
@@ -47,7 +51,7 @@ func (c *FDConn) HandBack(rest []byte) error {
 		return errors.New("handoff: connection already returned or ended")
 	}
 	h := c.Header
-	h.Kind, h.Flags, h.Moves = FDReturn, 0, h.Moves+1
+	h.Kind, h.Flags, h.Moves, h.Fetch = FDReturn, 0, h.Moves+1, 0
 	if err := c.fdPeer.send(h, rest, c.Conn); err != nil {
 		c.fdPeer.l.stats.returnErrors.Add(1)
 		return err

@@ -59,6 +59,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 		{Kind: FDHandoff},
 		{Kind: FDReturn, Flags: FDFlagReturn, Node: 7, Moves: 3, Conn: 1<<63 + 5},
 		{Kind: FDEnded, Node: -1, Conn: 42},
+		{Kind: FDHandoff, Node: 2, Conn: 9, Fetch: 4}, // fetch from node 3
 	} {
 		b := AppendFDHeader(nil, h)
 		if len(b) != FDHeaderLen {
@@ -67,6 +68,16 @@ func TestHeaderRoundTrip(t *testing.T) {
 		got, err := ParseFDHeader(append(b, "tail"...))
 		if err != nil || got != h {
 			t.Errorf("ParseFDHeader(AppendFDHeader(%+v)) = %+v, %v", h, got, err)
+		}
+	}
+	// The fetch field sits in the bytes that were reserved (6 and 7,
+	// little-endian), so older headers read as "no fetch".
+	if b := AppendFDHeader(nil, FDHeader{Kind: FDHandoff, Fetch: 0x0102}); b[6] != 2 || b[7] != 1 {
+		t.Errorf("fetch bytes % x, want 02 01", b[6:8])
+	}
+	for _, tc := range []struct{ fetch, node, want int }{{-1, 0, 0}, {0, 0, 0}, {0, 1, 1}, {3, 1, 4}, {0xffff, 0, 0}} {
+		if got := FetchOf(tc.fetch, tc.node); int(got) != tc.want {
+			t.Errorf("FetchOf(%d, %d) = %d, want %d", tc.fetch, tc.node, got, tc.want)
 		}
 	}
 	bad := [][]byte{

@@ -71,6 +71,10 @@ type TCPState struct {
 	// acknowledged; the first SendQueue[:len-Unsent] were transmitted.
 	SendQueue []byte
 	Unsent    uint32
+	// Fetch is 1 + the index of the node whose memory the first request's
+	// object should come from (the policy's Decision.Fetch; FetchOf), 0
+	// for none. It travels in the state's reserved word.
+	Fetch uint16
 }
 
 // RepairWindow is struct tcp_repair_window.

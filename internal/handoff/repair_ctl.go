@@ -758,7 +758,7 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 			var tc *net.TCPConn
 			tc, err = Restore(st)
 			if err == nil {
-				conn = &movedConn{TCPConn: tc, flow: Flow{Client: st.Remote, VIP: st.Local}, tag: st.RcvSeq, ch: ch, l: l}
+				conn = &movedConn{TCPConn: tc, flow: Flow{Client: st.Remote, VIP: st.Local}, tag: st.RcvSeq, ch: ch, l: l, fetch: st.Fetch}
 			}
 		}
 		ack := append([]byte(nil), id...)
@@ -826,10 +826,17 @@ type movedConn struct {
 	*net.TCPConn
 	flow Flow
 	tag  uint32 // TCPState.RcvSeq of the handoff: names this incarnation
-	ch   *channel
-	l    *RepairListener
-	once sync.Once
+	// fetch is TCPState.Fetch (FetchHint).
+	fetch uint16
+	ch    *channel
+	l     *RepairListener
+	once  sync.Once
 }
+
+// FetchHint is the node whose memory the first request's object should be
+// fetched from (TCPState.Fetch − 1), -1 for none; the node reads it like
+// FDConn's.
+func (m *movedConn) FetchHint() int { return int(m.fetch) - 1 }
 
 // Flow returns the moved connection's 4-tuple.
 func (m *movedConn) Flow() Flow { return m.flow }

@@ -226,12 +226,13 @@ func (m *RepairMover) Auth() *Auth { return m.auth }
 // ErrNotMoved: c is open and normal again. Any other error wraps
 // ErrConnGone: c is closed. See the type's doc for the steering order.
 func (m *RepairMover) Move(c *net.TCPConn, prefix []byte, i int) error {
-	return m.MoveConn(c, prefix, i, 0)
+	return m.MoveConn(c, prefix, i, 0, 0)
 }
 
 // MoveConn is Move that remembers conn, the caller's id for the connection,
-// for OnEnd.
-func (m *RepairMover) MoveConn(c *net.TCPConn, prefix []byte, i int, conn uint64) error {
+// for OnEnd, and tells the node fetch, the peer to fetch the first
+// request's object from (TCPState.Fetch; 0: none).
+func (m *RepairMover) MoveConn(c *net.TCPConn, prefix []byte, i int, conn uint64, fetch uint16) error {
 	f, err := connFlow(c)
 	if err != nil {
 		m.Refused.Add(1)
@@ -246,7 +247,7 @@ func (m *RepairMover) MoveConn(c *net.TCPConn, prefix []byte, i int, conn uint64
 			return fmt.Errorf("%w: %w", ErrNotMoved, err)
 		}
 	}
-	op := &moveOp{m: m, f: f, i: i,
+	op := &moveOp{m: m, f: f, i: i, fetch: fetch,
 		thaw: func() error { return Thaw(c) }, close: func() { c.Close() }}
 	if err := op.start(conn, func() (*TCPState, error) { return Freeze(c, prefix) }); err != nil {
 		return err
@@ -266,14 +267,14 @@ func (m *RepairMover) MoveConn(c *net.TCPConn, prefix []byte, i int, conn uint64
 // returns an error, done is never called: it wraps ErrNotMoved (fd thawed;
 // with ErrNoChannel when node i's channel is not up, see Connected) or
 // ErrConnGone (fd closed). It makes no blocking system call unless the
-// channel's socket buffer is full.
-func (m *RepairMover) MoveFD(fd int, prefix []byte, i int, conn uint64, done func(err error, read []byte)) error {
+// channel's socket buffer is full. conn and fetch are MoveConn's.
+func (m *RepairMover) MoveFD(fd int, prefix []byte, i int, conn uint64, fetch uint16, done func(err error, read []byte)) error {
 	f, err := fdFlow(fd)
 	if err != nil {
 		m.Refused.Add(1)
 		return fmt.Errorf("%w: %w", ErrNotMoved, err)
 	}
-	op := &moveOp{m: m, f: f, i: i,
+	op := &moveOp{m: m, f: f, i: i, fetch: fetch,
 		thaw: func() error { return ThawFD(fd) }, close: func() { unix.Close(fd) }}
 	if err := op.start(conn, func() (*TCPState, error) { return FreezeFD(fd, prefix) }); err != nil {
 		return err
@@ -319,6 +320,7 @@ type moveOp struct {
 	f     Flow
 	i     int
 	hold  bool // held until the acknowledgement, steered then
+	fetch uint16 // TCPState.Fetch
 	st    *TCPState
 	thaw  func() error // gives the socket back to normal operation
 	close func()       // lets the frozen socket go silently
@@ -358,6 +360,7 @@ func (op *moveOp) start(conn uint64, freeze func() (*TCPState, error)) error {
 		m.Refused.Add(1)
 		return fmt.Errorf("%w: %w: %w", ErrNotMoved, ErrNotFrozen, err) // freeze thawed it
 	}
+	st.Fetch = op.fetch
 	op.st = st
 	m.mu.Lock()
 	if mf, ok := m.flows[op.f]; ok && mf.pending {

@@ -193,7 +193,7 @@ func helperMover(vip string, nodes []string) error {
 			i := next % len(nodes)
 			next++
 			mu.Unlock()
-			if err := m.MoveConn(c.(*net.TCPConn), append(head, rest...), i, 0); err != nil {
+			if err := m.MoveConn(c.(*net.TCPConn), append(head, rest...), i, 0, 0); err != nil {
 				fmt.Fprintln(os.Stderr, "move:", err)
 				c.Close()
 			}

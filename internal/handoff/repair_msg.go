@@ -344,7 +344,7 @@ func (st *TCPState) AppendBinary(b []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, st.SndSeq)
 	b = binary.BigEndian.AppendUint32(b, st.RcvSeq)
 	b = binary.BigEndian.AppendUint32(b, st.MSS)
-	b = binary.BigEndian.AppendUint32(b, 0) // reserved
+	b = binary.BigEndian.AppendUint32(b, uint32(st.Fetch)) // was reserved (0): the fetch hint
 	var fl byte
 	if st.Wscale {
 		fl |= 1
@@ -376,7 +376,7 @@ func UnmarshalState(b []byte) (*TCPState, error) {
 	p := b[12:]
 	u := func() uint32 { v := binary.BigEndian.Uint32(p); p = p[4:]; return v }
 	st.SndSeq, st.RcvSeq, st.MSS = u(), u(), u()
-	_ = u()
+	st.Fetch = uint16(u())
 	fl := p[0]
 	st.Wscale, st.SACK, st.Timestamps = fl&1 != 0, fl&2 != 0, fl&4 != 0
 	st.SndWscale, st.RcvWscale = p[1], p[2]

@@ -171,6 +171,7 @@ func TestStateRoundTrip(t *testing.T) {
 		SndSeq: 0xfffffff0, RcvSeq: 7, MSS: 1448, SndWscale: 7, RcvWscale: 9, Wscale: true, SACK: true,
 		Timestamps: true, TSVal: 123456, Window: RepairWindow{1, 2, 3, 4, 5},
 		RecvQueue: []byte("GET / HTTP/1.1\r\n\r\n"), SendQueue: []byte("HTTP/1.1 100 Continue\r\n\r\n"), Unsent: 4,
+		Fetch: 3, // fetch from node 2 (peer fetch)
 	}
 	b := st.AppendBinary(nil)
 	got, err := UnmarshalState(b)
@@ -179,7 +180,7 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	if got.Local != st.Local || got.Remote != st.Remote || got.SndSeq != st.SndSeq || got.RcvSeq != st.RcvSeq ||
 		got.MSS != st.MSS || got.SndWscale != 7 || got.RcvWscale != 9 || !got.Wscale || !got.SACK || !got.Timestamps ||
-		got.TSVal != st.TSVal || got.Window != st.Window || got.Unsent != 4 ||
+		got.TSVal != st.TSVal || got.Window != st.Window || got.Unsent != 4 || got.Fetch != 3 ||
 		string(got.RecvQueue) != string(st.RecvQueue) || string(got.SendQueue) != string(st.SendQueue) {
 		t.Fatalf("round trip: %+v\nwant %+v", got, st)
 	}

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"shoal/internal/httpwire"
+	"shoal/internal/peer"
 )
 
 // Config configures a Server. Zero fields take the documented defaults.
@@ -140,6 +141,11 @@ type Config struct {
 	// one is closed at once when none is idle (issue 10 item 7). Default
 	// DefaultMaxConns(RLIMIT_NOFILE); negative: no limit.
 	MaxConns int
+	// Peer turns on fetching from peers' memories and the cache digest
+	// exchange (peer.go, internal/peer) when it has a Key and Peers.
+	// Default off. With CachePolicy "cgdsf" and no CachedElsewhere, the
+	// peers' digests answer CachedElsewhere.
+	Peer peer.Config
 }
 
 // Defaults for Config.

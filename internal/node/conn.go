@@ -12,6 +12,7 @@ import (
 
 	"shoal/internal/content"
 	"shoal/internal/httpwire"
+	"shoal/internal/peer"
 	"shoal/internal/trace"
 )
 
@@ -81,6 +82,14 @@ type conn struct {
 	// /.shoal/status is answered. Connections handed over by a front
 	// (passfd, repair, ServeConn) belong to public clients: never.
 	operator bool
+	// front: the peer is a front in Config.TrustedFronts (operator
+	// connections only, peer fetch on), whose FetchHeader is believed;
+	// hint is the current request's fetch decision from the handoff
+	// message, handHint that field until the first request takes it
+	// (peer.go). peerUp: the connection was upgraded to the peer protocol.
+	front          bool
+	hint, handHint int
+	peerUp         bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -89,8 +98,14 @@ func newConn(s *Server, nc net.Conn) *conn {
 		nc:  nc,
 		buf: make([]byte, s.cfg.MaxHead+4096),
 		out: make([]byte, 0, 4096),
+
+		handHint: -1,
 	}
 	_, c.operator = nc.(*net.TCPConn)
+	c.front = c.operator && s.peer != nil && s.trustedPeer(nc)
+	if f, ok := nc.(interface{ FetchHint() int }); ok {
+		c.handHint = f.FetchHint() // passfd's FDConn, repair's moved connection
+	}
 	c.adoptHandoff()
 	if s.logBuf != nil {
 		if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
@@ -141,6 +156,11 @@ func (c *conn) forceClose() {
 func (c *conn) serve() {
 	defer func() {
 		c.endHandoff()
+		if c.peerUp {
+			c.s.untrack(c)
+			c.servePeer()
+			return
+		}
 		c.nc.Close()
 		c.s.untrack(c)
 	}()
@@ -279,6 +299,7 @@ func (c *conn) handle(now time.Time) bool {
 	req := &c.req
 	c.nreq++
 	c.site = nil
+	c.hint, c.handHint = c.handHint, -1
 	closeAfter := req.Close || c.s.draining.Load()
 	if req.HasBody() {
 		// Bodies are not used; skip one that is already buffered, else
@@ -308,6 +329,9 @@ func (c *conn) handle(now time.Time) bool {
 	if len(path) == 0 || path[0] != '/' {
 		c.simple(400, "", now, true, head, "bad request-target")
 		return false
+	}
+	if c.operator && c.s.peer != nil && bstr(path) == peer.Path {
+		return c.upgradePeer(now)
 	}
 	if bstr(path) == statusPath && c.operator {
 		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, head)
@@ -444,8 +468,13 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 	var o *object
 	if c.s.cache != nil && sel.Size <= c.s.cfg.MaxObject {
 		key := c.cacheKey(e, coding)
+		var done, keep bool
 		if v, ok := c.s.cache.Get(key); ok && v.etag == sel.ETag && v.vary == vary {
 			o, rule = v, v.rule
+		} else if o, done, keep = c.fromPeer(tbl, e, sel, key, ctype, coding, vary, c.site.rules.rule(e.URL), now, closeAfter, head); done {
+			return keep
+		} else if o != nil {
+			rule = o.rule
 		} else {
 			body, err := readSmall(tbl, sel)
 			if err != nil {

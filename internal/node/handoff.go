@@ -45,7 +45,7 @@ var errHandedBack = errors.New("node: connection handed back to the front")
 // if the server is shutting down (the connection is then closed).
 func (s *Server) ServeConn(nc net.Conn, preread []byte) error {
 	c := newConn(s, nc)
-	c.operator = false // a public client's connection, whatever its type
+	c.operator, c.front = false, false // a public client's connection, whatever its type
 	c.setPreread(preread)
 	if err := s.track(c); err != nil {
 		c.nc.Close()

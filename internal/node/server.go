@@ -14,6 +14,7 @@ import (
 	"shoal/internal/cache"
 	"shoal/internal/content"
 	"shoal/internal/httpwire"
+	"shoal/internal/peer"
 	"shoal/internal/vhost"
 )
 
@@ -61,6 +62,7 @@ type Server struct {
 	// sizeIdx caches the size index served at /.shoal/sizes (sizes.go).
 	sizeIdx sizeIndexCache
 	pub     publishState // two-phase publish (publish.go)
+	peer    *peer.Host   // peer fetch and cache digests, nil when off (peer.go)
 }
 
 // New checks cfg, scans the site root and builds the cache.
@@ -97,12 +99,16 @@ func New(cfg Config) (*Server, error) {
 		single:    single,
 		vmap:      vmap,
 	}
+	elsewhere := cfg.CachedElsewhere
+	if elsewhere == nil && peerEnabled(&cfg) && cfg.CachePolicy == cache.CGDSF {
+		elsewhere = func(key string) bool { return s.peer.CachedElsewhere(key) }
+	}
 	if cfg.CacheBytes > 0 {
 		c, err := cache.New(cache.Config[*object]{
 			Policy:          cfg.CachePolicy,
 			Capacity:        cfg.CacheBytes,
 			MaxObject:       cfg.MaxObject + 4096, // room for the prebuilt head
-			CachedElsewhere: cfg.CachedElsewhere,
+			CachedElsewhere: elsewhere,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("node: cache: %w", err)
@@ -111,6 +117,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.AccessLog != nil {
 		s.logBuf = bufio.NewWriterSize(cfg.AccessLog, 64<<10)
+	}
+	if peerEnabled(&cfg) {
+		if err := s.startPeer(); err != nil {
+			return nil, err
+		}
 	}
 	s.usage.init()
 	go s.sweep()
@@ -232,6 +243,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			continue
 		}
 		break
+	}
+	if s.peer != nil {
+		s.peer.Close()
 	}
 	s.stopOnce.Do(func() { close(s.stopSweep) })
 	<-s.done

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"shoal/internal/peer"
 )
 
 // Status is the node's resource report, served as JSON at /.shoal/status and
@@ -20,10 +22,14 @@ type Status struct {
 	CacheBytes        int64   `json:"cache_bytes"`
 	CacheHitRatio     float64 `json:"cache_hit_ratio"`
 	ByteHitRatio      float64 `json:"byte_hit_ratio"`
-	CPUPercent        float64 `json:"cpu_percent"` // process CPU time over wall time since the previous report, 100 = one core
-	RSSBytes          int64   `json:"rss_bytes"`
-	Goroutines        int     `json:"goroutines"`
-	HandoffSocket     string  `json:"handoff_socket"`
+	// CacheHits and CacheMisses are the cache's lookups (peers' included),
+	// so that hit ratios can be summed over nodes exactly.
+	CacheHits     int64   `json:"cache_hits"`
+	CacheMisses   int64   `json:"cache_misses"`
+	CPUPercent    float64 `json:"cpu_percent"` // process CPU time over wall time since the previous report, 100 = one core
+	RSSBytes      int64   `json:"rss_bytes"`
+	Goroutines    int     `json:"goroutines"`
+	HandoffSocket string  `json:"handoff_socket"`
 	// ContentVersion is the content tree's version: when it changes, the
 	// front fetches the size index again (sizes.go).
 	ContentVersion uint64 `json:"content_version"`
@@ -42,6 +48,9 @@ type Status struct {
 	// SiteVersion is the published site version served (0: the tree the
 	// node started with), so an operator can see every node switched.
 	SiteVersion uint64 `json:"site_version"`
+	// Peer counts fetches from peers' memories and the cache digests
+	// exchanged (peer.go); absent when peer cooperation is off.
+	Peer *peer.Stats `json:"peer,omitempty"`
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -63,12 +72,17 @@ func (s *Server) Status() Status {
 		SiteVersion:       s.SiteVersion(),
 	}
 	st.CPUPercent, st.BusyPercent = s.usage.percents(s.busy.Load())
+	if s.peer != nil {
+		ps := s.peer.Stats()
+		st.Peer = &ps
+	}
 	if s.cache != nil {
 		cs := s.cache.Stats()
 		st.CacheObjects = s.cache.Len()
 		st.CacheBytes = s.cache.Bytes()
 		st.CacheHitRatio = cs.ObjectHitRatio()
 		st.ByteHitRatio = cs.ByteHitRatio()
+		st.CacheHits, st.CacheMisses = cs.Hits, cs.Misses
 	}
 	return st
 }

@@ -107,18 +107,29 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if err != nil {
 		return nil, err
 	}
-	var specs []cluster.NodeSpec
+	// Every node learns the others' addresses (peer fetch), so all are
+	// chosen first.
+	var addrs []string
 	for i := range cfg.Nodes {
 		addr, err := freePort()
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
+		addrs = append(addrs, addr)
+	}
+	peerArgs, err := p.peerArgs(addrs, true)
+	if err != nil {
+		return nil, err
+	}
+	var specs []cluster.NodeSpec
+	for i, addr := range addrs {
 		sock := filepath.Join(dir, "node"+strconv.Itoa(i)+".sock")
 		cmd := func() *exec.Cmd {
 			// A node restarted after a publish serves the version last
 			// published, not the tree the cluster started with.
 			args := append([]string{"node", "--root", p.servedRoot(root), "--listen", addr, "--handoff-socket", sock,
 				"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache}, pubArgs...)
+			args = append(args, peerArgs...)
 			if vm != nil {
 				args = append(args, "--vhosts")
 			}

@@ -194,12 +194,20 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 		return nil, err
 	}
 
-	var nodeURLs []string
+	var nodeURLs, addrs []string
+	for _, a := range lab.NodeAddrs {
+		addrs = append(addrs, netip.AddrPortFrom(a, repairNodePort).String())
+	}
+	peerArgs, err := r.peerArgs(addrs, false) // the front is not on the nodes' loopback here
+	if err != nil {
+		return nil, err
+	}
 	for i, a := range lab.NodeAddrs {
 		args := []string{"node", "--root", root,
 			"--listen", netip.AddrPortFrom(a, repairNodePort).String(),
 			"--repair-listen", netip.AddrPortFrom(a, repairHandoffPort).String(), "--repair-key-file", keyFile,
 			"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache}
+		args = append(args, peerArgs...)
 		newCmd := func() *exec.Cmd { return handoff.Exec(ctx, lab.NodeNS(i), rc.Exe, args...) }
 		if err := r.supervise(fmt.Sprintf("node %d", i), newCmd, rc.Stderr); err != nil {
 			return nil, err

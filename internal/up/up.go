@@ -29,6 +29,7 @@ import (
 	"shoal/internal/content"
 	"shoal/internal/front"
 	"shoal/internal/node"
+	"shoal/internal/peer"
 	"shoal/internal/policy"
 	"shoal/internal/publish"
 	"shoal/internal/site"
@@ -234,15 +235,37 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 	}()
 
-	var specs []cluster.NodeSpec
+	// The nodes' ports are opened first: each node knows its peers (peer
+	// fetch, cache digests) by address, in the front's order.
+	var lns []net.Listener
+	var addrs []string
 	for i := range cfg.Nodes {
-		n, err := node.New(node.Config{Root: root, VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
-			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts})
-		if err != nil {
-			return nil, fmt.Errorf("node %d: %w", i, err)
-		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("node %d: %w", i, err)
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	key, err := peer.LoadOrCreateKey(clusterKeyFile(&cfg))
+	if err != nil {
+		for _, l := range lns {
+			l.Close()
+		}
+		return nil, err
+	}
+	var specs []cluster.NodeSpec
+	for i, ln := range lns {
+		n, err := node.New(node.Config{Root: root, VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
+			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts,
+			Peer: peer.Config{Self: i, Peers: addrs, Key: key}})
+		if err != nil {
+			for _, l := range lns[i:] {
+				l.Close()
+			}
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
 		c.nodes = append(c.nodes, n)
@@ -469,4 +492,23 @@ func (c *Cluster) publishDir() (string, error) {
 	}
 	c.pubdir = dir
 	return dir, nil
+}
+
+// clusterKeyFile is where `shoal up` keeps the nodes' cluster key (peer
+// fetch): DataDir/cluster.key, created on first use.
+func clusterKeyFile(cfg *Config) string { return filepath.Join(cfg.DataDir, "cluster.key") }
+
+// peerArgs are the node flags that make node processes cooperate: the
+// cluster key and every node's address, and, when loopback is set,
+// loopback as the trusted front (StartProcs runs the front in this process).
+func (p *Procs) peerArgs(addrs []string, loopback bool) ([]string, error) {
+	file := clusterKeyFile(&p.Config)
+	if _, err := peer.LoadOrCreateKey(file); err != nil {
+		return nil, err
+	}
+	args := []string{"--peer-key-file", file, "--peers", strings.Join(addrs, ",")}
+	if loopback {
+		args = append(args, "--trusted-fronts", "127.0.0.0/8,::1")
+	}
+	return args, nil
 }

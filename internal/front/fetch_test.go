@@ -1,0 +1,75 @@
+package front
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"shoal/internal/cluster"
+	"shoal/internal/policy"
+)
+
+// fetchPolicy serves everything on node 0 and, for "/f", names node 1 as
+// the memory to fetch from (weblins' small-file decision).
+type fetchPolicy struct{}
+
+func (fetchPolicy) Name() string { return "testfetch" }
+func (fetchPolicy) Pick(c *policy.Cluster, r *policy.Request) policy.Decision {
+	if r.URL == "/f" {
+		return policy.Decision{Node: 0, Fetch: 1}
+	}
+	return policy.Decision{Node: 0, Fetch: -1}
+}
+func (fetchPolicy) Done(*policy.Cluster, int, *policy.Request) {}
+
+// TestRelayFetchHeader: on relay the decision's fetch node reaches the node
+// as "Shoal-Fetch: 1"; a Shoal-Fetch the client sent never does (nodes
+// believe the header from their trusted fronts, so the front must not pass
+// a client's on).
+func TestRelayFetchHeader(t *testing.T) {
+	b0, b1 := namedBackend(t, "n0"), namedBackend(t, "n1")
+	cl, err := cluster.New(fetchPolicy{}, []cluster.NodeSpec{{URL: b0.URL}, {URL: b1.URL}}, cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cl, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	for _, tc := range []struct {
+		path, client string
+		want         []string
+	}{
+		{"/f", "", []string{"1"}},
+		{"/f", "0", []string{"1"}},
+		{"/g", "", nil},
+		{"/g", "1", nil},
+	} {
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+tc.path, nil)
+		if tc.client != "" {
+			req.Header.Set("Shoal-Fetch", tc.client)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if got := resp.Header.Values("X-Seen-Shoal-Fetch"); len(got) != len(tc.want) || len(got) > 0 && got[0] != tc.want[0] {
+			t.Errorf("%s with client header %q: node saw %q, want %q", tc.path, tc.client, got, tc.want)
+		}
+	}
+}

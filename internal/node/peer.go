@@ -1,0 +1,274 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"shoal/internal/content"
+	"shoal/internal/httpwire"
+	"shoal/internal/peer"
+)
+
+// Peer fetch (seed 001; internal/peer). The front's decision may name
+// another node whose memory holds the object (policy.Decision.Fetch); it
+// reaches this node as FetchHeader on relay, from a front in
+// Config.TrustedFronts only, and as the handoff message's fetch field on
+// passfd (handoff.FDHeader.Fetch), which only a front on this host can
+// send. On a cache miss with such a hint the node gets the object from that
+// peer's memory instead of its disk, streaming it to the client as it
+// arrives when the answer is a plain 200, and keeps no copy (seed 001: the
+// first member does not cache what it fetched from the owner, so the
+// cluster's memory holds each file once; the simulator does the same). A
+// failed fetch falls back to the local disk.
+
+// FetchHeader is the request header by which a front tells a node to fetch
+// the object from another node's memory: the node's index in the front's
+// list (Config.Peer.Peers). The front removes any copy a client sent.
+const FetchHeader = "Shoal-Fetch"
+
+// peerEnabled reports whether cfg turns peer cooperation on.
+func peerEnabled(cfg *Config) bool { return len(cfg.Peer.Key) > 0 && len(cfg.Peer.Peers) > 0 }
+
+// startPeer creates the node's peer host and starts its digest exchange.
+func (s *Server) startPeer() error {
+	pc := s.cfg.Peer
+	if pc.Logger == nil {
+		pc.Logger = s.cfg.Logger
+	}
+	h, err := peer.New(pc, s)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	s.peer = h
+	h.Start()
+	return nil
+}
+
+// PeerStats returns the peer counters; zero when peer fetch is off.
+func (s *Server) PeerStats() peer.Stats {
+	if s.peer == nil {
+		return peer.Stats{}
+	}
+	return s.peer.Stats()
+}
+
+// CacheKeys implements peer.Local: every key in the memory cache.
+func (s *Server) CacheKeys(add func(key string)) {
+	if k, ok := s.cache.(interface{ Keys(func(string)) }); ok {
+		k.Keys(add)
+	}
+}
+
+// PeerObject implements peer.Local: a peer asks for r. It comes from the
+// cache, or else from the disk, and is then cached here (this node is the
+// object's owner in Weblins' terms).
+func (s *Server) PeerObject(r peer.Request) ([]byte, bool, error) {
+	site := s.single
+	if s.sites != nil {
+		site = s.sites[r.Site]
+	}
+	if site == nil {
+		return nil, false, peer.ErrNotFound
+	}
+	tbl := site.store.Snapshot()
+	e := tbl.Exact(r.URL)
+	if e == nil || e.IsDir {
+		return nil, false, peer.ErrNotFound
+	}
+	sel, vary := e, false
+	if set := site.variantsOf(tbl)[e]; set != nil && !s.cfg.NoPrecompressed {
+		vary = true
+		if r.Coding != "" {
+			sel = nil
+			for i, v := range variants {
+				if v.coding == r.Coding {
+					sel = set[i]
+				}
+			}
+		}
+	} else if r.Coding != "" {
+		sel = nil
+	}
+	if sel == nil {
+		return nil, false, peer.ErrNotFound
+	}
+	if sel.ETag != r.ETag {
+		return nil, false, peer.ErrVersion
+	}
+	if s.cache == nil || sel.Size > s.cfg.MaxObject {
+		return nil, false, fmt.Errorf("node: %s is not cacheable here", r.URL)
+	}
+	key := peerCacheKey(site.name, e.URL, r.Coding)
+	if v, ok := s.cache.Get(key); ok && v.etag == sel.ETag {
+		return v.body, true, nil
+	}
+	body, err := readSmall(tbl, sel)
+	if err != nil {
+		return nil, false, err
+	}
+	o := buildObject(s.cfg.ServerName, sel, site.rules.contentType(e), r.Coding, vary, body)
+	o.rule = site.rules.rule(e.URL)
+	s.cache.Add(key, o, o.cost())
+	return body, false, nil
+}
+
+// peerCacheKey is conn.cacheKey's form, built for a peer's request.
+func peerCacheKey(site, url, coding string) string {
+	if coding == "" && site == "" {
+		return url
+	}
+	k := ""
+	if coding != "" {
+		k = coding + ":"
+	}
+	return k + site + url
+}
+
+// upgradePeer answers a node's request for the peer protocol on this
+// node's port: 101, then the connection leaves the HTTP server for
+// peer.Host.ServeConn (serve's deferred end), which refuses a peer without
+// the cluster key. Bytes sent before the 101 are a protocol error.
+func (c *conn) upgradePeer(now time.Time) bool {
+	if c.r != c.w {
+		c.simple(400, "", now, true, false, "bytes after the upgrade request")
+		return false
+	}
+	c.out = append(c.out, peer.UpgradeResponse...)
+	c.peerUp = true
+	return false
+}
+
+// servePeer runs the peer protocol on an upgraded connection.
+func (c *conn) servePeer() {
+	c.state.Store(stClosed) // the sweeper and Shutdown leave it to the peer host
+	c.s.peer.ServeConn(c.nc)
+}
+
+// fetchHint is the node the front's decision names for the current
+// request, or -1: the handoff's field, or FetchHeader from a trusted front.
+func (c *conn) fetchHint() int {
+	p := c.s.peer
+	if p == nil {
+		return -1
+	}
+	i := c.hint
+	if i < 0 && c.front {
+		i = headerHint(c.req.Headers)
+	}
+	if !p.Usable(i) {
+		return -1
+	}
+	return i
+}
+
+// headerHint parses the last FetchHeader, -1 when there is none or it is
+// not a small decimal.
+func headerHint(hs []httpwire.Header) int {
+	v := []byte(nil)
+	for _, h := range hs {
+		if len(h.Name) == len(FetchHeader) && httpwire.EqualFold(h.Name, FetchHeader) {
+			v = h.Value
+		}
+	}
+	if len(v) == 0 || len(v) > 5 {
+		return -1
+	}
+	n := 0
+	for _, ch := range v {
+		if ch < '0' || ch > '9' {
+			return -1
+		}
+		n = n*10 + int(ch-'0')
+	}
+	return n
+}
+
+// fromPeer serves a cache miss from the peer the decision names. done
+// means the response was sent (streamed; keep is then serveFile's
+// result). Otherwise o is the fetched object, not cached, for serveFile to
+// answer from (a HEAD, a range, a precondition), or nil: no hint, or the
+// fetch failed before any byte went out, and serveFile reads the disk.
+func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, coding string, vary bool,
+	rule *headerRule, now time.Time, closeAfter, head bool) (o *object, done, keep bool) {
+	i := c.fetchHint()
+	if i < 0 {
+		return nil, false, false
+	}
+	req := &c.req
+	r := peer.Request{Site: c.site.name, URL: e.URL, Coding: coding, ETag: sel.ETag, Size: sel.Size, Key: key}
+	plain := !head && req.Range == nil && sel.Size > 0 && precondition(req, &c.cond, sel.ETag, sel.ModTime, now) == 0
+	if !plain {
+		body, _, err := c.s.peer.Fetch(i, r, nil)
+		if err != nil {
+			c.s.cfg.Logger.Debug("peer fetch", "url", sel.URL, "peer", i, "err", err)
+			return nil, false, false
+		}
+		o = buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
+		o.rule = rule
+		return o, false, false
+	}
+	// A plain 200: the head goes out with the first chunk, each chunk as
+	// it arrives.
+	mark, seg, nbufs := len(c.out), c.segStart, len(c.bufs)
+	c.out = httpwire.AppendStatusLine(c.out, 200)
+	c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
+	c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", sel.Size)
+	c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, string(httpwire.AppendHTTPDate(nil, sel.ModTime)), coding, vary)
+	c.out = httpwire.AppendHeader(c.out, "Accept-Ranges", "bytes")
+	c.out = appendRule(c.out, rule, now)
+	c.finish(now, closeAfter)
+	var sent int64
+	var werr error
+	started := false
+	sink := func(chunk []byte) {
+		if werr != nil {
+			return
+		}
+		if !started {
+			started = true
+			if werr = c.flush(); werr != nil {
+				return
+			}
+		}
+		n, err := c.nc.Write(chunk)
+		c.nbytes += int64(n)
+		sent += int64(n)
+		werr = err
+		c.since.Store(time.Now().UnixNano()) // progress, for WriteTimeout
+	}
+	body, _, err := c.s.peer.Fetch(i, r, sink)
+	if err != nil && !started {
+		// Nothing went out: take the head back and read the disk.
+		c.out, c.segStart = c.out[:mark], seg
+		clear(c.bufs[nbufs:])
+		c.bufs = c.bufs[:nbufs]
+		c.s.cfg.Logger.Debug("peer fetch", "url", sel.URL, "peer", i, "err", err)
+		return nil, false, false
+	}
+	c.logRequest(now, 200, sel.Size)
+	if err != nil {
+		// Part of the body went out: the rest from the disk.
+		c.s.cfg.Logger.Warn("peer fetch failed midway; finishing from disk", "url", sel.URL, "peer", i, "sent", sent, "err", err)
+		local, rerr := readSmall(tbl, sel)
+		if rerr != nil || werr != nil {
+			return nil, true, false
+		}
+		body = local
+	}
+	if werr != nil {
+		return nil, true, false
+	}
+	if !started {
+		// Another request's fetch brought the bytes (collapsed).
+		c.appendBody(body)
+		return nil, true, !closeAfter
+	}
+	if sent < int64(len(body)) {
+		n, err := c.nc.Write(body[sent:])
+		c.nbytes += int64(n)
+		if err != nil {
+			return nil, true, false
+		}
+	}
+	return nil, true, !closeAfter
+}

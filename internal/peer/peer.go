@@ -1,0 +1,642 @@
+// Package peer makes the nodes' memories one cache (seed 001, Weblins; SPEC
+// §1 "fetches from peers' caches"): a node asked for an object that the
+// policy says another node holds (policy.Decision.Fetch) gets it from that
+// peer's memory — the peer reads its own disk first if it must, and keeps
+// the copy — instead of reading its own disk; and each node sends its peers
+// a Bloom-filter digest of its memory cache (Summary Cache), which cluster
+// GDSF reads to evict the objects that have other copies first.
+//
+// Transport: a node reaches a peer on the peer's own HTTP port with
+// "GET /.shoal/peer" and Upgrade: shoal-peer; after the 101 answer the
+// connection carries internal/peerwire frames, the authenticated link the
+// CDN tier uses between PoPs, keyed by the cluster key: an HKDF-derived
+// AES-256-GCM key per direction and per connection, sequence numbers
+// against replay, and a handshake in which each side proves the key before
+// the other decodes anything. A peer without the key is refused and counted
+// (Stats.Refused). Connections are persistent: each peer keeps a small pool
+// of idle ones, one request in flight on each.
+//
+// Fetches of one object collapse (golang.org/x/sync/singleflight): while
+// one is in flight, others for the same object wait for its bytes. The
+// goroutine that does the fetch can stream each chunk to its client as it
+// arrives (Fetch's sink).
+package peer
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"shoal/internal/peerwire"
+)
+
+// Path is the request path a node upgrades to a peer connection on its own
+// port. Only connections accepted there (not handed-off client connections)
+// may ask, and the front never forwards /.shoal/ from clients.
+const Path = "/.shoal/peer"
+
+// upgradeToken names the protocol in Upgrade (RFC 9110 §7.8).
+const upgradeToken = "shoal-peer"
+
+// Config is one node's side of its peer links. Zero fields take the
+// documented defaults.
+type Config struct {
+	// Self is this node's index in Peers (the front's node index), -1 when
+	// it is not listed. A decision naming Self is served from the local disk.
+	Self int
+	// Peers are the nodes' HTTP addresses (host:port) in the order of the
+	// front's node list, so that policy.Decision.Fetch, a node index, names
+	// one: the relay header and the passfd handoff field carry that index.
+	Peers []string
+	// Key is the cluster key (at least peerwire.MinSeed bytes).
+	Key []byte
+	// DialTimeout bounds connecting and the handshake. Default 2 s.
+	DialTimeout time.Duration
+	// FetchTimeout bounds the wait for each frame of a fetch. Default 5 s;
+	// after it the fetch fails and the caller reads its own disk.
+	FetchTimeout time.Duration
+	// IdleTimeout closes a peer's connection that carried nothing this
+	// long. Default 60 s.
+	IdleTimeout time.Duration
+	// MaxIdle is the number of idle connections kept per peer. Default 4.
+	MaxIdle int
+	// DigestPeriod is how often the node sends its cache digest to every
+	// peer; a digest older than three periods is forgotten. Default 2 s;
+	// negative turns digests off.
+	DigestPeriod time.Duration
+	// Logger receives operational logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults for Config.
+const (
+	DefaultDialTimeout  = 2 * time.Second
+	DefaultFetchTimeout = 5 * time.Second
+	DefaultIdleTimeout  = 60 * time.Second
+	DefaultMaxIdle      = 4
+	DefaultDigestPeriod = 2 * time.Second
+)
+
+// Chunk is the largest body piece in one frame: the unit a streaming
+// fetch forwards to its client.
+const Chunk = 64 << 10
+
+// Request names one representation: the site ("" without virtual hosts),
+// the file's URL, the precompressed coding ("" for the identity), the
+// ETag and size the asking node expects (its own table's), and the node's
+// cache key for it (what singleflight collapses on).
+type Request struct {
+	Site, URL, Coding, ETag string
+	Size                    int64
+	Key                     string
+}
+
+// Local is what a node lends its peers.
+type Local interface {
+	// PeerObject returns r's bytes from memory, or else from disk (keeping
+	// them in memory as its replacement policy decides); mem reports a
+	// memory hit. ErrNotFound when r names no file, ErrVersion when the
+	// file's ETag is not r.ETag.
+	PeerObject(r Request) (body []byte, mem bool, err error)
+	// CacheKeys calls add with every key in the memory cache.
+	CacheKeys(add func(key string))
+}
+
+// Errors a fetch may end with; the caller falls back to its own disk.
+var (
+	ErrNotFound = errors.New("peer: no such file")
+	ErrVersion  = errors.New("peer: the peer holds another version")
+	ErrPeer     = errors.New("peer: unknown peer index")
+	ErrProtocol = errors.New("peer: protocol error")
+	ErrClosed   = errors.New("peer: closed")
+)
+
+// Message kinds (first byte of a request frame) and answer statuses.
+const (
+	opGet    = 'G'
+	opDigest = 'D'
+
+	stOK       = 0
+	stNotFound = 1
+	stVersion  = 2
+	stError    = 3
+)
+
+// Stats are the node's peer counters (status report and /metrics).
+type Stats struct {
+	// Fetches counts objects fetched from peers over the network;
+	// FetchBytes their bytes; Collapsed the requests that waited for
+	// another's fetch of the same object instead of making their own;
+	// Failures the fetches that failed (the node then read its own disk).
+	Fetches    uint64 `json:"fetches"`
+	FetchBytes uint64 `json:"fetch_bytes"`
+	Collapsed  uint64 `json:"collapsed"`
+	Failures   uint64 `json:"failures"`
+	// Served counts objects this node sent to peers, ServedBytes their
+	// bytes, ServedDisk those it had to read from its disk first.
+	Served      uint64 `json:"served"`
+	ServedBytes uint64 `json:"served_bytes"`
+	ServedDisk  uint64 `json:"served_disk"`
+	// Refused counts peer connections refused in the handshake (no key).
+	Refused uint64 `json:"refused"`
+	// DigestsSent and DigestsReceived count cache digests exchanged;
+	// DigestBits is the size of the last one sent, DigestKeys the keys it
+	// holds and DigestFPR its expected false-positive rate; PeerDigests the
+	// peers whose digest is current.
+	DigestsSent     uint64  `json:"digests_sent"`
+	DigestsReceived uint64  `json:"digests_received"`
+	DigestBits      int     `json:"digest_bits"`
+	DigestKeys      int     `json:"digest_keys"`
+	DigestFPR       float64 `json:"digest_fpr"`
+	PeerDigests     int     `json:"peer_digests"`
+}
+
+// Host is one node's peer service: the client side (Fetch), the server
+// side (ServeConn) and the digest exchange. Safe for concurrent use.
+type Host struct {
+	cfg   Config
+	local Local
+	cli   peerwire.Config
+	srv   peerwire.Config
+	wst   peerwire.Stats
+	pools []pool
+	sf    singleflight.Group
+
+	digests []digestSlot
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	fetches, fetchBytes, collapsed, failures atomic.Uint64
+	served, servedBytes, servedDisk          atomic.Uint64
+	digSent, digRecv, digGen                 atomic.Uint64
+	lastDigest                               atomic.Pointer[Bloom]
+	// waiting counts Fetch calls in the singleflight group (tests).
+	waiting atomic.Int64
+}
+
+// digestSlot is a peer's last digest and when it arrived (the digest loop's
+// generation counter, so expiry needs no clock on the lookup path).
+type digestSlot struct {
+	b   atomic.Pointer[Bloom]
+	gen atomic.Uint64
+}
+
+type pool struct {
+	mu   sync.Mutex
+	idle []*peerwire.Conn
+}
+
+// New returns a Host for cfg serving local's objects. Start the digest
+// exchange with Start; Close ends everything.
+func New(cfg Config, local Local) (*Host, error) {
+	if len(cfg.Key) < peerwire.MinSeed {
+		return nil, fmt.Errorf("peer: cluster key of %d bytes, want at least %d", len(cfg.Key), peerwire.MinSeed)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.FetchTimeout <= 0 {
+		cfg.FetchTimeout = DefaultFetchTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxIdle <= 0 {
+		cfg.MaxIdle = DefaultMaxIdle
+	}
+	if cfg.DigestPeriod == 0 {
+		cfg.DigestPeriod = DefaultDigestPeriod
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &Host{cfg: cfg, local: local, pools: make([]pool, len(cfg.Peers)), digests: make([]digestSlot, len(cfg.Peers)),
+		conns: make(map[net.Conn]struct{}), stop: make(chan struct{})}
+	self := uint64(cfg.Self + 1) // 0 when not listed
+	logf := func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }
+	h.cli = peerwire.Config{Self: self, Seed: cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: cfg.DialTimeout,
+		ReadTimeout: cfg.FetchTimeout, WriteTimeout: cfg.FetchTimeout, Stats: &h.wst}
+	h.srv = peerwire.Config{Self: self, Seed: cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: cfg.DialTimeout,
+		ReadTimeout: cfg.IdleTimeout, WriteTimeout: cfg.FetchTimeout, Stats: &h.wst, Log: logf}
+	return h, nil
+}
+
+// Stats returns the counters.
+func (h *Host) Stats() Stats {
+	st := Stats{
+		Fetches: h.fetches.Load(), FetchBytes: h.fetchBytes.Load(), Collapsed: h.collapsed.Load(), Failures: h.failures.Load(),
+		Served: h.served.Load(), ServedBytes: h.servedBytes.Load(), ServedDisk: h.servedDisk.Load(),
+		Refused: h.wst.Refused.Load(), DigestsSent: h.digSent.Load(), DigestsReceived: h.digRecv.Load(),
+	}
+	if b := h.lastDigest.Load(); b != nil {
+		st.DigestBits, st.DigestKeys, st.DigestFPR = b.Bits(), b.Keys(), b.FalsePositive()
+	}
+	for i := range h.digests {
+		if h.digests[i].b.Load() != nil {
+			st.PeerDigests++
+		}
+	}
+	return st
+}
+
+// Self is this node's index.
+func (h *Host) Self() int { return h.cfg.Self }
+
+// Usable reports whether a decision naming peer i is one this host can
+// act on: a listed peer other than itself.
+func (h *Host) Usable(i int) bool { return i >= 0 && i < len(h.cfg.Peers) && i != h.cfg.Self }
+
+// Close closes every peer connection and stops the digest loop.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	close(h.stop)
+	for c := range h.conns {
+		c.Close()
+	}
+	h.mu.Unlock()
+	for i := range h.pools {
+		p := &h.pools[i]
+		p.mu.Lock()
+		for _, c := range p.idle {
+			c.Close()
+		}
+		p.idle = nil
+		p.mu.Unlock()
+	}
+	h.wg.Wait()
+	return nil
+}
+
+func (h *Host) track(c net.Conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.conns[c] = struct{}{}
+	return true
+}
+
+func (h *Host) untrack(c net.Conn) {
+	h.mu.Lock()
+	delete(h.conns, c)
+	h.mu.Unlock()
+}
+
+// UpgradeResponse is what a node writes before handing the connection to
+// ServeConn.
+const UpgradeResponse = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + upgradeToken + "\r\nConnection: Upgrade\r\n\r\n"
+
+// ServeConn serves a peer on nc, an upgraded connection accepted on the
+// node's port (the 101 already written), until it closes. A peer that
+// cannot prove the cluster key is refused before anything it sends is
+// decoded.
+func (h *Host) ServeConn(nc net.Conn) {
+	defer nc.Close()
+	if !h.track(nc) {
+		return
+	}
+	defer h.untrack(nc)
+	c, err := peerwire.Server(nc, &h.srv)
+	if err != nil {
+		return // counted and logged by peerwire
+	}
+	var out []byte
+	for {
+		msg, err := c.Recv()
+		if err != nil || len(msg) == 0 {
+			return
+		}
+		switch msg[0] {
+		case opGet:
+			if out, err = h.serveGet(c, msg[1:], out); err != nil {
+				return
+			}
+		case opDigest:
+			b, err := parseBloom(msg[1:])
+			if err != nil {
+				return
+			}
+			if i := int(c.Peer()) - 1; i >= 0 && i < len(h.digests) && i != h.cfg.Self {
+				h.digests[i].b.Store(b)
+				h.digests[i].gen.Store(h.digGen.Load())
+				h.digRecv.Add(1)
+			}
+			if err := c.Send([]byte{stOK}); err != nil {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// serveGet answers one fetch: a status frame with the size and the first
+// chunk, then the rest in chunks.
+func (h *Host) serveGet(c *peerwire.Conn, p []byte, out []byte) ([]byte, error) {
+	r, err := parseRequest(p)
+	if err != nil {
+		return out, err
+	}
+	body, mem, err := h.local.PeerObject(r)
+	st := byte(stOK)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		st = stNotFound
+	case errors.Is(err, ErrVersion):
+		st = stVersion
+	case err != nil:
+		st = stError
+	}
+	out = append(out[:0], st)
+	out = binary.BigEndian.AppendUint64(out, uint64(len(body)))
+	if st != stOK {
+		return out, c.Send(out)
+	}
+	h.served.Add(1)
+	h.servedBytes.Add(uint64(len(body)))
+	if !mem {
+		h.servedDisk.Add(1)
+	}
+	first := min(len(body), Chunk)
+	out = append(out, body[:first]...)
+	if err := c.Send(out); err != nil {
+		return out, err
+	}
+	for off := first; off < len(body); off += Chunk {
+		if err := c.Send(body[off:min(off+Chunk, len(body))]); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// Fetch gets r from peer i's memory. sink, if not nil, is called with each
+// chunk as it arrives, in order, when this goroutine makes the fetch; a
+// request that waited for another's fetch of the same object gets only the
+// whole body (collapsed true). On error the caller reads its own disk; sink
+// may have received part of the body, sent bytes say how much.
+func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, collapsed bool, err error) {
+	if !h.Usable(i) {
+		h.failures.Add(1)
+		return nil, false, fmt.Errorf("%w %d", ErrPeer, i)
+	}
+	ran := false
+	h.waiting.Add(1)
+	defer h.waiting.Add(-1)
+	v, err, _ := h.sf.Do(r.Key+"\x00"+r.ETag, func() (any, error) {
+		ran = true
+		return h.fetch(i, &r, sink)
+	})
+	if !ran {
+		h.collapsed.Add(1)
+	}
+	if err != nil {
+		if ran {
+			h.failures.Add(1)
+		}
+		return nil, !ran, err
+	}
+	return v.([]byte), !ran, nil
+}
+
+// fetch makes one network fetch, redialling once when a pooled connection
+// turns out to be dead before any byte of the answer.
+func (h *Host) fetch(i int, r *Request, sink func([]byte)) ([]byte, error) {
+	msg := appendRequest([]byte{opGet}, r)
+	for attempt := 0; ; attempt++ {
+		c, reused, err := h.get(i)
+		if err != nil {
+			return nil, err
+		}
+		body, got, err := h.roundTrip(c, msg, r.Size, sink)
+		if err == nil {
+			h.put(i, c)
+			h.fetches.Add(1)
+			h.fetchBytes.Add(uint64(len(body)))
+			return body, nil
+		}
+		var se statusError
+		if errors.As(err, &se) {
+			h.put(i, c) // the connection is fine, the object is not there
+			return nil, err
+		}
+		c.Close()
+		if reused && !got && attempt == 0 {
+			continue
+		}
+		return nil, fmt.Errorf("peer %d (%s): %w", i, h.cfg.Peers[i], err)
+	}
+}
+
+// statusError is a peer's refusal of one object.
+type statusError struct{ err error }
+
+func (e statusError) Error() string { return e.err.Error() }
+func (e statusError) Unwrap() error { return e.err }
+
+// roundTrip sends a request and reads the answer. got reports whether any
+// answer frame arrived.
+func (h *Host) roundTrip(c *peerwire.Conn, msg []byte, size int64, sink func([]byte)) (body []byte, got bool, err error) {
+	if err := c.Send(msg); err != nil {
+		return nil, false, err
+	}
+	p, err := c.Recv()
+	if err != nil {
+		return nil, false, err
+	}
+	if len(p) < 9 {
+		return nil, true, ErrProtocol
+	}
+	switch p[0] {
+	case stOK:
+	case stNotFound:
+		return nil, true, statusError{ErrNotFound}
+	case stVersion:
+		return nil, true, statusError{ErrVersion}
+	default:
+		return nil, true, statusError{fmt.Errorf("%w: status %d", ErrProtocol, p[0])}
+	}
+	n := binary.BigEndian.Uint64(p[1:9])
+	if int64(n) != size {
+		// The peer's file has our ETag but not our size: never trust it.
+		return nil, true, fmt.Errorf("%w: %d bytes announced, %d expected", ErrProtocol, n, size)
+	}
+	body = make([]byte, 0, n)
+	chunk := p[9:]
+	for {
+		if uint64(len(body)+len(chunk)) > n {
+			return nil, true, fmt.Errorf("%w: more than %d bytes", ErrProtocol, n)
+		}
+		body = append(body, chunk...)
+		if sink != nil && len(chunk) > 0 {
+			sink(chunk)
+		}
+		if uint64(len(body)) == n {
+			return body, true, nil
+		}
+		if chunk, err = c.Recv(); err != nil {
+			return nil, true, err
+		}
+	}
+}
+
+// get returns an idle connection to peer i or dials one.
+func (h *Host) get(i int) (c *peerwire.Conn, reused bool, err error) {
+	p := &h.pools[i]
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		c = p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return c, true, nil
+	}
+	p.mu.Unlock()
+	c, err = h.dial(i)
+	return c, false, err
+}
+
+// put returns c to peer i's pool, closing it when the pool is full.
+func (h *Host) put(i int, c *peerwire.Conn) {
+	p := &h.pools[i]
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	p.mu.Lock()
+	if !closed && len(p.idle) < h.cfg.MaxIdle {
+		p.idle = append(p.idle, c)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	c.Close()
+}
+
+// dial connects to peer i's port, upgrades and runs the handshake.
+func (h *Host) dial(i int) (*peerwire.Conn, error) {
+	addr := h.cfg.Peers[i]
+	nc, err := net.DialTimeout("tcp", addr, h.cfg.DialTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("peer %d: %w", i, err)
+	}
+	if err := upgrade(nc, addr, h.cfg.DialTimeout); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("peer %d (%s): %w", i, addr, err)
+	}
+	c, err := peerwire.Client(nc, &h.cli)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("peer %d: %w", i, err)
+	}
+	return c, nil
+}
+
+// upgrade asks for the peer protocol and reads the 101 answer byte by byte
+// (the peer sends nothing after it until our handshake, so nothing may be
+// read ahead).
+func upgrade(nc net.Conn, addr string, timeout time.Duration) error {
+	nc.SetDeadline(time.Now().Add(timeout))
+	defer nc.SetDeadline(time.Time{})
+	req := "GET " + Path + " HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: " + upgradeToken + "\r\nConnection: Upgrade\r\n\r\n"
+	if _, err := nc.Write([]byte(req)); err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(oneByte{nc}, 16)
+	var head []byte
+	for !strings.HasSuffix(string(head), "\r\n\r\n") {
+		b, err := br.ReadByte()
+		if err != nil {
+			return fmt.Errorf("upgrade: %w", err)
+		}
+		if head = append(head, b); len(head) > 1024 {
+			return fmt.Errorf("%w: upgrade answer too long", ErrProtocol)
+		}
+	}
+	if !strings.HasPrefix(string(head), "HTTP/1.1 101 ") {
+		line, _, _ := strings.Cut(string(head), "\r\n")
+		return fmt.Errorf("%w: upgrade refused: %q", ErrProtocol, line)
+	}
+	return nil
+}
+
+// oneByte reads at most one byte per call, so bufio never reads ahead.
+type oneByte struct{ r net.Conn }
+
+func (o oneByte) Read(p []byte) (int, error) { return o.r.Read(p[:min(len(p), 1)]) }
+
+// appendRequest encodes r: four length-prefixed strings and the size.
+func appendRequest(dst []byte, r *Request) []byte {
+	for _, s := range [...]string{r.Site, r.URL, r.Coding, r.ETag, r.Key} {
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(s)))
+		dst = append(dst, s...)
+	}
+	return binary.BigEndian.AppendUint64(dst, uint64(r.Size))
+}
+
+func parseRequest(p []byte) (Request, error) {
+	var f [5]string
+	for i := range f {
+		if len(p) < 2 {
+			return Request{}, ErrProtocol
+		}
+		n := int(binary.BigEndian.Uint16(p))
+		if len(p) < 2+n {
+			return Request{}, ErrProtocol
+		}
+		f[i], p = string(p[2:2+n]), p[2+n:]
+	}
+	if len(p) != 8 {
+		return Request{}, ErrProtocol
+	}
+	return Request{Site: f[0], URL: f[1], Coding: f[2], ETag: f[3], Key: f[4], Size: int64(binary.BigEndian.Uint64(p))}, nil
+}
+
+// LoadKey reads the cluster key file: at least peerwire.MinSeed bytes,
+// all of them the secret, in a file only its owner may read (like the DCDN
+// seed: whoever reads it can fetch any node's objects and feed digests).
+func LoadKey(path string) ([]byte, error) {
+	k, err := peerwire.LoadSeed(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster key: %w", err)
+	}
+	return k, nil
+}
+
+// LoadOrCreateKey reads the cluster key at path, creating it first (32
+// random bytes, hex, mode 0600) when it does not exist: `shoal up` keeps
+// it in its data folder.
+func LoadOrCreateKey(path string) ([]byte, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		var b [32]byte
+		rand.Read(b[:])
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("cluster key: %w", err)
+		}
+		if err := os.WriteFile(path, []byte(hex.EncodeToString(b[:])), 0o600); err != nil {
+			return nil, fmt.Errorf("cluster key: %w", err)
+		}
+	}
+	return LoadKey(path)
+}

@@ -1,0 +1,273 @@
+package peer
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeLocal serves objects from a map; gate, when set, holds every
+// PeerObject until it is closed.
+type fakeLocal struct {
+	objs  map[string][]byte
+	gate  chan struct{}
+	calls atomic.Int64
+	keys  []string
+}
+
+func (f *fakeLocal) PeerObject(r Request) ([]byte, bool, error) {
+	f.calls.Add(1)
+	if f.gate != nil {
+		<-f.gate
+	}
+	b, ok := f.objs[r.URL]
+	if !ok {
+		return nil, false, ErrNotFound
+	}
+	return b, true, nil
+}
+
+func (f *fakeLocal) CacheKeys(add func(string)) {
+	for _, k := range f.keys {
+		add(k)
+	}
+}
+
+var testKey = []byte("0123456789abcdef-cluster-key")
+
+// serveUpgrades accepts on ln like a node's port: reads the request head,
+// answers 101 when it asks for Path, and hands the connection to h.
+func serveUpgrades(t *testing.T, ln net.Listener, h *Host) {
+	t.Helper()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				br := bufio.NewReader(oneByte{nc})
+				line, err := br.ReadString('\n')
+				if err != nil {
+					nc.Close()
+					return
+				}
+				for {
+					l, err := br.ReadString('\n')
+					if err != nil {
+						nc.Close()
+						return
+					}
+					if l == "\r\n" {
+						break
+					}
+				}
+				if !strings.HasPrefix(line, "GET "+Path+" ") {
+					nc.Write([]byte("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"))
+					nc.Close()
+					return
+				}
+				nc.Write([]byte(UpgradeResponse))
+				h.ServeConn(nc)
+			}()
+		}
+	}()
+}
+
+// pair starts an owner host (index 1) serving local and returns a client
+// host (index 0) whose peer 1 is it.
+func pair(t *testing.T, local *fakeLocal, ownerKey, clientKey []byte) (cli, owner *Host) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := []string{"127.0.0.1:1", ln.Addr().String()}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	owner, err = New(Config{Self: 1, Peers: peers, Key: ownerKey, DigestPeriod: -1, Logger: quiet}, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveUpgrades(t, ln, owner)
+	cli, err = New(Config{Self: 0, Peers: peers, Key: clientKey, DigestPeriod: -1, Logger: quiet}, &fakeLocal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close(); cli.Close(); owner.Close() })
+	return cli, owner
+}
+
+func body(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
+}
+
+// TestFetchStreamsChunks: a 200 KB object arrives in order, chunk by chunk
+// (four frames of at most Chunk bytes), equal to the owner's bytes, and
+// the pooled connection is reused for the next fetch.
+func TestFetchStreamsChunks(t *testing.T) {
+	want := body(200 << 10)
+	local := &fakeLocal{objs: map[string][]byte{"/a": want}}
+	cli, owner := pair(t, local, testKey, testKey)
+	r := Request{URL: "/a", ETag: `"x"`, Size: int64(len(want)), Key: "/a"}
+	var got bytes.Buffer
+	chunks := 0
+	b, collapsed, err := cli.Fetch(1, r, func(p []byte) { chunks++; got.Write(p) })
+	if err != nil || collapsed {
+		t.Fatalf("fetch: %v collapsed=%v", err, collapsed)
+	}
+	if sha256.Sum256(b) != sha256.Sum256(want) || sha256.Sum256(got.Bytes()) != sha256.Sum256(want) {
+		t.Fatal("fetched bytes differ")
+	}
+	if chunks != 4 { // 200 KiB = 3 × 64 KiB + 8 KiB
+		t.Errorf("sink saw %d chunks, want 4", chunks)
+	}
+	if _, _, err := cli.Fetch(1, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, ost := cli.Stats(), owner.Stats()
+	if st.Fetches != 2 || st.FetchBytes != 2*uint64(len(want)) || st.Failures != 0 || ost.Served != 2 {
+		t.Errorf("stats %+v, owner %+v", st, ost)
+	}
+	if n := len(cli.pools[1].idle); n != 1 {
+		t.Errorf("%d idle connections after two sequential fetches, want 1 (reused)", n)
+	}
+}
+
+// TestFetchFailures: a missing file, a size that disagrees with the
+// asker's table, an unknown peer index and this node's own index all fail
+// (the caller reads its disk) and count as failures.
+func TestFetchFailures(t *testing.T) {
+	local := &fakeLocal{objs: map[string][]byte{"/a": body(10)}}
+	cli, _ := pair(t, local, testKey, testKey)
+	for _, tc := range []struct {
+		peer int
+		r    Request
+		want error
+	}{
+		{1, Request{URL: "/missing", Size: 10, Key: "/missing"}, ErrNotFound},
+		{1, Request{URL: "/a", Size: 11, Key: "/a"}, ErrProtocol},
+		{7, Request{URL: "/a", Size: 10, Key: "/a"}, ErrPeer},
+		{0, Request{URL: "/a", Size: 10, Key: "/a"}, ErrPeer},
+	} {
+		if _, _, err := cli.Fetch(tc.peer, tc.r, nil); !errors.Is(err, tc.want) {
+			t.Errorf("peer %d %+v: err %v, want %v", tc.peer, tc.r, err, tc.want)
+		}
+	}
+	if f := cli.Stats().Failures; f != 4 {
+		t.Errorf("failures %d, want 4", f)
+	}
+}
+
+// TestConcurrentFetchesCollapse: 100 concurrent fetches of one object make
+// one network fetch; the owner is asked once and the 99 others wait for its
+// bytes.
+func TestConcurrentFetchesCollapse(t *testing.T) {
+	want := body(30 << 10)
+	local := &fakeLocal{objs: map[string][]byte{"/a": want}, gate: make(chan struct{})}
+	cli, owner := pair(t, local, testKey, testKey)
+	r := Request{URL: "/a", ETag: `"x"`, Size: int64(len(want)), Key: "/a"}
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, _, err := cli.Fetch(1, r, nil)
+			if err != nil || !bytes.Equal(b, want) {
+				bad.Add(1)
+			}
+		}()
+	}
+	// Release the owner once every fetch is waiting in the group.
+	for cli.waiting.Load() < 100 || local.calls.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	close(local.gate)
+	wg.Wait()
+	st := cli.Stats()
+	if bad.Load() != 0 || local.calls.Load() != 1 || st.Fetches != 1 || st.Collapsed != 99 || owner.Stats().Served != 1 {
+		t.Errorf("bad %d, owner asked %d times, stats %+v", bad.Load(), local.calls.Load(), st)
+	}
+}
+
+// TestForgedPeerRefused: a node without the cluster key is refused in the
+// handshake: the owner never looks the object up, and counts the refusal;
+// a raw frame sent without any handshake gets no object byte either.
+func TestForgedPeerRefused(t *testing.T) {
+	secret := []byte("SECRET-OBJECT-BYTES")
+	local := &fakeLocal{objs: map[string][]byte{"/a": secret}}
+	cli, owner := pair(t, local, testKey, []byte("fedcba9876543210-wrong-key!!"))
+	_, _, err := cli.Fetch(1, Request{URL: "/a", Size: int64(len(secret)), Key: "/a"}, nil)
+	if err == nil {
+		t.Fatal("a peer without the cluster key fetched the object")
+	}
+	if local.calls.Load() != 0 {
+		t.Errorf("owner looked the object up %d times for a forged peer", local.calls.Load())
+	}
+	for end := time.Now().Add(5 * time.Second); owner.Stats().Refused == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond) // the owner counts after the client saw the refusal
+	}
+	if r := owner.Stats().Refused; r != 1 {
+		t.Errorf("owner refused %d handshakes, want 1", r)
+	}
+
+	// Raw: upgrade, then a plausible hello and a plaintext GET frame.
+	nc, err := net.Dial("tcp", owner.cfg.Peers[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := upgrade(nc, "x", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	hello := append([]byte{1}, make([]byte, 8+32)...)
+	req := appendRequest([]byte{opGet}, &Request{URL: "/a", Size: int64(len(secret)), Key: "/a"})
+	nc.Write(hello)
+	nc.Write(req)
+	nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	got, _ := io.ReadAll(nc)
+	if bytes.Contains(got, secret) || local.calls.Load() != 0 {
+		t.Errorf("raw forged request answered with the object (%d lookups)", local.calls.Load())
+	}
+}
+
+// TestDigestExchange: after a round each side's CachedElsewhere answers
+// from the other's digest; keys the peer does not cache are (with this
+// many keys, certainly) absent; a digest not renewed for three rounds is
+// forgotten.
+func TestDigestExchange(t *testing.T) {
+	local := &fakeLocal{keys: []string{"/a", "/b", "gzip:/c"}}
+	cli, owner := pair(t, local, testKey, testKey)
+	// The owner sends its digest to peer 0, which is the unreachable
+	// 127.0.0.1:1; so exchange the other way: cli's peer 1 is the owner.
+	cli.local = &fakeLocal{keys: []string{"/x", "/y"}}
+	cli.DigestRound()
+	if !owner.CachedElsewhere("/x") || !owner.CachedElsewhere("/y") || owner.CachedElsewhere("/a") {
+		t.Errorf("owner's view of peer 0: /x %v /y %v /a %v", owner.CachedElsewhere("/x"), owner.CachedElsewhere("/y"), owner.CachedElsewhere("/a"))
+	}
+	if st := owner.Stats(); st.DigestsReceived != 1 || st.PeerDigests != 1 {
+		t.Errorf("owner stats %+v", st)
+	}
+	if st := cli.Stats(); st.DigestsSent != 1 || st.DigestBits != MinBits || st.DigestKeys != 2 {
+		t.Errorf("sender stats %+v", st)
+	}
+	for range 4 {
+		owner.DigestRound() // cannot reach peer 0; ages its digest
+	}
+	if owner.CachedElsewhere("/x") {
+		t.Error("a digest not renewed for four rounds is still believed")
+	}
+}
