@@ -319,7 +319,7 @@ type moveOp struct {
 	cl    *RepairClient
 	f     Flow
 	i     int
-	hold  bool // held until the acknowledgement, steered then
+	hold  bool   // held until the acknowledgement, steered then
 	fetch uint16 // TCPState.Fetch
 	st    *TCPState
 	thaw  func() error // gives the socket back to normal operation
