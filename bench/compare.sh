@@ -13,9 +13,12 @@
 #            1 KB, keep-alive and a new connection per request
 #            (bench/tls-vs-haproxy.sh; not in the default ONLY, run ONLY=tls)
 #
-# Servers run pinned to SERVER_CPU (taskset), one at a time; the load
+# Servers run pinned to one core (taskset), one at a time; the load
 # generator (wrk -t1 -c$CONNS; `shoal bench http` for handoff, which is how
-# handoff-cpu.sh loads) runs on CLIENT_CPU. Each cell is RUNS paired rounds
+# handoff-cpu.sh loads) runs on another. The whole matrix runs once per core
+# layout in LAYOUTS (by default both ways round), and a comparison is called
+# won only when every round of every layout favours shoal (the verdict
+# table under the ratios; bench/report's Judge). Each cell is RUNS paired rounds
 # (peer and shoal back to back, alternating who goes first); the ratio column
 # is min / median / max over the rounds of shoal÷peer req/s — or, for the
 # handoff rows, relay÷passfd front CPU per request (how many more requests
@@ -37,7 +40,8 @@
 #   SIZES="1k 64k 1m" object sizes (node, front)
 #   HANDOFF_SIZES="1k 100k 1m"  the sizes bench/handoff-cpu.sh serves
 #   ONLY="node front handoff"  which comparisons to run (also: tls)
-#   SERVER_CPU=0 CLIENT_CPU=1  cores for the servers and for the load
+#   LAYOUTS="0:1 1:0" core layouts SERVER:LOAD, each runs the whole matrix
+#   SERVER_CPU=0 CLIENT_CPU=1  one layout only (sets LAYOUTS to it)
 #   NICE=-10          niceness of servers and load (node, front; as root)
 #   OUT=bench/results where latest.{json,md,svg,png} go
 #   SHOAL=path        use a prebuilt shoal; else HEAD is built (git archive),
@@ -53,8 +57,10 @@ HANDOFF_CONNS=${HANDOFF_CONNS:-32}
 SIZES=${SIZES:-"1k 64k 1m"}
 HANDOFF_SIZES=${HANDOFF_SIZES:-"1k 100k 1m"}
 ONLY=${ONLY:-"node front handoff"}
-SERVER_CPU=${SERVER_CPU:-0}
-CLIENT_CPU=${CLIENT_CPU:-1}
+if [ -n "${SERVER_CPU:-}${CLIENT_CPU:-}" ]; then
+	LAYOUTS=${LAYOUTS:-"${SERVER_CPU:-0}:${CLIENT_CPU:-1}"}
+fi
+LAYOUTS=${LAYOUTS:-"0:1 1:0"}
 NICE=${NICE:--10}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -163,67 +169,76 @@ comparison() {
 	produced "$label" "$n0"
 }
 
-if want node; then
-	comparison node "node vs nginx" bench/node-vs-nginx.sh SHOAL_BIN="$SHOAL" RUNS="$RUNS" DUR="$DURATION" CONNS="$CONNS" \
-		SIZES="$SIZES" SERVER_CPU="$SERVER_CPU" CLIENT_CPU="$CLIENT_CPU" NICE="$NICE"
-fi
-if want front; then
-	comparison front "front vs HAProxy" bench/front-vs-haproxy.sh SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" CONNS="$CONNS" \
-		SIZES="$SIZES" PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE"
-fi
-if want tls; then
-	comparison tls "front vs HAProxy over TLS" bench/tls-vs-haproxy.sh SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" \
-		CONNS="$CONNS" PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE"
-fi
+for layout in $LAYOUTS; do
+	SERVER_CPU=${layout%%:*} CLIENT_CPU=${layout#*:}
+	tag="servers $SERVER_CPU, load $CLIENT_CPU"
+	echo "compare: layout $tag" >&2
+	n_layout=$(rows)
+	if want node; then
+		comparison node "node vs nginx" bench/node-vs-nginx.sh SHOAL_BIN="$SHOAL" RUNS="$RUNS" DUR="$DURATION" CONNS="$CONNS" \
+			SIZES="$SIZES" SERVER_CPU="$SERVER_CPU" CLIENT_CPU="$CLIENT_CPU" NICE="$NICE"
+	fi
+	if want front; then
+		comparison front "front vs HAProxy" bench/front-vs-haproxy.sh SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" CONNS="$CONNS" \
+			SIZES="$SIZES" PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE"
+	fi
+	if want tls; then
+		comparison tls "front vs HAProxy over TLS" bench/tls-vs-haproxy.sh SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" \
+			CONNS="$CONNS" PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE"
+	fi
 
-# handoff-cpu.sh prints only medians, so it runs once per round (RUNS=1) and
-# its Markdown rows are read back:
-#   | 1k | close | 170.6 (3752.0) | 129.9 = 0.761× (308.0) | 114.9 = 0.674× (3219.0) |
-#   object, connection, relay µs (requests), passfd µs = ratio× (requests), passfd-return …
-# with the errors it reports on stderr ("handoff-cpu: passfd 1m keepalive=false:
-# 12 errors"): bench/report leaves runs with errors or too few requests out.
-# Two rows go into the table: passfd with Connection: close (every request is
-# a new connection the front hands off) and passfd-return with keep-alive
-# (content-aware: the node hands each connection back after every request).
-if want handoff; then
-	dur_s=$(awk -v d="$DURATION" 'BEGIN { v = d + 0; if (d ~ /ms$/) v /= 1000; else if (d ~ /m$/) v *= 60; print v }')
-	for r in $(seq "$RUNS"); do
-		echo "compare: handoff vs relay, round $r/$RUNS ..." >&2
-		if ! job "handoff$r" env -u CURVE SHOAL="$SHOAL" RUNS=1 DURATION="$DURATION" CONNS="$HANDOFF_CONNS" SIZES="$HANDOFF_SIZES" \
-			FRONT_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" bench/handoff-cpu.sh; then
-			skipped+=("handoff vs relay: bench/handoff-cpu.sh failed in round $r (see its output above)")
-			break
-		fi
-		if ! awk -v run="$r" -v dur="$dur_s" -v sizes=" $HANDOFF_SIZES " -v errfile="$W/handoff$r.err" '
-			FILENAME == errfile {
-				# handoff-cpu: PATH SIZE keepalive=BOOL: N errors
-				if ($1 == "handoff-cpu:" && $NF == "errors") { k = $4; sub(/:$/, "", k); errs[$2, $3, k] = $(NF - 1) }
-				next
-			}
-			function num(s) { gsub(/^ +| +$/, "", s); return s + 0 }
-			function reqs(s) { if (match(s, /\(([0-9.]+)\)/)) return substr(s, RSTART + 1, RLENGTH - 2) + 0; return -1 }
-			function side(name, f, e) {
-				return sprintf("{\"name\":\"%s\",\"rps\":%.1f,\"cpu_us\":%s,\"requests\":%d,\"errors\":%d}", name, reqs(f) / dur, num(f), reqs(f), e + 0)
-			}
-			function line(cmp, size, shoal, sf, pf, ka) {
-				if (reqs(pf) < 0 || reqs(sf) < 0) { bad = 1; return }
-				printf "{\"comparison\":\"%s\",\"size\":\"%s\",\"run\":%d,\"metric\":\"cpu\",\"peer\":%s,\"shoal\":%s}\n", cmp, size, run,
-					side("relay", pf, errs["relay", size, ka]), side(shoal, sf, errs[shoal, size, ka])
-				n++
-			}
-			NF >= 7 {
-				size = $2; mode = $3; gsub(/ /, "", size); gsub(/ /, "", mode)
-				if (index(sizes, " " size " ") == 0) next
-				if (mode == "close") line("front CPU: passfd vs relay, close", size, "passfd", $5, $4, "keepalive=false")
-				if (mode == "keep-alive") line("front CPU: passfd-return vs relay, keep-alive", size, "passfd-return", $6, $4, "keepalive=true")
-			}
-			END { exit (bad || n == 0) }' "$W/handoff$r.err" FS='|' "$W/handoff$r.out" >"$W/handoff$r.jsonl"; then
-			skipped+=("handoff vs relay: could not read bench/handoff-cpu.sh's table (format changed?)")
-			break
-		fi
-		cat "$W/handoff$r.jsonl" >>"$RUNSF"
-	done
-fi
+	# handoff-cpu.sh prints only medians, so it runs once per round (RUNS=1) and
+	# its Markdown rows are read back:
+	#   | 1k | close | 170.6 (3752.0) | 129.9 = 0.761× (308.0) | 114.9 = 0.674× (3219.0) |
+	#   object, connection, relay µs (requests), passfd µs = ratio× (requests), passfd-return …
+	# with the errors it reports on stderr ("handoff-cpu: passfd 1m keepalive=false:
+	# 12 errors"): bench/report leaves runs with errors or too few requests out.
+	# Two rows go into the table: passfd with Connection: close (every request is
+	# a new connection the front hands off) and passfd-return with keep-alive
+	# (content-aware: the node hands each connection back after every request).
+	if want handoff; then
+		dur_s=$(awk -v d="$DURATION" 'BEGIN { v = d + 0; if (d ~ /ms$/) v /= 1000; else if (d ~ /m$/) v *= 60; print v }')
+		for r in $(seq "$RUNS"); do
+			echo "compare: handoff vs relay, round $r/$RUNS ..." >&2
+			if ! job "handoff$r" env -u CURVE SHOAL="$SHOAL" RUNS=1 DURATION="$DURATION" CONNS="$HANDOFF_CONNS" SIZES="$HANDOFF_SIZES" \
+				FRONT_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" bench/handoff-cpu.sh; then
+				skipped+=("handoff vs relay: bench/handoff-cpu.sh failed in round $r (see its output above)")
+				break
+			fi
+			if ! awk -v run="$r" -v dur="$dur_s" -v sizes=" $HANDOFF_SIZES " -v errfile="$W/handoff$r.err" '
+				FILENAME == errfile {
+					# handoff-cpu: PATH SIZE keepalive=BOOL: N errors
+					if ($1 == "handoff-cpu:" && $NF == "errors") { k = $4; sub(/:$/, "", k); errs[$2, $3, k] = $(NF - 1) }
+					next
+				}
+				function num(s) { gsub(/^ +| +$/, "", s); return s + 0 }
+				function reqs(s) { if (match(s, /\(([0-9.]+)\)/)) return substr(s, RSTART + 1, RLENGTH - 2) + 0; return -1 }
+				function side(name, f, e) {
+					return sprintf("{\"name\":\"%s\",\"rps\":%.1f,\"cpu_us\":%s,\"requests\":%d,\"errors\":%d}", name, reqs(f) / dur, num(f), reqs(f), e + 0)
+				}
+				function line(cmp, size, shoal, sf, pf, ka) {
+					if (reqs(pf) < 0 || reqs(sf) < 0) { bad = 1; return }
+					printf "{\"comparison\":\"%s\",\"size\":\"%s\",\"run\":%d,\"metric\":\"cpu\",\"peer\":%s,\"shoal\":%s}\n", cmp, size, run,
+						side("relay", pf, errs["relay", size, ka]), side(shoal, sf, errs[shoal, size, ka])
+					n++
+				}
+				NF >= 7 {
+					size = $2; mode = $3; gsub(/ /, "", size); gsub(/ /, "", mode)
+					if (index(sizes, " " size " ") == 0) next
+					if (mode == "close") line("front CPU: passfd vs relay, close", size, "passfd", $5, $4, "keepalive=false")
+					if (mode == "keep-alive") line("front CPU: passfd-return vs relay, keep-alive", size, "passfd-return", $6, $4, "keepalive=true")
+				}
+				END { exit (bad || n == 0) }' "$W/handoff$r.err" FS='|' "$W/handoff$r.out" >"$W/handoff$r.jsonl"; then
+				skipped+=("handoff vs relay: could not read bench/handoff-cpu.sh's table (format changed?)")
+				break
+			fi
+			cat "$W/handoff$r.jsonl" >>"$RUNSF"
+		done
+	fi
+	# Every row of this layout names it (bench/report groups by it).
+	awk -v n0="$n_layout" -v tag="$tag" 'NR > n0 { sub(/^\{/, "{\"layout\":\"" tag "\",") } { print }' "$RUNSF" >"$RUNSF.tmp"
+	mv "$RUNSF.tmp" "$RUNSF"
+done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- summary ----------------------------------------------------------------------
@@ -239,7 +254,7 @@ meta=(
 	--meta "date=$date_utc"
 	--meta "loadavg_before=$load_before" --meta "loadavg_after=$load_after"
 	--meta "runs=$RUNS" --meta "duration=$DURATION" --meta "conns=$CONNS" --meta "handoff_conns=$HANDOFF_CONNS"
-	--meta "server_cpu=$SERVER_CPU" --meta "client_cpu=$CLIENT_CPU" --meta "nice=$NICE"
+	--meta "layouts=$LAYOUTS" --meta "nice=$NICE"
 	--meta "cpus=$(nproc) × $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
 	--meta "kernel=$(uname -r)"
 	--meta "nginx=$(nginx -v 2>&1 | sed 's/.*\///')" --meta "haproxy=$(haproxy -v | awk 'NR==1 { print $3 }')"
@@ -252,12 +267,13 @@ for s in "${skipped[@]:-}"; do [ -n "$s" ] && meta+=(--meta "skipped=$s"); done
 cp "$RUNSF" "$OUT/latest-runs.jsonl"
 {
 	echo "shoal side by side, $date_utc; load average $load_before before, $load_after after ($(nproc) CPUs)"
-	echo "RUNS=$RUNS paired rounds × DURATION=$DURATION; servers on CPU $SERVER_CPU, load on CPU $CLIENT_CPU; wrk -t1 -c$CONNS (front CPU rows: shoal bench http -c $HANDOFF_CONNS, sizes $HANDOFF_SIZES)"
+	echo "RUNS=$RUNS paired rounds × DURATION=$DURATION; core layouts (servers:load) $LAYOUTS; wrk -t1 -c$CONNS (front CPU rows: shoal bench http -c $HANDOFF_CONNS, sizes $HANDOFF_SIZES)"
 	echo
 	cat "$W/table.md"
 	echo
 	echo "ratio: shoal ÷ peer req/s per paired round, min / **median** / max; (CPU) rows: relay ÷ handoff front CPU µs per request."
 	echo "Above 1 favours shoal. p99 and CPU columns are medians over the rounds; – = not measured."
+	echo "verdict: won only when every round of every layout is above 1 (lost: every round below); else within spread."
 	dropped=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("meta", {}).get("dropped", ""))' "$OUT/latest.json")
 	[ -z "$dropped" ] || echo "Runs left out (errors, stalls): $dropped."
 	for s in "${skipped[@]:-}"; do [ -n "$s" ] && echo "skipped: $s"; done

@@ -81,7 +81,7 @@ func run(args []string, stdout io.Writer) error {
 		if len(rows) == 0 {
 			return fmt.Errorf("%s: every run failed: %s", *runsPath, strings.Join(dropped, "; "))
 		}
-		rep := Report{Schema: Schema, Meta: map[string]string{}, Rows: rows}
+		rep := Report{Schema: Schema, Meta: map[string]string{}, Rows: rows, Verdicts: Judge(rows)}
 		if len(dropped) > 0 {
 			rep.Meta["dropped"] = strings.Join(dropped, "; ")
 			fmt.Fprintf(os.Stderr, "report: left out %d failed runs: %s\n", len(dropped), rep.Meta["dropped"])
@@ -92,7 +92,7 @@ func run(args []string, stdout io.Writer) error {
 		if err := writeJSON(*out, rep); err != nil {
 			return err
 		}
-		return Markdown(stdout, rows)
+		return tables(stdout, &rep)
 	case "table", "plot":
 		in := fs.String("in", "", "summary JSON (from summarize)")
 		var outs list
@@ -115,7 +115,7 @@ func run(args []string, stdout io.Writer) error {
 			return fmt.Errorf("%s: %w", *in, err)
 		}
 		if args[0] == "table" {
-			return Markdown(stdout, rep.Rows)
+			return tables(stdout, rep)
 		}
 		if len(outs) == 0 {
 			return errors.New("plot needs at least one --out")
@@ -124,6 +124,20 @@ func run(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprint(os.Stderr, usage)
 	return fmt.Errorf("unknown mode %q", args[0])
+}
+
+// tables writes the ratio table and, below it, the verdicts.
+func tables(w io.Writer, rep *Report) error {
+	if err := Markdown(w, rep.Rows); err != nil {
+		return err
+	}
+	if len(rep.Verdicts) == 0 {
+		return nil
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
+		return err
+	}
+	return VerdictMarkdown(w, rep.Verdicts)
 }
 
 // readRunsFile reads a JSON Lines file of runs with read (ReadRuns or

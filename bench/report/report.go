@@ -69,8 +69,12 @@ type Run struct {
 	Size       string `json:"size"`       // object size label: "1k", "64k", "1m"
 	Run        int    `json:"run"`        // 1-based round number
 	Metric     string `json:"metric"`     // MetricRPS or MetricCPU
-	Peer       Sample `json:"peer"`
-	Shoal      Sample `json:"shoal"`
+	// Layout names the core layout the round ran in, e.g. "servers 0,
+	// load 1" (compare.sh runs every comparison in each layout); empty for
+	// a sub-script run on its own.
+	Layout string `json:"layout,omitempty"`
+	Peer   Sample `json:"peer"`
+	Shoal  Sample `json:"shoal"`
 }
 
 // Ratio is one run's shoal-favouring ratio (see MetricRPS, MetricCPU).
@@ -114,6 +118,7 @@ type Spread struct {
 type Row struct {
 	Comparison string `json:"comparison"`
 	Size       string `json:"size"`
+	Layout     string `json:"layout,omitempty"` // Run.Layout
 	Metric     string `json:"metric"`
 	Runs       int    `json:"runs"`              // runs summarised
 	Dropped    int    `json:"dropped,omitempty"` // runs left out: undefined ratio
@@ -123,8 +128,14 @@ type Row struct {
 }
 
 // Label names a row's comparison for people (table and plot): the
-// comparison as the sub-script spelt it, e.g. "shoal node vs nginx".
-func (r Row) Label() string { return r.Comparison }
+// comparison as the sub-script spelt it, e.g. "shoal node vs nginx", and
+// the core layout when there is one.
+func (r Row) Label() string {
+	if r.Layout == "" {
+		return r.Comparison
+	}
+	return r.Comparison + " (" + r.Layout + ")"
+}
 
 // Report is the whole summary file. Meta carries free-form context the
 // harness records (date, load average, knobs) so a table is never quoted
@@ -133,6 +144,8 @@ type Report struct {
 	Schema string            `json:"schema"`
 	Meta   map[string]string `json:"meta,omitempty"`
 	Rows   []Row             `json:"rows"`
+	// Verdicts judge each comparison and size over every layout (Judge).
+	Verdicts []Verdict `json:"verdicts,omitempty"`
 }
 
 // ReadRuns parses JSON Lines of Run; blank lines are skipped. Unknown keys
@@ -163,18 +176,18 @@ func ReadRuns(r io.Reader) ([]Run, error) {
 	return runs, nil
 }
 
-// Summarize groups runs by (comparison, size) in first-seen order and
+// Summarize groups runs by (comparison, size, layout) in first-seen order and
 // reduces each group to a Row. A run whose ratio is undefined (a side served
 // nothing, a CPU time of zero) is left out of its row, counted in
 // Row.Dropped and described in dropped, so the table says that a cell
 // failed instead of hiding it; a group whose runs all failed has no row.
 // Runs of one group that mix metrics are an error.
 func Summarize(runs []Run) (rows []Row, dropped []string, err error) {
-	type key struct{ c, s string }
+	type key struct{ c, s, l string }
 	var order []key
 	groups := map[key][]Run{}
 	for _, r := range runs {
-		k := key{r.Comparison, r.Size}
+		k := key{r.Comparison, r.Size, r.Layout}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -204,6 +217,7 @@ func Summarize(runs []Run) (rows []Row, dropped []string, err error) {
 		rows = append(rows, Row{
 			Comparison: k.c,
 			Size:       k.s,
+			Layout:     k.l,
 			Metric:     all[0].Metric,
 			Runs:       len(ok),
 			Dropped:    len(all) - len(ok),
@@ -213,6 +227,64 @@ func Summarize(runs []Run) (rows []Row, dropped []string, err error) {
 		})
 	}
 	return rows, dropped, nil
+}
+
+// Verdict outcomes. A comparison is won only when every round of every
+// core layout favours shoal, i.e. the ratio beats 1 by more than the
+// spread of the rounds with the cores swapped too; lost likewise the other
+// way; anything else is within the spread.
+const (
+	Won          = "won"
+	Lost         = "lost"
+	WithinSpread = "within spread"
+	// OneLayout: measured in one layout only, so not judged.
+	OneLayout = "one layout only"
+)
+
+// Verdict judges one comparison at one size over its layouts.
+type Verdict struct {
+	Comparison string `json:"comparison"`
+	Size       string `json:"size"`
+	Layouts    int    `json:"layouts"`
+	// Min and Max are the lowest and highest per-round ratio in any layout.
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+	Outcome string  `json:"outcome"`
+}
+
+// Judge gives each (comparison, size) of rows its Verdict, in first-seen
+// order. Rows without a layout count as one layout.
+func Judge(rows []Row) []Verdict {
+	type key struct{ c, s string }
+	var order []key
+	byKey := map[key]*Verdict{}
+	for _, r := range rows {
+		k := key{r.Comparison, r.Size}
+		v := byKey[k]
+		if v == nil {
+			v = &Verdict{Comparison: r.Comparison, Size: r.Size, Min: r.Ratio.Min, Max: r.Ratio.Max}
+			byKey[k] = v
+			order = append(order, k)
+		}
+		v.Layouts++
+		v.Min, v.Max = min(v.Min, r.Ratio.Min), max(v.Max, r.Ratio.Max)
+	}
+	out := make([]Verdict, 0, len(order))
+	for _, k := range order {
+		v := *byKey[k]
+		switch {
+		case v.Layouts < 2:
+			v.Outcome = OneLayout
+		case v.Min > 1:
+			v.Outcome = Won
+		case v.Max < 1:
+			v.Outcome = Lost
+		default:
+			v.Outcome = WithinSpread
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // medianSample takes the median of each field independently; an optional
@@ -295,6 +367,18 @@ func Markdown(w io.Writer, rows []Row) error {
 			r.Label(), r.Size, r.Peer.RPS, r.Shoal.RPS,
 			r.Ratio.Min, r.Ratio.Median, r.Ratio.Max, metric,
 			opt(r.Peer.P99Ms, "%.2f"), opt(r.Shoal.P99Ms, "%.2f"), opt(r.Peer.CPUUs, "%.1f"), opt(r.Shoal.CPUUs, "%.1f"))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// VerdictMarkdown writes one line per comparison and size: the lowest and
+// highest round over every layout and the verdict.
+func VerdictMarkdown(w io.Writer, vs []Verdict) error {
+	var b strings.Builder
+	b.WriteString("| comparison | size | layouts | lowest / highest round | verdict |\n|---|---|---:|---:|---|\n")
+	for _, v := range vs {
+		fmt.Fprintf(&b, "| %s | %s | %d | %.2f / %.2f | %s |\n", v.Comparison, v.Size, v.Layouts, v.Min, v.Max, v.Outcome)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

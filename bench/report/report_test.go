@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -329,5 +330,58 @@ func TestCLI(t *testing.T) {
 		if err := run(bad, io.Discard); err == nil {
 			t.Errorf("run(%v): no error", bad)
 		}
+	}
+}
+
+// TestLayouts: rounds of two core layouts make two rows, and a comparison
+// is won only when every round of both layouts is above 1 (the rule for
+// calling a speed comparison won), lost when every round is below.
+func TestLayouts(t *testing.T) {
+	round := func(c, layout string, n int, peer, shoal float64) Run {
+		return Run{Comparison: c, Size: "1k", Run: n, Metric: MetricRPS, Layout: layout,
+			Peer: Sample{Name: "p", RPS: peer}, Shoal: Sample{Name: "s", RPS: shoal}}
+	}
+	a, b := "servers 0, load 1", "servers 1, load 0"
+	runs := []Run{
+		round("won", a, 1, 100, 110), round("won", a, 2, 100, 120), round("won", b, 1, 100, 105), round("won", b, 2, 100, 130),
+		// A median above 1 in both layouts but one round below: not won.
+		round("tie", a, 1, 100, 110), round("tie", a, 2, 100, 99), round("tie", b, 1, 100, 110), round("tie", b, 2, 100, 111),
+		round("lost", a, 1, 100, 90), round("lost", b, 1, 100, 95),
+		// Won in the one layout it ran in: not judged.
+		round("one", a, 1, 100, 200),
+	}
+	rows, _, err := Summarize(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 7 {
+		t.Fatalf("%d rows, want 7 (one per comparison and layout)", len(rows))
+	}
+	if rows[0].Label() != "won (servers 0, load 1)" || rows[1].Layout != b || rows[1].Ratio.Min != 1.05 {
+		t.Errorf("first rows %+v, %+v", rows[0], rows[1])
+	}
+	want := []Verdict{
+		{Comparison: "won", Size: "1k", Layouts: 2, Min: 1.05, Max: 1.3, Outcome: Won},
+		{Comparison: "tie", Size: "1k", Layouts: 2, Min: 0.99, Max: 1.11, Outcome: WithinSpread},
+		{Comparison: "lost", Size: "1k", Layouts: 2, Min: 0.9, Max: 0.95, Outcome: Lost},
+		{Comparison: "one", Size: "1k", Layouts: 1, Min: 2, Max: 2, Outcome: OneLayout},
+	}
+	got := Judge(rows)
+	if len(got) != len(want) {
+		t.Fatalf("verdicts %+v, want %+v", got, want)
+	}
+	for i := range want {
+		g := got[i]
+		g.Min, g.Max = math.Round(g.Min*100)/100, math.Round(g.Max*100)/100
+		if g != want[i] {
+			t.Errorf("verdict %d = %+v, want %+v", i, g, want[i])
+		}
+	}
+	var md strings.Builder
+	if err := VerdictMarkdown(&md, got); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| tie | 1k | 2 | 0.99 / 1.11 | within spread |") {
+		t.Errorf("verdict table:\n%s", md.String())
 	}
 }
