@@ -2,7 +2,6 @@ package node
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,10 +14,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"shoal/internal/testutil"
 	"shoal/internal/trace"
 )
 
@@ -73,30 +72,13 @@ func bigBody() string {
 type testServer struct {
 	srv  *Server
 	addr string
-	log  *syncBuffer
+	log  *testutil.SyncBuf
 	done chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func start(t *testing.T, root string, mod func(*Config)) *testServer {
 	t.Helper()
-	ts := &testServer{log: &syncBuffer{}, done: make(chan error, 1)}
+	ts := &testServer{log: &testutil.SyncBuf{}, done: make(chan error, 1)}
 	cfg := Config{
 		Root:      root,
 		AccessLog: ts.log,
