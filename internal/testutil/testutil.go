@@ -2,8 +2,9 @@
 // used to copy: starting a helper process and waiting for its READY line
 // (the lab tests of internal/handoff and internal/l4 re-execute their test
 // binary inside network namespaces), serving a server on a loopback port
-// for the length of a test, and a buffer that a process's output goroutine
-// may write while the test reads it. Only _test.go files import it, and it
+// for the length of a test, a buffer that a process's output goroutine
+// may write while the test reads it, and writing a document tree from a map
+// (tree.go). Only _test.go files import it, and it
 // imports no shoal package, so any package's tests can use it.
 package testutil
 

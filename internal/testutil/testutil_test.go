@@ -112,3 +112,30 @@ func TestWaitOrKill(t *testing.T) {
 		t.Errorf("true after WaitOrKill: %v, want a clean exit", quick.ProcessState)
 	}
 }
+
+// TestWriteTree builds a tree with nested files and a symlink, and checks
+// every file's content and kind and, through WriteTreeAt, the times.
+func TestWriteTree(t *testing.T) {
+	dir := t.TempDir()
+	mod := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	WriteTreeAt(t, dir, map[string]string{
+		"a.txt":       "A",
+		"d/e/f.html":  "<p>f</p>",
+		"d/link.txt":  "->../a.txt",
+		"empty/.keep": "",
+	}, mod)
+	for name, want := range map[string]string{"a.txt": "A", "d/e/f.html": "<p>f</p>", "d/link.txt": "A", "empty/.keep": ""} {
+		b, err := os.ReadFile(dir + "/" + name)
+		if err != nil || string(b) != want {
+			t.Errorf("%s: %q (%v), want %q", name, b, err, want)
+		}
+	}
+	if fi, err := os.Lstat(dir + "/d/link.txt"); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("d/link.txt is not a symlink: %v %v", fi, err)
+	}
+	for _, name := range []string{"a.txt", "d/e/f.html"} {
+		if fi, err := os.Stat(dir + "/" + name); err != nil || !fi.ModTime().Equal(mod) {
+			t.Errorf("%s: mod time %v (%v), want %v", name, fi.ModTime(), err, mod)
+		}
+	}
+}
