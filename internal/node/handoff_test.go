@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // fakeHanded is a Handed over a real TCP connection, recording what the
@@ -46,19 +48,7 @@ func handedPair(t *testing.T, f *fakeHanded) (*Server, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, server := testutil.TCPPair(t)
 	f.Conn = server
 	f.back, f.ended = make(chan []byte, 1), make(chan struct{})
 	one := &oneConnListener{c: f, done: make(chan struct{})}

@@ -1,7 +1,10 @@
 package testutil
 
 import (
+	"bytes"
+	"compress/gzip"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -137,5 +140,47 @@ func TestWriteTree(t *testing.T) {
 		if fi, err := os.Stat(dir + "/" + name); err != nil || !fi.ModTime().Equal(mod) {
 			t.Errorf("%s: mod time %v (%v), want %v", name, fi.ModTime(), err, mod)
 		}
+	}
+}
+
+// TestTCPPair: bytes written on either end arrive at the other, and both
+// ends are loopback TCP sockets of one connection.
+func TestTCPPair(t *testing.T) {
+	c, s := TCPPair(t)
+	if c.LocalAddr().String() != s.RemoteAddr().String() || s.LocalAddr().String() != c.RemoteAddr().String() {
+		t.Fatalf("not one connection: %v→%v, %v→%v", c.LocalAddr(), c.RemoteAddr(), s.RemoteAddr(), s.LocalAddr())
+	}
+	for _, d := range []struct {
+		from, to *net.TCPConn
+		msg      string
+	}{{c, s, "ping"}, {s, c, "pong"}} {
+		d.to.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := d.from.Write([]byte(d.msg)); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, len(d.msg))
+		if _, err := io.ReadFull(d.to, b); err != nil || string(b) != d.msg {
+			t.Fatalf("read %q (%v), want %q", b, err, d.msg)
+		}
+	}
+}
+
+// TestPattern: the first bytes are xorshift32's from seed 2463534242
+// (Marsaglia 2003: the first state is 723471715, low byte 0x63), the output
+// is the same on every call, and gzip cannot shrink it.
+func TestPattern(t *testing.T) {
+	a, b := Pattern(4096), Pattern(4096)
+	if !bytes.Equal(a, b) {
+		t.Fatal("Pattern differs between calls")
+	}
+	if a[0] != 723471715&0xff {
+		t.Errorf("first byte %#x, want %#x", a[0], 723471715&0xff)
+	}
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	w.Write(a)
+	w.Close()
+	if z.Len() < len(a) {
+		t.Errorf("gzip shrank Pattern(4096) to %d bytes", z.Len())
 	}
 }

@@ -46,3 +46,18 @@ func WriteTreeAt(t testing.TB, dir string, files map[string]string, mod time.Tim
 		}
 	}
 }
+
+// Pattern returns n deterministic pseudo-random bytes (xorshift32): a body
+// that gzip cannot shrink and whose every offset is checkable, the same in
+// every run.
+func Pattern(n int) []byte {
+	b := make([]byte, n)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
