@@ -700,19 +700,23 @@ func helperHold(args []string) error {
 	fmt.Println("READY")
 	bufio.NewReader(os.Stdin).ReadString('\n')
 	c.SetDeadline(time.Now().Add(15 * time.Second))
-	err = get()
+	fmt.Println(outcome(get()))
+	return nil
+}
+
+// outcome names how a helper client's last exchange ended, as the tests
+// match it in the helper's output: ok, reset, eof, timeout or "error: …".
+func outcome(err error) string {
 	var ne net.Error
 	switch {
 	case err == nil:
-		fmt.Println("ok")
+		return "ok"
 	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
-		fmt.Println("reset")
+		return "reset"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		fmt.Println("eof")
+		return "eof"
 	case errors.As(err, &ne) && ne.Timeout():
-		fmt.Println("timeout")
-	default:
-		fmt.Println("error:", err)
+		return "timeout"
 	}
-	return nil
+	return "error: " + err.Error()
 }

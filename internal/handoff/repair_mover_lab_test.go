@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -261,17 +259,7 @@ func helperGuardClient(addr string) error {
 	c.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
 	var b [1]byte
 	_, err = c.Read(b[:])
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNRESET):
-		fmt.Println("reset")
-	case errors.Is(err, io.EOF):
-		fmt.Println("eof")
-	case errors.As(err, &ne) && ne.Timeout():
-		fmt.Println("timeout")
-	default:
-		fmt.Println("error:", err)
-	}
+	fmt.Println(outcome(err))
 	return nil
 }
 

@@ -3,6 +3,8 @@ package testutil
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -183,4 +185,38 @@ func TestPattern(t *testing.T) {
 	if z.Len() < len(a) {
 		t.Errorf("gzip shrank Pattern(4096) to %d bytes", z.Len())
 	}
+}
+
+// TestHelperCmd runs this binary's TestHelperEntry as a helper through
+// HelperCmd and StartReady: the spec reaches HelperMain's function split in
+// fields, and a failing one makes the helper exit 1.
+func TestHelperCmd(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		out  string
+		fail bool
+	}{
+		{"echo a  b", "[a b]\n", false},
+		{"fail x", "", true},
+	} {
+		var out SyncBuf
+		p, in := StartReady(t, HelperCmd(t, nil, "TestHelperEntry", "TESTUTIL_ENTRY", tc.spec), &out, "helper")
+		in.Close()
+		err := p.Wait()
+		if got := out.String(); got != tc.out || (err != nil) != tc.fail {
+			t.Errorf("%q: output %q, exit %v; want %q, failure %v", tc.spec, got, err, tc.out, tc.fail)
+		}
+	}
+}
+
+// TestHelperEntry is the helper entry of TestHelperCmd, skipped otherwise.
+func TestHelperEntry(t *testing.T) {
+	HelperMain(t, "TESTUTIL_ENTRY", func(f []string) error {
+		fmt.Println("READY")
+		if f[0] == "fail" {
+			return errors.New("asked to fail")
+		}
+		fmt.Println(f[1:])
+		return nil
+	})
 }
