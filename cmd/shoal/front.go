@@ -113,22 +113,15 @@ func runFront(args []string) error {
 			fc.Admin = *adminAddr
 		}
 		if set["vhosts"] || *cfgFile == "" {
-			fc.VHosts = nil
-			for _, h := range strings.Split(*vhostList, ",") {
-				if h = strings.TrimSpace(h); h != "" {
-					fc.VHosts = append(fc.VHosts, h)
-				}
-			}
+			fc.VHosts = splitList(*vhostList)
 		}
 		if set["admin-token-file"] || *cfgFile == "" {
 			fc.AdminTokenFile = *adminToken
 		}
 		if set["nodes"] || *cfgFile == "" {
 			fc.Nodes = nil
-			for _, u := range strings.Split(*nodes, ",") {
-				if u = strings.TrimSpace(u); u != "" {
-					fc.Nodes = append(fc.Nodes, config.Node{URL: u})
-				}
+			for _, u := range splitList(*nodes) {
+				fc.Nodes = append(fc.Nodes, config.Node{URL: u})
 			}
 		}
 		if set["max-conn"] || *cfgFile == "" {

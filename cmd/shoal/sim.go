@@ -216,6 +216,8 @@ func simWindows(results []sim.Result, nodes int) string {
 	return strings.Join(w, "/")
 }
 
+// splitList splits a comma-separated flag value into its trimmed, non-empty
+// elements (nil for none), as every list flag of the commands reads them.
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
