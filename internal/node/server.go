@@ -63,6 +63,7 @@ type Server struct {
 	sizeIdx sizeIndexCache
 	pub     publishState // two-phase publish (publish.go)
 	peer    *peer.Host   // peer fetch and cache digests, nil when off (peer.go)
+	peerIdx map[string]int // placement ID (a peer's address) → its index, for Remote files' holders
 }
 
 // New checks cfg, scans the site root and builds the cache.
