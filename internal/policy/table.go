@@ -96,9 +96,9 @@ func (t *urlTable) sync(c *Cluster) {
 }
 
 // row returns url's id and row, creating it on first sight with the disk
-// flags from Config.DiskHolders (default: every node), and growing its cells
-// to n nodes.
-func (t *urlTable) row(url string, n int) (int32, *urlRow) {
+// flags from Config.DiskHolders, else the cluster view's Storage (default:
+// every node), and growing its cells to n nodes.
+func (t *urlTable) row(url string, n int, c *Cluster) (int32, *urlRow) {
 	id, added := t.idx.get(url)
 	if int(id) == len(t.rows) {
 		t.rows = append(t.rows, urlRow{size: -1})
@@ -115,11 +115,17 @@ func (t *urlTable) row(url string, n int) (int32, *urlRow) {
 		} else {
 			e.cells = append(e.cells, make([]urlCell, n-old)...)
 		}
-		if t.cfg.DiskHolders == nil {
+		switch {
+		case t.cfg.DiskHolders == nil && c != nil && c.Storage != nil:
+			// Partitioned storage: the nodes the cluster view says hold it.
+			for i := old; i < n; i++ {
+				e.cells[i].disk = c.Stores(i, url)
+			}
+		case t.cfg.DiskHolders == nil:
 			for i := old; i < n; i++ {
 				e.cells[i].disk = true
 			}
-		} else {
+		default:
 			for _, i := range t.cfg.DiskHolders(url) {
 				if i >= old && i < n {
 					e.cells[i].disk = true
