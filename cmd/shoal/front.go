@@ -253,6 +253,19 @@ func runFront(args []string) error {
 			cl.SetWeight(i, 0) // NodeSpec treats 0 as 1; the file means "start drained"
 		}
 	}
+	if fc.Replicas > 0 {
+		// The policy prefers the nodes that store a file (the placement
+		// the publisher writes with; until the first publish every node
+		// still has the whole site, and the preference costs nothing).
+		ns := make([]placement.Node, len(fc.Nodes))
+		for i, n := range fc.Nodes {
+			ns[i] = placement.Node{ID: strings.TrimPrefix(strings.TrimSuffix(n.URL, "/"), "http://"), Weight: max(n.DiskWeight, 0)}
+			if n.DiskWeight == 0 {
+				ns[i].Weight = 1
+			}
+		}
+		cl.SetStorage(&policy.Storage{Nodes: ns, Replicas: fc.Replicas})
+	}
 	var dp front.DataPath
 	var choose func(policy.Decision, *front.Exchange) front.DataPath
 	var hybrid front.HybridConfig

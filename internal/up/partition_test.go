@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/policy"
 	"shoal/internal/site"
 )
 
@@ -100,6 +101,11 @@ func TestPartitionedUp(t *testing.T) {
 	if len(storedOn(t, c, sums, []int{0, 1, 2, 3})) != len(sums) {
 		t.Fatal("some files are stored nowhere")
 	}
+	c.Control.WithPolicy(func(_ policy.Policy, v *policy.Cluster) {
+		if v.Storage == nil || v.Storage.Replicas != 2 || len(v.Storage.Nodes) != 4 {
+			t.Errorf("the policy's view has storage %+v, want R = 2 over 4 nodes", v.Storage)
+		}
+	})
 	client := &http.Client{Timeout: 10 * time.Second}
 	for i, u := range c.NodeURLs {
 		if bad := fetchAll(t, client, u, sums); bad > 0 {

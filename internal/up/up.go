@@ -326,6 +326,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if err := c.startControl(pol, specs); err != nil {
 		return nil, err
 	}
+	c.showStorage()
 	if c.Publisher == nil {
 		if err := c.startPublisher(root); err != nil {
 			return nil, err
@@ -582,7 +583,27 @@ func (c *Cluster) Leave(ctx context.Context, i int) (publish.Result, error) {
 	if c.Control != nil {
 		c.Control.Remove(i)
 	}
+	c.showStorage()
 	return res, nil
+}
+
+// showStorage gives the policy the nodes' placement (policy.Storage):
+// each node by its address and disk weight, a node that left with weight
+// 0. Nothing when every node holds the whole site.
+func (c *Cluster) showStorage() {
+	if c.Control == nil || !c.Config.partitioned() {
+		return
+	}
+	c.goneMu.Lock()
+	defer c.goneMu.Unlock()
+	ns := make([]placement.Node, len(c.NodeURLs))
+	for i, u := range c.NodeURLs {
+		ns[i] = placement.Node{ID: strings.TrimPrefix(u, "http://"), Weight: c.Config.diskWeight(i)}
+		if c.gone[i] {
+			ns[i].Weight = 0
+		}
+	}
+	c.Control.SetStorage(&policy.Storage{Nodes: ns, Replicas: c.Config.Replicas})
 }
 
 // forget drops what a publish changed or removed from the policy's URL
