@@ -131,43 +131,52 @@ func TestPartitionEachFileOnRNodes(t *testing.T) {
 	t.Logf("node bytes %v", p.NodeBytes)
 }
 
-// TestPartitionJoinLeave: a fifth node joins (Rebalance): the bytes moved
-// are at most 1.25× its ideal share (the bytes it should hold) and nothing
-// comes from the publisher; then a node leaves: its copies are made again
-// from the survivors, every file has R copies, nothing is lost.
+// TestPartitionJoinLeave: for R = 1, 2, 3 over 4 nodes, a fifth node
+// (weight 2) joins (Rebalance): the bytes moved are at most 1.25× its ideal
+// share (the bytes it should hold) and nothing comes from the publisher;
+// then a node leaves: its copies are made again from the survivors (R ≥ 2;
+// with R = 1 they come from the publisher's snapshot), every file has R
+// copies.
 func TestPartitionJoinLeave(t *testing.T) {
 	ctx := context.Background()
-	pc := newPartCluster(t, 2, 4)
-	if _, err := pc.co.Publish(ctx, genSite(t)); err != nil {
-		t.Fatal(err)
-	}
-	pc.add(t, "node-4", 1)
-	res, err := pc.co.Rebalance(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkCopies(t, pc, res, 2)
-	p := res.Partition
-	ideal := p.NodeBytes[4]
-	ratio := float64(p.Moved) / float64(ideal)
-	t.Logf("join: moved %d bytes (%d files), ideal %d, ratio %.3f; written %d", p.Moved, p.MovedFiles, ideal, ratio, p.Written)
-	if ideal == 0 || ratio > 1.25 || p.Written != 0 {
-		t.Errorf("join moved %d bytes for an ideal share of %d (ratio %.3f, want ≤ 1.25), %d from the publisher", p.Moved, ideal, ratio, p.Written)
-	}
+	dir := genSite(t)
+	for r := 1; r <= 3; r++ {
+		pc := newPartCluster(t, r, 4)
+		if _, err := pc.co.Publish(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+		pc.add(t, "node-4", 2)
+		res, err := pc.co.Rebalance(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCopies(t, pc, res, r)
+		p := res.Partition
+		ideal := p.NodeBytes[4]
+		ratio := float64(p.Moved) / float64(ideal)
+		t.Logf("R=%d join: moved %d bytes (%d files), ideal %d, ratio %.3f; written %d", r, p.Moved, p.MovedFiles, ideal, ratio, p.Written)
+		if ideal == 0 || ratio > 1.25 || p.Written != 0 {
+			t.Errorf("R=%d join moved %d bytes for an ideal share of %d (ratio %.3f, want ≤ 1.25), %d from the publisher", r, p.Moved, ideal, ratio, p.Written)
+		}
 
-	// node-1 leaves (or dies: it is not asked for anything).
-	gone := pc.members[1]
-	pc.members = slices.Delete(pc.members, 1, 2)
-	lostShare := p.NodeBytes[1]
-	res, err = pc.co.Rebalance(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkCopies(t, pc, res, 2)
-	p = res.Partition
-	t.Logf("leave of %s: moved %d bytes, its share was %d; written %d", gone.name, p.Moved, lostShare, p.Written)
-	if p.Moved != lostShare || p.Written != 0 {
-		t.Errorf("leave: moved %d (want the leaver's %d), written %d (want 0)", p.Moved, lostShare, p.Written)
+		// node-1 leaves (or dies: it is not asked for anything).
+		gone := pc.members[1]
+		pc.members = slices.Delete(pc.members, 1, 2)
+		lostShare := p.NodeBytes[1]
+		res, err = pc.co.Rebalance(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCopies(t, pc, res, r)
+		p = res.Partition
+		t.Logf("R=%d leave of %s: moved %d bytes, written %d, its share was %d", r, gone.name, p.Moved, p.Written, lostShare)
+		moved, written := lostShare, int64(0)
+		if r == 1 {
+			moved, written = 0, lostShare // no other copy: the snapshot sends it again
+		}
+		if p.Moved != moved || p.Written != written {
+			t.Errorf("R=%d leave: moved %d written %d, want %d and %d", r, p.Moved, p.Written, moved, written)
+		}
 	}
 }
 
