@@ -145,4 +145,31 @@ func TestPartitionedUp(t *testing.T) {
 	if bad := fetchAll(t, client, c.URL, sums); bad > 0 {
 		t.Fatalf("after leave: %d of %d files wrong", bad, len(sums))
 	}
+
+	// `shoal publish` of a changed site writes each file to exactly 2 of
+	// the 3 nodes, new and changed files too, and every node serves them.
+	b := []byte("a new page\n")
+	os.WriteFile(filepath.Join(dir, "new.html"), b, 0o644)
+	sums["/new.html"] = sha256.Sum256(b)
+	for u := range sums {
+		if u != "/new.html" {
+			b := []byte("changed " + u)
+			os.WriteFile(filepath.Join(dir, filepath.FromSlash(u[1:])), b, 0o644)
+			sums[u] = sha256.Sum256(b)
+			break
+		}
+	}
+	if _, err := c.Publisher.Publish(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	for u, n := range storedOn(t, c, sums, []int{0, 1, 2}) {
+		if n != 2 {
+			t.Fatalf("after publish: %s on %d nodes, want 2", u, n)
+		}
+	}
+	for i, u := range c.NodeURLs[:3] {
+		if bad := fetchAll(t, client, u, sums); bad > 0 {
+			t.Fatalf("after publish, node %d: %d of %d files wrong", i, bad, len(sums))
+		}
+	}
 }
