@@ -75,3 +75,30 @@ func TestHolderFallback(t *testing.T) {
 		t.Error("without Storage every node must store every file")
 	}
 }
+
+// TestStorageChange: when the placement changes (n2 leaves: weight 0),
+// tbccrd's disk flags and weblins' owner follow the new holder. Without n2,
+// /a/b.css scores 1.2259 on n0 and 3.2413 on n1 (hand-checked in
+// internal/placement), so n1 holds it.
+func TestStorageChange(t *testing.T) {
+	for _, name := range []string{"tbccrd", "weblins"} {
+		c := storageCluster()
+		p := mustNew(t, name, DefaultConfig())
+		p.Pick(c, &Request{URL: "/a/b.css", Size: 1000, Holder: -1, Conn: 1})
+		left := &Storage{Nodes: slices.Clone(c.Storage.Nodes), Replicas: 1}
+		left.Nodes[2].Weight = 0
+		c.Storage = left
+		c.Version++
+		p.Pick(c, &Request{URL: "/a/b.css", Size: 1000, Holder: -1, Conn: 2})
+		switch name {
+		case "tbccrd":
+			if rows := p.(*TBCCRD).Tables(10).(TBCCRDTables).Rows; len(rows) != 1 || !slices.Equal(rows[0].Disk, []int{1}) {
+				t.Errorf("tbccrd after n2 left: rows %+v, want disk = [1]", rows)
+			}
+		case "weblins":
+			if o := p.(*Weblins).Owner("/a/b.css"); o != 1 {
+				t.Errorf("weblins after n2 left: owner %d, want 1", o)
+			}
+		}
+	}
+}

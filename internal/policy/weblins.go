@@ -110,7 +110,13 @@ func (p *Weblins) Traits() Traits {
 }
 
 func (p *Weblins) sync(c *Cluster) {
-	p.t.sync(c)
+	if p.t.sync(c) {
+		// The placement changed: owners are chosen again among the new
+		// holders on their next request.
+		for i := range p.docs {
+			p.docs[i].owner = -1
+		}
+	}
 	for len(p.assigned) < len(c.Nodes) {
 		p.assigned = append(p.assigned, 0)
 	}
