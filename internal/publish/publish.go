@@ -349,6 +349,10 @@ func (c *Coordinator) publish(ctx context.Context, dir string) (Result, error) {
 		"files", res.Files, "copied", res.Copied, "linked", res.Linked,
 		"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed),
 		"prepare", res.Prepare, "switch", res.Switch)
+	if p := res.Partition; p != nil {
+		c.cfg.Logger.Info("site partitioned", "version", v, "replicas", p.Replicas, "nodes", len(p.Nodes),
+			"kept_bytes", p.Kept, "moved_bytes", p.Moved, "moved_files", p.MovedFiles, "written_bytes", p.Written)
+	}
 	return res, nil
 }
 
