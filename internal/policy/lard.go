@@ -78,7 +78,9 @@ func (p *LARD) Pick(c *Cluster, r *Request) Decision {
 	n := int(p.target[id])
 	if n < 0 || n >= len(c.Nodes) || !c.Nodes[n].Usable() ||
 		lardOverloaded(c, c.Nodes[n].Active, p.tlow, p.thigh) {
-		n = leastActiveHolder(c, r.URL, p.tlow, p.thigh)
+		if n = holderLeast(c, r.URL, p.tlow, p.thigh); n < 0 {
+			n = leastActive(c)
+		}
 		if n < 0 {
 			if added {
 				p.idx.remove(id) // nothing placed: enter nothing
@@ -180,7 +182,10 @@ func (p *LARDR) Pick(c *Cluster, r *Request) Decision {
 		}
 	}
 	if len(s.nodes) == 0 {
-		n := leastActiveHolder(c, r.URL, p.tlow, p.thigh)
+		n := holderLeast(c, r.URL, p.tlow, p.thigh)
+		if n < 0 {
+			n = leastActive(c)
+		}
 		if n < 0 {
 			if added {
 				p.idx.remove(id) // nothing placed: enter nothing
@@ -202,9 +207,9 @@ func (p *LARDR) Pick(c *Cluster, r *Request) Decision {
 	}
 	changed := false
 	if lardOverloaded(c, c.Nodes[n].Active, p.tlow, p.thigh) {
-		q := leastActiveHolder(c, r.URL, p.tlow, p.thigh)
-		if slices.Contains(s.nodes, q) || lardOverloaded(c, c.Nodes[q].Active, p.tlow, p.thigh) {
-			q = leastActive(c) // every holder is in the set or busy
+		q := holderLeast(c, r.URL, p.tlow, p.thigh)
+		if q < 0 || slices.Contains(s.nodes, q) {
+			q = leastActive(c) // no holder free to join the set
 		}
 		if !slices.Contains(s.nodes, q) {
 			s.nodes = append(s.nodes, q)

@@ -37,27 +37,6 @@ func gcd(a, b int) int {
 
 // leastActive returns the usable node with the fewest in-flight requests
 // (ties to the lowest index), or -1.
-// leastActiveHolder is the usable node storing url (Cluster.Storage)
-// with the fewest active requests, or leastActive's answer when no holder
-// is usable, or the best holder is overloaded by LARD's rule (the
-// tlow/thigh of the caller; a fetch from a holder is cheaper than a queue).
-func leastActiveHolder(c *Cluster, url string, tlow, thigh int) int {
-	if c.Storage == nil {
-		return leastActive(c)
-	}
-	var buf [16]int
-	best := -1
-	for _, i := range c.Holders(buf[:0], url) {
-		if i < len(c.Nodes) && c.Nodes[i].Usable() && (best < 0 || c.Nodes[i].Active < c.Nodes[best].Active) {
-			best = i
-		}
-	}
-	if best < 0 || lardOverloaded(c, c.Nodes[best].Active, tlow, thigh) {
-		return leastActive(c)
-	}
-	return best
-}
-
 func leastActive(c *Cluster) int {
 	best := -1
 	for i := range c.Nodes {
