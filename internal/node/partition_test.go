@@ -137,3 +137,46 @@ func shut(s *Server) {
 	defer cancel()
 	s.Shutdown(ctx)
 }
+
+// TestPartitionedHintWins: the policy's hint names a peer that does not
+// store the file but has it in memory: the node takes it from there, not
+// from the holder. A hint naming a peer with neither a copy on disk nor in
+// memory is skipped for the holder.
+func TestPartitionedHintWins(t *testing.T) {
+	layout := map[string][]int{"/h.txt": {2}, "/g.txt": {2}}
+	sizes := map[string]int{"/h.txt": 3000, "/g.txt": 2000}
+	roots, bodies := partSite(t, 3, layout, sizes)
+	ns := startPeers(t, roots[0], 3, func(i int, c *Config) {
+		c.Root = roots[i]
+		if i == 0 {
+			writeManifests(t, roots, c.Peer.Peers, layout, bodies)
+		}
+	})
+	// Node 1 fetches /h.txt from node 2 and keeps it in memory.
+	c1 := ns[1].dial(t)
+	c1.send(get("/h.txt"))
+	if r := c1.read(false); r.body != string(bodies["/h.txt"]) {
+		t.Fatal("node 1: wrong body")
+	}
+	served2 := ns[2].srv.PeerStats().Served
+	c0 := ns[0].dial(t)
+	c0.send(get("/h.txt", "Shoal-Fetch: 1\r\n"))
+	if r := c0.read(false); r.status != 200 || r.body != string(bodies["/h.txt"]) {
+		t.Fatalf("hinted: status %d", r.status)
+	}
+	if s1, s2 := ns[1].srv.PeerStats().Served, ns[2].srv.PeerStats().Served; s1 != 1 || s2 != served2 {
+		t.Errorf("served by node 1: %d (want 1), by the holder: %d more (want 0)", s1, s2-served2)
+	}
+	// /g.txt is nowhere but on node 2's disk: the hint to node 1 fails
+	// (not found, no fetch on another's behalf) and node 2 answers.
+	c0.send(get("/g.txt", "Shoal-Fetch: 1\r\n"))
+	if r := c0.read(false); r.status != 200 || r.body != string(bodies["/g.txt"]) {
+		t.Fatalf("hint without a copy: status %d", r.status)
+	}
+	if s2 := ns[2].srv.PeerStats().Served; s2 != served2+1 {
+		t.Errorf("holder served %d more, want 1", s2-served2)
+	}
+	if st := ns[1].srv.PeerStats(); st.Fetches != 1 {
+		t.Errorf("node 1 fetched %d times, want 1 (its own request only: peers never fetch for others)", st.Fetches)
+	}
+}
