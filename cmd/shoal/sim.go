@@ -37,6 +37,7 @@ func runSim(args []string) error {
 	policies := fs.String("policies", "wrr,lard,lardr,tbccrd,weblins", "comma-separated policies (any of "+strings.Join(policy.Names(), ",")+")")
 	nodesFlag := fs.String("nodes", "1,2,4,8,16", "comma-separated node counts")
 	cacheMB := fs.Float64("cache-mb", 32, "memory cache per node, MiB")
+	replicas := fs.Int("replicas", 0, "nodes that store each file on disk (partitioned storage, as shoal up --replicas); the others fetch it from a holder; 0 = every node")
 	cachePol := fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf")
 	seed := fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output")
 	front := fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)")
@@ -125,6 +126,9 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *replicas < 0 {
+		return fmt.Errorf("--replicas %d: want 0 (every node) or a count of nodes", *replicas)
+	}
 	base := sim.Config{
 		CacheBytes: int64(*cacheMB * (1 << 20)),
 		Cache:      *cachePol,
@@ -133,6 +137,7 @@ func runSim(args []string) error {
 		PerNode:    *perNode,
 		TimeScale:  *timeScale,
 		Seed:       *seed,
+		Replicas:   *replicas,
 	}
 	var skipped atomic.Int64 // the same in every run
 	sw := sim.Sweep{Base: base, Policies: pols, Nodes: nodes, Parallel: *parallel,

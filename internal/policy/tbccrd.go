@@ -152,7 +152,7 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 			return None
 		}
 	}
-	id, e := p.t.row(r.URL, n)
+	id, e := p.t.row(r.URL, n, c)
 	if r.Size >= 0 {
 		p.t.setSize(id, r.Size)
 	}
