@@ -115,7 +115,7 @@ func keepAlive(pol, path string) bool { return !blind[pol] && path != "repair" }
 const spreadRequests = 12000
 
 // spreadSite is uniformSite for the spread tests: n files of size bytes,
-// all hard links to one (so 6000 files of 128 KiB cost one), whose URLs
+// all hard links to one (so 12000 files of 128 KiB cost one), whose URLs
 // are returned in order.
 func spreadSite(t *testing.T, dir string, n, size int) []string {
 	t.Helper()
