@@ -52,12 +52,15 @@ const labNice = -15
 // returns a function that puts each back. The WAN switch delays packets in
 // this process's goroutines, and the PoP processes, started from its
 // threads, inherit the value: on a machine whose CPUs other work saturates
-// (go test ./... runs packages in parallel on two cores, two CPU hogs)
+// (go test ./... runs packages in parallel on two cores; six CPU hogs)
 // the switch and the PoPs' ACKs were late by 5 to 40 ms a round trip for
 // a minute, so the links' RTTs were not the matrix's and the PoPs measured
 // them 20 % to 2.3× too long. Ahead of such work they are the matrix's
-// again. Threads the runtime starts later inherit the value of the thread
-// that starts them, so the loop runs until it finds no thread it missed.
+// again. Nice orders threads within one scheduler autogroup (a session,
+// such as go test's): load from other sessions still shares the CPUs
+// equally. Threads the runtime starts later inherit the value of the
+// thread that starts them, so the loop runs until it finds no thread it
+// missed.
 func raisePriority(nice int) (restore func(), err error) {
 	// getpriority's raw syscall returns 20 − nice.
 	prio, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
