@@ -679,6 +679,19 @@ func (c *Cluster) Leave(ctx context.Context, i int) (publish.Result, error) {
 	return res, nil
 }
 
+// JoinArgs are the `shoal node` flags, --listen aside, of a node that may
+// join this partitioned cluster live (then POST /nodes with its URL): it
+// starts on the served version (a full copy) and takes its share, and its
+// peers, from the rebalance the admin API runs. Nil when the site is not
+// partitioned or the admin API is off.
+func (c *Cluster) JoinArgs() []string {
+	if !c.Config.partitioned() || c.Publisher == nil || c.AdminURL == "" {
+		return nil
+	}
+	return []string{"--root", filepath.Join(c.pubdir, publish.CurrentLink), "--publish-dir", c.pubdir,
+		"--admin-token-file", c.AdminTokenFile, "--peer-key-file", clusterKeyFile(&c.Config), "--trusted-fronts", "127.0.0.0/8,::1"}
+}
+
 // showStorage gives the policy the nodes' placement (policy.Storage):
 // each node slot by its address and disk weight, in the front's order, a
 // node that was removed or left with weight 0. Nothing when every node
