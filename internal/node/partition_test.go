@@ -159,6 +159,13 @@ func TestPartitionedHintWins(t *testing.T) {
 	if r := c1.read(false); r.body != string(bodies["/h.txt"]) {
 		t.Fatal("node 1: wrong body")
 	}
+	// The body streams to the client before node 1 keeps its copy: wait
+	// for the copy, or the hint below may find it not there yet.
+	for end := time.Now().Add(5 * time.Second); ns[1].srv.cache.Len() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("node 1 never kept /h.txt")
+		}
+	}
 	served2 := ns[2].srv.PeerStats().Served
 	c0 := ns[0].dial(t)
 	c0.send(get("/h.txt", "Shoal-Fetch: 1\r\n"))
