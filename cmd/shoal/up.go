@@ -152,6 +152,11 @@ func runUp(args []string) error {
 		fmt.Printf("  admin token in %s (mode 0600), needed to change the cluster%s, e.g.:\n", cl.AdminTokenFile, reads)
 		fmt.Printf("    curl -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/json' -X PUT -d '{\"weight\": 0}' %s/nodes/0/weight\n",
 			cl.AdminTokenFile, cl.AdminURL)
+		if args := cl.JoinArgs(); args != nil {
+			fmt.Printf("  add a node live (it takes its share of the files): shoal node --listen 127.0.0.1:PORT %s\n", strings.Join(args, " "))
+			fmt.Printf("    curl -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/json' -d '{\"url\": \"http://127.0.0.1:PORT\"}' %s/nodes\n",
+				cl.AdminTokenFile, cl.AdminURL)
+		}
 	}
 	if lab != nil {
 		fmt.Printf("  curl %s\n", cl.URL)

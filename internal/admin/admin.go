@@ -9,8 +9,9 @@
 //
 //	GET    /                      the dashboard: an embedded page polling /dashboard.json (dashboard.go)
 //	GET    /nodes                 every node: weight, health, active, load, requests, hit ratio
-//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""} (URL checked by cluster.ParseNodeURL)
-//	DELETE /nodes/{i}             remove node i (in-flight requests finish); no body
+//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""} (URL checked by cluster.ParseNodeURL);
+//	                              a partitioned cluster rebalances first and answers {"index": i, "rebalance": {…}}
+//	DELETE /nodes/{i}             remove node i (in-flight requests finish); no body; 204, or 200 with the rebalance
 //	PUT    /nodes/{i}/weight      set node i's weight: 5 or {"weight": 5}; 0 drains it
 //	GET    /tables?limit=N        the policy's tables (lard's target map, tbccrd's URL table)
 //	GET    /stats                 the front's counters (Stats: snake_case keys, "status": {"2xx": n, …}, per data path, handoffs)
@@ -69,6 +70,9 @@ type Server struct {
 	// /publish/versions/{v} (publish.go).
 	publisher atomic.Pointer[Publisher]
 	versions  atomic.Pointer[VersionWriter]
+	// rebalancer, once set, runs after POST /nodes and DELETE /nodes/{i}
+	// (publish.go).
+	rebalancer atomic.Pointer[Rebalancer]
 }
 
 // New builds a read-only admin API for cl (Config's zero value), exporting
@@ -144,6 +148,9 @@ func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, err)
 		return
 	}
+	if s.rebalance(w, r, i, i, http.StatusCreated) {
+		return
+	}
 	writeJSON(w, http.StatusCreated, map[string]int{"index": i})
 }
 
@@ -171,6 +178,9 @@ func (s *Server) removeNode(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.cl.Remove(i); err != nil {
 		nodeErr(w, err)
+		return
+	}
+	if s.rebalance(w, r, i, -1, http.StatusOK) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

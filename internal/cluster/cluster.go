@@ -344,6 +344,22 @@ func (c *Cluster) Backends() []*Backend {
 	return out
 }
 
+// Members returns every node slot's address (host:port) in index order,
+// "" for a removed node: the peer list the nodes of a partitioned cluster
+// need, whose indices are the front's (policy.Decision.Fetch, the
+// Shoal-Fetch hint), since slots are never reused.
+func (c *Cluster) Members() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.backends))
+	for i, b := range c.backends {
+		if !c.view.Nodes[i].Removed {
+			out[i] = b.Addr
+		}
+	}
+	return out
+}
+
 // NodeInfo is a snapshot of one node for the admin API.
 type NodeInfo struct {
 	Index  int    `json:"index"`

@@ -28,8 +28,11 @@ import (
 // list (Config.Peer.Peers). The front removes any copy a client sent.
 const FetchHeader = "Shoal-Fetch"
 
-// peerEnabled reports whether cfg turns peer cooperation on.
-func peerEnabled(cfg *Config) bool { return len(cfg.Peer.Key) > 0 && len(cfg.Peer.Peers) > 0 }
+// peerEnabled reports whether cfg turns peer cooperation on: the cluster
+// key is set. The peers may come later, from a published version
+// (peer.MembersName): a node joining a running partitioned cluster starts
+// with the key alone.
+func peerEnabled(cfg *Config) bool { return len(cfg.Peer.Key) > 0 }
 
 // startPeer creates the node's peer host and starts its digest exchange.
 func (s *Server) startPeer() error {
@@ -42,10 +45,6 @@ func (s *Server) startPeer() error {
 		return fmt.Errorf("node: %w", err)
 	}
 	s.peer = h
-	s.peerIdx = make(map[string]int, len(pc.Peers))
-	for i, a := range pc.Peers {
-		s.peerIdx[a] = i
-	}
 	h.Start()
 	return nil
 }
@@ -328,7 +327,7 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 // IDs and indices already in cs.
 func (s *Server) holderPeers(cs []int, sel *content.Entry) []int {
 	for _, id := range sel.Holders {
-		i, ok := s.peerIdx[id]
+		i, ok := s.peer.Index(id)
 		if ok && s.peer.Usable(i) && !slices.Contains(cs, i) {
 			cs = append(cs, i)
 		}

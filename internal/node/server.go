@@ -61,9 +61,8 @@ type Server struct {
 	usage usageSampler
 	// sizeIdx caches the size index served at /.shoal/sizes (sizes.go).
 	sizeIdx sizeIndexCache
-	pub     publishState   // two-phase publish (publish.go)
-	peer    *peer.Host     // peer fetch and cache digests, nil when off (peer.go)
-	peerIdx map[string]int // placement ID (a peer's address) → its index, for Remote files' holders
+	pub     publishState // two-phase publish (publish.go)
+	peer    *peer.Host   // peer fetch and cache digests, nil when off (peer.go)
 }
 
 // New checks cfg, scans the site root and builds the cache.

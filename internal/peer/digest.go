@@ -40,8 +40,8 @@ func (h *Host) run() {
 // period; tests call it directly.
 func (h *Host) DigestRound() {
 	gen := h.digGen.Add(1)
-	for i := range h.digests {
-		d := &h.digests[i]
+	m := h.m.Load()
+	for _, d := range m.digests {
 		if d.b.Load() != nil && gen-d.gen.Load() > 3 {
 			d.b.Store(nil)
 		}
@@ -54,11 +54,11 @@ func (h *Host) DigestRound() {
 	}
 	h.lastDigest.Store(b)
 	msg := b.appendTo([]byte{opDigest})
-	for i := range h.cfg.Peers {
-		if i == h.cfg.Self {
+	for i := range m.peers {
+		if !m.usable(i) {
 			continue
 		}
-		if err := h.sendDigest(i, msg); err != nil {
+		if err := h.sendDigest(m, i, msg); err != nil {
 			h.cfg.Logger.Debug("peer digest", "peer", i, "err", err)
 			continue
 		}
@@ -66,9 +66,9 @@ func (h *Host) DigestRound() {
 	}
 }
 
-func (h *Host) sendDigest(i int, msg []byte) error {
+func (h *Host) sendDigest(m *members, i int, msg []byte) error {
 	for attempt := 0; ; attempt++ {
-		c, reused, err := h.get(i)
+		c, reused, err := h.get(m, i)
 		if err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func (h *Host) sendDigest(i int, msg []byte) error {
 			}
 		}
 		if err == nil {
-			h.put(i, c)
+			h.put(m, i, c)
 			return nil
 		}
 		c.Close()
@@ -95,8 +95,8 @@ func (h *Host) sendDigest(i int, msg []byte) error {
 // allocates nothing and takes no lock, since the cache calls it on every
 // hit with its own lock held.
 func (h *Host) CachedElsewhere(key string) bool {
-	for i := range h.digests {
-		if b := h.digests[i].b.Load(); b != nil && b.Has(key) {
+	for _, d := range h.m.Load().digests {
+		if b := d.b.Load(); b != nil && b.Has(key) {
 			return true
 		}
 	}
