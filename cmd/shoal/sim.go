@@ -38,6 +38,8 @@ func runSim(args []string) error {
 	nodesFlag := fs.String("nodes", "1,2,4,8,16", "comma-separated node counts")
 	cacheMB := fs.Float64("cache-mb", 32, "memory cache per node, MiB")
 	cachePol := fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf")
+	digestPeriod := fs.Duration("digest-period", 0, "cgdsf: the nodes' cache digests are rebuilt every this much virtual time (0 = the nodes' default, 2s; negative = read the other caches exactly)")
+	gdsfCost := fs.String("gdsf-cost", "node", "gdsf/cgdsf cost C: node (the live nodes': 1, or 1/10 when cached elsewhere) or disk (disk read time, or a peer fetch's)")
 	seed := fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output")
 	front := fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)")
 	perNode := fs.Int("per-node", 0, "throughput mode: requests in the system per node (0: LARD's admission bound S = (n-1)*T_high + T_low - 1 for the whole cluster)")
@@ -94,6 +96,13 @@ func runSim(args []string) error {
 	default:
 		return fmt.Errorf("--cache %q: want lru, gdsf or cgdsf", *cachePol)
 	}
+	switch *gdsfCost {
+	case "node":
+		*gdsfCost = sim.GDSFNode
+	case sim.GDSFDisk:
+	default:
+		return fmt.Errorf("--gdsf-cost %q: want node or disk", *gdsfCost)
+	}
 	path, err := sim.ParsePath(*front)
 	if err != nil {
 		return err
@@ -126,13 +135,15 @@ func runSim(args []string) error {
 		return err
 	}
 	base := sim.Config{
-		CacheBytes: int64(*cacheMB * (1 << 20)),
-		Cache:      *cachePol,
-		Costs:      &costs,
-		Path:       path,
-		PerNode:    *perNode,
-		TimeScale:  *timeScale,
-		Seed:       *seed,
+		CacheBytes:   int64(*cacheMB * (1 << 20)),
+		Cache:        *cachePol,
+		DigestPeriod: *digestPeriod,
+		GDSFCost:     *gdsfCost,
+		Costs:        &costs,
+		Path:         path,
+		PerNode:      *perNode,
+		TimeScale:    *timeScale,
+		Seed:         *seed,
 	}
 	var skipped atomic.Int64 // the same in every run
 	sw := sim.Sweep{Base: base, Policies: pols, Nodes: nodes, Parallel: *parallel,
