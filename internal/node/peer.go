@@ -187,25 +187,26 @@ func headerHint(hs []httpwire.Header) int {
 // means the response was sent (streamed; keep is then serveFile's
 // result). Otherwise o is the fetched object, not cached, for serveFile to
 // answer from (a HEAD, a range, a precondition), or nil: no hint, or the
-// fetch failed before any byte went out, and serveFile reads the disk.
+// fetch failed before any byte went out, and serveFile reads the disk. mem
+// reports that o came from the peer's memory (it did not read its disk).
 func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, coding string, vary bool,
-	rule *headerRule, now time.Time, closeAfter, head bool) (o *object, done, keep bool) {
+	rule *headerRule, now time.Time, closeAfter, head bool) (o *object, mem, done, keep bool) {
 	i := c.fetchHint()
 	if i < 0 {
-		return nil, false, false
+		return nil, false, false, false
 	}
 	req := &c.req
 	r := peer.Request{Site: c.site.name, URL: e.URL, Coding: coding, ETag: sel.ETag, Size: sel.Size, Key: key}
 	plain := !head && req.Range == nil && sel.Size > 0 && precondition(req, &c.cond, sel.ETag, sel.ModTime, now) == 0
 	if !plain {
-		body, _, err := c.s.peer.Fetch(i, r, nil)
+		body, mem, _, err := c.s.peer.Fetch(i, r, nil)
 		if err != nil {
 			c.s.cfg.Logger.Debug("peer fetch", "url", sel.URL, "peer", i, "err", err)
-			return nil, false, false
+			return nil, false, false, false
 		}
 		o = buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
 		o.rule = rule
-		return o, false, false
+		return o, mem, false, false
 	}
 	// A plain 200: the head goes out with the first chunk, each chunk as
 	// it arrives.
@@ -236,39 +237,42 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		werr = err
 		c.since.Store(time.Now().UnixNano()) // progress, for WriteTimeout
 	}
-	body, _, err := c.s.peer.Fetch(i, r, sink)
+	body, mem, _, err := c.s.peer.Fetch(i, r, sink)
 	if err != nil && !started {
 		// Nothing went out: take the head back and read the disk.
 		c.out, c.segStart = c.out[:mark], seg
 		clear(c.bufs[nbufs:])
 		c.bufs = c.bufs[:nbufs]
 		c.s.cfg.Logger.Debug("peer fetch", "url", sel.URL, "peer", i, "err", err)
-		return nil, false, false
+		return nil, false, false, false
 	}
 	c.logRequest(now, 200, sel.Size)
+	c.served.ObjectBytes += sel.Size
 	if err != nil {
 		// Part of the body went out: the rest from the disk.
 		c.s.cfg.Logger.Warn("peer fetch failed midway; finishing from disk", "url", sel.URL, "peer", i, "sent", sent, "err", err)
 		local, rerr := readSmall(tbl, sel)
 		if rerr != nil || werr != nil {
-			return nil, true, false
+			return nil, false, true, false
 		}
 		body = local
+	} else if mem {
+		c.served.MemoryBytes += sel.Size
 	}
 	if werr != nil {
-		return nil, true, false
+		return nil, false, true, false
 	}
 	if !started {
 		// Another request's fetch brought the bytes (collapsed).
 		c.appendBody(body)
-		return nil, true, !closeAfter
+		return nil, false, true, !closeAfter
 	}
 	if sent < int64(len(body)) {
 		n, err := c.nc.Write(body[sent:])
 		c.nbytes += int64(n)
 		if err != nil {
-			return nil, true, false
+			return nil, false, true, false
 		}
 	}
-	return nil, true, !closeAfter
+	return nil, false, true, !closeAfter
 }
