@@ -111,3 +111,18 @@ func TestGDSFCost(t *testing.T) {
 		t.Error(`GDSFCost "time" accepted`)
 	}
 }
+
+// TestHitRatios: the hit ratios are requests and requested bytes served
+// from a memory. One node; /a (8 KiB) twice, /b (600 KiB, above the 500 KiB
+// cache threshold, so from disk) once: 1 hit of 3 requests, and 8,192 of
+// 2·8,192 + 614,400 = 630,784 bytes from memory.
+func TestHitRatios(t *testing.T) {
+	acc := append(repeat("/a", 8<<10, 2), Access{URL: "/b", Size: 600 << 10})
+	res, err := Run(Config{Policy: "wrr", Nodes: 1, PerNode: 1}, NewSliceSource(acc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(res.HitRatio, 1.0/3, 1e-12) || !near(res.ByteHitRatio, 8192.0/630784, 1e-12) {
+		t.Errorf("hit ratio %v, byte hit ratio %v; want 1/3, 8192/630784", res.HitRatio, res.ByteHitRatio)
+	}
+}

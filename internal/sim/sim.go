@@ -180,6 +180,12 @@ type Row struct {
 	// ByteMissRatio the share of requested bytes read from a disk.
 	MissRatio     float64 `json:"miss_ratio"`
 	ByteMissRatio float64 `json:"byte_miss_ratio"`
+	// HitRatio and ByteHitRatio are their complements: requests, and
+	// requested bytes, served from a memory (the node's or a peer's), as a
+	// live node counts them (its cache hits; cache.Served's memory_bytes
+	// over object_bytes).
+	HitRatio     float64 `json:"hit_ratio"`
+	ByteHitRatio float64 `json:"byte_hit_ratio"`
 	// NodeCPUUtil and NodeDiskUtil are busy time over elapsed time, averaged
 	// over nodes; FrontCPUUtil is the front's (≈1 means the front is the
 	// bottleneck).
@@ -751,12 +757,14 @@ func (s *sim) result() Result {
 	}
 	if req > 0 {
 		res.MissRatio = float64(res.DiskReads) / float64(req)
+		res.HitRatio = 1 - res.MissRatio
 		res.HandoffsPerRequest = float64(res.Handoffs) / float64(req)
 		res.InternalBytesPerRequest = float64(s.internal+s.perReqIB*req) / float64(req)
 		res.MeanLatencyMS = float64(s.latSum) / float64(req) / 1e6
 	}
 	if s.reqB > 0 {
 		res.ByteMissRatio = float64(s.missB) / float64(s.reqB)
+		res.ByteHitRatio = 1 - res.ByteMissRatio
 	}
 	return res
 }
