@@ -1,31 +1,52 @@
 #!/usr/bin/env bash
 # coop-live-vs-sim.sh — the same trace through a live 4-node `shoal up`
-# (relay, weblins, peer fetch on) and through `shoal sim` with the same cache
-# size and replacement policy (issue 16, "Simulator and live agree"). For
-# each cache policy it prints one Markdown row per side: miss ratio
-# (requests whose object was read from a disk: local misses, owners' misses
-# and files above 500 KiB) and internal bytes per request (objects moved
-# between nodes' memories).
+# (relay, peer fetch and cache digests on) and through `shoal sim` with the
+# same cache size and replacement policy (issue 16, "Simulator and live
+# agree"), for every distribution policy × node cache policy. It prints one
+# Markdown row per pair with both sides and the relative difference:
+#   hit ratio       requests not read from a disk (local misses, owners'
+#                   misses and files above 500 KiB are disk reads; a fetch
+#                   from a peer's memory is a hit);
+#   byte hit ratio  file bytes answered from a memory / all file bytes
+#                   (live: the nodes' memory_bytes / object_bytes);
+#   internal B/req  bytes moved between the nodes per request (live: the
+#                   peer fetches' bytes; the simulator also charges weblins
+#                   a 156 B location query and reply per request, seed 000
+#                   §3.2, which the live front does not make).
+# Raw per-run files are kept in OUT (default a temporary directory, printed).
 #
 # Usage: flock /work/bench.lock bench/coop-live-vs-sim.sh
 # Env:   TRACE=path (default the NASA day in ../shared/data/traces),
-#        CACHES="gdsf cgdsf", CACHE_MB=2, NODES=4, CONNS=8, POLICY=weblins,
-#        SHOAL_BIN=path (default: go build).
+#        POLICIES="weblins lard wrr", CACHES="lru gdsf cgdsf", CACHE_MB=2,
+#        NODES=4, CONNS=8, PACE=sim (the live replay runs open loop at the
+#        simulated throughput of the same configuration, so wall time on
+#        the live cluster is the simulator's virtual time: as many requests
+#        per popular-set period (5 s) and per digest period (2 s); PACE=none
+#        replays closed loop, as fast as the cluster answers),
+#        SIM_ARGS="--popular-n 100" (extra `shoal sim` flags; 100 files is
+#        the live front's weblins popular set; add "--gdsf-cost disk
+#        --digest-period -1s" for the simulator's pre-issue-16 cgdsf model),
+#        OUT=dir, SHOAL_BIN=path (default: go build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRACE=${TRACE:-../shared/data/traces/nasa_aug95_19950801_fullday_derived.log.gz}
-CACHES=${CACHES:-"gdsf cgdsf"}
+POLICIES=${POLICIES:-"weblins lard wrr"}
+CACHES=${CACHES:-"lru gdsf cgdsf"}
 CACHE_MB=${CACHE_MB:-2}
 NODES=${NODES:-4}
 CONNS=${CONNS:-8}
-POLICY=${POLICY:-weblins}
+SIM_ARGS=${SIM_ARGS:---popular-n 100}
+PACE=${PACE:-sim}
 BIN=${SHOAL_BIN:-}
 if [ -z "$BIN" ]; then
 	BIN=$(mktemp -d)/shoal
 	go build -o "$BIN" ./cmd/shoal
 fi
-WORK=$(mktemp -d)
-trap 'kill $UP 2>/dev/null || true; rm -rf "$WORK"' EXIT
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+echo "raw results in $OUT" >&2
+UP=
+trap 'if [ -n "$UP" ]; then kill $UP 2>/dev/null || true; fi' EXIT
 PORT=18380
 ADMIN=19390
 
@@ -45,30 +66,49 @@ print(sum(1 for u in urls if sizes.get(u, 0) > 500 * 1024))
 EOF
 )
 
-echo "| side | cache | requests (2xx) | miss ratio | internal B/request |"
-echo "|---|---|---:|---:|---:|"
-for cache in $CACHES; do
-	"$BIN" sim --trace "$TRACE" --policies "$POLICY" --nodes "$NODES" --cache-mb "$CACHE_MB" --cache "$cache" --json 2>/dev/null |
-		jq -r --arg c "$cache" '.[0] | "| sim | \($c) | \(.requests) | \(.miss_ratio*1000|round/1000) | \(.internal_bytes_per_request|round) |"'
+echo "| policy | cache | hit ratio sim | live | Δ | byte hit ratio sim | live | Δ | internal B/req sim | live | Δ | requests/s sim / live |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for pol in $POLICIES; do
+	for cache in $CACHES; do
+		run=$pol-$cache
+		# shellcheck disable=SC2086
+		"$BIN" sim --trace "$TRACE" --policies "$pol" --nodes "$NODES" --cache-mb "$CACHE_MB" --cache "$cache" $SIM_ARGS \
+			--json 2>/dev/null | jq '.[0]' >"$OUT/sim-$run.json"
 
-	"$BIN" up --listen 127.0.0.1:$PORT --admin 127.0.0.1:$ADMIN --data "$WORK/$cache" --nodes "$NODES" \
-		--cache-mb "$CACHE_MB" --cache "$cache" --policy "$POLICY" --site-from-trace "$TRACE" >"$WORK/up-$cache.log" 2>&1 &
-	UP=$!
-	for _ in $(seq 100); do curl -fs -o /dev/null "http://127.0.0.1:$PORT/" && break || sleep 0.2; done
-	sleep 2 # health checks mark every node up
-	"$BIN" bench http --url "http://127.0.0.1:$PORT" --trace "$TRACE" --connections "$CONNS" --keepalive=false \
-		--timeout 30s --json >"$WORK/bench-$cache.json"
-	sleep 1
-	tok=$(cat "$WORK/$cache/admin.token")
-	nodes=$(curl -fs -H "Authorization: Bearer $tok" "http://127.0.0.1:$ADMIN/nodes" | jq -r '.[].url')
-	: >"$WORK/status-$cache.json"
-	for u in $nodes; do curl -fs "$u/.shoal/status" >>"$WORK/status-$cache.json"; done
-	kill $UP; wait $UP 2>/dev/null || true
-	jq -s -r --arg c "$cache" --argjson big "$big" --slurpfile b "$WORK/bench-$cache.json" '
-		($b[0].ok) as $r
-		| (map(.cache_misses) | add) as $miss
-		| (map(.peer.fetches + .peer.collapsed) | add) as $fetched
-		| (map(.peer.fetch_bytes) | add) as $ib
-		| "| live | \($c) | \($r) | \((($miss - $fetched + $big) / $r)*1000|round/1000) | \(($ib / $r)|round) |"' \
-		"$WORK/status-$cache.json"
+		rm -rf "$OUT/data-$run"
+		"$BIN" up --listen 127.0.0.1:$PORT --admin 127.0.0.1:$ADMIN --data "$OUT/data-$run" --nodes "$NODES" \
+			--cache-mb "$CACHE_MB" --cache "$cache" --policy "$pol" --site-from-trace "$TRACE" >"$OUT/up-$run.log" 2>&1 &
+		UP=$!
+		for _ in $(seq 150); do curl -fs -o /dev/null "http://127.0.0.1:$PORT/" && break || sleep 0.2; done
+		sleep 2 # health checks mark every node up
+		rate=0
+		if [ "$PACE" = sim ]; then
+			rate=$(jq '.throughput_rps' "$OUT/sim-$run.json")
+		fi
+		"$BIN" bench http --url "http://127.0.0.1:$PORT" --trace "$TRACE" --connections "$CONNS" --keepalive=false \
+			--rate "$rate" --timeout 30s --json >"$OUT/bench-$run.json"
+		sleep 1
+		tok=$(cat "$OUT/data-$run/admin.token")
+		nodes=$(curl -fs -H "Authorization: Bearer $tok" "http://127.0.0.1:$ADMIN/nodes" | jq -r '.[].url')
+		: >"$OUT/status-$run.json"
+		for u in $nodes; do curl -fs "$u/.shoal/status" >>"$OUT/status-$run.json"; done
+		kill $UP
+		wait $UP 2>/dev/null || true
+		UP=
+		rm -rf "$OUT/data-$run/site" # the generated site (the trace's files), not needed after the run
+
+		jq -s -r --arg p "$pol" --arg c "$cache" --argjson big "$big" \
+			--slurpfile b "$OUT/bench-$run.json" --slurpfile s "$OUT/sim-$run.json" '
+			def r3: . * 1000 | round / 1000;
+			def rel(a; b): if a == 0 then "–" else ((b - a) / a * 100 | round | tostring) + " %" end;
+			($b[0].ok) as $r
+			| (map(.cache_misses) | add) as $miss
+			| (map((.peer.fetches // 0) + (.peer.collapsed // 0)) | add) as $fetched
+			| (map(.peer.fetch_bytes // 0) | add) as $ib
+			| (1 - ($miss - $fetched + $big) / $r) as $hit
+			| ((map(.memory_bytes) | add) / (map(.object_bytes) | add)) as $bhit
+			| $s[0] as $sim
+			| "| \($p) | \($c) | \($sim.hit_ratio | r3) | \($hit | r3) | \(rel($sim.hit_ratio; $hit)) | \($sim.byte_hit_ratio | r3) | \($bhit | r3) | \(rel($sim.byte_hit_ratio; $bhit)) | \($sim.internal_bytes_per_request | round) | \(($ib / $r) | round) | \(rel($sim.internal_bytes_per_request; $ib / $r)) | \($sim.throughput_rps | round) / \($b[0].rps | round) |"' \
+			"$OUT/status-$run.json"
+	done
 done

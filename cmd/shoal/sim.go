@@ -40,6 +40,7 @@ func runSim(args []string) error {
 	cachePol := fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf")
 	digestPeriod := fs.Duration("digest-period", 0, "cgdsf: the nodes' cache digests are rebuilt every this much virtual time (0 = the nodes' default, 2s; negative = read the other caches exactly)")
 	gdsfCost := fs.String("gdsf-cost", "node", "gdsf/cgdsf cost C: node (the live nodes': 1, or 1/10 when cached elsewhere) or disk (disk read time, or a peer fetch's)")
+	popularN := fs.Int("popular-n", 0, "weblins: the replicated popular set is this many files, as on a live front (default 0: the files that fill an eighth of a node's cache)")
 	seed := fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output")
 	front := fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)")
 	perNode := fs.Int("per-node", 0, "throughput mode: requests in the system per node (0: LARD's admission bound S = (n-1)*T_high + T_low - 1 for the whole cluster)")
@@ -145,6 +146,10 @@ func runSim(args []string) error {
 		TimeScale:    *timeScale,
 		Seed:         *seed,
 	}
+	if *popularN < 0 {
+		return fmt.Errorf("--popular-n %d: must not be negative", *popularN)
+	}
+	base.PolicyConfig.PopularN = *popularN
 	var skipped atomic.Int64 // the same in every run
 	sw := sim.Sweep{Base: base, Policies: pols, Nodes: nodes, Parallel: *parallel,
 		Open: func() (sim.Source, error) {
