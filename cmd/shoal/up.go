@@ -37,6 +37,7 @@ func runUp(args []string) error {
 	fs.StringVar(&c.DataDir, "data", "", "folder for generated sites (default: your cache folder/shoal)")
 	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
 	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
+	fs.DurationVar(&c.DigestPeriod, "digest-period", 0, "how often each node sends its cache digest (cgdsf) to the others (0: the nodes' default, 2s)")
 	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy: "+strings.Join(policy.Names(), ", "))
 	path := fs.String("path", "relay", "data path: relay (all in one process), redirect (302 to the node's own URL), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
