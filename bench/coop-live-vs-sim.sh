@@ -9,10 +9,12 @@
 #                   from a peer's memory is a hit);
 #   byte hit ratio  file bytes answered from a memory / all file bytes
 #                   (live: the nodes' memory_bytes / object_bytes);
-#   internal B/req  bytes moved between the nodes per request (live: the
-#                   peer fetches' bytes; the simulator also charges weblins
-#                   a 156 B location query and reply per request, seed 000
-#                   §3.2, which the live front does not make).
+#   internal B/req  object bytes moved between the nodes' memories per
+#                   request (live: the peer fetches' bytes; sim:
+#                   fetch_bytes_per_request, i.e. internal_bytes_per_request
+#                   without the 156 B location query and reply it charges
+#                   weblins per request, seed 000 §3.2, which the live front,
+#                   deciding itself, does not send).
 # Raw per-run files are kept in OUT (default a temporary directory, printed).
 #
 # Usage: flock /work/bench.lock bench/coop-live-vs-sim.sh
@@ -108,7 +110,7 @@ for pol in $POLICIES; do
 			| (1 - ($miss - $fetched + $big) / $r) as $hit
 			| ((map(.memory_bytes) | add) / (map(.object_bytes) | add)) as $bhit
 			| $s[0] as $sim
-			| "| \($p) | \($c) | \($sim.hit_ratio | r3) | \($hit | r3) | \(rel($sim.hit_ratio; $hit)) | \($sim.byte_hit_ratio | r3) | \($bhit | r3) | \(rel($sim.byte_hit_ratio; $bhit)) | \($sim.internal_bytes_per_request | round) | \(($ib / $r) | round) | \(rel($sim.internal_bytes_per_request; $ib / $r)) | \($sim.throughput_rps | round) / \($b[0].rps | round) |"' \
+			| "| \($p) | \($c) | \($sim.hit_ratio | r3) | \($hit | r3) | \(rel($sim.hit_ratio; $hit)) | \($sim.byte_hit_ratio | r3) | \($bhit | r3) | \(rel($sim.byte_hit_ratio; $bhit)) | \($sim.fetch_bytes_per_request | round) | \(($ib / $r) | round) | \(rel($sim.fetch_bytes_per_request; $ib / $r)) | \($sim.throughput_rps | round) / \($b[0].rps | round) |"' \
 			"$OUT/status-$run.json"
 	done
 done

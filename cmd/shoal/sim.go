@@ -244,14 +244,14 @@ func splitList(s string) []string {
 
 var simColumns = []string{"policy", "nodes", "requests", "throughput_rps", "miss_ratio", "byte_miss_ratio",
 	"node_cpu_util", "node_disk_util", "front_cpu_util", "handoffs_per_request", "internal_bytes_per_request", "mean_latency_ms",
-	"hit_ratio", "byte_hit_ratio"}
+	"hit_ratio", "byte_hit_ratio", "fetch_bytes_per_request"}
 
 func simRecord(r sim.Row) []string {
 	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
 	return []string{r.Policy, strconv.Itoa(r.Nodes), strconv.FormatInt(r.Requests, 10), f(r.ThroughputRPS, 1),
 		f(r.MissRatio, 4), f(r.ByteMissRatio, 4), f(r.NodeCPUUtil, 3), f(r.NodeDiskUtil, 3), f(r.FrontCPUUtil, 3),
 		f(r.HandoffsPerRequest, 3), f(r.InternalBytesPerRequest, 1), f(r.MeanLatencyMS, 2),
-		f(r.HitRatio, 4), f(r.ByteHitRatio, 4)}
+		f(r.HitRatio, 4), f(r.ByteHitRatio, 4), f(r.FetchBytesPerRequest, 1)}
 }
 
 func writeSimCSV(w io.Writer, rows []sim.Row) error {

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -124,5 +126,36 @@ func TestHitRatios(t *testing.T) {
 	}
 	if !near(res.HitRatio, 1.0/3, 1e-12) || !near(res.ByteHitRatio, 8192.0/630784, 1e-12) {
 		t.Errorf("hit ratio %v, byte hit ratio %v; want 1/3, 8192/630784", res.HitRatio, res.ByteHitRatio)
+	}
+}
+
+// TestFetchBytes: fetch_bytes_per_request is the objects moved between
+// nodes' memories alone. weblins behind its layer-4 switch also pays a
+// location query and reply (84 + 72 B) per request, so internal − fetch
+// bytes is exactly 156 B; with 1,000-byte objects the fetch bytes are
+// whole objects and some are fetched (small files go to the owner's
+// memory: 21 files, so the layer-4 switch puts each on every node in
+// turn). lard moves nothing between nodes.
+func TestFetchBytes(t *testing.T) {
+	var acc []Access
+	for i := range 200 {
+		acc = append(acc, Access{URL: fmt.Sprintf("/f%d", i%21), Size: 1000})
+	}
+	for _, c := range []struct {
+		policy   string
+		overhead float64
+	}{{"weblins", 156}, {"lard", 0}} {
+		res, err := Run(Config{Policy: c.policy, Nodes: 4, PerNode: 2}, NewSliceSource(acc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fetched := res.FetchBytesPerRequest * float64(res.Requests)
+		if !near(res.InternalBytesPerRequest-res.FetchBytesPerRequest, c.overhead, 1e-9) ||
+			math.Mod(fetched+0.5, 1000) > 1 {
+			t.Errorf("%s: internal %v, fetch %v B/request (%v B in all)", c.policy, res.InternalBytesPerRequest, res.FetchBytesPerRequest, fetched)
+		}
+		if (c.policy == "weblins") != (fetched > 0) {
+			t.Errorf("%s: %v bytes fetched", c.policy, fetched)
+		}
 	}
 }

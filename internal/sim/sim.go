@@ -199,6 +199,10 @@ type Row struct {
 	// and replies or tags (seed 000 §3.2), plus objects moved between nodes'
 	// memories.
 	InternalBytesPerRequest float64 `json:"internal_bytes_per_request"`
+	// FetchBytesPerRequest is the objects' part of it alone: bytes moved
+	// from one node's memory to another's (weblins' peer fetches), what a
+	// live node counts as peer fetch_bytes.
+	FetchBytesPerRequest float64 `json:"fetch_bytes_per_request"`
 	// MeanLatencyMS is the mean time from entering the front to completion.
 	// In throughput mode it is the closed loop's response time (window ÷
 	// throughput, by Little's law); in latency mode the response time at the
@@ -760,6 +764,7 @@ func (s *sim) result() Result {
 		res.HitRatio = 1 - res.MissRatio
 		res.HandoffsPerRequest = float64(res.Handoffs) / float64(req)
 		res.InternalBytesPerRequest = float64(s.internal+s.perReqIB*req) / float64(req)
+		res.FetchBytesPerRequest = float64(s.internal) / float64(req)
 		res.MeanLatencyMS = float64(s.latSum) / float64(req) / 1e6
 	}
 	if s.reqB > 0 {
