@@ -28,6 +28,7 @@
 #        SIM_ARGS="--popular-n 100" (extra `shoal sim` flags; 100 files is
 #        the live front's weblins popular set; add "--gdsf-cost disk
 #        --digest-period -1s" for the simulator's pre-issue-16 cgdsf model),
+#        UP_ARGS="" (extra `shoal up` flags, e.g. "--digest-period 100ms"),
 #        OUT=dir, SHOAL_BIN=path (default: go build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +40,7 @@ NODES=${NODES:-4}
 CONNS=${CONNS:-8}
 SIM_ARGS=${SIM_ARGS:---popular-n 100}
 PACE=${PACE:-sim}
+UP_ARGS=${UP_ARGS:-}
 BIN=${SHOAL_BIN:-}
 if [ -z "$BIN" ]; then
 	BIN=$(mktemp -d)/shoal
@@ -78,8 +80,9 @@ for pol in $POLICIES; do
 			--json 2>/dev/null | jq '.[0]' >"$OUT/sim-$run.json"
 
 		rm -rf "$OUT/data-$run"
+		# shellcheck disable=SC2086
 		"$BIN" up --listen 127.0.0.1:$PORT --admin 127.0.0.1:$ADMIN --data "$OUT/data-$run" --nodes "$NODES" \
-			--cache-mb "$CACHE_MB" --cache "$cache" --policy "$pol" --site-from-trace "$TRACE" >"$OUT/up-$run.log" 2>&1 &
+			--cache-mb "$CACHE_MB" --cache "$cache" --policy "$pol" --site-from-trace "$TRACE" $UP_ARGS >"$OUT/up-$run.log" 2>&1 &
 		UP=$!
 		for _ in $(seq 150); do curl -fs -o /dev/null "http://127.0.0.1:$PORT/" && break || sleep 0.2; done
 		sleep 2 # health checks mark every node up

@@ -32,6 +32,21 @@ func TestScratchWeblins(t *testing.T) {
 	}
 }
 
+func TestScratchFetch(t *testing.T) {
+	acc := scratchAcc(t)
+	var tot int64
+	for _, a := range acc {
+		tot += a.Size
+	}
+	for _, c := range []string{"lru", "gdsf", "cgdsf"} {
+		r, err := Run(Config{Policy: "weblins", Nodes: 4, CacheBytes: 2 << 20, Cache: c, PolicyConfig: policy.Config{PopularN: 100}}, NewSliceSource(acc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("%s req=%d totbytes=%d peerhits=%d fetchbytes=%.0f mem=%d disk=%d hand=%d bhit=%.3f\n", c, r.Requests, tot, r.PeerHits, r.FetchBytesPerRequest*float64(r.Requests), r.MemHits, r.DiskReads, r.Handoffs, r.ByteHitRatio)
+	}
+}
+
 func scratchAcc(t *testing.T) []Access {
 	p := "/work/shared/data/traces/nasa_aug95_19950801_fullday_derived.log.gz"
 	sizes, err := trace.Sizes(p)
