@@ -39,10 +39,20 @@ func TestScratchFetch(t *testing.T) {
 		tot += a.Size
 	}
 	for _, c := range []string{"lru", "gdsf", "cgdsf"} {
-		r, err := Run(Config{Policy: "weblins", Nodes: 4, CacheBytes: 2 << 20, Cache: c, PolicyConfig: policy.Config{PopularN: 100}}, NewSliceSource(acc))
+		sm, err := newSim(Config{Policy: "weblins", Nodes: 4, CacheBytes: 2 << 20, Cache: c, PolicyConfig: policy.Config{PopularN: 100}}, NewSliceSource(acc))
 		if err != nil {
 			t.Fatal(err)
 		}
+		sm.run()
+		r := sm.result()
+		var small, smallB int64
+		for _, a := range acc {
+			if a.Size < 100<<10 {
+				small++
+				smallB += a.Size
+			}
+		}
+		fmt.Printf("fetches=%d small=%d smallbytes=%d\n", sm.dbgFetches, small, smallB)
 		fmt.Printf("%s req=%d totbytes=%d peerhits=%d fetchbytes=%.0f mem=%d disk=%d hand=%d bhit=%.3f\n", c, r.Requests, tot, r.PeerHits, r.FetchBytesPerRequest*float64(r.Requests), r.MemHits, r.DiskReads, r.Handoffs, r.ByteHitRatio)
 	}
 }
