@@ -20,7 +20,9 @@
 # Usage: flock /work/bench.lock bench/coop-live-vs-sim.sh
 # Env:   TRACE=path (default the NASA day in ../shared/data/traces),
 #        POLICIES="weblins lard wrr", CACHES="lru gdsf cgdsf", CACHE_MB=2,
-#        NODES=4, CONNS=8, PACE=sim (the live replay runs open loop at the
+#        NODES=4, CONNS=8 (the live replay's connections; the simulator
+#        keeps as many requests in the system, --per-node CONNS/NODES,
+#        instead of LARD's admission bound of 219 at 4 nodes), PACE=sim (the live replay runs open loop at the
 #        simulated throughput of the same configuration, so wall time on
 #        the live cluster is the simulator's virtual time: as many requests
 #        per popular-set period (5 s) and per digest period (2 s); PACE=none
@@ -38,6 +40,11 @@ CACHES=${CACHES:-"lru gdsf cgdsf"}
 CACHE_MB=${CACHE_MB:-2}
 NODES=${NODES:-4}
 CONNS=${CONNS:-8}
+PER_NODE=$((CONNS / NODES))
+if [ "$PER_NODE" -lt 1 ] || [ $((PER_NODE * NODES)) -ne "$CONNS" ]; then
+	echo "CONNS=$CONNS must be a multiple of NODES=$NODES" >&2
+	exit 2
+fi
 SIM_ARGS=${SIM_ARGS:---popular-n 100}
 PACE=${PACE:-sim}
 UP_ARGS=${UP_ARGS:-}
@@ -107,7 +114,7 @@ for pol in $POLICIES; do
 	for cache in $CACHES; do
 		run=$pol-$cache
 		# shellcheck disable=SC2086
-		"$BIN" sim --trace "$TRACE" --policies "$pol" --nodes "$NODES" --cache-mb "$CACHE_MB" --cache "$cache" $SIM_ARGS \
+		"$BIN" sim --trace "$TRACE" --policies "$pol" --nodes "$NODES" --cache-mb "$CACHE_MB" --cache "$cache" --per-node "$PER_NODE" $SIM_ARGS \
 			--json 2>/dev/null | jq '.[0]' >"$OUT/sim-$run.json"
 
 		rm -rf "$OUT/data-$run"

@@ -32,29 +32,39 @@ func TestScratchWeblins(t *testing.T) {
 	}
 }
 
-func TestScratchFetch(t *testing.T) {
-	acc := scratchAcc(t)
-	var tot int64
-	for _, a := range acc {
-		tot += a.Size
-	}
+func TestScratchWindow(t *testing.T) {
+	acc := scratchAccPath(t, "/tmp/coopsim-filtered.log")
 	for _, c := range []string{"lru", "gdsf", "cgdsf"} {
-		sm, err := newSim(Config{Policy: "weblins", Nodes: 4, CacheBytes: 2 << 20, Cache: c, PolicyConfig: policy.Config{PopularN: 100}}, NewSliceSource(acc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sm.run()
-		r := sm.result()
-		var small, smallB int64
-		for _, a := range acc {
-			if a.Size < 100<<10 {
-				small++
-				smallB += a.Size
+		for _, pn := range []int{0, 2, 16} {
+			for _, ts := range []float64{0, 1} {
+				if ts > 0 && pn > 0 {
+					continue
+				}
+				r, err := Run(Config{Policy: "weblins", Nodes: 4, CacheBytes: 2 << 20, Cache: c, PerNode: pn, TimeScale: ts, PolicyConfig: policy.Config{PopularN: 100}}, NewSliceSource(acc))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Printf("%s perNode=%d ts=%v req=%d hit=%.3f bhit=%.3f fetchB=%.0f el=%v win=%d\n", c, pn, ts, r.Requests, r.HitRatio, r.ByteHitRatio, r.FetchBytesPerRequest, r.Elapsed, r.Window)
 			}
 		}
-		fmt.Printf("fetches=%d small=%d smallbytes=%d\n", sm.dbgFetches, small, smallB)
-		fmt.Printf("%s req=%d totbytes=%d peerhits=%d fetchbytes=%.0f mem=%d disk=%d hand=%d bhit=%.3f\n", c, r.Requests, tot, r.PeerHits, r.FetchBytesPerRequest*float64(r.Requests), r.MemHits, r.DiskReads, r.Handoffs, r.ByteHitRatio)
 	}
+}
+
+func scratchAccPath(t *testing.T, p string) []Access {
+	sizes, err := trace.Sizes(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := trace.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	acc, err := Load(NewTraceSource(r, sizes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc
 }
 
 func scratchAcc(t *testing.T) []Access {
