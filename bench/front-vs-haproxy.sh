@@ -64,11 +64,15 @@ for a in $N1 $N2 $HAP $SHO; do
 done
 
 # run ADDR SIZE PID → "rps p99ms cpu_us_per_request errors requests"
+# (and to stderr how busy each core was: see corebusy).
 run() {
-	local out t0 t1
-	t0=$(cputicks "$3")
+	local out t0 t1 p0 p1 l0 l1 who=shoal
+	[ "$1" != "$HAP" ] || who=HAProxy
+	t0=$(cputicks "$3") p0=$(corestat "$PROXY_CORE") l0=$(corestat "$LOAD_CORE")
 	out=$(nice -n "$NICE" taskset -c "$LOAD_CORE" wrk -t1 -c"$CONNS" -d"$DURATION" --latency "http://$1/$2")
-	t1=$(cputicks "$3")
+	t1=$(cputicks "$3") p1=$(corestat "$PROXY_CORE") l1=$(corestat "$LOAD_CORE")
+	corebusy "$who $2, proxy core $PROXY_CORE" "$p0" "$p1"
+	corebusy "$who $2, load core $LOAD_CORE" "$l0" "$l1"
 	wrk_summary "$out" "$t0" "$t1" "$1/$2"
 }
 

@@ -71,6 +71,17 @@ waitport() {
 cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TCK=$(getconf CLK_TCK)
 
+# corestat CORE: that core's /proc/stat jiffies "busy softirq steal total".
+corestat() { awk -v c="cpu$1" '$1 == c {t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, $8, $9, t}' /proc/stat; }
+
+# corebusy WHAT BEFORE AFTER: print to stderr the share of a core's time
+# between two corestat snapshots that was busy, in softirq and stolen by the
+# hypervisor: which core saturates, and why, explains a layout's numbers.
+corebusy() {
+	echo "$2 $3" | awk -v w="$1" '{t = $8 - $4; if (t <= 0) t = 1
+		printf "  %s: busy %.0f%%, softirq %.0f%%, steal %.0f%%\n", w, 100 * ($5 - $1) / t, 100 * ($6 - $2) / t, 100 * ($7 - $3) / t}' >&2
+}
+
 # median: the median of the numbers on stdin, one a line.
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) v = a[(NR+1)/2]; else v = (a[NR/2]+a[NR/2+1])/2; printf "%.10g\n", v}'; }
 

@@ -451,6 +451,11 @@ func TestGuideRecipes(t *testing.T) {
 				if st.Repair["moved"] < 1 {
 					t.Errorf("repair moved %d connections, want the client's moved to a node", st.Repair["moved"])
 				}
+				// The node's unit lets it attach its eBPF guard, so the
+				// front steers before the freeze instead of holding.
+				if st.Repair["steered_early"] < 1 || st.Repair["held"] != 0 {
+					t.Errorf("repair steered early %d, held %d: want the node guarded (its unit's CAP_BPF)", st.Repair["steered_early"], st.Repair["held"])
+				}
 			}
 		})
 	}

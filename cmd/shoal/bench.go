@@ -38,24 +38,26 @@ Run 'shoal bench <mode> --help' for the flags of one mode.
 `
 
 func runBench(args []string) error {
+	return runMode(args, benchUsage, map[string]func([]string) error{
+		"http": benchHTTP, "tcp": benchTCP, "sink": benchSink, "l4front": benchL4Front,
+	})
+}
+
+// runMode runs the mode named by args[0] with the rest of args, for the
+// commands made of modes (bench, trace). No mode, -h, --help or help print
+// usage; no mode and an unknown one are errors.
+func runMode(args []string, usage string, modes map[string]func([]string) error) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(os.Stderr, benchUsage)
+		fmt.Fprint(os.Stderr, usage)
 		if len(args) == 0 {
 			return errors.New("missing mode")
 		}
 		return nil
 	}
-	switch args[0] {
-	case "http":
-		return benchHTTP(args[1:])
-	case "tcp":
-		return benchTCP(args[1:])
-	case "sink":
-		return benchSink(args[1:])
-	case "l4front":
-		return benchL4Front(args[1:])
+	if run, ok := modes[args[0]]; ok {
+		return run(args[1:])
 	}
-	fmt.Fprint(os.Stderr, benchUsage)
+	fmt.Fprint(os.Stderr, usage)
 	return fmt.Errorf("unknown mode %q", args[0])
 }
 

@@ -28,13 +28,11 @@ func runCompress(args []string) error {
 	if fs.NArg() != 1 {
 		return errors.New("want exactly one DIR (see 'shoal compress --help')")
 	}
-	for _, e := range strings.Split(*exts, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			if !strings.HasPrefix(e, ".") {
-				e = "." + e
-			}
-			cfg.Extensions = append(cfg.Extensions, e)
+	for _, e := range splitList(*exts) {
+		if !strings.HasPrefix(e, ".") {
+			e = "." + e
 		}
+		cfg.Extensions = append(cfg.Extensions, e)
 	}
 	if cfg.Extensions == nil {
 		cfg.Extensions = []string{}

@@ -53,6 +53,7 @@ var frontFlagKeys = map[string]string{
 	"shutdown-timeout":  "shutdown_timeout",
 	"publish-dir":       "publish_dir",
 	"publish-fetch-url": "publish_fetch_url",
+	"replicas":          "replicas",
 	"tls-cert":          "tls.cert",
 	"tls-key":           "tls.key",
 	"vhosts":            "vhosts",

@@ -22,6 +22,7 @@ import (
 	"shoal/internal/config"
 	"shoal/internal/content"
 	"shoal/internal/front"
+	"shoal/internal/placement"
 	"shoal/internal/policy"
 	"shoal/internal/publish"
 	"shoal/internal/sysmon"
@@ -64,6 +65,7 @@ func runFront(args []string) error {
 		" (common replays with shoal sim and shoal trace; json adds node, policy, path and timings)")
 	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on SIGTERM, how long requests in flight may finish before connections are cut")
 	publishDir := fs.String("publish-dir", def.PublishDir, "folder for site versions published with shoal publish; nodes must see it at the same path (default off)")
+	replicas := fs.Int("replicas", def.Replicas, "nodes that store each published file (partitioned storage: placed by the nodes' disk_weight; the nodes need --peers and --peer-key-file); 0 = every node a full copy")
 	publishFetch := fs.String("publish-fetch-url", def.PublishFetchURL, "the admin API's URL as nodes on other hosts reach it: they fetch each published version from there (default: nodes read --publish-dir)")
 	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
@@ -113,22 +115,15 @@ func runFront(args []string) error {
 			fc.Admin = *adminAddr
 		}
 		if set["vhosts"] || *cfgFile == "" {
-			fc.VHosts = nil
-			for _, h := range strings.Split(*vhostList, ",") {
-				if h = strings.TrimSpace(h); h != "" {
-					fc.VHosts = append(fc.VHosts, h)
-				}
-			}
+			fc.VHosts = splitList(*vhostList)
 		}
 		if set["admin-token-file"] || *cfgFile == "" {
 			fc.AdminTokenFile = *adminToken
 		}
 		if set["nodes"] || *cfgFile == "" {
 			fc.Nodes = nil
-			for _, u := range strings.Split(*nodes, ",") {
-				if u = strings.TrimSpace(u); u != "" {
-					fc.Nodes = append(fc.Nodes, config.Node{URL: u})
-				}
+			for _, u := range splitList(*nodes) {
+				fc.Nodes = append(fc.Nodes, config.Node{URL: u})
 			}
 		}
 		if set["max-conn"] || *cfgFile == "" {
@@ -182,6 +177,9 @@ func runFront(args []string) error {
 		if set["publish-fetch-url"] || *cfgFile == "" {
 			fc.PublishFetchURL = *publishFetch
 		}
+		if set["replicas"] || *cfgFile == "" {
+			fc.Replicas = *replicas
+		}
 		if logf.set("log-level") {
 			fc.LogLevel = *logf.level
 		}
@@ -192,6 +190,9 @@ func runFront(args []string) error {
 	override(&fc)
 	if fc.PublishDir != "" && (fc.Admin == "" || fc.AdminTokenFile == "" || !filepath.IsAbs(fc.PublishDir)) {
 		return fmt.Errorf("--publish-dir %q: needs an absolute path, --admin and --admin-token-file (nodes take a publish only with the admin token)", fc.PublishDir)
+	}
+	if fc.Replicas < 0 || fc.Replicas > 0 && (fc.PublishDir == "" || fc.PublishFetchURL != "") {
+		return fmt.Errorf("--replicas %d: needs --publish-dir shared with the nodes (no --publish-fetch-url)", fc.Replicas)
 	}
 	level := new(slog.LevelVar)
 	logger, err := logf.loggerVar(os.Stderr, "front", fc.LogLevel, fc.LogFormat, level)
@@ -244,6 +245,19 @@ func runFront(args []string) error {
 		if n.Weight != nil && *n.Weight == 0 {
 			cl.SetWeight(i, 0) // NodeSpec treats 0 as 1; the file means "start drained"
 		}
+	}
+	if fc.Replicas > 0 {
+		// The policy prefers the nodes that store a file (the placement
+		// the publisher writes with; until the first publish every node
+		// still has the whole site, and the preference costs nothing).
+		ns := make([]placement.Node, len(fc.Nodes))
+		for i, n := range fc.Nodes {
+			ns[i] = placement.Node{ID: strings.TrimPrefix(strings.TrimSuffix(n.URL, "/"), "http://"), Weight: max(n.DiskWeight, 0)}
+			if n.DiskWeight == 0 {
+				ns[i].Weight = 1
+			}
+		}
+		cl.SetStorage(&policy.Storage{Nodes: ns, Replicas: fc.Replicas})
 	}
 	var dp front.DataPath
 	var choose func(policy.Decision, *front.Exchange) front.DataPath
@@ -350,7 +364,7 @@ func runFront(args []string) error {
 					ps = append(ps, publish.RemoteFetch(b.URL, adminCfg.Token, fetchFrom, nil))
 				}
 				return ps
-			}, OnCommit: func(_ uint64, root string, d content.Diff) {
+			}, Replicas: fc.Replicas, Place: placeByURL(fc.Nodes), OnCommit: func(_ uint64, root string, d content.Diff) {
 				if passfd.sizes != nil { // hybrid's sizes follow the site
 					passfd.sizes.Publish(root)
 				}
@@ -428,4 +442,22 @@ wait:
 		return err
 	}
 	return nil
+}
+
+// placeByURL is the front publisher's placement of its nodes: each is
+// known by its URL's host:port (the address its peers dial, --peers) and
+// weighs its [[node]] disk_weight (1 when unset or not in the file).
+func placeByURL(nodes []config.Node) func([]publish.Participant) []placement.Node {
+	return func(ps []publish.Participant) []placement.Node {
+		out := make([]placement.Node, len(ps))
+		for i, p := range ps {
+			out[i] = placement.Node{ID: strings.TrimPrefix(p.Name(), "http://"), Weight: 1}
+			for _, n := range nodes {
+				if strings.TrimSuffix(n.URL, "/") == p.Name() && n.DiskWeight > 0 {
+					out[i].Weight = n.DiskWeight
+				}
+			}
+		}
+		return out
+	}
 }

@@ -219,10 +219,7 @@ wait:
 // prefixes ("10.0.0.5,192.168.1.0/24"); an address stands for itself.
 func parsePrefixes(list string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for _, f := range strings.Split(list, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
+	for _, f := range splitList(list) {
 		if p, err := netip.ParsePrefix(f); err == nil {
 			out = append(out, p.Masked())
 			continue

@@ -28,7 +28,8 @@ func popFile(c pop.Config) config.Pop {
 		Listen: c.Cluster.Listen, Admin: c.Cluster.Admin, Nodes: c.Cluster.Nodes, CacheMB: c.Cluster.CacheMB,
 		MBPP: config.PopMBPP{Hold: d(c.MBPP.Hold), AckTimeout: d(c.MBPP.AckTimeout), Retries: c.MBPP.Retries,
 			LearningFactor: c.MBPP.LearningFactor, WeightLink: c.MBPP.WeightLink, WeightServer: c.MBPP.WeightServer,
-			LocalBonus: c.MBPP.LocalBonus, RTTRef: d(c.MBPP.RTTRef)},
+			LocalBonus: c.MBPP.LocalBonus, RTTRef: d(c.MBPP.RTTRef), RTTDeadband: c.MBPP.RTTDeadband,
+			ServerDeadband: c.MBPP.ServerDeadband, PublishLinks: c.MBPP.PublishLinks, WatchdogRounds: c.MBPP.WatchdogRounds},
 		Chord: config.PopChord{Successors: c.Chord.Successors, Stabilise: d(c.Chord.Stabilise), FixFingers: d(c.Chord.FixFingers),
 			CheckPredecessor: d(c.Chord.CheckPredecessor)},
 		DNS: config.PopDNS{Addr: c.DNS.Addr, Zone: c.DNS.Zone, Coverage: c.Coverage, TTL: int(c.DNS.TTL), MinServer: c.DNS.MinServer},
@@ -42,6 +43,7 @@ func popConfig(f config.Pop, c pop.Config) pop.Config {
 	m := &c.MBPP
 	m.Hold, m.AckTimeout, m.Retries, m.LearningFactor = f.MBPP.Hold.Duration, f.MBPP.AckTimeout.Duration, f.MBPP.Retries, f.MBPP.LearningFactor
 	m.WeightLink, m.WeightServer, m.LocalBonus, m.RTTRef = f.MBPP.WeightLink, f.MBPP.WeightServer, f.MBPP.LocalBonus, f.MBPP.RTTRef.Duration
+	m.RTTDeadband, m.ServerDeadband, m.PublishLinks, m.WatchdogRounds = f.MBPP.RTTDeadband, f.MBPP.ServerDeadband, f.MBPP.PublishLinks, f.MBPP.WatchdogRounds
 	h := &c.Chord
 	h.Successors, h.Stabilise, h.FixFingers, h.CheckPredecessor = f.Chord.Successors, f.Chord.Stabilise.Duration, f.Chord.FixFingers.Duration, f.Chord.CheckPredecessor.Duration
 	c.DNS.Addr, c.DNS.Zone, c.Coverage, c.DNS.TTL, c.DNS.MinServer = f.DNS.Addr, f.DNS.Zone, f.DNS.Coverage, uint32(f.DNS.TTL), f.DNS.MinServer

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,21 @@ func TestPopsSeed(t *testing.T) {
 	}
 	if fi.Size() != 32 || fi.Mode().Perm() != 0o600 || filepath.Dir(seedFile) != dir {
 		t.Errorf("seed %s: %d bytes, mode %v, in %s; want 32 bytes, 0600, in %s", seedFile, fi.Size(), fi.Mode().Perm(), filepath.Dir(seedFile), dir)
+	}
+}
+
+// TestPopFileCarriesEveryMBPPKnob: every tunable of mbpp.Config survives
+// the file form (TOML and --print-config) and back, so none is reachable
+// only from Go.
+func TestPopFileCarriesEveryMBPPKnob(t *testing.T) {
+	c := pop.DefaultConfig()
+	m := &c.MBPP
+	m.Hold, m.AckTimeout, m.Retries, m.LearningFactor = 7*time.Millisecond, 9*time.Millisecond, 5, 0.3
+	m.WeightLink, m.WeightServer, m.LocalBonus, m.RTTRef = 2, 4, 0.2, 70*time.Millisecond
+	m.RTTDeadband, m.ServerDeadband, m.PublishLinks, m.WatchdogRounds = 0.07, 0.03, 5, 4
+	got := popConfig(popFile(c), pop.DefaultConfig()).MBPP
+	got.Accept, m.Accept = nil, nil // a func: not a knob
+	if !reflect.DeepEqual(got, *m) {
+		t.Errorf("MBPP through the file form:\n got %+v\nwant %+v", got, *m)
 	}
 }

@@ -37,6 +37,7 @@ func runSim(args []string) error {
 	policies := fs.String("policies", "wrr,lard,lardr,tbccrd,weblins", "comma-separated policies (any of "+strings.Join(policy.Names(), ",")+")")
 	nodesFlag := fs.String("nodes", "1,2,4,8,16", "comma-separated node counts")
 	cacheMB := fs.Float64("cache-mb", 32, "memory cache per node, MiB")
+	replicas := fs.Int("replicas", 0, "nodes that store each file on disk (partitioned storage, as shoal up --replicas); the others fetch it from a holder; 0 = every node")
 	cachePol := fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf")
 	digestPeriod := fs.Duration("digest-period", 0, "cgdsf: the nodes' cache digests are rebuilt every this much virtual time (0 = the nodes' default, 2s; negative = read the other caches exactly)")
 	gdsfCost := fs.String("gdsf-cost", "node", "gdsf/cgdsf cost C: node (the live nodes': 1, or 1/10 when cached elsewhere) or disk (disk read time, or a peer fetch's)")
@@ -135,6 +136,9 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *replicas < 0 {
+		return fmt.Errorf("--replicas %d: want 0 (every node) or a count of nodes", *replicas)
+	}
 	base := sim.Config{
 		CacheBytes:   int64(*cacheMB * (1 << 20)),
 		Cache:        *cachePol,
@@ -145,6 +149,7 @@ func runSim(args []string) error {
 		PerNode:      *perNode,
 		TimeScale:    *timeScale,
 		Seed:         *seed,
+		Replicas:     *replicas,
 	}
 	if *popularN < 0 {
 		return fmt.Errorf("--popular-n %d: must not be negative", *popularN)
@@ -232,6 +237,8 @@ func simWindows(results []sim.Result, nodes int) string {
 	return strings.Join(w, "/")
 }
 
+// splitList splits a comma-separated flag value into its trimmed, non-empty
+// elements (nil for none), as every list flag of the commands reads them.
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {

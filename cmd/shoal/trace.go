@@ -26,21 +26,7 @@ Run 'shoal trace <mode> --help' for the flags of one mode.
 `
 
 func runTrace(args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(os.Stderr, traceUsage)
-		if len(args) == 0 {
-			return errors.New("missing mode")
-		}
-		return nil
-	}
-	switch args[0] {
-	case "stats":
-		return traceStats(args[1:])
-	case "gen":
-		return traceGen(args[1:])
-	}
-	fmt.Fprint(os.Stderr, traceUsage)
-	return fmt.Errorf("unknown mode %q", args[0])
+	return runMode(args, traceUsage, map[string]func([]string) error{"stats": traceStats, "gen": traceGen})
 }
 
 func traceStats(args []string) error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,8 @@ func runUp(args []string) error {
 	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
 	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
 	fs.DurationVar(&c.DigestPeriod, "digest-period", 0, "how often each node sends its cache digest (cgdsf) to the others (0: the nodes' default, 2s)")
+	fs.IntVar(&c.Replicas, "replicas", 0, "nodes that store each file (partitioned storage; the others fetch it from a holder); 0 = every node a full copy")
+	diskWeights := fs.String("disk-weights", "", "the nodes' disk sizes in any common unit, comma-separated (placement weights with --replicas; default 1 each)")
 	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy: "+strings.Join(policy.Names(), ", "))
 	path := fs.String("path", "relay", "data path: relay (all in one process), redirect (302 to the node's own URL), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
@@ -59,6 +62,16 @@ func runUp(args []string) error {
 	loopback := fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
+	}
+	for _, w := range strings.Split(*diskWeights, ",") {
+		if w = strings.TrimSpace(w); w == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(w, 64)
+		if err != nil {
+			return fmt.Errorf("--disk-weights %q: %w", *diskWeights, err)
+		}
+		c.DiskWeights = append(c.DiskWeights, f)
 	}
 	if !slices.Contains(config.Paths, *path) {
 		return fmt.Errorf("--path %q: want one of %s", *path, strings.Join(config.Paths, ", "))

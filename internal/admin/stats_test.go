@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -204,6 +205,30 @@ func TestMetricsCoverFrontStats(t *testing.T) {
 	for i, f := range fields {
 		if !seen[float64(1007+7*i)] {
 			t.Errorf("front.Stats%s (%d) is not in /metrics; add it to frontCollector", f, 1007+7*i)
+		}
+	}
+}
+
+// TestMetricsDocumented: every metric family the front serves is in
+// docs/admin.md's metrics table, so an operator can look a name up.
+func TestMetricsDocumented(t *testing.T) {
+	cl, srv := setup(t)
+	st, _ := filledFrontStats(t)
+	m := NewMetrics(cl, "table")
+	m.WatchFront(func() front.Stats { return st })
+	srv.Config.Handler = New(cl, m)
+	_, body := call(t, "GET", srv.URL+"/metrics", "")
+	doc, err := os.ReadFile("../../docs/admin.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "#" || f[1] != "HELP" || !strings.HasPrefix(f[2], "shoal_") {
+			continue
+		}
+		if !strings.Contains(string(doc), "`"+f[2]+"`") {
+			t.Errorf("docs/admin.md lacks %s: %s", f[2], strings.Join(f[3:], " "))
 		}
 	}
 }

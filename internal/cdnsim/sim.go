@@ -15,6 +15,7 @@
 package cdnsim
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -327,7 +328,7 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 			o[i] = int32(i)
 		}
 		slices.SortStableFunc(o, func(a, b int32) int {
-			return cmpF(m.RTT(l, s.pops[a].loc), m.RTT(l, s.pops[b].loc))
+			return cmp.Compare(m.RTT(l, s.pops[a].loc), m.RTT(l, s.pops[b].loc))
 		})
 		s.order[l] = o
 	}
@@ -362,16 +363,6 @@ func (s *sim) tour() []int {
 		out = append(out, best)
 	}
 	return out
-}
-
-func cmpF(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (s *sim) ms(a, b int) time.Duration {

@@ -555,3 +555,15 @@ func (c *Cluster) update(i int, f func(*policy.Node)) error {
 	c.view.Version++
 	return nil
 }
+
+// SetStorage tells the policy where the site's files are stored
+// (partitioned storage; policy.Cluster.Storage): the placement of the
+// version the nodes serve, index-aligned with the nodes. nil: every node
+// stores every file. The owner of the publisher calls it when the
+// placement changes (start, a publish, a node leaving).
+func (c *Cluster) SetStorage(s *policy.Storage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.view.Storage = s
+	c.view.Version++
+}

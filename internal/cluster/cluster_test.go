@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/placement"
 	"shoal/internal/policy"
 )
 
@@ -282,5 +283,24 @@ func TestParseNodeURL(t *testing.T) {
 		if !strings.Contains(err.Error(), c.why) || !strings.Contains(err.Error(), "fix:") {
 			t.Errorf("ParseNodeURL(%q) error %q: want it to mention %q and a fix", c.url, err, c.why)
 		}
+	}
+}
+
+// TestSetStorage: the placement given to the cluster reaches the policy's
+// view, so a holder-aware policy (lard) picks the node that stores the URL.
+func TestSetStorage(t *testing.T) {
+	p, err := policy.New("lard", policy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(p, []NodeSpec{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:2"}, {URL: "http://127.0.0.1:3"}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hand-checked in internal/placement: with R = 1 over n0, n1 (weight
+	// 1) and n2 (weight 2), /a/b.css is stored on node 2.
+	c.SetStorage(&policy.Storage{Nodes: []placement.Node{{ID: "n0", Weight: 1}, {ID: "n1", Weight: 1}, {ID: "n2", Weight: 2}}, Replicas: 1})
+	if d, _ := c.Pick(&policy.Request{URL: "/a/b.css", Size: -1, Holder: -1}); d.Node != 2 {
+		t.Errorf("picked node %d, want the holder 2", d.Node)
 	}
 }

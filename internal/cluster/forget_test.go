@@ -9,19 +9,11 @@ import (
 // urls is the number of URLs in the policy's per-URL table.
 func urls(t *testing.T, c *Cluster) int {
 	t.Helper()
-	n := -1
-	c.WithPolicy(func(p policy.Policy, _ *policy.Cluster) {
-		switch v := p.(policy.Tabler).Tables(0).(type) {
-		case policy.LARDTables:
-			n = v.Targets
-		case policy.LARDRTables:
-			n = v.Targets
-		case policy.TBCCRDTables:
-			n = v.URLs
-		case policy.WeblinsTables:
-			n = v.Docs
-		}
-	})
+	n, ok := -1, false
+	c.WithPolicy(func(p policy.Policy, _ *policy.Cluster) { n, ok = policy.TableURLs(p) })
+	if !ok {
+		t.Fatal("policy has no URL table snapshot")
+	}
 	return n
 }
 

@@ -98,6 +98,14 @@ type Front struct {
 	// above it and the admin token. Empty (the default) turns publishing
 	// off. Needs admin_token_file.
 	PublishDir string `toml:"publish_dir"`
+	// Replicas is how many nodes store each file a publish writes
+	// (partitioned storage, internal/placement): each node's tree holds
+	// only its share, placed by weighted rendezvous hashing on the nodes'
+	// disk_weight, and the nodes fetch the rest from its holders over
+	// their peer links (--peers in the order of [[node]], --peer-key-file).
+	// 0 (the default) or at least the node count: every node the whole
+	// site. Needs a shared publish_dir (no publish_fetch_url).
+	Replicas int `toml:"replicas"`
 	// PublishFetchURL is the front's admin API as the nodes reach it
 	// ("http://10.0.0.1:9090"), for nodes on other hosts that do not
 	// share publish_dir: they fetch each version from there in the
@@ -147,6 +155,10 @@ type Node struct {
 	Weight *int `toml:"weight"`
 	// Group is the node's capacity class for gwrr.
 	Group string `toml:"group"`
+	// DiskWeight is the node's disk size in any unit common to all nodes:
+	// its placement weight when replicas partitions the site (its share
+	// of the files follows it). Default 1.
+	DiskWeight float64 `toml:"disk_weight"`
 }
 
 // Health tunes active checks on /.shoal/status.
@@ -397,6 +409,9 @@ func (f *Front) validate(name string, data []byte) []error {
 			}
 			bad([]string{"node", "url"}, msg, fix)
 		}
+		if n.DiskWeight < 0 {
+			bad([]string{"node", "disk_weight"}, fmt.Sprintf("node %d: disk_weight %v is negative", i+1, n.DiskWeight), "give the disk size in any unit common to all nodes, or leave it out (1)")
+		}
 		if n.Weight != nil && *n.Weight < 0 {
 			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is negative", i+1, *n.Weight), "use 0 to drain a node, or a positive weight")
 		}
@@ -415,6 +430,9 @@ func (f *Front) validate(name string, data []byte) []error {
 	}
 	if u := f.PublishFetchURL; u != "" && (!strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") || f.PublishDir == "") {
 		bad([]string{"publish_fetch_url"}, fmt.Sprintf("publish_fetch_url %q needs an http(s) URL and publish_dir", u), "write the admin API's URL as the nodes reach it, such as \"http://10.0.0.1:9090\"")
+	}
+	if f.Replicas < 0 || f.Replicas > 0 && (f.PublishDir == "" || f.PublishFetchURL != "") {
+		bad([]string{"replicas"}, fmt.Sprintf("replicas %d needs a shared publish_dir (no publish_fetch_url) and must not be negative", f.Replicas), "set publish_dir on a folder the nodes share, or leave replicas at 0 (full copies)")
 	}
 	if f.PublishDir != "" && f.AdminTokenFile == "" {
 		bad([]string{"publish_dir"}, "publish_dir needs admin_token_file: the nodes take a publish only with the admin token", "set admin_token_file, or remove publish_dir")

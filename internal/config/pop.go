@@ -75,6 +75,10 @@ type PopMBPP struct {
 	WeightServer   float64  `toml:"weight_server"`
 	LocalBonus     float64  `toml:"local_bonus"`
 	RTTRef         Duration `toml:"rtt_ref"`
+	RTTDeadband    float64  `toml:"rtt_deadband"`
+	ServerDeadband float64  `toml:"server_deadband"`
+	PublishLinks   int      `toml:"publish_links"`
+	WatchdogRounds int      `toml:"watchdog_rounds"`
 }
 
 // PopChord is [chord]: see internal/chord.Config.
@@ -167,6 +171,15 @@ func (p *Pop) validate(name string, data []byte) []error {
 	}
 	if m.WeightLink < 0 || m.WeightServer < 0 || m.WeightLink+m.WeightServer == 0 {
 		bad([]string{"mbpp", "weight_link"}, "weights must be ≥ 0 and not both 0", "use weight_link = 1, weight_server = 3 (seed 003)")
+	}
+	if m.RTTDeadband < 0 || m.ServerDeadband < 0 {
+		bad([]string{"mbpp", "rtt_deadband"}, "rtt_deadband and server_deadband must be ≥ 0", "use rtt_deadband = 0.05, server_deadband = 0.02")
+	}
+	if m.PublishLinks < 0 {
+		bad([]string{"mbpp", "publish_links"}, fmt.Sprintf("publish_links = %d", m.PublishLinks), "use 16, or 0 to publish every link")
+	}
+	if m.WatchdogRounds < 1 {
+		bad([]string{"mbpp", "watchdog_rounds"}, fmt.Sprintf("watchdog_rounds = %d", m.WatchdogRounds), "use 3")
 	}
 	if p.Chord.Successors < 3 {
 		bad([]string{"chord", "successors"}, fmt.Sprintf("successors = %d", p.Chord.Successors), "use 3 or more")

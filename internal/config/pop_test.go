@@ -8,7 +8,7 @@ import (
 
 func basePop() Pop {
 	return Pop{Name: "a", SeedFile: "s", Nodes: 2, CacheMB: 64,
-		MBPP:  PopMBPP{Hold: Duration{time.Second}, AckTimeout: Duration{time.Second}, RTTRef: Duration{time.Second}, LearningFactor: 0.125, WeightLink: 1, WeightServer: 3},
+		MBPP:  PopMBPP{Hold: Duration{time.Second}, AckTimeout: Duration{time.Second}, RTTRef: Duration{time.Second}, LearningFactor: 0.125, WeightLink: 1, WeightServer: 3, WatchdogRounds: 3},
 		Chord: PopChord{Successors: 4, Stabilise: Duration{time.Second}, FixFingers: Duration{time.Second}, CheckPredecessor: Duration{time.Second}}}
 }
 

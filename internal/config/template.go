@@ -40,6 +40,7 @@ log_format = "text"            # text or json
 shutdown_timeout = "30s"       # SIGTERM lets requests in flight finish this long (large downloads too)
 publish_dir = ""               # site versions for shoal publish; nodes must see it at the same path ("": off)
 publish_fetch_url = ""         # nodes on other hosts fetch versions from this admin URL instead ("": shared publish_dir)
+replicas = 0                   # nodes storing each published file, placed by disk_weight (0: every node a full copy)
 sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
 handoff_dir = ""               # passfd/hybrid: node handoff sockets must be in this folder ("": $TMPDIR or /tmp)
 handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1: the front's own uid)
@@ -60,6 +61,7 @@ handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1:
 url = "http://127.0.0.1:9001"
 weight = 1                     # 0 drains the node
 group = ""                     # capacity class for gwrr
+disk_weight = 1                # disk size (any common unit): the node's share of a partitioned site
 
 [[node]]
 url = "http://127.0.0.1:9002"

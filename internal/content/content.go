@@ -103,6 +103,13 @@ type Entry struct {
 	ContentType string
 	// IsDir reports a directory entry.
 	IsDir bool
+	// Remote marks a file this node does not store: the site is
+	// partitioned (internal/placement) and the version's manifest
+	// (ManifestName) lists it with the nodes that do, Holders (their
+	// placement IDs, best first). Servers fetch it from a holder; OpenFile
+	// refuses it.
+	Remote  bool
+	Holders []string
 }
 
 // Diff reports how a Publish changed the table. Each list holds URLs sorted
@@ -120,6 +127,7 @@ type Table struct {
 	entries  map[string]*Entry
 	children map[string][]*Entry // dir URL → children sorted by name
 	files    int
+	remote   int // files listed by the manifest and stored elsewhere
 }
 
 // Store is the concurrency-safe handle to the current Table. Lookups are

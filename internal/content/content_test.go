@@ -10,41 +10,22 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// writeTree creates files (path → content) under dir; a content starting with
-// "->" makes a symlink to the rest of the string instead.
-func writeTree(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for name, body := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if target, ok := strings.CutPrefix(body, "->"); ok {
-			if err := os.Symlink(target, p); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+	"shoal/internal/testutil"
+)
 
 // fixture builds base/site (the root) next to base/outside (must never be
 // served) and returns the root.
 func fixture(t testing.TB) string {
 	t.Helper()
 	base := t.TempDir()
-	writeTree(t, base, map[string]string{
+	testutil.WriteTree(t, base, map[string]string{
 		"outside/secret.txt": "secret",
 		"outside/dir/x.txt":  "x",
 		"site-sibling/s.txt": "sibling",
 	})
 	root := filepath.Join(base, "site")
-	writeTree(t, root, map[string]string{
+	testutil.WriteTree(t, root, map[string]string{
 		"index.html":        "<h1>hi</h1>",
 		"style.css":         "body{}",
 		"docs/a.txt":        "aaaa",
@@ -271,7 +252,7 @@ func TestLookupNeverTouchesFilesystem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeTree(t, root, map[string]string{"late.txt": "late"})
+	testutil.WriteTree(t, root, map[string]string{"late.txt": "late"})
 	if _, err := s.Lookup("/late.txt"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Lookup(late file) err = %v, want ErrNotFound before Publish", err)
 	}
@@ -285,7 +266,7 @@ func TestLookupNeverTouchesFilesystem(t *testing.T) {
 
 func TestOpenErrors(t *testing.T) {
 	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{"f.txt": "x"})
+	testutil.WriteTree(t, dir, map[string]string{"f.txt": "x"})
 	for _, root := range []string{filepath.Join(dir, "missing"), filepath.Join(dir, "f.txt")} {
 		if _, err := Open(root); err == nil {
 			t.Errorf("Open(%q) succeeded", root)
@@ -320,11 +301,11 @@ func TestPublishDiff(t *testing.T) {
 	v1 := filepath.Join(base, "v1")
 	v2 := filepath.Join(base, "v2")
 	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
-	writeTree(t, v1, map[string]string{
+	testutil.WriteTree(t, v1, map[string]string{
 		"same.txt": "same", "changed.txt": "old", "removed.txt": "bye", "d/keep.txt": "k", "gone/x.txt": "x",
 		"s/t/deep.txt": "v1",
 	})
-	writeTree(t, v2, map[string]string{
+	testutil.WriteTree(t, v2, map[string]string{
 		"same.txt": "same", "changed.txt": "new!", "added.txt": "hi", "d/keep.txt": "k", "d/new.txt": "n",
 		"s/t/deep.txt": "v2!",
 	})
@@ -377,8 +358,8 @@ func TestPublishConcurrentReaders(t *testing.T) {
 	// Root A: both files 1 byte; root B: both 2 bytes.
 	a := filepath.Join(base, "a")
 	b := filepath.Join(base, "b")
-	writeTree(t, a, map[string]string{"x.txt": "a", "y/z.txt": "a"})
-	writeTree(t, b, map[string]string{"x.txt": "bb", "y/z.txt": "bb"})
+	testutil.WriteTree(t, a, map[string]string{"x.txt": "a", "y/z.txt": "a"})
+	testutil.WriteTree(t, b, map[string]string{"x.txt": "bb", "y/z.txt": "bb"})
 	s, err := Open(a)
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,9 @@ func (t *Table) OpenFile(e *Entry) (*os.File, error) {
 	if e == nil || e.IsDir || len(e.URL) < 2 || e.URL[0] != '/' {
 		return nil, fmt.Errorf("content: open %v: %w", e, ErrNotRegular)
 	}
+	if e.Remote {
+		return nil, fmt.Errorf("content: open %s: %w", e.URL, ErrRemote)
+	}
 	r := t.dir
 	fd, err := r.openBeneath(e.URL[1:])
 	runtime.KeepAlive(r.f)

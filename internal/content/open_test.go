@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"shoal/internal/testutil"
 )
 
 // TestOpenFileConfined swaps names under a scanned root and opens the
@@ -35,12 +37,12 @@ func TestOpenFileConfined(t *testing.T) {
 					relink(t, "index.html", filepath.Join(root, "style.css"))
 				}, ""},
 				{"directory to symlink outside", "/docs/a.txt", func(t *testing.T, root, outside string) {
-					writeTree(t, outside, map[string]string{"dir/a.txt": "secret"})
+					testutil.WriteTree(t, outside, map[string]string{"dir/a.txt": "secret"})
 					os.RemoveAll(filepath.Join(root, "docs"))
 					relink(t, filepath.Join(outside, "dir"), filepath.Join(root, "docs"))
 				}, ""},
 				{"deep directory to symlink outside", "/docs/deep/c.js", func(t *testing.T, root, outside string) {
-					writeTree(t, outside, map[string]string{"dir/c.js": "secret"})
+					testutil.WriteTree(t, outside, map[string]string{"dir/c.js": "secret"})
 					os.RemoveAll(filepath.Join(root, "docs", "deep"))
 					relink(t, filepath.Join(outside, "dir"), filepath.Join(root, "docs", "deep"))
 				}, ""},
@@ -59,7 +61,7 @@ func TestOpenFileConfined(t *testing.T) {
 					if err := os.Rename(root, root+".old"); err != nil {
 						t.Fatal(err)
 					}
-					writeTree(t, root, map[string]string{"style.css": "forged"})
+					testutil.WriteTree(t, root, map[string]string{"style.css": "forged"})
 				}, "body{}"},
 			} {
 				t.Run(c.name, func(t *testing.T) {
@@ -148,7 +150,7 @@ func relink(t *testing.T, target, p string) {
 // "walk" its O_NOFOLLOW fallback, for a file three directories deep.
 func BenchmarkOpenFile(b *testing.B) {
 	root := b.TempDir()
-	writeTree(b, root, map[string]string{"a/b/c/file.bin": "x"})
+	testutil.WriteTree(b, root, map[string]string{"a/b/c/file.bin": "x"})
 	s, err := Open(root)
 	if err != nil {
 		b.Fatal(err)

@@ -148,6 +148,9 @@ func scan(root string) (*Table, error) {
 	if walkErr != nil {
 		return nil, fmt.Errorf("scan %s: %w", real, walkErr)
 	}
+	if err := t.readManifest(); err != nil {
+		return nil, fmt.Errorf("scan %s: %w", real, err)
+	}
 	for _, kids := range t.children {
 		slices.SortFunc(kids, func(a, b *Entry) int { return strings.Compare(a.URL, b.URL) })
 	}
@@ -156,12 +159,16 @@ func scan(root string) (*Table, error) {
 }
 
 // fileETag is "mtime_ns_hex-size_hex", strong and quoted.
-func fileETag(info fs.FileInfo) string {
+func fileETag(info fs.FileInfo) string { return etag(info.ModTime().UnixNano(), info.Size()) }
+
+// etag is fileETag from the modification time (ns) and the size: what a
+// manifest's remote entries get, so every node agrees on a file's tag.
+func etag(mtime, size int64) string {
 	b := make([]byte, 0, 36)
 	b = append(b, '"')
-	b = strconv.AppendUint(b, uint64(info.ModTime().UnixNano()), 16)
+	b = strconv.AppendUint(b, uint64(mtime), 16)
 	b = append(b, '-')
-	b = strconv.AppendUint(b, uint64(info.Size()), 16)
+	b = strconv.AppendUint(b, uint64(size), 16)
 	b = append(b, '"')
 	return string(b)
 }

@@ -1,35 +1,16 @@
 package front
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"shoal/internal/loadgen"
+	"shoal/internal/testutil"
 	"shoal/internal/trace"
 )
-
-// syncBuf is a bytes.Buffer safe for the log's flusher and the test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestAccessLogFormats sends the same three requests through a front in
 // each format and checks every line by hand: CLF and combined parse back
@@ -58,7 +39,7 @@ func TestAccessLogFormats(t *testing.T) {
 	} {
 		t.Run(tc.format.String(), func(t *testing.T) {
 			be := namedBackend(t, "n0")
-			var buf syncBuf
+			var buf testutil.SyncBuf
 			l := NewAccessLog(&buf, tc.format)
 			addr, _, _ := startFront(t, Config{AccessLog: l}, be.URL)
 			c := dialFront(t, addr)
@@ -117,7 +98,7 @@ func waitLines(t *testing.T, l *AccessLog, n uint64) {
 // TestAccessLogFrontAnswers logs what the front answers itself: a 502
 // when the node cannot be reached, with the length of its canned body.
 func TestAccessLogFrontAnswers(t *testing.T) {
-	var buf syncBuf
+	var buf testutil.SyncBuf
 	l := NewAccessLog(&buf, LogCommon)
 	addr, _, _ := startFront(t, Config{AccessLog: l}, "http://127.0.0.1:1")
 	c := dialFront(t, addr)
@@ -138,7 +119,7 @@ func TestAccessLogFrontAnswers(t *testing.T) {
 func TestAccessLogReplaysBenchRun(t *testing.T) {
 	be := namedBackend(t, "n0")
 	be2 := namedBackend(t, "n1")
-	var buf syncBuf
+	var buf testutil.SyncBuf
 	l := NewAccessLog(&buf, LogCommon)
 	addr, _, _ := startFront(t, Config{AccessLog: l}, be.URL, be2.URL)
 	targets := loadgen.List{"/a.html", "/b/c.css", "/d.js?v=2"}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // TestBatcherPartialHeadGoesTheOrdinaryWay: a head larger than the socket
@@ -80,7 +82,7 @@ func TestBatcherAfterCloseWritesInline(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	a, z := tcpPair(t)
+	a, z := testutil.TCPPair(t)
 	nc := newNodeConn(a)
 	got := make(chan string, 1)
 	go func() { // the node answers once it has the request
@@ -103,26 +105,6 @@ func TestBatcherAfterCloseWritesInline(t *testing.T) {
 	if !nc.awaited || nc.rerr != nil || !bytes.HasPrefix(nc.in.bytes(), []byte("HTTP/1.1 204")) {
 		t.Fatalf("answer: awaited %v, err %v, %q", nc.awaited, nc.rerr, nc.in.bytes())
 	}
-}
-
-// tcpPair returns both ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	z, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); z.Close() })
-	return a, z
 }
 
 // TestBatcherCountsEveryHead: each relayed request without a body goes out
@@ -154,7 +136,7 @@ func TestBatcherCountsEveryHead(t *testing.T) {
 // connection is already closed), sendAwait returns the error instead of
 // waiting for a batch that was never asked for.
 func TestBatcherReadFailsFirst(t *testing.T) {
-	a, _ := tcpPair(t)
+	a, _ := testutil.TCPPair(t)
 	nc := newNodeConn(a)
 	a.Close()
 	done := make(chan struct{})

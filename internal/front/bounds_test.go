@@ -12,20 +12,9 @@ func policyURLs(t *testing.T, s interface {
 	WithPolicy(func(policy.Policy, *policy.Cluster))
 }) int {
 	t.Helper()
-	n := -1
-	s.WithPolicy(func(p policy.Policy, _ *policy.Cluster) {
-		switch v := p.(policy.Tabler).Tables(0).(type) {
-		case policy.LARDTables:
-			n = v.Targets
-		case policy.LARDRTables:
-			n = v.Targets
-		case policy.TBCCRDTables:
-			n = v.URLs
-		case policy.WeblinsTables:
-			n = v.Docs
-		}
-	})
-	if n < 0 {
+	n, ok := -1, false
+	s.WithPolicy(func(p policy.Policy, _ *policy.Cluster) { n, ok = policy.TableURLs(p) })
+	if !ok {
 		t.Fatal("policy has no URL table snapshot")
 	}
 	return n

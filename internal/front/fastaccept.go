@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"shoal/internal/accept"
 )
 
 // The raw accept path: under passfd alone (Config.Path is PassFD, no
@@ -106,7 +109,7 @@ func (s *Server) serveRaw(tl *net.TCPListener, ra *rawAccept) error {
 		return fmt.Errorf("front: accept: %w", err)
 	}
 	ra.buf = make([]byte, s.inSize())
-	var b backoff
+	var b accept.Backoff
 	for {
 		var fd int
 		var aerr error
@@ -141,14 +144,13 @@ func (s *Server) serveRaw(tl *net.TCPListener, ra *rawAccept) error {
 			if s.closing.Load() {
 				return ErrServerClosed
 			}
-			switch aerr {
-			case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
-				b.wait(s, aerr) // out of descriptors or memory
-				continue
-			}
-			return fmt.Errorf("front: accept: %w", aerr)
+			// EMFILE and the like: the port stays (internal/accept).
+			d := b.Next()
+			s.acceptRetry(aerr, d)
+			time.Sleep(d)
+			continue
 		}
-		b = 0
+		b.Reset()
 		ra.conn(fd)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/accept"
 	"shoal/internal/cluster"
 	"shoal/internal/httpwire"
 	"shoal/internal/policy"
@@ -306,47 +307,21 @@ func (s *Server) Serve(ln net.Listener) error {
 	if tl, ra := s.fastAccept(ln); tl != nil {
 		return s.serveRaw(tl, ra)
 	}
-	var b backoff
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if s.closing.Load() {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
-				b.wait(s, err) // EMFILE and friends
-				continue
-			}
-			return fmt.Errorf("front: accept: %w", err)
+	err := accept.Loop(ln, func(c net.Conn) {
+		if cc := s.acceptConn(c); cc != nil {
+			go cc.serve()
 		}
-		b = 0
-		cc := s.acceptConn(c)
-		if cc == nil {
-			continue
-		}
-		go cc.serve()
+	}, s.acceptRetry)
+	if s.closing.Load() {
+		return ErrServerClosed
 	}
+	return fmt.Errorf("front: accept: %w", err)
 }
 
-// backoff is the accept loops' one rule for a listener out of descriptors
-// or memory, net/http's: wait 5 ms, doubling up to 1 s, until an accept
-// succeeds (which resets it to 0).
-type backoff time.Duration
-
-func (b *backoff) wait(s *Server, err error) {
-	if *b == 0 {
-		*b = backoff(5 * time.Millisecond)
-	} else if *b *= 2; *b > backoff(time.Second) {
-		*b = backoff(time.Second)
-	}
-	s.logf("front: accept: %v; retrying in %v", err, time.Duration(*b))
-	time.Sleep(time.Duration(*b))
-}
-
-func isTemporary(err error) bool {
-	var t interface{ Temporary() bool }
-	return errors.As(err, &t) && t.Temporary()
+// acceptRetry logs an accept error the loop retries after wait
+// (internal/accept's rule: out of descriptors or memory, the port stays).
+func (s *Server) acceptRetry(err error, wait time.Duration) {
+	s.logf("front: accept: %v; retrying in %v", err, wait)
 }
 
 func (s *Server) logf(format string, args ...any) {

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 func TestKeepAliveRoutesEachRequest(t *testing.T) {
@@ -86,24 +88,11 @@ func TestResponseHopByHopRemoved(t *testing.T) {
 	}
 }
 
-// pattern returns n deterministic bytes.
-func pattern(n int) []byte {
-	b := make([]byte, n)
-	x := uint32(2463534242)
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		b[i] = byte(x)
-	}
-	return b
-}
-
 func sum(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }
 
 func TestStreamingBodies(t *testing.T) {
 	const size = 10 << 20
-	data := pattern(size)
+	data := testutil.Pattern(size)
 	want := sum(data)
 	ts := namedBackendFunc(t, func(w http.ResponseWriter, r *http.Request) {
 		h := sha256.New()
@@ -642,7 +631,7 @@ func TestIdleKeepAliveClosed(t *testing.T) {
 }
 
 func TestUntilCloseResponse(t *testing.T) {
-	big := pattern(300 << 10)
+	big := testutil.Pattern(300 << 10)
 	node := rawBackend(t, func(c net.Conn) {
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 			return

@@ -19,12 +19,13 @@ import (
 	"time"
 
 	"shoal/internal/node"
+	"shoal/internal/testutil"
 )
 
 const helperEnv = "SHOAL_FRONT_HELPER_NODE"
 
 // helperBody is what a helper node answers for every path.
-var helperBody = pattern(16 << 10)
+var helperBody = testutil.Pattern(16 << 10)
 
 // TestHelperNode is not a test: run as a child process with helperEnv set
 // to a site directory, it is a real shoal node (internal/node) in its own

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // TestLogEvents checks the operational log: a node going down and coming
@@ -16,7 +18,7 @@ import (
 func TestLogEvents(t *testing.T) {
 	be := namedBackend(t, "n0")
 	addr, s, cl := startFront(t, Config{}, "http://127.0.0.1:1", be.URL)
-	var buf syncBuf
+	var buf testutil.SyncBuf
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

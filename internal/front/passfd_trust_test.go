@@ -22,6 +22,7 @@ import (
 	"shoal/internal/cluster"
 	"shoal/internal/handoff"
 	"shoal/internal/policy"
+	"shoal/internal/testutil"
 )
 
 // nobody is the uid and gid the foreign socket's listener runs as.
@@ -183,7 +184,7 @@ func TestPassFDUntrustedSocket(t *testing.T) {
 			}
 			// What a hostile node added through the admin API reports.
 			cl.SetStatus(0, &cluster.Status{HandoffSocket: sock})
-			var logs syncBuf
+			var logs testutil.SyncBuf
 			s, addr := frontOn(t, cl, Config{Path: PassFD(PassFDConfig{HandoffDir: dir}), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 			const n = 3

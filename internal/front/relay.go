@@ -419,7 +419,7 @@ func connTokens(dst [][]byte, hs []httpwire.Header) [][]byte {
 			for i < len(v) && v[i] != ',' {
 				i++
 			}
-			t := trimOWS(v[:i])
+			t := httpwire.TrimOWS(v[:i])
 			if len(t) > 0 && !httpwire.EqualFold(t, "close") && !httpwire.EqualFold(t, "keep-alive") {
 				dst = append(dst, t)
 			}
@@ -430,16 +430,6 @@ func connTokens(dst [][]byte, hs []httpwire.Header) [][]byte {
 		}
 	}
 	return dst
-}
-
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // dropHeader reports whether a field is hop-by-hop (RFC 9110 §7.6.1:

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"shoal/internal/accept"
 )
 
 // FDConn is a client connection received over a handoff socket. It is a
@@ -193,20 +195,14 @@ func (l *FDListener) Stats() FDListenerStats {
 	}
 }
 
+// acceptPeers accepts fronts on the handoff socket until it is closed,
+// keeping it open through EMFILE and the like (internal/accept).
 func (l *FDListener) acceptPeers() {
-	for {
-		uc, err := l.ul.AcceptUnix()
-		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond) // EMFILE and friends
-			continue
+	accept.Loop(l.ul, func(c net.Conn) {
+		uc, ok := c.(*net.UnixConn) // always, from a UnixListener
+		if !ok {
+			c.Close()
+			return
 		}
 		p := &fdPeer{l: l, uc: uc}
 		l.mu.Lock()
@@ -221,7 +217,7 @@ func (l *FDListener) acceptPeers() {
 		l.mu.Unlock()
 		l.stats.peers.Add(1)
 		go p.read()
-	}
+	}, nil)
 }
 
 // fdPeer is one front's connection to the handoff socket. Returns go back on

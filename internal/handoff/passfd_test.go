@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/testutil"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -32,26 +34,6 @@ func fdSeqpair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 		return c.(*net.UnixConn)
 	}
 	return wrap(fds[0]), wrap(fds[1])
-}
-
-// fdTCPPair returns a connected client and server TCP connection on loopback.
-func fdTCPPair(t testing.TB) (client, server *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); s.Close() })
-	return c.(*net.TCPConn), s.(*net.TCPConn)
 }
 
 func TestHeaderRoundTrip(t *testing.T) {
@@ -98,7 +80,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 // the receiver can answer the client on it after the sender closed its copy.
 func TestSendRecv(t *testing.T) {
 	a, b := fdSeqpair(t)
-	client, server := fdTCPPair(t)
+	client, server := testutil.TCPPair(t)
 	h := FDHeader{Kind: FDHandoff, Flags: FDFlagReturn, Node: 2, Moves: 1, Conn: 99}
 	data := []byte("GET /x HTTP/1.1\r\nHost: h\r\n\r\nGET /y")
 	if _, err := SendFD(a, h, server, time.Second, nil, data[:10], data[10:]); err != nil {
@@ -155,7 +137,7 @@ func TestRecvRefuses(t *testing.T) {
 			var clients []*net.TCPConn
 			var rights []int
 			for range tc.fds {
-				c, s := fdTCPPair(t)
+				c, s := testutil.TCPPair(t)
 				clients = append(clients, c)
 				f, err := s.File()
 				if err != nil {
@@ -210,7 +192,7 @@ func TestRecvRefuses(t *testing.T) {
 				}
 			}
 			// The socket still works for the next message.
-			c, s := fdTCPPair(t)
+			c, s := testutil.TCPPair(t)
 			if _, err := SendFD(a, FDHeader{Kind: FDHandoff}, s, time.Second, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -236,7 +218,7 @@ func TestRecvEOF(t *testing.T) {
 
 func TestSendTooLarge(t *testing.T) {
 	a, _ := fdSeqpair(t)
-	_, s := fdTCPPair(t)
+	_, s := testutil.TCPPair(t)
 	if _, err := SendFD(a, FDHeader{Kind: FDHandoff}, s, 0, nil, make([]byte, FDMaxData), []byte{1}); err == nil {
 		t.Fatal("sent more than FDMaxData")
 	}
@@ -263,7 +245,7 @@ func TestListenerClient(t *testing.T) {
 	})
 	defer cl.Close()
 
-	client, server := fdTCPPair(t)
+	client, server := testutil.TCPPair(t)
 	if err := cl.Send(FDHeader{Kind: FDHandoff, Flags: FDFlagReturn, Node: 1, Moves: 1, Conn: 7}, server, []byte("he"), []byte("ad")); err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +322,7 @@ func TestClientRedials(t *testing.T) {
 	}
 	cl := NewFDClient(FDClientConfig{Path: path})
 	defer cl.Close()
-	_, s := fdTCPPair(t)
+	_, s := testutil.TCPPair(t)
 	if err := cl.Send(FDHeader{Kind: FDHandoff}, s); err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +356,7 @@ func TestClientRedials(t *testing.T) {
 // 300-byte request head, recvmsg, net.FileConn, and closing both copies.
 func BenchmarkSendRecvFD(b *testing.B) {
 	a, r := fdSeqpair(b)
-	_, s := fdTCPPair(b)
+	_, s := testutil.TCPPair(b)
 	head := bytes.Repeat([]byte("x"), 300)
 	buf := make([]byte, FDHeaderLen+FDMaxData)
 	var scratch []byte
@@ -397,7 +379,7 @@ func BenchmarkSendRecvFD(b *testing.B) {
 func TestRawForward(t *testing.T) {
 	a, b := fdSeqpair(t)
 	c, d := fdSeqpair(t)
-	client, server := fdTCPPair(t)
+	client, server := testutil.TCPPair(t)
 	if _, err := SendFD(a, FDHeader{Kind: FDReturn, Conn: 3}, server, time.Second, nil, []byte("x")); err != nil {
 		t.Fatal(err)
 	}

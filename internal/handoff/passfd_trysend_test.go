@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // TestTrySendRaw: the non-waiting send delivers the descriptor and the
@@ -22,7 +24,7 @@ func TestTrySendRaw(t *testing.T) {
 	defer ul.Close()
 	c := NewFDClient(FDClientConfig{Path: sock, SendTimeout: 10 * time.Millisecond})
 	defer c.Close()
-	client, server := fdTCPPair(t)
+	client, server := testutil.TCPPair(t)
 	defer client.Close()
 	rc, _ := server.SyscallConn()
 	var fd int

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"shoal/internal/accept"
 )
 
 // The repair path's control channel: one TCP connection from the front to
@@ -641,33 +643,22 @@ func (l *RepairListener) admit(c net.Conn) bool {
 	return true
 }
 
+// acceptLoop accepts control connections until the port is closed, keeping
+// it open through EMFILE and the like (internal/accept).
 func (l *RepairListener) acceptLoop() {
-	var backoff time.Duration
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				l.Close()
-				return
-			}
-			// EMFILE, ENOBUFS and the like pass; keep the port alive.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			time.Sleep(backoff)
-			continue
-		}
-		backoff = 0
+	accept.Loop(l.ln, func(c net.Conn) {
 		if !l.admit(c) {
 			c.Close()
 			l.Limited.Add(1)
-			continue
+			return
 		}
 		setKeepAlive(c)
 		go l.serveChannel(c)
+	}, nil)
+	select {
+	case <-l.done:
+	default:
+		l.Close() // closed under us: stop the rest too
 	}
 }
 

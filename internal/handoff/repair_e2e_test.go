@@ -262,12 +262,30 @@ func rxBytes(t testing.TB, ns string) int64 {
 	return n
 }
 
+// fetchResult is what the fetch helper (helperFetch) prints as JSON.
 type fetchResult struct {
 	OK, Bad, Errors, Dials int
 	Slow                   int // requests that took over 100 ms
 	Bytes                  int64
 	FirstError             string         `json:"first_error"`
 	ReadErrors             map[string]int `json:"read_errors"` // why connections ended early
+}
+
+// runFetch runs the fetch helper in the namespace ns against base with
+// args (connections, requests, manifest and optionally "close") and returns
+// what it reports, failing the test if it fails or reports nothing.
+func runFetch(t *testing.T, ns, base string, args ...string) fetchResult {
+	t.Helper()
+	var res strings.Builder
+	cl, _ := helper(t, ns, "fetch", &res, append([]string{base}, args...)...)
+	if err := cl.Wait(); err != nil {
+		t.Fatalf("Go client: %v", err)
+	}
+	var r fetchResult
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res.String())), &r); err != nil {
+		t.Fatalf("Go client output %q: %v", res.String(), err)
+	}
+	return r
 }
 
 // watchConn records the read error that ended a client connection, so a
@@ -355,17 +373,9 @@ func TestRepairShoalKeepAlive(t *testing.T) {
 		t.Log("curl not installed: only the Go client runs")
 	}
 
-	var res strings.Builder
 	start := time.Now()
-	cl, _ := helper(t, l.ClientNS(), "fetch", &res, rc.base, strconv.Itoa(conns), strconv.Itoa(reqs), rc.manPath)
-	if err := cl.Wait(); err != nil {
-		t.Fatalf("Go client: %v", err)
-	}
+	r := runFetch(t, l.ClientNS(), rc.base, strconv.Itoa(conns), strconv.Itoa(reqs), rc.manPath)
 	elapsed := time.Since(start)
-	var r fetchResult
-	if err := json.Unmarshal([]byte(strings.TrimSpace(res.String())), &r); err != nil {
-		t.Fatalf("Go client output %q: %v", res.String(), err)
-	}
 	t.Logf("Go client: %d requests over %d connections in %v: %+v", reqs, conns, elapsed.Round(time.Millisecond), r)
 	if r.OK != reqs || r.Bad != 0 || r.Errors != 0 {
 		t.Errorf("Go client: %d ok of %d, %d corrupt, %d errors (first: %s)", r.OK, reqs, r.Bad, r.Errors, r.FirstError)
@@ -425,16 +435,8 @@ func testRepairShoalClose(t *testing.T, backend string) {
 		reqs = 300
 	}
 	rc := startRepairClusterPath(t, 3, 16, "repair", "--repair-steer", backend)
-	var res strings.Builder
 	start := time.Now()
-	cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &res, rc.base, "16", strconv.Itoa(reqs), rc.manPath, "close")
-	if err := cl.Wait(); err != nil {
-		t.Fatalf("Go client: %v", err)
-	}
-	var r fetchResult
-	if err := json.Unmarshal([]byte(strings.TrimSpace(res.String())), &r); err != nil {
-		t.Fatalf("Go client output %q: %v", res.String(), err)
-	}
+	r := runFetch(t, rc.lab.ClientNS(), rc.base, "16", strconv.Itoa(reqs), rc.manPath, "close")
 	t.Logf("%d one-request connections in %v: %+v", reqs, time.Since(start).Round(time.Millisecond), r)
 	if r.OK != reqs || r.Bad != 0 || r.Errors != 0 || r.Dials != reqs {
 		t.Errorf("Go client: %d ok of %d, %d corrupt, %d errors, %d dials (first: %s)", r.OK, reqs, r.Bad, r.Errors, r.Dials, r.FirstError)
@@ -457,15 +459,7 @@ func testRepairShoalClose(t *testing.T, backend string) {
 // the client sees nothing unusual.
 func TestRepairFallbackRelay(t *testing.T) {
 	rc := startRepairClusterPath(t, 1, 8, "repair", "--repair-port", "7999")
-	var res strings.Builder
-	cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &res, rc.base, "4", "40", rc.manPath)
-	if err := cl.Wait(); err != nil {
-		t.Fatalf("Go client: %v", err)
-	}
-	var r fetchResult
-	if err := json.Unmarshal([]byte(strings.TrimSpace(res.String())), &r); err != nil {
-		t.Fatalf("Go client output %q: %v", res.String(), err)
-	}
+	r := runFetch(t, rc.lab.ClientNS(), rc.base, "4", "40", rc.manPath)
 	if r.OK != 40 || r.Bad != 0 || r.Errors != 0 {
 		t.Errorf("Go client through the relay fallback: %+v", r)
 	}
@@ -492,16 +486,7 @@ func TestRepairRefusedRelay(t *testing.T) {
 	rc := startRepairClusterPath(t, 1, 8, "repair")
 	fetch := func(n int) fetchResult {
 		t.Helper()
-		var res strings.Builder
-		cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &res, rc.base, "4", strconv.Itoa(n), rc.manPath, "close")
-		if err := cl.Wait(); err != nil {
-			t.Fatalf("Go client: %v", err)
-		}
-		var r fetchResult
-		if err := json.Unmarshal([]byte(strings.TrimSpace(res.String())), &r); err != nil {
-			t.Fatalf("Go client output %q: %v", res.String(), err)
-		}
-		return r
+		return runFetch(t, rc.lab.ClientNS(), rc.base, "4", strconv.Itoa(n), rc.manPath, "close")
 	}
 	if r := fetch(4); r.OK != 4 { // dials the control channel
 		t.Fatalf("warm-up through the handoff: %+v", r)
@@ -715,19 +700,23 @@ func helperHold(args []string) error {
 	fmt.Println("READY")
 	bufio.NewReader(os.Stdin).ReadString('\n')
 	c.SetDeadline(time.Now().Add(15 * time.Second))
-	err = get()
+	fmt.Println(outcome(get()))
+	return nil
+}
+
+// outcome names how a helper client's last exchange ended, as the tests
+// match it in the helper's output: ok, reset, eof, timeout or "error: …".
+func outcome(err error) string {
 	var ne net.Error
 	switch {
 	case err == nil:
-		fmt.Println("ok")
+		return "ok"
 	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
-		fmt.Println("reset")
+		return "reset"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		fmt.Println("eof")
+		return "eof"
 	case errors.As(err, &ne) && ne.Timeout():
-		fmt.Println("timeout")
-	default:
-		fmt.Println("error:", err)
+		return "timeout"
 	}
-	return nil
+	return "error: " + err.Error()
 }

@@ -61,51 +61,37 @@ func newTestLab(t testing.TB, nodes int) *Lab {
 // the helper printed READY (the rest of its stdout goes to out).
 func helper(t testing.TB, ns, role string, out io.Writer, args ...string) (*testutil.Proc, io.WriteCloser) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := Exec(context.Background(), ns, exe, "-test.run=^TestRepairHelper$", "-test.v=false")
-	cmd.Env = append(os.Environ(), helperEnv+"="+role+" "+strings.Join(args, " "))
-	cmd.Stderr = os.Stderr
+	inNS := func(name string, a ...string) *exec.Cmd { return Exec(context.Background(), ns, name, a...) }
+	cmd := testutil.HelperCmd(t, inNS, "TestRepairHelper", helperEnv, role+" "+strings.Join(args, " "))
 	return testutil.StartReady(t, cmd, out, "helper "+role+" in "+ns)
 }
 
 // TestRepairHelper is not a test: it is the entry point of helper processes.
 func TestRepairHelper(t *testing.T) {
-	spec := os.Getenv(helperEnv)
-	if spec == "" {
-		t.Skip("helper process entry point")
-	}
-	f := strings.Fields(spec)
-	var err error
-	switch f[0] {
-	case "node":
-		err = helperNode(f[1], f[2:]...)
-	case "front":
-		err = helperFront(f[1], f[2], f[3:])
-	case "client":
-		err = helperClient(f[1:])
-	case "fetch":
-		err = helperFetch(f[1:])
-	case "hold":
-		err = helperHold(f[1:])
-	case "pipeline":
-		err = helperPipeline(f[1:])
-	case "mover":
-		err = helperMover(f[1], f[2:])
-	case "guardnode":
-		err = helperGuardNode(f[1], f[2])
-	case "guardclient":
-		err = helperGuardClient(f[1])
-	default:
-		err = fmt.Errorf("unknown role %q", f[0])
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	testutil.HelperMain(t, helperEnv, func(f []string) error {
+		switch f[0] {
+		case "node":
+			return helperNode(f[1], f[2:]...)
+		case "front":
+			return helperFront(f[1], f[2], f[3:])
+		case "client":
+			return helperClient(f[1:])
+		case "fetch":
+			return helperFetch(f[1:])
+		case "hold":
+			return helperHold(f[1:])
+		case "pipeline":
+			return helperPipeline(f[1:])
+		case "mover":
+			return helperMover(f[1], f[2:])
+		case "guardnode":
+			return helperGuardNode(f[1], f[2])
+		case "guardclient":
+			return helperGuardClient(f[1])
+		default:
+			return fmt.Errorf("unknown role %q", f[0])
+		}
+	})
 }
 
 // body returns n deterministic bytes for a size and seed.

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,9 +17,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // TestRepairMoverModes runs RepairMover in a lab against nodes with and
@@ -41,15 +41,15 @@ func TestRepairMoverModes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			l := newTestLab(t, 2)
 			var nodes []string
-			var nodeOut []*syncBuffer
+			var nodeOut []*testutil.SyncBuf
 			for i, a := range l.NodeAddrs {
 				addr := netip.AddrPortFrom(a, 7070).String()
 				nodes = append(nodes, addr)
-				out := &syncBuffer{}
+				out := &testutil.SyncBuf{}
 				nodeOut = append(nodeOut, out)
 				helper(t, l.NodeNS(i), "node", out, append([]string{addr}, c.nodeOpts...)...)
 			}
-			frontOut := &syncBuffer{}
+			frontOut := &testutil.SyncBuf{}
 			_, frontIn := helper(t, l.FrontNS(), "mover", frontOut, append([]string{netip.AddrPortFrom(l.VIP, 80).String()}, nodes...)...)
 
 			// The nodes' handler answers /objK?n=SIZE with body(SIZE, "/objK").
@@ -121,7 +121,7 @@ func TestRepairGuard(t *testing.T) {
 			if out, err := Exec(t.Context(), l.ClientNS(), "ip", "route", "add", l.VIP.String()+"/32", "via", l.NodeAddrs[0].String()).CombinedOutput(); err != nil {
 				t.Fatalf("route: %v: %s", err, out)
 			}
-			nodeOut := &syncBuffer{}
+			nodeOut := &testutil.SyncBuf{}
 			_, nodeIn := helper(t, l.NodeNS(0), "guardnode", nodeOut, netip.AddrPortFrom(l.VIP, 9).String(), strconv.FormatBool(c.guard))
 			var out strings.Builder
 			cl, _ := helper(t, l.ClientNS(), "guardclient", &out, netip.AddrPortFrom(l.VIP, 9).String())
@@ -259,35 +259,12 @@ func helperGuardClient(addr string) error {
 	c.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
 	var b [1]byte
 	_, err = c.Read(b[:])
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNRESET):
-		fmt.Println("reset")
-	case errors.Is(err, io.EOF):
-		fmt.Println("eof")
-	case errors.As(err, &ne) && ne.Timeout():
-		fmt.Println("timeout")
-	default:
-		fmt.Println("error:", err)
-	}
+	fmt.Println(outcome(err))
 	return nil
 }
 
-// syncBuffer is a strings.Builder safe for a helper's output goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // waitLine waits (boundedly) for re in out and returns its first group.
-func waitLine(t *testing.T, out *syncBuffer, re *regexp.Regexp) string {
+func waitLine(t *testing.T, out *testutil.SyncBuf, re *regexp.Regexp) string {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := re.FindStringSubmatch(out.String()); m != nil {

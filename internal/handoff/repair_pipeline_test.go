@@ -114,16 +114,8 @@ func TestRepairLargeAnswers(t *testing.T) {
 	if err := os.WriteFile(manPath, []byte(big.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var res strings.Builder
 	start := time.Now()
-	cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &res, rc.base, "8", strconv.Itoa(reqs), manPath, "close")
-	if err := cl.Wait(); err != nil {
-		t.Fatalf("Go client: %v", err)
-	}
-	var r fetchResult
-	if err := json.Unmarshal([]byte(strings.TrimSpace(res.String())), &r); err != nil {
-		t.Fatalf("Go client output %q: %v", res.String(), err)
-	}
+	r := runFetch(t, rc.lab.ClientNS(), rc.base, "8", strconv.Itoa(reqs), manPath, "close")
 	t.Logf("%d 1 MB answers in %v: %+v", reqs, time.Since(start).Round(time.Millisecond), r)
 	if r.OK != reqs || r.Bad != 0 || r.Errors != 0 || r.Bytes != int64(reqs)<<20 {
 		t.Errorf("Go client: %d ok of %d, %d corrupt, %d errors, %d bytes (first: %s)", r.OK, reqs, r.Bad, r.Errors, r.Bytes, r.FirstError)

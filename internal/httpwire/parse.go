@@ -611,7 +611,7 @@ func forEachToken(b []byte, f func([]byte)) {
 		for i < len(b) && b[i] != ',' {
 			i++
 		}
-		t := trimOWS(b[:i])
+		t := TrimOWS(b[:i])
 		if len(t) > 0 {
 			f(t)
 		}
@@ -622,11 +622,14 @@ func forEachToken(b []byte, f func([]byte)) {
 	}
 }
 
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+// TrimOWS strips the optional white space (SP and HTAB, RFC 9110 §5.6.3)
+// around a header value or list element; the front, the node and the
+// trace parser share it.
+func TrimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '	') {
 		b = b[1:]
 	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '	') {
 		b = b[:len(b)-1]
 	}
 	return b

@@ -34,7 +34,7 @@ const maxOff = 1<<63 - 1
 // It does not allocate when dst has room.
 func ParseRanges(v []byte, size int64, max int, dst []Span) ([]Span, RangeKind) {
 	dst = dst[:0]
-	v = trimOWS(v)
+	v = TrimOWS(v)
 	if len(v) < 7 || !EqualFold(v[:6], "bytes=") {
 		return dst, RangeNone
 	}

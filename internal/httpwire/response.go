@@ -208,7 +208,7 @@ const (
 // ParseRange interprets a Range header value for a body of size bytes. For
 // RangeSingle it returns the inclusive byte positions first..last.
 func ParseRange(v []byte, size int64) (first, last int64, kind RangeKind) {
-	v = trimOWS(v)
+	v = TrimOWS(v)
 	if len(v) < 6 || !EqualFold(v[:6], "bytes=") {
 		return 0, 0, RangeNone
 	}

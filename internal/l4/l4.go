@@ -56,9 +56,9 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"shoal/internal/accept"
 	"shoal/internal/handoff"
 	"shoal/internal/policy"
 )
@@ -258,7 +258,8 @@ func (f *Front) SteerBackend() string {
 var ErrClosed = errors.New("l4: front closed")
 
 // Serve accepts client connections on ln until Close (it then returns
-// ErrClosed) or a permanent accept error. It may run on several listeners.
+// ErrClosed) or until ln is closed by someone else; other accept errors are
+// retried (internal/accept). It may run on several listeners.
 func (f *Front) Serve(ln net.Listener) error {
 	f.mu.Lock()
 	if f.closed {
@@ -270,28 +271,7 @@ func (f *Front) Serve(ln net.Listener) error {
 	f.wg.Add(1) // Close waits for this loop, and so for its last handoff
 	f.mu.Unlock()
 	defer f.wg.Done()
-	var backoff time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			f.mu.Lock()
-			closed := f.closed
-			f.mu.Unlock()
-			if closed {
-				return ErrClosed
-			}
-			var ne net.Error
-			if (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
-				errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
-				// Out of descriptors or memory: back off as net/http does.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				f.log.Warn("l4: accept failed; backing off", "err", err, "backoff", backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			return fmt.Errorf("l4: accept on %s: %w", ln.Addr(), err)
-		}
-		backoff = 0
+	err := accept.Loop(ln, func(c net.Conn) {
 		f.accepted.Add(1)
 		tc, ok := c.(*net.TCPConn)
 		if !ok {
@@ -299,28 +279,37 @@ func (f *Front) Serve(ln net.Listener) error {
 			// per connection rather than crash.
 			c.Close()
 			f.failed.Add(1)
-			continue
+			return
 		}
 		if f.cfg.Path == PassFD {
 			// Inline: a handoff is one sendmsg and a close, cheaper than
 			// starting a goroutine. A node whose socket is full stalls
 			// accepting for up to SendTimeout, which is backpressure.
 			f.pass(tc)
-			continue
+			return
 		}
 		if !f.track(tc) {
 			tc.Close()
-			continue
+			return
 		}
 		f.wg.Add(1)
 		if f.cfg.Path == Repair {
 			// A goroutine: a repair handoff waits a control round trip
 			// for the node's answer, and handoffs to the nodes overlap.
 			go f.repair(tc)
-			continue
+			return
 		}
 		go f.relay(tc)
+	}, func(err error, wait time.Duration) {
+		f.log.Warn("l4: accept failed; backing off", "err", err, "backoff", wait)
+	})
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		return ErrClosed
 	}
+	return fmt.Errorf("l4: accept on %s: %w", ln.Addr(), err)
 }
 
 // Close stops every Serve, closes the connections being relayed and waits

@@ -128,39 +128,25 @@ func frontProc(t *testing.T, out *testutil.SyncBuf) string {
 // arguments and returns once it printed READY; later stdout lines go to out.
 func l4Helper(t *testing.T, ns string, out io.Writer, args ...string) (*testutil.Proc, io.WriteCloser) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := handoff.Exec(context.Background(), ns, exe, "-test.run=^TestL4LabHelper$")
-	cmd.Env = append(os.Environ(), l4HelperEnv+"="+strings.Join(args, " "))
-	cmd.Stderr = os.Stderr
+	inNS := func(name string, a ...string) *exec.Cmd { return handoff.Exec(context.Background(), ns, name, a...) }
+	cmd := testutil.HelperCmd(t, inNS, "TestL4LabHelper", l4HelperEnv, strings.Join(args, " "))
 	return testutil.StartReady(t, cmd, out, fmt.Sprintf("helper %v in %s", args, ns))
 }
 
 // TestL4LabHelper is not a test: it is the helper processes' entry point.
 func TestL4LabHelper(t *testing.T) {
-	spec := os.Getenv(l4HelperEnv)
-	if spec == "" {
-		t.Skip("helper process entry point")
-	}
-	f := strings.Fields(spec)
-	var err error
-	switch {
-	case f[0] == "sink" && len(f) == 3:
-		err = labSink(f[1], f[2])
-	case f[0] == "front" && len(f) >= 3:
-		err = labFront(f[1], f[2:])
-	case f[0] == "client" && len(f) == 5:
-		err = labClient(f[1], f[2], f[3], f[4])
-	default:
-		err = fmt.Errorf("bad helper spec %q", spec)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	testutil.HelperMain(t, l4HelperEnv, func(f []string) error {
+		switch {
+		case f[0] == "sink" && len(f) == 3:
+			return labSink(f[1], f[2])
+		case f[0] == "front" && len(f) >= 3:
+			return labFront(f[1], f[2:])
+		case f[0] == "client" && len(f) == 5:
+			return labClient(f[1], f[2], f[3], f[4])
+		default:
+			return fmt.Errorf("bad helper spec %q", f)
+		}
+	})
 }
 
 // labSink echoes payload bytes on every connection rebuilt on addr.

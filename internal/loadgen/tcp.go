@@ -8,8 +8,9 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"shoal/internal/accept"
 )
 
 // TCPConfig describes one run of seed 002's experiment client (its §4
@@ -202,36 +203,25 @@ func (s *Sink) Serve(ln net.Listener) error {
 	s.lns[ln] = struct{}{}
 	s.mu.Unlock()
 	reply := make([]byte, s.Send)
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			closed := s.closed
-			s.mu.Unlock()
-			if closed {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				time.Sleep(10 * time.Millisecond) // out of descriptors: back off, as net/http does
-				continue
-			}
-			return fmt.Errorf("sink: accept on %s: %w", ln.Addr(), err)
-		}
+	err := accept.Loop(ln, func(c net.Conn) {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
-			return nil
+			return
 		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go s.serve(c, reply)
+	}, nil)
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil
 	}
+	return fmt.Errorf("sink: accept on %s: %w", ln.Addr(), err)
 }
 
 func (s *Sink) serve(c net.Conn, reply []byte) {

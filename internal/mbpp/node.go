@@ -1,6 +1,7 @@
 package mbpp
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -383,7 +384,7 @@ func (n *Node) takeProposals(now time.Time) []Proposal {
 			ps = append(ps, q)
 		}
 	}
-	slices.SortFunc(ps, func(a, b Proposal) int { return cmpID(a.ID, b.ID) })
+	slices.SortFunc(ps, func(a, b Proposal) int { return cmp.Compare(a.ID, b.ID) })
 	return ps
 }
 
@@ -441,7 +442,7 @@ func (n *Node) nearest() Links {
 		copy(buf[i+1:], buf[i:len(buf)-1])
 		buf[i] = c
 	}
-	slices.SortFunc(buf, func(a, b Link) int { return cmpID(a.Peer, b.Peer) })
+	slices.SortFunc(buf, func(a, b Link) int { return cmp.Compare(a.Peer, b.Peer) })
 	n.scratch = buf
 	return buf
 }
@@ -474,7 +475,7 @@ func (n *Node) refresh(now time.Time) {
 	// the next deltas carry the whole set so that the copies drop them too.
 	before := len(e.Links)
 	e.Links = slices.DeleteFunc(e.Links, func(l Link) bool {
-		_, ok := slices.BinarySearchFunc(pub, l.Peer, func(c Link, p ID) int { return cmpID(c.Peer, p) })
+		_, ok := slices.BinarySearchFunc(pub, l.Peer, func(c Link, p ID) int { return cmp.Compare(c.Peer, p) })
 		return !ok
 	})
 	if len(e.Links) < before {

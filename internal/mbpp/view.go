@@ -1,6 +1,7 @@
 package mbpp
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -24,7 +25,7 @@ type Link struct {
 type Links []Link
 
 func (ls Links) find(peer ID) (int, bool) {
-	return slices.BinarySearchFunc(ls, peer, func(l Link, p ID) int { return cmpID(l.Peer, p) })
+	return slices.BinarySearchFunc(ls, peer, func(l Link, p ID) int { return cmp.Compare(l.Peer, p) })
 }
 
 // Get returns the link to peer.
@@ -74,7 +75,7 @@ func mergeLinks(e, d Links) (Links, bool) {
 // normalise sorts links by peer and keeps, of several links to one peer,
 // the newest: what a decoder must do with links from the wire.
 func (ls Links) normalise() Links {
-	if slices.IsSortedFunc(ls, func(a, b Link) int { return cmpID(a.Peer, b.Peer) }) {
+	if slices.IsSortedFunc(ls, func(a, b Link) int { return cmp.Compare(a.Peer, b.Peer) }) {
 		ok := true
 		for i := 1; i < len(ls); i++ {
 			if ls[i].Peer == ls[i-1].Peer {
@@ -87,22 +88,12 @@ func (ls Links) normalise() Links {
 		}
 	}
 	slices.SortStableFunc(ls, func(a, b Link) int {
-		if c := cmpID(a.Peer, b.Peer); c != 0 {
+		if c := cmp.Compare(a.Peer, b.Peer); c != 0 {
 			return c
 		}
-		return cmpU64(b.Ver, a.Ver) // newest first
+		return cmp.Compare(b.Ver, a.Ver) // newest first
 	})
 	return slices.CompactFunc(ls, func(a, b Link) bool { return a.Peer == b.Peer })
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Entry is one PoP's line of the performance list, F(x) of seed 003 §2: its
@@ -286,18 +277,8 @@ func (n *Node) View(now time.Time) []PeerView {
 		}
 		out = append(out, v)
 	}
-	slices.SortFunc(out, func(a, b PeerView) int { return cmpID(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b PeerView) int { return cmp.Compare(a.ID, b.ID) })
 	return out
-}
-
-func cmpID(a, b ID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Peer returns one line of this PoP's view (as View gives it) without

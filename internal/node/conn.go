@@ -483,6 +483,8 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 			return keep
 		} else if o != nil {
 			rule = o.rule
+		} else if sel.Remote {
+			return c.noHolder(sel, now, closeAfter, head)
 		} else {
 			body, err := readSmall(tbl, sel)
 			if err != nil {
@@ -498,6 +500,17 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 			}
 			c.s.cache.Add(key, o, o.cost())
 		}
+	}
+	if o == nil && sel.Remote {
+		// Stored elsewhere and not cacheable here: fetched whole from a
+		// holder, kept for this answer only.
+		var done, keep bool
+		if o, mem, done, keep = c.fromPeer(tbl, e, sel, c.cacheKey(e, coding), ctype, coding, vary, c.site.rules.rule(e.URL), now, closeAfter, head); done {
+			return keep
+		} else if o == nil {
+			return c.noHolder(sel, now, closeAfter, head)
+		}
+		rule = o.rule
 	}
 	if o == nil && c.site.rules.headers != nil {
 		rule = c.site.rules.rule(e.URL)

@@ -107,11 +107,11 @@ func acceptsCoding(v []byte, coding string) bool {
 		for i < len(v) && v[i] != ',' {
 			i++
 		}
-		el := trimSpace(v[:i])
+		el := httpwire.TrimOWS(v[:i])
 		name, params := el, []byte(nil)
 		for j, ch := range el {
 			if ch == ';' {
-				name, params = trimSpace(el[:j]), el[j+1:]
+				name, params = httpwire.TrimOWS(el[:j]), el[j+1:]
 				break
 			}
 		}
@@ -133,9 +133,9 @@ func zeroWeight(params []byte) bool {
 		for i < len(params) && params[i] != ';' {
 			i++
 		}
-		p := trimSpace(params[:i])
+		p := httpwire.TrimOWS(params[:i])
 		if len(p) >= 2 && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=' {
-			q := trimSpace(p[2:])
+			q := httpwire.TrimOWS(p[2:])
 			if len(q) == 0 || q[0] != '0' {
 				return false
 			}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // fakeHanded is a Handed over a real TCP connection, recording what the
@@ -46,19 +48,7 @@ func handedPair(t *testing.T, f *fakeHanded) (*Server, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, server := testutil.TCPPair(t)
 	f.Conn = server
 	f.back, f.ended = make(chan []byte, 1), make(chan struct{})
 	one := &oneConnListener{c: f, done: make(chan struct{})}
@@ -102,22 +92,33 @@ func readBody(t *testing.T, r *bufio.Reader) string {
 
 const twoRequests = "GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /a"
 
-// TestHandedKeep: without OneRequest the node serves the preread requests
-// and the ones that follow on the socket.
-func TestHandedKeep(t *testing.T) {
-	f := &fakeHanded{pre: []byte(twoRequests)}
-	_, c := handedPair(t, f)
-	io.WriteString(c, ".txt HTTP/1.1\r\nHost: x\r\n\r\n")
-	r := bufio.NewReader(c)
-	for _, want := range []string{"AAAA", "BBBBBBBB", "AAAA"} {
-		if got := readBody(t, r); got != want {
-			t.Fatalf("body %q, want %q", got, want)
-		}
-	}
-	select {
-	case <-f.back:
-		t.Fatal("handed back without OneRequest")
-	default:
+// TestHandedServesAll: the node serves the preread requests and the ones
+// that follow on the socket itself, handing nothing back, when the front
+// does not ask for one request only (keep) and when it asks but cannot take
+// the connection back (back fails).
+func TestHandedServesAll(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    *fakeHanded
+	}{
+		{"keep", &fakeHanded{pre: []byte(twoRequests)}},
+		{"back fails", &fakeHanded{pre: []byte(twoRequests), oneShot: true, failBack: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c := handedPair(t, tc.f)
+			io.WriteString(c, ".txt HTTP/1.1\r\nHost: x\r\n\r\n")
+			r := bufio.NewReader(c)
+			for _, want := range []string{"AAAA", "BBBBBBBB", "AAAA"} {
+				if got := readBody(t, r); got != want {
+					t.Fatalf("body %q, want %q", got, want)
+				}
+			}
+			select {
+			case <-tc.f.back:
+				t.Fatal("handed back")
+			default:
+			}
+		})
 	}
 }
 
@@ -175,20 +176,6 @@ func TestHandedWaitsForNext(t *testing.T) {
 	case <-g.ended:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Ended not called")
-	}
-}
-
-// TestHandedBackFails: if the front cannot take the connection back, the
-// node serves it itself.
-func TestHandedBackFails(t *testing.T) {
-	f := &fakeHanded{pre: []byte(twoRequests), oneShot: true, failBack: true}
-	_, c := handedPair(t, f)
-	io.WriteString(c, ".txt HTTP/1.1\r\nHost: x\r\n\r\n")
-	r := bufio.NewReader(c)
-	for _, want := range []string{"AAAA", "BBBBBBBB", "AAAA"} {
-		if got := readBody(t, r); got != want {
-			t.Fatalf("body %q, want %q", got, want)
-		}
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // The differential test serves one tree with nginx and with a shoal node
@@ -328,14 +330,7 @@ func diffTree(t *testing.T) (root string, mod time.Time) {
 		"images/logo.svg": "<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n",
 	}
 	mod = time.Now().Add(-24 * time.Hour).Truncate(time.Second)
-	for name, body := range files {
-		p := filepath.Join(root, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		os.Chtimes(p, mod, mod)
-	}
+	testutil.WriteTreeAt(t, root, files, mod)
 	return root, mod
 }
 
@@ -464,14 +459,7 @@ cache_control = "no-cache"
 		"forever.bin":      "f",
 		"emptydir/a/b.txt": "b",
 	}
-	for name, body := range files {
-		p := filepath.Join(root, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		os.Chtimes(p, mod, mod)
-	}
+	testutil.WriteTreeAt(t, root, files, mod)
 	ngx := startNginx(t, root, `
 		location /assets/ { expires 720h; }
 		location /old/ { expires epoch; }
@@ -513,20 +501,13 @@ func TestDifferentialNginxVHosts(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	os.Chmod(root, 0o755)
 	mod := time.Now().Add(-time.Hour).Truncate(time.Second)
-	for _, f := range []struct{ name, body string }{
-		{"a.example/index.html", "<h1>A</h1>\n"},
-		{"a.example/only-a.txt", "only on A\n"},
-		{"b.example/index.html", "<h1>B</h1>\n"},
-		{"b.example/x.css", strings.Repeat("b{}", 50)},
-		{"_default/index.html", "<h1>default</h1>\n"},
-	} {
-		p := filepath.Join(root, f.name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(f.body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		os.Chtimes(p, mod, mod)
-	}
+	testutil.WriteTreeAt(t, root, map[string]string{
+		"a.example/index.html": "<h1>A</h1>\n",
+		"a.example/only-a.txt": "only on A\n",
+		"b.example/index.html": "<h1>B</h1>\n",
+		"b.example/x.css":      strings.Repeat("b{}", 50),
+		"_default/index.html":  "<h1>default</h1>\n",
+	}, mod)
 	ngx := startNginxServers(t, func(listen, brotli string) string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "server { listen %s default_server; root %s/_default; }\n", listen, root)

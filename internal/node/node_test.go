@@ -2,7 +2,6 @@ package node
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,10 +14,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"shoal/internal/testutil"
 	"shoal/internal/trace"
 )
 
@@ -32,29 +31,18 @@ func site(t *testing.T) (root, secret string) {
 	root = t.TempDir()
 	outside := t.TempDir()
 	secret = "TOP-SECRET-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	write := func(p, s string) {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("hello.txt", helloBody)
-	write("1k.bin", strings.Repeat("x", 1024))
-	write("big.bin", bigBody())
-	write("sub/a <b>.txt", "a")
-	write("sub/x&y\".html", "<p>x</p>")
-	write("sub/deeper/z.txt", "z")
-	write("withindex/index.html", "<h1>index</h1>")
+	testutil.WriteTree(t, root, map[string]string{
+		"hello.txt":            helloBody,
+		"1k.bin":               strings.Repeat("x", 1024),
+		"big.bin":              bigBody(),
+		"sub/a <b>.txt":        "a",
+		"sub/x&y\".html":       "<p>x</p>",
+		"sub/deeper/z.txt":     "z",
+		"withindex/index.html": "<h1>index</h1>",
+		"leak.txt":             "->" + filepath.Join(outside, "secret.txt"),
+		"leakdir":              "->" + outside,
+	})
 	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte(secret), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(root, "leak.txt")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(root, "leakdir")); err != nil {
 		t.Fatal(err)
 	}
 	return root, secret
@@ -73,30 +61,13 @@ func bigBody() string {
 type testServer struct {
 	srv  *Server
 	addr string
-	log  *syncBuffer
+	log  *testutil.SyncBuf
 	done chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func start(t *testing.T, root string, mod func(*Config)) *testServer {
 	t.Helper()
-	ts := &testServer{log: &syncBuffer{}, done: make(chan error, 1)}
+	ts := &testServer{log: &testutil.SyncBuf{}, done: make(chan error, 1)}
 	cfg := Config{
 		Root:      root,
 		AccessLog: ts.log,

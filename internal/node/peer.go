@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"shoal/internal/content"
@@ -40,6 +42,10 @@ func (s *Server) startPeer() error {
 		return fmt.Errorf("node: %w", err)
 	}
 	s.peer = h
+	s.peerIdx = make(map[string]int, len(pc.Peers))
+	for i, a := range pc.Peers {
+		s.peerIdx[a] = i
+	}
 	h.Start()
 	return nil
 }
@@ -96,11 +102,22 @@ func (s *Server) PeerObject(r peer.Request) ([]byte, bool, error) {
 		return nil, false, peer.ErrVersion
 	}
 	if s.cache == nil || sel.Size > s.cfg.MaxObject {
-		return nil, false, fmt.Errorf("node: %s is not cacheable here", r.URL)
+		if sel.Remote {
+			return nil, false, peer.ErrNotFound // stored elsewhere: the asker tries the next holder
+		}
+		// A holder of a partitioned site serves what it stores, cacheable
+		// or not; it keeps no copy of what it would not cache.
+		body, err := readSmall(tbl, sel)
+		return body, false, err
 	}
 	key := peerCacheKey(site.name, e.URL, r.Coding)
 	if v, ok := s.cache.Get(key); ok && v.etag == sel.ETag {
 		return v.body, true, nil
+	}
+	if sel.Remote {
+		// Not in memory and not on this disk: never fetch on a peer's
+		// behalf (no chains, no loops); the asker tries a holder.
+		return nil, false, peer.ErrNotFound
 	}
 	body, err := readSmall(tbl, sel)
 	if err != nil {
@@ -183,29 +200,46 @@ func headerHint(hs []httpwire.Header) int {
 	return n
 }
 
-// fromPeer serves a cache miss from the peer the decision names. done
-// means the response was sent (streamed; keep is then serveFile's
-// result). Otherwise o is the fetched object, not cached, for serveFile to
-// answer from (a HEAD, a range, a precondition), or nil: no hint, or the
-// fetch failed before any byte went out, and serveFile reads the disk. mem
-// reports that o came from the peer's memory (it did not read its disk).
+// fromPeer serves a cache miss from a peer: the one the decision names
+// (the hint wins when that peer has the object in memory), then, for a
+// file this node does not store (a partitioned site, content.Entry.Remote),
+// each of its holders in placement order until one answers. done means the
+// response was sent (streamed; keep is then serveFile's result). Otherwise
+// o is the fetched object for serveFile to answer from (a HEAD, a range, a
+// precondition), or nil: no candidate, or every fetch failed before any
+// byte went out; serveFile then reads the disk, or answers 502 for a
+// Remote file. A hinted fetch of a file this node stores is not cached
+// (seed 001); a Remote file goes to the cache as the replacement policy
+// decides, since this node has no disk copy to fall back on. mem reports
+// that o came from the peer's memory (it did not read its disk), for
+// Status.Served.
 func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, coding string, vary bool,
 	rule *headerRule, now time.Time, closeAfter, head bool) (o *object, mem, done, keep bool) {
-	i := c.fetchHint()
-	if i < 0 {
+	if c.s.peer == nil {
+		return nil, false, false, false
+	}
+	var candBuf [8]int
+	cs := candBuf[:0]
+	if i := c.fetchHint(); i >= 0 {
+		cs = append(cs, i)
+	}
+	if sel.Remote {
+		cs = c.s.holderPeers(cs, sel)
+	}
+	if len(cs) == 0 {
 		return nil, false, false, false
 	}
 	req := &c.req
 	r := peer.Request{Site: c.site.name, URL: e.URL, Coding: coding, ETag: sel.ETag, Size: sel.Size, Key: key}
 	plain := !head && req.Range == nil && sel.Size > 0 && precondition(req, &c.cond, sel.ETag, sel.ModTime, now) == 0
 	if !plain {
-		body, mem, _, err := c.s.peer.Fetch(i, r, nil)
+		body, mem, err := c.s.fetchAny(cs, r, nil)
 		if err != nil {
-			c.s.cfg.Logger.Debug("peer fetch", "url", sel.URL, "peer", i, "err", err)
 			return nil, false, false, false
 		}
 		o = buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
 		o.rule = rule
+		c.s.keepRemote(sel, key, o)
 		return o, mem, false, false
 	}
 	// A plain 200: the head goes out with the first chunk, each chunk as
@@ -237,27 +271,45 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		werr = err
 		c.since.Store(time.Now().UnixNano()) // progress, for WriteTimeout
 	}
-	body, mem, _, err := c.s.peer.Fetch(i, r, sink)
+	var body []byte
+	var err error
+	k := 0
+	mem = false
+	for ; k < len(cs); k++ {
+		if body, mem, _, err = c.s.peer.Fetch(cs[k], r, sink); err == nil || started {
+			break
+		}
+		c.s.cfg.Logger.Debug("peer fetch", "url", sel.URL, "peer", cs[k], "err", err)
+	}
 	if err != nil && !started {
-		// Nothing went out: take the head back and read the disk.
+		// Nothing went out: take the head back; the caller reads the disk.
 		c.out, c.segStart = c.out[:mark], seg
 		clear(c.bufs[nbufs:])
 		c.bufs = c.bufs[:nbufs]
-		c.s.cfg.Logger.Debug("peer fetch", "url", sel.URL, "peer", i, "err", err)
 		return nil, false, false, false
 	}
 	c.logRequest(now, 200, sel.Size)
 	c.served.ObjectBytes += sel.Size
 	if err != nil {
-		// Part of the body went out: the rest from the disk.
-		c.s.cfg.Logger.Warn("peer fetch failed midway; finishing from disk", "url", sel.URL, "peer", i, "sent", sent, "err", err)
-		local, rerr := readSmall(tbl, sel)
+		// Part of the body went out: the rest from the disk, or from the
+		// next holder.
+		c.s.cfg.Logger.Warn("peer fetch failed midway; finishing from another copy", "url", sel.URL, "peer", cs[k], "sent", sent, "err", err)
+		var rerr error
+		if sel.Remote {
+			body, _, rerr = c.s.fetchAny(cs[k+1:], r, nil)
+		} else {
+			body, rerr = readSmall(tbl, sel)
+		}
 		if rerr != nil || werr != nil {
 			return nil, false, true, false
 		}
-		body = local
 	} else if mem {
 		c.served.MemoryBytes += sel.Size
+	}
+	if sel.Remote {
+		o := buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
+		o.rule = rule
+		c.s.keepRemote(sel, key, o)
 	}
 	if werr != nil {
 		return nil, false, true, false
@@ -275,4 +327,48 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		}
 	}
 	return nil, false, true, !closeAfter
+}
+
+// holderPeers appends to cs the peer indices of sel's holders (placement
+// IDs are the peers' addresses), best first, skipping this node, unknown
+// IDs and indices already in cs.
+func (s *Server) holderPeers(cs []int, sel *content.Entry) []int {
+	for _, id := range sel.Holders {
+		i, ok := s.peerIdx[id]
+		if ok && s.peer.Usable(i) && !slices.Contains(cs, i) {
+			cs = append(cs, i)
+		}
+	}
+	return cs
+}
+
+// fetchAny fetches r from the first of cs that has it; mem reports that
+// the peer answered from its memory.
+func (s *Server) fetchAny(cs []int, r peer.Request, sink func([]byte)) (body []byte, mem bool, err error) {
+	err = fmt.Errorf("node: %s: no peer to fetch from", r.URL)
+	for _, i := range cs {
+		if body, mem, _, err = s.peer.Fetch(i, r, sink); err == nil {
+			return body, mem, nil
+		}
+		s.cfg.Logger.Debug("peer fetch", "url", r.URL, "peer", i, "err", err)
+	}
+	return nil, false, err
+}
+
+// keepRemote offers a fetched object of a file this node does not store to
+// the memory cache (whose replacement policy decides); other fetched
+// objects are not kept (seed 001).
+func (s *Server) keepRemote(sel *content.Entry, key string, o *object) {
+	if !sel.Remote || s.cache == nil || sel.Size > s.cfg.MaxObject {
+		return
+	}
+	s.cache.Add(strings.Clone(key), o, o.cost())
+}
+
+// noHolder answers for a file of a partitioned site that no holder could
+// send: 502, the node being a gateway to the holders for it.
+func (c *conn) noHolder(sel *content.Entry, now time.Time, closeAfter, head bool) bool {
+	c.s.cfg.Logger.Warn("no holder answered", "url", sel.URL, "holders", sel.Holders)
+	c.simple(502, "", now, closeAfter, head, "no node storing this file answered")
+	return !closeAfter
 }

@@ -201,6 +201,11 @@ func TestPeerFetchPassfd(t *testing.T) {
 		}
 		client.Close()
 		close(one.done)
+		// The client can have every byte before the fetch is over and
+		// counted; a next round started earlier would join it.
+		for end := time.Now().Add(5 * time.Second); ns[0].srv.PeerStats().Fetches < uint64(round+1) && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	a, b := ns[0].srv.PeerStats(), ns[1].srv.PeerStats()
 	if a.Fetches != 2 || b.Served != 2 || b.ServedDisk != 1 || ns[0].srv.cache.Len() != 1 {

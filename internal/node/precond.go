@@ -91,7 +91,7 @@ func matchStrong(list []byte, etag string) bool {
 		for i < len(v) && v[i] != ',' {
 			i++
 		}
-		t := trimSpace(v[:i])
+		t := httpwire.TrimOWS(v[:i])
 		if len(t) == 1 && t[0] == '*' || string(t) == etag {
 			return true
 		}
@@ -115,14 +115,4 @@ func ifRangeOK(v []byte, etag string, modTime time.Time) bool {
 	}
 	t, ok := httpwire.ParseHTTPDate(v)
 	return ok && t.Unix() == modTime.Unix()
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }

@@ -95,20 +95,5 @@ func (c *conn) sendPart(f *os.File, offset, length int64) bool {
 		c.flush()
 		return false
 	}
-	if c.flush() != nil {
-		return false
-	}
-	for length > 0 {
-		chunk := min(length, sendChunk)
-		c.lr = io.LimitedReader{R: f, N: chunk}
-		n, err := io.Copy(c.nc, &c.lr)
-		c.nbytes += n
-		length -= n
-		c.since.Store(time.Now().UnixNano()) // progress, for WriteTimeout
-		if err != nil || n < chunk {
-			return false
-		}
-	}
-	c.lr = io.LimitedReader{}
-	return true
+	return c.copyFile(f, length)
 }

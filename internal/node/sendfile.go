@@ -17,12 +17,17 @@ import (
 // context switches, so the runtime's path stays.
 func (c *conn) sendFile(f *os.File, offset, length int64) bool {
 	defer f.Close()
-	if offset > 0 {
-		if _, err := f.Seek(offset, io.SeekStart); err != nil {
-			c.flush()
-			return false
-		}
+	if offset == 0 { // just opened: already there, spare the lseek
+		return c.copyFile(f, length)
 	}
+	return c.sendPart(f, offset, length)
+}
+
+// copyFile flushes the pending output and copies length bytes of f from its
+// current offset to the connection in sendChunk steps, recording progress
+// for WriteTimeout after each. It reports whether all of them went out: a
+// short copy means the file shrank under a promised length.
+func (c *conn) copyFile(f *os.File, length int64) bool {
 	if c.flush() != nil {
 		return false
 	}

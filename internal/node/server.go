@@ -8,9 +8,9 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"shoal/internal/accept"
 	"shoal/internal/cache"
 	"shoal/internal/content"
 	"shoal/internal/httpwire"
@@ -64,8 +64,9 @@ type Server struct {
 	usage usageSampler
 	// sizeIdx caches the size index served at /.shoal/sizes (sizes.go).
 	sizeIdx sizeIndexCache
-	pub     publishState // two-phase publish (publish.go)
-	peer    *peer.Host   // peer fetch and cache digests, nil when off (peer.go)
+	pub     publishState   // two-phase publish (publish.go)
+	peer    *peer.Host     // peer fetch and cache digests, nil when off (peer.go)
+	peerIdx map[string]int // placement ID (a peer's address) → its index, for Remote files' holders
 }
 
 // New checks cfg, scans the site root and builds the cache.
@@ -137,7 +138,8 @@ func (s *Server) Store() *content.Store { return s.store }
 
 // Serve accepts connections on ln until Shutdown, serving each on its own
 // goroutine. It returns ErrServerClosed after Shutdown, or the accept error
-// that stopped it.
+// that stopped it (the listener closed by someone else); other accept
+// errors are retried (internal/accept).
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.draining.Load() {
@@ -153,33 +155,20 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 	}()
 
-	var backoff time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if s.draining.Load() {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.cfg.Logger.Warn("accept error; retrying", "err", err, "backoff", backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			return fmt.Errorf("node: accept: %w", err)
-		}
-		backoff = 0
+	err := accept.Loop(ln, func(nc net.Conn) {
 		c := newConn(s, nc)
-		if err := s.track(c); err != nil {
-			nc.Close()
-			if err == errConnLimit {
-				continue
-			}
-			return ErrServerClosed
+		if s.track(c) != nil {
+			nc.Close() // over the limit (counted), or shutting down
+			return
 		}
 		go c.serve()
+	}, func(err error, wait time.Duration) {
+		s.cfg.Logger.Warn("accept error; retrying", "err", err, "backoff", wait)
+	})
+	if s.draining.Load() {
+		return ErrServerClosed
 	}
+	return fmt.Errorf("node: accept: %w", err)
 }
 
 // track registers c, closing the connections idle the longest to make room
@@ -301,6 +290,3 @@ func (s *Server) flushLog() {
 	}
 	s.logMu.Unlock()
 }
-
-// errTooManyFiles is the accept error that is worth retrying after a pause.
-var errTooManyFiles = syscall.EMFILE

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 const siteTOML = `
@@ -47,13 +49,7 @@ func TestSiteRules(t *testing.T) {
 		"emptydir/.keep":     "",
 		"assets/deep/a.json": "{}",
 	}
-	for name, body := range files {
-		p := filepath.Join(root, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.WriteTree(t, root, files)
 	ts := start(t, root, nil) // rules from ROOT/.shoal.toml
 	c := ts.dial(t)
 	const month = 720 * time.Hour

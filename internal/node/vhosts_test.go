@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"shoal/internal/testutil"
 )
 
 // TestVHosts serves three sites and a default from one root: the Host
@@ -22,13 +24,7 @@ func TestVHosts(t *testing.T) {
 		"_default/index.html":   "default site",
 		".hidden/index.html":    "never a site",
 	}
-	for name, body := range files {
-		p := filepath.Join(root, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.WriteTree(t, root, files)
 	ts := start(t, root, func(c *Config) {
 		c.VHosts = true
 		c.Aliases = map[string]string{"www.a.example": "a.example"}

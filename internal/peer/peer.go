@@ -151,7 +151,8 @@ type Stats struct {
 	Served      uint64 `json:"served"`
 	ServedBytes uint64 `json:"served_bytes"`
 	ServedDisk  uint64 `json:"served_disk"`
-	// Refused counts peer connections refused in the handshake (no key).
+	// Refused counts peer connections refused in the handshake (no key)
+	// or because the node already served maxConns.
 	Refused uint64 `json:"refused"`
 	// DigestsSent and DigestsReceived count cache digests exchanged;
 	// DigestBits is the size of the last one sent, DigestKeys the keys it
@@ -178,11 +179,12 @@ type Host struct {
 
 	digests []digestSlot
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	maxConns int // maxConns; lowered by tests
+	closed   bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
 
 	fetches, fetchBytes, collapsed, failures atomic.Uint64
 	served, servedBytes, servedDisk          atomic.Uint64
@@ -229,7 +231,7 @@ func New(cfg Config, local Local) (*Host, error) {
 		cfg.Logger = slog.Default()
 	}
 	h := &Host{cfg: cfg, local: local, pools: make([]pool, len(cfg.Peers)), digests: make([]digestSlot, len(cfg.Peers)),
-		conns: make(map[net.Conn]struct{}), stop: make(chan struct{})}
+		conns: make(map[net.Conn]struct{}), maxConns: maxConns, stop: make(chan struct{})}
 	self := uint64(cfg.Self + 1) // 0 when not listed
 	logf := func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }
 	h.cli = peerwire.Config{Self: self, Seed: cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: cfg.DialTimeout,
@@ -290,10 +292,19 @@ func (h *Host) Close() error {
 	return nil
 }
 
+// maxConns bounds the peer connections a node serves at once (each peer
+// keeps up to MaxIdle idle plus one per fetch in flight); the handshake's
+// deadline bounds how long a stranger may hold one of them.
+const maxConns = 256
+
 func (h *Host) track(c net.Conn) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
+		return false
+	}
+	if len(h.conns) >= h.maxConns {
+		h.wst.Refused.Add(1)
 		return false
 	}
 	h.conns[c] = struct{}{}

@@ -295,3 +295,45 @@ func TestDigestExchange(t *testing.T) {
 		t.Error("a digest not renewed for four rounds is still believed")
 	}
 }
+
+// TestInboundConnsBounded: a node serves at most maxConns peer connections;
+// one more is closed at once and counted as refused, while the held ones
+// are strangers stalling in the handshake.
+func TestInboundConnsBounded(t *testing.T) {
+	_, owner := pair(t, &fakeLocal{objs: map[string][]byte{}}, testKey, testKey)
+	owner.mu.Lock()
+	owner.maxConns = 2
+	owner.mu.Unlock()
+	dial := func() net.Conn {
+		nc, err := net.Dial("tcp", owner.cfg.Peers[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		if err := upgrade(nc, "x", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return nc
+	}
+	dial()
+	dial()
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		owner.mu.Lock()
+		n := len(owner.conns)
+		owner.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d connections tracked, want 2", n)
+		}
+	}
+	third := dial()
+	third.SetReadDeadline(time.Now().Add(time.Second)) // under the 2 s handshake deadline
+	if _, err := third.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("third connection over the bound: read %v, want EOF at once", err)
+	}
+	if r := owner.Stats().Refused; r != 1 {
+		t.Errorf("refused %d, want 1", r)
+	}
+}

@@ -15,19 +15,11 @@ var tablePolicies = []string{"lard", "lardr", "tbccrd", "weblins"}
 // admin snapshot (Tabler) so the test sees what an operator sees.
 func urlCount(t testing.TB, p Policy) int {
 	t.Helper()
-	switch v := p.(Tabler).Tables(0).(type) {
-	case LARDTables:
-		return v.Targets
-	case LARDRTables:
-		return v.Targets
-	case TBCCRDTables:
-		return v.URLs
-	case WeblinsTables:
-		return v.Docs
-	default:
-		t.Fatalf("%s: unknown table snapshot %T", p.Name(), v)
-		return 0
+	n, ok := TableURLs(p)
+	if !ok {
+		t.Fatalf("%s: no URL table snapshot", p.Name())
 	}
+	return n
 }
 
 // scan feeds n unique URLs through Pick and Done as a URL scanner on a path
@@ -216,5 +208,20 @@ func TestWeblinsEvictedDocForgetsOwner(t *testing.T) {
 	id, _ := p.t.lookup("/y")
 	if d := p.docs[id]; d.count != 1 || p.popular[id] {
 		t.Errorf("/y reusing the id: count %d popular %v, want 1 false", d.count, p.popular[id])
+	}
+}
+
+// TestTableURLs: exactly the table policies report a URL count, zero while
+// their tables are empty; the others report none.
+func TestTableURLs(t *testing.T) {
+	for _, name := range Names() {
+		p, err := New(name, DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, ok := TableURLs(p)
+		if want := slices.Contains(tablePolicies, name); ok != want || n != 0 {
+			t.Errorf("%s: TableURLs = %d, %v; want 0, %v", name, n, ok, want)
+		}
 	}
 }

@@ -264,3 +264,26 @@ func Names() []string { return (*Registry)(nil).Names() }
 type Tabler interface {
 	Tables(limit int) any
 }
+
+// TableURLs is the number of URLs in the per-URL table of a policy that
+// keeps one (lard, lardr, tbccrd, weblins), read from its Tables snapshot,
+// so it is what an operator sees; ok is false for a policy without one. The
+// tests of policy, cluster and front check with it that URL scans leave
+// the tables bounded (issue 10 item 4).
+func TableURLs(p Policy) (n int, ok bool) {
+	t, ok := p.(Tabler)
+	if !ok {
+		return 0, false
+	}
+	switch v := t.Tables(0).(type) {
+	case LARDTables:
+		return v.Targets, true
+	case LARDRTables:
+		return v.Targets, true
+	case TBCCRDTables:
+		return v.URLs, true
+	case WeblinsTables:
+		return v.Docs, true
+	}
+	return 0, false
+}

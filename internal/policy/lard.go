@@ -79,7 +79,9 @@ func (p *LARD) Pick(c *Cluster, r *Request) Decision {
 	n := int(p.target[id])
 	if n < 0 || n >= len(c.Nodes) || !c.Nodes[n].Usable() ||
 		lardOverloaded(c, c.Nodes[n].Active, p.tlow, p.thigh) {
-		n = p.r.leastActive(c)
+		if n = holderLeast(c, r.URL, p.tlow, p.thigh); n < 0 {
+			n = p.r.leastActive(c)
+		}
 		if n < 0 {
 			if added {
 				p.idx.remove(id) // nothing placed: enter nothing
@@ -183,7 +185,10 @@ func (p *LARDR) Pick(c *Cluster, r *Request) Decision {
 		}
 	}
 	if len(s.nodes) == 0 {
-		n := p.r.leastActive(c)
+		n := holderLeast(c, r.URL, p.tlow, p.thigh)
+		if n < 0 {
+			n = p.r.leastActive(c)
+		}
 		if n < 0 {
 			if added {
 				p.idx.remove(id) // nothing placed: enter nothing
@@ -205,7 +210,10 @@ func (p *LARDR) Pick(c *Cluster, r *Request) Decision {
 	}
 	changed := false
 	if lardOverloaded(c, c.Nodes[n].Active, p.tlow, p.thigh) {
-		q := p.r.leastActive(c)
+		q := holderLeast(c, r.URL, p.tlow, p.thigh)
+		if q < 0 || slices.Contains(s.nodes, q) {
+			q = p.r.leastActive(c) // no holder free to join the set
+		}
 		if !slices.Contains(s.nodes, q) {
 			s.nodes = append(s.nodes, q)
 			changed = true

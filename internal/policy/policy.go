@@ -52,7 +52,11 @@
 // answered 404, 410 or 403 for (Request.Status in Done) leaves at once.
 package policy
 
-import "time"
+import (
+	"time"
+
+	"shoal/internal/placement"
+)
 
 // Node is the policy's view of one back-end. The caller owns the slice and
 // updates the counters; policies only read them (except through Start/Finish).
@@ -87,6 +91,49 @@ type Cluster struct {
 	// Version is bumped by the caller whenever membership, weight or health
 	// changes, so policies can cache derived values (gcd, max weight, rings).
 	Version uint64
+	// Storage, when not nil, says which nodes store which file on disk
+	// (partitioned storage, issue 16): the holders of a URL are the
+	// Replicas highest weighted-rendezvous scores (internal/placement).
+	// nil means every node stores every file. Weblins' owner, LARD and
+	// LARD-R's choice of a new server and tbccrd's disk_hit flags prefer
+	// holders, which serve from their disk instead of fetching from a peer.
+	Storage *Storage
+}
+
+// Storage is the cluster's storage placement as policies see it.
+type Storage struct {
+	// Nodes are the placement identities, index-aligned with
+	// Cluster.Nodes (a removed slot has weight 0 and holds nothing).
+	Nodes []placement.Node
+	// Replicas is R; 0 or at least the node count means every node.
+	Replicas int
+}
+
+// Holders appends the indices of the nodes that store key to dst; all
+// nodes without a Storage.
+func (c *Cluster) Holders(dst []int, key string) []int {
+	p := c.Storage
+	if p == nil || !partial(p) {
+		for i := range c.Nodes {
+			dst = append(dst, i)
+		}
+		return dst
+	}
+	return placement.Holders(dst, p.Nodes, key, p.Replicas)
+}
+
+// Stores reports whether node i stores key on its disk.
+func (c *Cluster) Stores(i int, key string) bool {
+	p := c.Storage
+	if p == nil || !partial(p) {
+		return true
+	}
+	return placement.Holds(p.Nodes, key, p.Replicas, i)
+}
+
+// partial reports whether p leaves some node without some file.
+func partial(p *Storage) bool {
+	return p.Replicas > 0 && placement.Replicas(p.Replicas, p.Nodes) < len(p.Nodes)
 }
 
 // Start records that a request was dispatched to node i. An index outside

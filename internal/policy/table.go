@@ -27,6 +27,8 @@ type urlTable struct {
 	// onDrop, if set, clears the owner's own per-id state (weblins' docs)
 	// when a row leaves; it runs after the row's cache flags are cleared.
 	onDrop func(id int32)
+	// storage is the Cluster.Storage the disk flags were last set from.
+	storage *Storage
 }
 
 type urlRow struct {
@@ -86,19 +88,45 @@ func (t *urlTable) grow(n int) {
 // sync grows the table to the cluster's size and empties the mirrors of
 // nodes that went down or were removed: their memory is gone. tbccrd and
 // weblins call it before each decision.
-func (t *urlTable) sync(c *Cluster) {
+func (t *urlTable) sync(c *Cluster) bool {
 	t.grow(len(c.Nodes))
 	for i := range c.Nodes {
 		if n := &c.Nodes[i]; !n.Up || n.Removed {
 			t.clear(i)
 		}
 	}
+	if c.Storage == t.storage {
+		return false
+	}
+	// The placement changed (a node joined or left, or partitioning
+	// started): every row's disk flags follow the new holders.
+	t.storage = c.Storage
+	if t.cfg.DiskHolders == nil {
+		var buf [16]int
+		for id := range t.rows {
+			e := &t.rows[id]
+			if e.url == "" {
+				continue
+			}
+			for i := range e.cells {
+				e.cells[i].disk = c.Storage == nil
+			}
+			if c.Storage != nil {
+				for _, i := range c.Holders(buf[:0], e.url) {
+					if i < len(e.cells) {
+						e.cells[i].disk = true
+					}
+				}
+			}
+		}
+	}
+	return true
 }
 
 // row returns url's id and row, creating it on first sight with the disk
-// flags from Config.DiskHolders (default: every node), and growing its cells
-// to n nodes.
-func (t *urlTable) row(url string, n int) (int32, *urlRow) {
+// flags from Config.DiskHolders, else the cluster view's Storage (default:
+// every node), and growing its cells to n nodes.
+func (t *urlTable) row(url string, n int, c *Cluster) (int32, *urlRow) {
 	id, added := t.idx.get(url)
 	if int(id) == len(t.rows) {
 		t.rows = append(t.rows, urlRow{size: -1})
@@ -115,11 +143,17 @@ func (t *urlTable) row(url string, n int) (int32, *urlRow) {
 		} else {
 			e.cells = append(e.cells, make([]urlCell, n-old)...)
 		}
-		if t.cfg.DiskHolders == nil {
+		switch {
+		case t.cfg.DiskHolders == nil && c != nil && c.Storage != nil:
+			// Partitioned storage: the nodes the cluster view says hold it.
+			for i := old; i < n; i++ {
+				e.cells[i].disk = c.Stores(i, url)
+			}
+		case t.cfg.DiskHolders == nil:
 			for i := old; i < n; i++ {
 				e.cells[i].disk = true
 			}
-		} else {
+		default:
 			for _, i := range t.cfg.DiskHolders(url) {
 				if i >= old && i < n {
 					e.cells[i].disk = true

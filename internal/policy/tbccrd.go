@@ -87,6 +87,22 @@ func (p *TBCCRD) sync(c *Cluster) {
 	}
 }
 
+// leastLoaded returns the usable node holding row e's URL in cache (disk:
+// on disk) with the least load, scanning from node from so that the first
+// after it wins ties, or -1 when no usable node holds it.
+func (p *TBCCRD) leastLoaded(c *Cluster, r *Request, e *urlRow, from int, disk bool) int {
+	n := len(c.Nodes)
+	best := -1
+	for k := range n {
+		i := (from + k) % n
+		if i < len(e.cells) && (disk && e.cells[i].disk || !disk && e.cells[i].cache) && c.Nodes[i].Usable() &&
+			(best < 0 || p.load(c, r, i) < p.load(c, r, best)) {
+			best = i
+		}
+	}
+	return best
+}
+
 // load is node i's open-connection count, not counting the request's own
 // connection (a connection does not compete with itself, so on a tie it
 // stays where it is and saves a handoff).
@@ -136,7 +152,7 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 			return None
 		}
 	}
-	id, e := p.t.row(r.URL, n)
+	id, e := p.t.row(r.URL, n, c)
 	if r.Size >= 0 {
 		p.t.setSize(id, r.Size)
 	}
@@ -145,26 +161,12 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 	// (no handoff) or goes to the first one after it: with the lowest index
 	// winning ties, every new URL went to node 0 whenever the nodes showed
 	// equal counts, as they do at low concurrency (issue 17).
-	best := -1
-	for k := range n {
-		i := (holder + k) % n
-		if i < len(e.cells) && e.cells[i].cache && c.Nodes[i].Usable() &&
-			(best < 0 || p.load(c, r, i) < p.load(c, r, best)) {
-			best = i
-		}
-	}
+	best := p.leastLoaded(c, r, e, holder, false)
 	if best >= 0 && p.load(c, r, best) < p.loadLimit {
 		p.t.hit(id, best, r.Now)
 	} else {
 		// (2) least-connection disk holder, which now caches the URL.
-		d := -1
-		for k := range n {
-			i := (holder + k) % n
-			if i < len(e.cells) && e.cells[i].disk && c.Nodes[i].Usable() &&
-				(d < 0 || p.load(c, r, i) < p.load(c, r, d)) {
-				d = i
-			}
-		}
+		d := p.leastLoaded(c, r, e, holder, true)
 		switch {
 		case d >= 0:
 			best = d

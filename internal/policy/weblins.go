@@ -110,15 +110,35 @@ func (p *Weblins) Traits() Traits {
 }
 
 func (p *Weblins) sync(c *Cluster) {
-	p.t.sync(c)
+	if p.t.sync(c) {
+		// The placement changed: owners are chosen again among the new
+		// holders on their next request.
+		for i := range p.docs {
+			p.docs[i].owner = -1
+		}
+	}
 	for len(p.assigned) < len(c.Nodes) {
 		p.assigned = append(p.assigned, 0)
 	}
 }
 
-// place gives d the usable node with the least assigned expected load.
-func (p *Weblins) place(c *Cluster, d *wlDoc) bool {
+// place gives d the usable node with the least assigned expected load,
+// among the nodes that store url when the site is partitioned (so the
+// owner reads its own disk; seed 001 spreads documents over the disks).
+func (p *Weblins) place(c *Cluster, d *wlDoc, url string) bool {
 	best := -1
+	if c.Storage != nil {
+		var buf [16]int
+		for _, i := range c.Holders(buf[:0], url) {
+			if i < len(c.Nodes) && c.Nodes[i].Usable() && (best < 0 || p.assigned[i] < p.assigned[best]) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			d.owner = best
+			return true
+		}
+	}
 	for i := range c.Nodes {
 		if c.Nodes[i].Usable() && (best < 0 || p.assigned[i] < p.assigned[best]) {
 			best = i
@@ -193,7 +213,7 @@ func (p *Weblins) Pick(c *Cluster, r *Request) Decision {
 			return None
 		}
 	}
-	id, e := p.t.row(r.URL, n)
+	id, e := p.t.row(r.URL, n, c)
 	for int(id) >= len(p.docs) {
 		p.docs = append(p.docs, wlDoc{owner: -1})
 		p.popular = append(p.popular, false)
@@ -203,7 +223,7 @@ func (p *Weblins) Pick(c *Cluster, r *Request) Decision {
 	}
 	d := &p.docs[id]
 	if d.owner < 0 || d.owner >= n || !c.Nodes[d.owner].Usable() {
-		if !p.place(c, d) {
+		if !p.place(c, d, r.URL) {
 			return None
 		}
 	}

@@ -425,21 +425,34 @@ func (c *content) purgeLocal(url string, prefix bool) int {
 	} else if c.store.Remove(url) {
 		gone = []string{url}
 	}
+	homes := c.dropLocked(gone)
+	c.mu.Unlock()
+	c.unregister(homes)
+	c.stats.Purges.Add(1)
+	c.stats.PurgedObjects.Add(uint64(len(gone)))
+	return len(gone)
+}
+
+// dropLocked forgets the objects and home records of urls, which the store
+// has just removed (purged or evicted), and returns their homes (0: none)
+// for unregister once c.mu (held by the caller) is released.
+func (c *content) dropLocked(urls []string) map[string]uint64 {
 	homes := map[string]uint64{}
-	for _, u := range gone {
+	for _, u := range urls {
 		delete(c.objs, u)
 		homes[u] = c.homes[u]
 		delete(c.homes, u)
 	}
-	c.mu.Unlock()
+	return homes
+}
+
+// unregister tells each URL's home PoP that this PoP no longer holds it.
+func (c *content) unregister(homes map[string]uint64) {
 	for u, h := range homes {
 		if h != 0 {
 			c.register(u, h, "unregister")
 		}
 	}
-	c.stats.Purges.Add(1)
-	c.stats.PurgedObjects.Add(uint64(len(gone)))
-	return len(gone)
 }
 
 // PurgeResult is the answer of POST /purge: which PoPs confirmed.
@@ -521,19 +534,10 @@ func (c *content) roller(ctx context.Context) {
 		}
 		c.mu.Lock()
 		evicted, hot := c.store.Roll(time.Now())
-		homes := map[string]uint64{}
-		for _, u := range evicted {
-			delete(c.objs, u)
-			homes[u] = c.homes[u]
-			delete(c.homes, u)
-		}
+		homes := c.dropLocked(evicted)
 		c.mu.Unlock()
 		c.stats.Evictions.Add(uint64(len(evicted)))
-		for u, h := range homes {
-			if h != 0 {
-				c.register(u, h, "unregister")
-			}
-		}
+		c.unregister(homes)
 		if len(hot) == 0 {
 			continue
 		}

@@ -31,28 +31,12 @@ func contentRing(t *testing.T, n int, tune func(*Config)) ([]*PoP, func(string) 
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	seed := writeSeed(t, dir, "seed", "0123456789abcdef0123456789abcdef")
-	var pops []*PoP
-	t.Cleanup(func() {
-		for _, p := range pops {
-			p.Close()
-		}
-	})
-	for i := range n {
-		var join []string
-		if i > 0 {
-			join = []string{pops[0].PeerAddr}
-		}
-		c := testConfig(t, fmt.Sprintf("c%d", i), seed, join, data)
+	pops := startPoPs(t, n, "c", seed, data, func(c *Config) {
 		c.Edge, c.Origin = "127.0.0.1:0", origin.URL
 		if tune != nil {
-			tune(&c)
+			tune(c)
 		}
-		p, err := Start(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pops = append(pops, p)
-	}
+	})
 	// Wait for one view and one Chord ring.
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/accept"
 	"shoal/internal/peerwire"
 )
 
@@ -223,28 +224,16 @@ const maxHandshakes = 64
 
 // serve accepts peers on ln until it is closed. Connections beyond
 // maxHandshakes unauthenticated ones are closed at once and counted; accept
-// errors such as EMFILE back off instead of ending the loop.
+// errors such as EMFILE back off instead of ending the loop (internal/accept).
 func (ls *links) serve(ln net.Listener) {
 	pending := make(chan struct{}, maxHandshakes)
-	var backoff time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			ls.log.Warn("peer accept", "err", err, "retry_in", backoff)
-			time.Sleep(backoff)
-			continue
-		}
-		backoff = 0
+	accept.Loop(ln, func(nc net.Conn) {
 		select {
 		case pending <- struct{}{}:
 		default:
 			ls.handshakesRefused.Add(1)
 			nc.Close()
-			continue
+			return
 		}
 		ls.handshaking.Add(1)
 		go func() {
@@ -257,7 +246,9 @@ func (ls *links) serve(ln net.Listener) {
 			}
 			ls.add(c, "")
 		}()
-	}
+	}, func(err error, wait time.Duration) {
+		ls.log.Warn("peer accept", "err", err, "retry_in", wait)
+	})
 }
 
 func (ls *links) close() {

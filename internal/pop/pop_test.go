@@ -39,6 +39,35 @@ func writeSeed(t *testing.T, dir, name, s string) string {
 	return p
 }
 
+// startPoPs starts n PoPs named prefix0, prefix1, …: the first alone, the
+// others joining it, all sharing seed and data. tune (nil: none) adjusts
+// each config before its start. They close when the test ends.
+func startPoPs(t *testing.T, n int, prefix, seed, data string, tune func(*Config)) []*PoP {
+	t.Helper()
+	var pops []*PoP
+	t.Cleanup(func() {
+		for _, p := range pops {
+			p.Close()
+		}
+	})
+	for i := range n {
+		var join []string
+		if i > 0 {
+			join = []string{pops[0].PeerAddr}
+		}
+		c := testConfig(t, fmt.Sprintf("%s%d", prefix, i), seed, join, data)
+		if tune != nil {
+			tune(&c)
+		}
+		p, err := Start(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pops = append(pops, p)
+	}
+	return pops
+}
+
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
 	r, err := http.Get(url)
@@ -55,23 +84,7 @@ func TestThreePoPsFormOneViewAndOneRing(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	seed := writeSeed(t, dir, "seed", "0123456789abcdef0123456789abcdef")
-	var pops []*PoP
-	defer func() {
-		for _, p := range pops {
-			p.Close()
-		}
-	}()
-	for i := range 3 {
-		var join []string
-		if i > 0 {
-			join = []string{pops[0].PeerAddr}
-		}
-		p, err := Start(testConfig(t, fmt.Sprintf("pop%d", i), seed, join, data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pops = append(pops, p)
-	}
+	pops := startPoPs(t, 3, "pop", seed, data, nil)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ok := true

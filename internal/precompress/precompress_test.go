@@ -28,7 +28,7 @@ func tree(t *testing.T) (string, map[string][]byte) {
 		"js/app.js":      []byte(strings.Repeat("console.log('x');\n", 100)),
 		"tiny.txt":       []byte("too small to gain"),
 		"photo.jpg":      bytes.Repeat([]byte{0xff, 0xd8}, 4096), // not a text type
-		"random.txt":     randomish(4096),                        // incompressible: no variant kept
+		"random.txt":     testutil.Pattern(4096),                 // incompressible: no variant kept
 		"old.css.gz":     []byte("an existing .gz is never compressed again"),
 		"deep/a/b/c.svg": []byte("<svg xmlns=\"http://www.w3.org/2000/svg\">" + strings.Repeat("<g/>", 300) + "</svg>"),
 	}
@@ -40,18 +40,6 @@ func tree(t *testing.T) (string, map[string][]byte) {
 		}
 	}
 	return root, files
-}
-
-func randomish(n int) []byte {
-	b := make([]byte, n)
-	x := uint64(88172645463325252)
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = byte(x)
-	}
-	return b
 }
 
 func gunzip(t *testing.T, b []byte) []byte {

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"shoal/internal/content"
+	"shoal/internal/placement"
 )
 
 // Participant is one node as the coordinator sees it.
@@ -81,6 +82,15 @@ type Config struct {
 	OnCommit func(v uint64, root string, d content.Diff)
 	// Logger receives one line per publish. Default slog.Default().
 	Logger *slog.Logger
+	// Replicas is how many nodes store each file (partition.go): 0, or
+	// at least the number of nodes, gives every node the whole site (the
+	// behaviour before partitioned storage). Below that, Place must be
+	// set.
+	Replicas int
+	// Place returns the placement identity (ID and disk weight) of each
+	// participant of a publish, in the same order. The IDs are what the
+	// nodes know their peers by (their addresses).
+	Place func(nodes []Participant) []placement.Node
 }
 
 // Result describes a publish.
@@ -106,6 +116,9 @@ type Result struct {
 	Snapshot time.Duration `json:"snapshot_ns"`
 	Prepare  time.Duration `json:"prepare_ns"`
 	Switch   time.Duration `json:"switch_ns"`
+	// Partition says where the files went when the site is partitioned
+	// (Config.Replicas below the node count); nil for full copies.
+	Partition *Partition `json:"partition,omitempty"`
 }
 
 // Coordinator runs publishes one at a time.
@@ -115,6 +128,10 @@ type Coordinator struct {
 	version uint64
 	current string
 	ours    bool // current is one of our version trees (may be hard-linked from)
+	// trees maps each node's placement ID to the tree it serves now (its
+	// partition, or the whole version), the source of the next
+	// partitioned publish's kept and moved copies.
+	trees map[string]string
 }
 
 // CurrentLink is the symlink in the versions folder that names the version
@@ -130,6 +147,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.Nodes == nil {
 		return nil, errors.New("publish: no nodes")
+	}
+	if cfg.Replicas > 0 && cfg.Place == nil {
+		return nil, errors.New("publish: replicas without a placement of the nodes")
 	}
 	if cfg.Keep <= 0 {
 		cfg.Keep = 3
@@ -194,6 +214,73 @@ var ErrNoNodes = errors.New("publish: the cluster has no nodes")
 func (c *Coordinator) Publish(ctx context.Context, dir string) (Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.publish(ctx, dir)
+}
+
+// Rebalance publishes the served version again to the current
+// participants: after a node joined or left (or died), each file is copied
+// from a surviving holder to the nodes placement now gives it, so there
+// are again Replicas copies and the newcomer holds exactly its share. The
+// content does not change (same ETags; no cache is invalidated).
+func (c *Coordinator) Rebalance(ctx context.Context) (Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current == "" {
+		return Result{}, errors.New("publish: rebalance: no version served yet")
+	}
+	return c.publish(ctx, c.current)
+}
+
+// Seed writes the first version of the site at dir for nodes that are not
+// running yet (`shoal up` with partitioned storage starts each node on its
+// own tree): the snapshot and, when partitioned, the per-node trees, whose
+// roots it returns in nodes' order (every node the snapshot for full
+// copies). No node is prepared or switched.
+func (c *Coordinator) Seed(dir string, nodes []placement.Node) ([]string, Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.version + 1
+	res := Result{Version: v, Root: filepath.Join(c.cfg.Versions, versionDir(v)), Nodes: len(nodes)}
+	st, err := snapshot(dir, res.Root, c.current, c.ours)
+	if err != nil {
+		return nil, Result{}, fmt.Errorf("publish: %w", err)
+	}
+	res.Files, res.Linked, res.Copied, res.Bumped = st.Files, st.Linked, st.Copied, st.Bumped
+	roots, err := c.place(&res, nodes)
+	if err != nil {
+		os.RemoveAll(res.Root)
+		return nil, Result{}, err
+	}
+	c.version, c.current, c.ours = v, res.Root, true
+	c.pointCurrent(v)
+	return roots, res, nil
+}
+
+// place partitions res's version over nodes when Replicas asks for it,
+// recording the trees, and returns each node's root.
+func (c *Coordinator) place(res *Result, nodes []placement.Node) ([]string, error) {
+	roots := make([]string, len(nodes))
+	trees := make(map[string]string, len(nodes))
+	if partitioned(c.cfg.Replicas, nodes) {
+		p, err := partition(res.Root, nodes, c.cfg.Replicas, c.trees)
+		if err != nil {
+			return nil, fmt.Errorf("publish version %d: %w", res.Version, err)
+		}
+		res.Partition = &p
+		copy(roots, p.Roots)
+	} else {
+		for i := range roots {
+			roots[i] = res.Root
+		}
+	}
+	for i, n := range nodes {
+		trees[n.ID] = roots[i]
+	}
+	c.trees = trees
+	return roots, nil
+}
+
+func (c *Coordinator) publish(ctx context.Context, dir string) (Result, error) {
 	nodes := c.cfg.Nodes()
 	if len(nodes) == 0 {
 		return Result{}, ErrNoNodes
@@ -210,17 +297,30 @@ func (c *Coordinator) Publish(ctx context.Context, dir string) (Result, error) {
 		return Result{}, fmt.Errorf("publish: %w", err)
 	}
 	res.Files, res.Linked, res.Copied, res.Bumped = st.Files, st.Linked, st.Copied, st.Bumped
+	roots := make([]string, len(nodes))
+	for i := range roots {
+		roots[i] = res.Root
+	}
+	prevTrees := c.trees
+	if c.cfg.Place != nil {
+		if roots, err = c.place(&res, c.cfg.Place(nodes)); err != nil {
+			os.RemoveAll(res.Root)
+			return Result{}, err
+		}
+	}
 	res.Snapshot = time.Since(t0)
 
 	t1 := time.Now()
-	errs := each(ctx, nodes, c.cfg.Timeout, func(ctx context.Context, _ int, p Participant) error {
-		return p.Prepare(ctx, v, res.Root)
+	errs := each(ctx, nodes, c.cfg.Timeout, func(ctx context.Context, i int, p Participant) error {
+		return p.Prepare(ctx, v, roots[i])
 	})
 	if err := errors.Join(errs...); err != nil {
 		each(context.WithoutCancel(ctx), nodes, c.cfg.Timeout, func(ctx context.Context, _ int, p Participant) error {
 			return p.Abort(ctx, v)
 		})
+		c.trees = prevTrees
 		os.RemoveAll(res.Root)
+		os.RemoveAll(res.Root + nodesSuffix)
 		return Result{}, fmt.Errorf("publish version %d: prepare failed, no node switched: %w", v, err)
 	}
 	res.Prepare = time.Since(t1)
@@ -249,6 +349,10 @@ func (c *Coordinator) Publish(ctx context.Context, dir string) (Result, error) {
 		"files", res.Files, "copied", res.Copied, "linked", res.Linked,
 		"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed),
 		"prepare", res.Prepare, "switch", res.Switch)
+	if p := res.Partition; p != nil {
+		c.cfg.Logger.Info("site partitioned", "version", v, "replicas", p.Replicas, "nodes", len(p.Nodes),
+			"kept_bytes", p.Kept, "moved_bytes", p.Moved, "moved_files", p.MovedFiles, "written_bytes", p.Written)
+	}
 	return res, nil
 }
 
@@ -271,6 +375,7 @@ func (c *Coordinator) prune() {
 	vs := c.versions()
 	for len(vs) > c.cfg.Keep {
 		os.RemoveAll(filepath.Join(c.cfg.Versions, versionDir(vs[0])))
+		os.RemoveAll(filepath.Join(c.cfg.Versions, versionDir(vs[0])+nodesSuffix))
 		vs = vs[1:]
 	}
 }

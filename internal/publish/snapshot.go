@@ -107,7 +107,9 @@ func placeFile(src, out, old string, link bool, st *snapshotStats) error {
 	sameSize := oerr == nil && ofi.Mode().IsRegular() && ofi.Size() == fi.Size()
 	same := false
 	if sameSize {
-		if same, err = sameBytes(src, old); err != nil {
+		if os.SameFile(fi, ofi) {
+			same = true // a republish of the served tree (Rebalance)
+		} else if same, err = sameBytes(src, old); err != nil {
 			return err
 		}
 		if same && link {

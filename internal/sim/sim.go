@@ -48,6 +48,7 @@ import (
 
 	"shoal/internal/cache"
 	"shoal/internal/peer"
+	"shoal/internal/placement"
 	"shoal/internal/policy"
 )
 
@@ -135,6 +136,13 @@ type Config struct {
 	Seed uint64
 	// Progress, if set, is called every 65536 requests with the count so far.
 	Progress func(done int64)
+	// Replicas is how many nodes store each file on disk (partitioned
+	// storage, internal/placement; nodes "n0"… of weight 1), what live
+	// `shoal up --replicas` does: the policies see it (policy.Cluster.Storage)
+	// and a node that does not store a file fetches it from a holder's
+	// memory, or the holder reads its disk (internal bytes), and caches it.
+	// Default 0: every node stores every file.
+	Replicas int
 }
 
 // Result is one run's measurements. Row is the table line; the rest are
@@ -398,6 +406,13 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	}
 
 	s.cl.Nodes = make([]policy.Node, cfg.Nodes)
+	if cfg.Replicas > 0 && cfg.Replicas < cfg.Nodes {
+		st := &policy.Storage{Nodes: make([]placement.Node, cfg.Nodes), Replicas: cfg.Replicas}
+		for i := range st.Nodes {
+			st.Nodes[i] = placement.Node{ID: fmt.Sprintf("n%d", i), Weight: 1}
+		}
+		s.cl.Storage = st
+	}
 	s.nodes = make([]node, cfg.Nodes)
 	for i := range s.nodes {
 		name := fmt.Sprintf("n%d", i)
@@ -639,24 +654,50 @@ func (s *sim) serve(i int32, r *reqState, entry int64) {
 	n := &s.nodes[r.node]
 	size := r.pr.Size
 	s.reqB += size
+	stores := s.cl.Storage == nil || s.cl.Stores(int(r.node), r.pr.URL)
 	switch {
 	case size > s.c.NoCacheAbove:
 		s.res.BigToDisk++
 		r.from = fromDisk
+		if !stores {
+			// Partitioned: the first holder reads its disk and sends it.
+			r.fetch, r.from = s.holder(r), fromPeerDisk
+			s.internal += size
+		}
 	case s.hit(n, r.pr.URL):
 		r.from = fromMem
-	case r.fetch >= 0 && r.fetch != r.node:
-		o := &s.nodes[r.fetch]
-		if s.hit(o, r.pr.URL) {
+	default:
+		// The live node's order (internal/node fromPeer): the policy's
+		// hint when that peer has the object in memory or stores it, then,
+		// for a file this node does not store, its first holder.
+		src, mem := int32(-1), false
+		if h := r.fetch; h >= 0 && h != r.node {
+			if s.hit(&s.nodes[h], r.pr.URL) {
+				src, mem = h, true
+			} else if s.cl.Storage == nil || s.cl.Stores(int(h), r.pr.URL) {
+				src = h
+			}
+		}
+		if src < 0 && !stores {
+			h := s.holder(r)
+			src, mem = h, s.hit(&s.nodes[h], r.pr.URL)
+		}
+		if src < 0 {
+			r.fetch, r.from = -1, fromDisk
+			n.cache.Add(r.pr.URL, struct{}{}, size)
+			break
+		}
+		r.fetch = src
+		if mem {
 			r.from = fromPeer
 		} else {
 			r.from = fromPeerDisk
-			o.cache.Add(r.pr.URL, struct{}{}, size)
+			s.nodes[src].cache.Add(r.pr.URL, struct{}{}, size)
 		}
 		s.internal += size
-	default:
-		r.from = fromDisk
-		n.cache.Add(r.pr.URL, struct{}{}, size)
+		if !stores {
+			n.cache.Add(r.pr.URL, struct{}{}, size) // no disk copy here: keep it
+		}
 	}
 	if r.from == fromMem {
 		s.res.MemHits++
@@ -665,6 +706,17 @@ func (s *sim) serve(i int32, r *reqState, entry int64) {
 		return
 	}
 	s.q.push(n.cpu.serve(s.now, entry), evEntry, i)
+}
+
+// holder is the first node other than r's that stores r's URL.
+func (s *sim) holder(r *reqState) int32 {
+	var buf [16]int
+	for _, h := range s.cl.Holders(buf[:0], r.pr.URL) {
+		if int32(h) != r.node {
+			return int32(h)
+		}
+	}
+	return r.node
 }
 
 func (s *sim) hit(n *node, url string) bool {

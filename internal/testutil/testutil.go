@@ -1,10 +1,12 @@
 // Package testutil holds what the tests of several packages share and each
-// used to copy: starting a helper process and waiting for its READY line
-// (the lab tests of internal/handoff and internal/l4 re-execute their test
-// binary inside network namespaces), serving a server on a loopback port
-// for the length of a test, and a buffer that a process's output goroutine
-// may write while the test reads it. Only _test.go files import it, and it
-// imports no shoal package, so any package's tests can use it.
+// used to copy: re-running the test binary as a helper process (helper.go)
+// and waiting for its READY line (the lab tests of internal/handoff and
+// internal/l4 start such helpers inside network namespaces), a loopback TCP
+// connection pair (net.go), serving a server on a loopback port for the
+// length of a test, a buffer that a process's output goroutine may write
+// while the test reads it, and document trees and bodies (tree.go). Only
+// _test.go files import it, and it imports no shoal package, so any
+// package's tests can use it.
 package testutil
 
 import (

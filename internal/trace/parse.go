@@ -22,6 +22,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"shoal/internal/httpwire"
 )
 
 // Format names a log line layout.
@@ -407,7 +409,7 @@ func (p *parser) parseRequest(r *Record, req []byte) error {
 			return errRequest
 		}
 	}
-	rest = trim(rest)
+	rest = httpwire.TrimOWS(rest)
 	var proto []byte
 	i := len(rest) - 1
 	for i >= 0 && rest[i] != ' ' {
@@ -416,7 +418,7 @@ func (p *parser) parseRequest(r *Record, req []byte) error {
 	// rest[i+1:] is the last token (the whole of rest when i == -1, so that
 	// "GET  HTTP/1.0" has an empty URL and is rejected).
 	if last := rest[i+1:]; len(last) > 5 && string(last[:5]) == "HTTP/" {
-		proto, rest = last, trim(rest[:max(i, 0)])
+		proto, rest = last, httpwire.TrimOWS(rest[:max(i, 0)])
 	}
 	if len(rest) == 0 {
 		return errRequest
@@ -425,16 +427,6 @@ func (p *parser) parseRequest(r *Record, req []byte) error {
 	r.URL = p.str(rest)
 	r.Proto = protocol(proto)
 	return nil
-}
-
-func trim(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // method and protocol return constant strings for the common values so the

@@ -65,6 +65,9 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	if cfg.partitioned() {
+		return nil, errPartitionedPath
+	}
 	if pc.Path != "passfd" && pc.Path != "hybrid" {
 		return nil, fmt.Errorf("--path %q: the multi-process mode needs passfd or hybrid", pc.Path)
 	}

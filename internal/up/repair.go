@@ -135,6 +135,9 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	if cfg.partitioned() {
+		return nil, errPartitionedPath
+	}
 	if err := privileges(); err != nil {
 		return nil, needRoot(err)
 	}

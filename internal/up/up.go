@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"shoal/internal/admin"
@@ -30,6 +31,7 @@ import (
 	"shoal/internal/front"
 	"shoal/internal/node"
 	"shoal/internal/peer"
+	"shoal/internal/placement"
 	"shoal/internal/policy"
 	"shoal/internal/publish"
 	"shoal/internal/site"
@@ -95,6 +97,15 @@ type Config struct {
 	// AccessLog, when set, is the front's access log (front.AccessLog);
 	// the caller opens and closes it. Default nil: none.
 	AccessLog *front.AccessLog
+	// Replicas is how many nodes store each file of the site (partitioned
+	// storage, internal/placement): each node's disk holds only its share
+	// and it fetches the rest from the holders. Default 0: every node, a
+	// full copy. With relay and redirect only so far.
+	Replicas int
+	// DiskWeights are the nodes' disk sizes in any one unit (placement
+	// weights: a node's share of the files follows its weight). Default 1
+	// each; a shorter list leaves the rest at 1.
+	DiskWeights []float64
 }
 
 // DefaultPolicy is the policy `shoal up` uses unless told otherwise:
@@ -144,7 +155,34 @@ func (c *Config) fill() error {
 	if c.AdminTokenFile == "" {
 		c.AdminTokenFile = filepath.Join(c.DataDir, "admin.token")
 	}
+	if c.Replicas < 0 {
+		return fmt.Errorf("--replicas %d: want 0 (every node) or a count of nodes", c.Replicas)
+	}
+	if len(c.DiskWeights) > c.Nodes {
+		return fmt.Errorf("--disk-weights: %d weights for %d nodes", len(c.DiskWeights), c.Nodes)
+	}
+	for _, w := range c.DiskWeights {
+		if !(w > 0) {
+			return fmt.Errorf("--disk-weights: weight %v, want a positive number", w)
+		}
+	}
 	return nil
+}
+
+// errPartitionedPath refuses --replicas on the paths whose nodes run in
+// other processes or namespaces (their publisher does not place files yet).
+var errPartitionedPath = errors.New("--replicas below --nodes works with --path relay or redirect so far")
+
+// partitioned reports whether the site is spread over the nodes' disks
+// rather than copied to every node.
+func (c *Config) partitioned() bool { return c.Replicas > 0 && c.Replicas < c.Nodes }
+
+// diskWeight is node i's placement weight.
+func (c *Config) diskWeight(i int) float64 {
+	if i < len(c.DiskWeights) {
+		return c.DiskWeights[i]
+	}
+	return 1
 }
 
 // adminConfig makes or reads the admin token (Config.AdminTokenFile) and
@@ -197,6 +235,9 @@ type Cluster struct {
 
 	nodes  []*node.Server
 	pubdir string // published version trees, removed at Shutdown
+	// gone are the nodes that left (Leave): out of publishes.
+	goneMu sync.Mutex
+	gone   map[int]bool
 	admin  *http.Server
 	cancel context.CancelFunc
 	errc   chan error
@@ -260,9 +301,27 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 		return nil, err
 	}
+	roots := make([]string, len(lns))
+	for i := range roots {
+		roots[i] = root
+	}
+	if cfg.partitioned() {
+		if cfg.VHosts {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, errors.New("--replicas with --vhosts: not supported yet")
+		}
+		if roots, err = c.seedPartitions(root, addrs); err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, err
+		}
+	}
 	var specs []cluster.NodeSpec
 	for i, ln := range lns {
-		n, err := node.New(node.Config{Root: root, VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
+		n, err := node.New(node.Config{Root: roots[i], VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
 			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts,
 			Peer: peer.Config{Self: i, Peers: addrs, Key: key, DigestPeriod: cfg.DigestPeriod}})
 		if err != nil {
@@ -281,14 +340,11 @@ func Start(cfg Config) (*Cluster, error) {
 	if err := c.startControl(pol, specs); err != nil {
 		return nil, err
 	}
-	if err := c.startPublisher(root, func() []publish.Participant {
-		ps := make([]publish.Participant, len(c.nodes))
-		for i, n := range c.nodes {
-			ps[i] = publish.Local(c.NodeURLs[i], n)
+	c.showStorage()
+	if c.Publisher == nil {
+		if err := c.startPublisher(root); err != nil {
+			return nil, err
 		}
-		return ps
-	}); err != nil {
-		return nil, err
 	}
 	fc := front.Config{VHosts: vm}
 	if cfg.MaxConns == 0 {
@@ -463,14 +519,115 @@ func (c *Cluster) Close() {
 // startPublisher sets up publishing for nodes that serve root: version
 // trees go to a folder of this run under DataDir (a restarted `shoal up`
 // serves its --site or sample site again, so old versions are not kept).
-func (c *Cluster) startPublisher(root string, nodes func() []publish.Participant) error {
+func (c *Cluster) startPublisher(root string) error {
 	dir, err := c.publishDir()
 	if err != nil {
 		return err
 	}
-	c.Publisher, err = publish.New(publish.Config{Versions: dir, Current: root, Nodes: nodes, Logger: c.Config.Logger,
-		OnCommit: func(_ uint64, _ string, d content.Diff) { c.forget(d) }})
+	pc := publish.Config{Versions: dir, Current: root, Nodes: c.participants, Logger: c.Config.Logger,
+		OnCommit: func(_ uint64, _ string, d content.Diff) { c.forget(d) }}
+	if c.Config.partitioned() {
+		pc.Replicas, pc.Place = c.Config.Replicas, c.place
+	}
+	c.Publisher, err = publish.New(pc)
 	return err
+}
+
+// participants are the in-process nodes that have not left.
+func (c *Cluster) participants() []publish.Participant {
+	c.goneMu.Lock()
+	defer c.goneMu.Unlock()
+	var ps []publish.Participant
+	for i, n := range c.nodes {
+		if !c.gone[i] {
+			ps = append(ps, publish.Local(c.NodeURLs[i], n))
+		}
+	}
+	return ps
+}
+
+// place gives each participant its placement identity: the node's
+// address, which its peers know it by, and its disk weight.
+func (c *Cluster) place(ps []publish.Participant) []placement.Node {
+	ns := make([]placement.Node, len(ps))
+	for k, p := range ps {
+		i := slices.Index(c.NodeURLs, p.Name())
+		ns[k] = placement.Node{ID: strings.TrimPrefix(p.Name(), "http://"), Weight: c.Config.diskWeight(i)}
+	}
+	return ns
+}
+
+// seedPartitions writes the site's first version as one tree per node
+// (each file on Replicas nodes, plus the manifest) before the nodes start,
+// and returns the trees in node order.
+func (c *Cluster) seedPartitions(root string, addrs []string) ([]string, error) {
+	if err := c.startPublisher(root); err != nil {
+		return nil, err
+	}
+	ns := make([]placement.Node, len(addrs))
+	for i, a := range addrs {
+		ns[i] = placement.Node{ID: a, Weight: c.Config.diskWeight(i)}
+	}
+	roots, res, err := c.Publisher.Seed(root, ns)
+	if err != nil {
+		return nil, err
+	}
+	if p := res.Partition; p != nil {
+		c.SiteInfo += fmt.Sprintf("; each file on %d of %d nodes", p.Replicas, len(addrs))
+	}
+	return roots, nil
+}
+
+// Leave takes node i out of the cluster for good, alive or dead: the
+// front stops sending it requests, the served version is placed again
+// over the remaining nodes (each of its files copied from a surviving
+// holder, so every file has Replicas copies again; publish.Rebalance), and
+// the node is stopped. It returns the rebalance's result.
+func (c *Cluster) Leave(ctx context.Context, i int) (publish.Result, error) {
+	if i < 0 || i >= len(c.nodes) {
+		return publish.Result{}, fmt.Errorf("leave: no node %d", i)
+	}
+	c.goneMu.Lock()
+	if c.gone == nil {
+		c.gone = map[int]bool{}
+	}
+	c.gone[i] = true
+	c.goneMu.Unlock()
+	if c.Control != nil {
+		c.Control.SetWeight(i, 0) // drain: no new requests
+	}
+	var res publish.Result
+	var err error
+	if c.Publisher != nil {
+		if res, err = c.Publisher.Rebalance(ctx); err != nil {
+			return res, fmt.Errorf("leave node %d: %w", i, err)
+		}
+	}
+	c.nodes[i].Shutdown(ctx)
+	if c.Control != nil {
+		c.Control.Remove(i)
+	}
+	c.showStorage()
+	return res, nil
+}
+
+// showStorage gives the policy the nodes' placement (policy.Storage):
+// each node by its address and disk weight, a node that left with weight
+// 0. Nothing when every node holds the whole site.
+func (c *Cluster) showStorage() {
+	if c.Control == nil || !c.Config.partitioned() {
+		return
+	}
+	c.goneMu.Lock()
+	defer c.goneMu.Unlock()
+	ns := make([]placement.Node, len(c.NodeURLs))
+	for i, u := range c.NodeURLs {
+		ns[i] = placement.Node{ID: strings.TrimPrefix(u, "http://"), Weight: c.Config.diskWeight(i)}
+		if c.gone[i] {
+			ns[i].Weight = 0
+		}
+	}
+	c.Control.SetStorage(&policy.Storage{Nodes: ns, Replicas: c.Config.Replicas})
 }
 
 // forget drops what a publish changed or removed from the policy's URL

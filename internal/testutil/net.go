@@ -1,0 +1,30 @@
+package testutil
+
+import (
+	"net"
+	"testing"
+)
+
+// TCPPair returns both ends of a fresh loopback TCP connection, the dialing
+// client and the accepted server, and closes them when the test ends. Unlike
+// net.Pipe it has kernel sockets, which the handoff, repair and batching
+// tests need (descriptors to pass, socket options, real buffering).
+func TCPPair(t testing.TB) (client, server *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
