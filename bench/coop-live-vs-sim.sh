@@ -138,7 +138,7 @@ for pol in $POLICIES; do
 		kill $UP
 		wait $UP 2>/dev/null || true
 		UP=
-		rm -rf "$OUT/data-$run/site" # the generated site (the trace's files), not needed after the run
+		rm -rf "$OUT/data-$run"/trace-* # the generated site (the trace's files), not needed after the run
 
 		jq -s -r --arg p "$pol" --arg c "$cache" --argjson big "$big" \
 			--slurpfile b "$OUT/bench-$run.json" --slurpfile s "$OUT/sim-$run.json" '
