@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/cache"
 	"shoal/internal/policy"
 )
 
@@ -92,6 +93,9 @@ type Status struct {
 	BusyPercent   float64 `json:"busy_percent"`
 	CPUs          int     `json:"cpus"`
 	SharedProcess bool    `json:"shared_process"`
+	// Served is the node's answered file bytes and those from a memory
+	// (object_bytes, memory_bytes inline; cache.Served).
+	cache.Served
 	// Peer is the node's peer-fetch report (internal/peer.Stats), nil
 	// when the node does not cooperate with its peers.
 	Peer *PeerStatus `json:"peer,omitempty"`

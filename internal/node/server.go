@@ -42,6 +42,9 @@ type Server struct {
 	active    atomic.Int64
 	requests  atomic.Int64
 	bytesSent atomic.Int64
+	// objectBytes and memoryBytes are Status.Served: file body bytes
+	// answered, and those of them that came from a memory.
+	objectBytes, memoryBytes atomic.Int64
 	// inService counts connections answering requests now; busy the
 	// nanoseconds they spent doing so (the node's own load, status.go).
 	inService atomic.Int64

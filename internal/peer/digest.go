@@ -48,10 +48,7 @@ func (h *Host) DigestRound() {
 	}
 	var keys []string
 	h.local.CacheKeys(func(k string) { keys = append(keys, k) })
-	b := NewBloom(len(keys))
-	for _, k := range keys {
-		b.Add(k)
-	}
+	b := DigestOf(keys)
 	h.lastDigest.Store(b)
 	msg := b.appendTo([]byte{opDigest})
 	for i := range m.peers {
@@ -64,6 +61,18 @@ func (h *Host) DigestRound() {
 		}
 		h.digSent.Add(1)
 	}
+}
+
+// DigestOf is the cache digest of keys, sized for them (NewBloom): what a
+// node sends its peers each round, and what the simulator (internal/sim)
+// builds of each simulated node's cache in virtual time, so both answer
+// CachedElsewhere with the same filter.
+func DigestOf(keys []string) *Bloom {
+	b := NewBloom(len(keys))
+	for _, k := range keys {
+		b.Add(k)
+	}
+	return b
 }
 
 func (h *Host) sendDigest(m *members, i int, msg []byte) error {

@@ -134,6 +134,7 @@ const (
 	stNotFound = 1
 	stVersion  = 2
 	stError    = 3
+	stOKDisk   = 4 // as stOK, but the owner read its disk first (not a memory hit)
 )
 
 // Stats are the node's peer counters (status report and /metrics).
@@ -460,9 +461,12 @@ func (h *Host) serveGet(c *peerwire.Conn, p []byte, out []byte) ([]byte, error) 
 	case err != nil:
 		st = stError
 	}
+	if st == stOK && !mem {
+		st = stOKDisk
+	}
 	out = append(out[:0], st)
 	out = binary.BigEndian.AppendUint64(out, uint64(len(body)))
-	if st != stOK {
+	if st != stOK && st != stOKDisk {
 		return out, c.Send(out)
 	}
 	h.served.Add(1)
@@ -486,13 +490,15 @@ func (h *Host) serveGet(c *peerwire.Conn, p []byte, out []byte) ([]byte, error) 
 // Fetch gets r from peer i's memory. sink, if not nil, is called with each
 // chunk as it arrives, in order, when this goroutine makes the fetch; a
 // request that waited for another's fetch of the same object gets only the
-// whole body (collapsed true). On error the caller reads its own disk; sink
-// may have received part of the body, sent bytes say how much.
-func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, collapsed bool, err error) {
+// whole body (collapsed true). mem reports that the peer answered from its
+// memory (false: it read its disk first), so the node can count a memory
+// hit of the cluster (Status.MemoryBytes). On error the caller reads its
+// own disk; sink may have received part of the body, sent bytes say how much.
+func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, mem, collapsed bool, err error) {
 	m := h.m.Load()
 	if !m.usable(i) {
 		h.failures.Add(1)
-		return nil, false, fmt.Errorf("%w %d", ErrPeer, i)
+		return nil, false, false, fmt.Errorf("%w %d", ErrPeer, i)
 	}
 	ran := false
 	h.waiting.Add(1)
@@ -508,37 +514,45 @@ func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, collapse
 		if ran {
 			h.failures.Add(1)
 		}
-		return nil, !ran, err
+		return nil, false, !ran, err
 	}
-	return v.([]byte), !ran, nil
+	f := v.(fetched)
+	return f.body, f.mem, !ran, nil
+}
+
+// fetched is one network fetch's result, shared by the requests it
+// collapsed.
+type fetched struct {
+	body []byte
+	mem  bool
 }
 
 // fetch makes one network fetch, redialling once when a pooled connection
 // turns out to be dead before any byte of the answer.
-func (h *Host) fetch(m *members, i int, r *Request, sink func([]byte)) ([]byte, error) {
+func (h *Host) fetch(m *members, i int, r *Request, sink func([]byte)) (fetched, error) {
 	msg := appendRequest([]byte{opGet}, r)
 	for attempt := 0; ; attempt++ {
 		c, reused, err := h.get(m, i)
 		if err != nil {
-			return nil, err
+			return fetched{}, err
 		}
-		body, got, err := h.roundTrip(c, msg, r.Size, sink)
+		body, mem, got, err := h.roundTrip(c, msg, r.Size, sink)
 		if err == nil {
 			h.put(m, i, c)
 			h.fetches.Add(1)
 			h.fetchBytes.Add(uint64(len(body)))
-			return body, nil
+			return fetched{body, mem}, nil
 		}
 		var se statusError
 		if errors.As(err, &se) {
 			h.put(m, i, c) // the connection is fine, the object is not there
-			return nil, err
+			return fetched{}, err
 		}
 		c.Close()
 		if reused && !got && attempt == 0 {
 			continue
 		}
-		return nil, fmt.Errorf("peer %d (%s): %w", i, m.peers[i], err)
+		return fetched{}, fmt.Errorf("peer %d (%s): %w", i, m.peers[i], err)
 	}
 }
 
@@ -548,48 +562,50 @@ type statusError struct{ err error }
 func (e statusError) Error() string { return e.err.Error() }
 func (e statusError) Unwrap() error { return e.err }
 
-// roundTrip sends a request and reads the answer. got reports whether any
-// answer frame arrived.
-func (h *Host) roundTrip(c *peerwire.Conn, msg []byte, size int64, sink func([]byte)) (body []byte, got bool, err error) {
+// roundTrip sends a request and reads the answer. mem reports that the
+// peer answered from its memory; got whether any answer frame arrived.
+func (h *Host) roundTrip(c *peerwire.Conn, msg []byte, size int64, sink func([]byte)) (body []byte, mem, got bool, err error) {
 	if err := c.Send(msg); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	p, err := c.Recv()
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if len(p) < 9 {
-		return nil, true, ErrProtocol
+		return nil, false, true, ErrProtocol
 	}
 	switch p[0] {
 	case stOK:
+		mem = true
+	case stOKDisk:
 	case stNotFound:
-		return nil, true, statusError{ErrNotFound}
+		return nil, false, true, statusError{ErrNotFound}
 	case stVersion:
-		return nil, true, statusError{ErrVersion}
+		return nil, false, true, statusError{ErrVersion}
 	default:
-		return nil, true, statusError{fmt.Errorf("%w: status %d", ErrProtocol, p[0])}
+		return nil, false, true, statusError{fmt.Errorf("%w: status %d", ErrProtocol, p[0])}
 	}
 	n := binary.BigEndian.Uint64(p[1:9])
 	if int64(n) != size {
 		// The peer's file has our ETag but not our size: never trust it.
-		return nil, true, fmt.Errorf("%w: %d bytes announced, %d expected", ErrProtocol, n, size)
+		return nil, false, true, fmt.Errorf("%w: %d bytes announced, %d expected", ErrProtocol, n, size)
 	}
 	body = make([]byte, 0, n)
 	chunk := p[9:]
 	for {
 		if uint64(len(body)+len(chunk)) > n {
-			return nil, true, fmt.Errorf("%w: more than %d bytes", ErrProtocol, n)
+			return nil, false, true, fmt.Errorf("%w: more than %d bytes", ErrProtocol, n)
 		}
 		body = append(body, chunk...)
 		if sink != nil && len(chunk) > 0 {
 			sink(chunk)
 		}
 		if uint64(len(body)) == n {
-			return body, true, nil
+			return body, mem, true, nil
 		}
 		if chunk, err = c.Recv(); err != nil {
-			return nil, true, err
+			return nil, false, true, err
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 // PeerObject until it is closed.
 type fakeLocal struct {
 	objs  map[string][]byte
+	disk  map[string]bool // objects the owner reads from disk (not in memory)
 	gate  chan struct{}
 	calls atomic.Int64
 	keys  []string
@@ -33,7 +34,7 @@ func (f *fakeLocal) PeerObject(r Request) ([]byte, bool, error) {
 	if !ok {
 		return nil, false, ErrNotFound
 	}
-	return b, true, nil
+	return b, !f.disk[r.URL], nil
 }
 
 func (f *fakeLocal) CacheKeys(add func(string)) {
@@ -124,7 +125,7 @@ func TestFetchStreamsChunks(t *testing.T) {
 	r := Request{URL: "/a", ETag: `"x"`, Size: int64(len(want)), Key: "/a"}
 	var got bytes.Buffer
 	chunks := 0
-	b, collapsed, err := cli.Fetch(1, r, func(p []byte) { chunks++; got.Write(p) })
+	b, _, collapsed, err := cli.Fetch(1, r, func(p []byte) { chunks++; got.Write(p) })
 	if err != nil || collapsed {
 		t.Fatalf("fetch: %v collapsed=%v", err, collapsed)
 	}
@@ -134,7 +135,7 @@ func TestFetchStreamsChunks(t *testing.T) {
 	if chunks != 4 { // 200 KiB = 3 × 64 KiB + 8 KiB
 		t.Errorf("sink saw %d chunks, want 4", chunks)
 	}
-	if _, _, err := cli.Fetch(1, r, nil); err != nil {
+	if _, _, _, err := cli.Fetch(1, r, nil); err != nil {
 		t.Fatal(err)
 	}
 	st, ost := cli.Stats(), owner.Stats()
@@ -143,6 +144,29 @@ func TestFetchStreamsChunks(t *testing.T) {
 	}
 	if n := len(cli.m.Load().pools[1].idle); n != 1 {
 		t.Errorf("%d idle connections after two sequential fetches, want 1 (reused)", n)
+	}
+}
+
+// TestFetchReportsMemory: Fetch's mem says whether the owner answered from
+// its memory (status stOK) or read its disk first (stOKDisk), for small
+// and multi-chunk objects; the bytes are the owner's either way, and
+// served_disk counts the disk ones.
+func TestFetchReportsMemory(t *testing.T) {
+	objs := map[string][]byte{"/m": body(100), "/d": body(100), "/big-d": body(150 << 10), "/big-m": body(150 << 10)}
+	local := &fakeLocal{objs: objs, disk: map[string]bool{"/d": true, "/big-d": true}}
+	cli, owner := pair(t, local, testKey, testKey)
+	for _, tc := range []struct {
+		url string
+		mem bool
+	}{{"/m", true}, {"/d", false}, {"/big-d", false}, {"/big-m", true}} {
+		want := objs[tc.url]
+		b, mem, _, err := cli.Fetch(1, Request{URL: tc.url, Size: int64(len(want)), Key: tc.url}, nil)
+		if err != nil || !bytes.Equal(b, want) || mem != tc.mem {
+			t.Errorf("%s: err %v, bytes equal %v, mem %v; want mem %v", tc.url, err, bytes.Equal(b, want), mem, tc.mem)
+		}
+	}
+	if d := owner.Stats().ServedDisk; d != 2 {
+		t.Errorf("owner served_disk %d, want 2", d)
 	}
 }
 
@@ -162,7 +186,7 @@ func TestFetchFailures(t *testing.T) {
 		{7, Request{URL: "/a", Size: 10, Key: "/a"}, ErrPeer},
 		{0, Request{URL: "/a", Size: 10, Key: "/a"}, ErrPeer},
 	} {
-		if _, _, err := cli.Fetch(tc.peer, tc.r, nil); !errors.Is(err, tc.want) {
+		if _, _, _, err := cli.Fetch(tc.peer, tc.r, nil); !errors.Is(err, tc.want) {
 			t.Errorf("peer %d %+v: err %v, want %v", tc.peer, tc.r, err, tc.want)
 		}
 	}
@@ -185,7 +209,7 @@ func TestConcurrentFetchesCollapse(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, _, err := cli.Fetch(1, r, nil)
+			b, _, _, err := cli.Fetch(1, r, nil)
 			if err != nil || !bytes.Equal(b, want) {
 				bad.Add(1)
 			}
@@ -210,7 +234,7 @@ func TestForgedPeerRefused(t *testing.T) {
 	secret := []byte("SECRET-OBJECT-BYTES")
 	local := &fakeLocal{objs: map[string][]byte{"/a": secret}}
 	cli, owner := pair(t, local, testKey, []byte("fedcba9876543210-wrong-key!!"))
-	_, _, err := cli.Fetch(1, Request{URL: "/a", Size: int64(len(secret)), Key: "/a"}, nil)
+	_, _, _, err := cli.Fetch(1, Request{URL: "/a", Size: int64(len(secret)), Key: "/a"}, nil)
 	if err == nil {
 		t.Fatal("a peer without the cluster key fetched the object")
 	}
@@ -331,7 +355,7 @@ func TestSetPeers(t *testing.T) {
 	}
 	defer h.Close()
 	r := Request{URL: "/a", ETag: `"x"`, Size: int64(len(want)), Key: "/a"}
-	if _, _, err := h.Fetch(1, r, nil); !errors.Is(err, ErrPeer) {
+	if _, _, _, err := h.Fetch(1, r, nil); !errors.Is(err, ErrPeer) {
 		t.Fatalf("fetch before SetPeers: %v, want ErrPeer", err)
 	}
 	steps := []struct {
@@ -357,7 +381,7 @@ func TestSetPeers(t *testing.T) {
 		if self, _ := h.Peers(); self != s.self || h.Self() != s.self {
 			t.Errorf("%s: self %d, want %d", s.name, self, s.self)
 		}
-		_, _, err := h.Fetch(1, r, nil)
+		_, _, _, err := h.Fetch(1, r, nil)
 		if s.usable != (err == nil) {
 			t.Fatalf("%s: fetch from the owner: %v", s.name, err)
 		}

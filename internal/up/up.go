@@ -73,6 +73,9 @@ type Config struct {
 	// is then a folder of site folders, and empty generates SampleSites.
 	// Only with the relay and passfd paths. Default false.
 	VHosts bool
+	// DigestPeriod is how often each node sends its cache digest to the
+	// others (peer.Config.DigestPeriod). Default 0: the nodes' default, 2 s.
+	DigestPeriod time.Duration
 	// HealthInterval is the active health-check period. Default 1 s.
 	HealthInterval time.Duration
 	// SendTimeout, MaxConns and MaxConnsPerIP are the front's client send
@@ -320,7 +323,7 @@ func Start(cfg Config) (*Cluster, error) {
 	for i, ln := range lns {
 		n, err := node.New(node.Config{Root: roots[i], VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
 			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts,
-			Peer: peer.Config{Self: i, Peers: addrs, Key: key}})
+			Peer: peer.Config{Self: i, Peers: addrs, Key: key, DigestPeriod: cfg.DigestPeriod}})
 		if err != nil {
 			for _, l := range lns[i:] {
 				l.Close()
@@ -754,6 +757,9 @@ func (p *Procs) peerArgs(addrs []string, loopback bool) ([]string, error) {
 	args := []string{"--peer-key-file", file, "--peers", strings.Join(addrs, ",")}
 	if loopback {
 		args = append(args, "--trusted-fronts", "127.0.0.0/8,::1")
+	}
+	if p.Config.DigestPeriod != 0 {
+		args = append(args, "--digest-period", p.Config.DigestPeriod.String())
 	}
 	return args, nil
 }
