@@ -75,6 +75,10 @@ type Status struct {
 	CacheObjects      int64   `json:"cache_objects"`
 	CacheBytes        int64   `json:"cache_bytes"`
 	CacheHitRatio     float64 `json:"cache_hit_ratio"`
+	// CacheHits and CacheMisses count the node's cache lookups, its
+	// peers' fetches from it included (CacheHitRatio is their ratio).
+	CacheHits   int64 `json:"cache_hits"`
+	CacheMisses int64 `json:"cache_misses"`
 	ByteHitRatio      float64 `json:"byte_hit_ratio"`
 	CPUPercent        float64 `json:"cpu_percent"`
 	RSSBytes          int64   `json:"rss_bytes"`

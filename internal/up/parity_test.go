@@ -127,8 +127,8 @@ func parityWorkload(t *testing.T, root string) ([]string, []sim.Access) {
 // parityLive replays urls once, in order, on 16 one-request connections
 // through a fresh cluster and returns each node's served requests, the
 // aggregate hit ratio (the nodes' hit ratios weighted by their requests,
-// shoal_cluster_cache_hit_ratio) and the nodes' names in the front's policy
-// view (their URLs).
+// shoal_cluster_cache_hit_ratio, plus the requests answered from a peer's
+// memory) and the nodes' names in the front's policy view (their URLs).
 func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]int64, float64, []string) {
 	t.Helper()
 	cfg.Policy = pol
@@ -195,13 +195,27 @@ func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]in
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// A memory hit of the cluster is a request answered from a node's
+	// memory, its own or (peer fetch) another's, as the simulator counts
+	// it: the nodes' cache hits, less those that answered a peer's fetch,
+	// plus the fetches (a fetch the owner read its disk for was its miss).
 	var hits, reqs float64
 	var names []string
 	for _, n := range nodeInfos(t, c) {
 		names = append(names, n.URL)
 		if s := n.Status; s != nil {
-			hits += s.CacheHitRatio * float64(s.Requests)
+			hits += float64(s.CacheHits)
 			reqs += float64(s.Requests)
+			if p := s.Peer; p != nil {
+				hits += float64(p.Fetches+p.Collapsed) - float64(p.Served)
+			}
+		}
+	}
+	if hits == 0 { // a node without the counters: its hit ratio
+		for _, n := range nodeInfos(t, c) {
+			if s := n.Status; s != nil {
+				hits += s.CacheHitRatio * float64(s.Requests)
+			}
 		}
 	}
 	return served, hits / max(reqs, 1), names
