@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/httpwire"
 )
 
 // bigFetchSize is the file a non-holder streams in the memory tests: far
@@ -142,5 +145,75 @@ func TestBigPeerFetchHolderDies(t *testing.T) {
 				t.Errorf("holder gone: %d of %d bytes, closed %v; want the connection closed short of Content-Length", n, clen, closed)
 			}
 		})
+	}
+}
+
+// TestBigPeerFetchForms: the other answers for a file streamed from its
+// holder (700 KiB, above MaxObject, stored on node 1 only), as node 0
+// gives them: a single range is cut from the stream, several ranges get
+// the whole file (RFC 9110 §14.2), and a HEAD, a 304 and a 416 come from
+// the table without asking the holder. Keep-alive holds after each.
+func TestBigPeerFetchForms(t *testing.T) {
+	const size = 700 << 10
+	layout := map[string][]int{"/big.bin": {1}}
+	roots, bodies := partSite(t, 2, layout, map[string]int{"/big.bin": size})
+	ns := startPeers(t, roots[0], 2, func(i int, c *Config) {
+		c.Root = roots[i]
+		if i == 0 {
+			writeManifests(t, roots, c.Peer.Peers, layout, bodies)
+		}
+	})
+	b := string(bodies["/big.bin"])
+	c := ns[0].dial(t)
+	c.send("HEAD /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	r := c.read(true)
+	etag := r.h.Get("Etag")
+	if r.status != 200 || r.h.Get("Content-Length") != "716800" || etag == "" {
+		t.Fatalf("HEAD: %d %v", r.status, r.h)
+	}
+	for _, tc := range []struct {
+		name, extra string
+		status      int
+		body        string
+		fetch       bool
+	}{
+		{"single range", "Range: bytes=600000-600009\r\n", 206, b[600000:600010], true},
+		{"suffix range", "Range: bytes=-5\r\n", 206, b[size-5:], true},
+		{"range in the first chunk", "Range: bytes=10-19\r\n", 206, b[10:20], true},
+		{"several ranges", "Range: bytes=0-1,100-101,600000-600009\r\n", 206, "multipart", true},
+		{"ranges out of order", "Range: bytes=100-101,0-1\r\n", 200, b, true},
+		{"not modified", "If-None-Match: " + etag + "\r\n", 304, "", false},
+		{"unsatisfiable", "Range: bytes=800000-\r\n", 416, "", false},
+		{"whole", "", 200, b, true},
+	} {
+		served := ns[1].srv.PeerStats().Served
+		c.send(get("/big.bin", tc.extra))
+		r := c.read(false)
+		if tc.body == "multipart" {
+			// serveMultipart's layout, with the boundary the node chose.
+			_, bnd, _ := strings.Cut(r.h.Get("Content-Type"), "boundary=")
+			var want []byte
+			for _, s := range []httpwire.Span{{Start: 0, End: 2}, {Start: 100, End: 102}, {Start: 600000, End: 600010}} {
+				want = appendPartHead(want, []byte(bnd), "application/octet-stream", s, size)
+				want = append(want, b[s.Start:s.End]...)
+			}
+			tc.body = string(want) + "\r\n--" + bnd + "--\r\n"
+		}
+		if r.status != tc.status || r.body != tc.body {
+			t.Errorf("%s: status %d, %d bytes; want %d, %d bytes", tc.name, r.status, len(r.body), tc.status, len(tc.body))
+		}
+		if tc.status == 206 && tc.name != "several ranges" && r.h.Get("Content-Range") == "" {
+			t.Errorf("%s: no Content-Range", tc.name)
+		}
+		if got := ns[1].srv.PeerStats().Served - served; got != map[bool]uint64{true: 1, false: 0}[tc.fetch] {
+			t.Errorf("%s: holder served %d, fetch expected %v", tc.name, got, tc.fetch)
+		}
+	}
+	if st := ns[1].srv.PeerStats(); st.Served != 6 {
+		t.Errorf("HEAD made a fetch: holder served %d, want 6", st.Served)
+	}
+	// The ranges' streams stopped early are not failures.
+	if st := ns[0].srv.PeerStats(); st.Failures != 0 || st.Fetches != 3 {
+		t.Errorf("node 0 counters %+v, want 3 whole fetches (suffix range, ranges out of order, whole) and no failure", st)
 	}
 }

@@ -502,14 +502,20 @@ func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, collapse
 // will not cache, whose memory is one frame whatever the object's size.
 // It is not collapsed (no body is kept for others to share). An error
 // from sink stops the fetch (the connection, mid-answer, is closed) and is
-// returned. n is the number of bytes handed to sink; on any error the
-// caller decides what to do with those already forwarded.
+// returned (not counted as a failure: the caller stopped it, as when its
+// client left or the ranges it wanted are sent). n is the number of bytes
+// handed to sink; on any error the caller decides what to do with those
+// already forwarded.
 func (h *Host) Stream(i int, r Request, sink func([]byte) error) (n int64, err error) {
 	if !h.Usable(i) {
 		h.failures.Add(1)
 		return 0, fmt.Errorf("%w %d", ErrPeer, i)
 	}
 	_, n, err = h.fetch(i, &r, sink, false)
+	var sk sinkError
+	if errors.As(err, &sk) {
+		return n, sk.err
+	}
 	if err != nil {
 		h.failures.Add(1)
 	}
@@ -541,7 +547,7 @@ func (h *Host) fetch(i int, r *Request, sink func([]byte) error, keep bool) ([]b
 		c.Close()
 		var sk sinkError
 		if errors.As(err, &sk) {
-			return nil, n, sk.err
+			return nil, n, err
 		}
 		if reused && !got && attempt == 0 {
 			continue
