@@ -440,6 +440,7 @@ func (h *Host) serveFile(c *peerwire.Conn, f io.Reader, size int64, out []byte) 
 	out = append(out[:0], stOK)
 	out = binary.BigEndian.AppendUint64(out, uint64(size))
 	h.served.Add(1)
+	h.servedBytes.Add(uint64(size)) // before sending, as serveGet counts
 	h.servedDisk.Add(1)
 	first := int(min(size, Chunk))
 	if _, err := io.ReadFull(f, out[9:9+first]); err != nil {
@@ -448,7 +449,6 @@ func (h *Host) serveFile(c *peerwire.Conn, f io.Reader, size int64, out []byte) 
 	if err := c.Send(out[:9+first]); err != nil {
 		return out, err
 	}
-	h.servedBytes.Add(uint64(first))
 	for off := int64(first); off < size; {
 		n := int(min(size-off, Chunk))
 		if _, err := io.ReadFull(f, out[:n]); err != nil {
@@ -457,7 +457,6 @@ func (h *Host) serveFile(c *peerwire.Conn, f io.Reader, size int64, out []byte) 
 		if err := c.Send(out[:n]); err != nil {
 			return out, err
 		}
-		h.servedBytes.Add(uint64(n))
 		off += int64(n)
 	}
 	return out, nil
