@@ -219,3 +219,26 @@ func TestBigPeerFetchForms(t *testing.T) {
 		t.Errorf("node 0 counters %+v, want 3 whole fetches (suffix range, ranges out of order, whole) and no failure", st)
 	}
 }
+
+// TestBigPeerFetchSlowClient: a client that stops reading for a while
+// (here 1 s, five times the peers' per-frame FetchTimeout) stalls the
+// holder's stream behind it, since nothing is buffered in between; the
+// holder must wait for its asker as long as a peer connection may idle,
+// not FetchTimeout, or every slow download of a large remote file would
+// be cut. The client gets the whole file.
+func TestBigPeerFetchSlowClient(t *testing.T) {
+	layout := map[string][]int{"/huge.bin": {1}}
+	roots, bodies := partSite(t, 2, layout, map[string]int{"/huge.bin": bigFetchSize})
+	ns := startPeers(t, roots[0], 2, func(i int, c *Config) {
+		c.Root = roots[i]
+		c.Peer.FetchTimeout = 200 * time.Millisecond
+		if i == 0 {
+			writeManifests(t, roots, c.Peer.Peers, layout, bodies)
+		}
+	})
+	want := sha256.Sum256(bodies["/huge.bin"])
+	status, clen, n, sum, _ := streamGet(t, ns[0].addr, "/huge.bin", func() { time.Sleep(time.Second) })
+	if status != 200 || n != clen || sum != want {
+		t.Errorf("slow client: status %d, %d of %d bytes, SHA-256 match %v", status, n, clen, sum == want)
+	}
+}

@@ -78,7 +78,10 @@ type Config struct {
 	// after it the fetch fails and the caller reads its own disk.
 	FetchTimeout time.Duration
 	// IdleTimeout closes a peer's connection that carried nothing this
-	// long. Default 60 s.
+	// long, and bounds how long a node serving a fetch waits for the asker
+	// to take each frame: a streamed fetch (Stream) moves at the pace of
+	// the asker's client, so a slow download must not be cut at
+	// FetchTimeout. Default 60 s.
 	IdleTimeout time.Duration
 	// MaxIdle is the number of idle connections kept per peer. Default 4.
 	MaxIdle int
@@ -251,7 +254,7 @@ func New(cfg Config, local Local) (*Host, error) {
 	h.cli = peerwire.Config{Self: self, Seed: cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: cfg.DialTimeout,
 		ReadTimeout: cfg.FetchTimeout, WriteTimeout: cfg.FetchTimeout, Stats: &h.wst}
 	h.srv = peerwire.Config{Self: self, Seed: cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: cfg.DialTimeout,
-		ReadTimeout: cfg.IdleTimeout, WriteTimeout: cfg.FetchTimeout, Stats: &h.wst, Log: logf}
+		ReadTimeout: cfg.IdleTimeout, WriteTimeout: cfg.IdleTimeout, Stats: &h.wst, Log: logf}
 	return h, nil
 }
 
