@@ -250,14 +250,7 @@ func runFront(args []string) error {
 		// The policy prefers the nodes that store a file (the placement
 		// the publisher writes with; until the first publish every node
 		// still has the whole site, and the preference costs nothing).
-		ns := make([]placement.Node, len(fc.Nodes))
-		for i, n := range fc.Nodes {
-			ns[i] = placement.Node{ID: strings.TrimPrefix(strings.TrimSuffix(n.URL, "/"), "http://"), Weight: max(n.DiskWeight, 0)}
-			if n.DiskWeight == 0 {
-				ns[i].Weight = 1
-			}
-		}
-		cl.SetStorage(&policy.Storage{Nodes: ns, Replicas: fc.Replicas})
+		showStorage(cl, &fc)
 	}
 	var dp front.DataPath
 	var choose func(policy.Decision, *front.Exchange) front.DataPath
@@ -364,7 +357,7 @@ func runFront(args []string) error {
 					ps = append(ps, publish.RemoteFetch(b.URL, adminCfg.Token, fetchFrom, nil))
 				}
 				return ps
-			}, Replicas: fc.Replicas, Place: placeByURL(fc.Nodes), OnCommit: func(_ uint64, root string, d content.Diff) {
+			}, Replicas: fc.Replicas, Place: placeByURL(fc.Nodes), Members: cl.Members, OnCommit: func(_ uint64, root string, d content.Diff) {
 				if passfd.sizes != nil { // hybrid's sizes follow the site
 					passfd.sizes.Publish(root)
 				}
@@ -379,6 +372,9 @@ func runFront(args []string) error {
 			}
 			as.SetPublisher(func(ctx context.Context, dir string) (any, error) { return pub.Publish(ctx, dir) })
 			as.SetVersions(pub.WriteVersion)
+			if fc.Replicas > 0 {
+				as.SetRebalancer(func(ctx context.Context, joined int) (any, error) { return rebalance(ctx, cl, pub, &fc, joined) })
+			}
 			logger.Info("publishing on", "versions", fc.PublishDir)
 		}
 		adminSrv = &http.Server{Handler: as, ReadHeaderTimeout: 10 * time.Second}
@@ -442,6 +438,49 @@ wait:
 		return err
 	}
 	return nil
+}
+
+// showStorage tells the policy where the files are stored (partitioned
+// storage): every node slot by its address and [[node]] disk_weight (1 for
+// a node not in the file, added through the admin API), a removed one with
+// weight 0, in the front's order.
+func showStorage(cl *cluster.Cluster, fc *config.Front) {
+	ms := cl.Members()
+	ns := make([]placement.Node, len(ms))
+	for i, id := range ms {
+		ns[i] = placement.Node{ID: id, Weight: 1}
+		for _, n := range fc.Nodes {
+			if strings.TrimPrefix(strings.TrimSuffix(n.URL, "/"), "http://") == id && n.DiskWeight > 0 {
+				ns[i].Weight = n.DiskWeight
+			}
+		}
+		if id == "" {
+			ns[i].Weight = 0
+		}
+	}
+	cl.SetStorage(&policy.Storage{Nodes: ns, Replicas: fc.Replicas})
+}
+
+// rebalance places the served version again over the nodes after the
+// admin API added node joined (-1: removed one): the newcomer is drained
+// until it holds its share, and the policy learns the new placement.
+func rebalance(ctx context.Context, cl *cluster.Cluster, pub *publish.Coordinator, fc *config.Front, joined int) (publish.Result, error) {
+	if joined >= 0 {
+		w := 1
+		for _, n := range cl.Nodes() {
+			if n.Index == joined {
+				w = n.Weight
+			}
+		}
+		cl.SetWeight(joined, 0)
+		defer cl.SetWeight(joined, w)
+	}
+	res, err := pub.Rebalance(ctx)
+	showStorage(cl, fc)
+	if err != nil {
+		return res, fmt.Errorf("rebalance: %w", err)
+	}
+	return res, nil
 }
 
 // placeByURL is the front publisher's placement of its nodes: each is

@@ -251,7 +251,9 @@ func (a *aliasFlag) Set(v string) error {
 }
 
 // peerConfig builds the node's peer links from its flags: off without a
-// key file; this node is the entry of peers equal to listen.
+// key file; this node is the entry of peers equal to listen. A key without
+// peers is a node joining a running partitioned cluster: it learns the
+// peers from the first version the front publishes to it.
 func peerConfig(keyFile, list, listen string, digest time.Duration) (peer.Config, error) {
 	var addrs []string
 	for _, a := range strings.Split(list, ",") {
@@ -270,7 +272,7 @@ func peerConfig(keyFile, list, listen string, digest time.Duration) (peer.Config
 		return peer.Config{}, err
 	}
 	pc := peer.Config{Key: key, Peers: addrs, Self: slices.Index(addrs, listen), DigestPeriod: digest}
-	if pc.Self < 0 {
+	if pc.Self < 0 && len(addrs) > 0 {
 		return peer.Config{}, fmt.Errorf("--peers %q does not list --listen %s: list every node, this one included, in the front's order", list, listen)
 	}
 	return pc, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +19,13 @@ import (
 // other (--peers, --peer-key-file) and a `shoal front` with replicas = 2
 // and one node of disk_weight 2: `shoal publish` writes each file to
 // exactly two nodes' trees, and every node answers every file, fetching
-// what it does not store from a holder.
+// what it does not store from a holder. Then a fourth `shoal node`,
+// started with the key alone on the served version, joins live through
+// the admin API (POST /nodes with the token): the answer reports the
+// rebalance, which moved exactly the newcomer's share; each file is on two
+// of the four nodes and every node, the newcomer too, answers every file.
+// Then node 0 is removed (DELETE /nodes/0) and stopped: each file is on
+// two of the three others, and they and the front answer every file.
 func TestFrontPublishPartitioned(t *testing.T) {
 	dir := t.TempDir()
 	site, versions := filepath.Join(dir, "site"), filepath.Join(dir, "versions")
@@ -37,7 +44,7 @@ func TestFrontPublishPartitioned(t *testing.T) {
 	os.WriteFile(token, []byte(strings.Repeat("ab", 32)), 0o600)
 	key := filepath.Join(dir, "cluster.key")
 	os.WriteFile(key, []byte(strings.Repeat("cd", 32)), 0o600)
-	start := func(args ...string) {
+	start := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
 		cmd.Env = append(os.Environ(), "SHOAL_AS_MAIN=1")
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
@@ -45,6 +52,7 @@ func TestFrontPublishPartitioned(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+		return cmd
 	}
 	waitListen := func(addr string) {
 		t.Helper()
@@ -59,9 +67,10 @@ func TestFrontPublishPartitioned(t *testing.T) {
 		}
 	}
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	var nodes []*exec.Cmd
 	for _, a := range addrs {
-		start("node", "--root", site, "--listen", a, "--publish-dir", versions, "--admin-token-file", token,
-			"--peer-key-file", key, "--peers", strings.Join(addrs, ","))
+		nodes = append(nodes, start("node", "--root", site, "--listen", a, "--publish-dir", versions, "--admin-token-file", token,
+			"--peer-key-file", key, "--peers", strings.Join(addrs, ",")))
 	}
 	for _, a := range addrs {
 		waitListen(a)
@@ -89,17 +98,98 @@ func TestFrontPublishPartitioned(t *testing.T) {
 			t.Errorf("%s stored on %d nodes, want 2", name, n)
 		}
 	}
-	for _, a := range append(addrs, listen) {
-		for name, want := range files {
-			resp, err := http.Get("http://" + a + "/" + name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 || string(b) != want {
-				t.Errorf("%s/%s: status %d, %d bytes, want %d", a, name, resp.StatusCode, len(b), len(want))
+	serveAll := func(when string, at ...string) {
+		t.Helper()
+		for _, a := range at {
+			for name, want := range files {
+				resp, err := http.Get("http://" + a + "/" + name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(b) != want {
+					t.Errorf("%s: %s/%s: status %d, %d bytes, want %d", when, a, name, resp.StatusCode, len(b), len(want))
+				}
 			}
 		}
 	}
+	serveAll("published", append(addrs, listen)...)
+
+	// stored checks that each file is on exactly two of the trees of
+	// version v's nodes in slots, and returns slot k's bytes.
+	stored := func(when string, v int, slots []int, k int) (own int64) {
+		t.Helper()
+		for name, body := range files {
+			n := 0
+			for _, i := range slots {
+				if fi, err := os.Lstat(filepath.Join(versions, fmt.Sprintf("v%06d.nodes", v), fmt.Sprint(i), filepath.FromSlash(name))); err == nil && fi.Mode().IsRegular() {
+					n++
+					if i == k {
+						own += int64(len(body))
+					}
+				}
+			}
+			if n != 2 {
+				t.Errorf("%s: %s stored on %d nodes, want 2", when, name, n)
+			}
+		}
+		return own
+	}
+	admin := func(method, path, body string) (int, rebalanced) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+adminAddr+path, strings.NewReader(body))
+		tok, _ := os.ReadFile(token)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a rebalanced
+		raw, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(raw, &a); err != nil || a.Rebalance.Partition == nil {
+			t.Fatalf("%s %s: %d %s: no rebalance in the answer", method, path, resp.StatusCode, raw)
+		}
+		return resp.StatusCode, a
+	}
+
+	// Join: the newcomer serves the published version (a full copy) until
+	// its share arrives.
+	joiner := freeAddr(t)
+	start("node", "--root", filepath.Join(versions, "current"), "--listen", joiner, "--publish-dir", versions,
+		"--admin-token-file", token, "--peer-key-file", key)
+	waitListen(joiner)
+	code, join := admin("POST", "/nodes", fmt.Sprintf(`{"url": "http://%s"}`, joiner))
+	share := stored("after join", 2, []int{0, 1, 2, 3}, 3)
+	p := join.Rebalance.Partition
+	t.Logf("join: moved %d bytes in %d copies, the newcomer's share %d bytes", p.Moved, p.MovedFiles, share)
+	if code != 201 || join.Index != 3 || p.Moved != share || p.Written != 0 {
+		t.Errorf("join: %d index %d, moved %d written %d; want 201, index 3, its share %d moved and nothing written", code, join.Index, p.Moved, p.Written, share)
+	}
+	serveAll("after join", append(addrs, joiner, listen)...)
+
+	// Leave: node 0 goes, then stops.
+	code, leave := admin("DELETE", "/nodes/0", "")
+	if code != 200 || leave.Rebalance.Partition.Written != 0 {
+		t.Errorf("leave: %d %+v", code, leave.Rebalance.Partition)
+	}
+	nodes[0].Process.Signal(syscall.SIGTERM)
+	nodes[0].Wait()
+	stored("after leave", 3, []int{0, 1, 2}, -1)
+	serveAll("after leave", addrs[1], addrs[2], joiner, listen)
+}
+
+// rebalanced is the admin API's answer to POST /nodes or DELETE
+// /nodes/{i} on a partitioned cluster.
+type rebalanced struct {
+	Index     int `json:"index"`
+	Rebalance struct {
+		Partition *struct {
+			Moved      int64 `json:"moved_bytes"`
+			MovedFiles int   `json:"moved_files"`
+			Written    int64 `json:"written_bytes"`
+		} `json:"partition"`
+	} `json:"rebalance"`
 }

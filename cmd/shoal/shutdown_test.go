@@ -34,7 +34,7 @@ func TestShutdownLetsDownloadsFinish(t *testing.T) {
 		timeout  string
 		complete bool
 	}{{"30s", true}, {"1s", false}} {
-		cmd := asMain("up", "--site", site, "--nodes", "1", "--admin", "off",
+		cmd := asMain("up", "--data", t.TempDir(), "--site", site, "--nodes", "1", "--admin", "off",
 			"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--shutdown-timeout", tc.timeout)
 		out, _ := cmd.StdoutPipe()
 		cmd.Stderr = io.Discard
@@ -81,7 +81,7 @@ func TestShutdownLetsDownloadsFinish(t *testing.T) {
 func TestUpHUPRepublishes(t *testing.T) {
 	site := t.TempDir()
 	os.WriteFile(filepath.Join(site, "a.html"), []byte("before"), 0o644)
-	cmd := asMain("up", "--site", site, "--nodes", "2", "--admin", "off",
+	cmd := asMain("up", "--data", t.TempDir(), "--site", site, "--nodes", "2", "--admin", "off",
 		"--listen", "127.0.0.1:0", "--data", t.TempDir())
 	out, _ := cmd.StdoutPipe()
 	var stderr testutil.SyncBuf

@@ -181,7 +181,7 @@ func TestHangupIgnored(t *testing.T) {
 		hangupSurvives(t, f, u+"/a.txt", body)
 	})
 	t.Run("up", func(t *testing.T) {
-		c := startChild(t, exe, "up", "--listen", "127.0.0.1:0", "--admin", "off", "--nodes", "1", "--site", site)
+		c := startChild(t, exe, "up", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--admin", "off", "--nodes", "1", "--site", site)
 		l := c.waitLine(t, "shoal is up: open ")
 		u := strings.TrimSpace(l[strings.Index(l, "http://"):])
 		hangupSurvives(t, c, u+"a.txt", body)

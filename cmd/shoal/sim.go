@@ -39,6 +39,9 @@ func runSim(args []string) error {
 	cacheMB := fs.Float64("cache-mb", 32, "memory cache per node, MiB")
 	replicas := fs.Int("replicas", 0, "nodes that store each file on disk (partitioned storage, as shoal up --replicas); the others fetch it from a holder; 0 = every node")
 	cachePol := fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf")
+	digestPeriod := fs.Duration("digest-period", 0, "cgdsf: the nodes' cache digests are rebuilt every this much virtual time (0 = the nodes' default, 2s; negative = read the other caches exactly)")
+	gdsfCost := fs.String("gdsf-cost", "node", "gdsf/cgdsf cost C: node (the live nodes': 1, or 1/10 when cached elsewhere) or disk (disk read time, or a peer fetch's)")
+	popularN := fs.Int("popular-n", 0, "weblins: the replicated popular set is this many files, as on a live front (default 0: the files that fill an eighth of a node's cache)")
 	seed := fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output")
 	front := fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)")
 	perNode := fs.Int("per-node", 0, "throughput mode: requests in the system per node (0: LARD's admission bound S = (n-1)*T_high + T_low - 1 for the whole cluster)")
@@ -95,6 +98,13 @@ func runSim(args []string) error {
 	default:
 		return fmt.Errorf("--cache %q: want lru, gdsf or cgdsf", *cachePol)
 	}
+	switch *gdsfCost {
+	case "node":
+		*gdsfCost = sim.GDSFNode
+	case sim.GDSFDisk:
+	default:
+		return fmt.Errorf("--gdsf-cost %q: want node or disk", *gdsfCost)
+	}
 	path, err := sim.ParsePath(*front)
 	if err != nil {
 		return err
@@ -130,15 +140,21 @@ func runSim(args []string) error {
 		return fmt.Errorf("--replicas %d: want 0 (every node) or a count of nodes", *replicas)
 	}
 	base := sim.Config{
-		CacheBytes: int64(*cacheMB * (1 << 20)),
-		Cache:      *cachePol,
-		Costs:      &costs,
-		Path:       path,
-		PerNode:    *perNode,
-		TimeScale:  *timeScale,
-		Seed:       *seed,
-		Replicas:   *replicas,
+		CacheBytes:   int64(*cacheMB * (1 << 20)),
+		Cache:        *cachePol,
+		DigestPeriod: *digestPeriod,
+		GDSFCost:     *gdsfCost,
+		Costs:        &costs,
+		Path:         path,
+		PerNode:      *perNode,
+		TimeScale:    *timeScale,
+		Seed:         *seed,
+		Replicas:     *replicas,
 	}
+	if *popularN < 0 {
+		return fmt.Errorf("--popular-n %d: must not be negative", *popularN)
+	}
+	base.PolicyConfig.PopularN = *popularN
 	var skipped atomic.Int64 // the same in every run
 	sw := sim.Sweep{Base: base, Policies: pols, Nodes: nodes, Parallel: *parallel,
 		Open: func() (sim.Source, error) {
@@ -234,13 +250,15 @@ func splitList(s string) []string {
 }
 
 var simColumns = []string{"policy", "nodes", "requests", "throughput_rps", "miss_ratio", "byte_miss_ratio",
-	"node_cpu_util", "node_disk_util", "front_cpu_util", "handoffs_per_request", "internal_bytes_per_request", "mean_latency_ms"}
+	"node_cpu_util", "node_disk_util", "front_cpu_util", "handoffs_per_request", "internal_bytes_per_request", "mean_latency_ms",
+	"hit_ratio", "byte_hit_ratio", "fetch_bytes_per_request"}
 
 func simRecord(r sim.Row) []string {
 	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
 	return []string{r.Policy, strconv.Itoa(r.Nodes), strconv.FormatInt(r.Requests, 10), f(r.ThroughputRPS, 1),
 		f(r.MissRatio, 4), f(r.ByteMissRatio, 4), f(r.NodeCPUUtil, 3), f(r.NodeDiskUtil, 3), f(r.FrontCPUUtil, 3),
-		f(r.HandoffsPerRequest, 3), f(r.InternalBytesPerRequest, 1), f(r.MeanLatencyMS, 2)}
+		f(r.HandoffsPerRequest, 3), f(r.InternalBytesPerRequest, 1), f(r.MeanLatencyMS, 2),
+		f(r.HitRatio, 4), f(r.ByteHitRatio, 4), f(r.FetchBytesPerRequest, 1)}
 }
 
 func writeSimCSV(w io.Writer, rows []sim.Row) error {

@@ -34,7 +34,7 @@ func TestUpTLS(t *testing.T) {
 	rand.Read(body)
 	os.WriteFile(filepath.Join(site, "big.bin"), body, 0o644)
 	data := filepath.Join(dir, "data")
-	cmd := asMain("up", "--tls", "--listen", "127.0.0.1:0", "--admin", "off",
+	cmd := asMain("up", "--data", t.TempDir(), "--tls", "--listen", "127.0.0.1:0", "--admin", "off",
 		"--site", site, "--nodes", "2", "--data", data)
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

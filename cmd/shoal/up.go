@@ -38,6 +38,7 @@ func runUp(args []string) error {
 	fs.StringVar(&c.DataDir, "data", "", "folder for generated sites (default: your cache folder/shoal)")
 	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
 	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
+	fs.DurationVar(&c.DigestPeriod, "digest-period", 0, "how often each node sends its cache digest (cgdsf) to the others (0: the nodes' default, 2s)")
 	fs.IntVar(&c.Replicas, "replicas", 0, "nodes that store each file (partitioned storage; the others fetch it from a holder); 0 = every node a full copy")
 	diskWeights := fs.String("disk-weights", "", "the nodes' disk sizes in any common unit, comma-separated (placement weights with --replicas; default 1 each)")
 	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy: "+strings.Join(policy.Names(), ", "))
@@ -152,6 +153,11 @@ func runUp(args []string) error {
 		fmt.Printf("  admin token in %s (mode 0600), needed to change the cluster%s, e.g.:\n", cl.AdminTokenFile, reads)
 		fmt.Printf("    curl -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/json' -X PUT -d '{\"weight\": 0}' %s/nodes/0/weight\n",
 			cl.AdminTokenFile, cl.AdminURL)
+		if args := cl.JoinArgs(); args != nil {
+			fmt.Printf("  add a node live (it takes its share of the files): shoal node --listen 127.0.0.1:PORT %s\n", strings.Join(args, " "))
+			fmt.Printf("    curl -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/json' -d '{\"url\": \"http://127.0.0.1:PORT\"}' %s/nodes\n",
+				cl.AdminTokenFile, cl.AdminURL)
+		}
 	}
 	if lab != nil {
 		fmt.Printf("  curl %s\n", cl.URL)

@@ -42,7 +42,7 @@ func TestUpPassFDNodeKilled(t *testing.T) {
 	}
 	exe := buildShoal(t)
 	site, body := helloSite(t)
-	c := startChild(t, exe, "up", "--path", "passfd", "--listen", "127.0.0.1:0", "--admin", "off", "--nodes", "2", "--site", site)
+	c := startChild(t, exe, "up", "--data", t.TempDir(), "--path", "passfd", "--listen", "127.0.0.1:0", "--admin", "off", "--nodes", "2", "--site", site)
 	l := c.waitLine(t, "shoal is up: open ")
 	u := strings.TrimSpace(l[strings.Index(l, "http://"):]) + "a.txt"
 	var before []int

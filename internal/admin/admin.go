@@ -9,8 +9,9 @@
 //
 //	GET    /                      the dashboard: an embedded page polling /dashboard.json (dashboard.go)
 //	GET    /nodes                 every node: weight, health, active, load, requests, hit ratio
-//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""} (URL checked by cluster.ParseNodeURL)
-//	DELETE /nodes/{i}             remove node i (in-flight requests finish); no body
+//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""} (URL checked by cluster.ParseNodeURL);
+//	                              a partitioned cluster rebalances first and answers {"index": i, "rebalance": {…}}
+//	DELETE /nodes/{i}             remove node i (in-flight requests finish); no body; 204, or 200 with the rebalance
 //	PUT    /nodes/{i}/weight      set node i's weight: 5 or {"weight": 5}; 0 drains it
 //	GET    /tables?limit=N        the policy's tables (lard's target map, tbccrd's URL table)
 //	GET    /stats                 the front's counters (Stats: snake_case keys, "status": {"2xx": n, …}, per data path, handoffs)
@@ -53,6 +54,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"shoal/internal/cache"
 	"shoal/internal/cluster"
 	"shoal/internal/front"
 	"shoal/internal/policy"
@@ -69,6 +71,9 @@ type Server struct {
 	// /publish/versions/{v} (publish.go).
 	publisher atomic.Pointer[Publisher]
 	versions  atomic.Pointer[VersionWriter]
+	// rebalancer, once set, runs after POST /nodes and DELETE /nodes/{i}
+	// (publish.go).
+	rebalancer atomic.Pointer[Rebalancer]
 }
 
 // New builds a read-only admin API for cl (Config's zero value), exporting
@@ -144,6 +149,9 @@ func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, err)
 		return
 	}
+	if s.rebalance(w, r, i, i, http.StatusCreated) {
+		return
+	}
 	writeJSON(w, http.StatusCreated, map[string]int{"index": i})
 }
 
@@ -171,6 +179,9 @@ func (s *Server) removeNode(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.cl.Remove(i); err != nil {
 		nodeErr(w, err)
+		return
+	}
+	if s.rebalance(w, r, i, -1, http.StatusOK) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -417,19 +428,25 @@ var (
 	descDigest = prometheus.NewDesc("shoal_node_peer_digest",
 		"The node's last cache digest (Bloom filter): what=bits, keys, fpr (expected false-positive rate), peers (peer digests held).",
 		[]string{"node", "url", "what"}, nil)
+	descServed = prometheus.NewDesc("shoal_node_served_bytes_total",
+		"File body bytes the node answered (from=all) and those that came from a memory, its cache or a peer's (from=memory): "+
+			"the byte hit ratio is memory/all (cache.Served).", []string{"node", "url", "from"}, nil)
+	descAggByteHit = prometheus.NewDesc("shoal_cluster_byte_hit_ratio",
+		"Aggregate byte hit ratio of the cluster: file bytes answered from a memory over all file bytes answered, summed over nodes.", nil, nil)
 	descAggHit = prometheus.NewDesc("shoal_cluster_cache_hit_ratio",
 		"Aggregate object hit ratio of the cluster: the nodes' hit ratios weighted by the requests each served.", nil, nil)
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUp, descWeight, descActive, descHit, descByteHit, descNodeReqs, descAggHit,
-		descEffW, descLoad, descHeld, descInService, descPeer, descDigest} {
+		descEffW, descLoad, descHeld, descInService, descPeer, descDigest, descServed, descAggByteHit} {
 		ch <- d
 	}
 }
 
 func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	var hits, reqs float64
+	var served cache.Served
 	for _, n := range c.cl.Nodes() {
 		lv := []string{strconv.Itoa(n.Index), n.URL}
 		up := 0.0
@@ -444,6 +461,10 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(n.Held), lv...)
 		if s := n.Status; s != nil {
 			ch <- prometheus.MustNewConstMetric(descInService, prometheus.GaugeValue, float64(s.InService), lv...)
+			ch <- prometheus.MustNewConstMetric(descServed, prometheus.CounterValue, float64(s.ObjectBytes), append(lv, "all")...)
+			ch <- prometheus.MustNewConstMetric(descServed, prometheus.CounterValue, float64(s.MemoryBytes), append(lv, "memory")...)
+			served.ObjectBytes += s.ObjectBytes
+			served.MemoryBytes += s.MemoryBytes
 			if p := s.Peer; p != nil {
 				for _, e := range []struct {
 					name string
@@ -471,6 +492,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		agg = hits / reqs
 	}
 	ch <- prometheus.MustNewConstMetric(descAggHit, prometheus.GaugeValue, agg, nil...)
+	ch <- prometheus.MustNewConstMetric(descAggByteHit, prometheus.GaugeValue, served.ByteHitRatio(), nil...)
 }
 
 // frontCollector turns front.Stats into Prometheus metrics at scrape time.

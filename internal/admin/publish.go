@@ -82,3 +82,33 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, res)
 }
+
+// Rebalancer places a partitioned site again after the membership changed
+// (internal/publish.Coordinator.Rebalance): joined is the index of the
+// node just added, -1 after a removal. It returns a JSON-encodable report.
+type Rebalancer func(ctx context.Context, joined int) (any, error)
+
+// SetRebalancer makes POST /nodes and DELETE /nodes/{i} rebalance the
+// stored files over the new membership before they answer (a partitioned
+// cluster, docs/cooperation.md "Partitioned storage"): the answer then
+// carries the report as "rebalance", and DELETE answers 200 with a body
+// instead of 204. A failed rebalance leaves the membership changed and
+// answers 500 with the error; publishing or rebalancing again retries.
+func (s *Server) SetRebalancer(rb Rebalancer) { s.rebalancer.Store(&rb) }
+
+// rebalance runs the rebalancer, if any, and writes the answer for node i:
+// code with {"index": i, "rebalance": report}, or 500 with the error. It
+// reports whether it answered.
+func (s *Server) rebalance(w http.ResponseWriter, r *http.Request, i, joined, code int) bool {
+	rb := s.rebalancer.Load()
+	if rb == nil {
+		return false
+	}
+	res, err := (*rb)(r.Context(), joined)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"index": i, "error": err.Error(), "rebalance": res})
+		return true
+	}
+	writeJSON(w, code, map[string]any{"index": i, "rebalance": res})
+	return true
+}

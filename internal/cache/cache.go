@@ -58,6 +58,31 @@ func (s Stats) ByteHitRatio() float64 {
 	return float64(s.HitBytes) / float64(s.HitBytes+s.MissBytes)
 }
 
+// Served counts where a server's answered file bytes came from: the byte
+// hit ratio of a live node as the simulator defines it (sim.Row's
+// byte_hit_ratio), which Stats cannot give since it sees neither the files
+// above MaxObject (always from disk) nor the objects a node fetched from a
+// peer's memory. It is declared once here and carried, inline, by the
+// node's /.shoal/status (node.Status), the front's copy of it
+// (cluster.Status) and /metrics (shoal_node_served_bytes_total).
+type Served struct {
+	// ObjectBytes counts file body bytes sent to clients (200 and 206
+	// answers; not HEAD or 304). MemoryBytes counts those of them that
+	// came from a memory, the node's cache or the memory of the peer it
+	// fetched them from, rather than a disk. MemoryBytes/ObjectBytes is the
+	// byte hit ratio.
+	ObjectBytes int64 `json:"object_bytes"`
+	MemoryBytes int64 `json:"memory_bytes"`
+}
+
+// ByteHitRatio is MemoryBytes/ObjectBytes, or 0 before any bytes.
+func (s Served) ByteHitRatio() float64 {
+	if s.ObjectBytes == 0 {
+		return 0
+	}
+	return float64(s.MemoryBytes) / float64(s.ObjectBytes)
+}
+
 // Config selects and tunes a policy. Zero values of the optional fields take
 // the documented defaults.
 type Config[V any] struct {

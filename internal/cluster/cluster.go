@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"shoal/internal/cache"
 	"shoal/internal/policy"
 )
 
@@ -92,6 +93,9 @@ type Status struct {
 	BusyPercent   float64 `json:"busy_percent"`
 	CPUs          int     `json:"cpus"`
 	SharedProcess bool    `json:"shared_process"`
+	// Served is the node's answered file bytes and those from a memory
+	// (object_bytes, memory_bytes inline; cache.Served).
+	cache.Served
 	// Peer is the node's peer-fetch report (internal/peer.Stats), nil
 	// when the node does not cooperate with its peers.
 	Peer *PeerStatus `json:"peer,omitempty"`
@@ -339,6 +343,22 @@ func (c *Cluster) Backends() []*Backend {
 	for i, b := range c.backends {
 		if !c.view.Nodes[i].Removed {
 			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Members returns every node slot's address (host:port) in index order,
+// "" for a removed node: the peer list the nodes of a partitioned cluster
+// need, whose indices are the front's (policy.Decision.Fetch, the
+// Shoal-Fetch hint), since slots are never reused.
+func (c *Cluster) Members() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.backends))
+	for i, b := range c.backends {
+		if !c.view.Nodes[i].Removed {
+			out[i] = b.Addr
 		}
 	}
 	return out

@@ -304,3 +304,26 @@ func TestSetStorage(t *testing.T) {
 		t.Errorf("picked node %d, want the holder 2", d.Node)
 	}
 }
+
+// TestMembers: the slots' addresses in index order, a removed node's
+// blank, an added node's appended (slots are never reused).
+func TestMembers(t *testing.T) {
+	c, _ := newTest(t, "http://10.0.0.1:80", "http://10.0.0.2:8081")
+	steps := []struct {
+		name string
+		do   func() error
+		want string
+	}{
+		{"start", func() error { return nil }, "10.0.0.1:80,10.0.0.2:8081"},
+		{"remove 0", func() error { return c.Remove(0) }, ",10.0.0.2:8081"},
+		{"add", func() error { _, err := c.Add(NodeSpec{URL: "http://10.0.0.3:80"}); return err }, ",10.0.0.2:8081,10.0.0.3:80"},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(c.Members(), ","); got != s.want {
+			t.Errorf("%s: Members() = %q, want %q", s.name, got, s.want)
+		}
+	}
+}

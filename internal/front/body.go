@@ -344,11 +344,7 @@ func (c *chunker) scan(p []byte) (n, d0, d1 int, fin bool, err error) {
 			}
 			n++
 		case chExt:
-			if b == '\r' {
-				c.state = chSizeLF
-			} else if ctl(b) {
-				return n, 0, 0, false, errBadChunk
-			} else if c.lineLen++; c.lineLen > maxChunkLine {
+			if !c.lineByte(b, chSizeLF) {
 				return n, 0, 0, false, errBadChunk
 			}
 			n++
@@ -376,17 +372,10 @@ func (c *chunker) scan(p []byte) (n, d0, d1 int, fin bool, err error) {
 				c.state = chDataCR
 			}
 			return n, d0, d1, false, nil
-		case chDataCR:
-			if b != '\r' {
+		case chDataCR, chDataLF, chTrailerLF:
+			if !c.expect(b) {
 				return n, 0, 0, false, errBadChunk
 			}
-			c.state = chDataLF
-			n++
-		case chDataLF:
-			if b != '\n' {
-				return n, 0, 0, false, errBadChunk
-			}
-			c.state = chSize
 			n++
 		case chTrailerStart:
 			// A trailer is a field line, name ":" value (RFC 9112 §7.1.2):
@@ -411,19 +400,9 @@ func (c *chunker) scan(p []byte) (n, d0, d1 int, fin bool, err error) {
 			}
 			n++
 		case chTrailer:
-			if b == '\r' {
-				c.state = chTrailerLF
-			} else if ctl(b) {
-				return n, 0, 0, false, errBadChunk
-			} else if c.lineLen++; c.lineLen > maxChunkLine {
+			if !c.lineByte(b, chTrailerLF) {
 				return n, 0, 0, false, errBadChunk
 			}
-			n++
-		case chTrailerLF:
-			if b != '\n' {
-				return n, 0, 0, false, errBadChunk
-			}
-			c.state = chTrailerStart
 			n++
 		case chEndLF:
 			if b != '\n' {
@@ -436,6 +415,35 @@ func (c *chunker) scan(p []byte) (n, d0, d1 int, fin bool, err error) {
 		}
 	}
 	return n, 0, 0, false, nil
+}
+
+// lineByte takes one byte of a chunk extension or a trailer value: CR ends
+// the line (next state: its LF), a control byte or an overlong line is
+// refused.
+func (c *chunker) lineByte(b byte, next int) bool {
+	if b == '\r' {
+		c.state = next
+		return true
+	}
+	c.lineLen++
+	return !ctl(b) && c.lineLen <= maxChunkLine
+}
+
+// expect takes the one byte the states between fields allow (chDataCR's
+// CR, then LF) and moves on.
+func (c *chunker) expect(b byte) bool {
+	want, next := byte('\n'), chSize
+	switch c.state {
+	case chDataCR:
+		want, next = '\r', chDataLF
+	case chTrailerLF:
+		next = chTrailerStart
+	}
+	if b != want {
+		return false
+	}
+	c.state = next
+	return true
 }
 
 func unhex(b byte) (byte, bool) {

@@ -127,11 +127,13 @@ func (c Config) Validate() error {
 // round: Misra's check, at most two rounds), the sender gives up after
 // (Retries+1)·AckTimeout, and the death travels one more round with the
 // ping (three rounds). If it died holding both tokens, nothing circulates
-// until a watchdog fires (WatchdogRounds more). The bound returned is that
-// worst case, in rounds and in time, with the ack waits of two senders.
+// until a watchdog fires (WatchdogRounds more, each of them a round as the
+// watchdog reckons it, with AckTimeout for the delay it cannot know, plus
+// Hold per rank: watchdogDue). The bound returned is that worst case, in
+// rounds and in time, with the ack waits of two senders.
 func (c Config) FailureBound(n int, d time.Duration) (rounds int, total time.Duration) {
-	rounds = 3 + c.WatchdogRounds
-	return rounds, time.Duration(rounds)*c.Round(n, d) + 2*time.Duration(c.Retries+1)*c.AckTimeout
+	watchdog := time.Duration(c.WatchdogRounds)*c.Round(n, c.AckTimeout) + time.Duration(max(n-1, 0))*c.Hold
+	return 3 + c.WatchdogRounds, 3*c.Round(n, d) + watchdog + 2*time.Duration(c.Retries+1)*c.AckTimeout
 }
 
 // Round is the expected time of one ping cycle over n PoPs with one-way

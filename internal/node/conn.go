@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"shoal/internal/cache"
 	"shoal/internal/content"
 	"shoal/internal/httpwire"
 	"shoal/internal/peer"
@@ -74,6 +75,7 @@ type conn struct {
 	since atomic.Int64 // unix ns when the current state began
 
 	nreq, nbytes int64 // batch counters, added to the server's per batch
+	served       cache.Served
 
 	pre int       // bytes at buf[w:] handed over with the connection, read first
 	hb  *handback // non-nil for a connection handed off by the front (handoff.go)
@@ -250,6 +252,11 @@ func (c *conn) process(now time.Time) bool {
 	if c.nbytes > 0 {
 		c.s.bytesSent.Add(c.nbytes)
 		c.nbytes = 0
+	}
+	if c.served.ObjectBytes > 0 {
+		c.s.objectBytes.Add(c.served.ObjectBytes)
+		c.s.memoryBytes.Add(c.served.MemoryBytes)
+		c.served = cache.Served{}
 	}
 	if len(c.logLine) > 0 {
 		c.s.writeLog(c.logLine)
@@ -466,12 +473,13 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 	ctype := c.site.rules.contentType(e)
 	var rule *headerRule
 	var o *object
+	mem := false // o came from a memory: this node's cache or a peer's
 	if c.s.cache != nil && sel.Size <= c.s.cfg.MaxObject {
 		key := c.cacheKey(e, coding)
 		var done, keep bool
 		if v, ok := c.s.cache.Get(key); ok && v.etag == sel.ETag && v.vary == vary {
-			o, rule = v, v.rule
-		} else if o, done, keep = c.fromPeer(tbl, e, sel, key, ctype, coding, vary, c.site.rules.rule(e.URL), now, closeAfter, head); done {
+			o, rule, mem = v, v.rule, true
+		} else if o, mem, done, keep = c.fromPeer(tbl, e, sel, key, ctype, coding, vary, c.site.rules.rule(e.URL), now, closeAfter, head); done {
 			return keep
 		} else if o != nil {
 			rule = o.rule
@@ -588,6 +596,10 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 		return !closeAfter
 	}
 	c.logRequest(now, status, length)
+	c.served.ObjectBytes += length
+	if mem {
+		c.served.MemoryBytes += length
+	}
 	if o != nil {
 		c.appendBody(o.body[first : last+1])
 		return !closeAfter

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shoal/internal/content"
+	"shoal/internal/peer"
 )
 
 // partSite writes, for n nodes, a tree per node holding the files the
@@ -158,6 +159,13 @@ func TestPartitionedHintWins(t *testing.T) {
 	if r := c1.read(false); r.body != string(bodies["/h.txt"]) {
 		t.Fatal("node 1: wrong body")
 	}
+	// The body streams to the client before node 1 keeps its copy: wait
+	// for the copy, or the hint below may find it not there yet.
+	for end := time.Now().Add(5 * time.Second); ns[1].srv.cache.Len() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("node 1 never kept /h.txt")
+		}
+	}
 	served2 := ns[2].srv.PeerStats().Served
 	c0 := ns[0].dial(t)
 	c0.send(get("/h.txt", "Shoal-Fetch: 1\r\n"))
@@ -178,5 +186,52 @@ func TestPartitionedHintWins(t *testing.T) {
 	}
 	if st := ns[1].srv.PeerStats(); st.Fetches != 1 {
 		t.Errorf("node 1 fetched %d times, want 1 (its own request only: peers never fetch for others)", st.Fetches)
+	}
+}
+
+// TestPublishAdoptsPeers: a node started with the cluster key and no
+// peers (joining a running cluster) cannot fetch the files it does not
+// store (502); once it commits a version whose tree names the members
+// (peer.MembersName) it fetches them from their holder. A prepare whose
+// members file is malformed fails and changes nothing.
+func TestPublishAdoptsPeers(t *testing.T) {
+	layout := map[string][]int{"/a.txt": {1}, "/c.txt": {0}}
+	sizes := map[string]int{"/a.txt": 1000, "/c.txt": 10}
+	roots, bodies := partSite(t, 2, layout, sizes)
+	var addrs []string
+	ns := startPeers(t, roots[0], 2, func(i int, c *Config) {
+		c.Root = roots[i]
+		addrs = c.Peer.Peers
+		if i == 0 {
+			writeManifests(t, roots, addrs, layout, bodies)
+			c.Peer.Self, c.Peer.Peers = -1, nil // the newcomer knows no peer yet
+		}
+	})
+	c := ns[0].dial(t)
+	c.send(get("/a.txt"))
+	if r := c.read(false); r.status != 502 {
+		t.Fatalf("before the members are known: status %d, want 502", r.status)
+	}
+	writeMembers := func(root, body string) {
+		os.WriteFile(filepath.Join(root, peer.MembersName), []byte(body), 0o644)
+	}
+	writeMembers(roots[0], "shoal-peers 1\nself 7\n")
+	if err := ns[0].srv.PreparePublish(2, roots[0]); err == nil {
+		t.Fatal("prepare with a malformed members file accepted")
+	}
+	writeMembers(roots[0], "shoal-peers 1\nself 0\n"+addrs[0]+"\n"+addrs[1]+"\n")
+	if err := ns[0].srv.PreparePublish(3, roots[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns[0].srv.CommitPublish(3); err != nil {
+		t.Fatal(err)
+	}
+	if self, peers := ns[0].srv.peer.Peers(); self != 0 || len(peers) != 2 || peers[1] != addrs[1] {
+		t.Fatalf("after the commit: self %d peers %q", self, peers)
+	}
+	c = ns[0].dial(t)
+	c.send(get("/a.txt"))
+	if r := c.read(false); r.status != 200 || r.body != string(bodies["/a.txt"]) {
+		t.Fatalf("after the commit: status %d, %d bytes", r.status, len(r.body))
 	}
 }

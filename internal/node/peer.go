@@ -29,8 +29,11 @@ import (
 // list (Config.Peer.Peers). The front removes any copy a client sent.
 const FetchHeader = "Shoal-Fetch"
 
-// peerEnabled reports whether cfg turns peer cooperation on.
-func peerEnabled(cfg *Config) bool { return len(cfg.Peer.Key) > 0 && len(cfg.Peer.Peers) > 0 }
+// peerEnabled reports whether cfg turns peer cooperation on: the cluster
+// key is set. The peers may come later, from a published version
+// (peer.MembersName): a node joining a running partitioned cluster starts
+// with the key alone.
+func peerEnabled(cfg *Config) bool { return len(cfg.Peer.Key) > 0 }
 
 // startPeer creates the node's peer host and starts its digest exchange.
 func (s *Server) startPeer() error {
@@ -43,10 +46,6 @@ func (s *Server) startPeer() error {
 		return fmt.Errorf("node: %w", err)
 	}
 	s.peer = h
-	s.peerIdx = make(map[string]int, len(pc.Peers))
-	for i, a := range pc.Peers {
-		s.peerIdx[a] = i
-	}
 	h.Start()
 	return nil
 }
@@ -241,11 +240,13 @@ func headerHint(hs []httpwire.Header) int {
 // byte went out; serveFile then reads the disk, or answers 502 for a
 // Remote file. A hinted fetch of a file this node stores is not cached
 // (seed 001); a Remote file goes to the cache as the replacement policy
-// decides, since this node has no disk copy to fall back on.
+// decides, since this node has no disk copy to fall back on. mem reports
+// that o came from the peer's memory (it did not read its disk), for
+// Status.Served.
 func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, coding string, vary bool,
-	rule *headerRule, now time.Time, closeAfter, head bool) (o *object, done, keep bool) {
+	rule *headerRule, now time.Time, closeAfter, head bool) (o *object, mem, done, keep bool) {
 	if c.s.peer == nil {
-		return nil, false, false
+		return nil, false, false, false
 	}
 	var candBuf [8]int
 	cs := candBuf[:0]
@@ -256,20 +257,20 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		cs = c.s.holderPeers(cs, sel)
 	}
 	if len(cs) == 0 {
-		return nil, false, false
+		return nil, false, false, false
 	}
 	req := &c.req
 	r := peer.Request{Site: c.site.name, URL: e.URL, Coding: coding, ETag: sel.ETag, Size: sel.Size, Key: key}
 	plain := !head && req.Range == nil && sel.Size > 0 && precondition(req, &c.cond, sel.ETag, sel.ModTime, now) == 0
 	if !plain {
-		body, err := c.s.fetchAny(cs, r, nil)
+		body, mem, err := c.s.fetchAny(cs, r, nil)
 		if err != nil {
-			return nil, false, false
+			return nil, false, false, false
 		}
 		o = buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
 		o.rule = rule
 		c.s.keepRemote(sel, key, o)
-		return o, false, false
+		return o, mem, false, false
 	}
 	// A plain 200: the head goes out with the first chunk, each chunk as
 	// it arrives.
@@ -303,8 +304,9 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 	var body []byte
 	var err error
 	k := 0
+	mem = false
 	for ; k < len(cs); k++ {
-		if body, _, err = c.s.peer.Fetch(cs[k], r, sink); err == nil || started {
+		if body, mem, _, err = c.s.peer.Fetch(cs[k], r, sink); err == nil || started {
 			break
 		}
 		c.s.cfg.Logger.Debug("peer fetch", "url", sel.URL, "peer", cs[k], "err", err)
@@ -314,22 +316,25 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		c.out, c.segStart = c.out[:mark], seg
 		clear(c.bufs[nbufs:])
 		c.bufs = c.bufs[:nbufs]
-		return nil, false, false
+		return nil, false, false, false
 	}
 	c.logRequest(now, 200, sel.Size)
+	c.served.ObjectBytes += sel.Size
 	if err != nil {
 		// Part of the body went out: the rest from the disk, or from the
 		// next holder.
 		c.s.cfg.Logger.Warn("peer fetch failed midway; finishing from another copy", "url", sel.URL, "peer", cs[k], "sent", sent, "err", err)
 		var rerr error
 		if sel.Remote {
-			body, rerr = c.s.fetchAny(cs[k+1:], r, nil)
+			body, _, rerr = c.s.fetchAny(cs[k+1:], r, nil)
 		} else {
 			body, rerr = readSmall(tbl, sel)
 		}
 		if rerr != nil || werr != nil {
-			return nil, true, false
+			return nil, false, true, false
 		}
+	} else if mem {
+		c.served.MemoryBytes += sel.Size
 	}
 	if sel.Remote {
 		o := buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
@@ -337,21 +342,21 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		c.s.keepRemote(sel, key, o)
 	}
 	if werr != nil {
-		return nil, true, false
+		return nil, false, true, false
 	}
 	if !started {
 		// Another request's fetch brought the bytes (collapsed).
 		c.appendBody(body)
-		return nil, true, !closeAfter
+		return nil, false, true, !closeAfter
 	}
 	if sent < int64(len(body)) {
 		n, err := c.nc.Write(body[sent:])
 		c.nbytes += int64(n)
 		if err != nil {
-			return nil, true, false
+			return nil, false, true, false
 		}
 	}
-	return nil, true, !closeAfter
+	return nil, false, true, !closeAfter
 }
 
 // holderPeers appends to cs the peer indices of sel's holders (placement
@@ -359,7 +364,7 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 // IDs and indices already in cs.
 func (s *Server) holderPeers(cs []int, sel *content.Entry) []int {
 	for _, id := range sel.Holders {
-		i, ok := s.peerIdx[id]
+		i, ok := s.peer.Index(id)
 		if ok && s.peer.Usable(i) && !slices.Contains(cs, i) {
 			cs = append(cs, i)
 		}
@@ -367,17 +372,17 @@ func (s *Server) holderPeers(cs []int, sel *content.Entry) []int {
 	return cs
 }
 
-// fetchAny fetches r from the first of cs that has it.
-func (s *Server) fetchAny(cs []int, r peer.Request, sink func([]byte)) ([]byte, error) {
-	err := fmt.Errorf("node: %s: no peer to fetch from", r.URL)
+// fetchAny fetches r from the first of cs that has it; mem reports that
+// the peer answered from its memory.
+func (s *Server) fetchAny(cs []int, r peer.Request, sink func([]byte)) (body []byte, mem bool, err error) {
+	err = fmt.Errorf("node: %s: no peer to fetch from", r.URL)
 	for _, i := range cs {
-		var body []byte
-		if body, _, err = s.peer.Fetch(i, r, sink); err == nil {
-			return body, nil
+		if body, mem, _, err = s.peer.Fetch(i, r, sink); err == nil {
+			return body, mem, nil
 		}
 		s.cfg.Logger.Debug("peer fetch", "url", r.URL, "peer", i, "err", err)
 	}
-	return nil, err
+	return nil, false, err
 }
 
 // keepRemote offers a fetched object of a file this node does not store to

@@ -167,6 +167,7 @@ func (c *conn) streamRemote(e, sel *content.Entry, key, ctype, coding string, va
 			c.out = append(c.out, "--\r\n"...)
 		}
 		c.logRequest(now, status, length)
+		c.served.ObjectBytes += length // from a holder's disk, not a memory
 		return true, !closeAfter
 	case !started:
 		// Nothing went out: take the head back and answer 502.
@@ -179,6 +180,7 @@ func (c *conn) streamRemote(e, sel *content.Entry, key, ctype, coding string, va
 		// connection closes short of Content-Length.
 		c.s.cfg.Logger.Warn("peer stream failed midway; closing the client connection", "url", sel.URL, "sent", done, "err", err)
 		c.logRequest(now, status, length)
+		c.served.ObjectBytes += length // from a holder's disk, not a memory
 		return true, false
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +20,7 @@ import (
 
 	"shoal/internal/content"
 	"shoal/internal/httpwire"
+	"shoal/internal/peer"
 	"shoal/internal/sitetar"
 )
 
@@ -27,6 +30,10 @@ type publishState struct {
 	mu      sync.Mutex
 	version uint64 // site version being prepared, 0 when none
 	staged  *content.Staged
+	// peers is the staged version's membership (peer.MembersName), nil
+	// when its tree has none (a full copy, or no membership change to
+	// tell): adopted at commit.
+	peers   *members
 	current uint64 // site version last committed (0: the one started with)
 	// fetched are the folders of versions this node fetched from the
 	// front (several hosts), oldest first; the staged one is last until
@@ -46,11 +53,38 @@ func (s *Server) PreparePublish(v uint64, root string) error {
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	ms, err := readMembers(root)
+	if err != nil {
+		return fmt.Errorf("node: prepare version %d: %w", v, err)
+	}
 	p := &s.pub
 	p.mu.Lock()
-	p.version, p.staged = v, st
+	p.version, p.staged, p.peers = v, st, ms
 	p.mu.Unlock()
 	return nil
+}
+
+// members is a membership read from a version's tree.
+type members struct {
+	self  int
+	peers []string
+}
+
+// readMembers reads root's peer.MembersName, nil when there is none.
+func readMembers(root string) (*members, error) {
+	f, err := os.Open(filepath.Join(root, peer.MembersName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	self, peers, err := peer.ReadMembers(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", peer.MembersName, err)
+	}
+	return &members{self, peers}, nil
 }
 
 // CommitPublish switches the node to the prepared version v (a pointer
@@ -70,6 +104,17 @@ func (s *Server) CommitPublish(v uint64) (content.Diff, error) {
 		return content.Diff{}, fmt.Errorf("node: %w", err)
 	}
 	p.staged, p.version, p.current = nil, 0, v
+	if ms := p.peers; ms != nil {
+		// The version's membership: a node that joined or left is known
+		// from now on, for its files' holders and the front's hints.
+		p.peers = nil
+		if s.peer != nil {
+			s.peer.SetPeers(ms.self, ms.peers)
+			s.cfg.Logger.Info("peers updated", "version", v, "self", ms.self, "peers", strings.Join(ms.peers, ","))
+		} else {
+			s.cfg.Logger.Warn("the version names peers but this node has no cluster key: it cannot fetch the files it does not store", "version", v)
+		}
+	}
 	s.invalidate(d)
 	// Keep the fetched trees of this version and the one before (its
 	// files may still be going out); drop older ones.
@@ -118,7 +163,7 @@ func (s *Server) AbortPublish(v uint64) {
 	p := &s.pub
 	p.mu.Lock()
 	if p.version == v {
-		p.staged, p.version = nil, 0
+		p.staged, p.version, p.peers = nil, 0, nil
 	}
 	p.mu.Unlock()
 	s.dropFetched(v)

@@ -42,6 +42,9 @@ type Server struct {
 	active    atomic.Int64
 	requests  atomic.Int64
 	bytesSent atomic.Int64
+	// objectBytes and memoryBytes are Status.Served: file body bytes
+	// answered, and those of them that came from a memory.
+	objectBytes, memoryBytes atomic.Int64
 	// inService counts connections answering requests now; busy the
 	// nanoseconds they spent doing so (the node's own load, status.go).
 	inService atomic.Int64
@@ -61,9 +64,8 @@ type Server struct {
 	usage usageSampler
 	// sizeIdx caches the size index served at /.shoal/sizes (sizes.go).
 	sizeIdx sizeIndexCache
-	pub     publishState   // two-phase publish (publish.go)
-	peer    *peer.Host     // peer fetch and cache digests, nil when off (peer.go)
-	peerIdx map[string]int // placement ID (a peer's address) → its index, for Remote files' holders
+	pub     publishState // two-phase publish (publish.go)
+	peer    *peer.Host   // peer fetch and cache digests, nil when off (peer.go)
 }
 
 // New checks cfg, scans the site root and builds the cache.

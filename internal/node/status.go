@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/cache"
 	"shoal/internal/peer"
 )
 
@@ -48,6 +49,10 @@ type Status struct {
 	// SiteVersion is the published site version served (0: the tree the
 	// node started with), so an operator can see every node switched.
 	SiteVersion uint64 `json:"site_version"`
+	// Served counts the file bytes answered and those that came from a
+	// memory (this node's cache or a peer's), inline as object_bytes and
+	// memory_bytes: the cluster's byte hit ratio is their sums' quotient.
+	cache.Served
 	// Peer counts fetches from peers' memories and the cache digests
 	// exchanged (peer.go); absent when peer cooperation is off.
 	Peer *peer.Stats `json:"peer,omitempty"`
@@ -71,6 +76,8 @@ func (s *Server) Status() Status {
 		IdleClosed:        s.shed.Load(),
 		SiteVersion:       s.SiteVersion(),
 	}
+	mem := s.memoryBytes.Load() // first: every memory byte was an object byte before
+	st.Served = cache.Served{ObjectBytes: s.objectBytes.Load(), MemoryBytes: mem}
 	st.CPUPercent, st.BusyPercent = s.usage.percents(s.busy.Load())
 	if s.peer != nil {
 		ps := s.peer.Stats()

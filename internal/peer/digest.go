@@ -40,25 +40,22 @@ func (h *Host) run() {
 // period; tests call it directly.
 func (h *Host) DigestRound() {
 	gen := h.digGen.Add(1)
-	for i := range h.digests {
-		d := &h.digests[i]
+	m := h.m.Load()
+	for _, d := range m.digests {
 		if d.b.Load() != nil && gen-d.gen.Load() > 3 {
 			d.b.Store(nil)
 		}
 	}
 	var keys []string
 	h.local.CacheKeys(func(k string) { keys = append(keys, k) })
-	b := NewBloom(len(keys))
-	for _, k := range keys {
-		b.Add(k)
-	}
+	b := DigestOf(keys)
 	h.lastDigest.Store(b)
 	msg := b.appendTo([]byte{opDigest})
-	for i := range h.cfg.Peers {
-		if i == h.cfg.Self {
+	for i := range m.peers {
+		if !m.usable(i) {
 			continue
 		}
-		if err := h.sendDigest(i, msg); err != nil {
+		if err := h.sendDigest(m, i, msg); err != nil {
 			h.cfg.Logger.Debug("peer digest", "peer", i, "err", err)
 			continue
 		}
@@ -66,9 +63,21 @@ func (h *Host) DigestRound() {
 	}
 }
 
-func (h *Host) sendDigest(i int, msg []byte) error {
+// DigestOf is the cache digest of keys, sized for them (NewBloom): what a
+// node sends its peers each round, and what the simulator (internal/sim)
+// builds of each simulated node's cache in virtual time, so both answer
+// CachedElsewhere with the same filter.
+func DigestOf(keys []string) *Bloom {
+	b := NewBloom(len(keys))
+	for _, k := range keys {
+		b.Add(k)
+	}
+	return b
+}
+
+func (h *Host) sendDigest(m *members, i int, msg []byte) error {
 	for attempt := 0; ; attempt++ {
-		c, reused, err := h.get(i)
+		c, reused, err := h.get(m, i)
 		if err != nil {
 			return err
 		}
@@ -80,7 +89,7 @@ func (h *Host) sendDigest(i int, msg []byte) error {
 			}
 		}
 		if err == nil {
-			h.put(i, c)
+			h.put(m, i, c)
 			return nil
 		}
 		c.Close()
@@ -95,8 +104,8 @@ func (h *Host) sendDigest(i int, msg []byte) error {
 // allocates nothing and takes no lock, since the cache calls it on every
 // hit with its own lock held.
 func (h *Host) CachedElsewhere(key string) bool {
-	for i := range h.digests {
-		if b := h.digests[i].b.Load(); b != nil && b.Has(key) {
+	for _, d := range h.m.Load().digests {
+		if b := d.b.Load(); b != nil && b.Has(key) {
 			return true
 		}
 	}

@@ -42,6 +42,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,6 +152,7 @@ const (
 	stNotFound = 1
 	stVersion  = 2
 	stError    = 3
+	stOKDisk   = 4 // as stOK, but the owner read its disk first (not a memory hit)
 )
 
 // Stats are the node's peer counters (status report and /metrics).
@@ -188,13 +190,13 @@ type Stats struct {
 type Host struct {
 	cfg   Config
 	local Local
-	cli   peerwire.Config
-	srv   peerwire.Config
 	wst   peerwire.Stats
-	pools []pool
 	sf    singleflight.Group
 
-	digests []digestSlot
+	// m is the membership: the peers, this node's index among them, a
+	// connection pool and digest slot per peer, and the handshake
+	// configurations naming this node. SetPeers replaces it whole.
+	m atomic.Pointer[members]
 
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
@@ -221,6 +223,19 @@ type digestSlot struct {
 type pool struct {
 	mu   sync.Mutex
 	idle []*peerwire.Conn
+	gone bool // the peer left the membership: put closes
+}
+
+// members is one membership of the cluster (Config.Self and Peers, or a
+// later SetPeers). It is never changed once published: SetPeers builds a
+// new one, keeping the pools and digests of the peers that stay.
+type members struct {
+	self     int
+	peers    []string
+	idx      map[string]int
+	pools    []*pool
+	digests  []*digestSlot
+	cli, srv peerwire.Config
 }
 
 // New returns a Host for cfg serving local's objects. Start the digest
@@ -247,15 +262,77 @@ func New(cfg Config, local Local) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Host{cfg: cfg, local: local, pools: make([]pool, len(cfg.Peers)), digests: make([]digestSlot, len(cfg.Peers)),
-		conns: make(map[net.Conn]struct{}), maxConns: maxConns, stop: make(chan struct{})}
-	self := uint64(cfg.Self + 1) // 0 when not listed
-	logf := func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }
-	h.cli = peerwire.Config{Self: self, Seed: cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: cfg.DialTimeout,
-		ReadTimeout: cfg.FetchTimeout, WriteTimeout: cfg.FetchTimeout, Stats: &h.wst}
-	h.srv = peerwire.Config{Self: self, Seed: cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: cfg.DialTimeout,
-		ReadTimeout: cfg.IdleTimeout, WriteTimeout: cfg.IdleTimeout, Stats: &h.wst, Log: logf}
+	h := &Host{cfg: cfg, local: local, conns: make(map[net.Conn]struct{}), maxConns: maxConns, stop: make(chan struct{})}
+	h.m.Store(h.newMembers(nil, cfg.Self, cfg.Peers))
 	return h, nil
+}
+
+// newMembers builds the membership self, peers, reusing old's pool and
+// digest of every peer whose address stays at its index (the front's
+// indices are stable: a join appends, a leave blanks a slot).
+func (h *Host) newMembers(old *members, self int, peers []string) *members {
+	m := &members{self: self, peers: slices.Clone(peers), idx: make(map[string]int, len(peers)),
+		pools: make([]*pool, len(peers)), digests: make([]*digestSlot, len(peers))}
+	for i, a := range peers {
+		if a != "" {
+			m.idx[a] = i
+		}
+		if old != nil && i < len(old.peers) && old.peers[i] == a {
+			m.pools[i], m.digests[i] = old.pools[i], old.digests[i]
+		} else {
+			m.pools[i], m.digests[i] = &pool{}, &digestSlot{}
+		}
+	}
+	id := uint64(self + 1) // 0 when not listed
+	logf := func(format string, args ...any) { h.cfg.Logger.Warn(fmt.Sprintf(format, args...)) }
+	m.cli = peerwire.Config{Self: id, Seed: h.cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: h.cfg.DialTimeout,
+		ReadTimeout: h.cfg.FetchTimeout, WriteTimeout: h.cfg.FetchTimeout, Stats: &h.wst}
+	m.srv = peerwire.Config{Self: id, Seed: h.cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: h.cfg.DialTimeout,
+		ReadTimeout: h.cfg.IdleTimeout, WriteTimeout: h.cfg.IdleTimeout, Stats: &h.wst, Log: logf}
+	return m
+}
+
+// SetPeers replaces the membership while the node serves: peers are the
+// nodes' addresses in the front's order ("" for a slot whose node left)
+// and self this node's index among them (-1 when not listed). A node
+// learns them from a version its coordinator published (members.go), the
+// one source it trusts besides its configuration, so it dials only
+// addresses its operator or its front named. Connections and digests of
+// the peers that keep their index stay; those of the others are closed
+// and dropped. Fetches in flight finish on the membership they started
+// with.
+func (h *Host) SetPeers(self int, peers []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := h.m.Load()
+	m := h.newMembers(old, self, peers)
+	h.m.Store(m)
+	for i, p := range old.pools {
+		if i < len(m.pools) && m.pools[i] == p {
+			continue
+		}
+		p.mu.Lock()
+		p.gone = true
+		for _, c := range p.idle {
+			c.Close()
+		}
+		p.idle = nil
+		p.mu.Unlock()
+	}
+}
+
+// Peers returns this node's index and the peers' addresses as it knows
+// them now.
+func (h *Host) Peers() (self int, peers []string) {
+	m := h.m.Load()
+	return m.self, slices.Clone(m.peers)
+}
+
+// Index returns the index of the peer at addr (a placement ID), false
+// when it is not a member.
+func (h *Host) Index(addr string) (int, bool) {
+	i, ok := h.m.Load().idx[addr]
+	return i, ok
 }
 
 // Stats returns the counters.
@@ -268,8 +345,8 @@ func (h *Host) Stats() Stats {
 	if b := h.lastDigest.Load(); b != nil {
 		st.DigestBits, st.DigestKeys, st.DigestFPR = b.Bits(), b.Keys(), b.FalsePositive()
 	}
-	for i := range h.digests {
-		if h.digests[i].b.Load() != nil {
+	for _, d := range h.m.Load().digests {
+		if d.b.Load() != nil {
 			st.PeerDigests++
 		}
 	}
@@ -277,11 +354,15 @@ func (h *Host) Stats() Stats {
 }
 
 // Self is this node's index.
-func (h *Host) Self() int { return h.cfg.Self }
+func (h *Host) Self() int { return h.m.Load().self }
 
 // Usable reports whether a decision naming peer i is one this host can
 // act on: a listed peer other than itself.
-func (h *Host) Usable(i int) bool { return i >= 0 && i < len(h.cfg.Peers) && i != h.cfg.Self }
+func (h *Host) Usable(i int) bool { return h.m.Load().usable(i) }
+
+func (m *members) usable(i int) bool {
+	return i >= 0 && i < len(m.peers) && i != m.self && m.peers[i] != ""
+}
 
 // Close closes every peer connection and stops the digest loop.
 func (h *Host) Close() error {
@@ -296,8 +377,7 @@ func (h *Host) Close() error {
 		c.Close()
 	}
 	h.mu.Unlock()
-	for i := range h.pools {
-		p := &h.pools[i]
+	for _, p := range h.m.Load().pools {
 		p.mu.Lock()
 		for _, c := range p.idle {
 			c.Close()
@@ -348,7 +428,7 @@ func (h *Host) ServeConn(nc net.Conn) {
 		return
 	}
 	defer h.untrack(nc)
-	c, err := peerwire.Server(nc, &h.srv)
+	c, err := peerwire.Server(nc, &h.m.Load().srv)
 	if err != nil {
 		return // counted and logged by peerwire
 	}
@@ -368,9 +448,9 @@ func (h *Host) ServeConn(nc net.Conn) {
 			if err != nil {
 				return
 			}
-			if i := int(c.Peer()) - 1; i >= 0 && i < len(h.digests) && i != h.cfg.Self {
-				h.digests[i].b.Store(b)
-				h.digests[i].gen.Store(h.digGen.Load())
+			if m, i := h.m.Load(), int(c.Peer())-1; m.usable(i) {
+				m.digests[i].b.Store(b)
+				m.digests[i].gen.Store(h.digGen.Load())
 				h.digRecv.Add(1)
 			}
 			if err := c.Send([]byte{stOK}); err != nil {
@@ -408,9 +488,12 @@ func (h *Host) serveGet(c *peerwire.Conn, p []byte, out []byte) ([]byte, error) 
 	case err != nil:
 		st = stError
 	}
+	if st == stOK && !mem {
+		st = stOKDisk
+	}
 	out = append(out[:0], st)
 	out = binary.BigEndian.AppendUint64(out, uint64(len(body)))
-	if st != stOK {
+	if st != stOK && st != stOKDisk {
 		return out, c.Send(out)
 	}
 	h.served.Add(1)
@@ -431,16 +514,17 @@ func (h *Host) serveGet(c *peerwire.Conn, p []byte, out []byte) ([]byte, error) 
 	return out, nil
 }
 
-// serveFile sends size bytes of f like serveGet sends a body, reading each
-// chunk straight into out (grown once to a frame, and kept for the
-// connection's next answers): the holder never holds the file. A file
-// shorter than size (it shrank since the scan) ends the connection
-// mid-answer, so the asker never takes a short body for the object.
+// serveFile sends size bytes of f like serveGet sends a body read from
+// disk (stOKDisk), reading each chunk straight into out (grown once to a
+// frame, and kept for the connection's next answers): the holder never
+// holds the file. A file shorter than size (it shrank since the scan) ends
+// the connection mid-answer, so the asker never takes a short body for the
+// object.
 func (h *Host) serveFile(c *peerwire.Conn, f io.Reader, size int64, out []byte) ([]byte, error) {
 	if cap(out) < 9+Chunk {
 		out = make([]byte, 0, 9+Chunk)
 	}
-	out = append(out[:0], stOK)
+	out = append(out[:0], stOKDisk)
 	out = binary.BigEndian.AppendUint64(out, uint64(size))
 	h.served.Add(1)
 	h.servedBytes.Add(uint64(size)) // before sending, as serveGet counts
@@ -468,12 +552,15 @@ func (h *Host) serveFile(c *peerwire.Conn, f io.Reader, size int64, out []byte) 
 // Fetch gets r from peer i's memory. sink, if not nil, is called with each
 // chunk as it arrives, in order, when this goroutine makes the fetch; a
 // request that waited for another's fetch of the same object gets only the
-// whole body (collapsed true). On error the caller reads its own disk; sink
-// may have received part of the body, sent bytes say how much.
-func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, collapsed bool, err error) {
-	if !h.Usable(i) {
+// whole body (collapsed true). mem reports that the peer answered from its
+// memory (false: it read its disk first), so the node can count a memory
+// hit of the cluster (Status.MemoryBytes). On error the caller reads its
+// own disk; sink may have received part of the body, sent bytes say how much.
+func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, mem, collapsed bool, err error) {
+	m := h.m.Load()
+	if !m.usable(i) {
 		h.failures.Add(1)
-		return nil, false, fmt.Errorf("%w %d", ErrPeer, i)
+		return nil, false, false, fmt.Errorf("%w %d", ErrPeer, i)
 	}
 	ran := false
 	h.waiting.Add(1)
@@ -484,8 +571,8 @@ func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, collapse
 	}
 	v, err, _ := h.sf.Do(r.Key+"\x00"+r.ETag, func() (any, error) {
 		ran = true
-		body, _, err := h.fetch(i, &r, fn, true)
-		return body, err
+		f, _, err := h.fetch(m, i, &r, fn, true)
+		return f, err
 	})
 	if !ran {
 		h.collapsed.Add(1)
@@ -494,9 +581,17 @@ func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, collapse
 		if ran {
 			h.failures.Add(1)
 		}
-		return nil, !ran, err
+		return nil, false, !ran, err
 	}
-	return v.([]byte), !ran, nil
+	f := v.(fetched)
+	return f.body, f.mem, !ran, nil
+}
+
+// fetched is one network fetch's result, shared by the requests it
+// collapsed.
+type fetched struct {
+	body []byte
+	mem  bool
 }
 
 // Stream gets r from peer i and hands each chunk to sink as it arrives,
@@ -509,11 +604,12 @@ func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, collapse
 // handed to sink; on any error the caller decides what to do with those
 // already forwarded.
 func (h *Host) Stream(i int, r Request, sink func([]byte) error) (n int64, err error) {
-	if !h.Usable(i) {
+	m := h.m.Load()
+	if !m.usable(i) {
 		h.failures.Add(1)
 		return 0, fmt.Errorf("%w %d", ErrPeer, i)
 	}
-	_, n, err = h.fetch(i, &r, sink, false)
+	_, n, err = h.fetch(m, i, &r, sink, false)
 	var sk sinkError
 	if errors.As(err, &sk) {
 		return n, sk.err
@@ -526,35 +622,36 @@ func (h *Host) Stream(i int, r Request, sink func([]byte) error) (n int64, err e
 
 // fetch makes one network fetch, redialling once when a pooled connection
 // turns out to be dead before any byte of the answer. keep says whether to
-// return the body (else only sink sees it).
-func (h *Host) fetch(i int, r *Request, sink func([]byte) error, keep bool) ([]byte, int64, error) {
+// return the body (else only sink sees it); n counts the body bytes
+// received.
+func (h *Host) fetch(m *members, i int, r *Request, sink func([]byte) error, keep bool) (fetched, int64, error) {
 	msg := appendRequest([]byte{opGet}, r)
 	for attempt := 0; ; attempt++ {
-		c, reused, err := h.get(i)
+		c, reused, err := h.get(m, i)
 		if err != nil {
-			return nil, 0, err
+			return fetched{}, 0, err
 		}
-		body, n, got, err := h.roundTrip(c, msg, r.Size, sink, keep)
+		body, n, mem, got, err := h.roundTrip(c, msg, r.Size, sink, keep)
 		if err == nil {
-			h.put(i, c)
+			h.put(m, i, c)
 			h.fetches.Add(1)
 			h.fetchBytes.Add(uint64(n))
-			return body, n, nil
+			return fetched{body, mem}, n, nil
 		}
 		var se statusError
 		if errors.As(err, &se) {
-			h.put(i, c) // the connection is fine, the object is not there
-			return nil, n, err
+			h.put(m, i, c) // the connection is fine, the object is not there
+			return fetched{}, n, err
 		}
 		c.Close()
 		var sk sinkError
 		if errors.As(err, &sk) {
-			return nil, n, err
+			return fetched{}, n, err
 		}
 		if reused && !got && attempt == 0 {
 			continue
 		}
-		return nil, n, fmt.Errorf("peer %d (%s): %w", i, h.cfg.Peers[i], err)
+		return fetched{}, n, fmt.Errorf("peer %d (%s): %w", i, m.peers[i], err)
 	}
 }
 
@@ -571,32 +668,35 @@ func (e statusError) Error() string { return e.err.Error() }
 func (e statusError) Unwrap() error { return e.err }
 
 // roundTrip sends a request and reads the answer, handing each chunk to
-// sink and, when keep is set, collecting the body. got reports whether any
-// answer frame arrived, recv the body bytes that did.
-func (h *Host) roundTrip(c *peerwire.Conn, msg []byte, size int64, sink func([]byte) error, keep bool) (body []byte, recv int64, got bool, err error) {
+// sink and, when keep is set, collecting the body. recv counts the body
+// bytes received; mem reports that the peer answered from its memory; got
+// whether any answer frame arrived.
+func (h *Host) roundTrip(c *peerwire.Conn, msg []byte, size int64, sink func([]byte) error, keep bool) (body []byte, recv int64, mem, got bool, err error) {
 	if err := c.Send(msg); err != nil {
-		return nil, 0, false, err
+		return nil, 0, false, false, err
 	}
 	p, err := c.Recv()
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, false, false, err
 	}
 	if len(p) < 9 {
-		return nil, 0, true, ErrProtocol
+		return nil, 0, false, true, ErrProtocol
 	}
 	switch p[0] {
 	case stOK:
+		mem = true
+	case stOKDisk:
 	case stNotFound:
-		return nil, 0, true, statusError{ErrNotFound}
+		return nil, 0, false, true, statusError{ErrNotFound}
 	case stVersion:
-		return nil, 0, true, statusError{ErrVersion}
+		return nil, 0, false, true, statusError{ErrVersion}
 	default:
-		return nil, 0, true, statusError{fmt.Errorf("%w: status %d", ErrProtocol, p[0])}
+		return nil, 0, false, true, statusError{fmt.Errorf("%w: status %d", ErrProtocol, p[0])}
 	}
 	n := int64(binary.BigEndian.Uint64(p[1:9]))
 	if n != size {
 		// The peer's file has our ETag but not our size: never trust it.
-		return nil, 0, true, fmt.Errorf("%w: %d bytes announced, %d expected", ErrProtocol, n, size)
+		return nil, 0, false, true, fmt.Errorf("%w: %d bytes announced, %d expected", ErrProtocol, n, size)
 	}
 	if keep {
 		body = make([]byte, 0, n)
@@ -604,7 +704,7 @@ func (h *Host) roundTrip(c *peerwire.Conn, msg []byte, size int64, sink func([]b
 	chunk := p[9:]
 	for {
 		if recv+int64(len(chunk)) > n {
-			return nil, recv, true, fmt.Errorf("%w: more than %d bytes", ErrProtocol, n)
+			return nil, recv, false, true, fmt.Errorf("%w: more than %d bytes", ErrProtocol, n)
 		}
 		if keep {
 			body = append(body, chunk...)
@@ -612,21 +712,21 @@ func (h *Host) roundTrip(c *peerwire.Conn, msg []byte, size int64, sink func([]b
 		recv += int64(len(chunk))
 		if sink != nil && len(chunk) > 0 {
 			if err := sink(chunk); err != nil {
-				return nil, recv, true, sinkError{err}
+				return nil, recv, false, true, sinkError{err}
 			}
 		}
 		if recv == n {
-			return body, recv, true, nil
+			return body, recv, mem, true, nil
 		}
 		if chunk, err = c.Recv(); err != nil {
-			return nil, recv, true, err
+			return nil, recv, false, true, err
 		}
 	}
 }
 
-// get returns an idle connection to peer i or dials one.
-func (h *Host) get(i int) (c *peerwire.Conn, reused bool, err error) {
-	p := &h.pools[i]
+// get returns an idle connection to peer i of membership m or dials one.
+func (h *Host) get(m *members, i int) (c *peerwire.Conn, reused bool, err error) {
+	p := m.pools[i]
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
 		c = p.idle[n-1]
@@ -635,18 +735,19 @@ func (h *Host) get(i int) (c *peerwire.Conn, reused bool, err error) {
 		return c, true, nil
 	}
 	p.mu.Unlock()
-	c, err = h.dial(i)
+	c, err = h.dial(m, i)
 	return c, false, err
 }
 
-// put returns c to peer i's pool, closing it when the pool is full.
-func (h *Host) put(i int, c *peerwire.Conn) {
-	p := &h.pools[i]
+// put returns c to peer i's pool, closing it when the pool is full or the
+// peer left.
+func (h *Host) put(m *members, i int, c *peerwire.Conn) {
+	p := m.pools[i]
 	h.mu.Lock()
 	closed := h.closed
 	h.mu.Unlock()
 	p.mu.Lock()
-	if !closed && len(p.idle) < h.cfg.MaxIdle {
+	if !closed && !p.gone && len(p.idle) < h.cfg.MaxIdle {
 		p.idle = append(p.idle, c)
 		p.mu.Unlock()
 		return
@@ -656,8 +757,8 @@ func (h *Host) put(i int, c *peerwire.Conn) {
 }
 
 // dial connects to peer i's port, upgrades and runs the handshake.
-func (h *Host) dial(i int) (*peerwire.Conn, error) {
-	addr := h.cfg.Peers[i]
+func (h *Host) dial(m *members, i int) (*peerwire.Conn, error) {
+	addr := m.peers[i]
 	nc, err := net.DialTimeout("tcp", addr, h.cfg.DialTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("peer %d: %w", i, err)
@@ -666,7 +767,7 @@ func (h *Host) dial(i int) (*peerwire.Conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("peer %d (%s): %w", i, addr, err)
 	}
-	c, err := peerwire.Client(nc, &h.cli)
+	c, err := peerwire.Client(nc, &m.cli)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("peer %d: %w", i, err)

@@ -24,6 +24,7 @@ type fakeLocal struct {
 	objs  map[string][]byte
 	files map[string]int64
 	cut   int64
+	disk  map[string]bool // objects the owner reads from disk (not in memory)
 	gate  chan struct{}
 	calls atomic.Int64
 	keys  []string
@@ -38,7 +39,7 @@ func (f *fakeLocal) PeerObject(r Request) ([]byte, bool, error) {
 	if !ok {
 		return nil, false, ErrNotFound
 	}
-	return b, true, nil
+	return b, !f.disk[r.URL], nil
 }
 
 func (f *fakeLocal) PeerFile(r Request) (io.ReadCloser, int64, error) {
@@ -153,7 +154,7 @@ func TestFetchStreamsChunks(t *testing.T) {
 	r := Request{URL: "/a", ETag: `"x"`, Size: int64(len(want)), Key: "/a"}
 	var got bytes.Buffer
 	chunks := 0
-	b, collapsed, err := cli.Fetch(1, r, func(p []byte) { chunks++; got.Write(p) })
+	b, _, collapsed, err := cli.Fetch(1, r, func(p []byte) { chunks++; got.Write(p) })
 	if err != nil || collapsed {
 		t.Fatalf("fetch: %v collapsed=%v", err, collapsed)
 	}
@@ -163,15 +164,38 @@ func TestFetchStreamsChunks(t *testing.T) {
 	if chunks != 4 { // 200 KiB = 3 × 64 KiB + 8 KiB
 		t.Errorf("sink saw %d chunks, want 4", chunks)
 	}
-	if _, _, err := cli.Fetch(1, r, nil); err != nil {
+	if _, _, _, err := cli.Fetch(1, r, nil); err != nil {
 		t.Fatal(err)
 	}
 	st, ost := cli.Stats(), owner.Stats()
 	if st.Fetches != 2 || st.FetchBytes != 2*uint64(len(want)) || st.Failures != 0 || ost.Served != 2 {
 		t.Errorf("stats %+v, owner %+v", st, ost)
 	}
-	if n := len(cli.pools[1].idle); n != 1 {
+	if n := len(cli.m.Load().pools[1].idle); n != 1 {
 		t.Errorf("%d idle connections after two sequential fetches, want 1 (reused)", n)
+	}
+}
+
+// TestFetchReportsMemory: Fetch's mem says whether the owner answered from
+// its memory (status stOK) or read its disk first (stOKDisk), for small
+// and multi-chunk objects; the bytes are the owner's either way, and
+// served_disk counts the disk ones.
+func TestFetchReportsMemory(t *testing.T) {
+	objs := map[string][]byte{"/m": body(100), "/d": body(100), "/big-d": body(150 << 10), "/big-m": body(150 << 10)}
+	local := &fakeLocal{objs: objs, disk: map[string]bool{"/d": true, "/big-d": true}}
+	cli, owner := pair(t, local, testKey, testKey)
+	for _, tc := range []struct {
+		url string
+		mem bool
+	}{{"/m", true}, {"/d", false}, {"/big-d", false}, {"/big-m", true}} {
+		want := objs[tc.url]
+		b, mem, _, err := cli.Fetch(1, Request{URL: tc.url, Size: int64(len(want)), Key: tc.url}, nil)
+		if err != nil || !bytes.Equal(b, want) || mem != tc.mem {
+			t.Errorf("%s: err %v, bytes equal %v, mem %v; want mem %v", tc.url, err, bytes.Equal(b, want), mem, tc.mem)
+		}
+	}
+	if d := owner.Stats().ServedDisk; d != 2 {
+		t.Errorf("owner served_disk %d, want 2", d)
 	}
 }
 
@@ -191,7 +215,7 @@ func TestFetchFailures(t *testing.T) {
 		{7, Request{URL: "/a", Size: 10, Key: "/a"}, ErrPeer},
 		{0, Request{URL: "/a", Size: 10, Key: "/a"}, ErrPeer},
 	} {
-		if _, _, err := cli.Fetch(tc.peer, tc.r, nil); !errors.Is(err, tc.want) {
+		if _, _, _, err := cli.Fetch(tc.peer, tc.r, nil); !errors.Is(err, tc.want) {
 			t.Errorf("peer %d %+v: err %v, want %v", tc.peer, tc.r, err, tc.want)
 		}
 	}
@@ -214,7 +238,7 @@ func TestConcurrentFetchesCollapse(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, _, err := cli.Fetch(1, r, nil)
+			b, _, _, err := cli.Fetch(1, r, nil)
 			if err != nil || !bytes.Equal(b, want) {
 				bad.Add(1)
 			}
@@ -239,7 +263,7 @@ func TestForgedPeerRefused(t *testing.T) {
 	secret := []byte("SECRET-OBJECT-BYTES")
 	local := &fakeLocal{objs: map[string][]byte{"/a": secret}}
 	cli, owner := pair(t, local, testKey, []byte("fedcba9876543210-wrong-key!!"))
-	_, _, err := cli.Fetch(1, Request{URL: "/a", Size: int64(len(secret)), Key: "/a"}, nil)
+	_, _, _, err := cli.Fetch(1, Request{URL: "/a", Size: int64(len(secret)), Key: "/a"}, nil)
 	if err == nil {
 		t.Fatal("a peer without the cluster key fetched the object")
 	}
@@ -340,6 +364,89 @@ func TestInboundConnsBounded(t *testing.T) {
 	}
 	if r := owner.Stats().Refused; r != 1 {
 		t.Errorf("refused %d, want 1", r)
+	}
+}
+
+// TestSetPeers: a host started without peers (a node joining a running
+// cluster) can fetch nothing; once SetPeers names the owner it fetches
+// from it; a later membership that keeps the owner at its index keeps its
+// pooled connection, and one that blanks its slot (the owner left) makes
+// it unusable and closes the pool.
+func TestSetPeers(t *testing.T) {
+	want := body(1000)
+	local := &fakeLocal{objs: map[string][]byte{"/a": want}}
+	_, owner := pair(t, local, testKey, testKey)
+	_, peers := owner.Peers()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := New(Config{Self: -1, Key: testKey, DigestPeriod: -1, Logger: quiet}, &fakeLocal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	r := Request{URL: "/a", ETag: `"x"`, Size: int64(len(want)), Key: "/a"}
+	if _, _, _, err := h.Fetch(1, r, nil); !errors.Is(err, ErrPeer) {
+		t.Fatalf("fetch before SetPeers: %v, want ErrPeer", err)
+	}
+	steps := []struct {
+		name   string
+		self   int
+		peers  []string
+		usable bool // peer 1, the owner
+		idle   int  // pooled connections to it after the step's fetch
+	}{
+		{"joined as node 2", 2, []string{peers[0], peers[1], "127.0.0.1:2"}, true, 1},
+		{"a fourth node joins", 2, []string{peers[0], peers[1], "127.0.0.1:2", "127.0.0.1:3"}, true, 1},
+		{"the owner leaves", 2, []string{peers[0], "", "127.0.0.1:2", "127.0.0.1:3"}, false, 0},
+	}
+	for _, s := range steps {
+		old := h.m.Load()
+		h.SetPeers(s.self, s.peers)
+		if got := h.Usable(1); got != s.usable {
+			t.Fatalf("%s: Usable(1) = %v, want %v", s.name, got, s.usable)
+		}
+		if i, ok := h.Index(peers[1]); ok != s.usable || ok && i != 1 {
+			t.Errorf("%s: Index(owner) = %d, %v", s.name, i, ok)
+		}
+		if self, _ := h.Peers(); self != s.self || h.Self() != s.self {
+			t.Errorf("%s: self %d, want %d", s.name, self, s.self)
+		}
+		_, _, _, err := h.Fetch(1, r, nil)
+		if s.usable != (err == nil) {
+			t.Fatalf("%s: fetch from the owner: %v", s.name, err)
+		}
+		m := h.m.Load()
+		if n := len(m.pools[1].idle); n != s.idle {
+			t.Errorf("%s: %d idle connections to the owner, want %d", s.name, n, s.idle)
+		}
+		if len(old.pools) > 1 && old.pools[1] != m.pools[1] && len(old.pools[1].idle) != 0 {
+			t.Errorf("%s: the replaced pool still holds connections", s.name)
+		}
+	}
+}
+
+// TestMembersFile: what WriteMembers writes ReadMembers reads back, a
+// blank slot included; malformed files are refused.
+func TestMembersFile(t *testing.T) {
+	var b bytes.Buffer
+	peers := []string{"10.0.0.1:80", "", "node-3.example:8081"}
+	if err := WriteMembers(&b, 2, peers); err != nil {
+		t.Fatal(err)
+	}
+	if want := "shoal-peers 1\nself 2\n10.0.0.1:80\n-\nnode-3.example:8081\n"; b.String() != want {
+		t.Errorf("file %q, want %q", b.String(), want)
+	}
+	self, got, err := ReadMembers(&b)
+	if err != nil || self != 2 || strings.Join(got, ",") != strings.Join(peers, ",") {
+		t.Errorf("read back self %d peers %q (%v)", self, got, err)
+	}
+	for _, bad := range []string{"", "shoal-peers 2\nself 0\na:1\n", "shoal-peers 1\nself x\n", "shoal-peers 1\nself 1\na:1\n",
+		"shoal-peers 1\nself 1\na:1\n-\n", "shoal-peers 1\nself 0\na b:1\n", "shoal-peers 1\nself -2\n"} {
+		if _, _, err := ReadMembers(strings.NewReader(bad)); err == nil {
+			t.Errorf("ReadMembers(%q) accepted", bad)
+		}
+	}
+	if err := WriteMembers(io.Discard, 0, []string{"a b"}); err == nil {
+		t.Error("WriteMembers accepted an address with a space")
 	}
 }
 

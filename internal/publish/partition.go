@@ -6,11 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"shoal/internal/content"
+	"shoal/internal/peer"
 	"shoal/internal/placement"
 )
 
@@ -95,8 +97,10 @@ func listTree(root string) (dirs []string, files []siteFile, err error) {
 
 // partition writes version root's per-node trees under root+nodesSuffix
 // for nodes with r replicas, taking files from prev (placement ID → the
-// node's tree of the previous version) where it can.
-func partition(root string, nodes []placement.Node, r int, prev map[string]string) (Partition, error) {
+// node's tree of the previous version) where it can. With members (the
+// cluster's addresses in the front's order) each tree also gets the
+// membership file naming that node's index among them.
+func partition(root string, nodes []placement.Node, r int, prev map[string]string, members []string) (Partition, error) {
 	p := Partition{Replicas: placement.Replicas(r, nodes), NodeBytes: make([]int64, len(nodes))}
 	for _, n := range nodes {
 		if n.ID == "" || strings.ContainsAny(n.ID, ",\t\n") {
@@ -170,6 +174,17 @@ func partition(root string, nodes []placement.Node, r int, prev map[string]strin
 		if err != nil {
 			os.RemoveAll(tmp)
 			return p, fmt.Errorf("partition: manifest: %w", err)
+		}
+		if members == nil {
+			continue
+		}
+		pf, err := os.Create(filepath.Join(tmp, fmt.Sprint(i), peer.MembersName))
+		if err == nil {
+			err = errors.Join(peer.WriteMembers(pf, slices.Index(members, nodes[i].ID), members), pf.Close())
+		}
+		if err != nil {
+			os.RemoveAll(tmp)
+			return p, fmt.Errorf("partition: members: %w", err)
 		}
 	}
 	os.RemoveAll(base)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"shoal/internal/content"
+	"shoal/internal/peer"
 	"shoal/internal/placement"
 	"shoal/internal/site"
 )
@@ -198,5 +199,56 @@ func TestPartitionOffByDefault(t *testing.T) {
 	}
 	if _, err := os.Stat(res.Root + nodesSuffix); err == nil {
 		t.Error("per-node trees written for full copies")
+	}
+}
+
+// TestPartitionMembers: with Config.Members set, each node's tree of a
+// partitioned version carries the membership (peer.MembersName) read at
+// the publish, naming that node's own index; a rebalance after a join
+// names the newcomer, after a leave the blanked slot; without Members no
+// tree has the file.
+func TestPartitionMembers(t *testing.T) {
+	ctx := context.Background()
+	pc := newPartCluster(t, 2, 3)
+	members := []string{"node-0", "node-1", "node-2"}
+	pc.co.cfg.Members = func() []string { return members }
+	if _, err := pc.co.Publish(ctx, genSite(t)); err != nil {
+		t.Fatal(err)
+	}
+	pc.add(t, "node-3", 1)
+	members = append(members, "node-3")
+	steps := []struct {
+		name  string
+		apply func()
+		want  []string
+	}{
+		{"join", func() {}, []string{"node-0", "node-1", "node-2", "node-3"}},
+		{"leave", func() { pc.members = slices.Delete(pc.members, 1, 2); members[1] = "" }, []string{"node-0", "", "node-2", "node-3"}},
+	}
+	for _, s := range steps {
+		s.apply()
+		res, err := pc.co.Rebalance(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, root := range res.Partition.Roots {
+			f, err := os.Open(filepath.Join(root, peer.MembersName))
+			if err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+			self, peers, err := peer.ReadMembers(f)
+			f.Close()
+			if err != nil || !slices.Equal(peers, s.want) || self < 0 || peers[self] != res.Partition.Nodes[k] {
+				t.Errorf("%s: tree %d (%s) names self %d of %q (%v), want its own index in %q", s.name, k, res.Partition.Nodes[k], self, peers, err, s.want)
+			}
+		}
+	}
+	pc.co.cfg.Members = nil
+	res, err := pc.co.Rebalance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(res.Partition.Roots[0], peer.MembersName)); err == nil {
+		t.Error("a membership file without Config.Members")
 	}
 }

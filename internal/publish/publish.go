@@ -91,6 +91,14 @@ type Config struct {
 	// participant of a publish, in the same order. The IDs are what the
 	// nodes know their peers by (their addresses).
 	Place func(nodes []Participant) []placement.Node
+	// Members, when set, returns the cluster's node addresses in the
+	// front's order ("" for a slot whose node left), read at the start of
+	// each partitioned publish and written into every node's tree
+	// (peer.MembersName) with that node's index, so a running node learns
+	// who joined or left from the version that moves the files
+	// (partition.go). Each participant's placement ID should be one of
+	// them. Default nil: the nodes keep the peers they started with.
+	Members func() []string
 }
 
 // Result describes a publish.
@@ -262,7 +270,11 @@ func (c *Coordinator) place(res *Result, nodes []placement.Node) ([]string, erro
 	roots := make([]string, len(nodes))
 	trees := make(map[string]string, len(nodes))
 	if partitioned(c.cfg.Replicas, nodes) {
-		p, err := partition(res.Root, nodes, c.cfg.Replicas, c.trees)
+		var members []string
+		if c.cfg.Members != nil {
+			members = c.cfg.Members()
+		}
+		p, err := partition(res.Root, nodes, c.cfg.Replicas, c.trees, members)
 		if err != nil {
 			return nil, fmt.Errorf("publish version %d: %w", res.Version, err)
 		}

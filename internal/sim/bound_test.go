@@ -17,7 +17,8 @@ func nasaFingerprint(tb testing.TB, pc policy.Config) string {
 	acc := nasaAccesses(tb)
 	var b strings.Builder
 	for _, cache := range []string{"lru", "cgdsf"} {
-		sw := Sweep{Base: Config{CacheBytes: 2 << 20, Seed: 1, Cache: cache, PolicyConfig: pc, PerNode: 16},
+		sw := Sweep{Base: Config{CacheBytes: 2 << 20, Seed: 1, Cache: cache, PolicyConfig: pc, PerNode: 16,
+			GDSFCost: GDSFDisk, DigestPeriod: -1}, // the model the reference was taken with
 			Policies: []string{"lard", "lardr", "tbccrd", "weblins"}, Nodes: []int{1, 4, 8},
 			Open: func() (Source, error) { return NewSliceSource(acc), nil }}
 		res, err := sw.Run(context.Background())

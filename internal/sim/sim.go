@@ -40,12 +40,14 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"shoal/internal/cache"
+	"shoal/internal/peer"
 	"shoal/internal/placement"
 	"shoal/internal/policy"
 )
@@ -92,12 +94,29 @@ type Config struct {
 	// CacheBytes is each node's memory cache. Default 32 MiB.
 	CacheBytes int64
 	// Cache is the nodes' replacement policy: "lru" (default, seed 000
-	// §3.3.1), "gdsf" or "cgdsf" (seed 001). GDSF's cost C is the object's
-	// disk read time (Costs.Disk); cgdsf's peer cost is a peer fetch (both
-	// sides' PeerPer512), and its CachedElsewhere asks the other nodes' caches.
+	// §3.3.1), "gdsf" or "cgdsf" (seed 001); GDSFCost is its cost and
+	// DigestPeriod how cgdsf's CachedElsewhere learns the other nodes' caches.
 	// tbccrd's and weblins' mirrors of the node caches evict in the same
 	// order (policy.NodeCacheMirrors) unless PolicyConfig.NewReplacer is set.
 	Cache string
+	// DigestPeriod is how a cgdsf node learns what the other nodes cache:
+	// as live nodes do (internal/peer, Summary Cache), from a Bloom digest
+	// of each other node's cache (peer.DigestOf), every node's rebuilt
+	// each DigestPeriod of virtual time, so an object another node caches
+	// counts as a duplicate only from the next rebuild on, and one it
+	// evicted still counts until then. Default 0 = peer.DefaultDigestPeriod,
+	// the nodes' default; negative = the other caches' exact current state
+	// (an ideal no live cluster has).
+	DigestPeriod time.Duration
+	// GDSFCost is the cost C that gdsf and cgdsf nodes (and the front's
+	// mirrors of them) weigh objects by. GDSFNode (default "") is what live
+	// nodes use (cache.Config's defaults: C = 1, and C/10 for an object
+	// cached elsewhere), so the simulator predicts them; GDSFDisk is the
+	// model's disk read time (Costs.Disk) and, for an object cached
+	// elsewhere, a peer fetch (both sides' PeerPer512), the simulator's
+	// cost before issue 16, under which cgdsf misses more than live nodes
+	// do (docs/cooperation.md).
+	GDSFCost string
 	// Costs are the time and byte costs. Zero value = DefaultCosts().
 	Costs *Costs
 	// Path is the front's data path. "" = DefaultPath of the policy's traits.
@@ -169,6 +188,12 @@ type Row struct {
 	// ByteMissRatio the share of requested bytes read from a disk.
 	MissRatio     float64 `json:"miss_ratio"`
 	ByteMissRatio float64 `json:"byte_miss_ratio"`
+	// HitRatio and ByteHitRatio are their complements: requests, and
+	// requested bytes, served from a memory (the node's or a peer's), as a
+	// live node counts them (its cache hits; cache.Served's memory_bytes
+	// over object_bytes).
+	HitRatio     float64 `json:"hit_ratio"`
+	ByteHitRatio float64 `json:"byte_hit_ratio"`
 	// NodeCPUUtil and NodeDiskUtil are busy time over elapsed time, averaged
 	// over nodes; FrontCPUUtil is the front's (≈1 means the front is the
 	// bottleneck).
@@ -182,12 +207,22 @@ type Row struct {
 	// and replies or tags (seed 000 §3.2), plus objects moved between nodes'
 	// memories.
 	InternalBytesPerRequest float64 `json:"internal_bytes_per_request"`
+	// FetchBytesPerRequest is the objects' part of it alone: bytes moved
+	// from one node's memory to another's (weblins' peer fetches), what a
+	// live node counts as peer fetch_bytes.
+	FetchBytesPerRequest float64 `json:"fetch_bytes_per_request"`
 	// MeanLatencyMS is the mean time from entering the front to completion.
 	// In throughput mode it is the closed loop's response time (window ÷
 	// throughput, by Little's law); in latency mode the response time at the
 	// trace's (scaled) arrival rate.
 	MeanLatencyMS float64 `json:"mean_latency_ms"`
 }
+
+// Config.GDSFCost values.
+const (
+	GDSFNode = ""     // the live nodes' cost: 1, or 1/10 when cached elsewhere
+	GDSFDisk = "disk" // disk read time, or a peer fetch's time when cached elsewhere
+)
 
 // event kinds
 const (
@@ -250,6 +285,13 @@ type sim struct {
 	// load feedback for dfwrr
 	period   int64
 	nextLoad int64
+
+	// cgdsf digests (Config.DigestPeriod): digests[j] is node j's, nil
+	// when CachedElsewhere reads the caches' exact state.
+	digests     []*peer.Bloom
+	digestEvery int64
+	nextDigest  int64
+	keyBuf      []string
 
 	res      Result
 	first    int64 // first arrival (latency mode)
@@ -320,9 +362,17 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if pc.PopularN == 0 && pc.PopularBytes == 0 {
 		pc.PopularBytes = max(cfg.CacheBytes/8, 1)
 	}
+	var cost, peerCost func(string, int64) float64 // GDSFNode: cache.Config's defaults
+	switch cfg.GDSFCost {
+	case GDSFNode:
+	case GDSFDisk:
+		cost, peerCost = s.gdsfCost, s.gdsfPeerCost
+	default:
+		return nil, fmt.Errorf("sim: gdsf cost %q: want %q or %q", cfg.GDSFCost, GDSFNode, GDSFDisk)
+	}
 	if pc.NewReplacer == nil {
 		pc.NewReplacer = policy.NodeCacheMirrors(cache.Config[struct{}]{Policy: cfg.Cache, Capacity: cfg.CacheBytes,
-			Cost: s.gdsfCost, PeerCost: s.gdsfPeerCost})
+			Cost: cost, PeerCost: peerCost})
 	}
 	pol, err := cfg.Registry.New(cfg.Policy, pc)
 	if err != nil {
@@ -376,24 +426,20 @@ func newSim(cfg Config, src Source) (*sim, error) {
 			MaxObject: s.c.NoCacheAbove,
 		}
 		if cfg.Cache != cache.LRU {
-			cc.Cost, cc.PeerCost = s.gdsfCost, s.gdsfPeerCost
+			cc.Cost, cc.PeerCost = cost, peerCost
 			self := i
-			cc.CachedElsewhere = func(key string) bool {
-				for j := range s.nodes {
-					if j != self && s.nodes[j].cache != nil {
-						if _, ok := s.nodes[j].cache.Peek(key); ok {
-							return true
-						}
-					}
-				}
-				return false
-			}
+			cc.CachedElsewhere = func(key string) bool { return s.cachedElsewhere(self, key) }
 		}
 		c, err := cache.New(cc)
 		if err != nil {
 			return nil, fmt.Errorf("sim: node %d: %w", i, err)
 		}
 		s.nodes[i].cache = c
+	}
+	if cfg.Cache == cache.CGDSF && cfg.DigestPeriod >= 0 {
+		s.digestEvery = int64(cmp.Or(cfg.DigestPeriod, peer.DefaultDigestPeriod))
+		s.digests = make([]*peer.Bloom, cfg.Nodes)
+		s.rebuildDigests() // at 0, as a live node's first round at start
 	}
 	s.frontD = int64(s.c.Front(s.path))
 	switch {
@@ -407,12 +453,61 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	return s, nil
 }
 
+// cachedElsewhere is cgdsf's question for node self: does another node's
+// memory hold key? From the digests when there are, else the exact state.
+func (s *sim) cachedElsewhere(self int, key string) bool {
+	if s.digests != nil {
+		for j, d := range s.digests {
+			if j != self && d.Has(key) {
+				return true
+			}
+		}
+		return false
+	}
+	for j := range s.nodes {
+		if j != self && s.nodes[j].cache != nil {
+			if _, ok := s.nodes[j].cache.Peek(key); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// advance moves the virtual clock to t, first rebuilding the digests when
+// a digest round is due.
+func (s *sim) advance(t int64) {
+	s.now = t
+	if s.digests != nil && s.now >= s.nextDigest {
+		s.rebuildDigests()
+	}
+}
+
+// rebuildDigests makes every node's digest of its cache now and schedules
+// the next round DigestPeriod later (virtual time).
+func (s *sim) rebuildDigests() {
+	for j := range s.nodes {
+		s.keyBuf = s.keyBuf[:0]
+		if k, ok := s.nodes[j].cache.(interface{ Keys(func(string)) }); ok {
+			k.Keys(func(key string) { s.keyBuf = append(s.keyBuf, key) })
+		}
+		s.digests[j] = peer.DigestOf(s.keyBuf)
+	}
+	for s.nextDigest <= s.now {
+		s.nextDigest += s.digestEvery
+	}
+}
+
 // gdsfCost is GDSF's C: the disk read time of the object, in ms.
-func (s *sim) gdsfCost(_ string, size int64) float64 { return float64(s.c.Disk(size)) / 1e6 }
+func (s *sim) gdsfCost(_ string, size int64) float64 {
+	return float64(s.c.Disk(size)) / 1e6
+}
 
 // gdsfPeerCost is cluster GDSF's C for an object another node caches: a
 // peer fetch (CPU on both sides), in ms.
-func (s *sim) gdsfPeerCost(_ string, size int64) float64 { return float64(2*s.c.Peer(size)) / 1e6 }
+func (s *sim) gdsfPeerCost(_ string, size int64) float64 {
+	return float64(2*s.c.Peer(size)) / 1e6
+}
 
 // alloc takes a request slot from the pool.
 func (s *sim) alloc() int32 {
@@ -476,7 +571,7 @@ func (s *sim) run() error {
 		if !ok {
 			return nil
 		}
-		s.now = ev.t
+		s.advance(ev.t)
 		i := ev.req
 		r := &s.reqs[i]
 		switch ev.kind {
@@ -718,12 +813,15 @@ func (s *sim) result() Result {
 	}
 	if req > 0 {
 		res.MissRatio = float64(res.DiskReads) / float64(req)
+		res.HitRatio = 1 - res.MissRatio
 		res.HandoffsPerRequest = float64(res.Handoffs) / float64(req)
 		res.InternalBytesPerRequest = float64(s.internal+s.perReqIB*req) / float64(req)
+		res.FetchBytesPerRequest = float64(s.internal) / float64(req)
 		res.MeanLatencyMS = float64(s.latSum) / float64(req) / 1e6
 	}
 	if s.reqB > 0 {
 		res.ByteMissRatio = float64(s.missB) / float64(s.reqB)
+		res.ByteHitRatio = 1 - res.ByteMissRatio
 	}
 	return res
 }

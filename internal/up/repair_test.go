@@ -305,7 +305,7 @@ func TestUpRepairSIGTERM(t *testing.T) {
 	siteDir := t.TempDir()
 	body := strings.Repeat("shoal repair ", 20000)
 	os.WriteFile(filepath.Join(siteDir, "big.txt"), []byte(body), 0o644)
-	cmd := exec.Command(exe, "up", "--path", "repair", "--nodes", "2", "--site", siteDir)
+	cmd := exec.Command(exe, "up", "--path", "repair", "--nodes", "2", "--site", siteDir, "--data", t.TempDir())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

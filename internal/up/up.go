@@ -73,6 +73,9 @@ type Config struct {
 	// is then a folder of site folders, and empty generates SampleSites.
 	// Only with the relay and passfd paths. Default false.
 	VHosts bool
+	// DigestPeriod is how often each node sends its cache digest to the
+	// others (peer.Config.DigestPeriod). Default 0: the nodes' default, 2 s.
+	DigestPeriod time.Duration
 	// HealthInterval is the active health-check period. Default 1 s.
 	HealthInterval time.Duration
 	// SendTimeout, MaxConns and MaxConnsPerIP are the front's client send
@@ -320,7 +323,7 @@ func Start(cfg Config) (*Cluster, error) {
 	for i, ln := range lns {
 		n, err := node.New(node.Config{Root: roots[i], VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
 			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts,
-			Peer: peer.Config{Self: i, Peers: addrs, Key: key}})
+			Peer: peer.Config{Self: i, Peers: addrs, Key: key, DigestPeriod: cfg.DigestPeriod}})
 		if err != nil {
 			for _, l := range lns[i:] {
 				l.Close()
@@ -434,6 +437,9 @@ func (c *Cluster) startFront(fc front.Config) error {
 		as := admin.NewConfig(c.Control, c.Metrics, acfg)
 		if p := c.Publisher; p != nil {
 			as.SetPublisher(func(ctx context.Context, dir string) (any, error) { return p.Publish(ctx, dir) })
+			if c.Config.partitioned() {
+				as.SetRebalancer(func(ctx context.Context, joined int) (any, error) { return c.rebalance(ctx, joined) })
+			}
 		}
 		c.admin = &http.Server{Handler: as, ReadHeaderTimeout: 10 * time.Second}
 		go c.watch(func() error { return c.admin.Serve(aln) })
@@ -524,34 +530,102 @@ func (c *Cluster) startPublisher(root string) error {
 	pc := publish.Config{Versions: dir, Current: root, Nodes: c.participants, Logger: c.Config.Logger,
 		OnCommit: func(_ uint64, _ string, d content.Diff) { c.forget(d) }}
 	if c.Config.partitioned() {
-		pc.Replicas, pc.Place = c.Config.Replicas, c.place
+		pc.Replicas, pc.Place, pc.Members = c.Config.Replicas, c.place, c.members
 	}
 	c.Publisher, err = publish.New(pc)
 	return err
 }
 
-// participants are the in-process nodes that have not left.
+// participants are the nodes of a publish: every node of the control
+// plane that was not removed — an in-process node that has not left
+// (Leave) is driven directly, any other (a `shoal node` added through the
+// admin API's POST /nodes) through its publish control endpoint with the
+// admin token, as `shoal front` drives its nodes. Before the control plane
+// exists (the first version is seeded) they are the in-process nodes.
 func (c *Cluster) participants() []publish.Participant {
 	c.goneMu.Lock()
 	defer c.goneMu.Unlock()
 	var ps []publish.Participant
-	for i, n := range c.nodes {
-		if !c.gone[i] {
-			ps = append(ps, publish.Local(c.NodeURLs[i], n))
+	if c.Control == nil {
+		for i, n := range c.nodes {
+			if !c.gone[i] {
+				ps = append(ps, publish.Local(c.NodeURLs[i], n))
+			}
+		}
+		return ps
+	}
+	for _, b := range c.Control.Backends() {
+		switch k := slices.Index(c.NodeURLs, b.URL); {
+		case k < 0:
+			ps = append(ps, publish.Remote(b.URL, c.AdminToken, nil))
+		case !c.gone[k]:
+			ps = append(ps, publish.Local(b.URL, c.nodes[k]))
 		}
 	}
 	return ps
 }
 
 // place gives each participant its placement identity: the node's
-// address, which its peers know it by, and its disk weight.
+// address, which its peers know it by, and its disk weight (1 for a node
+// added through the admin API).
 func (c *Cluster) place(ps []publish.Participant) []placement.Node {
 	ns := make([]placement.Node, len(ps))
 	for k, p := range ps {
-		i := slices.Index(c.NodeURLs, p.Name())
-		ns[k] = placement.Node{ID: strings.TrimPrefix(p.Name(), "http://"), Weight: c.Config.diskWeight(i)}
+		ns[k] = placement.Node{ID: strings.TrimPrefix(p.Name(), "http://"), Weight: c.weightOf(p.Name())}
 	}
 	return ns
+}
+
+// weightOf is the disk weight of the node at url: its --disk-weights
+// entry when it is one of the nodes started here, else 1.
+func (c *Cluster) weightOf(url string) float64 {
+	if i := slices.Index(c.NodeURLs, url); i >= 0 {
+		return c.Config.diskWeight(i)
+	}
+	return 1
+}
+
+// members is the peer list every node's tree of a partitioned version
+// carries (publish.Config.Members): each node slot's address in the
+// front's order, "" for a node that was removed or left. Nil before the
+// control plane exists: the seeded nodes start with their peers.
+func (c *Cluster) members() []string {
+	if c.Control == nil {
+		return nil
+	}
+	ms := c.Control.Members()
+	c.goneMu.Lock()
+	defer c.goneMu.Unlock()
+	for i := range c.gone {
+		if i < len(ms) {
+			ms[i] = ""
+		}
+	}
+	return ms
+}
+
+// rebalance places the served version again over the current members
+// after a node joined (joined, its index) or was removed (joined -1): the
+// admin API's POST /nodes and DELETE /nodes/{i} call it before answering.
+// A newcomer takes no request until it holds its share: it is drained
+// (weight 0) during the rebalance and gets its weight back afterwards.
+func (c *Cluster) rebalance(ctx context.Context, joined int) (publish.Result, error) {
+	if joined >= 0 {
+		w := 1
+		for _, n := range c.Control.Nodes() {
+			if n.Index == joined {
+				w = n.Weight
+			}
+		}
+		c.Control.SetWeight(joined, 0)
+		defer c.Control.SetWeight(joined, w)
+	}
+	res, err := c.Publisher.Rebalance(ctx)
+	c.showStorage()
+	if err != nil {
+		return res, fmt.Errorf("rebalance: %w", err)
+	}
+	return res, nil
 }
 
 // seedPartitions writes the site's first version as one tree per node
@@ -608,19 +682,36 @@ func (c *Cluster) Leave(ctx context.Context, i int) (publish.Result, error) {
 	return res, nil
 }
 
+// JoinArgs are the `shoal node` flags, --listen aside, of a node that may
+// join this partitioned cluster live (then POST /nodes with its URL): it
+// starts on the served version (a full copy) and takes its share, and its
+// peers, from the rebalance the admin API runs. Nil when the site is not
+// partitioned or the admin API is off.
+func (c *Cluster) JoinArgs() []string {
+	if !c.Config.partitioned() || c.Publisher == nil || c.AdminURL == "" {
+		return nil
+	}
+	return []string{"--root", filepath.Join(c.pubdir, publish.CurrentLink), "--publish-dir", c.pubdir,
+		"--admin-token-file", c.AdminTokenFile, "--peer-key-file", clusterKeyFile(&c.Config), "--trusted-fronts", "127.0.0.0/8,::1"}
+}
+
 // showStorage gives the policy the nodes' placement (policy.Storage):
-// each node by its address and disk weight, a node that left with weight
-// 0. Nothing when every node holds the whole site.
+// each node slot by its address and disk weight, in the front's order, a
+// node that was removed or left with weight 0. Nothing when every node
+// holds the whole site.
 func (c *Cluster) showStorage() {
 	if c.Control == nil || !c.Config.partitioned() {
 		return
 	}
-	c.goneMu.Lock()
-	defer c.goneMu.Unlock()
-	ns := make([]placement.Node, len(c.NodeURLs))
-	for i, u := range c.NodeURLs {
-		ns[i] = placement.Node{ID: strings.TrimPrefix(u, "http://"), Weight: c.Config.diskWeight(i)}
-		if c.gone[i] {
+	ids := c.Control.Members()
+	live := c.members()
+	ns := make([]placement.Node, len(ids))
+	for i, id := range ids {
+		if i < len(c.NodeURLs) {
+			id = strings.TrimPrefix(c.NodeURLs[i], "http://") // a removed slot keeps its ID
+		}
+		ns[i] = placement.Node{ID: id, Weight: c.weightOf("http://" + id)}
+		if id == "" || i >= len(live) || live[i] == "" {
 			ns[i].Weight = 0
 		}
 	}
@@ -666,6 +757,9 @@ func (p *Procs) peerArgs(addrs []string, loopback bool) ([]string, error) {
 	args := []string{"--peer-key-file", file, "--peers", strings.Join(addrs, ",")}
 	if loopback {
 		args = append(args, "--trusted-fronts", "127.0.0.0/8,::1")
+	}
+	if p.Config.DigestPeriod != 0 {
+		args = append(args, "--digest-period", p.Config.DigestPeriod.String())
 	}
 	return args, nil
 }

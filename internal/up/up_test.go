@@ -132,7 +132,7 @@ func TestUpCommandStopsOnSIGTERM(t *testing.T) {
 	site := filepath.Join(dir, "www")
 	os.MkdirAll(site, 0o755)
 	os.WriteFile(filepath.Join(site, "index.html"), []byte("<a href=\"/x\">x</a>"), 0o644)
-	cmd := exec.Command(bin, "up", "--listen", "127.0.0.1:0", "--admin", "off", "--site", site, "--nodes", "2")
+	cmd := exec.Command(bin, "up", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--admin", "off", "--site", site, "--nodes", "2")
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
