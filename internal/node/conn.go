@@ -501,16 +501,13 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 			c.s.cache.Add(key, o, o.cost())
 		}
 	}
-	if o == nil && sel.Remote {
-		// Stored elsewhere and not cacheable here: fetched whole from a
-		// holder, kept for this answer only.
-		var done, keep bool
-		if o, mem, done, keep = c.fromPeer(tbl, e, sel, c.cacheKey(e, coding), ctype, coding, vary, c.site.rules.rule(e.URL), now, closeAfter, head); done {
+	if o == nil && sel.Remote && !head && precondition(req, &c.cond, sel.ETag, sel.ModTime, now) == 0 {
+		// Stored elsewhere and not cacheable here: streamed from a holder,
+		// never held whole (peerstream.go); a HEAD, a 304/412 or a 416 is
+		// answered below from the table.
+		if done, keep := c.streamRemote(e, sel, c.cacheKey(e, coding), ctype, coding, vary, c.site.rules.rule(e.URL), now, closeAfter); done {
 			return keep
-		} else if o == nil {
-			return c.noHolder(sel, now, closeAfter, head)
 		}
-		rule = o.rule
 	}
 	if o == nil && c.site.rules.headers != nil {
 		rule = c.site.rules.rule(e.URL)

@@ -72,7 +72,7 @@ func writeManifests(t *testing.T, roots, addrs []string, layout map[string][]int
 
 // TestPartitionedFetchFromHolders: with each file on two of three nodes,
 // every node answers every file with the right bytes (SHA-256), small
-// (cached after the fetch), large (above MaxObject: fetched whole, not
+// (cached after the fetch), large (above MaxObject: streamed, not
 // kept), as a HEAD and as a range; with a holder down, the next one
 // answers; with both down, 502.
 func TestPartitionedFetchFromHolders(t *testing.T) {

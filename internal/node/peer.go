@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -68,37 +69,9 @@ func (s *Server) CacheKeys(add func(key string)) {
 // cache, or else from the disk, and is then cached here (this node is the
 // object's owner in Weblins' terms).
 func (s *Server) PeerObject(r peer.Request) ([]byte, bool, error) {
-	site := s.single
-	if s.sites != nil {
-		site = s.sites[r.Site]
-	}
-	if site == nil {
-		return nil, false, peer.ErrNotFound
-	}
-	tbl := site.store.Snapshot()
-	e := tbl.Exact(r.URL)
-	if e == nil || e.IsDir {
-		return nil, false, peer.ErrNotFound
-	}
-	sel, vary := e, false
-	if set := site.variantsOf(tbl)[e]; set != nil && !s.cfg.NoPrecompressed {
-		vary = true
-		if r.Coding != "" {
-			sel = nil
-			for i, v := range variants {
-				if v.coding == r.Coding {
-					sel = set[i]
-				}
-			}
-		}
-	} else if r.Coding != "" {
-		sel = nil
-	}
-	if sel == nil {
-		return nil, false, peer.ErrNotFound
-	}
-	if sel.ETag != r.ETag {
-		return nil, false, peer.ErrVersion
+	site, tbl, e, sel, vary, err := s.peerSelect(r)
+	if err != nil {
+		return nil, false, err
 	}
 	if s.cache == nil || sel.Size > s.cfg.MaxObject {
 		if sel.Remote {
@@ -126,6 +99,64 @@ func (s *Server) PeerObject(r peer.Request) ([]byte, bool, error) {
 	o.rule = site.rules.rule(e.URL)
 	s.cache.Add(key, o, o.cost())
 	return body, false, nil
+}
+
+// PeerFile implements peer.Local: a file this node stores but would not
+// cache (above MaxObject, or no cache) is lent open, for the peer host to
+// send in chunks without ever holding it; anything else is PeerObject's.
+func (s *Server) PeerFile(r peer.Request) (io.ReadCloser, int64, error) {
+	_, tbl, _, sel, _, err := s.peerSelect(r)
+	if err != nil || (s.cache != nil && sel.Size <= s.cfg.MaxObject) {
+		return nil, 0, err
+	}
+	if sel.Remote {
+		return nil, 0, peer.ErrNotFound // stored elsewhere: the asker tries the next holder
+	}
+	f, err := tbl.OpenFile(sel)
+	if err != nil {
+		return nil, 0, fmt.Errorf("node: %w", err)
+	}
+	return f, sel.Size, nil
+}
+
+// peerSelect finds the representation a peer's request names: the site,
+// its table, the file's entry, the selected variant and whether the file
+// has variants. ErrNotFound when there is none, ErrVersion when its ETag
+// is not the asker's.
+func (s *Server) peerSelect(r peer.Request) (st *vsite, tbl *content.Table, e, sel *content.Entry, vary bool, err error) {
+	st = s.single
+	if s.sites != nil {
+		st = s.sites[r.Site]
+	}
+	if st == nil {
+		return nil, nil, nil, nil, false, peer.ErrNotFound
+	}
+	tbl = st.store.Snapshot()
+	e = tbl.Exact(r.URL)
+	if e == nil || e.IsDir {
+		return nil, nil, nil, nil, false, peer.ErrNotFound
+	}
+	sel = e
+	if set := st.variantsOf(tbl)[e]; set != nil && !s.cfg.NoPrecompressed {
+		vary = true
+		if r.Coding != "" {
+			sel = nil
+			for i, v := range variants {
+				if v.coding == r.Coding {
+					sel = set[i]
+				}
+			}
+		}
+	} else if r.Coding != "" {
+		sel = nil
+	}
+	if sel == nil {
+		return nil, nil, nil, nil, false, peer.ErrNotFound
+	}
+	if sel.ETag != r.ETag {
+		return nil, nil, nil, nil, false, peer.ErrVersion
+	}
+	return st, tbl, e, sel, vary, nil
 }
 
 // peerCacheKey is conn.cacheKey's form, built for a peer's request.

@@ -20,6 +20,14 @@
 // one is in flight, others for the same object wait for its bytes. The
 // goroutine that does the fetch can stream each chunk to its client as it
 // arrives (Fetch's sink).
+//
+// Memory bound (the project's rule that every buffer has a bound): an
+// object the asking node will not cache goes through Stream, which hands
+// each frame to the caller and keeps nothing, and is not collapsed (there
+// is no body to share); the holder sends a file too large for its own
+// memory (Local.PeerFile) by reading it in Chunk pieces into one reused
+// buffer per connection. A fetch of any size then costs each side about
+// one frame, not the object.
 package peer
 
 import (
@@ -29,6 +37,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -70,7 +79,10 @@ type Config struct {
 	// after it the fetch fails and the caller reads its own disk.
 	FetchTimeout time.Duration
 	// IdleTimeout closes a peer's connection that carried nothing this
-	// long. Default 60 s.
+	// long, and bounds how long a node serving a fetch waits for the asker
+	// to take each frame: a streamed fetch (Stream) moves at the pace of
+	// the asker's client, so a slow download must not be cut at
+	// FetchTimeout. Default 60 s.
 	IdleTimeout time.Duration
 	// MaxIdle is the number of idle connections kept per peer. Default 4.
 	MaxIdle int
@@ -112,6 +124,12 @@ type Local interface {
 	// memory hit. ErrNotFound when r names no file, ErrVersion when the
 	// file's ETag is not r.ETag.
 	PeerObject(r Request) (body []byte, mem bool, err error)
+	// PeerFile opens r's file when this node would not keep it in memory
+	// (too large for its cache), returning it and its size: the host
+	// reads it in Chunk pieces, never whole, and closes it. It returns a
+	// nil file (and no error) when PeerObject should answer; ErrNotFound
+	// and ErrVersion as PeerObject.
+	PeerFile(r Request) (f io.ReadCloser, size int64, err error)
 	// CacheKeys calls add with every key in the memory cache.
 	CacheKeys(add func(key string))
 }
@@ -270,7 +288,7 @@ func (h *Host) newMembers(old *members, self int, peers []string) *members {
 	m.cli = peerwire.Config{Self: id, Seed: h.cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: h.cfg.DialTimeout,
 		ReadTimeout: h.cfg.FetchTimeout, WriteTimeout: h.cfg.FetchTimeout, Stats: &h.wst}
 	m.srv = peerwire.Config{Self: id, Seed: h.cfg.Key, MaxFrame: 1 << 20, HandshakeTimeout: h.cfg.DialTimeout,
-		ReadTimeout: h.cfg.IdleTimeout, WriteTimeout: h.cfg.FetchTimeout, Stats: &h.wst, Log: logf}
+		ReadTimeout: h.cfg.IdleTimeout, WriteTimeout: h.cfg.IdleTimeout, Stats: &h.wst, Log: logf}
 	return m
 }
 
@@ -451,7 +469,16 @@ func (h *Host) serveGet(c *peerwire.Conn, p []byte, out []byte) ([]byte, error) 
 	if err != nil {
 		return out, err
 	}
-	body, mem, err := h.local.PeerObject(r)
+	f, size, err := h.local.PeerFile(r)
+	if f != nil {
+		defer f.Close()
+		return h.serveFile(c, f, size, out)
+	}
+	var body []byte
+	mem := false
+	if err == nil {
+		body, mem, err = h.local.PeerObject(r)
+	}
 	st := byte(stOK)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -487,6 +514,41 @@ func (h *Host) serveGet(c *peerwire.Conn, p []byte, out []byte) ([]byte, error) 
 	return out, nil
 }
 
+// serveFile sends size bytes of f like serveGet sends a body read from
+// disk (stOKDisk), reading each chunk straight into out (grown once to a
+// frame, and kept for the connection's next answers): the holder never
+// holds the file. A file shorter than size (it shrank since the scan) ends
+// the connection mid-answer, so the asker never takes a short body for the
+// object.
+func (h *Host) serveFile(c *peerwire.Conn, f io.Reader, size int64, out []byte) ([]byte, error) {
+	if cap(out) < 9+Chunk {
+		out = make([]byte, 0, 9+Chunk)
+	}
+	out = append(out[:0], stOKDisk)
+	out = binary.BigEndian.AppendUint64(out, uint64(size))
+	h.served.Add(1)
+	h.servedBytes.Add(uint64(size)) // before sending, as serveGet counts
+	h.servedDisk.Add(1)
+	first := int(min(size, Chunk))
+	if _, err := io.ReadFull(f, out[9:9+first]); err != nil {
+		return out, fmt.Errorf("peer: read: %w", err)
+	}
+	if err := c.Send(out[:9+first]); err != nil {
+		return out, err
+	}
+	for off := int64(first); off < size; {
+		n := int(min(size-off, Chunk))
+		if _, err := io.ReadFull(f, out[:n]); err != nil {
+			return out, fmt.Errorf("peer: read: %w", err)
+		}
+		if err := c.Send(out[:n]); err != nil {
+			return out, err
+		}
+		off += int64(n)
+	}
+	return out, nil
+}
+
 // Fetch gets r from peer i's memory. sink, if not nil, is called with each
 // chunk as it arrives, in order, when this goroutine makes the fetch; a
 // request that waited for another's fetch of the same object gets only the
@@ -503,9 +565,14 @@ func (h *Host) Fetch(i int, r Request, sink func([]byte)) (body []byte, mem, col
 	ran := false
 	h.waiting.Add(1)
 	defer h.waiting.Add(-1)
+	var fn func([]byte) error
+	if sink != nil {
+		fn = func(b []byte) error { sink(b); return nil }
+	}
 	v, err, _ := h.sf.Do(r.Key+"\x00"+r.ETag, func() (any, error) {
 		ran = true
-		return h.fetch(m, i, &r, sink)
+		f, _, err := h.fetch(m, i, &r, fn, true)
+		return f, err
 	})
 	if !ran {
 		h.collapsed.Add(1)
@@ -527,34 +594,72 @@ type fetched struct {
 	mem  bool
 }
 
+// Stream gets r from peer i and hands each chunk to sink as it arrives,
+// in order, keeping none of them: the fetch of an object the asking node
+// will not cache, whose memory is one frame whatever the object's size.
+// It is not collapsed (no body is kept for others to share). An error
+// from sink stops the fetch (the connection, mid-answer, is closed) and is
+// returned (not counted as a failure: the caller stopped it, as when its
+// client left or the ranges it wanted are sent). n is the number of bytes
+// handed to sink; on any error the caller decides what to do with those
+// already forwarded.
+func (h *Host) Stream(i int, r Request, sink func([]byte) error) (n int64, err error) {
+	m := h.m.Load()
+	if !m.usable(i) {
+		h.failures.Add(1)
+		return 0, fmt.Errorf("%w %d", ErrPeer, i)
+	}
+	_, n, err = h.fetch(m, i, &r, sink, false)
+	var sk sinkError
+	if errors.As(err, &sk) {
+		return n, sk.err
+	}
+	if err != nil {
+		h.failures.Add(1)
+	}
+	return n, err
+}
+
 // fetch makes one network fetch, redialling once when a pooled connection
-// turns out to be dead before any byte of the answer.
-func (h *Host) fetch(m *members, i int, r *Request, sink func([]byte)) (fetched, error) {
+// turns out to be dead before any byte of the answer. keep says whether to
+// return the body (else only sink sees it); n counts the body bytes
+// received.
+func (h *Host) fetch(m *members, i int, r *Request, sink func([]byte) error, keep bool) (fetched, int64, error) {
 	msg := appendRequest([]byte{opGet}, r)
 	for attempt := 0; ; attempt++ {
 		c, reused, err := h.get(m, i)
 		if err != nil {
-			return fetched{}, err
+			return fetched{}, 0, err
 		}
-		body, mem, got, err := h.roundTrip(c, msg, r.Size, sink)
+		body, n, mem, got, err := h.roundTrip(c, msg, r.Size, sink, keep)
 		if err == nil {
 			h.put(m, i, c)
 			h.fetches.Add(1)
-			h.fetchBytes.Add(uint64(len(body)))
-			return fetched{body, mem}, nil
+			h.fetchBytes.Add(uint64(n))
+			return fetched{body, mem}, n, nil
 		}
 		var se statusError
 		if errors.As(err, &se) {
 			h.put(m, i, c) // the connection is fine, the object is not there
-			return fetched{}, err
+			return fetched{}, n, err
 		}
 		c.Close()
+		var sk sinkError
+		if errors.As(err, &sk) {
+			return fetched{}, n, err
+		}
 		if reused && !got && attempt == 0 {
 			continue
 		}
-		return fetched{}, fmt.Errorf("peer %d (%s): %w", i, m.peers[i], err)
+		return fetched{}, n, fmt.Errorf("peer %d (%s): %w", i, m.peers[i], err)
 	}
 }
+
+// sinkError is the caller's sink refusing a chunk (its client went away).
+type sinkError struct{ err error }
+
+func (e sinkError) Error() string { return e.err.Error() }
+func (e sinkError) Unwrap() error { return e.err }
 
 // statusError is a peer's refusal of one object.
 type statusError struct{ err error }
@@ -562,50 +667,59 @@ type statusError struct{ err error }
 func (e statusError) Error() string { return e.err.Error() }
 func (e statusError) Unwrap() error { return e.err }
 
-// roundTrip sends a request and reads the answer. mem reports that the
-// peer answered from its memory; got whether any answer frame arrived.
-func (h *Host) roundTrip(c *peerwire.Conn, msg []byte, size int64, sink func([]byte)) (body []byte, mem, got bool, err error) {
+// roundTrip sends a request and reads the answer, handing each chunk to
+// sink and, when keep is set, collecting the body. recv counts the body
+// bytes received; mem reports that the peer answered from its memory; got
+// whether any answer frame arrived.
+func (h *Host) roundTrip(c *peerwire.Conn, msg []byte, size int64, sink func([]byte) error, keep bool) (body []byte, recv int64, mem, got bool, err error) {
 	if err := c.Send(msg); err != nil {
-		return nil, false, false, err
+		return nil, 0, false, false, err
 	}
 	p, err := c.Recv()
 	if err != nil {
-		return nil, false, false, err
+		return nil, 0, false, false, err
 	}
 	if len(p) < 9 {
-		return nil, false, true, ErrProtocol
+		return nil, 0, false, true, ErrProtocol
 	}
 	switch p[0] {
 	case stOK:
 		mem = true
 	case stOKDisk:
 	case stNotFound:
-		return nil, false, true, statusError{ErrNotFound}
+		return nil, 0, false, true, statusError{ErrNotFound}
 	case stVersion:
-		return nil, false, true, statusError{ErrVersion}
+		return nil, 0, false, true, statusError{ErrVersion}
 	default:
-		return nil, false, true, statusError{fmt.Errorf("%w: status %d", ErrProtocol, p[0])}
+		return nil, 0, false, true, statusError{fmt.Errorf("%w: status %d", ErrProtocol, p[0])}
 	}
-	n := binary.BigEndian.Uint64(p[1:9])
-	if int64(n) != size {
+	n := int64(binary.BigEndian.Uint64(p[1:9]))
+	if n != size {
 		// The peer's file has our ETag but not our size: never trust it.
-		return nil, false, true, fmt.Errorf("%w: %d bytes announced, %d expected", ErrProtocol, n, size)
+		return nil, 0, false, true, fmt.Errorf("%w: %d bytes announced, %d expected", ErrProtocol, n, size)
 	}
-	body = make([]byte, 0, n)
+	if keep {
+		body = make([]byte, 0, n)
+	}
 	chunk := p[9:]
 	for {
-		if uint64(len(body)+len(chunk)) > n {
-			return nil, false, true, fmt.Errorf("%w: more than %d bytes", ErrProtocol, n)
+		if recv+int64(len(chunk)) > n {
+			return nil, recv, false, true, fmt.Errorf("%w: more than %d bytes", ErrProtocol, n)
 		}
-		body = append(body, chunk...)
+		if keep {
+			body = append(body, chunk...)
+		}
+		recv += int64(len(chunk))
 		if sink != nil && len(chunk) > 0 {
-			sink(chunk)
+			if err := sink(chunk); err != nil {
+				return nil, recv, false, true, sinkError{err}
+			}
 		}
-		if uint64(len(body)) == n {
-			return body, mem, true, nil
+		if recv == n {
+			return body, recv, mem, true, nil
 		}
 		if chunk, err = c.Recv(); err != nil {
-			return nil, false, true, err
+			return nil, recv, false, true, err
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,10 +16,14 @@ import (
 	"time"
 )
 
-// fakeLocal serves objects from a map; gate, when set, holds every
-// PeerObject until it is closed.
+// fakeLocal serves objects from a map, and files (too large for its
+// memory) of the given sizes with body's pattern from PeerFile, each file
+// ending short by cut bytes; gate, when set, holds every PeerObject until
+// it is closed.
 type fakeLocal struct {
 	objs  map[string][]byte
+	files map[string]int64
+	cut   int64
 	disk  map[string]bool // objects the owner reads from disk (not in memory)
 	gate  chan struct{}
 	calls atomic.Int64
@@ -35,6 +40,30 @@ func (f *fakeLocal) PeerObject(r Request) ([]byte, bool, error) {
 		return nil, false, ErrNotFound
 	}
 	return b, !f.disk[r.URL], nil
+}
+
+func (f *fakeLocal) PeerFile(r Request) (io.ReadCloser, int64, error) {
+	n, ok := f.files[r.URL]
+	if !ok {
+		return nil, 0, nil
+	}
+	return io.NopCloser(&patReader{n: n - f.cut}), n, nil
+}
+
+// patReader yields n bytes of body's pattern without holding them.
+type patReader struct{ off, n int64 }
+
+func (p *patReader) Read(b []byte) (int, error) {
+	if p.off >= p.n {
+		return 0, io.EOF
+	}
+	b = b[:min(int64(len(b)), p.n-p.off)]
+	for i := range b {
+		o := p.off + int64(i)
+		b[i] = byte(o*7 + o/251)
+	}
+	p.off += int64(len(b))
+	return len(b), nil
 }
 
 func (f *fakeLocal) CacheKeys(add func(string)) {
@@ -418,5 +447,66 @@ func TestMembersFile(t *testing.T) {
 	}
 	if err := WriteMembers(io.Discard, 0, []string{"a b"}); err == nil {
 		t.Error("WriteMembers accepted an address with a space")
+	}
+}
+
+// TestStreamBoundedMemory: a 64 MiB file the owner lends from PeerFile
+// reaches Stream's sink whole and in order (SHA-256), while both hosts —
+// in this process, so TotalAlloc's growth is their sum — allocate far less
+// than the file: the owner reads it chunk by chunk into one buffer and the
+// asker keeps no body. Stream is not collapsed and counts as a fetch.
+func TestStreamBoundedMemory(t *testing.T) {
+	const size = 64 << 20
+	local := &fakeLocal{files: map[string]int64{"/big": size}}
+	cli, owner := pair(t, local, testKey, testKey)
+	want := sha256.New()
+	io.Copy(want, &patReader{n: size})
+	r := Request{URL: "/big", ETag: `"x"`, Size: size, Key: "/big"}
+	h := sha256.New()
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	n, err := cli.Stream(1, r, func(p []byte) error { h.Write(p); return nil })
+	runtime.ReadMemStats(&m1)
+	if err != nil || n != size || !bytes.Equal(h.Sum(nil), want.Sum(nil)) {
+		t.Fatalf("stream: %d bytes, err %v, SHA-256 match %v", n, err, bytes.Equal(h.Sum(nil), want.Sum(nil)))
+	}
+	grew := m1.TotalAlloc - m0.TotalAlloc
+	t.Logf("allocated %d KiB over a %d MiB stream", grew>>10, size>>20)
+	if grew > 8<<20 {
+		t.Errorf("allocated %d MiB for a %d MiB object, want < 8 MiB", grew>>20, size>>20)
+	}
+	st, ost := cli.Stats(), owner.Stats()
+	if st.Fetches != 1 || st.FetchBytes != size || st.Collapsed != 0 || ost.Served != 1 || ost.ServedBytes != size || ost.ServedDisk != 1 {
+		t.Errorf("stats %+v, owner %+v", st, ost)
+	}
+}
+
+// TestStreamFailures: a file that shrank on the owner's disk ends the
+// answer mid-way (an error after the bytes it had, never a short success);
+// a sink error stops the fetch with that error; a missing object is
+// ErrNotFound before any byte.
+func TestStreamFailures(t *testing.T) {
+	const size = 300 << 10
+	local := &fakeLocal{files: map[string]int64{"/f": size}, cut: 1000}
+	cli, _ := pair(t, local, testKey, testKey)
+	r := Request{URL: "/f", Size: size, Key: "/f"}
+	n, err := cli.Stream(1, r, func([]byte) error { return nil })
+	if err == nil || n >= size {
+		t.Errorf("shrunk file: %d bytes, err %v; want an error short of %d", n, err, size)
+	}
+	local.cut = 0
+	stop := errors.New("client gone")
+	calls := 0
+	n, err = cli.Stream(1, r, func([]byte) error { calls++; return stop })
+	if !errors.Is(err, stop) || calls != 1 || n != Chunk {
+		t.Errorf("sink error: %d bytes, %d calls, err %v", n, calls, err)
+	}
+	if _, err := cli.Stream(1, Request{URL: "/missing", Size: 1, Key: "/missing"}, func([]byte) error { return nil }); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing: err %v", err)
+	}
+	// The connection is still usable after all that.
+	if n, err := cli.Stream(1, r, func([]byte) error { return nil }); err != nil || n != size {
+		t.Errorf("after failures: %d bytes, err %v", n, err)
 	}
 }
