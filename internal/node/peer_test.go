@@ -374,6 +374,10 @@ func TestPeerFetchRepair(t *testing.T) {
 	if got := readBody(t, bufio.NewReader(client)); sha256.Sum256([]byte(got)) != sha256.Sum256(want) {
 		t.Fatalf("SHA-256 differs (%d bytes)", len(got))
 	}
+	// The fetch is counted after its last byte reached the client.
+	for end := time.Now().Add(5 * time.Second); ns[0].srv.PeerStats().Fetches == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
 	if a, b := ns[0].srv.PeerStats(), ns[1].srv.PeerStats(); a.Fetches != 1 || b.ServedDisk != 1 {
 		t.Errorf("node 0 %+v, node 1 %+v", a, b)
 	}
