@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"shoal/internal/cache"
+	"shoal/internal/peer"
 	"shoal/internal/policy"
 )
 
@@ -105,22 +106,9 @@ type Status struct {
 	Peer *PeerStatus `json:"peer,omitempty"`
 }
 
-// PeerStatus is the part of a node's peer counters the admin API exports
-// (internal/peer.Stats has the meaning of each).
-type PeerStatus struct {
-	Fetches     uint64  `json:"fetches"`
-	FetchBytes  uint64  `json:"fetch_bytes"`
-	Collapsed   uint64  `json:"collapsed"`
-	Failures    uint64  `json:"failures"`
-	Served      uint64  `json:"served"`
-	ServedBytes uint64  `json:"served_bytes"`
-	ServedDisk  uint64  `json:"served_disk"`
-	Refused     uint64  `json:"refused"`
-	DigestBits  int     `json:"digest_bits"`
-	DigestKeys  int     `json:"digest_keys"`
-	DigestFPR   float64 `json:"digest_fpr"`
-	PeerDigests int     `json:"peer_digests"`
-}
+// PeerStatus is a node's peer counters as its status report carries them
+// (peer.Stats, declared there once).
+type PeerStatus = peer.Stats
 
 // LastStatus returns the node's last status report, or nil before the first.
 func (b *Backend) LastStatus() *Status { return b.status.Load() }
