@@ -78,13 +78,13 @@ type Status struct {
 	CacheHitRatio     float64 `json:"cache_hit_ratio"`
 	// CacheHits and CacheMisses count the node's cache lookups, its
 	// peers' fetches from it included (CacheHitRatio is their ratio).
-	CacheHits   int64 `json:"cache_hits"`
-	CacheMisses int64 `json:"cache_misses"`
-	ByteHitRatio      float64 `json:"byte_hit_ratio"`
-	CPUPercent        float64 `json:"cpu_percent"`
-	RSSBytes          int64   `json:"rss_bytes"`
-	Goroutines        int64   `json:"goroutines"`
-	HandoffSocket     string  `json:"handoff_socket"`
+	CacheHits     int64   `json:"cache_hits"`
+	CacheMisses   int64   `json:"cache_misses"`
+	ByteHitRatio  float64 `json:"byte_hit_ratio"`
+	CPUPercent    float64 `json:"cpu_percent"`
+	RSSBytes      int64   `json:"rss_bytes"`
+	Goroutines    int64   `json:"goroutines"`
+	HandoffSocket string  `json:"handoff_socket"`
 	// ContentVersion is the version of the node's content tree; when it
 	// changes the health checker fetches the node's size index (sizes.go).
 	ContentVersion uint64 `json:"content_version"`
