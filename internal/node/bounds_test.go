@@ -10,9 +10,7 @@ import (
 // scan of missing or refused paths caches nothing (no negative cache) and
 // many spellings of one file share one entry (issue 10 item 4).
 func TestScanLeavesCacheBounded(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	_, ts, c := startSite(t)
 	cases := []struct {
 		path   func(i int) string
 		status int

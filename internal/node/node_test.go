@@ -94,6 +94,15 @@ func start(t *testing.T, root string, mod func(*Config)) *testServer {
 	return ts
 }
 
+// startSite starts a node with the default Config on the fixture site and
+// connects a client to it: the setup most tests of this package share.
+func startSite(t *testing.T) (root string, ts *testServer, c *client) {
+	t.Helper()
+	root, _ = site(t)
+	ts = start(t, root, nil)
+	return root, ts, ts.dial(t)
+}
+
 type client struct {
 	t  *testing.T
 	nc net.Conn
@@ -179,9 +188,7 @@ func get(path string, extra ...string) string {
 }
 
 func TestGetAndHead(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	_, _, c := startSite(t)
 	for i := 0; i < 2; i++ { // miss, then cache hit
 		c.send(get("/hello.txt"))
 		r := c.read(false)
@@ -225,9 +232,7 @@ func TestGetAndHead(t *testing.T) {
 }
 
 func TestPipelining(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	_, ts, c := startSite(t)
 	c.send(get("/hello.txt") + "HEAD /1k.bin HTTP/1.1\r\nHost: test\r\n\r\n" + get("/sub/deeper/z.txt"))
 	if r := c.read(false); r.status != 200 || r.body != helloBody {
 		t.Fatalf("1: %d %q", r.status, r.body)
@@ -269,9 +274,7 @@ func TestPipelining(t *testing.T) {
 }
 
 func TestConditional(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	_, _, c := startSite(t)
 	for _, path := range []string{"/hello.txt", "/big.bin"} { // cached and sendfile paths
 		c.send("HEAD " + path + " HTTP/1.1\r\nHost: test\r\n\r\n")
 		h := c.read(true).h
@@ -305,9 +308,7 @@ func TestConditional(t *testing.T) {
 }
 
 func TestRange(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	_, _, c := startSite(t)
 	big := bigBody()
 	size := strconv.Itoa(len(big))
 	cases := []struct {
@@ -480,9 +481,7 @@ func TestDirectories(t *testing.T) {
 }
 
 func TestStatusAndAccessLog(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	_, ts, c := startSite(t)
 	c.send(get("/hello.txt") + get("/hello.txt") + get("/nope"))
 	c.read(false)
 	c.read(false)
@@ -560,9 +559,7 @@ func TestShutdownClosesIdleAndFinishes(t *testing.T) {
 }
 
 func TestPublishInvalidatesCache(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	_, ts, c := startSite(t)
 	c.send(get("/hello.txt"))
 	if r := c.read(false); r.body != helloBody {
 		t.Fatalf("before: %q", r.body)

@@ -10,9 +10,7 @@ import (
 // object from the cache; PreparePublish changes nothing served until
 // CommitPublish, which refuses a version that was not prepared.
 func TestRescanAndTwoPhase(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	root, ts, c := startSite(t)
 	c.send(get("/hello.txt"))
 	if r := c.read(false); r.body != helloBody {
 		t.Fatalf("before: %q", r.body)

@@ -19,9 +19,7 @@ import (
 // If-Modified-Since and If-Range in RFC 9110 §13.2.2's order, on the cached
 // and the sendfile path.
 func TestPreconditionOrder(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	_, _, c := startSite(t)
 	old := "Sun, 06 Nov 1994 08:49:37 GMT"
 	future := time.Now().Add(365 * 24 * time.Hour).UTC().Format(time.RFC1123)
 	future = strings.Replace(future, "UTC", "GMT", 1)
@@ -95,9 +93,7 @@ func parts(t *testing.T, r response) []string {
 // TestMultiRange checks multipart/byteranges answers on the cached and the
 // sendfile path, and that HEAD announces the length GET sends.
 func TestMultiRange(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	root, _, c := startSite(t)
 	big := bigBody()
 	bs := strconv.Itoa(len(big))
 	const tp = "text/plain; charset=utf-8 "
@@ -254,9 +250,7 @@ func TestPrecompressed(t *testing.T) {
 // a 200 for a file (cached or not, GET or HEAD) and on no other response,
 // as nginx does.
 func TestAcceptRangesOnEveryPath(t *testing.T) {
-	root, _ := site(t)
-	ts := start(t, root, nil)
-	c := ts.dial(t)
+	_, _, c := startSite(t)
 	c.send("HEAD /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n")
 	etag := c.read(true).h.Get("ETag")
 	cases := []struct {
