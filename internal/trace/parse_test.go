@@ -150,7 +150,7 @@ func writeFile(t *testing.T, name string, data []byte, gz bool) string {
 	return p
 }
 
-func readAll(t *testing.T, r *Reader) []Record {
+func readAll(t *testing.T, r Source) []Record {
 	t.Helper()
 	var out []Record
 	for {

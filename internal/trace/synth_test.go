@@ -12,17 +12,7 @@ func TestSynthDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []Record
-		for {
-			r, err := g.Next()
-			if err == io.EOF {
-				return out
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, r)
-		}
+		return readAll(t, g)
 	}
 	a, b, c := gen(7), gen(7), gen(8)
 	if len(a) != 2000 {
