@@ -182,17 +182,25 @@ func filledFrontStats(t *testing.T) (front.Stats, []string) {
 	return st, fields
 }
 
-// TestMetricsCoverFrontStats: every counter of front.Stats reaches /metrics
-// (issue 11: retries, the front's own 4xx/5xx and the fast passes did not).
-// Each number gets a distinct value and /metrics must show every value, so
-// a counter added to front.Stats but not to the collector fails by name.
-func TestMetricsCoverFrontStats(t *testing.T) {
+// frontMetrics serves /metrics over filledFrontStats and returns its body
+// and the counters' field paths (see filledFrontStats).
+func frontMetrics(t *testing.T) (body string, fields []string) {
+	t.Helper()
 	cl, srv := setup(t)
 	st, fields := filledFrontStats(t)
 	m := NewMetrics(cl, "table")
 	m.WatchFront(func() front.Stats { return st })
 	srv.Config.Handler = New(cl, m)
-	_, body := call(t, "GET", srv.URL+"/metrics", "")
+	_, body = call(t, "GET", srv.URL+"/metrics", "")
+	return body, fields
+}
+
+// TestMetricsCoverFrontStats: every counter of front.Stats reaches /metrics
+// (issue 11: retries, the front's own 4xx/5xx and the fast passes did not).
+// Each number gets a distinct value and /metrics must show every value, so
+// a counter added to front.Stats but not to the collector fails by name.
+func TestMetricsCoverFrontStats(t *testing.T) {
+	body, fields := frontMetrics(t)
 	seen := map[float64]bool{}
 	for _, line := range strings.Split(body, "\n") {
 		if !strings.HasPrefix(line, "shoal_front_") {
@@ -212,12 +220,7 @@ func TestMetricsCoverFrontStats(t *testing.T) {
 // TestMetricsDocumented: every metric family the front serves is in
 // docs/admin.md's metrics table, so an operator can look a name up.
 func TestMetricsDocumented(t *testing.T) {
-	cl, srv := setup(t)
-	st, _ := filledFrontStats(t)
-	m := NewMetrics(cl, "table")
-	m.WatchFront(func() front.Stats { return st })
-	srv.Config.Handler = New(cl, m)
-	_, body := call(t, "GET", srv.URL+"/metrics", "")
+	body, _ := frontMetrics(t)
 	doc, err := os.ReadFile("../../docs/admin.md")
 	if err != nil {
 		t.Fatal(err)
