@@ -54,6 +54,24 @@ func nodeRequests(t *testing.T, c *Cluster) []int64 {
 	return out
 }
 
+// servedSince waits (up to 10 s) until the nodes' reports include want
+// requests since before (a nodeRequests reading), and returns each node's
+// requests since then and their total: the nodes report with a delay.
+func servedSince(t *testing.T, c *Cluster, before []int64, want int64) (served []int64, total int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		served, total = nodeRequests(t, c), 0
+		for i := range served {
+			served[i] -= before[i]
+			total += served[i]
+		}
+		if total >= want || time.Now().After(deadline) {
+			return served, total
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // nodeInfos returns the front's view of the nodes, through the admin API
 // when the front is a process of its own (repair).
 func nodeInfos(t *testing.T, c *Cluster) []cluster.NodeInfo {
@@ -182,20 +200,7 @@ func checkSpread(t *testing.T, c *Cluster, pol, path string, urls []string) {
 	if res.OK < res.Requests || res.Requests < spreadRequests {
 		t.Fatalf("%d requests answered, %d ok (want %d ok)", res.Requests, res.OK, spreadRequests)
 	}
-	// Wait until the nodes' reports include the whole run.
-	var served []int64
-	var total int64
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		served, total = nodeRequests(t, c), 0
-		for i := range served {
-			served[i] -= before[i]
-			total += served[i]
-		}
-		if total >= int64(res.Requests) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	served, total := servedSince(t, c, before, int64(res.Requests))
 	t.Logf("%s over %s: per-node requests %v of %d, at most %d connections held", pol, path, served, total, mostHeld)
 	for i, n := range served {
 		if total > 0 && n*100 > total*40 {

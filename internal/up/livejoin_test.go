@@ -34,14 +34,8 @@ import (
 // is stopped, and a client GETting through the front all along sees no
 // error.
 func TestPartitionedLiveJoin(t *testing.T) {
-	dir, sums := genSums(t)
+	dir, sums, c := startPartitioned(t, "127.0.0.1:0")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := Start(Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", DataDir: t.TempDir(), Nodes: 4, Site: dir, Replicas: 2,
-		CacheMB: 1, Policy: "wrr", HealthInterval: 100 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	var total int64
 	for u := range sums {
 		fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(u[1:])))

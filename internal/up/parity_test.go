@@ -182,19 +182,7 @@ func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]in
 	if res.OK < uint64(len(urls))*99/100 {
 		t.Errorf("%s over %s: %d of %d requests answered 2xx", pol, path, res.OK, len(urls))
 	}
-	var served []int64
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var total int64
-		served = nodeRequests(t, c)
-		for i := range served {
-			served[i] -= before[i]
-			total += served[i]
-		}
-		if total >= int64(res.Requests) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	served, _ := servedSince(t, c, before, int64(res.Requests))
 	// A memory hit of the cluster is a request answered from a node's
 	// memory, its own or (peer fetch) another's, as the simulator counts
 	// it: the nodes' cache hits, less those that answered a peer's fetch,

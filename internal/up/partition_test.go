@@ -78,6 +78,21 @@ func fetchAll(t *testing.T, client *http.Client, base string, sums map[string][3
 	return bad
 }
 
+// startPartitioned generates a site (genSums) and starts `shoal up --nodes 4
+// --replicas 2` on it, closed when the test ends; admin is Config.Admin.
+func startPartitioned(t *testing.T, admin string) (dir string, sums map[string][32]byte, c *Cluster) {
+	t.Helper()
+	dir, sums = genSums(t)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := Start(Config{Listen: "127.0.0.1:0", Admin: admin, DataDir: t.TempDir(), Nodes: 4, Site: dir, Replicas: 2,
+		CacheMB: 1, Policy: "wrr", HealthInterval: 100 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return dir, sums, c
+}
+
 // TestPartitionedUp: `shoal up --nodes 4 --replicas 2`. Each file is on
 // exactly two nodes' disks; every node answers every file with the right
 // bytes (fetching the others from a holder); with one node killed the
@@ -85,14 +100,7 @@ func fetchAll(t *testing.T, client *http.Client, base string, sums map[string][3
 // (Leave) its files are copied from the survivors, so every file has two
 // copies again, moving exactly its share.
 func TestPartitionedUp(t *testing.T) {
-	dir, sums := genSums(t)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := Start(Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), Nodes: 4, Site: dir, Replicas: 2,
-		CacheMB: 1, Policy: "wrr", HealthInterval: 100 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	dir, sums, c := startPartitioned(t, "off")
 	for u, n := range storedOn(t, c, sums, []int{0, 1, 2, 3}) {
 		if n != 2 {
 			t.Fatalf("%s stored on %d nodes, want 2", u, n)
