@@ -46,6 +46,27 @@ func partSite(t *testing.T, n int, layout map[string][]int, sizes map[string]int
 	return roots, bodies
 }
 
+// startPartitioned starts n peered nodes (startPeers), node i on the i-th
+// tree of partSite(layout, sizes) with the manifest naming the nodes'
+// addresses as holders; mod, if not nil, then edits node i's Config. It
+// returns the nodes, their roots, their peer addresses and the files' bytes.
+func startPartitioned(t *testing.T, n int, layout map[string][]int, sizes map[string]int,
+	mod func(i int, c *Config)) (ns []*testServer, roots, addrs []string, bodies map[string][]byte) {
+	t.Helper()
+	roots, bodies = partSite(t, n, layout, sizes)
+	ns = startPeers(t, roots[0], n, func(i int, c *Config) {
+		c.Root = roots[i]
+		addrs = c.Peer.Peers
+		if i == 0 {
+			writeManifests(t, roots, addrs, layout, bodies)
+		}
+		if mod != nil {
+			mod(i, c)
+		}
+	})
+	return ns, roots, addrs, bodies
+}
+
 func writeManifests(t *testing.T, roots, addrs []string, layout map[string][]int, bodies map[string][]byte) {
 	t.Helper()
 	mt := time.Unix(1700000000, 0)
@@ -78,15 +99,7 @@ func writeManifests(t *testing.T, roots, addrs []string, layout map[string][]int
 func TestPartitionedFetchFromHolders(t *testing.T) {
 	layout := map[string][]int{"/a.txt": {0, 1}, "/d/b.bin": {1, 2}, "/big.bin": {2, 0}, "/c.txt": {1, 2}}
 	sizes := map[string]int{"/a.txt": 1000, "/d/b.bin": 90 << 10, "/big.bin": 700 << 10, "/c.txt": 10}
-	roots, bodies := partSite(t, 3, layout, sizes)
-	var addrs []string
-	ns := startPeers(t, roots[0], 3, func(i int, c *Config) {
-		c.Root = roots[i]
-		addrs = c.Peer.Peers
-		if i == 0 {
-			writeManifests(t, roots, addrs, layout, bodies)
-		}
-	})
+	ns, _, _, bodies := startPartitioned(t, 3, layout, sizes, nil)
 	for i, s := range ns {
 		c := s.dial(t)
 		for url, want := range bodies {
@@ -146,13 +159,7 @@ func shut(s *Server) {
 func TestPartitionedHintWins(t *testing.T) {
 	layout := map[string][]int{"/h.txt": {2}, "/g.txt": {2}}
 	sizes := map[string]int{"/h.txt": 3000, "/g.txt": 2000}
-	roots, bodies := partSite(t, 3, layout, sizes)
-	ns := startPeers(t, roots[0], 3, func(i int, c *Config) {
-		c.Root = roots[i]
-		if i == 0 {
-			writeManifests(t, roots, c.Peer.Peers, layout, bodies)
-		}
-	})
+	ns, _, _, bodies := startPartitioned(t, 3, layout, sizes, nil)
 	// Node 1 fetches /h.txt from node 2 and keeps it in memory.
 	c1 := ns[1].dial(t)
 	c1.send(get("/h.txt"))
@@ -197,13 +204,8 @@ func TestPartitionedHintWins(t *testing.T) {
 func TestPublishAdoptsPeers(t *testing.T) {
 	layout := map[string][]int{"/a.txt": {1}, "/c.txt": {0}}
 	sizes := map[string]int{"/a.txt": 1000, "/c.txt": 10}
-	roots, bodies := partSite(t, 2, layout, sizes)
-	var addrs []string
-	ns := startPeers(t, roots[0], 2, func(i int, c *Config) {
-		c.Root = roots[i]
-		addrs = c.Peer.Peers
+	ns, roots, addrs, bodies := startPartitioned(t, 2, layout, sizes, func(i int, c *Config) {
 		if i == 0 {
-			writeManifests(t, roots, addrs, layout, bodies)
 			c.Peer.Self, c.Peer.Peers = -1, nil // the newcomer knows no peer yet
 		}
 	})
