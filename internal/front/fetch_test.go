@@ -1,15 +1,13 @@
 package front
 
 import (
-	"context"
 	"io"
-	"net"
 	"net/http"
 	"testing"
-	"time"
 
 	"shoal/internal/cluster"
 	"shoal/internal/policy"
+	"shoal/internal/testutil"
 )
 
 // fetchPolicy serves everything on node 0 and, for "/f", names node 1 as
@@ -39,16 +37,7 @@ func TestRelayFetchHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
+	addr := testutil.Serve(t, s)
 	for _, tc := range []struct {
 		path, client string
 		want         []string
@@ -58,7 +47,7 @@ func TestRelayFetchHeader(t *testing.T) {
 		{"/g", "", nil},
 		{"/g", "1", nil},
 	} {
-		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+tc.path, nil)
+		req, _ := http.NewRequest("GET", "http://"+addr+tc.path, nil)
 		if tc.client != "" {
 			req.Header.Set("Shoal-Fetch", tc.client)
 		}
