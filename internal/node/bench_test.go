@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"shoal/internal/testutil"
 )
 
 // BenchmarkServeCached1K measures a cached 1 KB GET over loopback with
@@ -34,17 +36,12 @@ func benchServe(b *testing.B, size, conns int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(b.Context())
+	addr := testutil.Serve(b, srv)
 	req := []byte("GET /f.bin HTTP/1.1\r\nHost: bench\r\n\r\n")
 
 	// Measure the exact response length once (it is constant: the Date
 	// line has a fixed width).
-	nc, err := net.Dial("tcp", ln.Addr().String())
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -65,7 +62,7 @@ func benchServe(b *testing.B, size, conns int) {
 
 	clients := make([]net.Conn, conns)
 	for i := range clients {
-		if clients[i], err = net.Dial("tcp", ln.Addr().String()); err != nil {
+		if clients[i], err = net.Dial("tcp", addr); err != nil {
 			b.Fatal(err)
 		}
 		defer clients[i].Close()
