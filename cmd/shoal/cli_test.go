@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,12 +72,7 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(readme, []byte("# shoal\n\nnot an access log\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + l.Addr().String() + "/"
-	l.Close()
+	dead := "http://" + freeAddr(t) + "/"
 
 	cases := []struct {
 		args      []string
