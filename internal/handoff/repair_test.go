@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // needRepair skips when this process may not use TCP_REPAIR (it needs
@@ -32,21 +34,8 @@ func needRepair(t testing.TB) {
 // same address and sees one continuous byte stream in both directions.
 func TestFreezeRestoreLoopback(t *testing.T) {
 	needRepair(t)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cli, err := net.Dial("tcp4", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli, srv := testutil.TCPPair(t)
 	cli.SetDeadline(time.Now().Add(10 * time.Second))
-	srv, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A little traffic both ways first, so that the sequence numbers and
 	// the timestamp clock are not at their initial values.
 	if _, err := srv.Write([]byte("greeting\n")); err != nil {
@@ -64,7 +53,7 @@ func TestFreezeRestoreLoopback(t *testing.T) {
 	if _, err := io.ReadFull(srv, head); err != nil {
 		t.Fatal(err)
 	}
-	st, err := Freeze(srv.(*net.TCPConn), head)
+	st, err := Freeze(srv, head)
 	if err != nil {
 		t.Fatal(err)
 	}
