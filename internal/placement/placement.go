@@ -67,6 +67,13 @@ func Hash(id, key string) uint64 {
 		h ^= uint64(key[i])
 		h *= prime
 	}
+	return Mix64(h)
+}
+
+// Mix64 is the splitmix64 finaliser (Steele, Lea and Flood, 2014): each
+// input bit flips about half the output bits. policy's hash ring uses it too,
+// so the two spread keys alike.
+func Mix64(h uint64) uint64 {
 	h ^= h >> 30
 	h *= 0xbf58476d1ce4e5b9
 	h ^= h >> 27
