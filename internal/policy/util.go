@@ -1,5 +1,7 @@
 package policy
 
+import "shoal/internal/placement"
+
 // view caches the list of usable node indices for one Cluster.Version, so
 // policies that choose among usable nodes do not rescan health on every
 // request. Callers bump Cluster.Version on any membership, weight or health
@@ -119,15 +121,8 @@ func hashString(s string) uint64 {
 	return mix64(h)
 }
 
-// mix64 is the splitmix64 finaliser.
-func mix64(h uint64) uint64 {
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return h
-}
+// mix64 is the splitmix64 finaliser, placement.Mix64.
+func mix64(h uint64) uint64 { return placement.Mix64(h) }
 
 // decide is the plain decision for node i (or None for -1).
 func decide(i int) Decision {
