@@ -152,24 +152,26 @@ func (f *fakeStarts) count() int {
 // none within 10 s (a real-time guard against a hung test, not a timing).
 func nextWait(t *testing.T, c *fakeClock) fakeWait {
 	t.Helper()
+	return recvWithin(t, c.waits, "the supervisor asked for no wait")
+}
+
+// recvWithin returns the next value from ch, failing with msg if none comes
+// within 10 s (a real-time guard against a hung test, not a timing).
+func recvWithin[T any](t *testing.T, ch <-chan T, msg string) T {
+	t.Helper()
 	select {
-	case w := <-c.waits:
-		return w
+	case v := <-ch:
+		return v
 	case <-time.After(10 * time.Second):
-		t.Fatal("the supervisor asked for no wait")
-		return fakeWait{}
+		t.Fatal(msg)
+		var zero T
+		return zero
 	}
 }
 
 func nextProc(t *testing.T, f *fakeStarts) *fakeProc {
 	t.Helper()
-	select {
-	case p := <-f.procs:
-		return p
-	case <-time.After(10 * time.Second):
-		t.Fatal("the supervisor started no process")
-		return nil
-	}
+	return recvWithin(t, f.procs, "the supervisor started no process")
 }
 
 // TestSupervisorCrashLoop drives a supervisor with a fake clock through a
