@@ -16,6 +16,16 @@ import (
 
 // fixture builds base/site (the root) next to base/outside (must never be
 // served) and returns the root.
+// mustOpen opens the store over root, failing the test if it cannot.
+func mustOpen(t testing.TB, root string) *Store {
+	t.Helper()
+	s, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func fixture(t testing.TB) string {
 	t.Helper()
 	base := t.TempDir()
@@ -59,10 +69,7 @@ func fixture(t testing.TB) string {
 }
 
 func TestLookupTraversal(t *testing.T) {
-	s, err := Open(fixture(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, fixture(t))
 	tests := []struct {
 		in      string
 		wantURL string // when wantErr is nil
@@ -175,10 +182,7 @@ func TestLookupTraversal(t *testing.T) {
 
 func TestEntryFields(t *testing.T) {
 	root := fixture(t)
-	s, err := Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, root)
 	tests := []struct {
 		url, ctype string
 		size       int64
@@ -214,10 +218,7 @@ func TestEntryFields(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	s, err := Open(fixture(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, fixture(t))
 	kids, err := s.List("/docs/")
 	if err != nil {
 		t.Fatal(err)
@@ -248,10 +249,7 @@ func TestList(t *testing.T) {
 // symlink swapped to point outside, change nothing until Publish.
 func TestLookupNeverTouchesFilesystem(t *testing.T) {
 	root := fixture(t)
-	s, err := Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, root)
 	testutil.WriteTree(t, root, map[string]string{"late.txt": "late"})
 	if _, err := s.Lookup("/late.txt"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Lookup(late file) err = %v, want ErrNotFound before Publish", err)
@@ -277,10 +275,7 @@ func TestOpenErrors(t *testing.T) {
 	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(link)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, link)
 	if real, _ := filepath.EvalSymlinks(dir); s.Root() != real {
 		t.Errorf("Root = %q, want %q", s.Root(), real)
 	}
@@ -317,10 +312,7 @@ func TestPublishDiff(t *testing.T) {
 			}
 		}
 	}
-	s, err := Open(v1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, v1)
 	d, err := s.Publish(v2)
 	if err != nil {
 		t.Fatal(err)
@@ -360,10 +352,7 @@ func TestPublishConcurrentReaders(t *testing.T) {
 	b := filepath.Join(base, "b")
 	testutil.WriteTree(t, a, map[string]string{"x.txt": "a", "y/z.txt": "a"})
 	testutil.WriteTree(t, b, map[string]string{"x.txt": "bb", "y/z.txt": "bb"})
-	s, err := Open(a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, a)
 	const publishes = 200
 	var done atomic.Bool
 	var wg sync.WaitGroup
@@ -425,10 +414,7 @@ func TestCleanURLAllocs(t *testing.T) {
 }
 
 func benchLookup(b *testing.B, p string, want error) {
-	s, err := Open(fixture(b))
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := mustOpen(b, fixture(b))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := s.Lookup(p); !errors.Is(err, want) {

@@ -47,10 +47,7 @@ func TestManifestRemoteEntries(t *testing.T) {
 	}
 	mf.Close()
 
-	s, err := Open(part)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, part)
 	tbl := s.Snapshot()
 	if tbl.Files() != 4 || tbl.Remote() != 3 {
 		t.Fatalf("files %d remote %d, want 4 and 3", tbl.Files(), tbl.Remote())

@@ -67,10 +67,7 @@ func TestOpenFileConfined(t *testing.T) {
 				t.Run(c.name, func(t *testing.T) {
 					root := fixture(t)
 					outside := filepath.Join(filepath.Dir(root), "outside")
-					s, err := Open(root)
-					if err != nil {
-						t.Fatal(err)
-					}
+					s := mustOpen(t, root)
 					tbl := s.Snapshot()
 					tbl.dir.walk = mode == "walk"
 					e, err := tbl.Lookup(c.url)
@@ -105,10 +102,7 @@ func TestOpenFileConfined(t *testing.T) {
 // TestOpenFileRefusesForgedEntries checks that OpenFile never opens an
 // entry that is not a file URL of plain names, even one built by hand.
 func TestOpenFileRefusesForgedEntries(t *testing.T) {
-	s, err := Open(fixture(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, fixture(t))
 	tbl := s.Snapshot()
 	for _, walk := range []bool{false, true} {
 		tbl.dir.walk = walk
@@ -151,10 +145,7 @@ func relink(t *testing.T, target, p string) {
 func BenchmarkOpenFile(b *testing.B) {
 	root := b.TempDir()
 	testutil.WriteTree(b, root, map[string]string{"a/b/c/file.bin": "x"})
-	s, err := Open(root)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := mustOpen(b, root)
 	tbl := s.Snapshot()
 	e, err := tbl.Lookup("/a/b/c/file.bin")
 	if err != nil {

@@ -20,10 +20,7 @@ func TestPrepareCommit(t *testing.T) {
 	write(v1, "gone.txt", "x")
 	write(v2, "a.txt", "two!")
 	write(v2, "new.txt", "n")
-	s, err := Open(v1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, v1)
 	st, err := s.Prepare(v2)
 	if err != nil {
 		t.Fatal(err)
