@@ -2,7 +2,6 @@ package node
 
 import (
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,15 +16,8 @@ import (
 // not answer within 10 s gives status 0 (a safety net, not a timing).
 func rawGet(t *testing.T, addr, path string) (int, string) {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := sendRaw(t, addr, "GET "+path+" HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(nc, "GET "+path+" HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
 	raw, _ := io.ReadAll(nc)
 	s := string(raw)
 	f := strings.SplitN(s, " ", 3)

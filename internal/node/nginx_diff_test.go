@@ -121,15 +121,8 @@ http {
 // rawDo sends one raw request on a fresh connection and reads the answer.
 func rawDo(t *testing.T, addr, raw string) (*http.Response, []byte) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sendRaw(t, addr, raw)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
 	method := raw[:strings.IndexByte(raw, ' ')]
 	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: method})
 	if err != nil {

@@ -103,6 +103,22 @@ func startSite(t *testing.T) (root string, ts *testServer, c *client) {
 	return root, ts, ts.dial(t)
 }
 
+// sendRaw dials addr and writes raw on the new connection, which has a 10 s
+// deadline (a safety net, not a timing); the caller closes it.
+func sendRaw(t *testing.T, addr, raw string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(nc, raw); err != nil {
+		nc.Close()
+		t.Fatal(err)
+	}
+	return nc
+}
+
 type client struct {
 	t  *testing.T
 	nc net.Conn
