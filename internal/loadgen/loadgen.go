@@ -224,11 +224,9 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	r.t0 = time.Now()
 	var wg sync.WaitGroup
 	for _, w := range r.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			w.run(ctx)
-		}()
+		})
 	}
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
