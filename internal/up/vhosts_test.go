@@ -12,6 +12,16 @@ import (
 	"time"
 )
 
+// shutdownAtEnd shuts s (a Cluster or Procs) down when the test ends,
+// waiting at most grace for it.
+func shutdownAtEnd(t *testing.T, s interface{ Shutdown(context.Context) error }, grace time.Duration) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+}
+
 // TestUpVHosts starts the cluster with the two sample sites and fetches
 // each site's home page and manifest through the front by Host name: both
 // answer, with different content.
@@ -20,11 +30,7 @@ func TestUpVHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		c.Shutdown(ctx)
-	}()
+	shutdownAtEnd(t, c, 3*time.Second)
 	if !strings.Contains(c.SiteInfo, "a.localhost, b.localhost") {
 		t.Fatalf("site info %q", c.SiteInfo)
 	}
@@ -49,11 +55,7 @@ func TestStartProcsVHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		p.Shutdown(ctx)
-	}()
+	shutdownAtEnd(t, p, 5*time.Second)
 	waitSockets(t, p)
 	checkSampleSites(t, p.URL, &http.Transport{DisableKeepAlives: true})
 	if st := p.Front.Stats(); st.BytesOut != 0 {
