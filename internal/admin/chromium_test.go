@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	"shoal/internal/loadgen"
 	"shoal/internal/site"
+	"shoal/internal/testutil"
 	"shoal/internal/up"
 )
 
@@ -167,7 +167,7 @@ func TestDashboardChromium(t *testing.T) {
 		r, err := lg.Run(context.Background())
 		done <- result{r, err}
 	}()
-	if code, body := adminCall(t, "PUT", c.AdminURL+"/nodes/1/weight", c.AdminToken, "5"); code != 200 {
+	if code, body := testutil.AdminCall(t, "PUT", c.AdminURL+"/nodes/1/weight", c.AdminToken, "5"); code != 200 {
 		t.Fatalf("PUT /nodes/1/weight 5 = %d %s", code, body)
 	}
 	var underLoad map[string]string
@@ -333,19 +333,4 @@ func adminJSON(t *testing.T, url string) map[string]any {
 		t.Fatalf("GET %s = %d %v", url, resp.StatusCode, err)
 	}
 	return m
-}
-
-// adminCall makes an admin write with the bearer token and a JSON body.
-func adminCall(t *testing.T, method, url, token, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
