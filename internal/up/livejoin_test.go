@@ -20,6 +20,7 @@ import (
 	"shoal/internal/node"
 	"shoal/internal/peer"
 	"shoal/internal/publish"
+	"shoal/internal/testutil"
 )
 
 // TestPartitionedLiveJoin: `shoal up --nodes 4 --replicas 2`, then a fifth
@@ -100,26 +101,13 @@ func TestPartitionedLiveJoin(t *testing.T) {
 	defer nn.Shutdown(context.Background())
 	newURL := "http://" + ln.Addr().String()
 
-	admin := func(method, path, body string) (int, []byte) {
-		t.Helper()
-		req, _ := http.NewRequest(method, c.AdminURL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
 	type answer struct {
 		Index     int             `json:"index"`
 		Rebalance *publish.Result `json:"rebalance"`
 	}
 
 	// Join.
-	code, body := admin("POST", "/nodes", `{"url": "`+newURL+`"}`)
+	code, body := testutil.AdminCall(t, "POST", c.AdminURL+"/nodes", c.AdminToken, `{"url": "`+newURL+`"}`)
 	var join answer
 	json.Unmarshal(body, &join)
 	if code != http.StatusCreated || join.Index != 4 {
@@ -173,7 +161,7 @@ func TestPartitionedLiveJoin(t *testing.T) {
 	}
 
 	// Leave: node 1 goes out through the admin API, then stops.
-	code, body = admin("DELETE", "/nodes/1", "")
+	code, body = testutil.AdminCall(t, "DELETE", c.AdminURL+"/nodes/1", c.AdminToken, "")
 	var leave answer
 	json.Unmarshal(body, &leave)
 	if code != http.StatusOK || leave.Rebalance == nil || leave.Rebalance.Partition == nil {
