@@ -589,9 +589,7 @@ func helperFetch(args []string) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var c net.Conn
 			var r *bufio.Reader
 			defer func() {
@@ -657,7 +655,7 @@ func helperFetch(args []string) error {
 					slow.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	fe, _ := firstErr.Load().(string)

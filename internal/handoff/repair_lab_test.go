@@ -223,9 +223,7 @@ func helperClient(args []string) error {
 	var wg sync.WaitGroup
 	var n atomic.Int64
 	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			tr := &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true}
 			cl := &http.Client{Transport: tr, Timeout: 20 * time.Second}
 			defer tr.CloseIdleConnections()
@@ -251,7 +249,7 @@ func helperClient(args []string) error {
 				}
 				ok.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	fe, _ := firstErr.Load().(string)

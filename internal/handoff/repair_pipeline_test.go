@@ -150,9 +150,7 @@ func helperPipeline(args []string) error {
 	var slowest time.Duration
 	var wg sync.WaitGroup
 	for k := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			fail := func(format string, a ...any) {
 				errs.Add(1)
 				firstErr.CompareAndSwap(nil, fmt.Sprintf("conn %d: ", k)+fmt.Sprintf(format, a...))
@@ -205,7 +203,7 @@ func helperPipeline(args []string) error {
 			mu.Lock()
 			slowest = max(slowest, time.Since(t0))
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	fe, _ := firstErr.Load().(string)
