@@ -209,9 +209,7 @@ func labClient(addr, conns, ops, payload string) error {
 	var first atomic.Value
 	var wg sync.WaitGroup
 	for range nc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for next.Add(1) <= int64(no) {
 				if err := opN(addr, size, false); err != nil {
 					failed.Add(1)
@@ -220,7 +218,7 @@ func labClient(addr, conns, ops, payload string) error {
 				}
 				ok.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	fe, _ := first.Load().(string)
