@@ -5,8 +5,9 @@
 // connection pair (net.go), serving a server on a loopback port for the
 // length of a test, an admin API call with its bearer token (http.go), a
 // buffer that a process's output goroutine may write while the test reads
-// it, and document trees and bodies (tree.go). Only _test.go files import
-// it, and it imports no shoal package, so any package's tests can use it.
+// it, document trees and bodies (tree.go), and a check of written figures
+// (figure.go). Only _test.go files import it, and it imports no shoal
+// package, so any package's tests can use it.
 package testutil
 
 import (
