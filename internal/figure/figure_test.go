@@ -1,14 +1,14 @@
 package figure
 
 import (
-	"bytes"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"shoal/internal/testutil"
 )
 
 func TestTicks(t *testing.T) {
@@ -38,18 +38,7 @@ func TestWriteSVGAndPNG(t *testing.T) {
 	if err := Write(svg, png, 4*vg.Inch, panels...); err != nil {
 		t.Fatal(err)
 	}
-	for path, magic := range map[string][]byte{svg: []byte("<svg"), png: []byte("\x89PNG")} {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Contains(b[:min(len(b), 200)], magic) {
-			t.Errorf("%s does not start like its format", path)
-		}
-		if path == svg && (!bytes.Contains(b, []byte("Left panel")) || !bytes.Contains(b, []byte("Right panel"))) {
-			t.Errorf("%s lacks a panel title", path)
-		}
-	}
+	testutil.CheckFigure(t, svg, png, 200, "Left panel", "Right panel")
 	if err := Write(filepath.Join(dir, "missing", "f.svg"), "", 4*vg.Inch, panels...); err == nil {
 		t.Error("Write into a missing directory returned nil")
 	}
