@@ -1,10 +1,10 @@
 package sim
 
 import (
-	"bytes"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"shoal/internal/testutil"
 )
 
 func TestPlotWritesSVGAndPNG(t *testing.T) {
@@ -17,18 +17,7 @@ func TestPlotWritesSVGAndPNG(t *testing.T) {
 	if err := Plot(rows, "(test)", svg, png); err != nil {
 		t.Fatal(err)
 	}
-	for path, magic := range map[string][]byte{svg: []byte("<svg"), png: []byte("\x89PNG")} {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Contains(b[:min(len(b), 512)], magic) {
-			t.Errorf("%s does not look like %q", path, magic)
-		}
-		if path == svg && (!bytes.Contains(b, []byte("lard")) || !bytes.Contains(b, []byte("Cache miss ratio"))) {
-			t.Errorf("%s lacks the legend or the miss-ratio panel", path)
-		}
-	}
+	testutil.CheckFigure(t, svg, png, 512, "lard", "Cache miss ratio")
 	if err := Plot(nil, "", svg, png); err == nil {
 		t.Error("no rows: no error")
 	}
