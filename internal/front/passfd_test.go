@@ -156,9 +156,7 @@ func hammer(t *testing.T, addr string, conns, total int, urls []string, sums map
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	for w := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			for next.Add(1) <= int64(total) {
 				// Mostly small objects, a few large ones (1 MB is 1 in 8).
@@ -179,7 +177,7 @@ func hammer(t *testing.T, addr string, conns, total int, urls []string, sums map
 				}
 				ok.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if bad.Load() != 0 || ok.Load() != int64(total) {
@@ -270,9 +268,7 @@ func TestPassFDCurl(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, procs)
 	for p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(p), 9))
 			var picked []string
 			for range perProc {
@@ -309,7 +305,7 @@ func TestPassFDCurl(t *testing.T) {
 			if len(b) != 0 {
 				errs <- fmt.Errorf("proc %d: %d extra bytes", p, len(b))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
