@@ -17,6 +17,7 @@ import (
 
 	"shoal/internal/peer"
 	"shoal/internal/peerwire"
+	"shoal/internal/testutil"
 )
 
 var peerKey = []byte("node-test-cluster-key-0123456789")
@@ -172,19 +173,7 @@ func TestPeerFetchPassfd(t *testing.T) {
 	root, want := peerSite(t)
 	ns := startPeers(t, root, 2, nil)
 	for round := range 2 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		client, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		server, err := ln.Accept()
-		ln.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		client, server := testutil.TCPPair(t)
 		f := &hintHanded{fakeHanded: fakeHanded{Conn: server, pre: []byte(get("/small.bin")), back: make(chan []byte, 1), ended: make(chan struct{})}, hint: 1}
 		one := &oneConnListener{c: f, done: make(chan struct{})}
 		go ns[0].srv.Serve(one)
@@ -352,20 +341,7 @@ func (m *movedHint) FetchHint() int { return m.hint }
 func TestPeerFetchRepair(t *testing.T) {
 	root, want := peerSite(t)
 	ns := startPeers(t, root, 2, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := ln.Accept()
-	ln.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, server := testutil.TCPPair(t)
 	one := &oneConnListener{c: &movedHint{Conn: server, hint: 1}, done: make(chan struct{})}
 	defer close(one.done)
 	go ns[0].srv.Serve(one)
