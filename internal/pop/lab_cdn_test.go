@@ -9,9 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -28,15 +26,11 @@ func (l *lab) fetchIn(i int, method, url string) (int, string, string, error) {
 	var code int
 	var how, body string
 	err := l.inNS(i, func() error {
-		u := strings.TrimPrefix(url, "http://")
-		host, path, _ := strings.Cut(u, "/")
-		c, err := net.DialTimeout("tcp", host, 5*time.Second)
+		c, host, path, tok, err := l.dialToken(url, 5*time.Second, 10*time.Second)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		tok, _ := os.ReadFile(filepath.Join(l.dir, "data", "admin.token"))
 		extra := ""
 		if method == "GETLOCAL" { // a peer's request: 200 only if held there
 			method, extra = "GET", "X-Shoal-Peer: local\r\n\r\n"
@@ -45,7 +39,7 @@ func (l *lab) fetchIn(i int, method, url string) (int, string, string, error) {
 		} else {
 			extra = "\r\n"
 		}
-		fmt.Fprintf(c, "%s /%s HTTP/1.0\r\nHost: %s\r\nAuthorization: Bearer %s\r\n%s", method, path, host, strings.TrimSpace(string(tok)), extra)
+		fmt.Fprintf(c, "%s /%s HTTP/1.0\r\nHost: %s\r\nAuthorization: Bearer %s\r\n%s", method, path, host, tok, extra)
 		r, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			return err

@@ -177,23 +177,33 @@ func (l *lab) inNS(i int, f func() error) error {
 	return err
 }
 
+// dialToken dials url's host on this thread, so from inside the namespace
+// inNS entered (http.Transport would dial on another thread, outside it),
+// within dialTO and with an I/O deadline rw from now; it returns the
+// connection, url's host and path (no leading slash) and the cluster's
+// admin token, for a request in HTTP/1.0 over the connection.
+func (l *lab) dialToken(url string, dialTO, rw time.Duration) (c net.Conn, host, path, tok string, err error) {
+	host, path, _ = strings.Cut(strings.TrimPrefix(url, "http://"), "/")
+	c, err = net.DialTimeout("tcp", host, dialTO)
+	if err != nil {
+		return nil, "", "", "", err
+	}
+	c.SetDeadline(time.Now().Add(rw))
+	b, _ := os.ReadFile(filepath.Join(l.dir, "data", "admin.token"))
+	return c, host, path, strings.TrimSpace(string(b)), nil
+}
+
 // getIn fetches url from inside namespace i (the admin API listens there)
 // and decodes its JSON into v.
 func (l *lab) getIn(i int, url string, v any) error {
 	return l.inNS(i, func() error {
-		// Dial on this thread (http.Transport would dial on another, outside
-		// the namespace), then speak HTTP/1.0 over the connection.
-		u := strings.TrimPrefix(url, "http://")
-		host, path, _ := strings.Cut(u, "/")
-		c, err := net.DialTimeout("tcp", host, 2*time.Second)
+		// The admin API is on a public address here: reads need the token.
+		c, host, path, tok, err := l.dialToken(url, 2*time.Second, 2*time.Second)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(2 * time.Second))
-		// The admin API is on a public address here: reads need the token.
-		tok, _ := os.ReadFile(filepath.Join(l.dir, "data", "admin.token"))
-		fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, host, strings.TrimSpace(string(tok)))
+		fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, host, tok)
 		r, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			return err
