@@ -583,6 +583,21 @@ const DefaultDrainTimeout = 10 * time.Second
 // tcpClose is TCP_CLOSE in tcp_info.tcpi_state.
 const tcpClose = 7
 
+// ListenRepairAddr opens a handoff port on addr for the cluster's shared
+// key: ListenRepair on a new TCP listener, with the key's Auth. It is the
+// port of `shoal node --repair-listen` and of `shoal bench sink`.
+func ListenRepairAddr(addr string, key []byte, cfg RepairListenerConfig) (*RepairListener, error) {
+	auth, err := NewAuth(key, 0)
+	if err != nil {
+		return nil, fmt.Errorf("repair: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("repair listen %s: %w", addr, err)
+	}
+	return ListenRepair(ln, auth, cfg), nil
+}
+
 // ListenRepair serves the handoff port on ln with auth, within cfg's
 // limits. Frames are opened under the key of the address each channel was
 // accepted on (Auth.ForNode), which must be the address the front dials.
