@@ -4,7 +4,6 @@ package node
 
 import (
 	"fmt"
-	"net"
 
 	"shoal/internal/handoff"
 )
@@ -34,15 +33,10 @@ import (
 // It returns once the port is open; serving runs on its own goroutine
 // until Shutdown (which closes the listener like any other).
 func (s *Server) ListenRepair(addr string, key []byte, cfg handoff.RepairListenerConfig) (*handoff.RepairListener, error) {
-	auth, err := handoff.NewAuth(key, 0)
+	rl, err := handoff.ListenRepairAddr(addr, key, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("node: repair: %w", err)
+		return nil, fmt.Errorf("node: %w", err)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("node: repair listen %s: %w", addr, err)
-	}
-	rl := handoff.ListenRepair(ln, auth, cfg)
 	if g, err := rl.Guard(); g != nil {
 		s.cfg.Logger.Info("repair: guarding virtual IPs: early segments are dropped, not reset", "devs", g.Devs())
 	} else {
