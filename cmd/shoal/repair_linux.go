@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 
@@ -67,15 +66,10 @@ func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ..
 // are the rebuilt client sockets) and serves s on it, sending Serve's end
 // to errs. report prints the port's counters.
 func serveRepairSink(s *loadgen.Sink, addr string, key []byte, errs chan<- error) (report func(), err error) {
-	auth, err := handoff.NewAuth(key, 0)
+	rl, err := handoff.ListenRepairAddr(addr, key, handoff.RepairListenerConfig{})
 	if err != nil {
-		return nil, fmt.Errorf("repair: %w", err)
+		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("repair listen %s: %w", addr, err)
-	}
-	rl := handoff.ListenRepair(ln, auth, handoff.RepairListenerConfig{})
 	go func() { errs <- s.Serve(rl) }()
 	fmt.Fprintf(os.Stderr, "sink repair handoff port %s\n", rl.Addr())
 	return func() {
