@@ -114,10 +114,14 @@ func (nc *nodeConn) flushHead() {
 	}
 	if nc.wn == len(nc.wbuf) {
 		nc.flushed.Store(flushDone)
-		return
+	} else {
+		nc.flushed.Store(flushKicked)
+		nc.c.SetReadDeadline(time.Unix(1, 0))
 	}
-	nc.flushed.Store(flushKicked)
-	nc.c.SetReadDeadline(time.Unix(1, 0))
+	select {
+	case nc.flushSig <- struct{}{}:
+	default:
+	}
 }
 
 // States of nodeConn.flushed.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -63,6 +62,12 @@ type nodeConn struct {
 	fd      int
 	batch   *batcher
 	flushed atomic.Int32
+	// flushSig is signalled after each flush of a queued head, so a waiter
+	// that saw flushPending parks instead of spinning: a spinning waiter
+	// with one P starved the batcher (back from its write, waiting for a
+	// P) for seconds. Buffered 1; a stale signal only makes the waiter
+	// check flushed again.
+	flushSig chan struct{}
 
 	// peek is peekStep bound once, quiet its last answer (see quiet).
 	peek     func(fd uintptr)
@@ -72,7 +77,7 @@ type nodeConn struct {
 
 // newNodeConn wraps a fresh connection to a node.
 func newNodeConn(c net.Conn) *nodeConn {
-	nc := &nodeConn{c: c, in: inbuf{b: make([]byte, nodeBufSize)}}
+	nc := &nodeConn{c: c, in: inbuf{b: make([]byte, nodeBufSize)}, flushSig: make(chan struct{}, 1)}
 	if tc, ok := c.(*net.TCPConn); ok {
 		if raw, err := tc.SyscallConn(); err == nil {
 			nc.raw = raw
@@ -105,7 +110,7 @@ func (nc *nodeConn) sendAwait(b []byte, batch *batcher) error {
 		// that had closed the connection): it must be done with nc.wbuf
 		// and the descriptor before they are reused or closed.
 		for nc.flushed.Load() == flushPending {
-			runtime.Gosched()
+			<-nc.flushSig
 		}
 		if nc.flushed.Load() == flushKicked {
 			nc.rdl = deadline{} // the kick moved the read deadline
