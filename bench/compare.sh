@@ -32,7 +32,7 @@
 # Usage: bench/compare.sh                 (from anywhere in the repo; as root
 #                                          on a fresh Debian it apt-installs
 #                                          nginx, haproxy, wrk; needs Go)
-# Knobs (env), with the defaults that fit in ~7 minutes on a 2-core machine:
+# Knobs (env), with the defaults that fit in ~14 minutes on a 2-core machine (both layouts):
 #   RUNS=3            paired rounds per cell (median of 3; use 5+ on a quiet box)
 #   DURATION=3s       length of one load run (node, front, handoff)
 #   CONNS=64          wrk connections (node, front)
