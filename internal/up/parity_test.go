@@ -199,13 +199,6 @@ func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]in
 			}
 		}
 	}
-	if hits == 0 { // a node without the counters: its hit ratio
-		for _, n := range nodeInfos(t, c) {
-			if s := n.Status; s != nil {
-				hits += s.CacheHitRatio * float64(s.Requests)
-			}
-		}
-	}
 	return served, hits / max(reqs, 1), names
 }
 
