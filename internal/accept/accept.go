@@ -30,6 +30,16 @@ func (b *Backoff) Next() time.Duration {
 	return b.d
 }
 
+// Wait sleeps for one more failure in a row, telling retry (may be nil)
+// the error and the wait first.
+func (b *Backoff) Wait(err error, retry func(err error, wait time.Duration)) {
+	d := b.Next()
+	if retry != nil {
+		retry(err, d)
+	}
+	time.Sleep(d)
+}
+
 // Reset starts over after an accept succeeded.
 func (b *Backoff) Reset() { b.d = 0 }
 
@@ -49,11 +59,7 @@ func Loop(ln net.Listener, handle func(net.Conn), retry func(err error, wait tim
 			if Closed(err) {
 				return err
 			}
-			d := b.Next()
-			if retry != nil {
-				retry(err, d)
-			}
-			time.Sleep(d)
+			b.Wait(err, retry)
 			continue
 		}
 		b.Reset()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -145,9 +144,7 @@ func (s *Server) serveRaw(tl *net.TCPListener, ra *rawAccept) error {
 				return ErrServerClosed
 			}
 			// EMFILE and the like: the port stays (internal/accept).
-			d := b.Next()
-			s.acceptRetry(aerr, d)
-			time.Sleep(d)
+			b.Wait(aerr, s.acceptRetry)
 			continue
 		}
 		b.Reset()
