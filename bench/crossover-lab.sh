@@ -6,7 +6,7 @@
 # handoff is one sendmsg; here a handoff costs a control round trip to the
 # node, the cost that can make relaying win at low concurrency.
 #
-# Set-up (`shoal lab up`, internal/handoff.Lab; root only):
+# Set-up (`shoal lab up`, internal/cluster/handoff.Lab; root only):
 #   node1, node2: `shoal bench sink` on NODE:9000 (what relay dials) and a
 #           repair handoff port NODE:7070 (--repair-listen), VIP on lo;
 #   front:  two `shoal bench l4front` on the VIP, pinned to FRONT_CORE:

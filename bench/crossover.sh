@@ -8,7 +8,7 @@
 # Set-up, all on this host:
 #   NODES × `shoal bench sink` (read BYTES, write BYTES, close), each on a TCP
 #           port and a handoff socket, pinned to LOAD_CORE;
-#   two `shoal bench l4front` (internal/l4), pinned to FRONT_CORE: one with
+#   two `shoal bench l4front` (internal/cluster/l4), pinned to FRONT_CORE: one with
 #           --path relay (dial the node, splice both ways), one with --path
 #           passfd (pass the unread descriptor to the node's socket);
 #   `shoal bench tcp` (seed 002's client: connect, send BYTES, receive BYTES,

@@ -1,4 +1,4 @@
-// Package cachecmp compares internal/cache's hit ratios on the NASA trace
+// Package cachecmp compares internal/base/cache's hit ratios on the NASA trace
 // with three popular Go caches. It is a module of its own so that those
 // libraries, needed by this comparison only, stay out of shoal's go.mod.
 package cachecmp
@@ -16,8 +16,8 @@ import (
 	lru2 "github.com/hashicorp/golang-lru/v2"
 	"github.com/maypok86/otter/v2"
 
-	"shoal/internal/cache"
-	"shoal/internal/trace"
+	"shoal/internal/base/cache"
+	"shoal/internal/base/trace"
 )
 
 const nasaTrace = "../../../shared/data/traces/nasa_aug95_19950801_fullday_derived.log.gz"
@@ -356,7 +356,7 @@ func TestNASAHitRatios(t *testing.T) {
 	}
 	t.Log("\n" + md.String())
 	// The committed table is refreshed on request only, so a test run never
-	// dirties the checkout: SHOAL_WRITE_TABLES=1 go test -run NASA ./internal/cache
+	// dirties the checkout: SHOAL_WRITE_TABLES=1 go test -run NASA ./internal/base/cache
 	if os.Getenv("SHOAL_WRITE_TABLES") != "" {
 		if err := os.WriteFile(filepath.Join("testdata", "nasa_hit_ratios.md"), []byte(md.String()), 0o644); err != nil {
 			t.Errorf("write table: %v", err)

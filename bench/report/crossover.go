@@ -21,7 +21,7 @@ import (
 )
 
 // The crossover mode summarises bench/crossover.sh, seed 002's experiment:
-// per concurrency level, relay against a handoff path through internal/l4's
+// per concurrency level, relay against a handoff path through internal/cluster/l4's
 // front — passfd (same host) or repair (across hosts, bench/crossover.sh
 // with LAB=1) — and the first level at which the handoff's mean time per
 // operation drops below relay's (the paper's crossover, 45 threads).
@@ -246,7 +246,7 @@ func CrossoverPlot(rep *XReport, outs ...string) error {
 		return errors.New("plot: no rows")
 	}
 	p := plot.New()
-	p.Title.Text = "Seed 002's experiment through internal/l4: mean time per operation (median, whiskers min–max)"
+	p.Title.Text = "Seed 002's experiment through internal/cluster/l4: mean time per operation (median, whiskers min–max)"
 	if su := rep.Meta["setup"]; su != "" {
 		p.Title.Text += "\n" + su
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"shoal/internal/handoff"
-	"shoal/internal/loadgen"
+	"shoal/internal/cluster/handoff"
+	"shoal/internal/tools/loadgen"
 )
 
 func init() {

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"shoal/internal/precompress"
+	"shoal/internal/base/precompress"
 )
 
 func init() {

@@ -18,15 +18,15 @@ import (
 	"time"
 
 	"shoal/internal/admin"
-	"shoal/internal/cluster"
+	"shoal/internal/base/content"
+	"shoal/internal/base/sysmon"
+	"shoal/internal/base/vhost"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/placement"
+	"shoal/internal/cluster/policy"
+	"shoal/internal/cluster/publish"
 	"shoal/internal/config"
-	"shoal/internal/content"
-	"shoal/internal/front"
-	"shoal/internal/placement"
-	"shoal/internal/policy"
-	"shoal/internal/publish"
-	"shoal/internal/sysmon"
-	"shoal/internal/vhost"
 )
 
 func init() {
@@ -229,15 +229,15 @@ func runFront(args []string) error {
 	if err != nil {
 		return err
 	}
-	specs := make([]cluster.NodeSpec, len(fc.Nodes))
+	specs := make([]control.NodeSpec, len(fc.Nodes))
 	for i, n := range fc.Nodes {
-		specs[i] = cluster.NodeSpec{URL: n.URL, Group: n.Group}
+		specs[i] = control.NodeSpec{URL: n.URL, Group: n.Group}
 		if n.Weight != nil {
 			specs[i].Weight = *n.Weight
 		}
 	}
 	sw := policy.NewSwitch(p) // SIGHUP may replace the policy (reload.go)
-	cl, err := cluster.New(sw, specs, cluster.Options{})
+	cl, err := control.New(sw, specs, control.Options{})
 	if err != nil {
 		return err
 	}
@@ -444,7 +444,7 @@ wait:
 // storage): every node slot by its address and [[node]] disk_weight (1 for
 // a node not in the file, added through the admin API), a removed one with
 // weight 0, in the front's order.
-func showStorage(cl *cluster.Cluster, fc *config.Front) {
+func showStorage(cl *control.Cluster, fc *config.Front) {
 	ms := cl.Members()
 	ns := make([]placement.Node, len(ms))
 	for i, id := range ms {
@@ -464,7 +464,7 @@ func showStorage(cl *cluster.Cluster, fc *config.Front) {
 // rebalance places the served version again over the nodes after the
 // admin API added node joined (-1: removed one): the newcomer is drained
 // until it holds its share, and the policy learns the new placement.
-func rebalance(ctx context.Context, cl *cluster.Cluster, pub *publish.Coordinator, fc *config.Front, joined int) (publish.Result, error) {
+func rebalance(ctx context.Context, cl *control.Cluster, pub *publish.Coordinator, fc *config.Front, joined int) (publish.Result, error) {
 	if joined >= 0 {
 		w := 1
 		for _, n := range cl.Nodes() {

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"shoal/internal/base/content"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/handoff"
+	"shoal/internal/cluster/node"
+	"shoal/internal/cluster/policy"
 	"shoal/internal/config"
-	"shoal/internal/content"
-	"shoal/internal/front"
-	"shoal/internal/handoff"
-	"shoal/internal/node"
-	"shoal/internal/policy"
 )
 
 // Flags and wiring of the same-host handoff data paths (passfd, hybrid),

@@ -10,11 +10,11 @@ import (
 	"os"
 	"time"
 
-	"shoal/internal/handoff"
-	"shoal/internal/l4"
+	"shoal/internal/cluster/handoff"
+	"shoal/internal/cluster/l4"
 )
 
-// benchL4Front runs internal/l4's raw-TCP front for seed 002's crossover
+// benchL4Front runs internal/cluster/l4's raw-TCP front for seed 002's crossover
 // experiment (bench/crossover.sh).
 func benchL4Front(args []string) error {
 	fs := newFlags("bench l4front", "--listen ADDR --path relay|passfd|repair (--nodes HOST:PORT,… | --handoff-sockets PATH,… | --repair-nodes IP:PORT,… --repair-key-file FILE) [--policy rr]",
@@ -30,7 +30,7 @@ func benchL4Front(args []string) error {
 	steer := fs.String("repair-steer", "auto", "repair: per-flow steering: bpf (TCX program, kernel ≥ 6.6), nftables, or auto (bpf, else nftables)")
 	repairTimeout := fs.Duration("repair-timeout", 2*time.Second, "repair: bound on one handoff (dial, send, the node's answer)")
 	path := fs.String("path", "relay", "data path: relay, passfd or repair")
-	pol := fs.String("policy", "rr", "node choice, a content-blind internal/policy name (rr, wrr, lc, p2c, …)")
+	pol := fs.String("policy", "rr", "node choice, a content-blind internal/cluster/policy name (rr, wrr, lc, p2c, …)")
 	dialTimeout := fs.Duration("dial-timeout", time.Second, "relay: connect timeout to a node")
 	retry := fs.Duration("retry-after", time.Second, "how long a node whose dial or handoff failed stays out of the rotation")
 	logf := addLogFlags(fs)

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"shoal/internal/handoff"
+	"shoal/internal/cluster/handoff"
 )
 
 func init() {
@@ -26,7 +26,7 @@ func runLab(args []string) error {
 	verb := args[0]
 	fs := newFlags("lab "+verb, "[--id ID] [--nodes N] [--all]",
 		"Build (up) or remove (down) network namespaces client, front, node1..N and a bridge, shaped like an LVS "+
-			"direct-routing cluster for the repair data path (root only; see internal/handoff.Lab).")
+			"direct-routing cluster for the repair data path (root only; see internal/cluster/handoff.Lab).")
 	id := fs.String("id", "", "lab id prefixing the namespace names (up: random if empty; down: required unless --all)")
 	nodes := fs.Int("nodes", 3, "number of node namespaces (up)")
 	all := fs.Bool("all", false, "down: remove every shoal lab on this host")

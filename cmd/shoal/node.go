@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"shoal/internal/admin"
+	"shoal/internal/cluster/node"
+	"shoal/internal/cluster/peer"
+	"shoal/internal/cluster/publish"
 	"shoal/internal/config"
-	"shoal/internal/node"
-	"shoal/internal/peer"
-	"shoal/internal/publish"
 )
 
 func init() {

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/cdn/pop"
 	"shoal/internal/config"
-	"shoal/internal/pop"
 )
 
 func init() {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/pop"
+	"shoal/internal/cdn/pop"
 )
 
 // TestPopCommand: shoal pop's command line, and a newcomer with a wrong

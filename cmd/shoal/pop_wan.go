@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"shoal/internal/admin"
-	"shoal/internal/wan"
+	"shoal/internal/cdn/wan"
 )
 
 // defaultMatrix is the delay matrix of `sudo shoal up --pops N`: PoPs on a
@@ -32,7 +32,7 @@ func defaultMatrix(n int) wan.Matrix {
 }
 
 // runUpPopsWAN runs n `shoal pop` processes, each in its own network
-// namespace of a WAN lab (internal/wan) with the default delay matrix; this
+// namespace of a WAN lab (internal/cdn/wan) with the default delay matrix; this
 // host reaches them on 10.77.0.0/24.
 func runUpPopsWAN(n int, stateFile, dataDir string, nodes, cacheMB int) error {
 	dir, seedFile, err := popsSeed(n)

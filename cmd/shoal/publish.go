@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"shoal/internal/admin"
-	"shoal/internal/publish"
+	"shoal/internal/cluster/publish"
 )
 
 func init() {

@@ -8,10 +8,10 @@ import (
 	"net"
 	"sync/atomic"
 
-	"shoal/internal/cluster"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/policy"
 	"shoal/internal/config"
-	"shoal/internal/front"
-	"shoal/internal/policy"
 )
 
 // frontRuntime is what `shoal front` changes on SIGHUP (docs/admin.md,
@@ -25,7 +25,7 @@ type frontRuntime struct {
 	// over the file at each reload as at start.
 	override func(*config.Front)
 	fc       config.Front
-	cl       *cluster.Cluster
+	cl       *control.Cluster
 	sw       *policy.Switch
 	cur      atomic.Pointer[front.Server]
 	ln       net.Listener
@@ -57,7 +57,7 @@ func (rt *frontRuntime) startHealth() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rt.healthStop = cancel
-	go rt.cl.Check(ctx, cluster.CheckConfig{Interval: h.Interval.Duration, Rise: h.Rise, Fall: h.Fall})
+	go rt.cl.Check(ctx, control.CheckConfig{Interval: h.Interval.Duration, Rise: h.Rise, Fall: h.Fall})
 }
 
 // reload reads the configuration file again and applies it, all or
@@ -107,7 +107,7 @@ func (rt *frontRuntime) reload() error {
 	if newPol != nil {
 		rt.cl.WithPolicy(func(policy.Policy, *policy.Cluster) { rt.sw.Set(newPol) }) // under the cluster's lock
 	}
-	byURL := map[string]*cluster.Backend{}
+	byURL := map[string]*control.Backend{}
 	for _, b := range rt.cl.Backends() {
 		byURL[b.URL] = b
 	}
@@ -123,7 +123,7 @@ func (rt *frontRuntime) reload() error {
 		}
 	}
 	for _, n := range plan.Add {
-		spec := cluster.NodeSpec{URL: n.URL, Group: n.Group}
+		spec := control.NodeSpec{URL: n.URL, Group: n.Group}
 		if n.Weight != nil {
 			spec.Weight = *n.Weight
 		}

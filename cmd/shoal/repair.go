@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"shoal/internal/handoff"
+	"shoal/internal/cluster/handoff"
 )
 
 // Flags and wiring of the repair (cross-host handoff) data path, shared by

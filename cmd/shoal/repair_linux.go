@@ -6,10 +6,10 @@ import (
 	"net/netip"
 	"os"
 
-	"shoal/internal/front"
-	"shoal/internal/handoff"
-	"shoal/internal/loadgen"
-	"shoal/internal/node"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/handoff"
+	"shoal/internal/cluster/node"
+	"shoal/internal/tools/loadgen"
 )
 
 // frontPath builds the repair data path for a front listening on listen

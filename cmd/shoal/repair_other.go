@@ -6,9 +6,9 @@ import (
 	"errors"
 	"log/slog"
 
-	"shoal/internal/front"
-	"shoal/internal/loadgen"
-	"shoal/internal/node"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/node"
+	"shoal/internal/tools/loadgen"
 )
 
 // errRepairLinux: TCP_REPAIR and the flow steering exist only on Linux.

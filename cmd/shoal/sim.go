@@ -18,9 +18,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"shoal/internal/policy"
-	"shoal/internal/sim"
-	"shoal/internal/trace"
+	"shoal/internal/base/trace"
+	"shoal/internal/cluster/policy"
+	"shoal/internal/tools/sim"
 )
 
 func init() {

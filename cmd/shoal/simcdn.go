@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"shoal/internal/cdnsim"
-	"shoal/internal/sim"
-	"shoal/internal/trace"
+	"shoal/internal/base/trace"
+	"shoal/internal/cdn/cdnsim"
+	"shoal/internal/tools/sim"
 )
 
 func runSimCDN(args []string) error {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net"
 
+	"shoal/internal/cluster/front"
 	"shoal/internal/config"
-	"shoal/internal/front"
 )
 
 // Flags and wiring of HTTPS at the front (issue 14): `shoal front

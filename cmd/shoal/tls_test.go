@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/front"
+	"shoal/internal/cluster/front"
 	"shoal/internal/testutil"
 )
 

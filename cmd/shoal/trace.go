@@ -9,7 +9,7 @@ import (
 	"os"
 	"text/tabwriter"
 
-	"shoal/internal/trace"
+	"shoal/internal/base/trace"
 )
 
 func init() {

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"shoal/internal/admin"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/handoff"
+	"shoal/internal/cluster/policy"
 	"shoal/internal/config"
-	"shoal/internal/front"
-	"shoal/internal/handoff"
-	"shoal/internal/policy"
 	"shoal/internal/up"
 )
 

@@ -1,7 +1,7 @@
 // Package admin serves the front-end's admin API, Prometheus metrics and a
 // live dashboard on an address of their own, apart from client traffic, as
 // HAProxy's stats socket and nginx's status module are. It is a
-// control-plane reader and writer of internal/cluster; it never sits on the
+// control-plane reader and writer of internal/cluster/control; it never sits on the
 // request path. docs/admin.md describes every endpoint, body and key.
 //
 // Endpoints (JSON unless noted; request bodies are JSON, read strictly: an
@@ -54,15 +54,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"shoal/internal/cache"
-	"shoal/internal/cluster"
-	"shoal/internal/front"
-	"shoal/internal/policy"
+	"shoal/internal/base/cache"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/policy"
 )
 
 // Server is the admin API over one cluster.
 type Server struct {
-	cl       *cluster.Cluster
+	cl       *control.Cluster
 	metrics  *Metrics
 	mux      *http.ServeMux
 	cfg      Config
@@ -78,11 +78,11 @@ type Server struct {
 
 // New builds a read-only admin API for cl (Config's zero value), exporting
 // m's metrics at /metrics.
-func New(cl *cluster.Cluster, m *Metrics) *Server { return NewConfig(cl, m, Config{}) }
+func New(cl *control.Cluster, m *Metrics) *Server { return NewConfig(cl, m, Config{}) }
 
 // NewConfig builds the admin API for cl secured by cfg, exporting m's
 // metrics at /metrics.
-func NewConfig(cl *cluster.Cluster, m *Metrics, cfg Config) *Server {
+func NewConfig(cl *control.Cluster, m *Metrics, cfg Config) *Server {
 	s := &Server{cl: cl, metrics: m, mux: http.NewServeMux(), cfg: cfg, tokenSum: sha256.Sum256([]byte(cfg.Token))}
 	s.mux.HandleFunc("GET /nodes", s.listNodes)
 	s.mux.HandleFunc("POST /nodes", s.addNode)
@@ -144,7 +144,7 @@ func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, err)
 		return
 	}
-	i, err := s.cl.Add(cluster.NodeSpec{URL: spec.URL, Weight: spec.Weight, Group: spec.Group})
+	i, err := s.cl.Add(control.NodeSpec{URL: spec.URL, Weight: spec.Weight, Group: spec.Group})
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
@@ -166,7 +166,7 @@ func nodeIndex(w http.ResponseWriter, r *http.Request) (int, bool) {
 
 func nodeErr(w http.ResponseWriter, err error) {
 	code := http.StatusBadRequest
-	if errors.Is(err, cluster.ErrNoNode) {
+	if errors.Is(err, control.ErrNoNode) {
 		code = http.StatusNotFound
 	}
 	writeErr(w, code, err)
@@ -240,7 +240,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 type Metrics struct {
 	reg       *prometheus.Registry
 	policy    string
-	cl        *cluster.Cluster // for the current policy's name (policyName)
+	cl        *control.Cluster // for the current policy's name (policyName)
 	requests  *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	decisions *prometheus.CounterVec
@@ -276,7 +276,7 @@ func (m *Metrics) WatchFront(stats func() front.Stats) {
 // Node gauges (health, weight, active, hit ratios from the nodes' status
 // reports, and the cluster's aggregate hit ratio) are read from cl at scrape
 // time.
-func NewMetrics(cl *cluster.Cluster, policyName string) *Metrics {
+func NewMetrics(cl *control.Cluster, policyName string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), policy: policyName, cl: cl}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_front_requests_total",
 		Help: "Requests relayed, by node, policy, data path and status class."}, []string{"node", "policy", "path", "code"})
@@ -302,7 +302,7 @@ func NewMetrics(cl *cluster.Cluster, policyName string) *Metrics {
 		Help: "Bytes the front sent to clients (heads and bodies) by site; a handed-off connection's bytes go from the node and are not counted. Only with virtual hosts."}, []string{"site"})
 	m.reg.MustRegister(m.siteReqs, m.siteBytes, m.requests, m.latency, m.decisions, m.retries, m.health, m.refused,
 		&nodeCollector{cl: cl}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	cl.OnChange(func(e cluster.Event) { m.health.WithLabelValues(strconv.Itoa(e.Node), e.Kind).Inc() })
+	cl.OnChange(func(e control.Event) { m.health.WithLabelValues(strconv.Itoa(e.Node), e.Kind).Inc() })
 	return m
 }
 
@@ -404,7 +404,7 @@ func (m *Metrics) newSeries(k seriesKey) *series {
 
 // nodeCollector exports per-node state at scrape time, so the request path
 // never pays for gauges.
-type nodeCollector struct{ cl *cluster.Cluster }
+type nodeCollector struct{ cl *control.Cluster }
 
 var (
 	descUp       = prometheus.NewDesc("shoal_node_up", "1 if the node passes health checks.", []string{"node", "url"}, nil)
@@ -421,7 +421,7 @@ var (
 		"Connections handed off to the node (passfd, repair) and not yet ended; counted in active requests.", []string{"node", "url"}, nil)
 	descInService = prometheus.NewDesc("shoal_node_in_service", "Requests the node reports answering now.", []string{"node", "url"}, nil)
 	descPeer      = prometheus.NewDesc("shoal_node_peer_total",
-		"Peer cooperation from the node's status report (internal/peer): event=fetches (objects fetched from a peer's memory), fetch_bytes, "+
+		"Peer cooperation from the node's status report (internal/cluster/peer): event=fetches (objects fetched from a peer's memory), fetch_bytes, "+
 			"collapsed (requests that waited for another's fetch), failures (fetches that fell back to the local disk), "+
 			"served, served_bytes, served_disk (objects sent to peers, read from disk first), refused (peer handshakes without the cluster key).",
 		[]string{"node", "url", "event"}, nil)

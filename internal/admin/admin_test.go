@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/cluster"
-	"shoal/internal/front"
-	"shoal/internal/policy"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/policy"
 )
 
 // tablePolicy is a minimal policy with a table, to test /tables without
@@ -26,9 +26,9 @@ func (p *tablePolicy) Tables(limit int) any {
 	return map[string]int{"picks": p.picks, "limit": limit}
 }
 
-func setup(t *testing.T) (*cluster.Cluster, *httptest.Server) {
+func setup(t *testing.T) (*control.Cluster, *httptest.Server) {
 	t.Helper()
-	cl, err := cluster.New(&tablePolicy{}, []cluster.NodeSpec{{URL: "http://127.0.0.1:9001"}, {URL: "http://127.0.0.1:9002", Weight: 3}}, cluster.Options{})
+	cl, err := control.New(&tablePolicy{}, []control.NodeSpec{{URL: "http://127.0.0.1:9001"}, {URL: "http://127.0.0.1:9002", Weight: 3}}, control.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func call(t *testing.T, method, url, body string) (int, string) {
 func TestNodesAPI(t *testing.T) {
 	cl, srv := setup(t)
 	code, body := call(t, "GET", srv.URL+"/nodes", "")
-	var nodes []cluster.NodeInfo
+	var nodes []control.NodeInfo
 	if err := json.Unmarshal([]byte(body), &nodes); code != 200 || err != nil {
 		t.Fatalf("GET /nodes = %d %v %s", code, err, body)
 	}
@@ -92,8 +92,8 @@ func TestNodesAPI(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	cl, srv := setup(t)
-	cl.SetStatus(0, &cluster.Status{CacheHitRatio: 0.5, Requests: 100, CPUPercent: 50, CPUs: 2})
-	cl.SetStatus(1, &cluster.Status{CacheHitRatio: 1.0, Requests: 300, BusyPercent: 30, InService: 3, SharedProcess: true})
+	cl.SetStatus(0, &control.Status{CacheHitRatio: 0.5, Requests: 100, CPUPercent: 50, CPUs: 2})
+	cl.SetStatus(1, &control.Status{CacheHitRatio: 1.0, Requests: 300, BusyPercent: 30, InService: 3, SharedProcess: true})
 	if err := cl.SetWeight(1, 0); err != nil {
 		t.Fatal(err)
 	}

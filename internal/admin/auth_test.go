@@ -11,15 +11,15 @@ import (
 	"strings"
 	"testing"
 
-	"shoal/internal/cluster"
+	"shoal/internal/cluster/control"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 // secured starts the admin API over a two-node cluster with cfg.
-func secured(t *testing.T, cfg Config) (*cluster.Cluster, *httptest.Server) {
+func secured(t *testing.T, cfg Config) (*control.Cluster, *httptest.Server) {
 	t.Helper()
-	cl, err := cluster.New(&tablePolicy{}, []cluster.NodeSpec{{URL: "http://127.0.0.1:9001"}, {URL: "http://127.0.0.1:9002"}}, cluster.Options{})
+	cl, err := control.New(&tablePolicy{}, []control.NodeSpec{{URL: "http://127.0.0.1:9001"}, {URL: "http://127.0.0.1:9002"}}, control.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func send(t *testing.T, method, url, body string, hdr ...string) (int, string, *
 	return resp.StatusCode, string(b), resp
 }
 
-func nodeURLs(cl *cluster.Cluster) []string {
+func nodeURLs(cl *control.Cluster) []string {
 	var out []string
 	for _, n := range cl.Nodes() {
 		out = append(out, n.URL)
@@ -211,7 +211,7 @@ func TestPublicNeedsTokenForReads(t *testing.T) {
 		t.Errorf("public GET /nodes with token = %d %s", code, body)
 	}
 
-	cl, err := cluster.New(&tablePolicy{}, []cluster.NodeSpec{{URL: "http://127.0.0.1:9001"}}, cluster.Options{})
+	cl, err := control.New(&tablePolicy{}, []control.NodeSpec{{URL: "http://127.0.0.1:9001"}}, control.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/cluster"
-	"shoal/internal/front"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
 )
 
 // BenchmarkObserve is the per-request cost the metrics add to the front.
 func BenchmarkObserve(b *testing.B) {
-	cl, err := cluster.New(&tablePolicy{}, []cluster.NodeSpec{{URL: "http://127.0.0.1:9001"}, {URL: "http://127.0.0.1:9002"}}, cluster.Options{})
+	cl, err := control.New(&tablePolicy{}, []control.NodeSpec{{URL: "http://127.0.0.1:9001"}, {URL: "http://127.0.0.1:9002"}}, control.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

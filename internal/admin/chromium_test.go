@@ -18,9 +18,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"shoal/internal/loadgen"
-	"shoal/internal/site"
 	"shoal/internal/testutil"
+	"shoal/internal/tools/loadgen"
+	"shoal/internal/tools/site"
 	"shoal/internal/up"
 )
 
@@ -41,7 +41,7 @@ func findChromium() string {
 // that
 //   - the page runs without a script error or a Content-Security-Policy
 //     violation, with no token, on the loopback admin address;
-//   - under load (internal/loadgen) its figures move: requests/s above 0,
+//   - under load (internal/tools/loadgen) its figures move: requests/s above 0,
 //     the request counter rising, a weight changed through the API shown;
 //   - once the load stops, every whole-number figure on the page equals the
 //     same figure in GET /stats and GET /dashboard.json;

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"shoal/internal/cluster"
-	"shoal/internal/policy"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/policy"
 )
 
 // The dashboard (issue 14) is three embedded files: a page, its script and
@@ -140,7 +140,7 @@ func (s *Server) snapshot() Snapshot {
 	return snap
 }
 
-func nodeSnapshot(n cluster.NodeInfo) NodeSnapshot {
+func nodeSnapshot(n control.NodeInfo) NodeSnapshot {
 	ns := NodeSnapshot{Index: n.Index, URL: n.URL, Up: n.Up, Weight: n.Weight, Active: n.Active, Load: n.Load,
 		Requests: n.Requests, Failures: n.Failures, HitRatio: n.HitRatio}
 	if st := n.Status; st != nil {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/cluster"
-	"shoal/internal/front"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
 )
 
 // get makes a tokenless GET, as a browser on this host does, with the
@@ -52,7 +52,7 @@ func TestDashboardServed(t *testing.T) {
 	m.Observe(front.Observation{Node: 1, Path: "relay", Status: 200, Elapsed: 3 * time.Millisecond})
 	m.Observe(front.Observation{Node: 1, Path: "passfd", Status: 200, Elapsed: 1 * time.Millisecond})
 	m.Observe(front.Observation{Node: -1, Path: "relay", Status: 503})
-	cl.SetStatus(1, &cluster.Status{CacheHitRatio: 0.25, CacheBytes: 4096})
+	cl.SetStatus(1, &control.Status{CacheHitRatio: 0.25, CacheBytes: 4096})
 	srv.Config.Handler = NewConfig(cl, m, Config{Token: testToken})
 
 	resp, body := get(t, srv.URL+"/dashboard.json", "Sec-Fetch-Site", "same-origin")

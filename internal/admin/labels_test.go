@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/cluster"
-	"shoal/internal/front"
-	"shoal/internal/policy"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/policy"
 	"shoal/internal/testutil"
 )
 
@@ -51,7 +51,7 @@ func TestMetricsLabelsIgnoreURLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := cluster.New(p, []cluster.NodeSpec{{URL: node.URL}}, cluster.Options{})
+	cl, err := control.New(p, []control.NodeSpec{{URL: node.URL}}, control.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

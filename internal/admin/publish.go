@@ -12,11 +12,11 @@ import (
 )
 
 // Publisher publishes the site in the folder dir to every node and returns
-// a JSON-encodable report (internal/publish.Coordinator.Publish).
+// a JSON-encodable report (internal/cluster/publish.Coordinator.Publish).
 type Publisher func(ctx context.Context, dir string) (any, error)
 
 // VersionWriter writes the tar stream of published version v
-// (internal/publish.Coordinator.WriteVersion).
+// (internal/cluster/publish.Coordinator.WriteVersion).
 type VersionWriter func(w io.Writer, v uint64) error
 
 // SetVersions enables GET /publish/versions/{v}, from which nodes on other
@@ -84,7 +84,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 }
 
 // Rebalancer places a partitioned site again after the membership changed
-// (internal/publish.Coordinator.Rebalance): joined is the index of the
+// (internal/cluster/publish.Coordinator.Rebalance): joined is the index of the
 // node just added, -1 after a removal. It returns a JSON-encodable report.
 type Rebalancer func(ctx context.Context, joined int) (any, error)
 

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"shoal/internal/cache"
-	"shoal/internal/cluster"
+	"shoal/internal/base/cache"
+	"shoal/internal/cluster/control"
 )
 
 // TestServedBytesReachMetrics: the nodes' cache.Served counters reach
@@ -16,8 +16,8 @@ import (
 // 4,000 = 0.75.
 func TestServedBytesReachMetrics(t *testing.T) {
 	cl, srv := setup(t)
-	cl.SetStatus(0, &cluster.Status{Served: cache.Served{ObjectBytes: 1000, MemoryBytes: 250}})
-	cl.SetStatus(1, &cluster.Status{Served: cache.Served{ObjectBytes: 3000, MemoryBytes: 2750}})
+	cl.SetStatus(0, &control.Status{Served: cache.Served{ObjectBytes: 1000, MemoryBytes: 250}})
+	cl.SetStatus(1, &control.Status{Served: cache.Served{ObjectBytes: 3000, MemoryBytes: 2750}})
 	_, body := call(t, "GET", srv.URL+"/metrics", "")
 	for _, want := range []string{
 		`shoal_node_served_bytes_total{from="all",node="0",url="http://127.0.0.1:9001"} 1000`,

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"shoal/internal/front"
+	"shoal/internal/cluster/front"
 )
 
 // Stats is the front's counters as GET /stats (and the dashboard) serve

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"shoal/internal/front"
+	"shoal/internal/cluster/front"
 )
 
 // TestStatsKeys: /stats names every counter in snake_case and labels the

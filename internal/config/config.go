@@ -24,9 +24,9 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"shoal/internal/admin"
-	"shoal/internal/cluster"
-	"shoal/internal/front"
-	"shoal/internal/policy"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/policy"
 )
 
 // Duration is a time.Duration written as a Go duration string ("1s", "250ms").
@@ -99,7 +99,7 @@ type Front struct {
 	// off. Needs admin_token_file.
 	PublishDir string `toml:"publish_dir"`
 	// Replicas is how many nodes store each file a publish writes
-	// (partitioned storage, internal/placement): each node's tree holds
+	// (partitioned storage, internal/cluster/placement): each node's tree holds
 	// only its share, placed by weighted rendezvous hashing on the nodes'
 	// disk_weight, and the nodes fetch the rest from its holders over
 	// their peer links (--peers in the order of [[node]], --peer-key-file).
@@ -113,7 +113,7 @@ type Front struct {
 	PublishFetchURL string `toml:"publish_fetch_url"`
 	// SysmonIdle runs the Go runtime's monitor thread in SCHED_IDLE
 	// (Linux), so its wake-ups stop preempting the relay: about 10 % less
-	// CPU per small request on one core (see internal/sysmon). Default true.
+	// CPU per small request on one core (see internal/base/sysmon). Default true.
 	SysmonIdle *bool `toml:"sysmon_idle"`
 	// HandoffDir is the folder the nodes' handoff sockets must be in for
 	// passfd and hybrid (front.PassFDConfig): nodes report their socket in
@@ -131,7 +131,7 @@ type Front struct {
 	TLS []TLSCert `toml:"tls"`
 	// VHosts lists the sites (host names) of a multi-site cluster: the
 	// policies' tables and /metrics are keyed by site + path, and hosts not
-	// listed share "_default", which bounds them (internal/vhost). Nodes
+	// listed share "_default", which bounds them (internal/base/vhost). Nodes
 	// run with --vhosts. Default empty: one site, keys are paths.
 	VHosts []string `toml:"vhosts"`
 	// VHostAliases maps other host names to a site of VHosts
@@ -232,7 +232,7 @@ type Repair struct {
 }
 
 // Tuning holds the policies' knobs: the [tuning] table, which
-// internal/policy defines and documents (policy.Knobs), so that a policy and
+// internal/cluster/policy defines and documents (policy.Knobs), so that a policy and
 // its keys are added in that package alone. Zero means the policy's
 // documented default; Tuning.Config converts it to a policy.Config.
 type Tuning = policy.Tuning
@@ -401,11 +401,11 @@ func (f *Front) validate(name string, data []byte) []error {
 		}
 	}
 	for i, n := range f.Nodes {
-		if _, err := cluster.ParseNodeURL(n.URL); err != nil {
+		if _, err := control.ParseNodeURL(n.URL); err != nil {
 			msg, fix := err.Error(), ""
-			var ue *cluster.NodeURLError
+			var ue *control.NodeURLError
 			if errors.As(err, &ue) {
-				msg, fix = fmt.Sprintf("node %d: url %q: %s", i+1, n.URL, ue.Problem), cluster.NodeURLFix
+				msg, fix = fmt.Sprintf("node %d: url %q: %s", i+1, n.URL, ue.Problem), control.NodeURLFix
 			}
 			bad([]string{"node", "url"}, msg, fix)
 		}

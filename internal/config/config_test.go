@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/policy"
+	"shoal/internal/cluster/policy"
 )
 
 func TestTemplateIsDefaults(t *testing.T) {

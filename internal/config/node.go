@@ -9,9 +9,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"shoal/internal/handoff"
-	"shoal/internal/node"
-	"shoal/internal/peer"
+	"shoal/internal/cluster/handoff"
+	"shoal/internal/cluster/node"
+	"shoal/internal/cluster/peer"
 )
 
 // NodeServer is the configuration of `shoal node` (`--config FILE`): one
@@ -81,7 +81,7 @@ type NodeServer struct {
 	Watch bool `toml:"watch"`
 	// Repair opens the repair path's handoff port.
 	Repair NodeRepair `toml:"repair"`
-	// Peer turns on peer fetch and cache digests (internal/peer).
+	// Peer turns on peer fetch and cache digests (internal/cluster/peer).
 	Peer NodePeer `toml:"peer"`
 }
 

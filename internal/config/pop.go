@@ -42,7 +42,7 @@ type Pop struct {
 	Content PopContent `toml:"content"`
 }
 
-// PopContent is [content]: see internal/cdn.Config. Edge is the content
+// PopContent is [content]: see internal/cdn/replica.Config. Edge is the content
 // HTTP address; Origin the origin URL ("" = the PoP's own gateway).
 type PopContent struct {
 	Edge        string   `toml:"edge"`
@@ -55,7 +55,7 @@ type PopContent struct {
 	Redirect    bool     `toml:"redirect"`
 }
 
-// PopDNS is [dns]: see internal/cdndns.Config. Coverage is the file of
+// PopDNS is [dns]: see internal/cdn/cdndns.Config. Coverage is the file of
 // address prefixes → PoP names (CSV "prefix,pop" or JSON).
 type PopDNS struct {
 	Addr      string  `toml:"addr"`
@@ -65,7 +65,7 @@ type PopDNS struct {
 	MinServer float64 `toml:"min_server"`
 }
 
-// PopMBPP is [mbpp]: see internal/mbpp.Config for each constant.
+// PopMBPP is [mbpp]: see internal/cdn/mbpp.Config for each constant.
 type PopMBPP struct {
 	Hold           Duration `toml:"hold"`
 	AckTimeout     Duration `toml:"ack_timeout"`
@@ -81,7 +81,7 @@ type PopMBPP struct {
 	WatchdogRounds int      `toml:"watchdog_rounds"`
 }
 
-// PopChord is [chord]: see internal/chord.Config.
+// PopChord is [chord]: see internal/cdn/chord.Config.
 type PopChord struct {
 	Successors       int      `toml:"successors"`
 	Stabilise        Duration `toml:"stabilise"`

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strings"
 
-	"shoal/internal/policy"
+	"shoal/internal/cluster/policy"
 )
 
 // FrontTemplate returns a complete front configuration with every default
 // written out and explained; `shoal front --print-config` prints it. The
-// [tuning] table comes from internal/policy (Registry.TuningTemplate), which
+// [tuning] table comes from internal/cluster/policy (Registry.TuningTemplate), which
 // names for each key the policies that read it. A test checks that parsing
 // it gives exactly DefaultFront plus the sample nodes and the policies'
 // defaults, so the documentation cannot drift from the code.

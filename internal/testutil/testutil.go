@@ -1,7 +1,7 @@
 // Package testutil holds what the tests of several packages share and each
 // used to copy: re-running the test binary as a helper process (helper.go)
-// and waiting for its READY line (the lab tests of internal/handoff and
-// internal/l4 start such helpers inside network namespaces), a loopback TCP
+// and waiting for its READY line (the lab tests of internal/cluster/handoff and
+// internal/cluster/l4 start such helpers inside network namespaces), a loopback TCP
 // connection pair (net.go), serving a server on a loopback port for the
 // length of a test, an admin API call with its bearer token (http.go), a
 // buffer that a process's output goroutine may write while the test reads

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/cluster"
-	"shoal/internal/loadgen"
+	"shoal/internal/cluster/control"
+	"shoal/internal/tools/loadgen"
 )
 
 // uniformSite writes n files of size bytes each (f000.bin …) under dir and
@@ -74,7 +74,7 @@ func servedSince(t *testing.T, c *Cluster, before []int64, want int64) (served [
 
 // nodeInfos returns the front's view of the nodes, through the admin API
 // when the front is a process of its own (repair).
-func nodeInfos(t *testing.T, c *Cluster) []cluster.NodeInfo {
+func nodeInfos(t *testing.T, c *Cluster) []control.NodeInfo {
 	t.Helper()
 	nodes, err := fetchNodeInfos(c)
 	if err != nil {
@@ -84,7 +84,7 @@ func nodeInfos(t *testing.T, c *Cluster) []cluster.NodeInfo {
 }
 
 // fetchNodeInfos is nodeInfos for goroutines other than the test's.
-func fetchNodeInfos(c *Cluster) ([]cluster.NodeInfo, error) {
+func fetchNodeInfos(c *Cluster) ([]control.NodeInfo, error) {
 	if c.Control != nil {
 		return c.Control.Nodes(), nil
 	}
@@ -98,7 +98,7 @@ func fetchNodeInfos(c *Cluster) ([]cluster.NodeInfo, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var nodes []cluster.NodeInfo
+	var nodes []control.NodeInfo
 	if err := json.NewDecoder(resp.Body).Decode(&nodes); err != nil {
 		return nil, fmt.Errorf("admin /nodes: %w", err)
 	}
@@ -158,7 +158,7 @@ func spreadSite(t *testing.T, dir string, n, size int) []string {
 // checkSpread replays urls uniformly (32 connections, spreadRequests)
 // through c's front and fails if one node served more than 40 %, or if the
 // front never counted a handed-off connection against its node (Held):
-// since ties among equally loaded nodes rotate (internal/policy's rotor),
+// since ties among equally loaded nodes rotate (internal/cluster/policy's rotor),
 // an even spread alone no longer shows that handed-off connections are
 // counted, as an always-idle view would be served round robin.
 func checkSpread(t *testing.T, c *Cluster, pol, path string, urls []string) {

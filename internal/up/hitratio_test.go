@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/loadgen"
+	"shoal/internal/tools/loadgen"
 )
 
 const nasa = "../../../shared/data/traces/nasa_aug95_19950801_fullday_derived.log.gz"

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/node"
-	"shoal/internal/peer"
-	"shoal/internal/publish"
+	"shoal/internal/cluster/node"
+	"shoal/internal/cluster/peer"
+	"shoal/internal/cluster/publish"
 	"shoal/internal/testutil"
 )
 

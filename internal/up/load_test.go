@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/loadgen"
+	"shoal/internal/tools/loadgen"
 )
 
 // TestUpNodesReportTheirOwnLoad: in `shoal up` every node shares the

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/content"
-	"shoal/internal/loadgen"
-	"shoal/internal/policy"
-	"shoal/internal/sim"
+	"shoal/internal/base/content"
+	"shoal/internal/cluster/policy"
+	"shoal/internal/tools/loadgen"
+	"shoal/internal/tools/sim"
 )
 
 // parityRequests is how many NASA trace records the parity test replays.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/policy"
-	"shoal/internal/site"
+	"shoal/internal/cluster/policy"
+	"shoal/internal/tools/site"
 )
 
 // genSums writes the generated sample site (small pages to files of

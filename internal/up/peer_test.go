@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/cluster"
+	"shoal/internal/cluster/control"
 )
 
 // peerSite writes 240 small files (4 KB, distinct bytes) and returns the
@@ -59,11 +59,11 @@ func getAll(t *testing.T, base string, sums map[string][32]byte, rounds int) {
 // sumPeer adds the nodes' peer counters from their status reports, waiting
 // (bounded) until they show at least min fetches, each also counted as
 // served.
-func sumPeer(t *testing.T, c *Cluster, min uint64) cluster.PeerStatus {
+func sumPeer(t *testing.T, c *Cluster, min uint64) control.PeerStatus {
 	t.Helper()
-	var sum cluster.PeerStatus
+	var sum control.PeerStatus
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		sum = cluster.PeerStatus{}
+		sum = control.PeerStatus{}
 		for _, n := range nodeInfos(t, c) {
 			if st := n.Status; st != nil && st.Peer != nil {
 				sum.Fetches += st.Peer.Fetches

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"shoal/internal/admin"
-	"shoal/internal/cluster"
-	"shoal/internal/content"
-	"shoal/internal/front"
-	"shoal/internal/policy"
-	"shoal/internal/publish"
+	"shoal/internal/base/content"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/policy"
+	"shoal/internal/cluster/publish"
 )
 
 // ProcsConfig selects the multi-process mode of StartProcs.
@@ -124,7 +124,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if err != nil {
 		return nil, err
 	}
-	var specs []cluster.NodeSpec
+	var specs []control.NodeSpec
 	for i, addr := range addrs {
 		sock := filepath.Join(dir, "node"+strconv.Itoa(i)+".sock")
 		cmd := func() *exec.Cmd {
@@ -143,7 +143,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		}
 		u := "http://" + addr
 		p.NodeURLs = append(p.NodeURLs, u)
-		specs = append(specs, cluster.NodeSpec{URL: u})
+		specs = append(specs, control.NodeSpec{URL: u})
 	}
 	for i, u := range p.NodeURLs {
 		if err := waitListening(u[len("http://"):], 10*time.Second); err != nil {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/loadgen"
-	"shoal/internal/publish"
+	"shoal/internal/cluster/publish"
+	"shoal/internal/tools/loadgen"
 )
 
 // TestPublishUnderLoad is issue 14's "done when": a running 4-node cluster

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"shoal/internal/handoff"
+	"shoal/internal/cluster/handoff"
 )
 
 // RepairConfig tunes StartRepair.

@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"shoal/internal/admin"
-	"shoal/internal/handoff"
-	"shoal/internal/site"
+	"shoal/internal/cluster/handoff"
+	"shoal/internal/tools/site"
 )
 
 var shoalBuild struct {

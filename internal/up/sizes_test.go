@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/loadgen"
-	"shoal/internal/policy"
+	"shoal/internal/cluster/policy"
+	"shoal/internal/tools/loadgen"
 )
 
 // replay sends n requests for urls (round robin over the list) through c's

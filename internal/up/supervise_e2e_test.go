@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"shoal/internal/cluster"
+	"shoal/internal/cluster/control"
 )
 
 // waitSockets waits until the front has learned every node's handoff
@@ -131,7 +131,7 @@ func TestKilledNodeRestarts(t *testing.T) {
 	// A status stored after stKill may have been fetched just before the
 	// kill; one stored after that comes from a check begun after it, so
 	// from the restarted process: it must report the node up and serving.
-	var st1 *cluster.Status
+	var st1 *control.Status
 	waitFor("a status after the kill", func() bool { st1 = b.LastStatus(); return st1 != stKill })
 	waitFor("the restarted node reports healthy and serving", func() bool {
 		st := b.LastStatus()

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"shoal/internal/front"
+	"shoal/internal/cluster/front"
 )
 
 // listenTLS wraps the front's listener in TLS when Config.TLS asks for it,

@@ -25,17 +25,17 @@ import (
 	"time"
 
 	"shoal/internal/admin"
-	"shoal/internal/cluster"
+	"shoal/internal/base/content"
+	"shoal/internal/base/trace"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/node"
+	"shoal/internal/cluster/peer"
+	"shoal/internal/cluster/placement"
+	"shoal/internal/cluster/policy"
+	"shoal/internal/cluster/publish"
 	"shoal/internal/config"
-	"shoal/internal/content"
-	"shoal/internal/front"
-	"shoal/internal/node"
-	"shoal/internal/peer"
-	"shoal/internal/placement"
-	"shoal/internal/policy"
-	"shoal/internal/publish"
-	"shoal/internal/site"
-	"shoal/internal/trace"
+	"shoal/internal/tools/site"
 )
 
 // Config describes the cluster to start. Zero fields take the defaults shown.
@@ -69,7 +69,7 @@ type Config struct {
 	// chosen node's own URL (the redirect data path) instead of relaying.
 	// Default false.
 	Redirect bool
-	// VHosts serves several sites from one cluster (internal/vhost): Site
+	// VHosts serves several sites from one cluster (internal/base/vhost): Site
 	// is then a folder of site folders, and empty generates SampleSites.
 	// Only with the relay and passfd paths. Default false.
 	VHosts bool
@@ -98,7 +98,7 @@ type Config struct {
 	// the caller opens and closes it. Default nil: none.
 	AccessLog *front.AccessLog
 	// Replicas is how many nodes store each file of the site (partitioned
-	// storage, internal/placement): each node's disk holds only its share
+	// storage, internal/cluster/placement): each node's disk holds only its share
 	// and it fetches the rest from the holders. Default 0: every node, a
 	// full copy. With relay and redirect only so far.
 	Replicas int
@@ -227,7 +227,7 @@ type Cluster struct {
 	Front *front.Server
 	// frontCfg is the front's configuration as started (for tests).
 	frontCfg front.Config
-	Control  *cluster.Cluster
+	Control  *control.Cluster
 	Metrics  *admin.Metrics
 	// Publisher publishes new versions of the site to the nodes (`shoal
 	// publish`, POST /publish); nil where the nodes cannot take part.
@@ -319,7 +319,7 @@ func Start(cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	var specs []cluster.NodeSpec
+	var specs []control.NodeSpec
 	for i, ln := range lns {
 		n, err := node.New(node.Config{Root: roots[i], VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
 			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts,
@@ -333,7 +333,7 @@ func Start(cfg Config) (*Cluster, error) {
 		c.nodes = append(c.nodes, n)
 		u := "http://" + ln.Addr().String()
 		c.NodeURLs = append(c.NodeURLs, u)
-		specs = append(specs, cluster.NodeSpec{URL: u})
+		specs = append(specs, control.NodeSpec{URL: u})
 		go c.watch(func() error { return n.Serve(ln) })
 	}
 
@@ -365,15 +365,15 @@ func Start(cfg Config) (*Cluster, error) {
 
 // startControl builds the control plane over the nodes and starts its
 // health checks.
-func (c *Cluster) startControl(pol policy.Policy, specs []cluster.NodeSpec) error {
+func (c *Cluster) startControl(pol policy.Policy, specs []control.NodeSpec) error {
 	var err error
-	c.Control, err = cluster.New(pol, specs, cluster.Options{})
+	c.Control, err = control.New(pol, specs, control.Options{})
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	go c.Control.Check(ctx, cluster.CheckConfig{Interval: c.Config.HealthInterval})
+	go c.Control.Check(ctx, control.CheckConfig{Interval: c.Config.HealthInterval})
 	return nil
 }
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"shoal/internal/config"
-	"shoal/internal/site"
+	"shoal/internal/tools/site"
 )
 
 // TestUpServesWholeSite starts the default cluster on free ports and fetches

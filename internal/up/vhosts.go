@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"shoal/internal/site"
-	"shoal/internal/vhost"
+	"shoal/internal/base/vhost"
+	"shoal/internal/tools/site"
 )
 
 // SampleSites are the virtual hosts `shoal up --vhosts` generates: names

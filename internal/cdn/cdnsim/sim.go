@@ -1,0 +1,1044 @@
+// Package cdnsim is the CDN simulator behind `shoal sim cdn` (issue 13,
+// SPEC §5): N PoPs stand at locations of a latency matrix and run the real
+// protocol code — internal/cdn/mbpp for the performance view, internal/cdn/chord for
+// the content directory, internal/cdn/replica for replication and routing — on a
+// virtual clock, while the clients of a trace (or a Zipf workload) placed at
+// the same locations ask for content. It measures what the seed's design
+// costs and gains at internet scale: the MBPP round and its traffic, the age
+// of the view when routing uses it, Chord hops, failure detection, and the
+// clients' RTT against an oracle (nearest PoP holding the content) and a
+// random PoP. A gossip view (van Renesse et al. 1998) can stand in for MBPP
+// as a baseline.
+//
+// Deterministic: the same inputs and seed give the same result. A failure
+// that is never detected reports failure_detect_s = −1.
+package cdnsim
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"shoal/internal/cdn/chord"
+	"shoal/internal/cdn/mbpp"
+	"shoal/internal/cdn/replica"
+)
+
+// Config describes one run. DefaultConfig holds every default.
+type Config struct {
+	// PoPs is how many PoPs, each at its own location (drawn with the
+	// seed); at most the matrix's locations.
+	PoPs int
+	// View is the view protocol: "mbpp" (the seed's) or "gossip".
+	View string
+	// Ring orders the MBPP ring: "hash" (the seed's and the daemon's: by
+	// ID, the hash of the PoP's name, so neighbours are anywhere on
+	// Earth) or "geo" (the improvement measured for large N: a greedy
+	// nearest-neighbour tour of the PoPs' locations, so each token hop is
+	// short and the round, N × (hold + one-way delay), shrinks).
+	Ring string
+	// MBPP, Chord and CDN are the protocols' constants; Self, names and
+	// addresses are filled in per PoP.
+	MBPP   mbpp.Config
+	Chord  chord.Config
+	CDN    replica.Config
+	Gossip GossipConfig
+	// Origin is the location of the origin server (by name); "" or an
+	// unknown name takes the first location.
+	Origin string
+	// KillAt is the fraction of the workload's duration at which one PoP
+	// (drawn with the seed) fails; 0 kills none.
+	KillAt float64
+	// FetchTimeout is what a client or PoP loses trying a PoP that is
+	// dead but still alive in the view (a connect timeout).
+	FetchTimeout time.Duration
+	// ShieldStretch bounds the detour through the key's home PoP: a miss
+	// nobody holds goes through the home (shield) when ingress→home→origin
+	// is at most ShieldStretch × ingress→origin, else straight to the
+	// origin (a shield half a world away would double the client's wait).
+	ShieldStretch float64
+	// CapacityRPS is the request rate at which a PoP's server performance
+	// reaches 0 (it is 1 − rate/capacity).
+	CapacityRPS float64
+	// SampleEvery is how often server performance is fed to the view.
+	SampleEvery time.Duration
+	// ChordRTT feeds MBPP the RTT of Chord messages too (a PoP measures
+	// every connection it has, as TCP_INFO does). A PoP routes by all it
+	// measured but publishes only its MBPP.PublishLinks nearest links, so
+	// the views hold N²·PublishLinks links whatever it measures (before
+	// that bound, 1,000 PoPs needed over 10 GB). false keeps the ring
+	// neighbours' and probed links only.
+	ChordRTT bool
+	// JoinGap spaces the PoPs' joins at the start.
+	JoinGap time.Duration
+	Seed    uint64
+}
+
+// DefaultConfig returns the simulator's defaults. MBPP and the CDN keep the
+// daemon's defaults; Chord's maintenance periods are longer than the
+// daemon's (stabilise and fix-fingers 30 s, check-predecessor 60 s) so that
+// a day of a hundred PoPs replays in well under a minute of CPU: on a stable
+// ring they change the lookups' hop count only after churn.
+func DefaultConfig() Config {
+	ch := chord.DefaultConfig(chord.Peer{})
+	ch.Stabilise, ch.FixFingers, ch.CheckPredecessor = 30*time.Second, 30*time.Second, time.Minute
+	return Config{
+		PoPs: 100, View: "mbpp", Ring: "hash",
+		MBPP: mbpp.DefaultConfig(0, "", ""), Chord: ch, CDN: replica.DefaultConfig(), Gossip: DefaultGossipConfig(),
+		Origin: "orlando", KillAt: 0.5, FetchTimeout: time.Second, ShieldStretch: 1.5, CapacityRPS: 200,
+		SampleEvery: 10 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1, ChordRTT: true,
+	}
+}
+
+// Result is one run: the fields of issue 13 (json names as listed there)
+// and a few more that explain them.
+type Result struct {
+	View     string `json:"view"`
+	Ring     string `json:"ring"`
+	PoPs     int    `json:"pops"`
+	Clients  int    `json:"clients"`
+	Requests int    `json:"requests"`
+
+	MBPPRoundS       float64 `json:"mbpp_round_s"`
+	ViewStalenessS   float64 `json:"view_staleness_s"`
+	MBPPBytesRound   float64 `json:"mbpp_bytes_per_round"`
+	MBPPMsgsRound    float64 `json:"mbpp_messages_per_round"`
+	ViewBytesPerS    float64 `json:"view_bytes_per_s"`
+	ChordHopsMean    float64 `json:"chord_hops_mean"`
+	ChordHopsP99     int     `json:"chord_hops_p99"`
+	FailureDetectS   float64 `json:"failure_detect_s"`
+	ClientRTTMean    float64 `json:"client_rtt_ms_mean"`
+	OracleRTTMean    float64 `json:"oracle_rtt_ms_mean"`
+	RandomRTTMean    float64 `json:"random_rtt_ms_mean"`
+	HitRatio         float64 `json:"hit_ratio"`
+	OriginFetchRatio float64 `json:"origin_fetch_ratio"`
+
+	RemoteFetches uint64  `json:"remote_fetches"`
+	ShieldFetches uint64  `json:"shield_fetches"`
+	Pushes        uint64  `json:"pushes"`
+	Evictions     uint64  `json:"evictions"`
+	DeadTries     uint64  `json:"dead_tries"`
+	LookupFails   uint64  `json:"lookup_fails"`
+	Probes        uint64  `json:"probes"`
+	WarmupS       float64 `json:"warmup_s"`
+	SimulatedS    float64 `json:"simulated_s"`
+	Events        uint64  `json:"events"`
+	WallS         float64 `json:"wall_s"`
+}
+
+type evKind uint8
+
+const (
+	evMBPP evKind = iota
+	evChord
+	evGossip
+	evTimer
+	evProbe
+	evSample
+	evRoll
+	evKill
+	evCheck
+)
+
+// event is one thing to happen at a virtual time. Events live in a slab
+// (sim.slab) and are recycled through a free list: a run of 1,000 PoPs
+// handles tens of millions of them, and allocating each one (with its
+// chord.Msg inline) was a fifth of the simulator's garbage.
+type event struct {
+	at    time.Time
+	kind  evKind
+	proto uint8
+	to    int32
+	from  int32
+	gen   uint32
+	b     []byte
+	ch    chord.Msg
+	g     []gWire
+}
+
+// qItem is the heap's view of an event: its time (ns since epoch), its
+// sequence number (ties keep insertion order, so runs are deterministic)
+// and its slot in the slab. Small and pointer-free, so sifting is cheap
+// and the GC never scans the heap.
+type qItem struct {
+	at   int64
+	seq  uint64
+	slot int32
+}
+
+func (a qItem) before(b qItem) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
+
+// evq is a binary min-heap of qItems, hand-written rather than through
+// container/heap, whose interface calls and boxing dominated the profile.
+type evq []qItem
+
+func (q *evq) push(x qItem) {
+	h := append(*q, x)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].before(h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	*q = h
+}
+
+func (q *evq) pop() qItem {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		c := l
+		if r := l + 1; r < n && h[r].before(h[l]) {
+			c = r
+		}
+		if !h[c].before(h[i]) {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	*q = h
+	return top
+}
+
+const (
+	pMBPP = iota
+	pChord
+	pGossip
+)
+
+type popState struct {
+	idx   int
+	loc   int
+	name  string
+	addr  string
+	mid   mbpp.ID
+	cid   chord.ID
+	mb    *mbpp.Node
+	ch    *chord.Node
+	gs    *gossipNode
+	rtt   map[int]time.Duration // gossip mode: own link samples
+	store *replica.Store
+	dir   *chord.Directory
+	home  map[string]int // where each held URL is registered
+	dead  bool
+	load  int
+	due   [3]time.Time
+	gen   [3]uint32
+}
+
+type sim struct {
+	cfg    Config
+	m      *Matrix
+	w      *Workload
+	now    time.Time
+	q      evq
+	seq    uint64
+	slab   []event
+	free   []int32
+	pops   []*popState
+	byMID  map[mbpp.ID]int
+	byCID  map[chord.ID]int
+	byAddr map[string]int
+	order  [][]int32 // per location: PoPs by RTT, nearest first
+	origin int
+	rng    *rand.Rand
+	buf    []byte
+	victim int
+	killed time.Time
+	found  time.Time
+
+	// gen[v*N+x] is the virtual time (s since epoch) at which PoP x
+	// produced the entry PoP v's view holds of it: x refreshes its entry
+	// when it takes the ping, and a ping from a to b carries a's view.
+	gen []float64
+
+	counting                bool
+	mbppMsgs, mbppBytes     uint64
+	gossipMsgs, gossipBytes uint64
+	hops                    []int
+	staleSum                float64
+	staleN                  int
+	res                     Result
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Run simulates the workload over the matrix.
+func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
+	wall := time.Now()
+	if cfg.PoPs < 1 || cfg.PoPs > m.Len() {
+		return Result{}, fmt.Errorf("cdnsim: %d PoPs for %d locations", cfg.PoPs, m.Len())
+	}
+	if cfg.Ring != "hash" && cfg.Ring != "geo" {
+		return Result{}, fmt.Errorf("cdnsim: ring %q is neither hash nor geo", cfg.Ring)
+	}
+	if cfg.View != "mbpp" && cfg.View != "gossip" {
+		return Result{}, fmt.Errorf("cdnsim: view %q is neither mbpp nor gossip", cfg.View)
+	}
+	if err := cfg.CDN.Validate(); err != nil {
+		return Result{}, err
+	}
+	if cfg.SampleEvery <= 0 || cfg.FetchTimeout <= 0 || cfg.CapacityRPS <= 0 || cfg.Gossip.Period <= 0 || cfg.Gossip.Fanout < 1 {
+		return Result{}, fmt.Errorf("cdnsim: sample period, fetch timeout, capacity and gossip period/fanout must be > 0")
+	}
+	s := &sim{cfg: cfg, m: m, w: w, now: epoch, byMID: map[mbpp.ID]int{}, byCID: map[chord.ID]int{}, byAddr: map[string]int{},
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0xcd4)), victim: -1}
+	s.origin = max(m.Index(cfg.Origin), 0)
+	locs := s.rng.Perm(m.Len())[:cfg.PoPs]
+	for i, loc := range locs {
+		name := "pop-" + strconv.Itoa(i) + "-" + m.Names[loc]
+		p := &popState{idx: i, loc: loc, name: name, addr: "p" + strconv.Itoa(i), home: map[string]int{},
+			dir: chord.NewDirectory(1<<20, 64), rtt: map[int]time.Duration{}}
+		p.cid = chord.Hash(name)
+		p.mid = mbpp.ID(p.cid)
+		if _, dup := s.byCID[p.cid]; dup || p.cid == 0 {
+			return Result{}, fmt.Errorf("cdnsim: id collision for %s", name)
+		}
+		s.byMID[p.mid], s.byCID[p.cid], s.byAddr[p.addr] = i, i, i
+		s.pops = append(s.pops, p)
+	}
+	if cfg.Ring == "geo" {
+		s.byMID = map[mbpp.ID]int{}
+		for pos, i := range s.tour() {
+			s.pops[i].mid = mbpp.ID(pos + 1)
+			s.byMID[s.pops[i].mid] = i
+		}
+	}
+	s.order = make([][]int32, m.Len())
+	for l := range s.order {
+		o := make([]int32, cfg.PoPs)
+		for i := range o {
+			o[i] = int32(i)
+		}
+		slices.SortStableFunc(o, func(a, b int32) int {
+			return cmp.Compare(m.RTT(l, s.pops[a].loc), m.RTT(l, s.pops[b].loc))
+		})
+		s.order[l] = o
+	}
+	if err := s.start(); err != nil {
+		return Result{}, err
+	}
+	if err := s.warm(); err != nil {
+		return Result{}, err
+	}
+	s.replay()
+	s.finish()
+	s.res.WallS = time.Since(wall).Seconds()
+	return s.res, nil
+}
+
+// tour is a greedy nearest-neighbour tour of the PoPs from PoP 0.
+func (s *sim) tour() []int {
+	n := len(s.pops)
+	used := make([]bool, n)
+	out := []int{0}
+	used[0] = true
+	for len(out) < n {
+		cur, best, bd := out[len(out)-1], -1, math.Inf(1)
+		for j := range n {
+			if !used[j] {
+				if d := s.m.RTT(s.pops[cur].loc, s.pops[j].loc); d < bd {
+					best, bd = j, d
+				}
+			}
+		}
+		used[best] = true
+		out = append(out, best)
+	}
+	return out
+}
+
+func (s *sim) ms(a, b int) time.Duration {
+	return time.Duration(s.m.RTT(s.pops[a].loc, s.pops[b].loc) * float64(time.Millisecond))
+}
+
+// push schedules e (copied into the slab).
+func (s *sim) push(e event) {
+	s.seq++
+	var slot int32
+	if n := len(s.free); n > 0 {
+		slot = s.free[n-1]
+		s.free = s.free[:n-1]
+		s.slab[slot] = e
+	} else {
+		slot = int32(len(s.slab))
+		s.slab = append(s.slab, e)
+	}
+	s.q.push(qItem{at: e.at.Sub(epoch).Nanoseconds(), seq: s.seq, slot: slot})
+}
+
+// start creates the PoPs: pop 0 founds both rings, the others join through
+// it JoinGap apart.
+func (s *sim) start() error {
+	for i, p := range s.pops {
+		at := s.now.Add(time.Duration(i) * s.cfg.JoinGap)
+		var err error
+		if p.store, err = replica.NewStore(s.cfg.CDN, at); err != nil {
+			return err
+		}
+		cc := s.cfg.Chord
+		cc.Self = chord.Peer{ID: p.cid, Addr: p.addr}
+		var chOut []chord.Msg
+		if i == 0 {
+			p.ch, err = chord.Create(cc, at)
+		} else {
+			p.ch, chOut, err = chord.Join(cc, []chord.Peer{{ID: s.pops[0].cid, Addr: s.pops[0].addr}}, at)
+		}
+		if err != nil {
+			return fmt.Errorf("cdnsim: chord %s: %w", p.name, err)
+		}
+		s.sendChord(i, chOut, at)
+		s.sched(i, pChord)
+		if s.cfg.View == "gossip" {
+			p.gs = newGossip(s.cfg.Gossip, i, len(s.pops), 0, at, s.cfg.Seed)
+			s.sched(i, pGossip)
+			continue
+		}
+		mc := s.cfg.MBPP
+		mc.Self, mc.Name, mc.Addr = p.mid, p.name, p.addr
+		if i == 0 {
+			p.mb, err = mbpp.NewFounder(mc, at)
+		} else {
+			var out []mbpp.Msg
+			p.mb, out, err = mbpp.NewJoiner(mc, []string{s.pops[0].addr}, nil, at)
+			s.sendMBPP(i, out, at)
+		}
+		if err != nil {
+			return fmt.Errorf("cdnsim: mbpp %s: %w", p.name, err)
+		}
+		s.sched(i, pMBPP)
+	}
+	s.push(event{at: s.now.Add(s.cfg.SampleEvery), kind: evSample})
+	return nil
+}
+
+// formed reports whether every PoP sees all PoPs alive and Chord's
+// successors are the true ones.
+func (s *sim) formed() bool {
+	ids := make([]chord.ID, len(s.pops))
+	for i, p := range s.pops {
+		ids[i] = p.cid
+	}
+	slices.Sort(ids)
+	for _, p := range s.pops {
+		if p.mb != nil && (!p.mb.Joined() || p.mb.MemberCount() != len(s.pops)) {
+			return false
+		}
+		if p.gs != nil {
+			n := 0
+			for _, e := range p.gs.view {
+				if e.alive && e.hb > 0 {
+					n++
+				}
+			}
+			if n != len(s.pops) {
+				return false
+			}
+		}
+		k, _ := slices.BinarySearch(ids, p.cid)
+		if p.ch.Successor().ID != ids[(k+1)%len(ids)] {
+			return false
+		}
+	}
+	return true
+}
+
+// warm runs until the rings are formed, then long enough for fix-fingers
+// to visit every finger and for two view rounds to spread RTTs.
+func (s *sim) warm() error {
+	limit := s.now.Add(6 * time.Hour)
+	for !s.formed() {
+		if s.now.After(limit) {
+			return fmt.Errorf("cdnsim: rings of %d PoPs not formed after %v of virtual time", len(s.pops), limit.Sub(epoch))
+		}
+		s.runUntil(s.now.Add(time.Second))
+	}
+	extra := time.Duration(chord.Bits) * s.cfg.Chord.FixFingers
+	if s.cfg.View == "mbpp" {
+		extra = max(extra, 2*s.cfg.MBPP.Round(len(s.pops), 50*time.Millisecond))
+	}
+	s.runUntil(s.now.Add(extra))
+	s.res.WarmupS = s.now.Sub(epoch).Seconds()
+	return nil
+}
+
+func (s *sim) sched(i int, proto int) {
+	p := s.pops[i]
+	if p.dead {
+		return
+	}
+	var t time.Time
+	switch proto {
+	case pMBPP:
+		if p.mb != nil {
+			t = p.mb.Next()
+		}
+	case pChord:
+		t = p.ch.Next()
+	case pGossip:
+		t = p.gs.next()
+	}
+	if t.IsZero() || t.Equal(p.due[proto]) {
+		return
+	}
+	if t.Before(s.now) {
+		t = s.now
+	}
+	p.due[proto] = t
+	p.gen[proto]++
+	s.push(event{at: t, kind: evTimer, to: int32(i), proto: uint8(proto), gen: p.gen[proto]})
+}
+
+func (s *sim) sendMBPP(from int, ms []mbpp.Msg, at time.Time) {
+	for i := range ms {
+		m := &ms[i]
+		to, ok := s.byMID[m.To]
+		if m.To == 0 || !ok {
+			if to, ok = s.byAddr[m.ToAddr]; !ok {
+				continue
+			}
+		}
+		b := m.AppendBinary(nil)
+		if s.counting {
+			s.mbppMsgs++
+			s.mbppBytes += uint64(len(b))
+		}
+		s.push(event{at: at.Add(s.ms(from, to) / 2), kind: evMBPP, to: int32(to), from: int32(from), b: b})
+	}
+}
+
+func (s *sim) sendChord(from int, ms []chord.Msg, at time.Time) {
+	for _, m := range ms {
+		to, ok := s.byCID[m.To.ID]
+		if !ok {
+			continue
+		}
+		s.push(event{at: at.Add(s.ms(from, to) / 2), kind: evChord, to: int32(to), from: int32(from), ch: m})
+	}
+}
+
+// runUntil processes events up to t.
+func (s *sim) runUntil(t time.Time) {
+	limit := t.Sub(epoch).Nanoseconds()
+	for len(s.q) > 0 && s.q[0].at <= limit {
+		it := s.q.pop()
+		e := s.slab[it.slot]
+		s.slab[it.slot] = event{} // drop references for the GC
+		s.free = append(s.free, it.slot)
+		s.now = e.at
+		s.res.Events++
+		s.do(&e)
+	}
+	s.now = t
+}
+
+func (s *sim) do(e *event) {
+	i := int(e.to)
+	var p *popState
+	if e.kind <= evProbe {
+		p = s.pops[i]
+		if p.dead {
+			return
+		}
+	}
+	switch e.kind {
+	case evMBPP:
+		m, err := mbpp.Decode(e.b)
+		if err != nil || p.mb == nil {
+			return
+		}
+		if m.Kind == mbpp.KindPing || m.Kind == mbpp.KindPong || m.Kind == mbpp.KindAck {
+			p.mb.SampleRTT(s.pops[e.from].mid, s.ms(i, int(e.from)))
+		}
+		if m.Kind == mbpp.KindPing {
+			s.carried(int(e.from), i)
+		}
+		s.sendMBPP(i, p.mb.Handle(s.now, m), s.now)
+		s.sched(i, pMBPP)
+	case evChord:
+		if s.cfg.ChordRTT {
+			s.sample(i, int(e.from))
+		}
+		s.sendChord(i, p.ch.Handle(s.now, e.ch), s.now)
+		p.ch.TakeResults()
+		s.sched(i, pChord)
+	case evGossip:
+		p.rtt[int(e.from)] = s.ms(i, int(e.from))
+		s.gossipIn(p, e.g)
+	case evTimer:
+		if e.gen != p.gen[e.proto] {
+			return
+		}
+		p.due[e.proto] = time.Time{}
+		switch e.proto {
+		case pMBPP:
+			s.sendMBPP(i, p.mb.Tick(s.now), s.now)
+		case pChord:
+			s.sendChord(i, p.ch.Tick(s.now), s.now)
+			p.ch.TakeResults()
+		case pGossip:
+			for _, m := range p.gs.tick(s.now) {
+				to := m.from
+				if s.counting {
+					s.gossipMsgs++
+					s.gossipBytes += uint64(m.wireSize())
+				}
+				s.push(event{at: s.now.Add(s.ms(i, to) / 2), kind: evGossip, to: int32(to), from: int32(i), g: m.entries})
+			}
+		}
+		s.sched(i, int(e.proto))
+	case evProbe:
+		s.sample(i, int(e.from))
+	case evSample:
+		for _, p := range s.pops {
+			perf := 1 - float64(p.load)/(s.cfg.CapacityRPS*s.cfg.SampleEvery.Seconds())
+			p.load = 0
+			if p.mb != nil {
+				p.mb.SetServer(perf)
+			}
+			if p.gs != nil {
+				p.gs.server = min(max(perf, 0), 1)
+			}
+		}
+		s.push(event{at: s.now.Add(s.cfg.SampleEvery), kind: evSample})
+	case evRoll:
+		s.roll()
+		s.push(event{at: s.now.Add(s.cfg.CDN.Window), kind: evRoll})
+	case evKill:
+		s.pops[s.victim].dead = true
+		s.killed = s.now
+		s.push(event{at: s.now.Add(time.Second), kind: evCheck})
+	case evCheck:
+		if s.detected() {
+			s.found = s.now
+			return
+		}
+		s.push(event{at: s.now.Add(time.Second), kind: evCheck})
+	}
+}
+
+// carried records that a ping from a reached b: b's view is now as fresh as
+// a's, and b refreshes its own entry.
+func (s *sim) carried(a, b int) {
+	n := len(s.pops)
+	if s.gen == nil {
+		s.gen = make([]float64, n*n)
+	}
+	ga, gb := s.gen[a*n:(a+1)*n], s.gen[b*n:(b+1)*n]
+	for x := range gb {
+		gb[x] = max(gb[x], ga[x])
+	}
+	gb[b] = s.now.Sub(epoch).Seconds()
+}
+
+// age is how old PoP i's information about PoP j is.
+func (s *sim) age(i, j int) time.Duration {
+	if s.pops[i].gs != nil {
+		if e := s.pops[i].gs.view[j]; e != nil {
+			return s.now.Sub(e.gen)
+		}
+		return 0
+	}
+	if s.gen == nil {
+		return 0
+	}
+	return s.now.Sub(epoch) - time.Duration(s.gen[i*len(s.pops)+j]*1e9)
+}
+
+func (s *sim) gossipIn(p *popState, es []gWire) {
+	p.gs.handle(s.now, gossipMsg{entries: es})
+	s.sched(p.idx, pGossip)
+}
+
+// sample feeds the link RTT to peer j, as TCP_INFO on the connection the
+// message came over would (seed 003 §2 (1)).
+func (s *sim) sample(i, j int) {
+	p := s.pops[i]
+	if p.mb != nil {
+		p.mb.SampleRTT(s.pops[j].mid, s.ms(i, j))
+	} else {
+		p.rtt[j] = s.ms(i, j)
+	}
+}
+
+func (s *sim) detected() bool {
+	v := s.pops[s.victim]
+	for _, p := range s.pops {
+		if p.dead {
+			continue
+		}
+		if p.mb != nil && p.mb.Alive(v.mid) || p.gs != nil && p.gs.alive(v.idx) {
+			return false
+		}
+	}
+	return true
+}
+
+// aliveIn reports whether PoP j is alive in PoP i's view.
+func (s *sim) aliveIn(i, j int) bool {
+	p := s.pops[i]
+	if i == j {
+		return true
+	}
+	if p.mb != nil {
+		return p.mb.Alive(s.pops[j].mid)
+	}
+	return p.gs.alive(j)
+}
+
+// candidate is PoP j as PoP i's view sees it, with the entry's age; it
+// also starts a probe when i has no RTT to j (seed 003 §2 (1): explicit
+// probes where there is no connection to sample).
+func (s *sim) candidate(i, j int) (replica.Candidate, time.Duration) {
+	p := s.pops[i]
+	if p.mb != nil {
+		v, ok := p.mb.Peer(s.pops[j].mid, s.now)
+		if !ok {
+			return replica.Candidate{ID: uint64(j)}, 0
+		}
+		if _, has := p.mb.RTTTo(s.pops[j].mid); !has {
+			s.probe(i, j)
+		}
+		return replica.Candidate{ID: uint64(j), Alive: v.Alive, Score: v.Score}, s.age(i, j)
+	}
+	e := p.gs.view[j]
+	if e == nil {
+		return replica.Candidate{ID: uint64(j)}, 0
+	}
+	rtt, has := p.rtt[j]
+	if !has {
+		s.probe(i, j)
+	}
+	return replica.Candidate{ID: uint64(j), Alive: e.alive,
+		Score: mbpp.Score(&s.cfg.MBPP, i == j, e.alive, rtt, has, e.server)}, s.age(i, j)
+}
+
+func (s *sim) probe(i, j int) {
+	s.res.Probes++
+	s.push(event{at: s.now.Add(s.ms(i, j)), kind: evProbe, to: int32(i), from: int32(j)})
+}
+
+// lookup finds key's home with the real Chord code: the iterative lookup's
+// messages are delivered at once (a lookup is a few RTTs, short against the
+// workload's gaps); a lookup that needs a timeout (a dead hop) fails.
+func (s *sim) lookup(i int, key chord.ID) (int, bool) {
+	id, out := s.pops[i].ch.Lookup(s.now, key)
+	type pend struct {
+		from int
+		m    chord.Msg
+	}
+	var q []pend
+	for _, m := range out {
+		q = append(q, pend{i, m})
+	}
+	touched := []int{i} // in order: the scheduling below must not follow map order
+	for len(q) > 0 {
+		x := q[0]
+		q = q[1:]
+		to, ok := s.byCID[x.m.To.ID]
+		if !ok || s.pops[to].dead {
+			continue
+		}
+		if !slices.Contains(touched, to) {
+			touched = append(touched, to)
+		}
+		if s.cfg.ChordRTT {
+			s.sample(to, x.from)
+		}
+		for _, m := range s.pops[to].ch.Handle(s.now, x.m) {
+			q = append(q, pend{to, m})
+		}
+	}
+	home, found := -1, false
+	for _, r := range s.pops[i].ch.TakeResults() {
+		if r.Lookup == id && r.Err == nil {
+			if h, ok := s.byCID[r.Owner.ID]; ok {
+				home, found = h, true
+			}
+			if s.counting {
+				s.hops = append(s.hops, r.Hops)
+			}
+		}
+	}
+	for _, j := range touched {
+		if j != i {
+			s.pops[j].ch.TakeResults()
+		}
+		s.sched(j, pChord)
+	}
+	return home, found
+}
+
+func (s *sim) register(i, home int, url string) {
+	if home < 0 {
+		return
+	}
+	s.pops[i].home[url] = home
+	s.pops[home].dir.Add(s.now, chord.Hash(url), strconv.Itoa(i), s.cfg.CDN.DirTTL)
+}
+
+func (s *sim) keep(i int, url string, size int64, home int, counted bool) {
+	if s.pops[i].store.Add(s.now, url, size, counted) {
+		s.register(i, home, url)
+	}
+}
+
+// replay feeds the workload's requests in time order between the events.
+func (s *sim) replay() {
+	start := s.now
+	s.counting = true
+	c0 := s.cycles()
+	s.push(event{at: start.Add(s.cfg.CDN.Window), kind: evRoll})
+	for _, p := range s.pops {
+		p.store.Roll(start.Add(s.cfg.CDN.Window)) // align every window to the workload's start
+	}
+	span := time.Duration(0)
+	if n := len(s.w.Requests); n > 0 {
+		span = s.w.Requests[n-1].At
+	}
+	if s.cfg.KillAt > 0 && len(s.pops) > 2 {
+		for s.victim < 0 || s.victim == 0 {
+			s.victim = s.rng.IntN(len(s.pops))
+		}
+		s.push(event{at: start.Add(time.Duration(s.cfg.KillAt * float64(span))), kind: evKill})
+	}
+	var sumC, sumO, sumR float64
+	var hits, origin uint64
+	for _, r := range s.w.Requests {
+		s.runUntil(start.Add(r.At))
+		c, o, rnd, hit, org := s.serve(r)
+		sumC, sumO, sumR = sumC+c, sumO+o, sumR+rnd
+		if hit {
+			hits++
+		}
+		if org {
+			origin++
+		}
+	}
+	// Let a failure be detected after the last request.
+	if s.victim >= 0 {
+		s.runUntil(s.now.Add(time.Hour))
+	}
+	n := float64(len(s.w.Requests))
+	s.res.ClientRTTMean, s.res.OracleRTTMean, s.res.RandomRTTMean = sumC/n, sumO/n, sumR/n
+	s.res.HitRatio, s.res.OriginFetchRatio = float64(hits)/n, float64(origin)/n
+	s.res.SimulatedS = s.now.Sub(start).Seconds()
+	rounds := float64(s.cycles() - c0)
+	if s.cfg.View == "gossip" {
+		rounds = s.now.Sub(start).Seconds() / s.cfg.Gossip.Period.Seconds()
+		s.res.MBPPRoundS = s.cfg.Gossip.Period.Seconds()
+		s.res.MBPPBytesRound, s.res.MBPPMsgsRound = float64(s.gossipBytes)/rounds, float64(s.gossipMsgs)/rounds
+		s.res.ViewBytesPerS = float64(s.gossipBytes) / s.now.Sub(start).Seconds()
+	} else if rounds > 0 {
+		s.res.MBPPRoundS = s.now.Sub(start).Seconds() / rounds
+		s.res.MBPPBytesRound, s.res.MBPPMsgsRound = float64(s.mbppBytes)/rounds, float64(s.mbppMsgs)/rounds
+		s.res.ViewBytesPerS = float64(s.mbppBytes) / s.now.Sub(start).Seconds()
+	}
+}
+
+// cycles is how many pings PoP 0 (never the victim) has held: one a round.
+func (s *sim) cycles() uint64 {
+	if s.pops[0].mb == nil {
+		return 0
+	}
+	return s.pops[0].mb.Stats().Cycles
+}
+
+func (s *sim) rttLoc(loc, i int) float64 { return s.m.RTT(loc, s.pops[i].loc) }
+
+// serve routes one request (issue 13 "Client → PoP" and "Content across
+// PoPs") and returns the client's RTT in ms, the oracle's and a random
+// PoP's, whether the client's PoP held the content and whether the origin
+// was asked.
+func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool) {
+	c := r.Client
+	ord := s.order[c]
+	// Oracle: the nearest live PoP holding it, else the origin.
+	oracle = s.m.RTT(c, s.origin)
+	for _, j := range ord {
+		if !s.pops[j].dead && s.pops[j].store.Has(r.URL) {
+			oracle = min(oracle, s.rttLoc(c, int(j)))
+			break
+		}
+	}
+	for {
+		j := s.rng.IntN(len(s.pops))
+		if !s.pops[j].dead {
+			random = s.rttLoc(c, j)
+			break
+		}
+	}
+	// DNS: the nearest live PoP answers (anycast), with the nearest PoP
+	// alive in its view; a PoP dead but not yet known dead costs a timeout.
+	dnsPoP := -1
+	for _, j := range ord {
+		if !s.pops[j].dead {
+			dnsPoP = int(j)
+			break
+		}
+	}
+	penalty := 0.0
+	ing := -1
+	for _, j := range ord {
+		if !s.aliveIn(dnsPoP, int(j)) {
+			continue
+		}
+		if s.pops[j].dead {
+			penalty += float64(s.cfg.FetchTimeout) / 1e6
+			s.res.DeadTries++
+			continue
+		}
+		ing = int(j)
+		break
+	}
+	p := s.pops[ing]
+	p.load++
+	base := penalty + s.rttLoc(c, ing)
+	if p.store.Request(r.URL) {
+		return base, oracle, random, true, false
+	}
+	key := chord.Hash(r.URL)
+	home, ok := s.lookup(ing, key)
+	if !ok {
+		s.res.LookupFails++
+		s.keep(ing, r.URL, r.Size, -1, true)
+		return base + s.m.RTT(p.loc, s.origin), oracle, random, false, true
+	}
+	// The best-scoring live holder in the ingress PoP's view.
+	var cs []replica.Candidate
+	ages := map[uint64]time.Duration{}
+	for _, h := range s.pops[home].dir.Holders(s.now, key) {
+		j, _ := strconv.Atoi(h)
+		if j == ing || j < 0 || j >= len(s.pops) {
+			continue
+		}
+		cand, age := s.candidate(ing, j)
+		cs = append(cs, cand)
+		ages[cand.ID] = age
+	}
+	for _, cand := range replica.Rank(cs) {
+		j := int(cand.ID)
+		s.staleSum += ages[cand.ID].Seconds()
+		s.staleN++
+		if s.pops[j].dead {
+			base += float64(s.cfg.FetchTimeout) / 1e6
+			s.res.DeadTries++
+			continue
+		}
+		if !s.pops[j].store.Request(r.URL) {
+			continue // evicted since it registered
+		}
+		s.pops[j].load++
+		s.res.RemoteFetches++
+		s.keep(ing, r.URL, r.Size, home, true)
+		return base + float64(s.ms(ing, j))/1e6, oracle, random, false, false
+	}
+	// Nobody holds it: through the key's home PoP acting as shield, if
+	// that is not too long a detour.
+	if home == ing || s.pops[home].dead ||
+		s.rttLoc(p.loc, home)+s.m.RTT(s.pops[home].loc, s.origin) > s.cfg.ShieldStretch*s.m.RTT(p.loc, s.origin) {
+		s.keep(ing, r.URL, r.Size, home, true)
+		return base + s.m.RTT(p.loc, s.origin), oracle, random, false, true
+	}
+	h := s.pops[home]
+	h.load++
+	s.res.ShieldFetches++
+	cost := base + float64(s.ms(ing, home))/1e6
+	if !h.store.Request(r.URL) {
+		origin = true
+		cost += s.m.RTT(h.loc, s.origin)
+		s.keep(home, r.URL, r.Size, home, true)
+	}
+	s.keep(ing, r.URL, r.Size, home, true)
+	return cost, oracle, random, false, origin
+}
+
+// roll ends every PoP's window: evictions leave the directory, hot
+// content is pushed to every live PoP, kept copies re-register.
+func (s *sim) roll() {
+	for i, p := range s.pops {
+		if p.dead {
+			continue
+		}
+		evicted, hot := p.store.Roll(s.now)
+		for _, u := range evicted {
+			s.res.Evictions++
+			if h, ok := p.home[u]; ok {
+				s.pops[h].dir.Remove(chord.Hash(u), strconv.Itoa(i))
+				delete(p.home, u)
+			}
+		}
+		for _, u := range hot {
+			home, ok := p.home[u]
+			if !ok || s.pops[home].dead {
+				if home, ok = s.lookup(i, chord.Hash(u)); !ok {
+					continue
+				}
+			}
+			for j, q := range s.pops {
+				if j == i || q.dead || !s.aliveIn(i, j) || q.store.Has(u) {
+					continue
+				}
+				s.res.Pushes++
+				s.keep(j, u, 0, home, false)
+			}
+		}
+	}
+	for i, p := range s.pops {
+		if p.dead {
+			continue
+		}
+		for _, u := range slices.Sorted(maps.Keys(p.home)) {
+			h := p.home[u]
+			if s.pops[h].dead {
+				if nh, ok := s.lookup(i, chord.Hash(u)); ok {
+					h = nh
+				} else {
+					continue
+				}
+			}
+			s.register(i, h, u)
+		}
+	}
+}
+
+func (s *sim) finish() {
+	s.res.View, s.res.Ring = s.cfg.View, s.cfg.Ring
+	s.res.PoPs = len(s.pops)
+	s.res.Clients = s.w.Clients
+	s.res.Requests = len(s.w.Requests)
+	if s.staleN > 0 {
+		s.res.ViewStalenessS = s.staleSum / float64(s.staleN)
+	}
+	if len(s.hops) > 0 {
+		sum := 0
+		for _, h := range s.hops {
+			sum += h
+		}
+		slices.Sort(s.hops)
+		s.res.ChordHopsMean = float64(sum) / float64(len(s.hops))
+		s.res.ChordHopsP99 = s.hops[min(len(s.hops)-1, int(math.Ceil(0.99*float64(len(s.hops))))-1)]
+	}
+	if !s.found.IsZero() {
+		s.res.FailureDetectS = s.found.Sub(s.killed).Seconds()
+	} else if s.victim >= 0 {
+		s.res.FailureDetectS = -1 // not detected
+	}
+}

@@ -1,0 +1,575 @@
+// Package pop runs one point of presence of the CDN tier (SPEC §5, seed 003
+// §1 and §3): a shoal cluster (gateway = the front, nodes with a site, as
+// `shoal up` starts it) plus the peer layer that joins PoPs: authenticated
+// links (internal/base/peerwire) carrying MBPP (internal/cdn/mbpp), which gives every
+// PoP the same view of link and server performance, and Chord
+// (internal/cdn/chord), which maps content keys to the PoPs that hold them.
+//
+// The protocols are pure state machines; this package owns the real clock,
+// the sockets and the lock around them, samples link RTT from TCP_INFO on
+// the peer connections and server performance from the nodes' status
+// reports, and serves GET /pops and GET /chord next to the cluster's admin
+// API and /metrics.
+package pop
+
+import (
+	"context"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"shoal/internal/admin"
+	"shoal/internal/base/peerwire"
+	"shoal/internal/cdn/cdndns"
+	"shoal/internal/cdn/chord"
+	"shoal/internal/cdn/mbpp"
+	"shoal/internal/cdn/replica"
+	"shoal/internal/up"
+)
+
+// Config describes one PoP. DefaultConfig holds every default; flags and
+// TOML (internal/config, [pop]) start from it.
+type Config struct {
+	// Name identifies the PoP; its ID on both rings is chord.Hash(Name).
+	Name string
+	// Peer is the address other PoPs reach this one on.
+	Peer string
+	// Join lists peer addresses of PoPs already in the DCDN; empty founds
+	// a new one.
+	Join []string
+	// SeedFile holds the shared authentication seed (seed 003 §3.1).
+	SeedFile string
+	// JoinTimeout bounds the wait for the join to go round the ring.
+	JoinTimeout time.Duration
+	// SampleEvery is the period of RTT and server performance sampling.
+	SampleEvery time.Duration
+	// Cluster is the PoP's gateway and nodes (Listen, Admin, Nodes,
+	// CacheMB...), as `shoal up` takes it. Admin also serves /pops and
+	// /chord.
+	Cluster up.Config
+	// MBPP holds the ring protocol's constants (Hold, AckTimeout, weights).
+	MBPP mbpp.Config
+	// Chord holds the Chord periods and successor list length.
+	Chord chord.Config
+	// DNS is the authoritative DNS responder for the CDN's zone (off when
+	// DNS.Addr is empty); Coverage the file of prefixes → PoP names.
+	DNS      cdndns.Config
+	Coverage string
+	// Edge is the content tier's HTTP address (issue 13: misses looked up
+	// in Chord and fetched from the best PoP holding them, through the
+	// key's home as shield, then Origin); "" turns the content tier off.
+	Edge string
+	// Origin is the HTTP origin of the content; "" is this PoP's own
+	// gateway (its site).
+	Origin string
+	// CDN holds the replication constants (window, M, hot push).
+	CDN replica.Config
+	// Redirect sends a client whose PoP misses to a better-scoring PoP
+	// holding the content (HTTP 302, once) instead of fetching for it.
+	Redirect bool
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a PoP's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Peer:        "127.0.0.1:7946",
+		JoinTimeout: 30 * time.Second,
+		SampleEvery: time.Second,
+		Cluster:     up.Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 2, CacheMB: 64},
+		MBPP:        mbpp.DefaultConfig(0, "", ""),
+		Chord:       chord.DefaultConfig(chord.Peer{}),
+		DNS:         cdndns.DefaultConfig(),
+		CDN:         replica.DefaultConfig(),
+	}
+}
+
+// ErrRefused is wrapped when the DCDN does not accept this PoP.
+var ErrRefused = errors.New("the DCDN refused this PoP")
+
+// PoP is a running point of presence.
+type PoP struct {
+	// ID is the PoP's place on both rings.
+	ID uint64
+	// PeerAddr is the peer listener's address.
+	PeerAddr string
+	// Cluster is the gateway and nodes.
+	Cluster *up.Cluster
+	// AdminURL serves the cluster's admin API plus /pops and /chord.
+	AdminURL string
+	// AdminTokenFile holds the admin API's bearer token, needed for
+	// changes and, off loopback, for reads (internal/admin).
+	AdminTokenFile string
+
+	cfg     Config
+	seed    []byte
+	log     *slog.Logger
+	wire    peerwire.Config
+	links   *links
+	peerLn  net.Listener
+	adminLn net.Listener
+	admin   *http.Server
+	// DNS is the running responder, nil when off.
+	DNS *cdndns.Server
+	// EdgeURL is the content tier's address ("" when off).
+	EdgeURL string
+	content *content
+	lookups map[uint64]chan chord.Result
+	ctx     context.Context
+
+	mu     sync.Mutex // guards the state machines
+	mb     *mbpp.Node
+	ch     *chord.Node
+	wake   chan struct{}
+	joined chan struct{}
+	failed chan error
+	once   sync.Once
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Start brings the PoP up: cluster, peer listener, then founds a ring or
+// joins one. It returns once the join completed (one full ping cycle
+// accepted by every PoP), or with an error a person can act on.
+func Start(cfg Config) (*PoP, error) {
+	if cfg.Name == "" {
+		return nil, fmt.Errorf("pop: a name is required (--name)")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	seed, err := peerwire.LoadSeed(cfg.SeedFile)
+	if err != nil {
+		return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+	}
+	p := &PoP{ID: uint64(chord.Hash(cfg.Name)), cfg: cfg, seed: seed, log: cfg.Logger.With("pop", cfg.Name),
+		wake: make(chan struct{}, 1), joined: make(chan struct{}), failed: make(chan error, 1), done: make(chan struct{}),
+		lookups: map[uint64]chan chord.Result{}}
+	p.wire = peerwire.DefaultConfig(p.ID, seed)
+	p.wire.Stats = &peerwire.Stats{}
+	p.wire.Log = func(f string, a ...any) { p.log.Warn(fmt.Sprintf(f, a...)) }
+	p.links = newLinks(&p.wire, p.log)
+
+	ok := false
+	defer func() {
+		if !ok {
+			p.Close()
+		}
+	}()
+	p.peerLn, err = net.Listen("tcp", cfg.Peer)
+	if err != nil {
+		return nil, fmt.Errorf("pop %s: peer listener: %w", cfg.Name, err)
+	}
+	p.PeerAddr = p.peerLn.Addr().String()
+	go p.links.serve(p.peerLn)
+
+	mc := cfg.MBPP
+	mc.Self, mc.Name, mc.Addr = mbpp.ID(p.ID), cfg.Name, p.PeerAddr
+	mc.Accept = p.accept
+	cc := cfg.Chord
+	cc.Self = chord.Peer{ID: chord.ID(p.ID), Addr: p.PeerAddr}
+	if err := cc.Validate(); err != nil {
+		return nil, err
+	}
+	p.cfg.Chord = cc
+	now := time.Now()
+	var out []mbpp.Msg
+	if len(cfg.Join) == 0 {
+		if p.mb, err = mbpp.NewFounder(mc, now); err != nil {
+			return nil, err
+		}
+		if p.ch, err = chord.Create(cc, now); err != nil {
+			return nil, err
+		}
+		close(p.joined)
+	} else {
+		// Authenticate to the contacts first, so that a wrong seed is
+		// reported now, plainly, rather than as a join that times out.
+		var errs []error
+		reached := false
+		for _, a := range cfg.Join {
+			if _, err := p.links.dial(a); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", a, err))
+				continue
+			}
+			reached = true
+		}
+		if !reached {
+			err := errors.Join(errs...)
+			if errors.Is(err, peerwire.ErrAuth) {
+				return nil, fmt.Errorf("pop %s: %w: its PoPs do not share this seed (--seed-file %s): %v", cfg.Name, ErrRefused, cfg.SeedFile, err)
+			}
+			return nil, fmt.Errorf("pop %s: no PoP to join answered: %w", cfg.Name, err)
+		}
+		if p.mb, out, err = mbpp.NewJoiner(mc, cfg.Join, p.proof(mc.Self, cfg.Name, p.PeerAddr), now); err != nil {
+			return nil, err
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.ctx = cancel, ctx
+	go p.loop(ctx)
+	p.sendMBPP(out)
+
+	select {
+	case <-p.joined:
+	case err := <-p.failed:
+		return nil, err
+	case <-time.After(cfg.JoinTimeout):
+		return nil, fmt.Errorf("pop %s: join not complete after %v (is the ring turning? see the contacts' /pops)", cfg.Name, cfg.JoinTimeout)
+	}
+
+	cc2 := cfg.Cluster
+	adminAddr := cc2.Admin
+	cc2.Admin = "off" // served below, with /pops and /chord
+	cl, err := up.Start(cc2)
+	if err != nil {
+		return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+	}
+	p.mu.Lock() // the loop samples the cluster
+	p.Cluster = cl
+	p.mu.Unlock()
+	if cfg.Edge != "" {
+		if err := p.startContent(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if adminAddr != "off" {
+		if adminAddr == "" {
+			adminAddr = "127.0.0.1:9090"
+		}
+		if p.adminLn, err = net.Listen("tcp", adminAddr); err != nil {
+			return nil, fmt.Errorf("pop %s: admin: %w", cfg.Name, err)
+		}
+		p.AdminURL = "http://" + p.adminLn.Addr().String()
+		p.AdminTokenFile = cl.Config.AdminTokenFile
+		tok, err := admin.LoadOrCreateToken(p.AdminTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("pop %s: admin token: %w", cfg.Name, err)
+		}
+		public, err := admin.CheckBind(adminAddr, true)
+		if err != nil {
+			return nil, err
+		}
+		p.Cluster.Metrics.Registry().MustRegister(&collector{p: p})
+		a := admin.NewConfig(p.Cluster.Control, p.Cluster.Metrics, admin.Config{Token: tok, Public: public})
+		a.Handle("GET /pops", http.HandlerFunc(p.servePops))
+		a.Handle("GET /chord", http.HandlerFunc(p.serveChord))
+		a.Handle("GET /content", http.HandlerFunc(p.serveContent))
+		a.Handle("POST /purge", http.HandlerFunc(p.servePurge))
+		p.admin = &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
+		go p.admin.Serve(p.adminLn)
+	}
+	if cfg.DNS.Addr != "" {
+		var cov *cdndns.Coverage
+		if cfg.Coverage != "" {
+			if cov, err = cdndns.LoadCoverage(cfg.Coverage); err != nil {
+				return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+			}
+		}
+		if p.DNS, err = cdndns.Start(cfg.DNS, cov, p.dnsView); err != nil {
+			return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+		}
+	}
+	ok = true
+	return p, nil
+}
+
+// dnsView is the MBPP view as the DNS responder takes it: each PoP is
+// answered with the IP of its peer address (a PoP has one address, seed
+// 003 §3.3; the gateway listens on it too).
+func (p *PoP) dnsView() []cdndns.Candidate {
+	p.mu.Lock()
+	view := p.mb.View(time.Now())
+	p.mu.Unlock()
+	out := make([]cdndns.Candidate, 0, len(view))
+	for _, v := range view {
+		c := cdndns.Candidate{Name: v.Name, Alive: v.Alive, Score: v.Score, Server: v.Server}
+		if ap, err := netip.ParseAddrPort(v.Addr); err == nil {
+			if a := ap.Addr().Unmap(); a.Is4() {
+				c.V4 = a
+			} else {
+				c.V6 = a
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// proof is what a newcomer shows every PoP of the ring: an HMAC of its
+// identity under a key derived from the seed, which each PoP checks with
+// its own copy (seed 003 §3.1: joining needs the authentication seed and
+// the acceptance of all PoPs).
+func (p *PoP) proof(id mbpp.ID, name, addr string) []byte {
+	k, _ := hkdf.Key(sha256.New, p.seed, nil, "shoal pop join proof v1", 32)
+	m := hmac.New(sha256.New, k)
+	m.Write(binary.BigEndian.AppendUint64(nil, uint64(id)))
+	m.Write([]byte(name + "\x00" + addr))
+	return m.Sum(nil)
+}
+
+func (p *PoP) accept(pr mbpp.Proposal) error {
+	if uint64(pr.ID) != uint64(chord.Hash(pr.Name)) {
+		return fmt.Errorf("id %x is not the hash of name %q", pr.ID, pr.Name)
+	}
+	if !hmac.Equal(pr.Proof, p.proof(pr.ID, pr.Name, pr.Addr)) {
+		return errors.New("join proof does not verify under this seed")
+	}
+	return nil
+}
+
+// loop drives both state machines with the real clock.
+func (p *PoP) loop(ctx context.Context) {
+	defer close(p.done)
+	sample := time.NewTicker(p.cfg.SampleEvery)
+	defer sample.Stop()
+	keep := time.NewTicker(5 * time.Second)
+	defer keep.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		next := p.mb.Next()
+		if p.ch != nil {
+			if t := p.ch.Next(); next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
+		p.mu.Unlock()
+		d := time.Hour
+		if !next.IsZero() {
+			d = max(time.Until(next), 0)
+		}
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+			return
+		case in := <-p.links.in:
+			p.handle(in)
+		case <-timer.C:
+			p.tick()
+		case <-sample.C:
+			p.sample()
+		case <-keep.C:
+			p.links.keepalive()
+		case <-p.wake:
+		}
+	}
+}
+
+func (p *PoP) handle(in inbound) {
+	now := time.Now()
+	switch in.proto {
+	case protoMBPP:
+		m, err := mbpp.Decode(in.body)
+		if err != nil || uint64(m.From) != in.from {
+			p.log.Warn("bad MBPP frame", "from", fmt.Sprintf("%x", in.from), "err", err)
+			return
+		}
+		p.mu.Lock()
+		wasJoined := p.mb.Joined()
+		out := p.mb.Handle(now, m)
+		chOut := p.afterMBPP(now, wasJoined)
+		p.mu.Unlock()
+		p.sendMBPP(out)
+		p.sendChord(chOut)
+	case protoChord:
+		m, err := chord.Decode(in.body)
+		if err != nil || uint64(m.From.ID) != in.from {
+			p.log.Warn("bad Chord frame", "from", fmt.Sprintf("%x", in.from), "err", err)
+			return
+		}
+		p.mu.Lock()
+		var out []chord.Msg
+		if p.ch != nil {
+			out = p.ch.Handle(now, m)
+		}
+		p.deliverLocked()
+		p.mu.Unlock()
+		p.sendChord(out)
+	case protoCDN:
+		p.onCDN(in.from, in.body)
+	}
+}
+
+// afterMBPP notices the end of a join: the PoP is a member, so it joins
+// Chord through the members MBPP gave it. Called with p.mu held.
+func (p *PoP) afterMBPP(now time.Time, wasJoined bool) []chord.Msg {
+	if r := p.mb.Refused(); r != "" {
+		p.once.Do(func() { p.failed <- fmt.Errorf("pop %s: %w: %s", p.cfg.Name, ErrRefused, r) })
+		return nil
+	}
+	if wasJoined || !p.mb.Joined() || p.ch != nil {
+		return nil
+	}
+	var contacts []chord.Peer
+	for _, v := range p.mb.View(now) {
+		if v.Alive && !v.Self {
+			contacts = append(contacts, chord.Peer{ID: chord.ID(v.ID), Addr: v.Addr})
+		}
+	}
+	p.once.Do(func() { close(p.joined) })
+	if len(contacts) == 0 {
+		p.ch, _ = chord.Create(p.cfg.Chord, now)
+		return nil
+	}
+	var out []chord.Msg
+	p.ch, out, _ = chord.Join(p.cfg.Chord, contacts, now)
+	return out
+}
+
+func (p *PoP) tick() {
+	now := time.Now()
+	p.mu.Lock()
+	out := p.mb.Tick(now)
+	var chOut []chord.Msg
+	if p.ch != nil {
+		chOut = p.ch.Tick(now)
+	}
+	p.deliverLocked()
+	p.mu.Unlock()
+	p.sendMBPP(out)
+	p.sendChord(chOut)
+}
+
+// sample feeds link RTTs (TCP_INFO of each peer link) and this PoP's server
+// performance to MBPP, and opens links to members it has none to, so that
+// every link is measured.
+func (p *PoP) sample() {
+	p.links.each(func(l *link) {
+		if rtt, ok := tcpRTT(l.c.NetConn()); ok {
+			p.mu.Lock()
+			p.mb.SampleRTT(mbpp.ID(l.peer), rtt)
+			p.mu.Unlock()
+		}
+	})
+	p.mu.Lock()
+	cl := p.Cluster
+	p.mu.Unlock()
+	if cl != nil {
+		perf := serverPerf(cl)
+		p.mu.Lock()
+		p.mb.SetServer(perf)
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	view := p.mb.View(time.Now())
+	p.mu.Unlock()
+	for _, v := range view {
+		if v.Alive && !v.Self && !p.links.connected(uint64(v.ID)) {
+			p.links.send(uint64(v.ID), v.Addr, []byte{protoNop})
+		}
+	}
+}
+
+// serverPerf is the PoP's server performance in [0,1] (seed 003 §3.2, from
+// the content manager's view of its devices): the share of nodes up times
+// their mean idle CPU. CPU is what a request costs a node here; the cache
+// hit ratio is left out because it describes what is stored, which Chord
+// and the directory already route by.
+func serverPerf(cl *up.Cluster) float64 {
+	nodes := cl.Control.Nodes()
+	if len(nodes) == 0 {
+		return 0
+	}
+	up, idle := 0, 0.0
+	for _, n := range nodes {
+		if !n.Up {
+			continue
+		}
+		up++
+		cpu := 0.0
+		if n.Status != nil {
+			cpu = n.Status.CPUPercent / 100
+		}
+		idle += 1 - min(max(cpu, 0), 1)
+	}
+	if up == 0 {
+		return 0
+	}
+	return float64(up) / float64(len(nodes)) * idle / float64(up)
+}
+
+func (p *PoP) sendMBPP(ms []mbpp.Msg) {
+	for _, m := range ms {
+		f := m.AppendBinary([]byte{protoMBPP})
+		p.links.send(uint64(m.To), m.ToAddr, f)
+	}
+}
+
+func (p *PoP) sendChord(ms []chord.Msg) {
+	for _, m := range ms {
+		f := m.AppendBinary([]byte{protoChord})
+		p.links.send(uint64(m.To.ID), m.To.Addr, f)
+	}
+}
+
+// Leave departs gracefully from Chord (MBPP finds the PoP gone by itself).
+func (p *PoP) Leave() {
+	p.mu.Lock()
+	var out []chord.Msg
+	if p.ch != nil {
+		out = p.ch.Leave()
+	}
+	p.mu.Unlock()
+	p.sendChord(out)
+}
+
+// Shutdown stops the PoP: peer layer, admin, cluster.
+func (p *PoP) Shutdown(ctx context.Context) error {
+	p.Leave()
+	var errs []error
+	if p.cancel != nil {
+		p.cancel()
+		<-p.done
+	}
+	if p.peerLn != nil {
+		p.peerLn.Close()
+	}
+	p.links.close()
+	if p.DNS != nil {
+		p.DNS.Close()
+	}
+	if p.content != nil {
+		p.content.srv.Close()
+	}
+	if p.admin != nil {
+		errs = append(errs, p.admin.Shutdown(ctx))
+	} else if p.adminLn != nil {
+		p.adminLn.Close()
+	}
+	if p.Cluster != nil {
+		errs = append(errs, p.Cluster.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops everything at once.
+func (p *PoP) Close() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.Shutdown(ctx)
+}
+
+// Err delivers the first error a server of the cluster stops with.
+func (p *PoP) Err() <-chan error {
+	if p.Cluster == nil {
+		return nil
+	}
+	return p.Cluster.Err()
+}
+
+// Refused returns the peer links refused for a wrong seed so far.
+func (p *PoP) Refused() uint64 { return p.wire.Stats.Refused.Load() }

@@ -1,0 +1,224 @@
+// Package replica is the content logic of a PoP in the CDN tier (SPEC §5, seed
+// 003 §1 and §3.1): which copies a PoP keeps, which it evicts, which are hot
+// enough to push to every PoP, and which PoP a miss is fetched from.
+//
+// Like internal/cdn/mbpp and internal/cdn/chord it is a pure state machine: every call
+// takes the time, nothing reads a clock or does I/O, so `shoal pop`, the tests
+// and the CDN simulator (internal/cdn/cdnsim) run the same code.
+package replica
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Config holds the replication constants; DefaultConfig gives the values.
+type Config struct {
+	// Window is the counting window of seed 003 §3.1: content requested
+	// fewer than MinRequests times in one window is evicted, and the most
+	// requested content of a window is pushed to every PoP.
+	Window time.Duration
+	// MinRequests is M of seed 003 §3.1 ("在一定时间内访问数量少于设定值的
+	// 媒体数据将被删除"). A copy younger than one window is kept regardless,
+	// so a new copy gets a full window to earn its place.
+	MinRequests int
+	// HotTop is how many of a window's most requested objects a PoP
+	// pushes to every PoP (seed 003 §3.1 "统计传输": hot content is
+	// distributed actively); 0 turns hot push off.
+	HotTop int
+	// HotMin is the fewest requests in a window for an object to be hot,
+	// so that a quiet PoP does not push what happened to be asked once.
+	HotMin int
+	// DirTTL is how long a holder's registration in the key's directory
+	// lasts (chord.Directory) unless refreshed.
+	DirTTL time.Duration
+}
+
+// DefaultConfig returns the defaults: an hour's window (web popularity is
+// diurnal; a shorter window evicts what the next hour asks again), M = 1
+// (keep what was asked at all), the top 10 pushed when asked ≥ 5 times.
+func DefaultConfig() Config {
+	return Config{Window: time.Hour, MinRequests: 1, HotTop: 10, HotMin: 5, DirTTL: 2 * time.Hour}
+}
+
+// Validate reports the first value that makes no sense.
+func (c Config) Validate() error {
+	switch {
+	case c.Window <= 0:
+		return fmt.Errorf("cdn: window %v must be > 0", c.Window)
+	case c.MinRequests < 0, c.HotTop < 0, c.HotMin < 0:
+		return fmt.Errorf("cdn: min requests, hot top and hot min must be ≥ 0")
+	case c.DirTTL < c.Window:
+		return fmt.Errorf("cdn: directory TTL %v shorter than the window %v: holders would vanish between refreshes", c.DirTTL, c.Window)
+	}
+	return nil
+}
+
+type object struct {
+	since time.Time // when this copy was stored
+	count int       // requests in the current window
+	size  int64
+}
+
+// Stats counts what a Store did.
+type Stats struct {
+	Stored, Evicted, Purged, Hits, Misses uint64
+}
+
+// Store is the content table of one PoP: the objects it holds and their
+// request counts in the current window. Keys are URLs (site + path).
+type Store struct {
+	cfg         Config
+	objs        map[string]*object
+	windowStart time.Time
+	stats       Stats
+}
+
+// NewStore returns an empty store whose first window starts at now.
+func NewStore(cfg Config, now time.Time) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Store{cfg: cfg, objs: map[string]*object{}, windowStart: now}, nil
+}
+
+// Request counts one request for url and reports whether this PoP holds it.
+func (s *Store) Request(url string) bool {
+	o := s.objs[url]
+	if o == nil {
+		s.stats.Misses++
+		return false
+	}
+	o.count++
+	s.stats.Hits++
+	return true
+}
+
+// Has reports whether this PoP holds url, without counting a request.
+func (s *Store) Has(url string) bool { return s.objs[url] != nil }
+
+// Add stores a copy of url (passive replication, a push, or the shield's
+// copy); it reports whether the copy is new, so the caller registers it in
+// the directory. The request that caused it counts when counted is true.
+func (s *Store) Add(now time.Time, url string, size int64, counted bool) bool {
+	o := s.objs[url]
+	isNew := o == nil
+	if isNew {
+		o = &object{since: now, size: size}
+		s.objs[url] = o
+		s.stats.Stored++
+	}
+	if counted {
+		o.count++
+	}
+	return isNew
+}
+
+// Remove drops url (purge); it reports whether it was held.
+func (s *Store) Remove(url string) bool {
+	if s.objs[url] == nil {
+		return false
+	}
+	delete(s.objs, url)
+	s.stats.Purged++
+	return true
+}
+
+// RemovePrefix drops every URL starting with prefix (purge by prefix) and
+// returns them sorted.
+func (s *Store) RemovePrefix(prefix string) []string {
+	var out []string
+	for u := range s.objs {
+		if len(u) >= len(prefix) && u[:len(prefix)] == prefix {
+			out = append(out, u)
+		}
+	}
+	for _, u := range out {
+		delete(s.objs, u)
+		s.stats.Purged++
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Len returns the number of objects held.
+func (s *Store) Len() int { return len(s.objs) }
+
+// Stats returns the counters.
+func (s *Store) Stats() Stats { return s.stats }
+
+// Due returns when the current window ends (Roll is due).
+func (s *Store) Due() time.Time { return s.windowStart.Add(s.cfg.Window) }
+
+// Roll ends the window if it is over: it evicts the objects stored before
+// the window began and asked fewer than MinRequests times in it, returns
+// them (to be removed from the directory) and the hot objects (to push),
+// both sorted, and starts a new window. Before the window ends it does
+// nothing.
+func (s *Store) Roll(now time.Time) (evicted, hot []string) {
+	if now.Before(s.Due()) {
+		return nil, nil
+	}
+	type kc struct {
+		url   string
+		count int
+	}
+	var hots []kc
+	for u, o := range s.objs {
+		if s.cfg.HotTop > 0 && o.count >= max(s.cfg.HotMin, 1) {
+			hots = append(hots, kc{u, o.count})
+		}
+		if o.count < s.cfg.MinRequests && o.since.Before(s.windowStart) {
+			evicted = append(evicted, u)
+		}
+		o.count = 0
+	}
+	for _, u := range evicted {
+		delete(s.objs, u)
+		s.stats.Evicted++
+	}
+	slices.SortFunc(hots, func(a, b kc) int {
+		if c := cmp.Compare(b.count, a.count); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.url, b.url)
+	})
+	for i := 0; i < len(hots) && i < s.cfg.HotTop; i++ {
+		hot = append(hot, hots[i].url)
+	}
+	slices.Sort(evicted)
+	// A late roll starts the window at now, not at the old boundary, so
+	// that a long pause does not make every later roll immediate.
+	s.windowStart = now
+	return evicted, hot
+}
+
+// Candidate is a PoP that holds wanted content, as the routing PoP's view
+// sees it: Score is MBPP's serv (seed 003 §2 (5)), Alive its liveness.
+type Candidate struct {
+	ID    uint64
+	Alive bool
+	Score float64
+}
+
+// Rank orders the live candidates best first (highest score; ties by ID so
+// that every PoP with the same view picks the same): the order in which a
+// miss tries the holders, or the redirect target (the first). Dead ones are
+// left out.
+func Rank(cs []Candidate) []Candidate {
+	out := make([]Candidate, 0, len(cs))
+	for _, c := range cs {
+		if c.Alive {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b Candidate) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return out
+}

@@ -1,0 +1,88 @@
+package replica
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestRollEvictsAndFindsHot: with M = 2 and the top 2 hot when asked ≥ 3
+// times, a window of requests (hand-counted below) evicts the old objects
+// asked fewer than twice, keeps the copy stored inside the window, and names
+// the two most asked.
+func TestRollEvictsAndFindsHot(t *testing.T) {
+	cfg := Config{Window: time.Minute, MinRequests: 2, HotTop: 2, HotMin: 3, DirTTL: time.Hour}
+	s, err := NewStore(cfg, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"/a", "/b", "/c", "/d"} {
+		s.Add(t0.Add(-time.Second), u, 1, false) // stored before the window
+	}
+	s.Add(t0.Add(30*time.Second), "/new", 1, false) // stored inside it
+	reqs := map[string]int{"/a": 5, "/b": 1, "/c": 3, "/d": 0, "/new": 0, "/missing": 2}
+	for u, n := range reqs {
+		for range n {
+			s.Request(u)
+		}
+	}
+	if ev, hot := s.Roll(t0.Add(59 * time.Second)); ev != nil || hot != nil {
+		t.Fatalf("roll before the window ended: evicted %v hot %v", ev, hot)
+	}
+	ev, hot := s.Roll(t0.Add(time.Minute))
+	if want := []string{"/b", "/d"}; !slices.Equal(ev, want) {
+		t.Errorf("evicted %v, want %v", ev, want)
+	}
+	if want := []string{"/a", "/c"}; !slices.Equal(hot, want) {
+		t.Errorf("hot %v, want %v", hot, want)
+	}
+	if !s.Has("/new") || !s.Has("/a") || s.Has("/b") {
+		t.Errorf("after roll: /new %v /a %v /b %v", s.Has("/new"), s.Has("/a"), s.Has("/b"))
+	}
+	if st := s.Stats(); st.Hits != 9 || st.Misses != 2 || st.Evicted != 2 {
+		t.Errorf("stats %+v, want 9 hits, 2 misses, 2 evicted", st)
+	}
+	// Next window: nothing asked, so /new (now old) and the rest go.
+	ev, _ = s.Roll(t0.Add(2 * time.Minute))
+	if want := []string{"/a", "/c", "/new"}; !slices.Equal(ev, want) {
+		t.Errorf("second roll evicted %v, want %v", ev, want)
+	}
+}
+
+func TestPurgePrefix(t *testing.T) {
+	s, _ := NewStore(DefaultConfig(), t0)
+	for _, u := range []string{"/img/a", "/img/b", "/index.html", "/im"} {
+		s.Add(t0, u, 1, false)
+	}
+	if got, want := s.RemovePrefix("/img/"), []string{"/img/a", "/img/b"}; !slices.Equal(got, want) {
+		t.Fatalf("purged %v, want %v", got, want)
+	}
+	if !s.Remove("/im") || s.Remove("/im") || s.Len() != 1 {
+		t.Fatalf("remove: len %d", s.Len())
+	}
+}
+
+func TestRank(t *testing.T) {
+	cs := []Candidate{{ID: 4, Alive: true, Score: 0.5}, {ID: 2, Alive: false, Score: 0.9},
+		{ID: 3, Alive: true, Score: 0.7}, {ID: 1, Alive: true, Score: 0.5}}
+	var got []uint64
+	for _, c := range Rank(cs) {
+		got = append(got, c.ID)
+	}
+	if want := []uint64{3, 1, 4}; !slices.Equal(got, want) {
+		t.Fatalf("rank %v, want %v", got, want)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{{}, {Window: time.Hour, DirTTL: time.Minute}, {Window: time.Hour, DirTTL: time.Hour, MinRequests: -1}} {
+		if c.Validate() == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,448 @@
+package front
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"shoal/internal/base/httpwire"
+	"shoal/internal/cluster/policy"
+)
+
+// clientConn is one client connection and everything reused across its
+// requests: the read buffer the head is parsed in, the write buffer heads
+// are built in, the parsed request and the exchange. Finished ones go back
+// to the server's pool (Server.ccPool) with their buffers, so accepting a
+// connection allocates nothing of its own (it used to cost ~21 KB).
+type clientConn struct {
+	s      *Server
+	c      net.Conn
+	id     uint64
+	ip     string // remote IP for X-Forwarded-For, set on first use (clientIP)
+	in     inbuf
+	out    []byte
+	vec    [2][]byte
+	bufs   net.Buffers
+	req    httpwire.Request
+	pr     policy.Request
+	lr     io.LimitedReader
+	x      Exchange
+	t      ticket // the current request's route (dispatch.go)
+	holder int
+	// state is connIdle while the connection waits for a request with
+	// nothing buffered, connBusy otherwise, connShed once the idle shedder
+	// (limits.go) claimed it; idleAt is when it last became idle (UnixNano)
+	// and addr its peer when a per-address limit is on.
+	state  atomic.Int32
+	idleAt atomic.Int64
+	addr   netip.Addr
+	// now is the latest clock reading (UnixNano): taken once when a head
+	// is parsed and once when the response head arrives, and reused for
+	// the coarse deadlines in between (time.Now costs ~100 ns here).
+	now    int64
+	rdl    deadline
+	wdl    deadline
+	url    string // last request's content key, reused while it repeats
+	vh     vhostState
+	sent   int64 // bytes written to the client for the current request (Observation.Bytes)
+	tokens [][]byte
+	// pathName/pathCtr cache the last data path's counter.
+	pathName string
+	pathCtr  *atomic.Uint64
+	// relayOnce makes the passfd and repair paths relay the next request
+	// without trying a handoff: the raw accept path already tried and
+	// failed (counted there).
+	relayOnce bool
+	// tls is set for a TLS client connection (tls.go): its requests are
+	// never handed off, and small responses go out in one record.
+	tls bool
+	// rawHeld: the raw accept path picked a node for this connection and
+	// could not hand it off at once, so it holds the connection against
+	// that node (cluster.Hold) until this path picks again (held.go).
+	rawHeld bool
+	// log holds the current request's access-log fields (accesslog.go).
+	log logReq
+}
+
+// inSize and outSize are the sizes of a connection's buffers: a maximal
+// head plus room for the start of a body; a rewritten head (which adds at
+// most XFF and Host) or a node's response head.
+func (s *Server) inSize() int  { return s.cfg.MaxHeadBytes + 4096 }
+func (s *Server) outSize() int { return s.cfg.MaxHeadBytes + 1024 }
+
+// getClientConn returns a pooled or new clientConn reset for c.
+func (s *Server) getClientConn(c net.Conn) *clientConn {
+	cc, _ := s.ccPool.Get().(*clientConn)
+	if cc == nil {
+		cc = &clientConn{s: s}
+		cc.in.b = make([]byte, s.inSize())
+		cc.out = make([]byte, 0, s.outSize())
+	}
+	cc.c, cc.holder = c, -1
+	cc.tls = isTLS(c)
+	cc.in.r, cc.in.w = 0, 0
+	cc.now = time.Now().UnixNano()
+	return cc
+}
+
+// putClientConn returns a finished connection's state to the pool,
+// dropping every reference to the old connection and its requests.
+// Buffers grown past the standard sizes are not kept.
+func (s *Server) putClientConn(cc *clientConn) {
+	if len(cc.in.b) != s.inSize() || cap(cc.out) > s.outSize() {
+		return
+	}
+	cc.c, cc.ip, cc.id, cc.addr = nil, "", 0, netip.Addr{}
+	cc.out = cc.out[:0]
+	cc.vec = [2][]byte{}
+	cc.bufs = nil
+	cc.req = httpwire.Request{Headers: cc.req.Headers[:0]}
+	cc.pr = policy.Request{}
+	cc.lr = io.LimitedReader{}
+	cc.x = Exchange{}
+	cc.t = ticket{}
+	cc.rdl, cc.wdl = deadline{}, deadline{}
+	clear(cc.tokens)
+	cc.tokens = cc.tokens[:0]
+	cc.relayOnce, cc.rawHeld = false, false
+	cc.log.captured = false
+	s.ccPool.Put(cc)
+}
+
+// clientIP returns the client's IP for X-Forwarded-For, formatting it on
+// first use: the handoff paths never need it.
+func (cc *clientConn) clientIP() string {
+	if cc.ip != "" {
+		return cc.ip
+	}
+	ra := cc.c.RemoteAddr()
+	if a, ok := ra.(*net.TCPAddr); ok {
+		cc.ip = a.IP.String()
+	} else if ra != nil {
+		if h, _, err := net.SplitHostPort(ra.String()); err == nil {
+			cc.ip = h
+		}
+	}
+	return cc.ip
+}
+
+func (s *Server) newClientConn(c net.Conn) *clientConn {
+	cc := s.getClientConn(c)
+	cc.id = s.nextConn.Add(1)
+	cc.state.Store(connIdle)
+	cc.idleAt.Store(cc.now)
+	if s.cfg.MaxConnsPerIP > 0 {
+		cc.addr = remoteAddr(c)
+	}
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		c.Close()
+		s.putClientConn(cc)
+		return nil
+	}
+	s.conns[cc] = struct{}{}
+	if cc.addr.IsValid() {
+		s.perIP[cc.addr]++
+	}
+	s.mu.Unlock()
+	s.ctr.connsAccepted.Add(1)
+	s.ctr.connsActive.Add(1)
+	return cc
+}
+
+func (cc *clientConn) serve() {
+	s := cc.s
+	detached := false
+	defer func() {
+		if !detached {
+			cc.c.Close()
+		}
+		s.mu.Lock()
+		delete(s.conns, cc)
+		if cc.addr.IsValid() {
+			if s.perIP[cc.addr] <= 1 {
+				delete(s.perIP, cc.addr)
+			} else {
+				s.perIP[cc.addr]--
+			}
+		}
+		s.mu.Unlock()
+		s.ctr.connsActive.Add(-1)
+		if cc.rawHeld {
+			s.cl.Release(cc.id)
+		}
+		if cc.holder >= 0 {
+			s.cl.CloseConn(cc.id)
+		}
+		s.putClientConn(cc)
+	}()
+	first := true
+	for {
+		if s.closing.Load() && cc.in.len() == 0 {
+			return
+		}
+		if !cc.readHead(first) {
+			return
+		}
+		first = false
+		res := cc.handle()
+		if res.Detached {
+			detached = true
+			return
+		}
+		if res.Close {
+			return
+		}
+	}
+}
+
+// readHead reads until a complete head is parsed into cc.req, answering
+// refusals itself. It reports false when the connection must close.
+func (cc *clientConn) readHead(first bool) bool {
+	s := cc.s
+	now := cc.now
+	if first {
+		cc.rdl.setRead(cc.c, now, s.cfg.HeaderTimeout)
+	} else if cc.in.len() == 0 {
+		cc.rdl.setRead(cc.c, now, s.cfg.IdleTimeout)
+	}
+	started := cc.in.len() > 0
+	for {
+		if cc.in.len() > 0 {
+			_, err := s.parser.Parse(cc.in.bytes(), &cc.req)
+			if err == nil {
+				if cc.state.Swap(connBusy) == connShed {
+					return false // closed by the idle shedder as it arrived
+				}
+				return true
+			}
+			if err != httpwire.ErrNeedMore {
+				st := 400
+				var he *httpwire.Error
+				if errors.As(err, &he) && he.Status != 0 {
+					st = he.Status
+				}
+				s.ctr.requests.Add(1)
+				cc.writeError(st, true)
+				return false
+			}
+			if !started {
+				// The head has begun: from now on it must complete within
+				// HeaderTimeout, however slowly the bytes trickle in.
+				started = true
+				cc.rdl.setRead(cc.c, time.Now().UnixNano(), s.cfg.HeaderTimeout)
+			}
+		}
+		if cc.in.len() == 0 {
+			if cc.state.CompareAndSwap(connBusy, connIdle) {
+				cc.idleAt.Store(cc.now)
+			}
+		} else {
+			cc.state.CompareAndSwap(connIdle, connBusy)
+		}
+		n, err := cc.in.fill(cc.c)
+		if n > 0 {
+			s.ctr.bytesIn.Add(uint64(n))
+			continue
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && cc.in.len() > 0 && !s.closing.Load() {
+				cc.writeError(408, true)
+			}
+			return false
+		}
+	}
+}
+
+// isRetryable reports whether a request may be sent to a second node:
+// only the safe methods without a body, so a retry can never repeat a side
+// effect or need a body that was already streamed away.
+func isRetryable(r *httpwire.Request) bool {
+	if r.HasBody() {
+		return false
+	}
+	switch string(r.Method) {
+	case "GET", "HEAD", "OPTIONS", "TRACE":
+		return true
+	}
+	return false
+}
+
+// handle routes the request in cc.req, moves it (dispatch.go) and
+// finishes it.
+func (cc *clientConn) handle() Result {
+	s := cc.s
+	req := &cc.req
+	s.ctr.requests.Add(1)
+	head := cc.in.bytes()[:req.HeadLen]
+	cc.in.consume(req.HeadLen)
+	t := &cc.t
+	*t = ticket{start: time.Now()}
+	cc.now = t.start.UnixNano()
+	if s.cfg.AccessLog != nil {
+		cc.captureLog(req, t.start)
+	}
+
+	if req.IsMethod("CONNECT") {
+		return s.finish(t, Result{Status: cc.writeError(501, true), Close: true}, cc)
+	}
+	cc.sent = 0
+	cc.setKey(req) // cc.url: the path, or site + path with VHosts (vhost.go)
+	t.site = cc.vh.site
+	closeConn := req.Close || req.HasBody()
+	if internalKey(cc.url, cc.s.cfg.VHosts != nil) { // the nodes' /.shoal/ space is not public
+		return s.finish(t, Result{Status: cc.writeError(404, closeConn), Close: closeConn}, cc)
+	}
+	// The policy request lives in cc: passed to the policy interface it
+	// would escape, and allocate, if it were a local.
+	cc.pr = policy.Request{URL: cc.url, Size: -1, Conn: cc.id, Holder: cc.holder}
+	routed := s.route(t, &cc.pr)
+	if cc.rawHeld {
+		cc.rawHeld = false
+		s.cl.Release(cc.id)
+	}
+	if !routed {
+		return s.finish(t, Result{Status: cc.writeError(503, closeConn), Close: closeConn}, cc)
+	}
+	cc.holder = t.d.Node
+	x := &cc.x
+	*x = Exchange{Req: req, Head: head, Decision: t.d, Backend: t.b, Policy: &cc.pr, cc: cc}
+	res := cc.dispatch(t, x)
+	if res.Retry {
+		res = Result{Status: cc.writeError(502, closeConn), Close: closeConn, Err: res.Err}
+	}
+	if !res.Detached && !res.Close && s.closing.Load() {
+		res.Close = true
+	}
+	return s.finish(t, res, cc)
+}
+
+func (cc *clientConn) countPath(name string) {
+	if name != cc.pathName || cc.pathCtr == nil {
+		cc.pathName = name
+		cc.pathCtr = cc.s.pathCounter(name)
+	}
+	cc.pathCtr.Add(1)
+}
+
+// writeError sends a small canned answer made by the front itself and
+// returns its status. close adds "Connection: close" (the caller closes).
+func (cc *clientConn) writeError(status int, close bool) int {
+	s := cc.s
+	text := httpwire.StatusText(status)
+	out := httpwire.AppendStatusLine(cc.out[:0], status)
+	out = append(out, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: "...)
+	out = strconv.AppendInt(out, int64(len(text)+1), 10)
+	out = append(out, "\r\n"...)
+	if close {
+		out = append(out, "Connection: close\r\n"...)
+	}
+	out = append(out, "\r\n"...)
+	out = append(out, text...)
+	out = append(out, '\n')
+	cc.out = out[:0]
+	if status >= 500 {
+		s.ctr.sent5xx.Add(1)
+	} else if status >= 400 {
+		s.ctr.sent4xx.Add(1)
+	}
+	s.ctr.status[status/100].Add(1)
+	cc.log.body = int64(len(text) + 1)
+	cc.wdl.setWrite(cc.c, cc.now, s.cfg.WriteTimeout)
+	n, _ := cc.c.Write(out)
+	s.ctr.bytesOut.Add(uint64(n))
+	cc.sent += int64(n)
+	return status
+}
+
+// write sends b to the client, counting the bytes.
+func (cc *clientConn) write(b []byte) error {
+	n, err := cc.c.Write(b)
+	cc.s.ctr.bytesOut.Add(uint64(n))
+	cc.sent += int64(n)
+	return err
+}
+
+// writev sends a then b in one system call (writev) when b is not empty.
+func (cc *clientConn) writev(a, b []byte) error {
+	if len(b) == 0 {
+		return cc.write(a)
+	}
+	if cc.tls && len(a)+len(b) <= cap(a) {
+		// One TLS record instead of two (writev cannot gather records);
+		// b is never in a's array (it is a node connection's buffer).
+		return cc.write(append(a, b...))
+	}
+	cc.vec[0], cc.vec[1] = a, b
+	cc.bufs = cc.vec[:]
+	n, err := cc.bufs.WriteTo(cc.c)
+	cc.vec[0], cc.vec[1] = nil, nil
+	cc.s.ctr.bytesOut.Add(uint64(n))
+	cc.sent += n
+	return err
+}
+
+// redirect answers 302 to the chosen node's URL with the request's path.
+func (cc *clientConn) redirect(x *Exchange) Result {
+	req := x.Req
+	closeConn := req.Close || req.HasBody() || cc.s.closing.Load()
+	out := httpwire.AppendStatusLine(cc.out[:0], 302)
+	out = append(out, "Location: "...)
+	base := x.Backend.URL
+	for len(base) > 0 && base[len(base)-1] == '/' {
+		base = base[:len(base)-1]
+	}
+	out = append(out, base...)
+	out = append(out, originForm(req.Target)...)
+	out = append(out, "\r\nContent-Length: 0\r\n"...)
+	out = appendHeadEnd(out, closeConn, req.Minor)
+	cc.out = out[:0]
+	cc.wdl.setWrite(cc.c, cc.now, cc.s.cfg.WriteTimeout)
+	cc.s.ctr.status[3].Add(1)
+	cc.log.body = 0
+	if err := cc.write(out); err != nil {
+		return Result{Status: 302, Close: true, Err: err}
+	}
+	return Result{Status: 302, Close: closeConn}
+}
+
+// appendHeadEnd ends a response head the front writes: "Connection:
+// close" when the connection closes after it, "keep-alive" for an HTTP/1.0
+// client it keeps, then the empty line.
+func appendHeadEnd(out []byte, closeConn bool, minor int) []byte {
+	if closeConn {
+		out = append(out, "Connection: close\r\n"...)
+	} else if minor == 0 {
+		out = append(out, "Connection: keep-alive\r\n"...)
+	}
+	return append(out, "\r\n"...)
+}
+
+// originForm returns the path and query of a request-target: itself for
+// origin-form and "*", the part after the authority for absolute-form, "/"
+// for anything else.
+func originForm(t []byte) []byte {
+	if len(t) > 0 && t[0] == '/' || len(t) == 1 && t[0] == '*' {
+		return t
+	}
+	for i := 0; i+2 < len(t); i++ {
+		if t[i] == ':' && t[i+1] == '/' && t[i+2] == '/' {
+			for j := i + 3; j < len(t); j++ {
+				if t[j] == '/' || t[j] == '?' {
+					if t[j] == '?' {
+						return append([]byte("/"), t[j:]...)
+					}
+					return t[j:]
+				}
+			}
+			break
+		}
+	}
+	return []byte("/")
+}

@@ -1,0 +1,60 @@
+package front
+
+import (
+	"strings"
+
+	"shoal/internal/base/httpwire"
+	"shoal/internal/base/vhost"
+)
+
+// vhostState is a connection's scratch for content keys with virtual
+// hosts: buffers reused across requests, so keying costs no allocation
+// while a client keeps asking for the same object.
+type vhostState struct {
+	site    string // site of the current request ("" without VHosts)
+	hostBuf []byte
+	keyBuf  []byte
+}
+
+// setKey sets cc.url to the content key of req (contentKey).
+func (cc *clientConn) setKey(req *httpwire.Request) {
+	cc.url = contentKey(cc.s.cfg.VHosts, req, cc.url, &cc.vh)
+}
+
+// contentKey returns the content key of req: its path, or with vm its
+// site + path. prev is the caller's last key, returned as is (no
+// allocation) when the key did not change; vh holds the reused buffers and
+// receives the site.
+func contentKey(vm *vhost.Map, req *httpwire.Request, prev string, vh *vhostState) string {
+	p := req.Path()
+	if vm == nil {
+		if string(p) != prev {
+			return string(p)
+		}
+		return prev
+	}
+	host := req.Host
+	if a := vhost.Authority(req.Target); a != nil {
+		// RFC 9112 §3.2.2: the target's authority wins over Host (Path
+		// already dropped it from the path).
+		host = a
+	}
+	vh.site, vh.hostBuf = vm.Site(vh.hostBuf, host)
+	vh.keyBuf = vhost.AppendKey(vh.keyBuf[:0], vh.site, p)
+	if string(vh.keyBuf) != prev {
+		return string(vh.keyBuf)
+	}
+	return prev
+}
+
+// internalKey reports whether a content key names the nodes' internal
+// space (internalURL); with virtual hosts the path after the site is
+// checked.
+func internalKey(key string, vhosts bool) bool {
+	if vhosts {
+		if i := strings.IndexByte(key, '/'); i >= 0 {
+			key = key[i:]
+		}
+	}
+	return internalURL(key)
+}

@@ -1,0 +1,288 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"shoal/internal/base/accept"
+)
+
+// FDConn is a client connection received over a handoff socket. It is a
+// net.Conn (the embedded client TCP connection), so a server's accept loop
+// can take it from a FDListener like any accepted connection; a server that
+// knows about handoff unwraps it with NetConn (keeping sendfile on the
+// *net.TCPConn) and starts with Preread.
+type FDConn struct {
+	net.Conn
+	// FDHeader is the message that brought the connection.
+	Header FDHeader
+
+	data   []byte
+	fdPeer *fdPeer
+	done   bool // HandBack or Ended was called
+}
+
+// NetConn returns the client connection itself.
+func (c *FDConn) NetConn() net.Conn { return c.Conn }
+
+// Preread returns the client bytes the sender had already read: the
+// request head and anything pipelined after it. The server must process
+// them before reading from the connection.
+func (c *FDConn) Preread() []byte { return c.data }
+
+// FetchHint is the node whose memory the first request's object should be
+// fetched from (FDHeader.Fetch − 1), -1 for none.
+func (c *FDConn) FetchHint() int { return int(c.Header.Fetch) - 1 }
+
+// OneRequest reports whether the sender asked for the connection back after
+// its first request (FDFlagReturn).
+func (c *FDConn) OneRequest() bool { return c.Header.Flags&FDFlagReturn != 0 }
+
+// HandBack sends the connection back to the front that handed it off, with
+// rest (the client bytes read after the served request). On success the
+// caller must close its copy and forget the connection; on error it still
+// owns it (and may serve it itself).
+func (c *FDConn) HandBack(rest []byte) error {
+	if c.done {
+		return errors.New("handoff: connection already returned or ended")
+	}
+	h := c.Header
+	h.Kind, h.Flags, h.Moves, h.Fetch = FDReturn, 0, h.Moves+1, 0
+	if err := c.fdPeer.send(h, rest, c.Conn); err != nil {
+		c.fdPeer.l.stats.returnErrors.Add(1)
+		return err
+	}
+	c.done = true
+	c.fdPeer.l.stats.returned.Add(1)
+	return nil
+}
+
+// Ended tells the front that a connection handed off with FDFlagReturn or
+// FDFlagEnded ended at this node (FDEnded); it does nothing for other
+// connections or after HandBack. Best effort: the front also forgets idle
+// entries on a timer.
+func (c *FDConn) Ended() {
+	if c.done || c.Header.Flags&(FDFlagReturn|FDFlagEnded) == 0 {
+		return
+	}
+	c.done = true
+	h := c.Header
+	h.Kind, h.Flags = FDEnded, 0
+	if c.fdPeer.send(h, nil, nil) == nil {
+		c.fdPeer.l.stats.ended.Add(1)
+	}
+}
+
+// FDListenerStats counts what a FDListener received.
+type FDListenerStats struct {
+	Peers        uint64 // front connections accepted on the socket
+	Received     uint64 // client connections received
+	Dropped      uint64 // malformed or truncated messages (their descriptors closed)
+	Stray        uint64 // extra descriptors received and closed
+	Returned     uint64 // connections handed back to the front
+	ReturnErrors uint64 // hand-backs that failed (the node kept the connection)
+	Ended        uint64 // FDEnded notices sent
+}
+
+type fdListenerStats struct {
+	peers, received, dropped, stray, returned, returnErrors, ended fdCounter
+}
+
+// FDListener is the receiving end of a handoff socket (a node): it accepts
+// SOCK_SEQPACKET connections from fronts on a Unix socket path and yields
+// the client connections they send, as *FDConn, through Accept. It
+// implements net.FDListener.
+type FDListener struct {
+	ul    *net.UnixListener
+	path  string
+	conns chan *FDConn
+	done  chan struct{}
+	once  sync.Once
+	stats fdListenerStats
+
+	mu    sync.Mutex
+	peers map[*fdPeer]struct{}
+}
+
+// ListenFD creates the handoff socket at path. A stale socket file left by a
+// dead process is removed first; a live one (something accepts on it) is an
+// error, as is any other kind of file.
+func ListenFD(path string) (*FDListener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("handoff: %s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unixpacket", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("handoff: %s is in use by another process", path)
+		}
+		os.Remove(path)
+	}
+	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("handoff: listen %s: %w", path, err)
+	}
+	// Only this user may hand us connections.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ul.Close()
+		return nil, fmt.Errorf("handoff: chmod %s: %w", path, err)
+	}
+	l := &FDListener{
+		ul:    ul,
+		path:  path,
+		conns: make(chan *FDConn, 256),
+		done:  make(chan struct{}),
+		peers: map[*fdPeer]struct{}{},
+	}
+	go l.acceptPeers()
+	return l, nil
+}
+
+// Path returns the socket's file name (what a node reports as
+// handoff_socket).
+func (l *FDListener) Path() string { return l.path }
+
+// Addr implements net.FDListener.
+func (l *FDListener) Addr() net.Addr { return l.ul.Addr() }
+
+// Accept implements net.FDListener: it returns the next received client
+// connection, a *FDConn.
+func (l *FDListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, fmt.Errorf("handoff: accept: %w", net.ErrClosed)
+	}
+}
+
+// Close stops listening, removes the socket file and closes every front
+// connection. FDClient connections still queued for Accept are closed (their
+// clients see the connection end).
+func (l *FDListener) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		l.ul.Close() // also unlinks the path
+		l.mu.Lock()
+		for p := range l.peers {
+			p.uc.Close()
+		}
+		l.mu.Unlock()
+		for {
+			select {
+			case c := <-l.conns:
+				c.Conn.Close()
+			default:
+				return
+			}
+		}
+	})
+	return nil
+}
+
+// Stats returns a snapshot of the counters.
+func (l *FDListener) Stats() FDListenerStats {
+	s := &l.stats
+	return FDListenerStats{
+		Peers: s.peers.Load(), Received: s.received.Load(), Dropped: s.dropped.Load(), Stray: s.stray.Load(),
+		Returned: s.returned.Load(), ReturnErrors: s.returnErrors.Load(), Ended: s.ended.Load(),
+	}
+}
+
+// acceptPeers accepts fronts on the handoff socket until it is closed,
+// keeping it open through EMFILE and the like (internal/base/accept).
+func (l *FDListener) acceptPeers() {
+	accept.Loop(l.ul, func(c net.Conn) {
+		uc, ok := c.(*net.UnixConn) // always, from a UnixListener
+		if !ok {
+			c.Close()
+			return
+		}
+		p := &fdPeer{l: l, uc: uc}
+		l.mu.Lock()
+		select {
+		case <-l.done:
+			l.mu.Unlock()
+			uc.Close()
+			return
+		default:
+		}
+		l.peers[p] = struct{}{}
+		l.mu.Unlock()
+		l.stats.peers.Add(1)
+		go p.read()
+	}, nil)
+}
+
+// fdPeer is one front's connection to the handoff socket. Returns go back on
+// the same connection, so a node needs no address for the front.
+type fdPeer struct {
+	l       *FDListener
+	uc      *net.UnixConn
+	sendMu  sync.Mutex
+	scratch []byte
+}
+
+func (p *fdPeer) send(h FDHeader, data []byte, c net.Conn) error {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	var err error
+	if c == nil {
+		p.scratch, err = SendFD(p.uc, h, nil, 5*time.Second, p.scratch, data)
+	} else {
+		sc, ok := c.(syscall.Conn)
+		if !ok {
+			return fmt.Errorf("handoff: %T has no descriptor", c)
+		}
+		p.scratch, err = SendFD(p.uc, h, sc, 5*time.Second, p.scratch, data)
+	}
+	return err
+}
+
+func (p *fdPeer) read() {
+	defer func() {
+		p.uc.Close()
+		p.l.mu.Lock()
+		delete(p.l.peers, p)
+		p.l.mu.Unlock()
+	}()
+	buf := make([]byte, FDHeaderLen+FDMaxData)
+	for {
+		r, err := RecvFD(p.uc, buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || !isFDMessageError(err) {
+				return
+			}
+			p.l.stats.dropped.Add(1)
+			continue
+		}
+		p.l.stats.stray.Add(uint64(r.Stray))
+		if r.Header.Kind != FDHandoff {
+			p.l.stats.dropped.Add(1)
+			if r.Conn != nil {
+				r.Conn.Close()
+			}
+			continue
+		}
+		p.l.stats.received.Add(1)
+		c := &FDConn{Conn: r.Conn, Header: r.Header, data: append([]byte(nil), r.Data...), fdPeer: p}
+		select {
+		case p.l.conns <- c:
+		case <-p.l.done:
+			r.Conn.Close()
+			return
+		}
+	}
+}
+
+// isFDMessageError reports whether err concerns one message (so reading may
+// go on) rather than the socket.
+func isFDMessageError(err error) bool {
+	return errors.Is(err, ErrFDMessage) || errors.Is(err, ErrFDTruncated) || errors.Is(err, ErrNoDescriptor)
+}

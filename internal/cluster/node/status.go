@@ -1,0 +1,157 @@
+package node
+
+import (
+	"encoding/json"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"shoal/internal/base/cache"
+	"shoal/internal/cluster/peer"
+)
+
+// Status is the node's resource report, served as JSON at /.shoal/status and
+// collected by the front-end (seed 002's resource-collection module; the
+// dynamic-feedback policies of SPEC §3 read it).
+type Status struct {
+	ActiveConnections int64   `json:"active_connections"`
+	Requests          int64   `json:"requests"`
+	BytesSent         int64   `json:"bytes_sent"`
+	CacheObjects      int     `json:"cache_objects"`
+	CacheBytes        int64   `json:"cache_bytes"`
+	CacheHitRatio     float64 `json:"cache_hit_ratio"`
+	ByteHitRatio      float64 `json:"byte_hit_ratio"`
+	// CacheHits and CacheMisses are the cache's lookups (peers' included),
+	// so that hit ratios can be summed over nodes exactly.
+	CacheHits     int64   `json:"cache_hits"`
+	CacheMisses   int64   `json:"cache_misses"`
+	CPUPercent    float64 `json:"cpu_percent"` // process CPU time over wall time since the previous report, 100 = one core
+	RSSBytes      int64   `json:"rss_bytes"`
+	Goroutines    int     `json:"goroutines"`
+	HandoffSocket string  `json:"handoff_socket"`
+	// ContentVersion is the content tree's version: when it changes, the
+	// front fetches the size index again (sizes.go).
+	ContentVersion uint64 `json:"content_version"`
+	// InService is the number of requests being answered now; BusyPercent
+	// the time spent answering requests (summed over connections) over the
+	// wall time since the previous report, 100 = one request in service all
+	// along. Both are this node's own even when nodes share a process
+	// (SharedProcess), unlike CPUPercent, which is the process's. CPUs is
+	// GOMAXPROCS, the cores CPUPercent is spread over.
+	InService     int64   `json:"in_service"`
+	BusyPercent   float64 `json:"busy_percent"`
+	CPUs          int     `json:"cpus"`
+	SharedProcess bool    `json:"shared_process"`
+	ConnsRefused  int64   `json:"conns_refused"` // connections closed at once at Config.MaxConns, none idle
+	IdleClosed    int64   `json:"idle_closed"`   // idle connections closed to make room at Config.MaxConns
+	// SiteVersion is the published site version served (0: the tree the
+	// node started with), so an operator can see every node switched.
+	SiteVersion uint64 `json:"site_version"`
+	// Served counts the file bytes answered and those that came from a
+	// memory (this node's cache or a peer's), inline as object_bytes and
+	// memory_bytes: the cluster's byte hit ratio is their sums' quotient.
+	cache.Served
+	// Peer counts fetches from peers' memories and the cache digests
+	// exchanged (peer.go); absent when peer cooperation is off.
+	Peer *peer.Stats `json:"peer,omitempty"`
+}
+
+// Status returns the current resource report. CPU percent is measured
+// between successive calls (the first call measures since New).
+func (s *Server) Status() Status {
+	st := Status{
+		ActiveConnections: s.active.Load(),
+		Requests:          s.requests.Load(),
+		BytesSent:         s.bytesSent.Load(),
+		InService:         s.inService.Load(),
+		CPUs:              runtime.GOMAXPROCS(0),
+		SharedProcess:     s.cfg.SharedProcess,
+		RSSBytes:          rssBytes(),
+		Goroutines:        runtime.NumGoroutine(),
+		HandoffSocket:     s.cfg.HandoffSocket,
+		ContentVersion:    s.store.Version(),
+		ConnsRefused:      s.refused.Load(),
+		IdleClosed:        s.shed.Load(),
+		SiteVersion:       s.SiteVersion(),
+	}
+	mem := s.memoryBytes.Load() // first: every memory byte was an object byte before
+	st.Served = cache.Served{ObjectBytes: s.objectBytes.Load(), MemoryBytes: mem}
+	st.CPUPercent, st.BusyPercent = s.usage.percents(s.busy.Load())
+	if s.peer != nil {
+		ps := s.peer.Stats()
+		st.Peer = &ps
+	}
+	if s.cache != nil {
+		cs := s.cache.Stats()
+		st.CacheObjects = s.cache.Len()
+		st.CacheBytes = s.cache.Bytes()
+		st.CacheHitRatio = cs.ObjectHitRatio()
+		st.ByteHitRatio = cs.ByteHitRatio()
+		st.CacheHits, st.CacheMisses = cs.Hits, cs.Misses
+	}
+	return st
+}
+
+func (s *Server) statusJSON() []byte {
+	b, err := json.Marshal(s.Status())
+	if err != nil { // cannot happen for this struct
+		return []byte("{}")
+	}
+	return append(b, '\n')
+}
+
+// usageSampler turns getrusage(2) totals into a CPU percentage between
+// samples.
+type usageSampler struct {
+	mu       sync.Mutex
+	lastCPU  time.Duration
+	lastBusy int64 // Server.busy at the last sample
+	lastAt   time.Time
+}
+
+func (u *usageSampler) init() {
+	u.lastCPU, u.lastAt = cpuTime(), time.Now()
+}
+
+// percents returns the process CPU and the node's busy time (busy, the
+// nanoseconds spent answering requests so far) as percentages of the wall
+// time since the previous sample.
+func (u *usageSampler) percents(busy int64) (cpu, busyPct float64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	c, now := cpuTime(), time.Now()
+	wall := now.Sub(u.lastAt)
+	d, b := c-u.lastCPU, busy-u.lastBusy
+	u.lastCPU, u.lastBusy, u.lastAt = c, busy, now
+	if wall <= 0 {
+		return 0, 0
+	}
+	return float64(d) / float64(wall) * 100, float64(b) / float64(wall) * 100
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rssBytes reads the resident set size from /proc/self/statm (pages).
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	i := 0
+	for i < len(b) && b[i] != ' ' {
+		i++
+	}
+	var pages int64
+	for i++; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		pages = pages*10 + int64(b[i]-'0')
+	}
+	return pages * int64(os.Getpagesize())
+}

@@ -1,0 +1,107 @@
+package policy
+
+import (
+	"testing"
+
+	"shoal/internal/base/cache"
+)
+
+// TestCacheReplacer drives the adapter the way the policy's mirror does:
+// budget 10 B, objects of 4 B. Adding a third overflows the backing cache,
+// which picks the victim; Victim reports it until the mirror removes it.
+func TestCacheReplacer(t *testing.T) {
+	for _, pol := range []string{cache.GDSF, cache.CGDSF} {
+		r := NodeCacheMirrors(cache.Config[struct{}]{Policy: pol, Capacity: 10})(0)
+		if _, ok := r.Victim(); ok {
+			t.Fatalf("%s: victim of an empty cache", pol)
+		}
+		r.Add(0, 4, 0)
+		r.Add(1, 4, 0)
+		r.Hit(0, 0) // 1 is now the less frequent one
+		r.Add(2, 4, 0)
+		v, ok := r.Victim()
+		if !ok || v != 1 {
+			t.Fatalf("%s: victim %d %v, want 1", pol, v, ok)
+		}
+		r.Remove(1)
+		if v, ok := r.Victim(); ok {
+			t.Fatalf("%s: victim %d after removal, want none", pol, v)
+		}
+	}
+	if NodeCacheMirrors(cache.Config[struct{}]{Policy: cache.LRU, Capacity: 10}) != nil {
+		t.Error("lru: want nil (the policies' default NewLRU)")
+	}
+}
+
+// TestCGDSFMirrorsSeeEachOther: a cgdsf mirror asks the other nodes'
+// mirrors whether an object is cached elsewhere; the duplicate goes first.
+func TestCGDSFMirrorsSeeEachOther(t *testing.T) {
+	nr := NodeCacheMirrors(cache.Config[struct{}]{Policy: cache.CGDSF, Capacity: 10})
+	a, b := nr(0), nr(1)
+	b.Add(5, 4, 0) // object 5 also lives on node 1
+	a.Add(5, 4, 0)
+	a.Add(6, 4, 0)
+	a.Hit(5, 0) // more hits would keep 5 under plain GDSF …
+	a.Add(7, 4, 0)
+	if v, ok := a.Victim(); !ok || v != 5 {
+		t.Fatalf("victim %d %v, want the duplicate 5", v, ok)
+	}
+}
+
+// TestGDSFMirrorLearnsSizes: on the relay path the front learns an
+// object's size only from the response (Done), after the mirror cached it
+// at size 0. The GDSF mirror's backing cache must learn the size too, or it
+// never overflows, names no victim, and the mirror stays above the node's
+// budget (TestTBCCRDMirrorKnowsSizes/relay: 1,114,112 bytes in a 1 MiB
+// mirror). Budget 100 B: three objects learned at 40 B each; one must go.
+func TestGDSFMirrorLearnsSizes(t *testing.T) {
+	c := newCluster(1)
+	p := mustNew(t, "tbccrd", Config{CacheBytes: 100,
+		NewReplacer: NodeCacheMirrors(cache.Config[struct{}]{Policy: cache.GDSF, Capacity: 100})}).(*TBCCRD)
+	for _, u := range []string{"/a", "/b", "/c"} {
+		p.Pick(c, &Request{URL: u, Size: -1, Holder: -1})
+	}
+	for _, u := range []string{"/a", "/b", "/c"} {
+		p.Done(c, 0, &Request{URL: u, Size: 40, Status: 200})
+	}
+	if nc := p.t.caches[0]; nc.used != 80 || nc.objects != 2 {
+		t.Errorf("mirror holds %d objects, %d bytes; want 2 objects, 80 bytes (budget 100)", nc.objects, nc.used)
+	}
+}
+
+// TestNodeCacheKey: Config.NodeCache ([tuning] node_cache) makes tbccrd's
+// mirror evict in the nodes' order. Budget 100 B: /s1 (10 B), /big (60),
+// /s2 (10), /big again, then /s3 (30) overflows by 10. LRU drops the
+// oldest, /s1; GDSF with cost 1 the lowest frequency per byte, /big
+// (2/60 against 1/10).
+func TestNodeCacheKey(t *testing.T) {
+	for _, tt := range []struct {
+		nodeCache, gone string
+	}{
+		{"", "/s1"},
+		{cache.LRU, "/s1"},
+		{cache.GDSF, "/big"},
+		{cache.CGDSF, "/big"},
+	} {
+		c := newCluster(1)
+		p := mustNew(t, "tbccrd", Config{CacheBytes: 100, NodeCache: tt.nodeCache}).(*TBCCRD)
+		for _, r := range []struct {
+			url  string
+			size int64
+		}{{"/s1", 10}, {"/big", 60}, {"/s2", 10}, {"/big", 60}, {"/s3", 30}} {
+			p.Pick(c, &Request{URL: r.url, Size: r.size, Holder: -1})
+		}
+		var gone []string
+		for _, u := range []string{"/s1", "/big", "/s2", "/s3"} {
+			if _, cached := flags(p, u); cached == nil {
+				gone = append(gone, u)
+			}
+		}
+		if len(gone) != 1 || gone[0] != tt.gone {
+			t.Errorf("node_cache %q: evicted %v, want [%s]", tt.nodeCache, gone, tt.gone)
+		}
+	}
+	if _, err := New("tbccrd", Config{NodeCache: "arc"}); err == nil {
+		t.Error(`node_cache "arc": no error`)
+	}
+}

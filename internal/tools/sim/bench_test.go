@@ -1,0 +1,64 @@
+package sim
+
+import (
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"shoal/internal/base/trace"
+)
+
+// benchAccesses is the NASA trace when present, else a synthetic Zipf
+// workload of the same length, held in memory so the benchmark measures the
+// simulator, not log parsing.
+func benchAccesses(b *testing.B) []Access {
+	b.Helper()
+	if _, err := os.Stat(nasaPath); err == nil {
+		return nasaAccesses(b)
+	}
+	g, err := trace.Synth{Files: 2000, Requests: 34000, Seed: 1}.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	acc, err := Load(NewTraceSource(g, g.Sizes()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return acc
+}
+
+func benchPolicy(b *testing.B, pol string, nodes int) {
+	acc := benchAccesses(b)
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	var n int64
+	for b.Loop() {
+		res, err := Run(Config{Policy: pol, Nodes: nodes, CacheBytes: 2 << 20}, NewSliceSource(acc))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += res.Requests
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "requests/s")
+	// On a shared machine wall time undercounts a core; CPU time of the
+	// process (GC included) gives the per-core rate.
+	if cpu := cpuTime() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(n)/cpu.Seconds(), "requests/cpu-s")
+	}
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSimWRR8 is the speed target: trace requests simulated per
+// second for wrr on 8 nodes (one core).
+func BenchmarkSimWRR8(b *testing.B)    { benchPolicy(b, "wrr", 8) }
+func BenchmarkSimLARD8(b *testing.B)   { benchPolicy(b, "lard", 8) }
+func BenchmarkSimTBCCRD8(b *testing.B) { benchPolicy(b, "tbccrd", 8) }
