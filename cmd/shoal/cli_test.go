@@ -64,7 +64,7 @@ func shoal(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
-// The clean command line of issue 14: help on stdout with status 0, a
+// TestCommandLine checks a clean command line: help on stdout with status 0, a
 // version, and a clear non-zero exit for input that makes no sense.
 func TestCommandLine(t *testing.T) {
 	dir := t.TempDir()

@@ -12,7 +12,7 @@ import (
 // Every flag of `shoal front` and `shoal node` has a key in their TOML
 // configuration files (internal/config); these tables name it, and
 // TestEveryFlagHasAKey checks them against the flags and the files' keys
-// (issue 17). The values of a file apply unless the flag is given on the
+// (none missing). The values of a file apply unless the flag is given on the
 // command line.
 
 // metaFlags are about the command line itself, not configuration.

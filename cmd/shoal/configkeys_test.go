@@ -11,7 +11,7 @@ import (
 
 // TestEveryFlagHasAKey enumerates the flags of `shoal front` and `shoal
 // node` from their --help and checks that each has a key in its
-// configuration file (issue 17: --hybrid-cpu, --hybrid-conns,
+// configuration file (once --hybrid-cpu, --hybrid-conns,
 // --hybrid-size-kb, --site and the --repair-* flags had none, and nodes
 // had no file at all), that the key exists in the file's schema, and that
 // --print-config shows it.

@@ -10,7 +10,7 @@ import (
 
 // TestFrontRefusesUnsafeAdmin: `shoal front` does not start with an admin
 // API other hosts can reach and no token, with a token file others can
-// read, or with a node URL the admin API would refuse (issue 10 item 2).
+// read, or with a node URL the admin API would refuse.
 // Each case must return an error before serving; one that starts instead
 // is reported after a few seconds (and left running until the test ends).
 func TestFrontRefusesUnsafeAdmin(t *testing.T) {

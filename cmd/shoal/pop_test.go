@@ -14,7 +14,7 @@ import (
 )
 
 // TestPopCommand: shoal pop's command line, and a newcomer with a wrong
-// seed exiting non-zero with a clear message (issue 12).
+// seed exiting non-zero with a clear message.
 func TestPopCommand(t *testing.T) {
 	out, _, code := shoal(t, "pop", "--print-config")
 	if code != 0 || !strings.Contains(out, "[mbpp]") || !strings.Contains(out, "weight_server = 3.0") {

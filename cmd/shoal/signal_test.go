@@ -158,8 +158,8 @@ func hangupSurvives(t *testing.T, c *child, url, body string) {
 }
 
 // TestHangupIgnored sends SIGHUP to real `shoal node`, `shoal front` and
-// `shoal up` processes: each must log it and keep serving (issue 10: SIGHUP
-// is not fatal, Go's default; issue 14: it reloads).
+// `shoal up` processes: each must log it and keep serving (SIGHUP
+// must not be fatal, as Go's default makes it; it reloads).
 func TestHangupIgnored(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shoal binary")

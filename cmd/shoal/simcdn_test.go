@@ -9,7 +9,7 @@ import (
 )
 
 // TestSimCDNCommandLine: `shoal sim cdn` on a small generated matrix and a
-// Zipf workload prints one JSON object per run with issue 13's fields, reads
+// Zipf workload prints one JSON object per run (cdnsim.Result), reads
 // a matrix file by named columns, and refuses nonsense plainly.
 func TestSimCDNCommandLine(t *testing.T) {
 	out, errOut, code := shoal(t, "sim", "cdn", "--cities", "20", "--zipf-requests", "400", "--zipf-rate", "1",

@@ -9,7 +9,7 @@ import (
 	"shoal/internal/config"
 )
 
-// Flags and wiring of HTTPS at the front (issue 14): `shoal front
+// Flags and wiring of HTTPS at the front: `shoal front
 // --tls-cert A.crt,B.crt --tls-key A.key,B.key` or [[tls]] tables in the
 // configuration file.
 

@@ -32,7 +32,7 @@ func childPids(t *testing.T, pid int) []int {
 	return out
 }
 
-// TestUpPassFDNodeKilled is issue 10's item 5 on the real command: kill -9
+// TestUpPassFDNodeKilled checks node restarts on the real command: kill -9
 // one node process of `shoal up --path passfd`; up must log the death,
 // start the node again (a new child pid) and keep serving, instead of
 // shutting the whole cluster down.

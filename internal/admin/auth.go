@@ -19,7 +19,7 @@ import (
 	"syscall"
 )
 
-// Config secures the admin API (issue 10 item 2; docs/security.md). The
+// Config secures the admin API (docs/security.md). The
 // zero value is a read-only API for loopback clients.
 type Config struct {
 	// Token is the bearer token (RFC 6750) that every request changing the

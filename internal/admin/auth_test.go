@@ -63,7 +63,7 @@ func nodeURLs(cl *control.Cluster) []string {
 	return out
 }
 
-// TestCrossOriginAddNodeRefused is the attack of issue 10 item 2 exactly:
+// TestCrossOriginAddNodeRefused replays a cross-site request forgery:
 // a web page on another origin POSTs a node with Content-Type text/plain
 // (a "simple" request, which a browser sends without a CORS preflight).
 // It must be refused whatever the API's configuration, and the node table

@@ -13,7 +13,7 @@ import (
 	"shoal/internal/cluster/policy"
 )
 
-// The dashboard (issue 14) is three embedded files: a page, its script and
+// The dashboard is three embedded files: a page, its script and
 // its style sheet, served at GET /, /dashboard.js and /dashboard.css. The
 // script polls GET /dashboard.json, same-origin, once a second and draws the
 // figures and their recent history; nothing is fetched from anywhere else,

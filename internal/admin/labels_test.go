@@ -42,7 +42,7 @@ func shoalSeries(t *testing.T, m *Metrics) int {
 
 // TestMetricsLabelsIgnoreURLs: the metrics' label values come from the node
 // table, the data path and the status class, never from the request, so a
-// URL scan through a live front adds no series (issue 10 item 4: every
+// URL scan through a live front adds no series (every
 // table bounded; a label set is a table in the metrics registry).
 func TestMetricsLabelsIgnoreURLs(t *testing.T) {
 	node := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }))

@@ -12,8 +12,8 @@ import (
 )
 
 // TestStatsKeys: /stats names every counter in snake_case and labels the
-// responses by status class, as the rest of the API does (issue 14, "clean
-// command line"). Each row is a key path into the JSON and the value the
+// responses by status class, as the rest of the API does (consistent
+// names). Each row is a key path into the JSON and the value the
 // front's counters put there.
 func TestStatsKeys(t *testing.T) {
 	cl, srv := setup(t)
@@ -97,7 +97,7 @@ func TestStatsCoversFrontStats(t *testing.T) {
 }
 
 // TestSetWeightBody: PUT /nodes/{i}/weight takes the JSON object or a bare
-// number (issue 14), and refuses anything else with a message saying what
+// number, and refuses anything else with a message saying what
 // it wants. Each row starts from weight 1.
 func TestSetWeightBody(t *testing.T) {
 	cl, srv := setup(t)
@@ -196,7 +196,7 @@ func frontMetrics(t *testing.T) (body string, fields []string) {
 }
 
 // TestMetricsCoverFrontStats: every counter of front.Stats reaches /metrics
-// (issue 11: retries, the front's own 4xx/5xx and the fast passes did not).
+// (retries, the front's own 4xx/5xx and the fast passes once did not).
 // Each number gets a distinct value and /metrics must show every value, so
 // a counter added to front.Stats but not to the collector fails by name.
 func TestMetricsCoverFrontStats(t *testing.T) {

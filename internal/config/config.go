@@ -55,7 +55,7 @@ type Front struct {
 	// AdminTokenFile holds the admin API's bearer token (32 or more random
 	// characters; mode 0600, refused otherwise). Without it the admin API
 	// is read-only, and an Admin address other than loopback refuses to
-	// start (internal/admin, issue 10 item 2). Default "".
+	// start (internal/admin). Default "".
 	AdminTokenFile string `toml:"admin_token_file"`
 	// Policy is the request-distribution policy (see policy.Names). Default "wrr".
 	Policy string `toml:"policy"`

@@ -131,7 +131,7 @@ func TestValidateFlags(t *testing.T) {
 }
 
 // TestAdminBind: the admin address and token file together decide whether
-// the front may start (issue 10 item 2): a loopback admin needs no token, any
+// the front may start: a loopback admin needs no token, any
 // other needs admin_token_file.
 func TestAdminBind(t *testing.T) {
 	cases := []struct {

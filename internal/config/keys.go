@@ -9,7 +9,7 @@ import (
 // FrontKeys lists every key a front configuration file may set, as dotted
 // paths ("limits.max_conn_per_node", "node.url"), sorted; the command's
 // test checks every flag of `shoal front` against it, so no flag lacks a
-// key (issue 17).
+// key.
 func FrontKeys() []string { return keysOf(reflect.TypeOf(Front{})) }
 
 // NodeKeys lists every key a node configuration file may set (see

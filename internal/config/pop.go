@@ -10,7 +10,7 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// Pop is the configuration file of `shoal pop` (SPEC §5, issue 12). Its
+// Pop is the configuration file of `shoal pop` (SPEC §5). Its
 // defaults are not here: the command fills a Pop from pop.DefaultConfig and
 // the file overrides what it sets, so flags, file and --print-config read
 // one defaults struct.
@@ -36,9 +36,9 @@ type Pop struct {
 	MBPP PopMBPP `toml:"mbpp"`
 	// Chord holds the Chord periods.
 	Chord PopChord `toml:"chord"`
-	// DNS is the authoritative DNS responder (issue 13; off without addr).
+	// DNS is the authoritative DNS responder (off without addr).
 	DNS PopDNS `toml:"dns"`
-	// Content is the content tier (issue 13; off without edge).
+	// Content is the content tier (off without edge).
 	Content PopContent `toml:"content"`
 }
 

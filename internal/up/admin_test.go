@@ -11,7 +11,7 @@ import (
 
 // TestUpAdminToken: `shoal up` makes the admin token in its data folder
 // (32 random bytes, hex, mode 0600), reuses it on the next start, and its
-// admin API takes changes only with it (issue 10 item 2): reads stay open
+// admin API takes changes only with it: reads stay open
 // on loopback, a write without the token is 401, the cross-origin
 // text/plain POST /nodes is refused and adds nothing, and the token works.
 func TestUpAdminToken(t *testing.T) {

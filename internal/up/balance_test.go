@@ -210,7 +210,7 @@ func checkSpread(t *testing.T, c *Cluster, pol, path string, urls []string) {
 	}
 }
 
-// TestLoadAwareSpreadsUnderPassFD is issue 17's "load on every path": four
+// TestLoadAwareSpreadsUnderPassFD checks load on every path: four
 // equal node processes behind a passfd (and a hybrid) front, a uniform
 // workload, and for each load-aware policy no node may serve more than 40 %
 // of the requests. A connection handed to a node must stay counted against

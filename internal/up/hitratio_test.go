@@ -15,7 +15,7 @@ import (
 
 const nasa = "../../../shared/data/traces/nasa_aug95_19950801_fullday_derived.log.gz"
 
-// TestLARDBeatsWRRHitRatio is issue 3's acceptance test: the same cluster
+// TestLARDBeatsWRRHitRatio checks that locality pays live: the same cluster
 // (4 nodes, 2 MiB cache each) serving a site written from the NASA trace,
 // replayed in log order once with lard and once with wrr; the aggregate hit
 // ratio read from the front's /metrics must be higher for lard, because lard

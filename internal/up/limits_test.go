@@ -26,7 +26,7 @@ import (
 // RLIMIT_NOFILE (it is the helper process of the test below).
 const childNofileEnv = "SHOAL_UP_TEST_NOFILE"
 
-// Issue 10 item 7: thousands of idle keep-alive connections once used up
+// Thousands of idle keep-alive connections once used up
 // `up`'s descriptors, so normal clients timed out and the admin API failed
 // with "accept4: too many open files". Here a cluster runs in a child
 // process under a 256-descriptor limit, one address opens 400 keep-alive

@@ -13,7 +13,7 @@ import (
 
 // TestUpNodesReportTheirOwnLoad: in `shoal up` every node shares the
 // front's process, so its CPU figure is the whole process's and says
-// nothing of the node (issue 17: two nodes showed 1.061 and 1.061). Each
+// nothing of the node (two nodes once showed 1.061 and 1.061). Each
 // node must report a load of its own: with requests sent to node 0 alone,
 // node 0's load as the front sees it is above node 1's, and both say that
 // they share their process.

@@ -20,7 +20,7 @@ import (
 // parityRequests is how many NASA trace records the parity test replays.
 const parityRequests = 20000
 
-// TestParityLiveVsSim is issue 17's acceptance test: the same trace through
+// TestParityLiveVsSim checks the simulator's fidelity: the same trace through
 // a live 4-node `shoal up` and through `shoal sim`, with the same cache
 // sizes (2 MiB per node, gdsf, nothing above 500 KiB cached), the same
 // concurrency (16 requests in the system, one connection each, as the

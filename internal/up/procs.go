@@ -30,8 +30,8 @@ type ProcsConfig struct {
 	Exe string
 	// Stderr receives the nodes' logs. Default os.Stderr.
 	Stderr *os.File
-	// Restart says how a node process that dies is restarted (issue 10,
-	// item 5); zero fields take RestartConfig's defaults.
+	// Restart says how a node process that dies is restarted;
+	// zero fields take RestartConfig's defaults.
 	Restart RestartConfig
 }
 

@@ -16,7 +16,7 @@ import (
 	"shoal/internal/tools/loadgen"
 )
 
-// TestPublishUnderLoad is issue 14's "done when": a running 4-node cluster
+// TestPublishUnderLoad checks publishing under load: a running 4-node cluster
 // under load from the load generator gets a changed and a new file through
 // POST /publish; when the call returns, every node serves the new bytes of
 // both (the switch window is over), the ETag of the changed file changed,

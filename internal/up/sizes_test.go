@@ -32,7 +32,7 @@ func replay(t *testing.T, c *Cluster, urls []string, n uint64, conns int, keepAl
 	}
 }
 
-// TestTBCCRDMirrorKnowsSizes is issue 17's sizes check for tbccrd: 64
+// TestTBCCRDMirrorKnowsSizes checks object sizes for tbccrd: 64
 // files of 64 KiB (4 MiB) over four nodes with 1 MiB caches. The front's
 // mirror of each node's cache (seed 000's URL table, shown at /tables)
 // must hold real sizes and stay within each node's budget, as the nodes'

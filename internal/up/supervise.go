@@ -13,7 +13,7 @@ import (
 )
 
 // RestartConfig says how StartProcs restarts a node process that died
-// (issue 10, item 5): after an exponentially growing wait, capped, reset
+// (crash or kill): after an exponentially growing wait, capped, reset
 // once a process has run long enough to call it healthy — the scheme of
 // systemd's Restart=on-failure with RestartSec and of Kubernetes'
 // CrashLoopBackOff (10 s doubling to 5 min, reset after 10 min of running).

@@ -33,7 +33,7 @@ func waitSockets(t *testing.T, p *Procs) {
 	}
 }
 
-// TestKilledNodeRestarts is issue 10's item 5: under load on the passfd
+// TestKilledNodeRestarts checks node restarts: under load on the passfd
 // path, kill -9 one node process. The cluster must keep serving (only
 // requests that were at the dead node may fail: at most one per client
 // connection open at that moment), `up` must not report the death as the

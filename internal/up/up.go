@@ -85,7 +85,7 @@ type Config struct {
 	// the process and its descriptors, and a relayed request holds three
 	// (client, front to node, node side): there MaxConns defaults to half
 	// the front's default, a quarter of the limit after the reserve, which
-	// leaves room for refusals in flight (issue 10 item 7).
+	// leaves room for refusals in flight.
 	SendTimeout   time.Duration
 	MaxConns      int
 	MaxConnsPerIP int
@@ -250,7 +250,7 @@ var loopbackFronts = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.
 // policyConfig is the front's policy configuration for nodes with c's
 // caches: tbccrd's and weblins' mirrors of the node caches get the nodes'
 // budget and evict in the nodes' order (policy.Config.NodeCache), as the
-// simulator's mirrors follow its nodes (issue 17).
+// simulator's mirrors follow its nodes.
 func (c *Config) policyConfig() policy.Config {
 	return policy.Config{CacheBytes: int64(c.CacheMB) << 20, NodeCache: c.Cache}
 }

@@ -15,7 +15,7 @@ const DefaultMaxHeaders = 100
 // one (6+len(host:port)+2), and ": " where the client wrote ":". A node's
 // head limit is its front's plus ForwardHeadroom, and its field limit its
 // front's plus ForwardFields, so that no head the front accepted is refused
-// by the node because of what the front added (issue 10); the front refuses
+// by the node because of what the front added; the front refuses
 // with 431 a rewrite that would not fit.
 const (
 	ForwardHeadroom = 1024
@@ -66,7 +66,7 @@ var (
 	// proxy remove every field its Connection header names, and forbids a
 	// sender to name a field meant for all recipients; these three frame
 	// and route the message at every hop, so a proxy that removed them
-	// would forward a body its node reads as the next request (issue 10).
+	// would forward a body its node reads as the next request.
 	// HAProxy 2.6 instead ignores such options and keeps the fields;
 	// refusing is the one choice that both honours §7.6.1 and cannot
 	// desynchronise a pooled node connection.

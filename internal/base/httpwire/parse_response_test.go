@@ -44,7 +44,7 @@ func TestParseResponse(t *testing.T) {
 		{"CL and TE", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", want{err: ErrLengthAndChunked}},
 		{"chunked twice", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", want{err: ErrBadTE}},
 		{"space before colon", "HTTP/1.1 200 OK\r\nX : y\r\n\r\n", want{err: ErrBadHeaderName}},
-		// Issue 10: framing the relay could not honour.
+		// Framing the relay could not honour.
 		{"Connection names CL", "HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 2\r\n\r\nok", want{err: ErrRespConnectionOption}},
 		{"Connection names TE", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close, transfer-encoding\r\n\r\n", want{err: ErrRespConnectionOption}},
 		{"chunked then gzip fields", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n", want{err: ErrBadTE}},

@@ -120,13 +120,13 @@ func TestParseRefusals(t *testing.T) {
 		{"too large", "GET /" + strings.Repeat("a", DefaultMaxHead) + " HTTP/1.1\r\nHost: a\r\n\r\n", ErrTooLarge},
 		{"too large incomplete", "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", DefaultMaxHead), ErrTooLarge},
 		{"too many headers", "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X: y\r\n", DefaultMaxHeaders) + "\r\n", ErrTooManyHeaders},
-		// Issue 10: Connection naming a field that frames or routes.
+		// Connection naming a field that frames or routes.
 		{"Connection names CL", "POST / HTTP/1.1\r\nHost: a\r\nConnection: Content-Length\r\nContent-Length: 3\r\n\r\n", ErrConnectionOption},
 		{"Connection names CL in list", "GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, x, content-length\r\n\r\n", ErrConnectionOption},
 		{"Connection names TE", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: TRANSFER-ENCODING\r\n\r\n", ErrConnectionOption},
 		{"Connection names Host", "GET / HTTP/1.1\r\nConnection: Host\r\nHost: a\r\n\r\n", ErrConnectionOption},
 		{"Connection names Host 1.0", "GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: host\r\n\r\n", ErrConnectionOption},
-		// Issue 10: request-target forms (RFC 9112 §3.2).
+		// Request-target forms (RFC 9112 §3.2).
 		{"absolute-form ftp", "GET ftp://a/x HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},
 		{"absolute-form empty host", "GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},
 		{"absolute-form userinfo", "GET http://u@a/x HTTP/1.1\r\nHost: a\r\n\r\n", ErrTargetForm},

@@ -1,5 +1,5 @@
-// Package peerwire is the link between two PoPs (issue 12, "Wire and
-// trust"): a persistent TCP connection carrying length-prefixed, versioned
+// Package peerwire is the authenticated link between two PoPs:
+// a persistent TCP connection carrying length-prefixed, versioned
 // binary frames, every one sealed with AES-256-GCM under keys only holders of
 // the shared authentication seed can derive (seed 003 §3.1: a PoP joins the
 // DCDN only with the authentication seed).

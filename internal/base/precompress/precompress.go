@@ -1,7 +1,7 @@
 // Package precompress writes "name.br" and "name.gz" next to the text files
 // of a site root, the precompressed variants a shoal node serves in place of
 // "name" to clients that accept the coding (nginx's brotli_static and
-// gzip_static; issue 15). Compressing once at publish time with the best
+// gzip_static). Compressing once at publish time with the best
 // settings costs nothing per request, where on-the-fly compression would
 // cost CPU on every response and break sendfile and the 0-allocation cache.
 //

@@ -9,7 +9,7 @@ import (
 )
 
 // Summary describes a workload the way an operator sizing caches needs it
-// (issue 4, `shoal trace stats`): how many requests and distinct objects,
+// (`shoal trace stats`): how many requests and distinct objects,
 // how many bytes the distinct objects take, how skewed popularity is, and how
 // much memory covers most requests.
 type Summary struct {

@@ -80,7 +80,7 @@ func TestStatsZipfEstimate(t *testing.T) {
 }
 
 // A source with no record (an empty file, a README given by mistake) is an
-// error, not a table of zeros with exit status 0 (issue 14).
+// error, not a table of zeros with exit status 0.
 func TestStatsEmpty(t *testing.T) {
 	var in recs
 	s, err := Stats(&in)

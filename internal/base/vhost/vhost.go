@@ -1,6 +1,6 @@
 // Package vhost maps the host a request names (its Host header, or the
 // authority of an absolute-form target) to one of a fixed set of sites, so
-// one shoal cluster serves many sites (issue 15). The front keys its tables
+// one shoal cluster serves many sites. The front keys its tables
 // and counters by site + path, the nodes pick the site's folder and cache by
 // the same key, so two sites' "/index.html" never collide and one site's hot
 // files are weighed against another's by the same cache policy.

@@ -1,4 +1,4 @@
-// Package cdnsim is the CDN simulator behind `shoal sim cdn` (issue 13,
+// Package cdnsim is the CDN simulator behind `shoal sim cdn` (see
 // SPEC §5): N PoPs stand at locations of a latency matrix and run the real
 // protocol code — internal/cdn/mbpp for the performance view, internal/cdn/chord for
 // the content directory, internal/cdn/replica for replication and routing — on a
@@ -95,7 +95,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// Result is one run: the fields of issue 13 (json names as listed there)
+// Result is one run: the figures it measures (JSON names are a contract)
 // and a few more that explain them.
 type Result struct {
 	View     string `json:"view"`
@@ -863,8 +863,8 @@ func (s *sim) cycles() uint64 {
 
 func (s *sim) rttLoc(loc, i int) float64 { return s.m.RTT(loc, s.pops[i].loc) }
 
-// serve routes one request (issue 13 "Client → PoP" and "Content across
-// PoPs") and returns the client's RTT in ms, the oracle's and a random
+// serve routes one request (client to PoP, then content across
+// PoPs) and returns the client's RTT in ms, the oracle's and a random
 // PoP's, whether the client's PoP held the content and whether the origin
 // was asked.
 func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool) {

@@ -31,7 +31,7 @@ func Hash(s string) ID {
 }
 
 // ContentKey is the key of a piece of content: the hash of its URL, site
-// and path (issue 12).
+// and path.
 func ContentKey(site, path string) ID { return Hash(site + path) }
 
 // between reports x ∈ (a, b) on the circle; (a, a) is the whole circle but a.

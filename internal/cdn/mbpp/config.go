@@ -60,7 +60,7 @@ type Config struct {
 	// so a link of RTT RTTRef scores 0.5.
 	RTTRef time.Duration
 	// RTTDeadband is the relative change of a smoothed link RTT below
-	// which the entry is not sent again (delta encoding, issue 12).
+	// which the entry is not sent again (delta encoding).
 	RTTDeadband float64
 	// PublishLinks is how many of its measured links a PoP publishes in its
 	// entry F(x): the nearest ones. Seed 003 §3.2 has the gateway measure
@@ -68,7 +68,7 @@ type Config struct {
 	// and use what it measures both for its own routing and, as F(x), in
 	// MBPP. Routing here always uses every link the PoP itself measured
 	// (RTTTo); the bound keeps the performance list, which every PoP holds
-	// whole, at N·PublishLinks links instead of N² (issue 13: at 1,000
+	// whole, at N·PublishLinks links instead of N² (at 1,000
 	// PoPs, 10⁹ links across a simulator's views). 0 publishes all.
 	PublishLinks int
 	// ServerDeadband is the absolute change of server performance (0..1)

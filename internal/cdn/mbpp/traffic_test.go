@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// TestTrafficPerRound measures messages and bytes per MBPP round (the notes
-// of issue 12 quote its -v output). "steady": link RTTs do not change, so
+// TestTrafficPerRound measures messages and bytes per MBPP round (-v
+// logs them). "steady": link RTTs do not change, so
 // only tokens and acks travel; "churn": every RTT sample moves by up to
 // ±30 %, so most entries change every round (the worst case of the delta
 // encoding).

@@ -21,7 +21,7 @@ type Link struct {
 // Links are an entry's links sorted by peer, at most one per peer. A sorted
 // slice rather than a map: every PoP holds every entry, so N PoPs in one
 // simulator hold N² entries of up to N links each, and a map's buckets and
-// headers cost more than twice the links themselves (issue 13: 1,000 PoPs).
+// headers cost more than twice the links themselves (at 1,000 PoPs).
 type Links []Link
 
 func (ls Links) find(peer ID) (int, bool) {

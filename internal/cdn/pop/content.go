@@ -34,7 +34,7 @@ const maxObject = 64 << 20
 
 // The Peer header tells a PoP why another PoP asks it for content: "local"
 // serve only what you hold (a holder), "shield" fetch from the origin if you
-// must (the key's home acting as shield, issue 13).
+// must (the key's home acting as shield).
 const peerHeader = "X-Shoal-Peer"
 
 type cdnMsg struct {

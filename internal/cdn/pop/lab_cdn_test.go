@@ -76,7 +76,7 @@ func (l *lab) digIn(i, j int, subnet string) (string, error) {
 	return ans, err
 }
 
-// TestLabCDN is issue 13's lab: five PoPs over the WAN switch, each with the
+// TestLabCDN is the CDN lab: five PoPs over the WAN switch, each with the
 // content tier and DNS, the origin being pop0's own site.
 func TestLabCDN(t *testing.T) {
 	l := newLab(t)

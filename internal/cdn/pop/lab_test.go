@@ -24,7 +24,7 @@ import (
 	"shoal/internal/cdn/wan"
 )
 
-// The 5-PoP lab (issue 12, "Done when"): shoal pop processes in network
+// The 5-PoP lab: shoal pop processes in network
 // namespaces joined by the WAN switch with unequal RTTs. Root only; run
 // under flock /work/lab.lock.
 

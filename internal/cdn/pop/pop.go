@@ -64,7 +64,7 @@ type Config struct {
 	// DNS.Addr is empty); Coverage the file of prefixes → PoP names.
 	DNS      cdndns.Config
 	Coverage string
-	// Edge is the content tier's HTTP address (issue 13: misses looked up
+	// Edge is the content tier's HTTP address (misses looked up
 	// in Chord and fetched from the best PoP holding them, through the
 	// key's home as shield, then Origin); "" turns the content tier off.
 	Edge string

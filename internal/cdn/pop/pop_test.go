@@ -162,7 +162,7 @@ func TestThreePoPsFormOneViewAndOneRing(t *testing.T) {
 
 // Strangers who open peer connections and never authenticate hold at most
 // maxHandshakes of them; the rest are closed at once and counted, and a PoP
-// with the seed still joins once the strangers go (issue 10: peer messages
+// with the seed still joins once the strangers go (peer messages
 // are authenticated before anything is allocated, every queue has a bound).
 func TestPeerPortBoundsStrangers(t *testing.T) {
 	dir := t.TempDir()

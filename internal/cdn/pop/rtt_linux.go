@@ -8,7 +8,7 @@ import (
 )
 
 // tcpRTT returns the kernel's smoothed RTT of a TCP connection (TCP_INFO
-// tcpi_rtt): a link delay sample that costs no traffic (issue 12).
+// tcpi_rtt): a link delay sample that costs no traffic.
 func tcpRTT(c net.Conn) (time.Duration, bool) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {

@@ -1,7 +1,7 @@
 //go:build linux
 
 // Package wan is a wide-area network on one machine for the CDN tier's lab
-// (issue 12): each PoP gets a network namespace whose only link is a TUN
+// tests: each PoP gets a network namespace whose only link is a TUN
 // device, and a userspace switch in this process reads every IP packet from
 // the TUN devices and writes it to the destination's after the delay of that
 // pair (and optional loss), from an N×N matrix. This kernel has no netem

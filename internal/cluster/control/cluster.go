@@ -412,7 +412,7 @@ func (c *Cluster) Nodes() []NodeInfo {
 // ParseNodeURL checks a node's base URL and returns the host:port to dial.
 // It is the one check for every way a node enters the cluster — --nodes,
 // [[node]] in a config file, POST /nodes on the admin API — so that a URL
-// refused on the command line is refused at run time too (issue 10 item 2).
+// refused on the command line is refused at run time too.
 // A node URL is http://HOST:PORT and nothing more: the front speaks plain
 // HTTP/1.1 to nodes, never prefixes a path, never sends userinfo, and
 // guessing a default port would hide typos; so a scheme other than http,

@@ -161,8 +161,8 @@ func TestCheckRiseFall(t *testing.T) {
 }
 
 // A node marked down by a failed request needs Rise good checks after the
-// failure, although the checker had seen many good ones before it (issue 17:
-// it used to come back after one).
+// failure, although the checker had seen many good ones before it
+// (it used to come back after one).
 func TestRiseCountsFromAFailedRequest(t *testing.T) {
 	var checks atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -231,7 +231,7 @@ func TestPanicModeWhenAllMarkedDown(t *testing.T) {
 }
 
 // TestParseNodeURL: the one check every node URL passes, from --nodes, the
-// config file or the admin API (issue 10 item 2): an http URL with a host
+// config file or the admin API: an http URL with a host
 // and an explicit port and nothing else, since anything else would be
 // ignored or misused by the front (a path is never prefixed to requests,
 // userinfo would never be sent, https is not spoken to nodes).

@@ -14,7 +14,7 @@ import (
 // seed 002's FIN-HANDOFF (FDEnded, repair's FIN message) or the node's
 // control channel breaking — and Release takes it off. Without it the count
 // dropped to zero at the send, every node looked idle and ties went to node
-// 0 (issue 17: lc sent 26,935 of 26,935 requests to node 0 under passfd).
+// 0 (lc once sent 26,935 of 26,935 requests to node 0 under passfd).
 //
 // The end notices are best effort (a node's FDEnded can be lost with its
 // socket full), so the node's own count in its status report bounds the

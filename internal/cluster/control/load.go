@@ -2,7 +2,7 @@ package control
 
 import "math"
 
-// Which load each policy reads (issue 17; SPEC §3):
+// Which load each policy reads (SPEC §3):
 //
 //	lc, wlc, p2c, chbl, lard, lardr   Node.Active: requests in flight from
 //	                                  this front plus connections handed off

@@ -13,7 +13,7 @@ import (
 // input, target 0.95) is a utilisation in [0,1] by construction. A node with
 // its own process reports CPU over all its cores; nodes sharing one process
 // (`shoal up`) report the process's CPU, which says nothing of one node, so
-// their load is their own busy time instead (issue 17: every node of `shoal
+// their load is their own busy time instead (every node of `shoal
 // up` showed the same 1.061).
 func TestNodeLoadFromStatus(t *testing.T) {
 	for _, tc := range []struct {

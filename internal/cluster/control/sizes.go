@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// Object sizes (issue 17). The simulator hands every policy the object's
+// Object sizes. The simulator hands every policy the object's
 // size in Pick and Done (from the trace); the live front must do the same or
 // tbccrd's cache mirror (seed 000's url_size column) and weblins' size rule
 // (seed 001's S) never work. The cluster keeps one URL → size table, as

@@ -111,7 +111,7 @@ func TestAccessLogFrontAnswers(t *testing.T) {
 	}
 }
 
-// TestAccessLogReplaysBenchRun is the issue's "done when": the front's log
+// TestAccessLogReplaysBenchRun: the front's log
 // of a load-generator run (what `shoal bench http` drives) reads back
 // through the trace reader — what `shoal sim` and `shoal trace` use — with
 // exactly as many records as the run completed requests, and the URLs the

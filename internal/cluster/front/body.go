@@ -329,7 +329,7 @@ func (c *chunker) scan(p []byte) (n, d0, d1 int, fin bool, err error) {
 		case chSizeBWS:
 			// chunk-ext = *( BWS ";" BWS ext-name [ BWS "=" BWS ext-val ] ):
 			// anything but blanks, ";" or CR after the size is refused,
-			// as the nodes and HAProxy refuse it (issue 10).
+			// as the nodes and HAProxy refuse it.
 			switch b {
 			case '\r':
 				c.state = chSizeLF

@@ -36,7 +36,7 @@ func settledPolicyURLs(t *testing.T, s interface {
 	return n
 }
 
-// TestRelayScanLeavesTablesEmpty is issue 10 item 4 through a live relay
+// TestRelayScanLeavesTablesEmpty checks the table bounds through a live relay
 // cluster of real nodes: a scanner's unique URLs all get 404, and the
 // content-aware policies' tables keep none of them, only the files that
 // were served.

@@ -22,7 +22,7 @@ import (
 	"time"
 )
 
-// The desync suite (issue 10, item 1). Each attack in desyncAttacks goes out
+// The desync suite. Each attack in desyncAttacks goes out
 // on one client connection; then other clients fetch files over the same
 // pooled node connections and every victim must get its own file byte for
 // byte. It runs on the relay path, on passfd and on hybrid, and, when
@@ -449,8 +449,8 @@ backend be
 
 // TestConnectionXFFKeepsClientAddress: a client that names X-Forwarded-For
 // in Connection has its own X-Forwarded-For dropped (it asked for that),
-// but the node still learns the client's address from the front's (issue
-// 10; main sent the node no X-Forwarded-For at all).
+// but the node still learns the client's address from the front's
+// (main sent the node no X-Forwarded-For at all).
 func TestConnectionXFFKeepsClientAddress(t *testing.T) {
 	a := namedBackend(t, "A")
 	addr, _, _ := startFront(t, Config{}, a.URL)
@@ -486,7 +486,7 @@ func padHead(n int, requestLine string, lines []string, fields int, sep string) 
 // TestNodeAcceptsWhatFrontAccepts: heads at the front's limits (8 KiB,
 // 100 fields) are relayed to a real node with what the front adds
 // (X-Forwarded-For, Host for HTTP/1.0, ": " for ":"), and the node serves
-// them rather than answer 431 (issue 10). Just over the front's limits the
+// them rather than answer 431. Just over the front's limits the
 // front itself refuses.
 func TestNodeAcceptsWhatFrontAccepts(t *testing.T) {
 	addr, _, _, _, _, sums := passfdCluster(t, "wrr", 1, Config{Path: Relay()})
@@ -540,7 +540,7 @@ func TestRelayRewriteTooLarge(t *testing.T) {
 // TestRelayResponseFramingRefused: a node answer whose Connection header
 // names its own framing cannot be relayed faithfully (the front would have
 // to drop the field it reads the body by): 502, and that node connection
-// is closed (issue 10). main relayed it without Content-Length.
+// is closed. main relayed it without Content-Length.
 func TestRelayResponseFramingRefused(t *testing.T) {
 	for _, bad := range []string{
 		"HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 2\r\n\r\nok",
@@ -581,7 +581,7 @@ func TestRelayResponseFramingRefused(t *testing.T) {
 // — after a body it framed shorter, on a HEAD or 204 answer, or later while
 // the connection sits in the pool — are never read as another client's
 // answer: the connection is closed, and the victim's request goes out on a
-// fresh one (issue 10). main answered the victim with the node's extra
+// fresh one. main answered the victim with the node's extra
 // bytes when they arrived after the first answer.
 func TestRelayNodeBytesOutOfTurn(t *testing.T) {
 	const evil = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil"

@@ -36,7 +36,7 @@ func (o *pathObserver) count() int {
 	return o.n
 }
 
-// TestDispatchFinishesOnce (issue 11): whatever path moves a request — relay,
+// TestDispatchFinishesOnce: whatever path moves a request — relay,
 // redirect, hybrid, passfd from the raw accept loop or from a connection's
 // goroutine, a connection a node handed back — it is routed once and
 // finished once: the policy hears Done once per pick (every node's InFlight

@@ -91,8 +91,8 @@ type Config struct {
 	// its slot while the node works on it — until the response head has
 	// arrived and, for a body already in the front's buffer, been passed
 	// on; a body still to be streamed from the node gives the slot back
-	// first, so clients that read slowly (or never) cannot use up the slots
-	// (issue 10 item 6). Stats.Streaming counts those bodies.
+	// first, so clients that read slowly (or never) cannot use up the slots.
+	// Stats.Streaming counts those bodies.
 	MaxConn int
 	// QueueLen bounds each node's queue; a request that finds it full gets
 	// 503 at once. Default 1024.

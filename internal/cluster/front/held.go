@@ -1,6 +1,6 @@
 package front
 
-// Load on the handoff paths (issue 17). A connection passed to a node
+// Load on the handoff paths. A connection passed to a node
 // stays counted against that node (cluster.Hold) from just before the send
 // until the node says it ended: it hands the connection back (FDReturn), it
 // reports its end (FDEnded, asked for with handoff.FDFlagEnded on

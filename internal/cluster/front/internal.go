@@ -9,8 +9,8 @@ import (
 // internalURL reports whether u, a request's path (or absolute-form
 // target) as received, names the nodes' internal path space /.shoal/ —
 // the status report with RSS, goroutines and socket paths that only the
-// front's health checker and the operator may read, on the node's own port
-// (issue 10). The front answers such requests 404 itself on every data
+// front's health checker and the operator may read, on the node's own port.
+// The front answers such requests 404 itself on every data
 // path, so they never reach a node through it. The test is made on the
 // decoded, cleaned path, so "/%2eshoal/status" and "//.shoal/status" are
 // caught even though a node would not answer them; a path without ".shoal"

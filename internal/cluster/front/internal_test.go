@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestInternalPathsNotPublic is issue 10's /.shoal/status finding: the
+// TestInternalPathsNotPublic: the
 // node's status report (RSS, goroutines, socket paths) is for the front's
 // health checker and the operator, who reach the node's own port; a client
 // of the front must get 404 for every /.shoal/ spelling, on every data

@@ -92,8 +92,7 @@ func startHelperNode(t *testing.T, site string) (*exec.Cmd, string) {
 
 // TestNodeKilledUnderLoad kills one of two node processes with SIGKILL
 // while clients loop GETs through the front: no request may fail except
-// one whose response was already streaming when the node died (issue 3,
-// "Done when").
+// one whose response was already streaming when the node died.
 func TestNodeKilledUnderLoad(t *testing.T) {
 	total := 4000
 	if testing.Short() {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Client connection limits (issue 10 item 7). A front that accepts every
+// Client connection limits. A front that accepts every
 // connection runs out of descriptors: 19,900 idle keep-alive connections
 // once starved `shoal up` so that normal clients timed out and the admin
 // API failed with "accept4: too many open files". The front therefore

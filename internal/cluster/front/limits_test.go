@@ -56,7 +56,7 @@ func (cl *client) status(path string) int {
 	return resp.StatusCode
 }
 
-// Issue 10 item 6: clients that ask for a large body and never read it
+// Clients that ask for a large body and never read it
 // must not hold the node's request slots, or every other client queues
 // behind them and gets 503.
 func TestSlowReadersDoNotHoldNodeSlots(t *testing.T) {
@@ -108,7 +108,7 @@ func TestSendTimeoutCutsStalledReader(t *testing.T) {
 	}
 }
 
-// Issue 10 item 7: one address may hold at most MaxConnsPerIP connections;
+// One address may hold at most MaxConnsPerIP connections;
 // another address is not affected, and a closed connection frees its place.
 func TestPerAddressConnLimit(t *testing.T) {
 	node := namedBackend(t, "n")
@@ -148,7 +148,7 @@ func TestPerAddressConnLimit(t *testing.T) {
 	}
 }
 
-// Issue 10 item 7: at MaxClientConns the connections idle the longest are
+// At MaxClientConns the connections idle the longest are
 // closed to serve a new client; when none is idle the new one is refused.
 func TestIdleConnsShedAtGlobalLimit(t *testing.T) {
 	node := namedBackend(t, "n")

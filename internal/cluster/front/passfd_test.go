@@ -185,7 +185,7 @@ func hammer(t *testing.T, addr string, conns, total int, urls []string, sums map
 	}
 }
 
-// TestPassFDManyConnections is the acceptance run: 10,000 requests
+// TestPassFDManyConnections is the passfd acceptance run: 10,000 requests
 // over 200 concurrent keep-alive connections through passfd, bodies 1 KB to
 // 1 MB checksummed, with a content-blind policy (nodes keep connections) and
 // a content-aware one (nodes hand connections back after each request and

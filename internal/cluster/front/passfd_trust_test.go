@@ -122,7 +122,7 @@ func localSocket(t *testing.T, path string) *atomic.Int64 {
 
 // TestPassFDUntrustedSocket checks that a front passes no client socket to
 // a handoff socket a node reports unless it lies inside the handoff folder
-// and is served by the configured user (issue 10 item 3): each request is
+// and is served by the configured user: each request is
 // relayed instead, answered correctly, and the refusal counted.
 func TestPassFDUntrustedSocket(t *testing.T) {
 	mk := func(t *testing.T) string {

@@ -188,8 +188,8 @@ func (nc *nodeConn) rawStep(fd uintptr) bool {
 // node that sent anything while the connection was idle — the rest of a
 // body it framed shorter than it sent, an answer to a request smuggled past
 // the front, a close — has left bytes that would be read as the answer to
-// the next request, so such a connection is closed, never reused (issue
-// 10). nginx's upstream keepalive and HAProxy's idle connections do the
+// the next request, so such a connection is closed, never reused.
+// nginx's upstream keepalive and HAProxy's idle connections do the
 // same. One non-blocking recv(MSG_PEEK) per reused connection.
 func (nc *nodeConn) quiet() bool {
 	if nc.in.len() != 0 {

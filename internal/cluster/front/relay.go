@@ -315,7 +315,7 @@ func (cc *clientConn) readResponseHead(x *Exchange, nc *nodeConn) (got bool, err
 // body to the client, then pools or closes the node connection. A body not
 // yet wholly in the node buffer gives the node slot (*held) back first: the
 // node's work is done, and the rest moves at the client's pace, which must
-// not decide how many requests the node may take (issue 10 item 6).
+// not decide how many requests the node may take.
 func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held *bool) Result {
 	s := cc.s
 	req := x.Req

@@ -14,8 +14,8 @@ import (
 // TestRelayKeepsRepresentationHeaders checks that the relay passes the
 // node's content negotiation and range answers through unchanged: Vary,
 // Content-Encoding, ETag and Accept-Ranges on 200, multipart/byteranges on
-// 206, 304 and 412 (issue 15: "Accept-Ranges and Vary correct on every path,
-// including the front's relay").
+// 206, 304 and 412 (Accept-Ranges and Vary must be correct on every path,
+// including the front's relay).
 func TestRelayKeepsRepresentationHeaders(t *testing.T) {
 	root := t.TempDir()
 	css := strings.Repeat("p { margin: 0 }\n", 64)

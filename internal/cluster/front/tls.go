@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// HTTPS at the front (issue 14). The front terminates TLS itself: a
+// HTTPS at the front. The front terminates TLS itself: a
 // listener wrapped by TLSListener hands Serve *tls.Conn connections, whose
 // handshake runs on the connection's own goroutine under HeaderTimeout (the
 // first read), so a slow handshake never holds the accept loop. Requests are

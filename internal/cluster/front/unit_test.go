@@ -24,7 +24,7 @@ func TestChunkerFraming(t *testing.T) {
 		{"missing CRLF after data", "3\r\nabcd\r\n0\r\n\r\n", "", -1},
 		{"bare LF in trailer", "0\r\nX: 1\n\r\n", "", -1},
 		{"size overflow", "1000000000000000\r\n", "", -1},
-		// Issue 10: a chunk-size line is size, BWS, then ";" extensions
+		// A chunk-size line is size, BWS, then ";" extensions
 		// or CRLF (RFC 9112 §7.1.1); trailers are field lines (§7.1.2).
 		{"BWS before extension", "3 \t;x\r\nabc\r\n0\r\n\r\n", "abc", 17},
 		{"BWS before CRLF", "3 \r\nabc\r\n0\r\n\r\n", "abc", 14},

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// BenchmarkRepairFrontCPU measures what the issue asks of the repair path:
+// BenchmarkRepairFrontCPU measures the repair path's cost to the front:
 // the front process's CPU time per request (summed over its threads from
 // /proc/<pid>/task/*/schedstat, in µs) for relay and repair (with each
 // steering backend), 1 KB, 100 KB

@@ -123,7 +123,7 @@ func waitCount(t *testing.T, what string, c interface{ Load() uint64 }, want uin
 }
 
 // TestRepairSealedForOtherNode checks that a frame sealed for node A is
-// refused by node B (issue 10 item 9) and accepted by A.
+// refused by node B and accepted by A.
 func TestRepairSealedForOtherNode(t *testing.T) {
 	rlA, forA := repairPort(t, RepairListenerConfig{})
 	rlB, forB := repairPort(t, RepairListenerConfig{})
@@ -139,7 +139,7 @@ func TestRepairSealedForOtherNode(t *testing.T) {
 	}
 }
 
-// TestRepairHugeClaims is the memory attack of issue 10 item 9: 40
+// TestRepairHugeClaims is a memory attack on the repair port: 40
 // connections each send a header claiming the largest payload and one more
 // byte. The node must refuse each from its header alone, close it, and
 // allocate nothing for the claims (on main: 323 MB of heap).

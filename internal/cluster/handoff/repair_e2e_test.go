@@ -333,7 +333,7 @@ func (w *watchConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// TestRepairShoalKeepAlive is the issue's acceptance test: many requests
+// TestRepairShoalKeepAlive is the repair path's acceptance test: many requests
 // over concurrent keep-alive connections through `shoal front --path
 // repair`, 1 KB to 1 MB bodies checked by SHA-256, with curl and a Go
 // client. Every connection is moved to a node at its first request; the

@@ -24,8 +24,8 @@ import (
 	"time"
 )
 
-// Pipelining clients and large answers through `shoal front --path repair`
-// (issue 11). A client that writes ten requests at once hands the front a
+// Pipelining clients and large answers through `shoal front --path repair`.
+// A client that writes ten requests at once hands the front a
 // connection whose later segments may still be on the wire while the front
 // freezes the socket and the node rebuilds it: each of them must reach the
 // node (retransmitted if need be), never the frozen copy, and never meet a

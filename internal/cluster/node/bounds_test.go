@@ -8,7 +8,7 @@ import (
 // TestScanLeavesCacheBounded: the node's only per-URL table is its memory
 // cache, byte-budgeted and keyed by the content table's cleaned URL, so a
 // scan of missing or refused paths caches nothing (no negative cache) and
-// many spellings of one file share one entry (issue 10 item 4).
+// many spellings of one file share one entry.
 func TestScanLeavesCacheBounded(t *testing.T) {
 	_, ts, c := startSite(t)
 	cases := []struct {

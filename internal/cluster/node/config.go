@@ -62,7 +62,7 @@ type Config struct {
 	// Default httpwire.DefaultMaxHead + httpwire.ForwardHeadroom (9 KiB):
 	// the front's default limit plus what its rewrite may add
 	// (X-Forwarded-For, Host), so that a head the front accepted is never
-	// refused here because of what the front added (issue 10). A node
+	// refused here because of what the front added. A node
 	// behind a front with a larger limit needs that limit plus
 	// ForwardHeadroom.
 	MaxHead int
@@ -138,7 +138,7 @@ type Config struct {
 	// MaxConns caps the client connections open at once, handed-off ones
 	// included (under passfd the front's limits do not cover them): at it,
 	// the connections idle the longest are closed to make room, and a new
-	// one is closed at once when none is idle (issue 10 item 7). Default
+	// one is closed at once when none is idle. Default
 	// DefaultMaxConns(RLIMIT_NOFILE); negative: no limit.
 	MaxConns int
 	// Peer turns on fetching from peers' memories and the cache digest

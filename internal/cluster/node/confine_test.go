@@ -28,7 +28,7 @@ func rawGet(t *testing.T, addr, path string) (int, string) {
 	return st, s
 }
 
-// TestSwapAfterScan is issue 10's item 8: files and directories replaced,
+// TestSwapAfterScan: files and directories replaced,
 // while the node runs, by symlinks that leave the root (or by a FIFO) must
 // not be served. The node opens every file confined to the root at open
 // time (content.Table.Open: openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or

@@ -597,7 +597,7 @@ func TestPublishInvalidatesCache(t *testing.T) {
 }
 
 // A client that asks for a large file and never reads it (a slow reader,
-// issue 10 item 6; through passfd it holds the node's own connection) is
+// which through passfd holds the node's own connection) is
 // cut after WriteTimeout, whether the body goes by sendfile or from cache.
 func TestSendTimeoutCutsStalledReader(t *testing.T) {
 	root, _ := site(t)
@@ -630,7 +630,7 @@ func TestSendTimeoutCutsStalledReader(t *testing.T) {
 	}
 }
 
-// Issue 10 item 7, on the node (which holds handed-off connections the
+// Connection limits on the node (which holds handed-off connections the
 // front no longer counts): at MaxConns the connection idle the longest is
 // closed to make room; with none idle, the new one is closed.
 func TestConnLimitClosesIdleFirst(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 const SiteFile = ".shoal.toml"
 
 // SiteRules are the per-site response rules a hosting customer sets for
-// their own site, in TOML (issue 15). Example:
+// their own site, in TOML. Example:
 //
 //	listing = false                 # directory listings (default off)
 //	[error_pages]

@@ -9,7 +9,7 @@ import (
 // the current content version, sorted by URL. The front's health checker
 // fetches it whenever the content_version in the status report changes, so
 // the policies get object sizes on the paths where the front never sees a
-// response (passfd, repair, redirect; issue 17, TB-CCRD's url_size column).
+// response (passfd, repair, redirect; TB-CCRD's url_size column).
 const sizesPath = "/.shoal/sizes"
 
 // sizeIndex is the index built for one content version.

@@ -7,7 +7,7 @@ import (
 )
 
 // TestSizeIndex: /.shoal/sizes lists every file of the site with its size
-// (what the front's policies need on the handoff paths, issue 17), and no
+// (what the front's policies need on the handoff paths), and no
 // directory nor the symlink that leaves the root.
 func TestSizeIndex(t *testing.T) {
 	root, secret := site(t)

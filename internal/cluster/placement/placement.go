@@ -1,5 +1,5 @@
 // Package placement decides which nodes store a file when the site is
-// partitioned over the nodes' disks (issue 16, "partitioned storage"; seed
+// partitioned over the nodes' disks (seed
 // 001 spreads the documents over the nodes' disks): each content key lives
 // on R nodes, chosen by weighted rendezvous hashing (highest random weight,
 // Thaler and Ravishankar 1998; the weighted form of Schindelhauer and

@@ -3,7 +3,7 @@ package policy
 // urlIndex is the bounded URL → dense id map under every per-URL table the
 // policies keep: lard's targets, lardr's server sets and the URL
 // distribution table of tbccrd and weblins. URLs are client input, so a
-// scanner can send any number of distinct ones (issue 10 item 4: 223,867
+// scanner can send any number of distinct ones (a scan once left 223,867
 // rows and +67 MB at the front). The index therefore holds at most max URLs
 // whose lengths sum to at most maxBytes and makes room by evicting the
 // least recently used URL, "used" meaning looked up by Pick. The recency

@@ -14,7 +14,7 @@ import (
 // §2.2.2(c): the front evicts "by the agreed replacement policy"). The
 // simulator passes its nodes' settings, `shoal up` its nodes' (gdsf by
 // default, cost 1); a front that mirrors gdsf nodes in LRU order believes
-// objects cached that the nodes dropped (issue 17, docs/parity.md).
+// objects cached that the nodes dropped (docs/parity.md).
 //
 // Each mirror is backed by a cache of the same policy and budget, so no
 // replacement logic lives here; its MaxObject is 0, as the policy applies

@@ -81,7 +81,7 @@ type Config struct {
 	// weblins' mirrors of the node caches follow when NewReplacer is not set
 	// (NodeCacheMirrors, with the nodes' GDSF cost of 1): a mirror evicting
 	// in another order than its nodes believes objects cached that the nodes
-	// dropped (issue 17). Default "" = lru (seed 000 §3.3.1); `shoal up`
+	// dropped. Default "" = lru (seed 000 §3.3.1); `shoal up`
 	// sets its nodes' policy, a `shoal front` takes [tuning] node_cache.
 	NodeCache string `toml:"node_cache"`
 
@@ -105,7 +105,7 @@ type Config struct {
 	// MaxURLs bounds every per-URL table (lard's and lardr's targets, the
 	// URL tables of tbccrd and weblins): beyond it the least recently
 	// requested URL is evicted. URLs are client input, so without a bound
-	// a scanner grows the front without limit (issue 10 item 4). Default
+	// a scanner grows the front without limit. Default
 	// 65,536: that many distinct files average 512 B each in the mirrored
 	// 32 MiB node caches, so the least recently requested URL beyond it is
 	// one no cache is likely to hold, while an entry costs roughly 100 B
@@ -269,7 +269,7 @@ type Tabler interface {
 // keeps one (lard, lardr, tbccrd, weblins), read from its Tables snapshot,
 // so it is what an operator sees; ok is false for a policy without one. The
 // tests of policy, cluster and front check with it that URL scans leave
-// the tables bounded (issue 10 item 4).
+// the tables bounded.
 func TableURLs(p Policy) (n int, ok bool) {
 	t, ok := p.(Tabler)
 	if !ok {

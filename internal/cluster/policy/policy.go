@@ -92,7 +92,7 @@ type Cluster struct {
 	// changes, so policies can cache derived values (gcd, max weight, rings).
 	Version uint64
 	// Storage, when not nil, says which nodes store which file on disk
-	// (partitioned storage, issue 16): the holders of a URL are the
+	// (partitioned storage): the holders of a URL are the
 	// Replicas highest weighted-rendezvous scores (internal/cluster/placement).
 	// nil means every node stores every file. Weblins' owner, LARD and
 	// LARD-R's choice of a new server and tbccrd's disk_hit flags prefer

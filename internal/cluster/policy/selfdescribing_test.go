@@ -1,7 +1,7 @@
 package policy_test
 
 // This file is the whole of a new policy, dirhash, and the proof that adding
-// a policy touches only internal/cluster/policy (issue 11): it declares its traits
+// a policy touches only internal/cluster/policy: it declares its traits
 // where it is defined, and the simulator charges it by them, the live front
 // routes with it, and the configuration template lists the [tuning] key it
 // reads, without a line changed in internal/tools/sim, internal/cluster/front or

@@ -160,7 +160,7 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 	// so among equally loaded candidates the connection stays where it is
 	// (no handoff) or goes to the first one after it: with the lowest index
 	// winning ties, every new URL went to node 0 whenever the nodes showed
-	// equal counts, as they do at low concurrency (issue 17).
+	// equal counts, as they do at low concurrency.
 	best := p.leastLoaded(c, r, e, holder, false)
 	if best >= 0 && p.load(c, r, best) < p.loadLimit {
 		p.t.hit(id, best, r.Now)

@@ -196,8 +196,8 @@ func TestTBCCRDKeepAliveMoves(t *testing.T) {
 // TestTBCCRDTiesStayAtHolder: among equally loaded candidates the tag is
 // the node holding the connection (no handoff), else the next one after it.
 // At low concurrency every node shows 0 connections, and the lowest-index
-// rule tagged every new URL, and handed every connection, to node 0 (issue
-// 17); the wrr holders now keep them: 0,1,2,3,… and no handoff.
+// rule tagged every new URL, and handed every connection, to node 0;
+// the wrr holders now keep them: 0,1,2,3,… and no handoff.
 func TestTBCCRDTiesStayAtHolder(t *testing.T) {
 	c := newCluster(1, 1, 1, 1)
 	p := mustNew(t, "tbccrd", Config{}).(*TBCCRD)

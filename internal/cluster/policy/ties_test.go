@@ -11,7 +11,7 @@ import (
 // shows Active 0) the lowest-index rule sent every lc/wlc request, and
 // placed every new LARD/LARD-R target, on node 0; live, where a request
 // spends most of its life outside the nodes, such ties are the common case
-// and skewed shares towards node 0 (docs/parity.md, issue 17).
+// and skewed shares towards node 0 (docs/parity.md).
 func TestLeastLoadedTiesRotate(t *testing.T) {
 	tests := []struct {
 		policy  string

@@ -10,7 +10,7 @@ import (
 
 // Traits is what a policy says about itself, so that the front, the
 // simulator and the configuration template read it from the policy instead
-// of keeping lists of policy names (issue 11): adding a policy then touches
+// of keeping lists of policy names: adding a policy then touches
 // only this package. A policy declares them with a Traits method (see
 // Describer); TraitsOf reads them.
 type Traits struct {

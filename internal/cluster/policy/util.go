@@ -42,7 +42,7 @@ func gcd(a, b int) int {
 // it takes the first at or after its position (wrapping) and moves past it.
 // A lowest-index rule sends every request to node 0 whenever the nodes
 // show equal loads — the common case when requests finish before the next
-// one arrives, which is how a live front often sees them (issue 17,
+// one arrives, which is how a live front often sees them (see
 // docs/parity.md) — while the rotation spreads those picks evenly. It is
 // deterministic: equal inputs, equal picks, so the simulator stays a pure
 // function of its trace. The zero value starts at node 0.

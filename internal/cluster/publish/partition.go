@@ -16,7 +16,7 @@ import (
 	"shoal/internal/cluster/placement"
 )
 
-// Partitioned storage (issue 16; docs/cooperation.md "Partitioned
+// Partitioned storage (docs/cooperation.md "Partitioned
 // storage"). With Config.Replicas below the number of nodes, a version is
 // written as one tree per node holding only the files placement gives it
 // (weighted rendezvous hashing, internal/cluster/placement) plus a manifest

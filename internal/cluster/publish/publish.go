@@ -1,5 +1,5 @@
 // Package publish pushes a new version of a site to every node of a cluster
-// and switches them together (issue 14; docs/publish.md).
+// and switches them together (docs/publish.md).
 //
 // A publish has three steps, run by one Coordinator (the front, or `shoal
 // up`, which own the list of nodes):

@@ -1,5 +1,5 @@
 // Package loadgen is shoal's HTTP and TCP load generator: the instrument
-// behind every performance claim of the project (SPEC §7, issue 5).
+// behind every performance claim of the project (SPEC §7).
 //
 // It runs closed-loop (C persistent connections, each sending its next
 // request as soon as the previous response ends) or open-loop at a fixed

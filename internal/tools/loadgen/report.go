@@ -39,7 +39,7 @@ func ErrorCounts(e *[NumErrorKinds]uint64) map[string]uint64 {
 
 // Summary is the machine-readable report of an HTTP run: the object
 // `shoal bench http --json` prints (the keys are the bench harness's
-// contract, issue 5).
+// contract).
 type Summary struct {
 	URL         string            `json:"url"`
 	Mode        string            `json:"mode"` // "closed" or "open"

@@ -57,7 +57,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkSimWRR8 is the speed target: trace requests simulated per
+// BenchmarkSimWRR8 measures the simulator's speed: trace requests simulated per
 // second for wrr on 8 nodes (one core).
 func BenchmarkSimWRR8(b *testing.B)    { benchPolicy(b, "wrr", 8) }
 func BenchmarkSimLARD8(b *testing.B)   { benchPolicy(b, "lard", 8) }

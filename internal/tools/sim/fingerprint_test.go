@@ -35,7 +35,7 @@ func allPoliciesFingerprint(tb testing.TB) string {
 // traits into internal/cluster/policy must not change a single count. Since then
 // only lc, wlc, lard, lardr and tbccrd moved, when ties among the least
 // loaded nodes began to rotate (tbccrd: to stay at the holder) instead of
-// going to the lowest index (issue 17).
+// going to the lowest index.
 const allPoliciesBefore = `chbl/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 ib=0.0 t=488117616000
 chbl/4 req=33343 mem=25221 peer=0 disk=8122 hand=33343 rej=0 ib=0.0 t=90972318000
 chbl/8 req=33343 mem=26882 peer=0 disk=6461 hand=33343 rej=0 ib=0.0 t=39072880000

@@ -13,7 +13,7 @@ import (
 // names, places every URL where the live front with those node URLs places
 // it. With the default names n0…n3 the ring differs (docs/parity.md: the
 // same trace's chbl shares moved by up to 8 points between runs with other
-// ports, issue 17).
+// ports).
 func TestNodeNamesReachThePolicy(t *testing.T) {
 	live := []string{"http://127.0.0.1:40001", "http://127.0.0.1:40117", "http://127.0.0.1:41230", "http://127.0.0.1:45555"}
 	view := &policy.Cluster{}

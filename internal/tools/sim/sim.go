@@ -114,7 +114,7 @@ type Config struct {
 	// cached elsewhere), so the simulator predicts them; GDSFDisk is the
 	// model's disk read time (Costs.Disk) and, for an object cached
 	// elsewhere, a peer fetch (both sides' PeerPer512), the simulator's
-	// cost before issue 16, under which cgdsf misses more than live nodes
+	// former cost, under which cgdsf misses more than live nodes
 	// do (docs/cooperation.md).
 	GDSFCost string
 	// Costs are the time and byte costs. Zero value = DefaultCosts().
@@ -175,7 +175,7 @@ type Result struct {
 }
 
 // Row is one line of the results table; its JSON keys are the CLI's --json
-// contract (issue 4).
+// contract.
 type Row struct {
 	Policy string `json:"policy"`
 	Nodes  int    `json:"nodes"`

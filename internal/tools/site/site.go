@@ -1,6 +1,6 @@
 // Package site generates shoal's deterministic sample site: the content tree
 // that `shoal up` serves when no --site is given, and that tests and
-// benchmarks use as a realistic workload (issue 2, "The one-command cluster";
+// benchmarks use as a realistic workload (the one-command cluster;
 // SPEC §1 "up").
 //
 // A site is a few thousand files in nested sections (/docs/aa/…, /img/ab/…,
