@@ -136,6 +136,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
+	sizes = sim.ObjectSizes(sizes) // one file, one object, as the nodes cache it
 	if *replicas < 0 {
 		return fmt.Errorf("--replicas %d: want 0 (every node) or a count of nodes", *replicas)
 	}

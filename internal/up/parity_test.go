@@ -2,6 +2,7 @@ package up
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -21,10 +22,14 @@ import (
 	"shoal/internal/tools/sim"
 )
 
-// epa is the second real trace beside the NASA day (the EPA server's 30
-// August 1995 morning): a different site, a different month, never used to
-// tune the simulator.
-const epa = "../../../shared/data/traces/epa_http_0830_00-12h_learning-clojure.txt.gz"
+// The long form's real traces, in shared/data/traces beside the checkout
+// (SHOAL_TRACES names another folder): the NASA day and the EPA server's
+// 30 August 1995 morning, a different site and month, never used to tune
+// the simulator.
+const (
+	nasaFile = "nasa_aug95_19950801_fullday_derived.log.gz"
+	epaFile  = "epa_http_0830_00-12h_learning-clojure.txt.gz"
+)
 
 // parityRequests is how many trace records the long parity test replays.
 const parityRequests = 20000
@@ -81,7 +86,8 @@ func TestParityShort(t *testing.T) {
 // and on each trace and path the policy with the best live hit ratio must
 // be the simulator's best. The traces: the NASA day and the EPA morning
 // (the first 20,000 records of each), a synthetic Zipf workload, and the
-// access log named by SHOAL_PARITY_TRACE (a user's own traffic);
+// access log named by SHOAL_PARITY_TRACE (a user's own traffic; SHOAL_TRACES
+// names the folder of the real traces when shared/ is not beside the checkout);
 // SHOAL_PARITY_TRACES picks among nasa, epa and zipf (default all). The
 // table goes to the log, and to the file named by SHOAL_PARITY_TABLE
 // (docs/parity.md holds one). Slow (a minute or two per trace and path) and
@@ -127,7 +133,8 @@ func parityCases(t *testing.T) []parityCase {
 	for _, name := range envList("SHOAL_PARITY_TRACES", []string{"nasa", "epa", "zipf"}) {
 		switch name {
 		case "nasa", "epa":
-			p := map[string]string{"nasa": nasa, "epa": epa}[name]
+			dir := cmp.Or(os.Getenv("SHOAL_TRACES"), filepath.Dir(nasa))
+			p := filepath.Join(dir, map[string]string{"nasa": nasaFile, "epa": epaFile}[name])
 			if _, err := os.Stat(p); err != nil {
 				t.Logf("%s trace not found at %s (shared/ beside the checkout): skipped", name, p)
 				continue
@@ -297,7 +304,7 @@ func parityTable(rows []parityRow) string {
 // parityWorkload reads the case's first GET records and keeps those naming
 // a file of the site (the others cannot be served the same way live and
 // simulated): the request targets for the live run and the same sequence
-// with the files' sizes for the simulator.
+// keyed by file, with the files' sizes, for the simulator.
 func parityWorkload(t *testing.T, pc parityCase, root string) ([]string, []sim.Access) {
 	t.Helper()
 	targets, err := loadgen.LoadTrace(pc.Path, "", pc.Limit)
@@ -315,8 +322,15 @@ func parityWorkload(t *testing.T, pc parityCase, root string) ([]string, []sim.A
 		if err != nil || e.IsDir {
 			continue
 		}
+		// The simulator keys the request as `shoal sim` does
+		// (sim.TraceSource): by the file it names, what the node caches
+		// and the front's policies see (content.ObjectKey).
+		k, ok := content.ObjectKey(u)
+		if !ok || k != e.URL {
+			t.Fatalf("%s: object key %q, %v; the node serves %q", u, k, ok, e.URL)
+		}
 		urls = append(urls, u)
-		acc = append(acc, sim.Access{URL: u, Size: e.Size})
+		acc = append(acc, sim.Access{URL: k, Size: e.Size})
 	}
 	return urls, acc
 }
