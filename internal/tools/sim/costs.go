@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -270,4 +271,22 @@ func DefaultPath(t policy.Traits) Path {
 		return PathL7
 	}
 	return PathL4
+}
+
+// Scaled returns c with every time cost multiplied by f (> 0), byte costs
+// unchanged: the same cluster on hardware f times slower (f < 1: faster).
+// In throughput mode every event time scales by f, so a run's counts stay
+// those of c except where a policy acts on a period of real time (dfwrr's
+// load feedback and weblins' popular-set rebuild every Period, LARD/R's K,
+// the nodes' cache digests): those see f⁻¹ times as many periods. A
+// prediction of a live cluster therefore needs costs at that cluster's
+// speed, and Scaled by the ratio of its measured elapsed time to the
+// simulated one gives them (docs/parity.md).
+func (c Costs) Scaled(f float64) Costs {
+	for _, fd := range c.Fields() {
+		if fd.Dur != nil {
+			*fd.Dur = time.Duration(math.Round(float64(*fd.Dur) * f))
+		}
+	}
+	return c
 }
