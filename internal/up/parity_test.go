@@ -212,6 +212,8 @@ func parityTrace(t *testing.T, pc parityCase, paths, pols []string) []parityRow 
 	for _, path := range paths {
 		for _, pol := range pols {
 			live := parityLive(t, cfg, path, pol, urls)
+			t.Logf("%s, %s over %s: %v live, node %v per request, %v in the system", pc.Name, pol, path,
+				live.took.Round(time.Millisecond), live.measured.NodeBusy, live.measured.InSystem)
 			simRes := paritySim(t, pol, path, live, accesses)
 			r := parityRow{Trace: pc.Name, Policy: pol, Path: path, Live: shares(live.served), Sim: shares(simRes.NodeRequests),
 				LiveHit: live.hit, SimHit: simRes.HitRatio}
@@ -230,10 +232,11 @@ func parityTrace(t *testing.T, pc parityCase, paths, pols []string) []parityRow 
 // ring hashes, as the front's policy view does), the live front's data
 // path (relay and passfd are content-aware l7 fronts for every policy:
 // the front picks the node of each new connection itself, and no node hands
-// a connection on), and costs at the live cluster's speed: the model's
-// costs scaled so the replay takes the simulator the time it took live, so
-// that the policies' periods (weblins' popular set, dfwrr's feedback)
-// fall as often among the requests on both sides (sim.Costs.Scaled).
+// a connection on), and the live cluster's speed: the model's costs
+// calibrated to the nodes' measured time per request and a request's
+// measured time in the system (sim.Calibrate), so that the loads the
+// policies read and their periods (weblins' popular set, dfwrr's feedback)
+// follow the live ones.
 func paritySim(t *testing.T, pol, path string, live parityLiveRun, acc []sim.Access) sim.Result {
 	t.Helper()
 	cfg := sim.Config{Policy: pol, Nodes: 4, NodeNames: live.names, CacheBytes: 2 << 20, Cache: "gdsf",
@@ -241,17 +244,11 @@ func paritySim(t *testing.T, pol, path string, live parityLiveRun, acc []sim.Acc
 	if path == "relay" || path == "passfd" {
 		cfg.Path = sim.PathL7
 	}
-	costs := sim.DefaultCosts()
-	cfg.Costs = &costs
-	first, err := sim.Run(cfg, sim.NewSliceSource(acc))
+	costs, err := sim.Calibrate(cfg, func() sim.Source { return sim.NewSliceSource(acc) }, live.measured)
 	if err != nil {
-		t.Fatalf("sim %s: %v", pol, err)
+		t.Fatalf("sim %s: calibrate to %+v: %v", pol, live.measured, err)
 	}
-	if first.Elapsed <= 0 || live.took <= 0 {
-		return first
-	}
-	scaled := costs.Scaled(float64(live.took) / float64(first.Elapsed))
-	cfg.Costs = &scaled
+	cfg.Costs = &costs
 	res, err := sim.Run(cfg, sim.NewSliceSource(acc))
 	if err != nil {
 		t.Fatalf("sim %s: %v", pol, err)
@@ -398,6 +395,9 @@ type parityLiveRun struct {
 	hit    float64       // the cluster's memory hit ratio
 	names  []string      // the nodes' names in the front's policy view
 	took   time.Duration // the replay's wall time
+	// measured is the nodes' mean time on a request and a request's time
+	// in the system (16 in it, Little's law over the replay).
+	measured sim.Measured
 }
 
 // parityLive replays urls once, in order, on 16 one-request connections
@@ -446,7 +446,7 @@ func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) parit
 		waitSockets(t, p)
 		c = p.Cluster
 	}
-	before := nodeRequests(t, c)
+	before, busyBefore := nodeRequests(t, c), nodesBusy(t, c)
 	r, err := loadgen.New(loadgen.Config{URL: strings.TrimSuffix(c.URL, "/"), Workload: loadgen.List(urls),
 		Connections: 16, Requests: uint64(len(urls)), DisableKeepAlive: true, Timeout: 30 * time.Second})
 	if err != nil {
@@ -459,7 +459,8 @@ func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) parit
 	if res.OK < uint64(len(urls))*99/100 {
 		t.Errorf("%s over %s: %d of %d requests answered 2xx", pol, path, res.OK, len(urls))
 	}
-	served, _ := servedSince(t, c, before, int64(res.Requests))
+	served, total := servedSince(t, c, before, int64(res.Requests))
+	busy := nodesBusy(t, c) - busyBefore
 	// A memory hit of the cluster is a request answered from a node's
 	// memory, its own or (peer fetch) another's, as the simulator counts
 	// it: the nodes' cache hits, less those that answered a peer's fetch,
@@ -476,7 +477,22 @@ func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) parit
 			}
 		}
 	}
-	return parityLiveRun{served: served, hit: hits / max(reqs, 1), names: names, took: res.Duration}
+	return parityLiveRun{served: served, hit: hits / max(reqs, 1), names: names, took: res.Duration,
+		measured: sim.Measured{NodeBusy: busy / time.Duration(max(total, 1)),
+			InSystem: 16 * res.Duration / time.Duration(max(res.Requests, 1))}}
+}
+
+// nodesBusy is the nodes' summed time answering requests, from their last
+// status reports.
+func nodesBusy(t *testing.T, c *Cluster) time.Duration {
+	t.Helper()
+	var sum time.Duration
+	for _, n := range nodeInfos(t, c) {
+		if n.Status != nil {
+			sum += time.Duration(n.Status.BusyNanos)
+		}
+	}
+	return sum
 }
 
 // shares turns counts into percentages of their sum.
