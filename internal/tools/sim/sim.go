@@ -234,7 +234,7 @@ const (
 	evPeerSend              // owner finished sending the object
 	evDisk                  // disk read done: transmit
 	evDone                  // last CPU job done: deliver (Costs.Delivery), or complete
-	evDelivered             // the client has the response: request complete
+	evClient             // the client has the response: request complete
 )
 
 // source of a request's object
@@ -606,13 +606,13 @@ func (s *sim) run() error {
 			s.q.push(n.cpu.serve(s.now, d), evDone, i)
 		case evDone:
 			if r.node >= 0 && s.c.Delivery > 0 {
-				s.q.push(s.now+int64(s.c.Delivery), evDelivered, i)
+				s.q.push(s.now+int64(s.c.Delivery), evClient, i)
 				break
 			}
 			if err := s.complete(i, r); err != nil {
 				return err
 			}
-		case evDelivered:
+		case evClient:
 			if err := s.complete(i, r); err != nil {
 				return err
 			}
