@@ -234,7 +234,7 @@ const (
 	evPeerSend              // owner finished sending the object
 	evDisk                  // disk read done: transmit
 	evDone                  // last CPU job done: deliver (Costs.Delivery), or complete
-	evClient             // the client has the response: request complete
+	evClient                // the client has the response: request complete
 )
 
 // source of a request's object
