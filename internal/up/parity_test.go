@@ -214,7 +214,7 @@ func parityTrace(t *testing.T, pc parityCase, paths, pols []string) []parityRow 
 			live := parityLive(t, cfg, path, pol, urls)
 			t.Logf("%s, %s over %s: %v live, node %v per request, %v in the system", pc.Name, pol, path,
 				live.took.Round(time.Millisecond), live.measured.NodeBusy, live.measured.InSystem)
-			simRes := paritySim(t, pol, path, live, accesses)
+			simRes := paritySim(t, pol, live, accesses)
 			r := parityRow{Trace: pc.Name, Policy: pol, Path: path, Live: shares(live.served), Sim: shares(simRes.NodeRequests),
 				LiveHit: live.hit, SimHit: simRes.HitRatio}
 			for i := range r.Live {
@@ -230,20 +230,20 @@ func parityTrace(t *testing.T, pc parityCase, paths, pols []string) []parityRow 
 // paritySim runs the simulator as the live run it predicts: the same
 // policy, cache and window, the live nodes' names (their URLs, which chbl's
 // ring hashes, as the front's policy view does), the live front's data
-// path (relay and passfd are content-aware l7 fronts for every policy:
-// the front picks the node of each new connection itself, and no node hands
-// a connection on), and the live cluster's speed: the model's costs
+// path (relay, passfd and repair are content-aware l7 fronts for every
+// policy: the front reads the request and picks the node itself, and no
+// node hands a connection on, where the simulator's default path for
+// tbccrd and weblins charges node-to-node handoffs), and the live
+// cluster's speed: the model's costs
 // calibrated to the nodes' measured time per request and a request's
 // measured time in the system (sim.Calibrate), so that the loads the
 // policies read and their periods (weblins' popular set, dfwrr's feedback)
 // follow the live ones.
-func paritySim(t *testing.T, pol, path string, live parityLiveRun, acc []sim.Access) sim.Result {
+func paritySim(t *testing.T, pol string, live parityLiveRun, acc []sim.Access) sim.Result {
 	t.Helper()
 	cfg := sim.Config{Policy: pol, Nodes: 4, NodeNames: live.names, CacheBytes: 2 << 20, Cache: "gdsf",
 		PerNode: 4, PolicyConfig: policy.Config{PopularN: policy.DefaultConfig().PopularN}}
-	if path == "relay" || path == "passfd" {
-		cfg.Path = sim.PathL7
-	}
+	cfg.Path = sim.PathL7
 	costs, err := sim.Calibrate(cfg, func() sim.Source { return sim.NewSliceSource(acc) }, live.measured)
 	if err != nil {
 		t.Fatalf("sim %s: calibrate to %+v: %v", pol, live.measured, err)
