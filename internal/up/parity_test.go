@@ -81,19 +81,21 @@ func TestParityShort(t *testing.T) {
 // concurrency (16 requests in the system, one connection each, as the
 // simulator's HTTP/1.0 trace requests are), the same policy code and the
 // same node names (the live nodes' URLs), for every policy on relay and
-// passfd. Per-node request shares must agree within 10 percentage points,
-// the live aggregate hit ratio must be within 10 % of the simulated one,
-// and on each trace and path the policy with the best live hit ratio must
-// be the simulator's best. The traces: the NASA day and the EPA morning
-// (the first 20,000 records of each), a synthetic Zipf workload, and the
-// access log named by SHOAL_PARITY_TRACE (a user's own traffic; SHOAL_TRACES
-// names the folder of the real traces when shared/ is not beside the checkout);
-// SHOAL_PARITY_TRACES picks among nasa, epa and zipf (default all). The
-// table goes to the log, and to the file named by SHOAL_PARITY_TABLE
-// (docs/parity.md holds one). Slow (a minute or two per trace and path) and
-// a load test, so it runs only with SHOAL_PARITY=1 (SHOAL_PARITY_PATHS
-// picks the paths, default relay,passfd; repair needs root;
-// SHOAL_PARITY_POLICIES picks the policies, default all).
+// passfd, the simulator calibrated to each live run (paritySim). Per-node
+// request shares must agree within 10 percentage points, the live hit
+// ratio must be within 10 % of the simulated one, and on each trace and
+// path both sides must rank the same policy first (rankParity).
+//
+// The traces: the NASA day and the EPA morning (the first 20,000 records
+// of each), a synthetic Zipf workload, and the access log named by
+// SHOAL_PARITY_TRACE (a user's own traffic). SHOAL_PARITY_TRACES picks
+// among nasa, epa and zipf (default all; none: only SHOAL_PARITY_TRACE's),
+// SHOAL_TRACES names the folder of the real traces when shared/ is not
+// beside the checkout, SHOAL_PARITY_PATHS the paths (default relay,passfd;
+// repair needs root) and SHOAL_PARITY_POLICIES the policies (default all).
+// The tables go to the log, and to the file named by SHOAL_PARITY_TABLE
+// (docs/parity.md holds them). A load test of a few minutes, so it runs
+// only with SHOAL_PARITY=1; TestParityShort is its short form.
 func TestParityLiveVsSim(t *testing.T) {
 	if testing.Short() || os.Getenv("SHOAL_PARITY") == "" {
 		t.Skip("a load test replaying traces through live clusters: set SHOAL_PARITY=1 (docs/parity.md)")
@@ -142,8 +144,9 @@ func parityCases(t *testing.T) []parityCase {
 			out = append(out, parityCase{Name: name, Path: p, Limit: parityRequests})
 		case "zipf":
 			out = append(out, parityCase{Name: "zipf", Path: zipfTrace(t)})
+		case "none":
 		default:
-			t.Fatalf("SHOAL_PARITY_TRACES: unknown trace %q (want nasa, epa or zipf)", name)
+			t.Fatalf("SHOAL_PARITY_TRACES: unknown trace %q (want nasa, epa, zipf or none)", name)
 		}
 	}
 	if p := os.Getenv("SHOAL_PARITY_TRACE"); p != "" {
