@@ -230,7 +230,7 @@ func (g *Gateway) Start() error {
 	go g.serve(g.cur.Load(), g.ln)
 	if g.Admin != nil {
 		g.admin = &http.Server{Handler: g.Admin, ReadHeaderTimeout: 10 * time.Second}
-		go g.report(g.admin.Serve(g.cfg.AdminListener))
+		go func() { g.report(g.admin.Serve(g.cfg.AdminListener)) }()
 	}
 	return nil
 }
