@@ -122,33 +122,41 @@ type Config struct {
 // locality plus balancing by connections (README, "Choosing a policy").
 const DefaultPolicy = "tbccrd"
 
+// DefaultConfig returns `shoal up`'s defaults: Config's zero fields
+// take these values.
+func DefaultConfig() Config {
+	return Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 4, CacheMB: 64, Cache: "gdsf", Policy: DefaultPolicy,
+		HealthInterval: config.DefaultFront().Health.Interval.Duration}
+}
+
 func (c *Config) fill() error {
+	d := DefaultConfig()
 	if c.Listen == "" {
-		c.Listen = "127.0.0.1:8080"
+		c.Listen = d.Listen
 	}
 	if c.Admin == "" {
-		c.Admin = "127.0.0.1:9090"
+		c.Admin = d.Admin
 	}
 	if c.Nodes == 0 {
-		c.Nodes = 4
+		c.Nodes = d.Nodes
 	}
 	if c.Nodes < 1 || c.Nodes > 64 {
 		return fmt.Errorf("--nodes %d: want 1 to 64", c.Nodes)
 	}
 	if c.CacheMB == 0 {
-		c.CacheMB = 64
+		c.CacheMB = d.CacheMB
 	}
 	if c.CacheMB < 0 {
 		return fmt.Errorf("--cache-mb %d: want a positive size", c.CacheMB)
 	}
 	if c.Cache == "" {
-		c.Cache = "gdsf"
+		c.Cache = d.Cache
 	}
 	if c.Policy == "" {
-		c.Policy = DefaultPolicy
+		c.Policy = d.Policy
 	}
 	if c.HealthInterval <= 0 {
-		c.HealthInterval = time.Second
+		c.HealthInterval = d.HealthInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

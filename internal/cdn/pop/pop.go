@@ -87,7 +87,7 @@ func DefaultConfig() Config {
 		Peer:        "127.0.0.1:7946",
 		JoinTimeout: 30 * time.Second,
 		SampleEvery: time.Second,
-		Cluster:     up.Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 2, CacheMB: 64},
+		Cluster:     popCluster(),
 		MBPP:        mbpp.DefaultConfig(0, "", ""),
 		Chord:       chord.DefaultConfig(chord.Peer{}),
 		DNS:         cdndns.DefaultConfig(),
@@ -577,3 +577,11 @@ func (p *PoP) Err() <-chan error {
 
 // Refused returns the peer links refused for a wrong seed so far.
 func (p *PoP) Refused() uint64 { return p.wire.Stats.Refused.Load() }
+
+// popCluster is a PoP's cluster: `shoal up`'s defaults with two nodes,
+// enough to show the front's policy at work in each PoP.
+func popCluster() up.Config {
+	c := up.DefaultConfig()
+	c.Nodes = 2
+	return c
+}
