@@ -249,96 +249,19 @@ func classify(c byte, fallback *Error) *Error {
 
 const versionPrefix = "HTTP/"
 
+// parse reads the request line and the header fields at the start of b
+// into r, then applies the rules that need the whole head: Transfer-Encoding
+// only on HTTP/1.1 and never with Content-Length, Host required on HTTP/1.1,
+// and whether the connection closes after the response.
 func parse(b []byte, r *Request, maxHeaders int) (int, error) {
 	r.reset()
-	i := 0
-	// RFC 9112 §2.2: a server SHOULD ignore at least one empty line (CRLF)
-	// received prior to the request-line.
-	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
-		if b[i] == '\n' {
-			return 0, ErrBareLF
-		}
-		if i+1 >= len(b) {
-			return 0, ErrNeedMore
-		}
-		if b[i+1] != '\n' {
-			return 0, ErrBareCR
-		}
-		i += 2
+	i, err := skipEmptyLines(b)
+	if err != nil {
+		return 0, err
 	}
-
-	// method SP
-	j := i
-	for j < len(b) && tchar[b[j]] {
-		j++
+	if i, err = r.requestLine(b, i); err != nil {
+		return 0, err
 	}
-	if j == len(b) {
-		return 0, ErrNeedMore
-	}
-	if b[j] != ' ' || j == i {
-		return 0, classify(b[j], ErrBadMethod)
-	}
-	r.Method = b[i:j]
-	j++
-
-	// request-target SP
-	k := j
-	for k < len(b) && tgchar[b[k]] {
-		k++
-	}
-	if k == len(b) {
-		return 0, ErrNeedMore
-	}
-	if b[k] != ' ' || k == j {
-		if k == j && b[k] == ' ' {
-			return 0, ErrBadRequestLine
-		}
-		return 0, classify(b[k], ErrBadTarget)
-	}
-	r.Target = b[j:k]
-	if !targetFormOK(r.Method, r.Target) {
-		return 0, ErrTargetForm
-	}
-	k++
-
-	// HTTP-version CRLF: exactly "HTTP/" DIGIT "." DIGIT.
-	avail := len(b) - k
-	for x := 0; x < len(versionPrefix) && x < avail; x++ {
-		if b[k+x] != versionPrefix[x] {
-			return 0, classify(b[k+x], ErrBadVersion)
-		}
-	}
-	if avail < 10 {
-		// Check what we have of DIGIT "." DIGIT CR LF before waiting.
-		for x := len(versionPrefix); x < avail; x++ {
-			c := b[k+x]
-			ok := (x == 5 || x == 7) && c >= '0' && c <= '9' || x == 6 && c == '.' || x == 8 && c == '\r'
-			if !ok {
-				return 0, classify(c, ErrBadVersion)
-			}
-		}
-		return 0, ErrNeedMore
-	}
-	maj, dot, min := b[k+5], b[k+6], b[k+7]
-	if maj < '0' || maj > '9' || dot != '.' || min < '0' || min > '9' {
-		return 0, classify(b[k+5], ErrBadVersion)
-	}
-	if b[k+8] != '\r' {
-		return 0, classify(b[k+8], ErrBadVersion)
-	}
-	if b[k+9] != '\n' {
-		return 0, ErrBareCR
-	}
-	if maj != '1' {
-		return 0, ErrVersion
-	}
-	r.Minor = int(min - '0')
-	if r.Minor > 1 {
-		// HTTP/1.2+ would be compatible, but nobody sends it; treat as 1.1.
-		r.Minor = 1
-	}
-	i = k + 10
-
 	var closeTok bool
 	for {
 		name, value, next, err := nextField(b, i, &r.Headers, maxHeaders)
@@ -371,6 +294,106 @@ func parse(b []byte, r *Request, maxHeaders int) (int, error) {
 		r.Close = closeTok
 	}
 	return i, nil
+}
+
+// skipEmptyLines returns the offset after the CRLFs before the request line:
+// RFC 9112 §2.2 says a server SHOULD ignore at least one empty line received
+// prior to the request-line.
+func skipEmptyLines(b []byte) (int, error) {
+	i := 0
+	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
+		if b[i] == '\n' {
+			return 0, ErrBareLF
+		}
+		if i+1 >= len(b) {
+			return 0, ErrNeedMore
+		}
+		if b[i+1] != '\n' {
+			return 0, ErrBareCR
+		}
+		i += 2
+	}
+	return i, nil
+}
+
+// requestLine parses "method SP request-target SP HTTP-version CRLF" (RFC
+// 9112 §3) starting at b[i] into r and returns the offset after its CRLF.
+func (r *Request) requestLine(b []byte, i int) (int, error) {
+	// method SP
+	j := i
+	for j < len(b) && tchar[b[j]] {
+		j++
+	}
+	if j == len(b) {
+		return 0, ErrNeedMore
+	}
+	if b[j] != ' ' || j == i {
+		return 0, classify(b[j], ErrBadMethod)
+	}
+	r.Method = b[i:j]
+	j++
+
+	// request-target SP
+	k := j
+	for k < len(b) && tgchar[b[k]] {
+		k++
+	}
+	if k == len(b) {
+		return 0, ErrNeedMore
+	}
+	if b[k] != ' ' || k == j {
+		if k == j && b[k] == ' ' {
+			return 0, ErrBadRequestLine
+		}
+		return 0, classify(b[k], ErrBadTarget)
+	}
+	r.Target = b[j:k]
+	if !targetFormOK(r.Method, r.Target) {
+		return 0, ErrTargetForm
+	}
+	return r.version(b, k+1)
+}
+
+// version parses the request line's end, exactly "HTTP/" DIGIT "." DIGIT
+// CRLF (RFC 9112 §2.3), starting at b[k], and returns the offset after it.
+// An incomplete version is checked as far as it goes, so that garbage is
+// refused at once rather than waited on.
+func (r *Request) version(b []byte, k int) (int, error) {
+	avail := len(b) - k
+	for x := 0; x < len(versionPrefix) && x < avail; x++ {
+		if b[k+x] != versionPrefix[x] {
+			return 0, classify(b[k+x], ErrBadVersion)
+		}
+	}
+	if avail < 10 {
+		for x := len(versionPrefix); x < avail; x++ {
+			c := b[k+x]
+			ok := (x == 5 || x == 7) && c >= '0' && c <= '9' || x == 6 && c == '.' || x == 8 && c == '\r'
+			if !ok {
+				return 0, classify(c, ErrBadVersion)
+			}
+		}
+		return 0, ErrNeedMore
+	}
+	maj, dot, min := b[k+5], b[k+6], b[k+7]
+	if maj < '0' || maj > '9' || dot != '.' || min < '0' || min > '9' {
+		return 0, classify(b[k+5], ErrBadVersion)
+	}
+	if b[k+8] != '\r' {
+		return 0, classify(b[k+8], ErrBadVersion)
+	}
+	if b[k+9] != '\n' {
+		return 0, ErrBareCR
+	}
+	if maj != '1' {
+		return 0, ErrVersion
+	}
+	r.Minor = int(min - '0')
+	if r.Minor > 1 {
+		// HTTP/1.2+ would be compatible, but nobody sends it; treat as 1.1.
+		r.Minor = 1
+	}
+	return k + 10, nil
 }
 
 // nextField parses the header field that starts at b[i] and appends it to
