@@ -31,15 +31,15 @@ const maxOff = 1<<63 - 1
 // nginx, ranges that overlap or touch the previous one are then coalesced
 // (RFC 9110 §14.3 allows it), so no byte is sent twice; if one range is left
 // the kind is RangeSingle, otherwise RangeMulti (multipart/byteranges).
-// It does not allocate when dst has room.
+// It does not allocate when dst has room. The spec parser stays in one
+// piece, as nginx's is: the split forms tried measured about a fifth slower
+// on a single range.
 func ParseRanges(v []byte, size int64, max int, dst []Span) ([]Span, RangeKind) {
 	dst = dst[:0]
 	v = TrimOWS(v)
 	if len(v) < 7 || !EqualFold(v[:6], "bytes=") {
 		return dst, RangeNone
 	}
-	// The spec parser stays in one piece, as nginx's is: the split forms
-	// tried measured about a fifth slower on a single range.
 	p := 6
 	at := func(i int) byte { // the value, NUL-terminated like nginx's buffer
 		if i < len(v) {
