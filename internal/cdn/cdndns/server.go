@@ -156,6 +156,15 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(r)
 	m.Authoritative = true
+	// Compressed, the answer's owner name is a pointer to the question's:
+	// a reply to a 255-byte name stays within the 512 bytes a client
+	// without EDNS takes (RFC 1035 §4.2.1), with no truncation needed.
+	m.Compress = true
+	if r.Opcode != dns.OpcodeQuery {
+		m.Rcode = dns.RcodeNotImplemented // NOTIFY, which the library lets through
+		w.WriteMsg(m)
+		return
+	}
 	if len(r.Question) != 1 {
 		m.Rcode = dns.RcodeFormatError
 		w.WriteMsg(m)
@@ -163,7 +172,7 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	q := r.Question[0]
 	name := strings.ToLower(q.Name)
-	if name != s.cfg.Zone && !strings.HasSuffix(name, "."+s.cfg.Zone) {
+	if q.Qclass != dns.ClassINET || name != s.cfg.Zone && !strings.HasSuffix(name, "."+s.cfg.Zone) {
 		m.Authoritative = false
 		m.Rcode = dns.RcodeRefused
 		s.count(func(st *Stats) { st.Refused++ })
