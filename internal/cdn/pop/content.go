@@ -16,9 +16,11 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"shoal/internal/base/accept"
 	"shoal/internal/cdn/chord"
 	"shoal/internal/cdn/mbpp"
 	"shoal/internal/cdn/replica"
+	"shoal/internal/cluster/front"
 )
 
 // protoCDN frames carry the content messages between PoPs (JSON: small
@@ -102,10 +104,15 @@ func (p *PoP) startContent(cfg Config) error {
 	if c.origin == "" && p.Cluster != nil {
 		c.origin = strings.TrimSuffix(p.Cluster.URL, "/")
 	}
-	c.srv = &http.Server{Handler: http.HandlerFunc(c.serve), ReadHeaderTimeout: 10 * time.Second}
+	lim := cfg.EdgeLimits
+	if lim == (accept.Limits{}) {
+		lim = DefaultEdgeLimits(front.DescriptorLimit())
+	}
+	bl := accept.Bound(ln, lim)
+	c.srv = bl.HTTPServer(http.HandlerFunc(c.serve))
 	p.content = c
 	p.EdgeURL = c.edge
-	go c.srv.Serve(ln)
+	go c.srv.Serve(bl)
 	go c.roller(p.ctx)
 	return nil
 }

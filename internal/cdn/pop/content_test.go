@@ -1,11 +1,15 @@
 package pop
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -239,5 +243,51 @@ func TestRedirectOnceToABetterPoP(t *testing.T) {
 	}
 	if origin("/r") != 1 {
 		t.Fatalf("origin asked %d times", origin("/r"))
+	}
+}
+
+// TestEdgeListenerBounded: the edge closes a keep-alive connection left
+// idle past its idle timeout and keeps at most MaxPerIP connections from
+// one address (the others are closed at once), as the front does: idle
+// connections cannot hold the edge, or the PoP's descriptors.
+func TestEdgeListenerBounded(t *testing.T) {
+	pops, _ := contentRing(t, 1, func(c *Config) {
+		c.EdgeLimits = DefaultEdgeLimits(1024)
+		c.EdgeLimits.IdleTimeout, c.EdgeLimits.MaxPerIP = 300*time.Millisecond, 3
+	})
+	addr := strings.TrimPrefix(pops[0].EdgeURL, "http://")
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	read := func(c net.Conn) error {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET /e HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+		}
+		return err
+	}
+	var idle []net.Conn
+	for range 3 {
+		c := dial()
+		if err := read(c); err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	if err := read(dial()); err == nil {
+		t.Error("a fourth connection from one address was served (MaxPerIP 3)")
+	}
+	for _, c := range idle {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+			t.Fatalf("an idle keep-alive edge connection stayed open past the idle timeout (%v)", err)
+		}
 	}
 }
