@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"shoal/internal/base/accept"
+	"shoal/internal/base/httpwire"
 	"shoal/internal/cdn/chord"
 	"shoal/internal/cdn/mbpp"
 	"shoal/internal/cdn/replica"
@@ -132,7 +133,13 @@ func (c *content) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "GET only", http.StatusMethodNotAllowed)
 		return
 	}
-	url := r.URL.Path
+	// One spelling of each path, with no dot-segment and no encoded slash,
+	// is the cache key and what the origin and peers are asked for.
+	url, err := httpwire.ForwardPath(r.URL.EscapedPath())
+	if err != nil {
+		http.Error(w, "bad path: encoded slash or backslash, control character or bad escape", http.StatusBadRequest)
+		return
+	}
 	c.mu.Lock()
 	hit := c.store.Request(url)
 	o := c.objs[url]
