@@ -477,8 +477,8 @@ func (c *Cluster) Add(s NodeSpec) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if s.Weight < 0 {
-		return -1, fmt.Errorf("node %s: weight %d is negative", s.URL, s.Weight)
+	if s.Weight < 0 || s.Weight > policy.MaxWeight {
+		return -1, fmt.Errorf("node %s: weight %d is outside 0..%d", s.URL, s.Weight, policy.MaxWeight)
 	}
 	if s.Weight == 0 {
 		s.Weight = 1
@@ -511,8 +511,8 @@ func (c *Cluster) Remove(i int) error {
 
 // SetWeight changes node i's weight; 0 drains it.
 func (c *Cluster) SetWeight(i, w int) error {
-	if w < 0 {
-		return fmt.Errorf("node %d: weight %d is negative", i, w)
+	if w < 0 || w > policy.MaxWeight {
+		return fmt.Errorf("node %d: weight %d is outside 0..%d (0 drains it)", i, w, policy.MaxWeight)
 	}
 	if err := c.update(i, func(n *policy.Node) { n.Weight = w }); err != nil {
 		return err
