@@ -111,7 +111,7 @@ func TestSetWeightBody(t *testing.T) {
 		{" 0\n", 200, `"weight": 0`, 0},
 		{`{"weight": 3}`, 200, `"weight": 3`, 3},
 		{`{"weight": 0}`, 200, `"weight": 0`, 0},
-		{`-1`, 400, "outside 0..256", 1},
+		{`-1`, 400, "negative", 1},
 		{`2.5`, 400, "whole number", 1},
 		{`1e3`, 400, "whole number", 1},
 		{`"5"`, 400, `want N or {\"weight\": N}`, 1},

@@ -417,8 +417,11 @@ func (f *Front) validate(name string, data []byte) []error {
 		if n.DiskWeight < 0 {
 			bad([]string{"node", "disk_weight"}, fmt.Sprintf("node %d: disk_weight %v is negative", i+1, n.DiskWeight), "give the disk size in any unit common to all nodes, or leave it out (1)")
 		}
-		if n.Weight != nil && (*n.Weight < 0 || *n.Weight > policy.MaxWeight) {
-			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is outside 0..%d", i+1, *n.Weight, policy.MaxWeight), "use 0 to drain a node, or a weight up to "+fmt.Sprint(policy.MaxWeight))
+		if n.Weight != nil && *n.Weight < 0 {
+			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is negative", i+1, *n.Weight), "use 0 to drain a node, or a positive weight")
+		}
+		if n.Weight != nil && *n.Weight > policy.MaxWeight {
+			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is above the largest, %d", i+1, *n.Weight, policy.MaxWeight), "weights are ratios: scale them into 1.."+fmt.Sprint(policy.MaxWeight))
 		}
 	}
 	if _, err := front.ParseAccessLogFormat(f.AccessLogFormat); err != nil {
