@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"shoal/internal/admin"
 	"shoal/internal/base/content"
@@ -334,6 +335,7 @@ func (rt *frontRuntime) hangup() {
 			rt.log.Error("certificates not reloaded, the old ones stay", "err", err)
 		} else {
 			rt.log.Info("certificates reloaded", "names", rt.certs.Names())
+			rt.certs.LogExpiring(rt.log, time.Now())
 		}
 	}
 }

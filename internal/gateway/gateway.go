@@ -158,6 +158,9 @@ func New(cfg Config) (*Gateway, error) {
 			}
 			return 0
 		}))
+		if cfg.Certs != nil {
+			g.Metrics.Registry().MustRegister(certCollector{cfg.Certs})
+		}
 		g.Admin = admin.NewConfig(g.Control, g.Metrics, cfg.AdminConfig)
 		for pattern, h := range cfg.AdminRoutes {
 			g.Admin.Handle(pattern, h)
@@ -238,6 +241,7 @@ func (g *Gateway) Start() error {
 	g.ln = g.cfg.Listener
 	if g.cfg.Certs != nil {
 		g.ln = front.TLSListener(g.ln, g.cfg.Certs)
+		g.cfg.Certs.LogExpiring(g.cfg.Logger, time.Now())
 	}
 	go g.serve(g.cur.Load(), g.ln)
 	if g.Admin != nil {
@@ -370,4 +374,20 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		g.cancel()
 	}
 	return errors.Join(errs...)
+}
+
+// descCertExpiry is each TLS certificate's time left, for an alert ahead
+// of its expiry (e.g. shoal_tls_certificate_expiry_seconds < 14 * 86400).
+var descCertExpiry = prometheus.NewDesc("shoal_tls_certificate_expiry_seconds",
+	"Seconds until the TLS certificate's notAfter (negative once expired; an expired file is never loaded).", []string{"cert"}, nil)
+
+// certCollector exports the certificates' time left at each scrape.
+type certCollector struct{ c *front.Certs }
+
+func (cc certCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descCertExpiry }
+
+func (cc certCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, e := range cc.c.Expiry(time.Now()) {
+		ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, e.Left.Seconds(), e.File)
+	}
 }

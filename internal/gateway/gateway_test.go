@@ -3,15 +3,19 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"shoal/internal/admin"
+	"shoal/internal/cluster/front"
 	"shoal/internal/config"
 )
 
@@ -159,4 +163,52 @@ func TestAdminListenerBounded(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestCertExpiryInMetrics: with HTTPS, /metrics reports each
+// certificate's seconds left, so an alert can fire weeks ahead of expiry.
+func TestCertExpiryInMetrics(t *testing.T) {
+	dir := t.TempDir()
+	f := front.CertFiles{Cert: filepath.Join(dir, "c.pem"), Key: filepath.Join(dir, "k.pem")}
+	if err := front.WriteSelfSigned(f.Cert, f.Key, front.SelfSigned{Valid: 10 * 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	certs, err := front.LoadCerts([]front.CertFiles{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	aln, _ := net.Listen("tcp", "127.0.0.1:0")
+	fc := config.DefaultFront()
+	fc.Nodes = []config.Node{{URL: "http://127.0.0.1:1"}}
+	fc.Health.Interval.Duration = 0
+	off := false
+	fc.SysmonIdle = &off
+	var logs strings.Builder
+	g, err := New(Config{Front: fc, Listener: ln, AdminListener: aln, Certs: certs, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown(context.Background())
+	resp, err := http.Get("http://" + aln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var left float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, `shoal_tls_certificate_expiry_seconds{cert="`+f.Cert+`"} `) {
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &left)
+		}
+	}
+	if left < 9*86400 || left > 10*86400 {
+		t.Errorf("expiry seconds %v, want about 10 days", left)
+	}
+	if !strings.Contains(logs.String(), "TLS certificate expires soon") {
+		t.Errorf("no warning logged for a certificate with 10 days left:\n%s", logs.String())
+	}
 }
