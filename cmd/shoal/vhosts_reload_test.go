@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -111,5 +112,52 @@ func TestUpVHostsHUP(t *testing.T) {
 	}
 	if _, body := hostGet(t, base, "a.localhost", "/index.html"); body != "site A, edited" {
 		t.Errorf("after SIGHUP: a.localhost serves %q", body)
+	}
+}
+
+// TestUpVHostsAbsoluteFormAuthorityWins: with --vhosts, a request whose
+// target is in absolute form names its site by the target's authority,
+// whatever Host says (RFC 9112 §3.2.2), on every data path.
+func TestUpVHostsAbsoluteFormAuthorityWins(t *testing.T) {
+	for _, path := range []string{"relay", "passfd"} {
+		t.Run(path, func(t *testing.T) {
+			root := t.TempDir()
+			testutil.WriteTree(t, root, map[string]string{
+				"a.localhost/index.html": "site A",
+				"b.localhost/index.html": "site B",
+			})
+			cmd := asMain("up", "--data", t.TempDir(), "--site", root, "--vhosts", "--nodes", "2", "--admin", "off",
+				"--listen", "127.0.0.1:0", "--path", path)
+			out, _ := cmd.StdoutPipe()
+			cmd.Stderr = io.Discard
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil || !strings.Contains(line, "http://") {
+				t.Fatalf("shoal up said %q (%v)", line, err)
+			}
+			go io.Copy(io.Discard, out)
+			u := strings.TrimSpace(line[strings.Index(line, "http://"):])
+			addr := strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/")
+			for range 4 { // both nodes
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				io.WriteString(c, "GET http://b.localhost/index.html HTTP/1.1\r\nHost: a.localhost\r\nConnection: close\r\n\r\n")
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				c.Close()
+				if resp.StatusCode != 200 || string(b) != "site B" {
+					t.Fatalf("GET http://b.localhost/index.html with Host a.localhost: %d %q, want site B", resp.StatusCode, b)
+				}
+			}
+		})
 	}
 }
