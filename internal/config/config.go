@@ -56,7 +56,8 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 type Front struct {
 	// Listen is the client-facing address. Default "127.0.0.1:8080".
 	Listen string `toml:"listen"`
-	// Admin is the admin API and /metrics address; empty turns it off.
+	// Admin is the admin API and /metrics address; empty or AdminOff
+	// ("off", as `shoal up` and `shoal pop` take it) turns it off.
 	// Default "127.0.0.1:9090".
 	Admin string `toml:"admin"`
 	// AdminTokenFile holds the admin API's bearer token (32 or more random
@@ -284,6 +285,7 @@ func (f *Front) fill() {
 		}
 	}
 	fd, hd, cd := front.DefaultConfig(), front.DefaultHybridConfig(), control.DefaultCheckConfig()
+	f.NormalizeAdmin()
 	def(&f.Listen, "127.0.0.1:8080")
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
@@ -375,6 +377,18 @@ func ParseFront(name string, data []byte) (Front, error) {
 	f.fill()
 	errs = append(errs, f.validate(name, data)...)
 	return f, errors.Join(errs...)
+}
+
+// AdminOff is the Admin value that turns the admin API off, the word
+// every command takes.
+const AdminOff = "off"
+
+// NormalizeAdmin turns Admin = AdminOff into "" (off), the front's own
+// spelling, so "off" is never taken for an address.
+func (f *Front) NormalizeAdmin() {
+	if strings.EqualFold(strings.TrimSpace(f.Admin), AdminOff) {
+		f.Admin = ""
+	}
 }
 
 // Validate checks a configuration built from flags (no file to point into).
