@@ -39,67 +39,8 @@ func TestReloadDropsNoRequest(t *testing.T) {
 	serveFront(t, old, ln)
 	addr := ln.Addr().String()
 
-	var ok, failed, reconnects atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var c net.Conn
-			var br *bufio.Reader
-			defer func() {
-				if c != nil {
-					c.Close()
-				}
-			}()
-			onConn := 0
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if c == nil {
-					var err error
-					if c, err = net.Dial("tcp", addr); err != nil {
-						failed.Add(1)
-						firstErr.CompareAndSwap(nil, err)
-						return
-					}
-					br = bufio.NewReader(c)
-					onConn = 0
-				}
-				onConn++
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				_, err := fmt.Fprintf(c, "GET /c%d/%d HTTP/1.1\r\nHost: x\r\n\r\n", i, n)
-				var resp *http.Response
-				if err == nil {
-					resp, err = http.ReadResponse(br, nil)
-				}
-				if err == nil {
-					if _, err = io.Copy(io.Discard, resp.Body); err != nil {
-						err = fmt.Errorf("body of a %d response: %w", resp.StatusCode, err)
-					}
-					resp.Body.Close()
-				}
-				if err != nil || resp.StatusCode != 200 {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Errorf("request %d on client %d (%d on its connection): %v", n, i, onConn, err))
-					c.Close()
-					c = nil
-					continue
-				}
-				ok.Add(1)
-				if resp.Close {
-					reconnects.Add(1)
-					c.Close()
-					c = nil
-				}
-			}
-		}()
-	}
+	cs := startKeepAliveClients(addr, 32)
+	ok, failed, reconnects := &cs.ok, &cs.failed, &cs.reconnects
 	for ok.Load() < 500 {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -127,13 +68,100 @@ func TestReloadDropsNoRequest(t *testing.T) {
 	for ok.Load() < before+500 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
+	cs.stop()
 	if n := failed.Load(); n != 0 {
-		t.Errorf("%d of %d requests failed across the reload; first: %v", n, n+ok.Load(), firstErr.Load())
+		t.Errorf("%d of %d requests failed across the reload; first: %v", n, n+ok.Load(), cs.firstErr.Load())
 	}
 	if reconnects.Load() < 32 {
 		t.Errorf("%d reconnections, want every client moved to the new server (32)", reconnects.Load())
 	}
 	t.Logf("%d requests, %d reconnections", ok.Load(), reconnects.Load())
+}
+
+// keepAliveClients are n clients, each sending GETs one after another on a
+// keep-alive connection, reconnecting when an answer says Connection:
+// close, and counting answers, failures (and the first failure) and
+// reconnections.
+type keepAliveClients struct {
+	ok, failed, reconnects atomic.Int64
+	firstErr               atomic.Value
+	done                   chan struct{}
+	wg                     sync.WaitGroup
+}
+
+func startKeepAliveClients(addr string, n int) *keepAliveClients {
+	cs := &keepAliveClients{done: make(chan struct{})}
+	for i := range n {
+		cs.wg.Add(1)
+		go cs.run(addr, i)
+	}
+	return cs
+}
+
+func (cs *keepAliveClients) stop() { close(cs.done); cs.wg.Wait() }
+
+func (cs *keepAliveClients) fail(err error) {
+	cs.failed.Add(1)
+	cs.firstErr.CompareAndSwap(nil, err)
+}
+
+func (cs *keepAliveClients) run(addr string, i int) {
+	defer cs.wg.Done()
+	var c net.Conn
+	var br *bufio.Reader
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
+	onConn := 0
+	for n := 0; ; n++ {
+		select {
+		case <-cs.done:
+			return
+		default:
+		}
+		if c == nil {
+			var err error
+			if c, err = net.Dial("tcp", addr); err != nil {
+				cs.fail(err)
+				return
+			}
+			br, onConn = bufio.NewReader(c), 0
+		}
+		onConn++
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		resp, err := getOn(c, br, fmt.Sprintf("/c%d/%d", i, n))
+		if err != nil {
+			cs.fail(fmt.Errorf("request %d on client %d (%d on its connection): %v", n, i, onConn, err))
+			c.Close()
+			c = nil
+			continue
+		}
+		cs.ok.Add(1)
+		if resp.Close {
+			cs.reconnects.Add(1)
+			c.Close()
+			c = nil
+		}
+	}
+}
+
+// getOn sends GET path on c and reads the whole answer, which must be 200.
+func getOn(c net.Conn, br *bufio.Reader, path string) (*http.Response, error) {
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if _, err = io.Copy(io.Discard, resp.Body); err != nil {
+		return nil, fmt.Errorf("body of a %d response: %w", resp.StatusCode, err)
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return resp, nil
 }
