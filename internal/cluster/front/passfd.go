@@ -151,8 +151,10 @@ type passfdPath struct {
 	// out holds, by socket path, the ids of connections handed off with a
 	// return request and not yet back or ended: if that node's socket
 	// breaks (the node died), they leave the policy's connection table.
-	out    map[string]map[uint64]struct{}
-	ret    atomic.Int32 // 0 undecided, 1 hand back, -1 keep
+	out map[string]map[uint64]struct{}
+	// ret is handBack's answer under ReturnAuto for the policy it names
+	// (a reload may replace the policy).
+	ret    atomic.Pointer[handBackFor]
 	closer sync.Once
 	// warned holds the node socket paths whose refusal was logged (one
 	// line per socket, not per request); cleared when maxWarned is reached.
@@ -268,17 +270,25 @@ func (p *passfdPath) handBack(s *Server) bool {
 	case ReturnNever:
 		return false
 	}
-	r := p.ret.Load()
-	if r == 0 {
-		r = 1
-		// Under a content-blind policy a node may keep a passed connection,
-		// as LVS keeps a client on its real server.
-		if pol := s.cl.Policy(); pol != nil && !policy.TraitsOf(pol).Placement.ContentAware() {
-			r = -1
-		}
-		p.ret.Store(r)
+	pol := s.cl.Policy()
+	if pol == nil {
+		return true
 	}
-	return r > 0
+	name := pol.Name()
+	if r := p.ret.Load(); r != nil && r.policy == name {
+		return r.back
+	}
+	// Under a content-blind policy a node may keep a passed connection,
+	// as LVS keeps a client on its real server.
+	r := &handBackFor{policy: name, back: policy.TraitsOf(pol).Placement.ContentAware()}
+	p.ret.Store(r)
+	return r.back
+}
+
+// handBackFor is handBack's answer for the policy named.
+type handBackFor struct {
+	policy string
+	back   bool
 }
 
 // send passes connection id — the socket sc with head and data, or with
