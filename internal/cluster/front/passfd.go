@@ -262,49 +262,62 @@ func (p *passfdPath) settle(path string, id uint64) {
 	p.mu.Unlock()
 }
 
-// handBack reports whether nodes must return connections after a request.
-func (p *passfdPath) handBack(s *Server) bool {
+// handBack reports whether nodes must return connections after a request,
+// and track whether a passed connection is held against its node until the
+// node reports its end (held.go): only under a policy that reads the nodes'
+// load (policy.Traits.Active), since the end notice costs the front a
+// wake-up and two system calls per connection. A returned connection ends
+// its hold when it comes back.
+func (p *passfdPath) handBack(s *Server) (back, track bool) {
+	pol := s.cl.Policy()
+	r := &handBackFor{back: true, track: true}
+	if pol != nil {
+		name := pol.Name()
+		if c := p.ret.Load(); c != nil && c.policy == name {
+			r = c
+		} else {
+			// Under a content-blind policy a node may keep a passed
+			// connection, as LVS keeps a client on its real server.
+			t := policy.TraitsOf(pol)
+			r = &handBackFor{policy: name, back: t.Placement.ContentAware(), track: t.Active}
+			p.ret.Store(r)
+		}
+	}
 	switch p.cfg.Return {
 	case ReturnAlways:
-		return true
+		return true, r.track
 	case ReturnNever:
-		return false
+		return false, r.track
 	}
-	pol := s.cl.Policy()
-	if pol == nil {
-		return true
-	}
-	name := pol.Name()
-	if r := p.ret.Load(); r != nil && r.policy == name {
-		return r.back
-	}
-	// Under a content-blind policy a node may keep a passed connection,
-	// as LVS keeps a client on its real server.
-	r := &handBackFor{policy: name, back: policy.TraitsOf(pol).Placement.ContentAware()}
-	p.ret.Store(r)
-	return r.back
+	return r.back, r.track
 }
 
 // handBackFor is handBack's answer for the policy named.
 type handBackFor struct {
-	policy string
-	back   bool
+	policy      string
+	back, track bool
 }
 
 // send passes connection id — the socket sc with head and data, or with
 // sc nil the bare descriptor fd with data and without waiting — to node b's
 // handoff socket sock, holding it against b until the node returns or ends
-// it (held.go). It reports whether the node is to hand it back. d is the
-// policy's decision, whose fetch node the header carries (peer fetch).
+// it when the policy reads load (held.go). It reports whether the node is
+// to hand it back. d is the policy's decision, whose fetch node the header
+// carries (peer fetch).
 func (p *passfdPath) send(s *Server, b *control.Backend, d policy.Decision, sock string, id uint64, moves uint32, sc syscall.Conn, fd int, head, data []byte) (back bool, err error) {
-	back = p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: moves, Conn: id,
+	back, track := p.handBack(s)
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(b.Index), Moves: moves, Conn: id,
 		Fetch: handoff.FetchOf(d.Fetch, d.Node)}
-	if back {
+	switch {
+	case back:
 		h.Flags = handoff.FDFlagReturn
 		p.owe(sock, id) // before the send: the node may return it at once
+	case track:
+		h.Flags = handoff.FDFlagEnded
 	}
-	s.cl.Hold(b, id)
+	if track {
+		s.cl.Hold(b, id)
+	}
 	c := p.client(s, sock)
 	if sc != nil {
 		err = c.Send(h, sc, head, data)
@@ -313,7 +326,7 @@ func (p *passfdPath) send(s *Server, b *control.Backend, d policy.Decision, sock
 	}
 	if err != nil {
 		p.settle(sock, id)
-		if sc != nil || !errors.Is(err, handoff.ErrWouldBlock) {
+		if track && (sc != nil || !errors.Is(err, handoff.ErrWouldBlock)) {
 			s.cl.Release(id)
 		}
 	}
