@@ -116,15 +116,18 @@ func decide(req *Request, stored *Stored, now time.Time) Decision {
 }
 
 // StaleOnError reports whether a stale stored response may answer in place
-// of an error (the upstream failed, or answered 500, 502, 503 or 504):
-// within its stale-if-error window (RFC 5861 §4) or the request's own
-// stale-if-error, unless must-revalidate, proxy-revalidate or no-cache
-// forbid serving it stale (RFC 9111 §4.2.4). A fresh response is always
-// usable.
-func StaleOnError(req *Request, stored *Stored, now time.Time) bool {
+// of an upstream failure (RFC 9111 §4.2.4, RFC 5861 §4). A fresh response
+// always may (unless no-cache). A stale one may not when must-revalidate,
+// proxy-revalidate or no-cache forbid it; otherwise it may within its
+// stale-if-error window (or the request's), and, when the upstream could
+// not be reached at all (disconnected: no response, as opposed to a 5xx
+// answer), within cfg.StaleIfDisconnected — §4.2.4 lets a disconnected
+// cache serve stale, except where s-maxage implies proxy-revalidate.
+func StaleOnError(cfg Config, req *Request, stored *Stored, now time.Time, disconnected bool) bool {
 	if stored == nil {
 		return false
 	}
+	cfg = cfg.withDefaults()
 	f := &stored.Fresh
 	ttl := f.Lifetime - f.CurrentAge(stored.ResponseTime, now)
 	if ttl > 0 && !f.NoCache {
@@ -133,11 +136,15 @@ func StaleOnError(req *Request, stored *Stored, now time.Time) bool {
 	if f.NoStale {
 		return false
 	}
+	staleness := -ttl
 	window := f.StaleIfError
 	if req.Dir.StaleIfError != Unset {
 		window = max(window, req.Dir.StaleIfError)
 	}
-	return window != Unset && -ttl <= window
+	if window != Unset && staleness <= window {
+		return true
+	}
+	return disconnected && !f.ImpliedNoStale && staleness <= int64(cfg.StaleIfDisconnected/time.Second)
 }
 
 // ErrorStatus reports the statuses RFC 5861 §4 counts as errors for

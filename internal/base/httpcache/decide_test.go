@@ -73,24 +73,32 @@ func TestStaleOnError(t *testing.T) {
 	sie := stored(hdr("Cache-Control", "max-age=10, stale-if-error=60"))
 	plain := stored(hdr("Cache-Control", "max-age=10"))
 	mustRev := stored(hdr("Cache-Control", "max-age=10, must-revalidate, stale-if-error=60"))
+	sMaxAge := stored(hdr("Cache-Control", "s-maxage=10"))
+	sMaxAgeSIE := stored(hdr("Cache-Control", "s-maxage=10, stale-if-error=60"))
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	cfg := Config{StaleIfDisconnected: time.Hour}
 	tests := []struct {
 		name   string
 		req    *Request
 		stored *Stored
 		now    time.Time
+		disc   bool
 		want   bool
 	}{
-		{"nothing stored", req("GET"), nil, t0, false},
-		{"fresh", req("GET"), plain, at(5), true},
-		{"stale without stale-if-error", req("GET"), plain, at(20), false},
-		{"within stale-if-error", req("GET"), sie, at(60), true},
-		{"past stale-if-error", req("GET"), sie, at(80), false},
-		{"request stale-if-error", req("GET", "stale-if-error=100"), plain, at(100), true},
-		{"must-revalidate forbids", req("GET"), mustRev, at(20), false},
+		{"nothing stored", req("GET"), nil, t0, true, false},
+		{"fresh", req("GET"), plain, at(5), false, true},
+		{"stale 5xx without stale-if-error", req("GET"), plain, at(20), false, false},
+		{"stale, disconnected", req("GET"), plain, at(20), true, true},
+		{"too stale, disconnected", req("GET"), plain, at(3611), true, false},
+		{"within stale-if-error", req("GET"), sie, at(60), false, true},
+		{"past stale-if-error", req("GET"), sie, at(80), false, false},
+		{"request stale-if-error", req("GET", "stale-if-error=100"), plain, at(100), false, true},
+		{"must-revalidate forbids", req("GET"), mustRev, at(20), true, false},
+		{"s-maxage forbids on disconnect", req("GET"), sMaxAge, at(20), true, false},
+		{"s-maxage with stale-if-error", req("GET"), sMaxAgeSIE, at(20), false, true},
 	}
 	for _, tt := range tests {
-		if got := StaleOnError(tt.req, tt.stored, tt.now); got != tt.want {
+		if got := StaleOnError(cfg, tt.req, tt.stored, tt.now, tt.disc); got != tt.want {
 			t.Errorf("%s: StaleOnError = %v, want %v", tt.name, got, tt.want)
 		}
 	}

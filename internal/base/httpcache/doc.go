@@ -23,8 +23,9 @@
 //     (§4.3.1, If-None-Match / If-Modified-Since), or fetch — honouring the
 //     request's no-cache, max-age, max-stale, min-fresh and only-if-cached
 //     (§5.2.1), and whether a stale response may stand in for an error
-//     (StaleOnError, RFC 5861 stale-if-error; must-revalidate,
-//     proxy-revalidate, s-maxage and no-cache forbid it);
+//     (StaleOnError: RFC 5861 stale-if-error, or RFC 9111 §4.2.4 when the
+//     upstream is unreachable; must-revalidate, proxy-revalidate and
+//     no-cache forbid it, s-maxage too unless stale-if-error allows it);
 //   - the stored header (StoreHeader): hop-by-hop fields and those named by
 //     Connection removed (RFC 9110 §7.6.1), as well as those a qualified
 //     private or no-cache names; and how a 304 updates it (Update, §4.3.4);
@@ -62,18 +63,25 @@ type Config struct {
 	// years is still rechecked daily (Squid and Traffic Server cap it too).
 	// Default 24 h.
 	HeuristicMax time.Duration
+	// StaleIfDisconnected is how stale a stored response may be and still
+	// answer when the upstream cannot be reached at all (RFC 9111 §4.2.4
+	// allows a disconnected cache to serve stale unless a directive
+	// forbids it). Default 24 h.
+	StaleIfDisconnected time.Duration
 }
 
 // Defaults for Config.
 const (
-	DefaultDevice            = "shoal"
-	DefaultHeuristicFraction = 0.1
-	DefaultHeuristicMax      = 24 * time.Hour
+	DefaultDevice              = "shoal"
+	DefaultHeuristicFraction   = 0.1
+	DefaultHeuristicMax        = 24 * time.Hour
+	DefaultStaleIfDisconnected = 24 * time.Hour
 )
 
 // DefaultConfig is the Config a node uses unless told otherwise.
 func DefaultConfig() Config {
-	return Config{Device: DefaultDevice, HeuristicFraction: DefaultHeuristicFraction, HeuristicMax: DefaultHeuristicMax}
+	return Config{Device: DefaultDevice, HeuristicFraction: DefaultHeuristicFraction, HeuristicMax: DefaultHeuristicMax,
+		StaleIfDisconnected: DefaultStaleIfDisconnected}
 }
 
 func (c Config) withDefaults() Config {
@@ -86,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HeuristicMax <= 0 {
 		c.HeuristicMax = d.HeuristicMax
+	}
+	if c.StaleIfDisconnected == 0 {
+		c.StaleIfDisconnected = d.StaleIfDisconnected
 	}
 	return c
 }

@@ -1,0 +1,228 @@
+package node
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"shoal/internal/base/httpcache"
+	"shoal/internal/base/httpwire"
+)
+
+// EdgeConfig turns a node into a shared HTTP cache in front of an upstream
+// ("cache mode", `shoal node --origin URL`): every request is answered from
+// the node's store when RFC 9111 allows it (internal/base/httpcache makes
+// every decision) and forwarded to Upstream otherwise. Zero fields take
+// the documented defaults; a nil Upstream leaves cache mode off.
+type EdgeConfig struct {
+	// Upstream receives misses, revalidations and every method a cache
+	// does not answer.
+	Upstream Upstream
+	// Cache holds the RFC's open choices (heuristic freshness, the
+	// Surrogate-Control device name). Default httpcache.DefaultConfig().
+	Cache httpcache.Config
+	// Name is this cache's name in Cache-Status and Via. Default "shoal".
+	Name string
+	// Scheme is the scheme clients reached this node by, part of every
+	// cache key. Default "http".
+	Scheme string
+	// MemoryBytes bounds the stored responses held in memory. Default
+	// Config.CacheBytes.
+	MemoryBytes int64
+}
+
+// Defaults for EdgeConfig.
+const (
+	DefaultEdgeName   = "shoal"
+	DefaultEdgeScheme = "http"
+)
+
+// EdgeStats counts a cache-mode node's work, for /.shoal/status and the
+// CDN tier's metrics. Hits were answered from the store without asking
+// anyone; Misses fetched; Revalidated were confirmed by a 304; Stale
+// answers were served stale (stale-while-revalidate, stale-if-error);
+// Bypass went through uncached (methods a cache does not answer);
+// Collapsed waited on another request's fetch; UpstreamBytes are the body
+// bytes received from the upstream; Errors were answered 502 or 504.
+type EdgeStats struct {
+	Hits          int64 `json:"hits"`
+	Misses        int64 `json:"misses"`
+	Revalidated   int64 `json:"revalidated"`
+	Stale         int64 `json:"stale"`
+	Bypass        int64 `json:"bypass"`
+	Collapsed     int64 `json:"collapsed"`
+	Stored        int64 `json:"stored"`
+	Invalidated   int64 `json:"invalidated"`
+	UpstreamBytes int64 `json:"upstream_bytes"`
+	Errors        int64 `json:"errors"`
+}
+
+// edge is a Server's cache-mode state.
+type edge struct {
+	cfg   EdgeConfig
+	up    Upstream
+	store edgeStore
+	via   string // our Via member
+
+	mu      sync.Mutex
+	flights map[string]*flight // fetches in progress, by the key they will store
+
+	hits, misses, revalidated, stale, bypass, collapsed atomic.Int64
+	stored, invalidated, upstreamBytes, errors          atomic.Int64
+}
+
+func newEdge(cfg EdgeConfig, cacheBytes int64) *edge {
+	if cfg.Cache == (httpcache.Config{}) {
+		cfg.Cache = httpcache.DefaultConfig()
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultEdgeName
+	}
+	if cfg.Scheme == "" {
+		cfg.Scheme = DefaultEdgeScheme
+	}
+	if cfg.MemoryBytes <= 0 {
+		cfg.MemoryBytes = max(cacheBytes, 1<<20)
+	}
+	return &edge{
+		cfg: cfg, up: cfg.Upstream, store: newMemStore(cfg.MemoryBytes),
+		via: "1.1 " + cfg.Name, flights: map[string]*flight{},
+	}
+}
+
+// Stats returns the counters.
+func (e *edge) Stats() EdgeStats {
+	return EdgeStats{
+		Hits: e.hits.Load(), Misses: e.misses.Load(), Revalidated: e.revalidated.Load(),
+		Stale: e.stale.Load(), Bypass: e.bypass.Load(), Collapsed: e.collapsed.Load(),
+		Stored: e.stored.Load(), Invalidated: e.invalidated.Load(),
+		UpstreamBytes: e.upstreamBytes.Load(), Errors: e.errors.Load(),
+	}
+}
+
+// EdgeStats returns the cache-mode counters (zero when cache mode is off).
+func (s *Server) EdgeStats() EdgeStats {
+	if s.edge == nil {
+		return EdgeStats{}
+	}
+	return s.edge.Stats()
+}
+
+// lookup finds what is stored for a request: the entry at the primary key,
+// or, when that is a Vary marker, the variant the request's header selects
+// (httpcache.VariantKey). It returns the key the response would be stored
+// under (the variant key when the URL is known to vary), and the stored
+// response with its handle (nil when nothing usable is stored; the caller
+// releases the handle).
+func (e *edge) lookup(primary string, h http.Header) (string, *httpcache.Stored, edgeHandle) {
+	hd, ok := e.store.Get(primary)
+	if !ok {
+		return primary, nil, nil
+	}
+	key := primary
+	if names, isMarker := decodeMarker(hd.Meta()); isMarker {
+		hd.Release()
+		key = httpcache.VariantKey(primary, names, h)
+		if hd, ok = e.store.Get(key); !ok {
+			return key, nil, nil
+		}
+	}
+	st, err := decodeEntry(hd.Meta())
+	if err != nil {
+		hd.Release()
+		e.store.Remove(key)
+		return key, nil, nil
+	}
+	return key, st, hd
+}
+
+// Entry metadata starts with a kind byte: a stored response, or a Vary
+// marker naming the request fields the URL's responses vary on (its
+// variants are stored under httpcache.VariantKey).
+const (
+	metaResponse = 'R'
+	metaVary     = 'V'
+)
+
+func encodeEntry(st *httpcache.Stored) []byte { return st.Encode([]byte{metaResponse}) }
+
+func decodeEntry(meta []byte) (*httpcache.Stored, error) {
+	if len(meta) == 0 || meta[0] != metaResponse {
+		return nil, httpcache.ErrBadStored
+	}
+	return httpcache.DecodeStored(meta[1:])
+}
+
+func encodeMarker(names []string) []byte {
+	b := []byte{metaVary}
+	for i, n := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, n...)
+	}
+	return b
+}
+
+func decodeMarker(meta []byte) ([]string, bool) {
+	if len(meta) == 0 || meta[0] != metaVary {
+		return nil, false
+	}
+	var names []string
+	start := 1
+	for i := 1; i <= len(meta); i++ {
+		if i == len(meta) || meta[i] == ',' {
+			if i > start {
+				names = append(names, string(meta[start:i]))
+			}
+			start = i + 1
+		}
+	}
+	return names, true
+}
+
+// invalidate removes every stored response of the primary keys: the entry
+// at each, and all its variants.
+func (e *edge) invalidate(keys []string) {
+	for _, k := range keys {
+		if e.store.Remove(k) {
+			e.invalidated.Add(1)
+		}
+		var variants []string
+		e.store.Walk(httpcache.VariantPrefix(k), func(key string, _ int64) bool {
+			variants = append(variants, key)
+			return true
+		})
+		for _, v := range variants {
+			if e.store.Remove(v) {
+				e.invalidated.Add(1)
+			}
+		}
+	}
+}
+
+// now is the edge's clock, one place to read it.
+func (e *edge) now() time.Time { return time.Now() }
+
+// newCacheMode builds a Server in cache mode: no site, the edge's store in
+// place of the file cache.
+func newCacheMode(cfg Config) (*Server, error) {
+	s := &Server{
+		cfg:       cfg,
+		parser:    httpwire.Parser{MaxHead: cfg.MaxHead, MaxHeaders: cfg.MaxHeaders},
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
+		done:      make(chan struct{}),
+		stopSweep: make(chan struct{}),
+		edge:      newEdge(cfg.Edge, cfg.CacheBytes),
+	}
+	if cfg.AccessLog != nil {
+		s.logBuf = bufio.NewWriterSize(cfg.AccessLog, 64<<10)
+	}
+	s.usage.init()
+	go s.sweep()
+	return s, nil
+}
