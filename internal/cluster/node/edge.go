@@ -2,14 +2,18 @@ package node
 
 import (
 	"bufio"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"shoal/internal/base/httpcache"
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/store"
 )
 
 // EdgeConfig turns a node into a shared HTTP cache in front of an upstream
@@ -29,9 +33,17 @@ type EdgeConfig struct {
 	// Scheme is the scheme clients reached this node by, part of every
 	// cache key. Default "http".
 	Scheme string
+	// DataDir holds the disk tier of stored responses (internal/base/store);
+	// "" stores them in a temporary directory removed at Shutdown.
+	DataDir string
 	// MemoryBytes bounds the stored responses held in memory. Default
 	// Config.CacheBytes.
 	MemoryBytes int64
+	// DiskBytes bounds the disk tier. Default store.DefaultDiskBytes.
+	DiskBytes int64
+	// OnEvict is told the store key of each entry evicted to make room
+	// (the CDN directory unregisters it); nil: nobody is told.
+	OnEvict func(key string)
 }
 
 // Defaults for EdgeConfig.
@@ -62,10 +74,11 @@ type EdgeStats struct {
 
 // edge is a Server's cache-mode state.
 type edge struct {
-	cfg   EdgeConfig
-	up    Upstream
-	store edgeStore
-	via   string // our Via member
+	cfg    EdgeConfig
+	up     Upstream
+	store  *store.Store
+	tmpDir string // DataDir made for us, removed at close
+	via    string // our Via member
 
 	mu      sync.Mutex
 	flights map[string]*flight // fetches in progress, by the key they will store
@@ -74,7 +87,7 @@ type edge struct {
 	stored, invalidated, upstreamBytes, errors          atomic.Int64
 }
 
-func newEdge(cfg EdgeConfig, cacheBytes int64) *edge {
+func newEdge(cfg EdgeConfig, cacheBytes int64, logger *slog.Logger) (*edge, error) {
 	if cfg.Cache == (httpcache.Config{}) {
 		cfg.Cache = httpcache.DefaultConfig()
 	}
@@ -84,12 +97,35 @@ func newEdge(cfg EdgeConfig, cacheBytes int64) *edge {
 	if cfg.Scheme == "" {
 		cfg.Scheme = DefaultEdgeScheme
 	}
-	if cfg.MemoryBytes <= 0 {
-		cfg.MemoryBytes = max(cacheBytes, 1<<20)
+	if cfg.MemoryBytes == 0 {
+		cfg.MemoryBytes = cacheBytes
 	}
-	return &edge{
-		cfg: cfg, up: cfg.Upstream, store: newMemStore(cfg.MemoryBytes),
-		via: "1.1 " + cfg.Name, flights: map[string]*flight{},
+	e := &edge{cfg: cfg, up: cfg.Upstream, via: "1.1 " + cfg.Name, flights: map[string]*flight{}}
+	dir := cfg.DataDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "shoal-edge-"); err != nil {
+			return nil, fmt.Errorf("node: cache mode: %w", err)
+		}
+		e.tmpDir = dir
+	}
+	st, err := store.Open(store.Config{Dir: dir, MemoryBytes: cfg.MemoryBytes, DiskBytes: cfg.DiskBytes,
+		OnEvict: cfg.OnEvict, Logger: logger})
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("node: cache mode: %w", err)
+	}
+	e.store = st
+	return e, nil
+}
+
+// close closes the store and removes a temporary data directory.
+func (e *edge) close() {
+	if e.store != nil {
+		e.store.Close()
+	}
+	if e.tmpDir != "" {
+		os.RemoveAll(e.tmpDir)
 	}
 }
 
@@ -115,26 +151,26 @@ func (s *Server) EdgeStats() EdgeStats {
 // or, when that is a Vary marker, the variant the request's header selects
 // (httpcache.VariantKey). It returns the key the response would be stored
 // under (the variant key when the URL is known to vary), and the stored
-// response with its handle (nil when nothing usable is stored; the caller
-// releases the handle).
-func (e *edge) lookup(primary string, h http.Header) (string, *httpcache.Stored, edgeHandle) {
+// response with its handle (nil and an invalid handle when nothing usable
+// is stored; the caller releases a valid handle).
+func (e *edge) lookup(primary string, h http.Header) (string, *httpcache.Stored, store.Handle) {
 	hd, ok := e.store.Get(primary)
 	if !ok {
-		return primary, nil, nil
+		return primary, nil, store.Handle{}
 	}
 	key := primary
 	if names, isMarker := decodeMarker(hd.Meta()); isMarker {
 		hd.Release()
 		key = httpcache.VariantKey(primary, names, h)
 		if hd, ok = e.store.Get(key); !ok {
-			return key, nil, nil
+			return key, nil, store.Handle{}
 		}
 	}
 	st, err := decodeEntry(hd.Meta())
 	if err != nil {
 		hd.Release()
 		e.store.Remove(key)
-		return key, nil, nil
+		return key, nil, store.Handle{}
 	}
 	return key, st, hd
 }
@@ -217,7 +253,10 @@ func newCacheMode(cfg Config) (*Server, error) {
 		conns:     make(map[*conn]struct{}),
 		done:      make(chan struct{}),
 		stopSweep: make(chan struct{}),
-		edge:      newEdge(cfg.Edge, cfg.CacheBytes),
+	}
+	var err error
+	if s.edge, err = newEdge(cfg.Edge, cfg.CacheBytes, cfg.Logger); err != nil {
+		return nil, err
 	}
 	if cfg.AccessLog != nil {
 		s.logBuf = bufio.NewWriterSize(cfg.AccessLog, 64<<10)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"shoal/internal/base/httpcache"
+	"shoal/internal/base/store"
 )
 
 // A flight is one fetch (or revalidation) of a cache key in progress.
@@ -100,7 +101,7 @@ func (e *edge) fetch(j *fetchJob, ch chan<- fetched) {
 		return
 	}
 	st := httpcache.NewStored(e.cfg.Cache, resp.StatusCode, resp.Header, reqTime, respTime)
-	var w edgeWriter
+	var w *store.Writer
 	if ok, _ := httpcache.Storable(e.cfg.Cache, &j.r.cache, resp.StatusCode, resp.Header, &st.Fresh); ok && j.r.method == "GET" {
 		w = e.create(j, st, resp.ContentLength)
 	}
@@ -116,7 +117,7 @@ func (e *edge) fetch(j *fetchJob, ch chan<- fetched) {
 // create opens the store entry for a fetched response: under the variant
 // key when it varies (with a marker at the primary key naming the fields),
 // else under the primary key itself.
-func (e *edge) create(j *fetchJob, st *httpcache.Stored, size int64) edgeWriter {
+func (e *edge) create(j *fetchJob, st *httpcache.Stored, size int64) *store.Writer {
 	key := j.primary
 	if len(st.Vary) > 0 {
 		key = httpcache.VariantKey(j.primary, st.Vary, j.r.header)
@@ -146,7 +147,7 @@ func (e *edge) putMeta(key string, st *httpcache.Stored) {
 // copyBody copies the upstream body to the store writer and the pipe. A
 // failed pipe write (the client went away) stops only the pipe; a failed
 // store write aborts the entry; an upstream error aborts both.
-func (e *edge) copyBody(body io.Reader, w edgeWriter, pw *io.PipeWriter) {
+func (e *edge) copyBody(body io.Reader, w *store.Writer, pw *io.PipeWriter) {
 	buf := make([]byte, 32<<10)
 	for {
 		if w == nil && pw == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpcache"
+	"shoal/internal/base/store"
 )
 
 // serveEdge answers the current request in cache mode and reports whether
@@ -76,24 +77,20 @@ func (c *conn) edgeCached(r *edgeReq, now time.Time, closeAfter bool) bool {
 	case httpcache.Serve:
 		e.hits.Add(1)
 		defer hd.Release()
-		return c.writeStored(r, st, hd, d.Age, httpcache.CacheStatus{Hit: true, TTL: d.TTL, HasTTL: true}, "HIT", now, closeAfter)
+		return c.writeStored(r, st, &hd, d.Age, httpcache.CacheStatus{Hit: true, TTL: d.TTL, HasTTL: true}, "HIT", now, closeAfter)
 	case httpcache.ServeStale:
 		e.stale.Add(1)
 		defer hd.Release()
 		e.revalidateLater(r, key, st)
-		return c.writeStored(r, st, hd, d.Age, httpcache.CacheStatus{Hit: true, TTL: d.TTL, HasTTL: true, Detail: "stale-while-revalidate"}, "STALE", now, closeAfter)
+		return c.writeStored(r, st, &hd, d.Age, httpcache.CacheStatus{Hit: true, TTL: d.TTL, HasTTL: true, Detail: "stale-while-revalidate"}, "STALE", now, closeAfter)
 	case httpcache.Unsatisfiable:
-		if hd != nil {
-			hd.Release()
-		}
+		hd.Release()
 		c.simple(504, "", now, closeAfter, r.method == "HEAD", "only-if-cached")
 		return !closeAfter
 	}
 	if r.method == "HEAD" {
 		// A HEAD is passed through: its answer has no body to store.
-		if hd != nil {
-			hd.Release()
-		}
+		hd.Release()
 		return c.edgeForward(r, now, closeAfter)
 	}
 	return c.edgeFetch(r, key, st, hd, d, now, closeAfter)
@@ -103,7 +100,7 @@ func (c *conn) edgeCached(r *edgeReq, now time.Time, closeAfter bool) bool {
 // a fetch of the same key already in flight: a follower waits for it and
 // answers from the store if the result is usable for it too, else fetches
 // on its own.
-func (c *conn) edgeFetch(r *edgeReq, key string, st *httpcache.Stored, hd edgeHandle, d httpcache.Decision, now time.Time, closeAfter bool) bool {
+func (c *conn) edgeFetch(r *edgeReq, key string, st *httpcache.Stored, hd store.Handle, d httpcache.Decision, now time.Time, closeAfter bool) bool {
 	e := c.s.edge
 	fl, lead := e.join(key)
 	if !lead {
@@ -111,16 +108,12 @@ func (c *conn) edgeFetch(r *edgeReq, key string, st *httpcache.Stored, hd edgeHa
 		<-fl.done
 		_, st2, hd2 := e.lookup(r.key, r.header)
 		if d2 := httpcache.Decide(&r.cache, st2, e.now()); d2.Action == httpcache.Serve {
-			if hd != nil {
-				hd.Release()
-			}
+			hd.Release()
 			defer hd2.Release()
 			e.hits.Add(1)
-			return c.writeStored(r, st2, hd2, d2.Age, httpcache.CacheStatus{Hit: true, TTL: d2.TTL, HasTTL: true, Collapsed: true}, "HIT", now, closeAfter)
+			return c.writeStored(r, st2, &hd2, d2.Age, httpcache.CacheStatus{Hit: true, TTL: d2.TTL, HasTTL: true, Collapsed: true}, "HIT", now, closeAfter)
 		}
-		if hd2 != nil {
-			hd2.Release()
-		}
+		hd2.Release()
 		fl = &flight{done: make(chan struct{})} // our own, unshared
 	}
 	var inm, ims string
@@ -132,25 +125,23 @@ func (c *conn) edgeFetch(r *edgeReq, key string, st *httpcache.Stored, hd edgeHa
 	job := &fetchJob{out: e.upstreamRequest(r, true, inm, ims), r: r, primary: r.key, key: key, fl: fl, stale: stale, stream: true}
 	res := <-e.startFetch(job)
 	cs := httpcache.CacheStatus{Fwd: d.Fwd}
-	if hd != nil {
-		defer hd.Release()
-	}
+	defer hd.Release()
 	switch {
 	case res.err != nil:
 		if httpcache.StaleOnError(e.cfg.Cache, &r.cache, st, e.now(), true) {
-			return c.serveStaleOnError(r, st, hd, cs, now, closeAfter)
+			return c.serveStaleOnError(r, st, &hd, cs, now, closeAfter)
 		}
 		return c.upstreamFailed(res.err, now, closeAfter)
 	case res.revalidated:
 		cs.FwdStatus = http.StatusNotModified
 		cs.TTL, cs.HasTTL = res.st.Fresh.Lifetime-res.st.Fresh.InitialAge, true
-		return c.writeStored(r, res.st, hd, res.st.Fresh.CurrentAge(res.st.ResponseTime, e.now()), cs, "REVALIDATED", now, closeAfter)
+		return c.writeStored(r, res.st, &hd, res.st.Fresh.CurrentAge(res.st.ResponseTime, e.now()), cs, "REVALIDATED", now, closeAfter)
 	case httpcache.ErrorStatus(res.resp.StatusCode) && httpcache.StaleOnError(e.cfg.Cache, &r.cache, st, e.now(), false):
 		if res.body != nil {
 			res.body.Close()
 		}
 		cs.FwdStatus = res.resp.StatusCode
-		return c.serveStaleOnError(r, st, hd, cs, now, closeAfter)
+		return c.serveStaleOnError(r, st, &hd, cs, now, closeAfter)
 	}
 	e.misses.Add(1)
 	cs.FwdStatus, cs.Stored = res.resp.StatusCode, res.stored
@@ -163,7 +154,7 @@ func (c *conn) edgeFetch(r *edgeReq, key string, st *httpcache.Stored, hd edgeHa
 
 // serveStaleOnError answers with the stale stored response in place of an
 // upstream failure (RFC 5861 stale-if-error).
-func (c *conn) serveStaleOnError(r *edgeReq, st *httpcache.Stored, hd edgeHandle, cs httpcache.CacheStatus, now time.Time, closeAfter bool) bool {
+func (c *conn) serveStaleOnError(r *edgeReq, st *httpcache.Stored, hd *store.Handle, cs httpcache.CacheStatus, now time.Time, closeAfter bool) bool {
 	e := c.s.edge
 	e.stale.Add(1)
 	age := st.Fresh.CurrentAge(st.ResponseTime, e.now())

@@ -12,6 +12,7 @@ import (
 
 	"shoal/internal/base/httpcache"
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/store"
 )
 
 // headSkip are the stored or upstream fields a cache-mode response never
@@ -93,7 +94,7 @@ func noBody(status int) bool {
 // preconditions say so, a 206 for a single satisfiable range of a stored
 // 200 (several ranges get the whole 200, as RFC 9110 §14.2 allows), 416
 // for an unsatisfiable one, else the stored status, header and body.
-func (c *conn) writeStored(r *edgeReq, st *httpcache.Stored, hd edgeHandle, age int64, cs httpcache.CacheStatus, xcache string, now time.Time, closeAfter bool) bool {
+func (c *conn) writeStored(r *edgeReq, st *httpcache.Stored, hd *store.Handle, age int64, cs httpcache.CacheStatus, xcache string, now time.Time, closeAfter bool) bool {
 	head := r.method == "HEAD"
 	if st.Status >= 200 && st.Status < 300 {
 		switch httpcache.Precondition(r.method, r.header, st.Header) {
@@ -133,10 +134,17 @@ func (c *conn) writeStored(r *edgeReq, st *httpcache.Stored, hd edgeHandle, age 
 		return c.flush() == nil && !closeAfter
 	}
 	c.logRequest(now, status, n)
+	if n <= inlineBody && hd.Inline() {
+		// A small body goes out with the head, in the batch's one write.
+		c.out, _ = hd.AppendBody(c.out, first, n)
+		return !closeAfter
+	}
 	if c.flush() != nil {
 		return false
 	}
-	m, err := hd.WriteRange(progress{c}, first, n)
+	snd := store.NewSender(c.nc)
+	snd.Progress = func() { c.since.Store(time.Now().UnixNano()) }
+	m, err := snd.Send(hd, first, n)
 	c.nbytes += m
 	return err == nil && m == n && !closeAfter
 }

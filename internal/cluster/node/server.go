@@ -242,6 +242,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.peer != nil {
 		s.peer.Close()
 	}
+	if s.edge != nil {
+		s.edge.close()
+	}
 	s.stopOnce.Do(func() { close(s.stopSweep) })
 	<-s.done
 	s.flushLog()
