@@ -148,7 +148,9 @@ func (e *edge) putMeta(key string, st *httpcache.Stored) {
 // failed pipe write (the client went away) stops only the pipe; a failed
 // store write aborts the entry; an upstream error aborts both.
 func (e *edge) copyBody(body io.Reader, w *store.Writer, pw *io.PipeWriter) {
-	buf := make([]byte, 32<<10)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	for {
 		if w == nil && pw == nil {
 			return
