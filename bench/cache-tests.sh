@@ -83,7 +83,20 @@ start_shoal() {
 			--origin "$ORIGIN" --data "$W/shoal-data" >"$W/shoal.log" 2>&1 &
 	fi
 	PIDS+=($!)
-	waitport "127.0.0.1:$SHOAL_PORT"
+	waitlog "127.0.0.1:$SHOAL_PORT" $! "$W/shoal.log"
+}
+
+# waitlog ADDR PID LOG: wait up to 30 s (a loaded machine starts slowly) for
+# ADDR to accept; if PID dies first, or never listens, show LOG and exit.
+waitlog() {
+	for _ in $(seq 300); do
+		(exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "$BENCH: nothing listening on $1; its log:" >&2
+	tail -20 "$3" >&2
+	exit 1
 }
 
 start_nginx() {

@@ -51,12 +51,12 @@ type PopContent struct {
 	Edge        string            `toml:"edge"`
 	Origin      string            `toml:"origin"`
 	Origins     map[string]string `toml:"origins"`
-	Window      Duration `toml:"window"`
-	MinRequests int      `toml:"min_requests"`
-	HotTop      int      `toml:"hot_top"`
-	HotMin      int      `toml:"hot_min"`
-	DirTTL      Duration `toml:"dir_ttl"`
-	Redirect    bool     `toml:"redirect"`
+	Window      Duration          `toml:"window"`
+	MinRequests int               `toml:"min_requests"`
+	HotTop      int               `toml:"hot_top"`
+	HotMin      int               `toml:"hot_min"`
+	DirTTL      Duration          `toml:"dir_ttl"`
+	Redirect    bool              `toml:"redirect"`
 }
 
 // PopDNS is [dns]: see internal/cdn/cdndns.Config. Coverage is the file of

@@ -15,9 +15,8 @@ import (
 // a cache-mode response may stream, and must follow them on the wire.
 func (c *conn) serveEdge(now time.Time, closeAfter bool) bool {
 	e := c.s.edge
-	if c.operator && bstr(c.req.Path()) == statusPath {
-		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, c.req.IsMethod("HEAD"))
-		return !closeAfter
+	if p := bstr(c.req.Path()); len(p) >= len(internalPrefix) && p[:len(internalPrefix)] == internalPrefix {
+		return c.edgeInternal(p, now, closeAfter)
 	}
 	if c.flush() != nil {
 		return false
@@ -43,6 +42,29 @@ func (c *conn) serveEdge(now time.Time, closeAfter bool) bool {
 		keep = false
 	}
 	return keep && !closeAfter
+}
+
+// internalPrefix is the node's own namespace: never forwarded to the
+// upstream (it is the cluster's, not the site's).
+const internalPrefix = "/.shoal/"
+
+// edgeInternal answers the node's own paths in cache mode: the status report
+// on operator connections, an empty size index (stored responses have no
+// sizes to announce before they are asked for), and 404 for the rest.
+func (c *conn) edgeInternal(p string, now time.Time, closeAfter bool) bool {
+	head := c.req.IsMethod("HEAD")
+	switch {
+	case p == statusPath && c.operator:
+		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, head)
+	case p == sizesPath:
+		c.serveBytes(200, "text/plain; charset=utf-8", "Cache-Control: no-store\r\n", nil, now, closeAfter, head)
+	default:
+		c.simple(404, "", now, closeAfter, head, "not found")
+	}
+	if c.req.HasBody() {
+		return false // not read: the connection cannot go on
+	}
+	return !closeAfter
 }
 
 func expects100(h http.Header) bool {

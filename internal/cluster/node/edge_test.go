@@ -435,3 +435,23 @@ func TestEdgeFromStored(t *testing.T) {
 		t.Errorf("origin saw %d requests", o.n.Load())
 	}
 }
+
+// TestEdgeInternalPaths: the node's own /.shoal/ space is answered by the
+// node, never forwarded to the origin.
+func TestEdgeInternalPaths(t *testing.T) {
+	o := newEdgeOrigin(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "origin") })
+	_, addr := startEdge(t, o.URL)
+	for path, want := range map[string]int{"/.shoal/status": 200, "/.shoal/sizes": 200, "/.shoal/other": 404} {
+		resp, body := edgeGet(t, addr, path)
+		if resp.StatusCode != want || body == "origin" {
+			t.Errorf("%s: %d %q", path, resp.StatusCode, body)
+		}
+	}
+	resp, body := edgeGet(t, addr, "/.shoal/status")
+	if !strings.Contains(body, `"edge":{"hits":`) || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("status without edge counters: %s", body)
+	}
+	if n := o.n.Load(); n != 0 {
+		t.Errorf("origin asked %d times", n)
+	}
+}
