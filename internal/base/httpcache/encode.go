@@ -165,32 +165,32 @@ type CacheStatus struct {
 // ttl=30"); append it after the members already in the response's
 // Cache-Status (RFC 9211 §2: the cache nearest the origin comes first).
 func (c CacheStatus) Format(name string) string {
-	var b strings.Builder
-	b.WriteString(name)
+	return string(c.AppendParams([]byte(name)))
+}
+
+// AppendParams appends the member's parameters ("; hit; ttl=30") to dst,
+// which holds the cache's name: Format without allocating.
+func (c CacheStatus) AppendParams(dst []byte) []byte {
 	if c.Hit {
-		b.WriteString("; hit")
+		dst = append(dst, "; hit"...)
 	}
 	if c.Fwd != "" {
-		b.WriteString("; fwd=")
-		b.WriteString(c.Fwd)
+		dst = append(append(dst, "; fwd="...), c.Fwd...)
 	}
 	if c.FwdStatus != 0 {
-		b.WriteString("; fwd-status=")
-		b.WriteString(strconv.Itoa(c.FwdStatus))
+		dst = strconv.AppendInt(append(dst, "; fwd-status="...), int64(c.FwdStatus), 10)
 	}
 	if c.HasTTL {
-		b.WriteString("; ttl=")
-		b.WriteString(strconv.FormatInt(c.TTL, 10))
+		dst = strconv.AppendInt(append(dst, "; ttl="...), c.TTL, 10)
 	}
 	if c.Stored {
-		b.WriteString("; stored")
+		dst = append(dst, "; stored"...)
 	}
 	if c.Collapsed {
-		b.WriteString("; collapsed")
+		dst = append(dst, "; collapsed"...)
 	}
 	if c.Detail != "" {
-		b.WriteString("; detail=")
-		b.WriteString(c.Detail)
+		dst = append(append(dst, "; detail="...), c.Detail...)
 	}
-	return b.String()
+	return dst
 }

@@ -82,6 +82,7 @@ type edge struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight // fetches in progress, by the key they will store
+	decoded decodedCache       // hit entries, decoded (lookup)
 
 	hits, misses, revalidated, stale, bypass, collapsed atomic.Int64
 	stored, invalidated, upstreamBytes, errors          atomic.Int64
@@ -147,13 +148,34 @@ func (s *Server) EdgeStats() EdgeStats {
 	return s.edge.Stats()
 }
 
+// cachedResp is a stored response as cache mode uses it: the decoded
+// metadata and its header prepared for writing. A hit on an entry whose
+// metadata is unchanged reuses the same cachedResp (decodedCache), so it
+// is read-only once made.
+type cachedResp struct {
+	*httpcache.Stored
+	hp headParts
+}
+
+func newCachedResp(st *httpcache.Stored) *cachedResp {
+	return &cachedResp{Stored: st, hp: makeHeadParts(st.Header, false)}
+}
+
+// stored is the response's Stored, nil for none.
+func (c *cachedResp) stored() *httpcache.Stored {
+	if c == nil {
+		return nil
+	}
+	return c.Stored
+}
+
 // lookup finds what is stored for a request: the entry at the primary key,
 // or, when that is a Vary marker, the variant the request's header selects
 // (httpcache.VariantKey). It returns the key the response would be stored
 // under (the variant key when the URL is known to vary), and the stored
 // response with its handle (nil and an invalid handle when nothing usable
 // is stored; the caller releases a valid handle).
-func (e *edge) lookup(primary string, h http.Header) (string, *httpcache.Stored, store.Handle) {
+func (e *edge) lookup(primary string, h http.Header) (string, *cachedResp, store.Handle) {
 	hd, ok := e.store.Get(primary)
 	if !ok {
 		return primary, nil, store.Handle{}
@@ -166,13 +188,62 @@ func (e *edge) lookup(primary string, h http.Header) (string, *httpcache.Stored,
 			return key, nil, store.Handle{}
 		}
 	}
-	st, err := decodeEntry(hd.Meta())
+	cr, err := e.decoded.get(key, hd.Meta())
 	if err != nil {
 		hd.Release()
 		e.store.Remove(key)
 		return key, nil, store.Handle{}
 	}
-	return key, st, hd
+	return key, cr, hd
+}
+
+// decodedCache keeps the decoded form of recently hit entries, so that a
+// hit does not decode its metadata and lay out its header again. An entry
+// is valid while the store hands out the same metadata bytes (the store
+// keeps a memory-tier entry's metadata until it changes; holding the slice
+// here keeps its address from being reused). Bounded by decodedMax,
+// dropping an arbitrary entry when full.
+type decodedCache struct {
+	mu sync.Mutex
+	m  map[string]decodedEntry
+}
+
+type decodedEntry struct {
+	meta []byte
+	cr   *cachedResp
+}
+
+// decodedMax bounds the decoded entries kept: enough for a node's hot set.
+const decodedMax = 4096
+
+func (d *decodedCache) get(key string, meta []byte) (*cachedResp, error) {
+	if len(meta) == 0 {
+		return nil, httpcache.ErrBadStored
+	}
+	d.mu.Lock()
+	de, ok := d.m[key]
+	d.mu.Unlock()
+	if ok && len(de.meta) == len(meta) && &de.meta[0] == &meta[0] {
+		return de.cr, nil
+	}
+	st, err := decodeEntry(meta)
+	if err != nil {
+		return nil, err
+	}
+	cr := newCachedResp(st)
+	d.mu.Lock()
+	if d.m == nil {
+		d.m = make(map[string]decodedEntry)
+	}
+	if len(d.m) >= decodedMax {
+		for k := range d.m {
+			delete(d.m, k)
+			break
+		}
+	}
+	d.m[key] = decodedEntry{meta: meta, cr: cr}
+	d.mu.Unlock()
+	return cr, nil
 }
 
 // Entry metadata starts with a kind byte: a stored response, or a Vary

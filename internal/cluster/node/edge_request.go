@@ -25,7 +25,10 @@ type edgeReq struct {
 	header http.Header // end-to-end fields, canonical names; no Host
 	key    string      // primary cache key
 	cache  httpcache.Request
-	body   io.Reader // nil without a body
+	// conditional: the request has a precondition field; ranged: a
+	// Range field (so a hit without either skips their evaluation).
+	conditional, ranged bool
+	body                io.Reader // nil without a body
 	// finish reads what the upstream left of the body, so the next
 	// pipelined request starts where it should; false means the
 	// connection cannot be reused.
@@ -67,6 +70,12 @@ func (c *conn) readEdgeReq(scheme string) (*edgeReq, error) {
 	}
 	r.header.Del("Host")
 	r.header.Del("Content-Length")
+	_, r.ranged = r.header["Range"]
+	for _, f := range [...]string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"} {
+		if _, ok := r.header[f]; ok {
+			r.conditional = true
+		}
+	}
 	httpcache.StripHopByHop(r.header)
 	r.key = httpcache.Key(scheme, r.host, r.target)
 	r.cache = httpcache.ParseRequest(r.method, r.header)

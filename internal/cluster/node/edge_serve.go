@@ -94,7 +94,7 @@ func httpEqualFold(a, b string) bool {
 func (c *conn) edgeCached(r *edgeReq, now time.Time, closeAfter bool) bool {
 	e := c.s.edge
 	key, st, hd := e.lookup(r.key, r.header)
-	d := httpcache.Decide(&r.cache, st, now)
+	d := httpcache.Decide(&r.cache, st.stored(), now)
 	switch d.Action {
 	case httpcache.Serve:
 		e.hits.Add(1)
@@ -103,7 +103,7 @@ func (c *conn) edgeCached(r *edgeReq, now time.Time, closeAfter bool) bool {
 	case httpcache.ServeStale:
 		e.stale.Add(1)
 		defer hd.Release()
-		e.revalidateLater(r, key, st)
+		e.revalidateLater(r, key, st.Stored)
 		return c.writeStored(r, st, &hd, d.Age, httpcache.CacheStatus{Hit: true, TTL: d.TTL, HasTTL: true, Detail: "stale-while-revalidate"}, "STALE", now, closeAfter)
 	case httpcache.Unsatisfiable:
 		hd.Release()
@@ -122,14 +122,14 @@ func (c *conn) edgeCached(r *edgeReq, now time.Time, closeAfter bool) bool {
 // a fetch of the same key already in flight: a follower waits for it and
 // answers from the store if the result is usable for it too, else fetches
 // on its own.
-func (c *conn) edgeFetch(r *edgeReq, key string, st *httpcache.Stored, hd store.Handle, d httpcache.Decision, now time.Time, closeAfter bool) bool {
+func (c *conn) edgeFetch(r *edgeReq, key string, st *cachedResp, hd store.Handle, d httpcache.Decision, now time.Time, closeAfter bool) bool {
 	e := c.s.edge
 	fl, lead := e.join(key)
 	if !lead {
 		e.collapsed.Add(1)
 		<-fl.done
 		_, st2, hd2 := e.lookup(r.key, r.header)
-		if d2 := httpcache.Decide(&r.cache, st2, e.now()); d2.Action == httpcache.Serve {
+		if d2 := httpcache.Decide(&r.cache, st2.stored(), e.now()); d2.Action == httpcache.Serve {
 			hd.Release()
 			defer hd2.Release()
 			e.hits.Add(1)
@@ -142,7 +142,7 @@ func (c *conn) edgeFetch(r *edgeReq, key string, st *httpcache.Stored, hd store.
 	var stale *httpcache.Stored
 	if st != nil && d.Action == httpcache.Revalidate {
 		inm, ims = httpcache.Validators(st.Header)
-		stale = st
+		stale = st.Stored
 	}
 	job := &fetchJob{out: e.upstreamRequest(r, true, inm, ims), r: r, primary: r.key, key: key, fl: fl, stale: stale, stream: true}
 	res := <-e.startFetch(job)
@@ -150,15 +150,15 @@ func (c *conn) edgeFetch(r *edgeReq, key string, st *httpcache.Stored, hd store.
 	defer hd.Release()
 	switch {
 	case res.err != nil:
-		if httpcache.StaleOnError(e.cfg.Cache, &r.cache, st, e.now(), true) {
+		if httpcache.StaleOnError(e.cfg.Cache, &r.cache, st.stored(), e.now(), true) {
 			return c.serveStaleOnError(r, st, &hd, cs, now, closeAfter)
 		}
 		return c.upstreamFailed(res.err, now, closeAfter)
 	case res.revalidated:
 		cs.FwdStatus = http.StatusNotModified
 		cs.TTL, cs.HasTTL = res.st.Fresh.Lifetime-res.st.Fresh.InitialAge, true
-		return c.writeStored(r, res.st, &hd, res.st.Fresh.CurrentAge(res.st.ResponseTime, e.now()), cs, "REVALIDATED", now, closeAfter)
-	case httpcache.ErrorStatus(res.resp.StatusCode) && httpcache.StaleOnError(e.cfg.Cache, &r.cache, st, e.now(), false):
+		return c.writeStored(r, newCachedResp(res.st), &hd, res.st.Fresh.CurrentAge(res.st.ResponseTime, e.now()), cs, "REVALIDATED", now, closeAfter)
+	case httpcache.ErrorStatus(res.resp.StatusCode) && httpcache.StaleOnError(e.cfg.Cache, &r.cache, st.stored(), e.now(), false):
 		if res.body != nil {
 			res.body.Close()
 		}
@@ -176,7 +176,7 @@ func (c *conn) edgeFetch(r *edgeReq, key string, st *httpcache.Stored, hd store.
 
 // serveStaleOnError answers with the stale stored response in place of an
 // upstream failure (RFC 5861 stale-if-error).
-func (c *conn) serveStaleOnError(r *edgeReq, st *httpcache.Stored, hd *store.Handle, cs httpcache.CacheStatus, now time.Time, closeAfter bool) bool {
+func (c *conn) serveStaleOnError(r *edgeReq, st *cachedResp, hd *store.Handle, cs httpcache.CacheStatus, now time.Time, closeAfter bool) bool {
 	e := c.s.edge
 	e.stale.Add(1)
 	age := st.Fresh.CurrentAge(st.ResponseTime, e.now())

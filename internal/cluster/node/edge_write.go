@@ -28,27 +28,50 @@ var headSkip = map[string]bool{
 // Content-Length nor Transfer-Encoding (1xx, 204, 304).
 const noFraming = -2
 
-// appendEdgeHead appends a response head: the status line, h's fields in
-// name order (each value on its own line, as Set-Cookie needs), Age when
-// age >= 0, Content-Length when length >= 0 (-1: unknown, so chunked, or
-// close-delimited for HTTP/1.0; noFraming: neither), Via and Cache-Status appended to the
-// upstream's, X-Cache, and the connection fields. It reports whether the
-// body is chunked.
-func (c *conn) appendEdgeHead(status int, h http.Header, age, length int64, cs httpcache.CacheStatus, xcache string, now time.Time, closeAfter bool) (chunked, mustClose bool) {
-	e := c.s.edge
-	c.out = httpwire.AppendStatusLine(c.out, status)
+// headParts is a response header prepared for writing: its fields as
+// wire lines in name order (each value on its own line, as Set-Cookie
+// needs; headSkip's fields left out), and what appendEdgeHead completes:
+// the upstream's Via and Cache-Status lines joined, whether it has a Date.
+// A stored response's parts are built once and reused by every hit
+// (edgeDecoded).
+type headParts struct {
+	fields      []byte
+	via, status string
+	hasDate     bool
+}
+
+// makeHeadParts prepares h; keepAge keeps an upstream's Age (a response
+// passed on rather than built from the store, whose Age is generated).
+func makeHeadParts(h http.Header, keepAge bool) headParts {
 	names := make([]string, 0, len(h))
 	for n := range h {
-		if !headSkip[n] || (n == "Age" && age < 0) {
+		if !headSkip[n] || (n == "Age" && keepAge) {
 			names = append(names, n)
 		}
 	}
 	slices.Sort(names)
+	var hp headParts
 	for _, n := range names {
 		for _, v := range h[n] {
-			c.out = httpwire.AppendHeader(c.out, n, v)
+			hp.fields = httpwire.AppendHeader(hp.fields, n, v)
 		}
 	}
+	hp.via = strings.Join(h.Values("Via"), ", ")
+	hp.status = strings.Join(h.Values("Cache-Status"), ", ")
+	hp.hasDate = len(h.Values("Date")) > 0
+	return hp
+}
+
+// appendEdgeHead appends a response head: the status line, the prepared
+// fields, Age when age >= 0, Content-Length when length >= 0 (-1: unknown,
+// so chunked, or close-delimited for HTTP/1.0; noFraming: neither), Via
+// and Cache-Status appended to the upstream's, X-Cache, Date when the
+// response had none, and the connection fields. It reports whether the body
+// is chunked and whether the connection must close after it.
+func (c *conn) appendEdgeHead(status int, hp *headParts, age, length int64, cs httpcache.CacheStatus, xcache string, now time.Time, closeAfter bool) (chunked, mustClose bool) {
+	e := c.s.edge
+	c.out = httpwire.AppendStatusLine(c.out, status)
+	c.out = append(c.out, hp.fields...)
 	if age >= 0 {
 		c.out = httpwire.AppendHeaderInt(c.out, "Age", age)
 	}
@@ -56,16 +79,18 @@ func (c *conn) appendEdgeHead(status int, h http.Header, age, length int64, cs h
 	case length == noFraming:
 	case length >= 0:
 		c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", length)
-	case c.req.Minor >= 1 && c.req.Method != nil && !c.req.IsMethod("HEAD"):
+	case c.req.Minor >= 1 && !c.req.IsMethod("HEAD"):
 		c.out = httpwire.AppendHeader(c.out, "Transfer-Encoding", "chunked")
 		chunked = true
 	case !c.req.IsMethod("HEAD"):
 		mustClose = true // HTTP/1.0: the body ends with the connection
 	}
-	c.out = httpwire.AppendHeader(c.out, "Via", joinField(h.Values("Via"), e.via))
-	c.out = httpwire.AppendHeader(c.out, "Cache-Status", joinField(h.Values("Cache-Status"), cs.Format(e.cfg.Name)))
+	c.out = appendListField(c.out, "Via", hp.via, e.via)
+	c.out = append(appendListField(c.out, "Cache-Status", hp.status, ""), e.cfg.Name...)
+	c.out = cs.AppendParams(c.out)
+	c.out = append(c.out, crlf...)
 	c.out = httpwire.AppendHeader(c.out, "X-Cache", xcache)
-	if len(h.Values("Date")) == 0 {
+	if !hp.hasDate {
 		c.out = append(c.out, c.s.dates.Line(now)...)
 	}
 	if closeAfter || mustClose {
@@ -77,12 +102,20 @@ func (c *conn) appendEdgeHead(status int, h http.Header, age, length int64, cs h
 	return chunked, mustClose
 }
 
-// joinField appends our member to a list field's existing lines.
-func joinField(lines []string, ours string) string {
-	if len(lines) == 0 {
-		return ours
+// appendListField appends "Name: prior, ours" — or "Name: ours" without
+// prior — leaving the line open when ours is "" (the caller ends it).
+func appendListField(dst []byte, name, prior, ours string) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, ": "...)
+	if prior != "" {
+		dst = append(dst, prior...)
+		dst = append(dst, ", "...)
 	}
-	return strings.Join(lines, ", ") + ", " + ours
+	if ours == "" {
+		return dst
+	}
+	dst = append(dst, ours...)
+	return append(dst, crlf...)
 }
 
 // noBody reports statuses whose responses never have a body.
@@ -94,44 +127,35 @@ func noBody(status int) bool {
 // preconditions say so, a 206 for a single satisfiable range of a stored
 // 200 (several ranges get the whole 200, as RFC 9110 §14.2 allows), 416
 // for an unsatisfiable one, else the stored status, header and body.
-func (c *conn) writeStored(r *edgeReq, st *httpcache.Stored, hd *store.Handle, age int64, cs httpcache.CacheStatus, xcache string, now time.Time, closeAfter bool) bool {
+func (c *conn) writeStored(r *edgeReq, st *cachedResp, hd *store.Handle, age int64, cs httpcache.CacheStatus, xcache string, now time.Time, closeAfter bool) bool {
 	head := r.method == "HEAD"
-	if st.Status >= 200 && st.Status < 300 {
+	if st.Status >= 200 && st.Status < 300 && r.conditional {
 		switch httpcache.Precondition(r.method, r.header, st.Header) {
 		case 304:
-			h := notModifiedHeader(st.Header)
-			c.appendEdgeHead(304, h, age, noFraming, cs, xcache, now, closeAfter)
+			hp := makeHeadParts(notModifiedHeader(st.Header), false)
+			c.appendEdgeHead(304, &hp, age, noFraming, cs, xcache, now, closeAfter)
 			c.logRequest(now, 304, 0)
-			return c.flush() == nil && !closeAfter
+			return !closeAfter
 		case 412:
 			c.simple(412, "", now, closeAfter, head, "precondition failed")
 			return !closeAfter
 		}
 	}
 	size := hd.Size()
-	status, first, n, h := st.Status, int64(0), size, st.Header
-	if rng := r.header.Get("Range"); rng != "" && st.Status == 200 && r.method == "GET" && ifRangeMatches(r.header.Get("If-Range"), st.Header) {
-		spans, kind := httpwire.ParseRanges([]byte(rng), size, c.s.cfg.MaxRanges, c.spans)
-		c.spans = spans
-		switch kind {
-		case httpwire.RangeSingle:
-			status, first, n = 206, spans[0].Start, spans[0].Len()
-			h = h.Clone()
-			h.Set("Content-Range", "bytes "+strconv.FormatInt(first, 10)+"-"+strconv.FormatInt(first+n-1, 10)+"/"+strconv.FormatInt(size, 10))
-		case httpwire.RangeUnsatisfiable:
-			h = http.Header{"Content-Range": {"bytes */" + strconv.FormatInt(size, 10)}}
-			c.appendEdgeHead(416, h, -1, 0, cs, xcache, now, closeAfter)
-			c.logRequest(now, 416, 0)
-			return c.flush() == nil && !closeAfter
+	status, first, n, hp := st.Status, int64(0), size, &st.hp
+	if r.ranged && st.Status == 200 && r.method == "GET" {
+		var done bool
+		if status, first, n, hp, done = c.storedRange(r, st, size, cs, xcache, now, closeAfter); done {
+			return !closeAfter
 		}
 	}
 	if noBody(status) {
 		n = noFraming
 	}
-	c.appendEdgeHead(status, h, age, n, cs, xcache, now, closeAfter)
+	c.appendEdgeHead(status, hp, age, n, cs, xcache, now, closeAfter)
 	if head || n <= 0 {
 		c.logRequest(now, status, 0)
-		return c.flush() == nil && !closeAfter
+		return !closeAfter
 	}
 	c.logRequest(now, status, n)
 	if n <= inlineBody && hd.Inline() {
@@ -147,6 +171,33 @@ func (c *conn) writeStored(r *edgeReq, st *httpcache.Stored, hd *store.Handle, a
 	m, err := snd.Send(hd, first, n)
 	c.nbytes += m
 	return err == nil && m == n && !closeAfter
+}
+
+// storedRange evaluates the client's Range (and If-Range) against a
+// stored 200 of size bytes: a single satisfiable range becomes a 206 of
+// its span (status, offset, length and head returned), an unsatisfiable
+// one is answered 416 here (done), anything else is the whole 200.
+func (c *conn) storedRange(r *edgeReq, st *cachedResp, size int64, cs httpcache.CacheStatus, xcache string, now time.Time, closeAfter bool) (status int, first, n int64, hp *headParts, done bool) {
+	status, n, hp = st.Status, size, &st.hp
+	if !ifRangeMatches(r.header.Get("If-Range"), st.Header) {
+		return status, 0, n, hp, false
+	}
+	spans, kind := httpwire.ParseRanges([]byte(r.header.Get("Range")), size, c.s.cfg.MaxRanges, c.spans)
+	c.spans = spans
+	switch kind {
+	case httpwire.RangeSingle:
+		first, n = spans[0].Start, spans[0].Len()
+		h := st.Header.Clone()
+		h.Set("Content-Range", "bytes "+strconv.FormatInt(first, 10)+"-"+strconv.FormatInt(first+n-1, 10)+"/"+strconv.FormatInt(size, 10))
+		p := makeHeadParts(h, false)
+		return 206, first, n, &p, false
+	case httpwire.RangeUnsatisfiable:
+		p := makeHeadParts(http.Header{"Content-Range": {"bytes */" + strconv.FormatInt(size, 10)}}, false)
+		c.appendEdgeHead(416, &p, -1, 0, cs, xcache, now, closeAfter)
+		c.logRequest(now, 416, 0)
+		return 416, 0, 0, nil, true
+	}
+	return status, 0, n, hp, false
 }
 
 // notModifiedHeader is the subset of a stored header a 304 carries (RFC
@@ -195,9 +246,10 @@ func (c *conn) writeFetched(r *edgeReq, res fetched, cs httpcache.CacheStatus, x
 	if r.cache.Cacheable() && resp.StatusCode >= 200 && resp.StatusCode < 300 && r.method == "GET" {
 		switch httpcache.Precondition(r.method, r.header, h) {
 		case 304:
-			c.appendEdgeHead(304, notModifiedHeader(h), -1, noFraming, cs, xcache, now, closeAfter)
+			hp := makeHeadParts(notModifiedHeader(h), false)
+			c.appendEdgeHead(304, &hp, -1, noFraming, cs, xcache, now, closeAfter)
 			c.logRequest(now, 304, 0)
-			return c.flush() == nil && !closeAfter
+			return !closeAfter
 		case 412:
 			c.simple(412, "", now, closeAfter, false, "precondition failed")
 			return !closeAfter
@@ -212,10 +264,11 @@ func (c *conn) writeFetched(r *edgeReq, res fetched, cs httpcache.CacheStatus, x
 	if noBody(resp.StatusCode) {
 		length = noFraming
 	}
-	chunked, mustClose := c.appendEdgeHead(resp.StatusCode, h, -1, length, cs, xcache, now, closeAfter)
+	hp := makeHeadParts(h, true)
+	chunked, mustClose := c.appendEdgeHead(resp.StatusCode, &hp, -1, length, cs, xcache, now, closeAfter)
 	if r.method == "HEAD" || noBody(resp.StatusCode) {
 		c.logRequest(now, resp.StatusCode, 0)
-		return c.flush() == nil && !closeAfter
+		return !closeAfter
 	}
 	if c.flush() != nil {
 		return false
