@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"shoal/internal/base/httpcache"
 )
 
 // edgeOrigin is a test origin that counts the requests it sees and keeps
@@ -453,5 +456,26 @@ func TestEdgeInternalPaths(t *testing.T) {
 	}
 	if n := o.n.Load(); n != 0 {
 		t.Errorf("origin asked %d times", n)
+	}
+}
+
+// TestDecodedCache: a hit on unchanged metadata reuses the decoded entry;
+// new metadata bytes (a 304 rewrote them) are decoded again.
+func TestDecodedCache(t *testing.T) {
+	st := httpcache.NewStored(httpcache.DefaultConfig(), 200, http.Header{"Cache-Control": {"max-age=60"}}, time.Now(), time.Now())
+	meta := encodeEntry(st)
+	var d decodedCache
+	a, err := d.get("k", meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := d.get("k", meta); b != a {
+		t.Error("same metadata decoded twice")
+	}
+	if c, _ := d.get("k", bytes.Clone(meta)); c == a {
+		t.Error("new metadata bytes served from the old decoding")
+	}
+	if _, err := d.get("k", []byte("junk")); err == nil {
+		t.Error("junk metadata decoded")
 	}
 }
