@@ -44,6 +44,10 @@ type EdgeConfig struct {
 	// OnEvict is told the store key of each entry evicted to make room
 	// (the CDN directory unregisters it); nil: nobody is told.
 	OnEvict func(key string)
+	// OnHit is told the store key of each response answered from the
+	// store (the CDN tier counts requests per copy for replication); nil:
+	// nobody is told. It runs on the request's goroutine: keep it short.
+	OnHit func(key string)
 }
 
 // Defaults for EdgeConfig.

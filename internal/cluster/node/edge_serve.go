@@ -97,7 +97,7 @@ func (c *conn) edgeCached(r *edgeReq, now time.Time, closeAfter bool) bool {
 	d := httpcache.Decide(&r.cache, st.stored(), now)
 	switch d.Action {
 	case httpcache.Serve:
-		e.hits.Add(1)
+		e.hit(key)
 		defer hd.Release()
 		return c.writeStored(r, st, &hd, d.Age, httpcache.CacheStatus{Hit: true, TTL: d.TTL, HasTTL: true}, "HIT", now, closeAfter)
 	case httpcache.ServeStale:
@@ -132,7 +132,7 @@ func (c *conn) edgeFetch(r *edgeReq, key string, st *cachedResp, hd store.Handle
 		if d2 := httpcache.Decide(&r.cache, st2.stored(), e.now()); d2.Action == httpcache.Serve {
 			hd.Release()
 			defer hd2.Release()
-			e.hits.Add(1)
+			e.hit(key)
 			return c.writeStored(r, st2, &hd2, d2.Age, httpcache.CacheStatus{Hit: true, TTL: d2.TTL, HasTTL: true, Collapsed: true}, "HIT", now, closeAfter)
 		}
 		hd2.Release()
@@ -172,6 +172,14 @@ func (c *conn) edgeFetch(r *edgeReq, key string, st *cachedResp, hd store.Handle
 		xc = "EXPIRED"
 	}
 	return c.writeFetched(r, res, cs, xc, now, closeAfter)
+}
+
+// hit counts an answer from the store and tells Config.OnHit.
+func (e *edge) hit(key string) {
+	e.hits.Add(1)
+	if e.cfg.OnHit != nil {
+		e.cfg.OnHit(key)
+	}
 }
 
 // serveStaleOnError answers with the stale stored response in place of an

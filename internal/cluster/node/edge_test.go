@@ -479,3 +479,49 @@ func TestDecodedCache(t *testing.T) {
 		t.Error("junk metadata decoded")
 	}
 }
+
+// TestEdgeCDNHooks: the walk, purges and hit reports the CDN tier drives.
+func TestEdgeCDNHooks(t *testing.T) {
+	o := newEdgeOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=600")
+		if r.URL.Path == "/tagged" {
+			w.Header().Set("Surrogate-Key", "red  blue")
+		}
+		fmt.Fprint(w, r.URL.Path)
+	})
+	up, _ := ParseOrigins([]string{o.URL})
+	var hits sync.Map
+	s, err := New(Config{Edge: EdgeConfig{Upstream: up, OnHit: func(k string) { hits.Store(k, true) }},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(ln)
+	defer s.Shutdown(context.Background())
+	addr := ln.Addr().String()
+	for _, p := range []string{"/tagged", "/plain", "/tagged"} {
+		edgeGet(t, addr, p, "Host", "h")
+	}
+	tagged, plain := s.EdgeKey("h", "/tagged"), s.EdgeKey("h", "/plain")
+	if _, ok := hits.Load(tagged); !ok {
+		t.Errorf("no hit reported for %q", tagged)
+	}
+	seen := map[string][]string{}
+	s.EdgeWalk(func(e EdgeEntry) bool { seen[e.Key] = e.Tags; return true })
+	if len(seen) != 2 || strings.Join(seen[tagged], ",") != "red,blue" || len(seen[plain]) != 0 {
+		t.Fatalf("walk: %q", seen)
+	}
+	if !s.EdgeMarkStale(tagged) || !s.EdgeHas(tagged) {
+		t.Fatal("soft purge failed")
+	}
+	if resp, _ := edgeGet(t, addr, "/tagged", "Host", "h"); resp.Header.Get("X-Cache") == "HIT" || o.n.Load() != 3 {
+		t.Errorf("after a soft purge: %s, origin asked %d times", resp.Header.Get("X-Cache"), o.n.Load())
+	}
+	if !s.EdgeRemove(plain) || s.EdgeHas(plain) {
+		t.Fatal("hard purge failed")
+	}
+	if resp, _ := edgeGet(t, addr, "/plain", "Host", "h"); resp.Header.Get("X-Cache") != "MISS" {
+		t.Errorf("after a hard purge: %s", resp.Header.Get("X-Cache"))
+	}
+}
