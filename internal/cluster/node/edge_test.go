@@ -525,3 +525,41 @@ func TestEdgeCDNHooks(t *testing.T) {
 		t.Errorf("after a hard purge: %s", resp.Header.Get("X-Cache"))
 	}
 }
+
+// TestEdgeUpstreamStall: an upstream that stops sending mid-body is
+// abandoned after UpstreamIdle; nothing is stored and the next request
+// fetches again.
+func TestEdgeUpstreamStall(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	o := newEdgeOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=600")
+		w.Header().Set("Content-Length", "10")
+		io.WriteString(w, "01234")
+		w.(http.Flusher).Flush()
+		<-stop
+	})
+	up, _ := ParseOrigins([]string{o.URL})
+	s, err := New(Config{Edge: EdgeConfig{Upstream: up, UpstreamIdle: 100 * time.Millisecond},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(ln)
+	defer s.Shutdown(context.Background())
+	for i := 1; i <= 2; i++ {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/stall")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil || string(b) != "01234" || resp.Header.Get("X-Cache") != "MISS" {
+			t.Errorf("request %d: %q %v %s, want a cut body", i, b, err, resp.Header.Get("X-Cache"))
+		}
+		if got := o.n.Load(); got != int64(i) {
+			t.Errorf("request %d: origin asked %d times", i, got)
+		}
+	}
+}
