@@ -114,8 +114,13 @@ func (l *AccessLog) Format() AccessLogFormat { return l.format }
 // Lines counts the lines written so far.
 func (l *AccessLog) Lines() uint64 { return l.lines.Load() }
 
+// Path is the file the log was opened at ("-" for stdout, "" for a
+// caller's writer).
+func (l *AccessLog) Path() string { return l.path }
+
 // Reopen closes and reopens the log file at its path, so that logrotate's
-// rename-then-signal works (SIGHUP in `shoal front`). A log over a caller's
+// rename-then-signal works (SIGUSR1, or SIGHUP, in `shoal front` and
+// `shoal up`). A log over a caller's
 // writer or stdout only flushes.
 func (l *AccessLog) Reopen() error {
 	l.mu.Lock()
