@@ -42,7 +42,7 @@ type nodeFlags struct {
 	// logFile is the --access-log file, which SIGUSR1 and SIGHUP reopen;
 	// nil when off or on stdout.
 	logFile *logfile.File
-	repair                                                          *repairFlags
+	repair  *repairFlags
 }
 
 func addNodeFlags(fs *flag.FlagSet, def config.NodeServer) *nodeFlags {
