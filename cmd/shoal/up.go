@@ -201,6 +201,9 @@ func (uf *upFlags) start(c up.Config) (cl *up.Cluster, lab *up.Repair, shutdown 
 func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 	c := cl.Config
 	fmt.Printf("shoal is up: open %s\n", cl.URL)
+	if sites := cl.SiteURLs(); len(sites) > 0 {
+		fmt.Printf("  sites by Host: %s (or curl -H 'Host: NAME' %s)\n", strings.Join(sites, "  "), cl.URL)
+	}
 	if cl.TLSCert != "" {
 		fmt.Printf("  self-signed certificate %s: curl -k %s, shoal bench http --insecure --url %s\n", cl.TLSCert, cl.URL, cl.URL)
 	}
