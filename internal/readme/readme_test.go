@@ -199,12 +199,12 @@ test -s docs/sim-nasa-2mb.svg && test -s docs/sim-nasa-2mb.png
 
 // exempt are README examples the test does not run, and why.
 var exempt = map[string]string{
-	"sudo shoal lab up --nodes 3":  "builds the root-only namespace lab shared with other tests; internal/up's repair tests build it",
-	"sudo shoal lab down --all":    "removes every lab on the host, other tests' included",
-	"sudo shoal up --path repair":  "the root-only repair lab; TestStartRepair (internal/up) runs it",
-	"sudo shoal up --pops 3":       "the root-only PoP namespaces behind a WAN switch; TestPopCommand (cmd/shoal) covers the PoPs",
-	"shoal up --pops 3":            "as root — which this test needs for its namespaces — it is the namespace form above",
-	"shoal front --vhosts example.com,example.org": "the flag alone: a front needs --nodes",
+	"sudo shoal lab up --nodes 3":                        "builds the root-only namespace lab shared with other tests; internal/up's repair tests build it",
+	"sudo shoal lab down --all":                          "removes every lab on the host, other tests' included",
+	"sudo shoal up --path repair":                        "the root-only repair lab; TestStartRepair (internal/up) runs it",
+	"sudo shoal up --pops 3":                             "the root-only PoP namespaces behind a WAN switch; TestPopCommand (cmd/shoal) covers the PoPs",
+	"shoal up --pops 3":                                  "as root — which this test needs for its namespaces — it is the namespace form above",
+	"shoal front --vhosts example.com,example.org":       "the flag alone: a front needs --nodes",
 	"shoal front --tls-cert site.crt --tls-key site.key": "the flags alone: a certificate of the reader's and --nodes",
 	"shoal pop --name paris --seed-file seed --peer 10.0.0.1:7946 --join 10.0.0.2:7946": "addresses of two hosts",
 	"curl -k": "curl's flag for `shoal up --tls`, which the tls example uses",
