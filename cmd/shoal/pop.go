@@ -146,8 +146,12 @@ func runPop(args []string) error {
 	if p.DNS != nil {
 		fmt.Printf("  DNS for %s on %s\n", c.DNS.Zone, p.DNS.UDPAddr)
 	}
-	if p.EdgeURL != "" {
-		fmt.Printf("  content edge %s (purge: POST %s/purge?url=/path)\n", p.EdgeURL, p.AdminURL)
+	if p.EdgeURL != "" && p.AdminURL != "" {
+		fmt.Printf("  content edge %s; purge a URL from every PoP:\n", p.EdgeURL)
+		fmt.Printf("    curl -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/json' -X POST '%s/purge?url=/index.html'\n",
+			p.AdminTokenFile, p.AdminURL)
+	} else if p.EdgeURL != "" {
+		fmt.Printf("  content edge %s (no admin API, so no purge)\n", p.EdgeURL)
 	}
 	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
 }

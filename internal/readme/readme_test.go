@@ -182,6 +182,9 @@ PIDS+=($(jobs -p))
 cat purge.out
 grep -q '"confirmed"' purge.out
 grep -q '"removed_here": 1' purge.out
+# shoal pop's own hint carries the headers the API wants.
+grep -q "purge a URL from every PoP" purge.out
+grep -q "Authorization: Bearer \$(cat $HOME/.cache/shoal/admin.token)\" -H 'Content-Type: application/json' -X POST" purge.out
 stop_all
 `},
 	{name: "sim cdn", slow: true, readme: []string{"shoal sim cdn --trace testdata/nasa-1995-08-01.log.gz --pops 10,30 --plot cdn.svg"}, script: `
