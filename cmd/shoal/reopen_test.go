@@ -92,6 +92,9 @@ func TestReopenLogs(t *testing.T) {
 		f := startChild(t, exe, "front", "--nodes", nu, "--listen", "127.0.0.1:0", "--access-log", log)
 		u := "http://" + field(f.waitLine(t, "msg=serving"), "addr")
 		getBody(t, u+"/a.txt")
+		// The line is written just after the answer: wait for it, or it
+		// may land in either file.
+		linesWith(t, log, 1)
 		old := rotate(t, f, log, syscall.SIGUSR1)
 		getBody(t, u+"/a.txt")
 		getBody(t, u+"/a.txt")
@@ -125,6 +128,7 @@ func TestReopenLogs(t *testing.T) {
 		if got := getBody(t, u+"a.txt"); got != "published\n" {
 			t.Fatalf("after publish: %q", got)
 		}
+		linesWith(t, log, 1)
 		old := rotate(t, c, log, syscall.SIGUSR1)
 		if got := getBody(t, u+"a.txt"); got != "published\n" {
 			t.Errorf("after SIGUSR1 the published version is gone: %q", got)
