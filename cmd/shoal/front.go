@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"shoal/internal/admin"
 	"shoal/internal/base/content"
@@ -107,6 +108,7 @@ func (cmd *frontCmd) configure(fs *flag.FlagSet, def config.Front) (config.Front
 		if logf.set("log-format") {
 			fc.LogFormat = *logf.format
 		}
+		fc.NormalizeAdmin() // --admin off
 	}
 	cmd.override(&fc)
 	if fc.PublishDir != "" && (fc.Admin == "" || fc.AdminTokenFile == "" || !filepath.IsAbs(fc.PublishDir)) {
@@ -293,8 +295,10 @@ func (rt *frontRuntime) run(stopHUP func()) error {
 			logger.Info("admin API, writes need the bearer token", "addr", addr, "token_file", fc.AdminTokenFile, "reads_need_token", rt.adminPublic)
 		}
 	}
-	// Signals are ours before the "serving" line: a script that waits for
-	// it and then rotates the log must not meet the start-up handler.
+	// Signals are ours before "serving" is said: a supervisor that stops
+	// the front as soon as it reads that line gets a graceful shutdown,
+	// and a script that then rotates the log does not meet the start-up
+	// handler.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, sigReload, sigReopen)
 	defer signal.Stop(sig)
@@ -348,6 +352,7 @@ func (rt *frontRuntime) hangup() {
 			rt.log.Error("certificates not reloaded, the old ones stay", "err", err)
 		} else {
 			rt.log.Info("certificates reloaded", "names", rt.certs.Names())
+			rt.certs.LogExpiring(rt.log, time.Now())
 		}
 	}
 }

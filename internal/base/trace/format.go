@@ -8,9 +8,13 @@ import (
 // AppendCLF appends r to dst as one Common Log Format line ending in '\n' and
 // returns the extended slice. ident and user are written as "-", an empty Host
 // as "-", Bytes < 0 as "-", no Method and URL as the request "-" (an answer to
-// a connection that sent none), and the time in r.Time's own zone; a VHost comes
-// first, as nginx's "$host $remote_addr ..." format. It does not
-// allocate when dst has room, so servers can use it for their access logs.
+// a connection that sent none), and the time in r.Time's own zone; a VHost
+// comes first, as nginx's "$host $remote_addr ..." format. In the request,
+// '"', '\\', control bytes and bytes from 0x7f up are written as \xHH, as
+// nginx writes $request: a client cannot end the quoted field early, forge
+// fields or lines, or make its line unparsable (and so absent from a
+// replay); ParseLine reads the escapes back. It does not allocate when dst
+// has room, so servers can use it for their access logs.
 func AppendCLF(dst []byte, r Record) []byte {
 	if r.VHost != "" {
 		// nginx's "$host $remote_addr - ..." layout, which the parser reads back.
@@ -31,12 +35,12 @@ func AppendCLF(dst []byte, r Record) []byte {
 		// refusal, a timeout), which nginx logs as "-" too.
 		dst = append(dst, '-')
 	default:
-		dst = append(dst, r.Method...)
+		dst = appendEscaped(dst, r.Method)
 		dst = append(dst, ' ')
-		dst = append(dst, r.URL...)
+		dst = appendEscaped(dst, r.URL)
 		if r.Proto != "" {
 			dst = append(dst, ' ')
-			dst = append(dst, r.Proto...)
+			dst = appendEscaped(dst, r.Proto)
 		}
 	}
 	dst = append(dst, "\" "...)
@@ -79,4 +83,19 @@ func appendCLFTime(dst []byte, t time.Time) []byte {
 	dst = append(dst, ' ', sign)
 	dst = append2(dst, off/60)
 	return append2(dst, off%60)
+}
+
+// appendEscaped appends s with '"', '\\', control bytes and bytes from
+// 0x7f up as \xHH (upper-case hex).
+func appendEscaped(dst []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '"' || c == '\\' || c < 0x20 || c >= 0x7f {
+			dst = append(dst, '\\', 'x', hex[c>>4], hex[c&15])
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/vhost"
 )
 
 var (
@@ -83,17 +84,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 				reused = false
 				continue
 			}
-			err = fmt.Errorf("node %s: send: %w", u.b.URL, err)
-			if replayable {
-				return Result{Retry: true, NodeFailed: true, Err: err}
-			}
-			if errors.Is(err, errBadChunk) {
-				// The client's chunked body is malformed: refused before
-				// the bad bytes reached the node, whose connection is closed.
-				return Result{Status: cc.writeError(400, answerBadRequest, true), Close: true, Err: err}
-			}
-			var bb errBodyBroken
-			return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, NodeFailed: !errors.As(err, &bb), Err: err}
+			return cc.sendFailed(u, err, replayable)
 		}
 		got, err := cc.readResponseHead(x, nc)
 		if err == nil {
@@ -121,6 +112,25 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, NodeFailed: true, Err: err}
 	}
 	return cc.relayResponse(x, u, nc, &held)
+}
+
+// sendFailed answers a request that could not be sent to u and will not be
+// sent again on a fresh connection: a request without a body is retried on
+// another node; one whose body was (partly) consumed cannot be, and gets
+// 400 when the client's chunked body was malformed, 502 otherwise (the node
+// counted as failed unless the failure came while streaming the body).
+func (cc *clientConn) sendFailed(u *upstream, err error, replayable bool) Result {
+	err = fmt.Errorf("node %s: send: %w", u.b.URL, err)
+	if replayable {
+		return Result{Retry: true, NodeFailed: true, Err: err}
+	}
+	if errors.Is(err, errBadChunk) {
+		// The client's chunked body is malformed: refused before
+		// the bad bytes reached the node, whose connection is closed.
+		return Result{Status: cc.writeError(400, answerBadRequest, true), Close: true, Err: err}
+	}
+	var bb errBodyBroken
+	return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, NodeFailed: !errors.As(err, &bb), Err: err}
 }
 
 func (cc *clientConn) dial(u *upstream) (*nodeConn, error) {
@@ -157,11 +167,20 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	out := append(cc.out[:0], req.Method...)
 	out = append(out, ' ')
 	// Absolute-form ("http://host/p") is meant for forward proxies; a
-	// node gets origin-form.
+	// node gets origin-form, and the target's authority as Host in place
+	// of the client's (RFC 9112 §3.2.2: the authority wins, and a proxy
+	// must not forward the received Host), so the node picks the site
+	// the front keyed the request by.
 	out = append(out, originForm(req.Target)...)
 	out = append(out, " HTTP/1.1\r\n"...)
+	authority := vhost.Authority(req.Target)
+	if authority != nil {
+		out = append(out, "Host: "...)
+		out = append(out, authority...)
+		out = append(out, "\r\n"...)
+	}
 	for i, h := range req.Headers {
-		if dropHeader(h.Name, cc.tokens) || isFetchHeader(h.Name) {
+		if dropHeader(h.Name, cc.tokens) || isFetchHeader(h.Name) || authority != nil && isHostHeader(h.Name) {
 			continue
 		}
 		if len(h.Name) == 6 && httpwire.EqualFold(h.Name, "expect") {
@@ -189,7 +208,7 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 		out = strconv.AppendInt(out, int64(f), 10)
 		out = append(out, "\r\n"...)
 	}
-	if !req.HasHost {
+	if !req.HasHost && authority == nil {
 		out = append(out, "Host: "...)
 		out = append(out, x.Backend.Addr...)
 		out = append(out, "\r\n"...)
@@ -197,6 +216,9 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	cc.out = append(out, "\r\n"...)
 	return expect && req.HasBody()
 }
+
+// isHostHeader reports a Host field name.
+func isHostHeader(name []byte) bool { return len(name) == 4 && httpwire.EqualFold(name, "host") }
 
 // sendRequest writes the head in cc.out and streams the body, if any.
 func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error {
