@@ -139,6 +139,14 @@ func runPop(args []string) error {
 	if err != nil {
 		return err // a refusal (wrong seed) exits non-zero with its reason
 	}
+	printPop(p, c)
+	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
+}
+
+// printPop is what `shoal pop` prints once the PoP is up: its addresses,
+// the admin token's file and, with an edge, the purge command with the
+// headers the admin API wants.
+func printPop(p *pop.PoP, c pop.Config) {
 	fmt.Printf("PoP %s (%016x) is up: gateway %s  admin %s/pops  peer %s\n", c.Name, p.ID, p.Cluster.URL, p.AdminURL, p.PeerAddr)
 	if p.AdminURL != "" {
 		fmt.Printf("  admin token in %s\n", p.AdminTokenFile)
@@ -153,7 +161,6 @@ func runPop(args []string) error {
 	} else if p.EdgeURL != "" {
 		fmt.Printf("  content edge %s (no admin API, so no purge)\n", p.EdgeURL)
 	}
-	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
 }
 
 // waitAndStop waits for SIGINT, SIGTERM or an error on errc, then stops

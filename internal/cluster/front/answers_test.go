@@ -174,51 +174,59 @@ func TestFrontAnswersCounted(t *testing.T) {
 			if got := tc.run(t, addr, s, hold); got != tc.status {
 				t.Fatalf("client got %d, want %d", got, tc.status)
 			}
-			var st Stats
-			waitFor(t, "count and observation", func() bool {
-				st = s.Stats()
-				return st.Sent4xx+st.Sent5xx > 0 && obs.saw(tc.status)
-			})
-			for _, rc := range st.Answers.ByReason() {
-				want := uint64(0)
-				if rc.Reason == tc.reason {
-					want = 1
-				}
-				if rc.N != want {
-					t.Errorf("Answers %s = %d, want %d", rc.Reason, rc.N, want)
-				}
-			}
-			class := tc.status / 100
-			if own := st.Sent4xx + st.Sent5xx; own != 1 || (class == 5) != (st.Sent5xx == 1) {
-				t.Errorf("Sent4xx %d, Sent5xx %d: want the one %d", st.Sent4xx, st.Sent5xx, tc.status)
-			}
-			if st.Status[class] == 0 {
-				t.Errorf("Status[%d] = 0: the %d is not a response of its class", class, tc.status)
-			}
-			if !obs.saw(tc.status) {
-				t.Errorf("the Observer was not told of the %d", tc.status)
-			}
-			waitLines(t, tc.cfg.AccessLog, 1)
-			tc.cfg.AccessLog.Close()
-			found := false
-			for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-				var m map[string]any
-				if err := json.Unmarshal([]byte(line), &m); err != nil {
-					t.Fatalf("log line is not JSON: %v\n%s", err, line)
-				}
-				if m["status"] == float64(tc.status) {
-					found = true
-					if m["reason"] != tc.reason {
-						t.Errorf("log line of the %d has reason %v, want %q: %s", tc.status, m["reason"], tc.reason, line)
-					}
-				} else if m["reason"] != nil {
-					t.Errorf("a node's answer logged with reason %v: %s", m["reason"], line)
-				}
-			}
-			if !found {
-				t.Errorf("no log line with status %d:\n%s", tc.status, buf.String())
-			}
+			checkAnswered(t, s, obs, tc.cfg.AccessLog, &buf, tc.reason, tc.status)
 		})
+	}
+}
+
+// checkAnswered checks that the front s counted its one own answer status
+// for reason everywhere: Answers (that reason alone), Sent4xx or Sent5xx,
+// Status, the Observer obs and the JSON access log l writing to buf.
+func checkAnswered(t *testing.T, s *Server, obs *statusObserver, l *AccessLog, buf *testutil.SyncBuf, reason string, status int) {
+	t.Helper()
+	var st Stats
+	waitFor(t, "count and observation", func() bool {
+		st = s.Stats()
+		return st.Sent4xx+st.Sent5xx > 0 && obs.saw(status)
+	})
+	for _, rc := range st.Answers.ByReason() {
+		want := uint64(0)
+		if rc.Reason == reason {
+			want = 1
+		}
+		if rc.N != want {
+			t.Errorf("Answers %s = %d, want %d", rc.Reason, rc.N, want)
+		}
+	}
+	class := status / 100
+	if own := st.Sent4xx + st.Sent5xx; own != 1 || (class == 5) != (st.Sent5xx == 1) {
+		t.Errorf("Sent4xx %d, Sent5xx %d: want the one %d", st.Sent4xx, st.Sent5xx, status)
+	}
+	if st.Status[class] == 0 {
+		t.Errorf("Status[%d] = 0: the %d is not a response of its class", class, status)
+	}
+	if !obs.saw(status) {
+		t.Errorf("the Observer was not told of the %d", status)
+	}
+	waitLines(t, l, 1)
+	l.Close()
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %v\n%s", err, line)
+		}
+		if m["status"] == float64(status) {
+			found = true
+			if m["reason"] != reason {
+				t.Errorf("log line of the %d has reason %v, want %q: %s", status, m["reason"], reason, line)
+			}
+		} else if m["reason"] != nil {
+			t.Errorf("a node's answer logged with reason %v: %s", m["reason"], line)
+		}
+	}
+	if !found {
+		t.Errorf("no log line with status %d:\n%s", status, buf.String())
 	}
 }
 
