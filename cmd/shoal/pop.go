@@ -148,6 +148,14 @@ func runPop(args []string) error {
 	if err != nil {
 		return err // a refusal (wrong seed) exits non-zero with its reason
 	}
+	printPop(p, c)
+	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
+}
+
+// printPop is what `shoal pop` prints once the PoP is up: its addresses,
+// the admin token's file and, with an edge, the purge command with the
+// headers the admin API wants.
+func printPop(p *pop.PoP, c pop.Config) {
 	fmt.Printf("PoP %s (%016x) is up: gateway %s  admin %s/pops  peer %s\n", c.Name, p.ID, p.Cluster.URL, p.AdminURL, p.PeerAddr)
 	if p.AdminURL != "" {
 		fmt.Printf("  admin token in %s\n", p.AdminTokenFile)
@@ -155,14 +163,17 @@ func runPop(args []string) error {
 	if p.DNS != nil {
 		fmt.Printf("  DNS for %s on %s\n", c.DNS.Zone, p.DNS.UDPAddr)
 	}
-	if p.EdgeURL != "" {
-		fmt.Printf("  content edge %s (purge: POST %s/purge?url=/path)\n", p.EdgeURL, p.AdminURL)
+	if p.EdgeURL != "" && p.AdminURL != "" {
+		fmt.Printf("  content edge %s; purge a URL from every PoP:\n", p.EdgeURL)
+		fmt.Printf("    curl -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/json' -X POST '%s/purge?url=/index.html'\n",
+			p.AdminTokenFile, p.AdminURL)
+	} else if p.EdgeURL != "" {
+		fmt.Printf("  content edge %s (no admin API, so no purge)\n", p.EdgeURL)
 	}
 	if len(c.Origins) > 0 && c.Edge == "" {
 		fmt.Printf("  caching %s on %d nodes (X-Cache and Cache-Status on each response say what the cache did)\n",
 			strings.Join(c.Origins, ", "), c.Cluster.Nodes)
 	}
-	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
 }
 
 // waitAndStop waits for SIGINT, SIGTERM or an error on errc, then stops
