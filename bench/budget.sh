@@ -87,12 +87,17 @@ tgkill getpid rt_sigreturn madvise mmap munmap connect socket shutdown ioctl fcn
 EVENTS="task-clock,context-switches,raw_syscalls:sys_enter"
 for s in $SYSCALLS; do EVENTS+=",syscalls:sys_enter_$s"; done
 
-# cg NAME PID...: move the PIDs (and so all their threads) into cgroup NAME.
-cg() {
-	local name=$1 p
+# in_cg NAME CMD...: run CMD (which starts something in the background)
+# from inside cgroup NAME, so what it starts and forks later is counted
+# there; this shell goes back to its own cgroup afterwards.
+HOME_CG=$CGROOT$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup)
+in_cg() {
+	local name=$1
 	shift
 	mkdir -p "$CG/$name"
-	for p in "$@"; do echo "$p" >"$CG/$name/cgroup.procs"; done
+	echo "$BASHPID" >"$CG/$name/cgroup.procs"
+	"$@"
+	echo "$BASHPID" >"$HOME_CG/cgroup.procs"
 }
 
 # Everything starts in its cgroup: this shell joins it for the start.
@@ -109,23 +114,19 @@ spawn() {
 srv=(nice -n "$NICE" taskset -c "$SERVER_CPU")
 load=(nice -n "$NICE" taskset -c "$LOAD_CORE")
 if want haproxy || want front; then
-	start_nginx 1 "$N1" "sendfile on;" "tcp_nopush on;"
-	cg backends "${PIDS[-1]}"
-	start_nginx 2 "$N2" "sendfile on;" "tcp_nopush on;"
-	cg backends "${PIDS[-1]}"
+	in_cg backends start_nginx 1 "$N1" "sendfile on;" "tcp_nopush on;"
+	in_cg backends start_nginx 2 "$N2" "sendfile on;" "tcp_nopush on;"
 fi
 if want haproxy; then
 	PROXY_CORE=$SERVER_CPU
-	start_haproxy 4096 ""
-	cg haproxy "$HPID"
+	in_cg haproxy start_haproxy 4096 ""
 fi
 if want front; then
 	spawn front env GOMAXPROCS=1 "${srv[@]}" "$SHOAL" front --listen "$SHO" --nodes "http://$N1,http://$N2" \
 		--policy rr --health-interval 0
 fi
 if want nginx; then
-	LOAD_CORE=$SERVER_CPU start_nginx 3 "$NGX" "sendfile on;" "tcp_nopush on;"
-	cg nginx "${PIDS[-1]}"
+	LOAD_CORE=$SERVER_CPU in_cg nginx start_nginx 3 "$NGX" "sendfile on;" "tcp_nopush on;"
 fi
 if want node; then
 	spawn node env GOMAXPROCS=1 "${srv[@]}" "$SHOAL" node --root "$W/www" --listen "$NOD" --cache-mb 64 --cache lru
