@@ -269,27 +269,26 @@ func (p *passfdPath) settle(path string, id uint64) {
 // wake-up and two system calls per connection. A returned connection ends
 // its hold when it comes back.
 func (p *passfdPath) handBack(s *Server) (back, track bool) {
-	pol := s.cl.Policy()
-	r := &handBackFor{back: true, track: true}
-	if pol != nil {
+	back, track = true, true // no policy: the safe side
+	if pol := s.cl.Policy(); pol != nil {
 		name := pol.Name()
-		if c := p.ret.Load(); c != nil && c.policy == name {
-			r = c
-		} else {
+		r := p.ret.Load()
+		if r == nil || r.policy != name {
 			// Under a content-blind policy a node may keep a passed
 			// connection, as LVS keeps a client on its real server.
 			t := policy.TraitsOf(pol)
 			r = &handBackFor{policy: name, back: t.Placement.ContentAware(), track: t.Active}
 			p.ret.Store(r)
 		}
+		back, track = r.back, r.track
 	}
 	switch p.cfg.Return {
 	case ReturnAlways:
-		return true, r.track
+		back = true
 	case ReturnNever:
-		return false, r.track
+		back = false
 	}
-	return r.back, r.track
+	return back, track
 }
 
 // handBackFor is handBack's answer for the policy named.

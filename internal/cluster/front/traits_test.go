@@ -64,3 +64,22 @@ func TestPassFDHandBackFollowsTraits(t *testing.T) {
 		}
 	}
 }
+
+// TestPassFDHandBackAllocatesNothing: the answer is cached per policy, so
+// asking it for each request allocates nothing.
+func TestPassFDHandBackAllocatesNothing(t *testing.T) {
+	wrr, err := policy.New("wrr", policy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := control.New(policy.NewSwitch(wrr), []control.NodeSpec{{URL: "http://127.0.0.1:9"}}, control.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := PassFD(PassFDConfig{}).(*passfdPath)
+	s := &Server{cl: cl}
+	p.handBack(s)
+	if n := testing.AllocsPerRun(100, func() { p.handBack(s) }); n != 0 {
+		t.Errorf("handBack allocates %v times a call, want 0", n)
+	}
+}
