@@ -1,10 +1,16 @@
 // Package replica is the content logic of a PoP in the CDN tier (SPEC §5, seed
-// 003 §1 and §3.1): which copies a PoP keeps, which it evicts, which are hot
-// enough to push to every PoP, and which PoP a miss is fetched from.
+// 003 §1 and §3.1), written once for the live PoPs and the simulator: which
+// copies a PoP keeps and which it evicts (Store: fewer than M requests in a
+// window), which are hot enough to push to every PoP (Store.Roll), where a
+// miss is fetched from (Config.Plan: best-scoring holder, the key's home as
+// shield, the origin) and where a client is redirected (Better), how the
+// Chord directory is kept true from the holder's side (Holdings: register,
+// refresh, move, unregister), and purges with their tombstones (PurgeLog).
 //
-// Like internal/cdn/mbpp and internal/cdn/chord it is a pure state machine: every call
-// takes the time, nothing reads a clock or does I/O, so `shoal pop`, the tests
-// and the CDN simulator (internal/cdn/cdnsim) run the same code.
+// Like internal/cdn/mbpp and internal/cdn/chord it is a pure state machine:
+// every call takes the time, nothing reads a clock or does I/O, so `shoal
+// pop`, the tests and the CDN simulator (internal/cdn/cdnsim) run the same
+// code.
 package replica
 
 import (
@@ -34,13 +40,32 @@ type Config struct {
 	// DirTTL is how long a holder's registration in the key's directory
 	// lasts (chord.Directory) unless refreshed.
 	DirTTL time.Duration
+	// ShieldStretch bounds the detour through the key's home PoP (Plan): a
+	// miss nobody holds goes through the home as shield when self→home→
+	// origin is at most ShieldStretch × self→origin, else straight to the
+	// origin (a shield half a world away would double the client's wait).
+	// 0 always takes the shield; an unknown RTT takes it too.
+	ShieldStretch float64
+	// PurgeRetention is how long a purge is kept as a tombstone: a PoP
+	// away for less catches up on its return; one away for longer starts
+	// over. MaxPurges bounds the log whatever the rate of purges.
+	PurgeRetention time.Duration
+	MaxPurges      int
+	// PurgeMargin is how long after a purge a copy still counts as made
+	// before it (PurgeLog.Tombstone): the clock skew tolerated between
+	// PoPs and the origin, erring towards a fresh fetch.
+	PurgeMargin time.Duration
 }
 
 // DefaultConfig returns the defaults: an hour's window (web popularity is
 // diurnal; a shorter window evicts what the next hour asks again), M = 1
-// (keep what was asked at all), the top 10 pushed when asked ≥ 5 times.
+// (keep what was asked at all), the top 10 pushed when asked ≥ 5 times; a
+// shield detour of at most 1.5× the direct path; purges kept a day (longer
+// than a PoP is expected to be away and come back with its disk), at most
+// 100,000 of them, with 2 s of clock skew tolerated.
 func DefaultConfig() Config {
-	return Config{Window: time.Hour, MinRequests: 1, HotTop: 10, HotMin: 5, DirTTL: 2 * time.Hour}
+	return Config{Window: time.Hour, MinRequests: 1, HotTop: 10, HotMin: 5, DirTTL: 2 * time.Hour,
+		ShieldStretch: 1.5, PurgeRetention: 24 * time.Hour, MaxPurges: 100_000, PurgeMargin: 2 * time.Second}
 }
 
 // Validate reports the first value that makes no sense.
@@ -52,6 +77,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cdn: min requests, hot top and hot min must be ≥ 0")
 	case c.DirTTL < c.Window:
 		return fmt.Errorf("cdn: directory TTL %v shorter than the window %v: holders would vanish between refreshes", c.DirTTL, c.Window)
+	case c.ShieldStretch < 0, c.PurgeRetention <= 0, c.MaxPurges < 1, c.PurgeMargin < 0:
+		return fmt.Errorf("cdn: shield stretch and purge margin must be ≥ 0, purge retention and max purges > 0")
 	}
 	return nil
 }
@@ -94,6 +121,16 @@ func (s *Store) Request(url string) bool {
 	o.count++
 	s.stats.Hits++
 	return true
+}
+
+// Count adds n requests for url, which this PoP holds, to the current
+// window: the live PoP's nodes count hits themselves (a lock per hit would
+// cost the hit path) and hand the sums over before each Roll.
+func (s *Store) Count(url string, n int) {
+	if o := s.objs[url]; o != nil {
+		o.count += n
+		s.stats.Hits += uint64(n)
+	}
 }
 
 // Has reports whether this PoP holds url, without counting a request.

@@ -13,7 +13,8 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // asked fewer than twice, keeps the copy stored inside the window, and names
 // the two most asked.
 func TestRollEvictsAndFindsHot(t *testing.T) {
-	cfg := Config{Window: time.Minute, MinRequests: 2, HotTop: 2, HotMin: 3, DirTTL: time.Hour}
+	cfg := DefaultConfig()
+	cfg.Window, cfg.MinRequests, cfg.HotTop, cfg.HotMin, cfg.DirTTL = time.Minute, 2, 2, 3, time.Hour
 	s, err := NewStore(cfg, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -84,5 +85,26 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCountIsRequests: hits counted by the nodes and handed over in bulk
+// keep a copy and make it hot exactly as that many Requests would; a count
+// for a URL not held is dropped.
+func TestCountIsRequests(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Window, cfg.MinRequests, cfg.HotTop, cfg.HotMin = time.Minute, 2, 1, 4
+	s, _ := NewStore(cfg, t0)
+	s.Add(t0.Add(-time.Second), "/kept", 1, false)
+	s.Add(t0.Add(-time.Second), "/gone", 1, false)
+	s.Count("/kept", 4)
+	s.Count("/gone", 1)
+	s.Count("/never", 9)
+	ev, hot := s.Roll(t0.Add(time.Minute))
+	if !slices.Equal(ev, []string{"/gone"}) || !slices.Equal(hot, []string{"/kept"}) || s.Has("/never") {
+		t.Fatalf("evicted %v hot %v", ev, hot)
+	}
+	if st := s.Stats(); st.Hits != 5 {
+		t.Fatalf("hits %d, want 5", st.Hits)
 	}
 }
