@@ -2,6 +2,7 @@ package chord
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -97,6 +98,58 @@ func (d *Directory) Expire(now time.Time) {
 		}
 		if len(hs) == 0 {
 			delete(d.keys, k)
+		}
+	}
+}
+
+// Entry is one holder of one key and when the registration expires: the
+// unit a home hands to the PoP that takes its keys over.
+type Entry struct {
+	Key     ID        `json:"key"`
+	Holder  string    `json:"holder"`
+	Expires time.Time `json:"expires"`
+}
+
+// Take removes and returns, sorted, the unexpired entries of the keys move
+// accepts: when a PoP joins between this one and its predecessor, the keys
+// it now owns leave with their holders (seed 003 §1 keeps the directory at
+// the key's owner), so lookups that reach the new owner find them at once
+// rather than after every holder's next refresh.
+func (d *Directory) Take(now time.Time, move func(ID) bool) []Entry {
+	var out []Entry
+	for k, hs := range d.keys {
+		if !move(k) {
+			continue
+		}
+		for h, t := range hs {
+			if now.Before(t) {
+				out = append(out, Entry{Key: k, Holder: h, Expires: t})
+			}
+		}
+		delete(d.keys, k)
+	}
+	slices.SortFunc(out, func(a, b Entry) int {
+		if a.Key != b.Key {
+			return cmpID(a.Key, b.Key)
+		}
+		return strings.Compare(a.Holder, b.Holder)
+	})
+	return out
+}
+
+func cmpID(a, b ID) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
+
+// Put adds entries handed over by another home, each keeping its expiry;
+// expired ones are dropped.
+func (d *Directory) Put(now time.Time, es []Entry) {
+	for _, e := range es {
+		if now.Before(e.Expires) {
+			d.Add(now, e.Key, e.Holder, e.Expires.Sub(now))
 		}
 	}
 }
