@@ -21,21 +21,9 @@ import (
 	"shoal/internal/cdn/replica"
 )
 
-// protoCDN frames carry the content messages between PoPs (JSON: small
-// control messages, already authenticated by peerwire).
-const protoCDN byte = 3
-
-// redirectMark is the query parameter a redirected request carries: a PoP
-// never redirects such a request again.
-const redirectMark = "shoal_r"
-
 // maxObject bounds what a PoP copies from a peer or the origin.
 const maxObject = 64 << 20
 
-// The Peer header tells a PoP why another PoP asks it for content: "local"
-// serve only what you hold (a holder), "shield" fetch from the origin if you
-// must (the key's home acting as shield).
-const peerHeader = "X-Shoal-Peer"
 
 type cdnMsg struct {
 	Op      string   `json:"op"` // query, holders, register, unregister, purge, purged, push
@@ -114,11 +102,6 @@ func (p *PoP) startContent(cfg Config) error {
 // its MBPP score) and its edge URL.
 func (c *content) holderID() string { return fmt.Sprintf("%016x|%s", c.p.ID, c.edge) }
 
-func parseHolder(h string) (uint64, string, bool) {
-	id, edge, ok := strings.Cut(h, "|")
-	v, err := strconv.ParseUint(id, 16, 64)
-	return v, edge, ok && err == nil && strings.HasPrefix(edge, "http://")
-}
 
 func (c *content) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -455,15 +438,6 @@ func (c *content) unregister(homes map[string]uint64) {
 	}
 }
 
-// PurgeResult is the answer of POST /purge: which PoPs confirmed.
-type PurgeResult struct {
-	URL       string   `json:"url"`
-	Prefix    bool     `json:"prefix"`
-	Local     int      `json:"removed_here"`
-	Confirmed []string `json:"confirmed"`
-	Missing   []string `json:"missing"`
-	Seconds   float64  `json:"seconds"`
-}
 
 // Purge removes url (or a prefix) at every PoP alive in the view and waits
 // for each to confirm (at most 5 s).
@@ -473,7 +447,7 @@ func (p *PoP) Purge(ctx context.Context, url string, prefix bool) (PurgeResult, 
 		return PurgeResult{}, errors.New("pop: the content tier is off (no --edge)")
 	}
 	start := time.Now()
-	res := PurgeResult{URL: url, Prefix: prefix, Local: c.purgeLocal(url, prefix), Confirmed: []string{p.cfg.Name}}
+	res := PurgeResult{Local: c.purgeLocal(url, prefix), Confirmed: []string{p.cfg.Name}}
 	p.mu.Lock()
 	view := p.mb.View(start)
 	p.mu.Unlock()

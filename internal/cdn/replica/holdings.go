@@ -120,11 +120,12 @@ func (h *Holdings) At(home uint64) []string {
 	return out
 }
 
-// Forget marks url as needing registration again (its home died): the
-// next Due lists it.
+// Forget marks url as registered nowhere (its home died, or answered that
+// the key is no longer its own): the next Due lists it, with Home 0, so the
+// caller looks the home up again; no Unregister goes to the old home.
 func (h *Holdings) Forget(url string) {
-	if x, ok := h.m[url]; ok {
-		h.m[url] = holding{home: x.home}
+	if _, ok := h.m[url]; ok {
+		h.m[url] = holding{}
 	}
 }
 

@@ -91,9 +91,10 @@ func TestHoldings(t *testing.T) {
 		t.Errorf("at 9: %v", got)
 	}
 	h.Forget("/a")
-	if got := h.Due(t0.Add(time.Hour + time.Second)); !slices.Equal(got, []string{"/a"}) {
-		t.Errorf("after forget: due %v, want [/a]", got)
+	if got := h.Due(t0.Add(time.Hour + time.Second)); !slices.Equal(got, []string{"/a"}) || h.Home("/a") != 0 {
+		t.Errorf("after forget: due %v, home %d; want [/a], 0", got, h.Home("/a"))
 	}
+	check("registered anew, no unregister at the old home", h.Hold(t0.Add(time.Hour), "/a", 3), reg(Register, "/a", 3))
 	check("release", h.Release("/b"), reg(Unregister, "/b", 9))
 	check("release again", h.Release("/b"))
 	if h.Held("/b") || !h.Held("/a") || h.Len() != 1 {

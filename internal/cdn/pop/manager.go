@@ -1,0 +1,253 @@
+package pop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"shoal/internal/cdn/chord"
+	"shoal/internal/cdn/mbpp"
+	"shoal/internal/cdn/replica"
+)
+
+// protoCDN frames carry the content messages between PoPs (JSON: small
+// control messages, already authenticated by peerwire).
+const protoCDN byte = 3
+
+// maxBatch bounds the bytes of keys one registration or hand-over message
+// carries, well under peerwire's 1 MiB frame.
+const maxBatch = 256 << 10
+
+// Cache is what the content manager asks of the PoP's nodes, whose stores
+// hold the copies (seed 003 §1: the content manager decides, the devices
+// store). Keys are PoP keys (Key): a site and a path with its query, every
+// Vary variant of a URL under one key.
+type Cache interface {
+	// Apply carries a purge out on every node: it removes (p.Soft:
+	// marks stale) the stored responses p matches that were stored before
+	// p.At plus the tolerated skew, and returns the PoP keys of which no
+	// fresh copy is left.
+	Apply(p replica.Purge, margin time.Duration) []string
+	// Drop removes every stored response of keys (the window evicted
+	// them; seed 003 §3.1).
+	Drop(keys []string)
+	// TakeHits returns how often each key was served from a node's store
+	// since the last call (the nodes count, the manager sums per window).
+	TakeHits() map[string]int
+}
+
+// ring is what the content manager needs of the PoP's peer layer: Chord
+// for homes, MBPP for the view, the links for messages. The PoP implements
+// it; tests put managers on an in-memory ring.
+type ring interface {
+	selfID() uint64
+	lookup(ctx context.Context, key chord.ID) (chord.Peer, error)
+	owns(key chord.ID) bool
+	predecessor() (chord.Peer, bool)
+	send(id uint64, addr string, m msg)
+	view(now time.Time) []mbpp.PeerView
+}
+
+// msg is one content message between PoPs.
+type msg struct {
+	Op      string            `json:"op"`
+	Req     uint64            `json:"req,omitempty"`
+	Key     uint64            `json:"key,omitempty"`
+	Items   []regItem         `json:"items,omitempty"`
+	Holder  string            `json:"holder,omitempty"`
+	Holders []string          `json:"holders,omitempty"`
+	Gateway string            `json:"gateway,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Entries []chord.Entry     `json:"entries,omitempty"`
+	Hops    int               `json:"hops,omitempty"`
+	Purge   *replica.Purge    `json:"purge,omitempty"`
+	Purges  []replica.Purge   `json:"purges,omitempty"`
+	Vector  map[string]uint64 `json:"vector,omitempty"`
+	From    string            `json:"from,omitempty"`
+}
+
+// regItem names one key in a registration message; URL is the PoP key,
+// echoed back when the receiver is not the key's home.
+type regItem struct {
+	Key uint64 `json:"k"`
+	URL string `json:"u"`
+}
+
+// The content messages.
+const (
+	opQuery      = "query"      // → holders: who holds Key (asked of its home)
+	opHolders    = "holders"    // the answer: Holders and the home's Gateway
+	opRegister   = "register"   // Items are held by Holder
+	opUnregister = "unregister" // Items are no longer held by Holder
+	opNotMine    = "notmine"    // Items are not this PoP's keys: look their homes up again
+	opHandOver   = "handover"   // Entries now belong to the receiver (a PoP joined before the sender)
+	opPurge      = "purge"      // apply Purge → purged
+	opPurged     = "purged"     // From applied it
+	opSync       = "sync"       // what purges after Vector do you have? → purges
+	opPurges     = "purges"     // Purges the asker lacks
+	opPush       = "push"       // URL is hot at Holder: fetch a copy (seed 003 §3.1)
+)
+
+// manager is a PoP's content manager (seed 003 §3.1): the table of what
+// its nodes hold and how often each was asked (replica.Store), the
+// registrations that keep the Chord directory true (replica.Holdings), the
+// directory of the keys this PoP is home for, and the purge log. It keeps
+// no bodies: those are in the nodes' stores (Cache).
+type manager struct {
+	r       ring
+	cfg     replica.Config
+	name    string
+	gateway string // this PoP's gateway URL, what other PoPs fetch from
+	cache   Cache
+	log     *slog.Logger
+	stats   *Counters
+	warm    func(key string) // fetch a copy of key through this PoP (hot push)
+
+	mu     sync.Mutex
+	store  *replica.Store
+	hold   *replica.Holdings
+	dir    *chord.Directory
+	purges *replica.PurgeLog
+	homes  map[string]uint64 // key → the home a fetch found, until it is stored
+	pred   chord.Peer        // the Chord predecessor last seen
+
+	rmu     sync.Mutex
+	seq     uint64
+	waiting map[uint64]chan msg
+}
+
+func newManager(r ring, cfg replica.Config, name, gateway string, cache Cache, log *slog.Logger, now time.Time) (*manager, error) {
+	st, err := replica.NewStore(cfg, now)
+	if err != nil {
+		return nil, err
+	}
+	incarnation := strconv.FormatInt(now.UnixNano(), 36)
+	return &manager{r: r, cfg: cfg, name: name, gateway: strings.TrimSuffix(gateway, "/"), cache: cache, log: log,
+		stats: &Counters{}, warm: func(string) {}, store: st, hold: replica.NewHoldings(cfg),
+		dir: chord.NewDirectory(1<<20, 64), purges: replica.NewPurgeLog(cfg, name+"@"+incarnation),
+		homes: map[string]uint64{}, waiting: map[uint64]chan msg{}}, nil
+}
+
+// holderID is how this PoP names itself in directories: its ring ID (for
+// its MBPP score) and its gateway URL (where the copy is fetched).
+func (m *manager) holderID() string { return fmt.Sprintf("%016x|%s", m.r.selfID(), m.gateway) }
+
+func parseHolder(h string) (uint64, string, bool) {
+	id, gw, ok := strings.Cut(h, "|")
+	v, err := strconv.ParseUint(id, 16, 64)
+	return v, gw, ok && err == nil && (strings.HasPrefix(gw, "http://") || strings.HasPrefix(gw, "https://"))
+}
+
+// request sends m to PoP id and waits for the answer with m's number.
+func (m *manager) request(ctx context.Context, id uint64, addr string, q msg) (msg, error) {
+	ch := make(chan msg, 1)
+	m.rmu.Lock()
+	m.seq++
+	q.Req = m.seq
+	m.waiting[q.Req] = ch
+	m.rmu.Unlock()
+	defer func() {
+		m.rmu.Lock()
+		delete(m.waiting, q.Req)
+		m.rmu.Unlock()
+	}()
+	m.r.send(id, addr, q)
+	select {
+	case a := <-ch:
+		return a, nil
+	case <-ctx.Done():
+		return msg{}, fmt.Errorf("pop %016x: %s: %w", id, q.Op, ctx.Err())
+	}
+}
+
+// answered hands an answer to its waiter.
+func (m *manager) answered(a msg) {
+	m.rmu.Lock()
+	ch := m.waiting[a.Req]
+	m.rmu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- a:
+		default:
+		}
+	}
+}
+
+// onMsg handles a content message from PoP from.
+func (m *manager) onMsg(from uint64, in msg) {
+	switch in.Op {
+	case opQuery:
+		m.mu.Lock()
+		hs := m.dir.Holders(time.Now(), chord.ID(in.Key))
+		m.mu.Unlock()
+		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gateway})
+	case opRegister, opUnregister:
+		m.onRegister(from, in)
+	case opNotMine:
+		m.onNotMine(in.Items)
+	case opHandOver:
+		m.onHandOver(in)
+	case opPurge:
+		if in.Purge != nil {
+			m.applyPurge(*in.Purge)
+		}
+		m.r.send(from, "", msg{Op: opPurged, Req: in.Req, From: m.name})
+	case opSync:
+		m.mu.Lock()
+		ps := m.purges.Since(in.Vector)
+		m.mu.Unlock()
+		m.r.send(from, "", msg{Op: opPurges, Req: in.Req, Purges: ps})
+	case opPurges:
+		for _, p := range in.Purges {
+			m.applyPurge(p)
+		}
+		m.answered(in)
+	case opPush:
+		m.onPush(from, in)
+	case opHolders, opPurged:
+		m.answered(in)
+	}
+}
+
+// onPush: a PoP found URL hot and tells every PoP; one that lacks it
+// fetches a copy through its own gateway, whose miss chain finds the
+// pusher in the directory (passive fetch of pushed content, seed 003
+// §3.1 "统计传输").
+func (m *manager) onPush(from uint64, in msg) {
+	id, _, ok := parseHolder(in.Holder)
+	if !ok || id != from || in.URL == "" {
+		return
+	}
+	m.mu.Lock()
+	held := m.store.Has(in.URL)
+	m.mu.Unlock()
+	if held {
+		return
+	}
+	m.stats.PushesReceived.Add(1)
+	go m.warm(in.URL)
+}
+
+// sendJSON encodes a content message as a frame.
+func encodeMsg(m msg) ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("content message %s: %w", m.Op, err)
+	}
+	return append([]byte{protoCDN}, b...), nil
+}
+
+// onCDNFrame decodes a content frame's body from PoP from and handles it.
+func (m *manager) onCDNFrame(from uint64, body []byte) {
+	var in msg
+	if err := json.Unmarshal(body, &in); err != nil {
+		m.log.Warn("bad content frame", "from", fmt.Sprintf("%016x", from), "err", err)
+		return
+	}
+	m.onMsg(from, in)
+}
