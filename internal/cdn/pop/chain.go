@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -177,7 +178,9 @@ func (c *chain) ask(ctx context.Context, req *http.Request, gateway, uri, role s
 		return nil, false
 	}
 	bad := resp.StatusCode == http.StatusGatewayTimeout && role == "" || resp.StatusCode >= 500 && role != ""
-	if !bad {
+	// A copy the other PoP fetched from the origin for this very request
+	// (X-Cache: MISS) is newer than any purge; an older one is checked.
+	if !bad && resp.Header.Get("X-Cache") != "MISS" {
 		made := madeAt(resp.Header, time.Now())
 		if hard, soft := c.m.tombstone(Key(req.Host, uri), replica.Tags(resp.Header.Get("Surrogate-Key")), made); hard || soft {
 			c.m.stats.Tombstoned.Add(1)
@@ -197,19 +200,20 @@ func (c *chain) ask(ctx context.Context, req *http.Request, gateway, uri, role s
 	return resp, true
 }
 
-// madeAt is when a response was made at the origin: its Date, else now
-// minus its Age.
+// madeAt is when a response was made at the origin: now minus its Age
+// when it has one (the other PoP's own reckoning, free of skew between
+// clocks; whole seconds, so up to a second late, which the purge margin
+// covers), else its Date, else now.
 func madeAt(h http.Header, now time.Time) time.Time {
+	if a := h.Get("Age"); a != "" {
+		if s, err := strconv.ParseUint(a, 10, 32); err == nil {
+			return now.Add(-time.Duration(s) * time.Second)
+		}
+	}
 	if t, err := http.ParseTime(h.Get("Date")); err == nil {
 		return t
 	}
-	var age time.Duration
-	if a := h.Get("Age"); a != "" {
-		if d, err := time.ParseDuration(a + "s"); err == nil {
-			age = d
-		}
-	}
-	return now.Add(-age)
+	return now
 }
 
 // unmark returns the request's path and query without the redirect marker

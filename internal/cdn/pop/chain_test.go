@@ -144,3 +144,124 @@ func TestDirectoryMoves(t *testing.T) {
 		t.Fatalf("a's holding says home %016x, want the newcomer", h)
 	}
 }
+
+// TestPurgeEveryPoPConfirms: a hard purge by URL issued at one PoP is
+// applied at every PoP, confirmed by all, the copies leave the directory,
+// and the next request goes to the origin.
+func TestPurgeEveryPoPConfirms(t *testing.T) {
+	_, ps, origin := fakeRing(t, 3, replica.DefaultConfig())
+	key := "s/p"
+	home, a, b := roles(t, ps, key)
+	a.get(key)
+	b.get(key)
+	eventually(t, "three holders", func() bool { return len(holders(home, key)) == 3 })
+	res, err := b.m.issuePurge(t.Context(), replica.Purge{URL: "/p"})
+	if err != nil || len(res.Confirmed) != 3 || len(res.Missing) != 0 || res.Local != 1 {
+		t.Fatalf("purge: %+v %v", res, err)
+	}
+	for _, p := range ps {
+		if p.node.has(key) || p.m.store.Has(key) {
+			t.Fatalf("%s still holds %s", p.name, key)
+		}
+	}
+	eventually(t, "directory emptied", func() bool { return len(holders(home, key)) == 0 })
+	if _, how := a.get(key); how != "MISS" || origin.count("/p") != 2 {
+		t.Fatalf("after purge: %s, origin %d (want a fresh origin fetch)", how, origin.count("/p"))
+	}
+}
+
+// TestPurgeReachesAPoPThatWasAway: with one PoP cut off, a purge answers
+// with that PoP missing; a copy it still holds is refused by the others
+// (tombstone); when it is back, a sync applies the purge there too.
+func TestPurgeReachesAPoPThatWasAway(t *testing.T) {
+	fn, ps, origin := fakeRing(t, 3, replica.DefaultConfig())
+	key := "s/away"
+	home, a, away := roles(t, ps, key)
+	away.get(key)
+	eventually(t, "away listed", func() bool { return slices.Contains(holders(home, key), away.id) })
+	fn.mu.Lock()
+	fn.cut[[2]uint64{away.id, a.id}], fn.cut[[2]uint64{away.id, home.id}] = true, true
+	fn.mu.Unlock()
+	time.Sleep(10 * time.Millisecond) // the copy must be older than the purge (margin 0 below)
+	a.m.cfg.PurgeMargin, home.m.cfg.PurgeMargin = 0, 0
+	a.m.confirm = 200 * time.Millisecond
+	res, err := a.m.issuePurge(t.Context(), replica.Purge{Prefix: "/aw"})
+	if err != nil || !slices.Equal(res.Missing, []string{away.name}) || len(res.Confirmed) != 2 {
+		t.Fatalf("purge with %s away: %+v %v", away.name, res, err)
+	}
+	// The directory (at the home, which applied the purge) still lists
+	// away, whose copy predates the purge: a refuses it and asks the origin.
+	home.node.Drop([]string{key})
+	home.m.Evicted(key)
+	n := origin.count("/away")
+	if _, how := a.get(key); how != "MISS" || origin.count("/away") != n+1 || a.m.stats.Tombstoned.Load() != 1 {
+		t.Fatalf("a's miss: %s, origin %d→%d, tombstoned %d (want the old copy refused)", how, n, origin.count("/away"), a.m.stats.Tombstoned.Load())
+	}
+	if !away.node.has(key) {
+		t.Fatal("away lost its copy while cut off")
+	}
+	fn.mu.Lock()
+	clear(fn.cut)
+	fn.mu.Unlock()
+	away.m.syncPurges(a.id, time.Now())
+	eventually(t, "the purge applied at away after the sync", func() bool { return !away.node.has(key) })
+}
+
+// TestPurgeByTagAndSoft: a soft purge by surrogate key marks the tagged
+// copies stale everywhere and leaves the others.
+func TestPurgeByTagAndSoft(t *testing.T) {
+	_, ps, origin := fakeRing(t, 2, replica.DefaultConfig())
+	origin.tags["/t1"], origin.tags["/t2"] = "shop product-1", "product-2"
+	for _, p := range ps {
+		p.get("s/t1")
+		p.get("s/t2")
+	}
+	time.Sleep(10 * time.Millisecond)
+	ps[0].m.cfg.PurgeMargin = 0
+	ps[1].m.cfg.PurgeMargin = 0
+	res, err := ps[0].m.issuePurge(t.Context(), replica.Purge{Tag: "shop", Soft: true})
+	if err != nil || len(res.Confirmed) != 2 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	for _, p := range ps {
+		if p.node.has("s/t1") || !p.node.has("s/t2") {
+			t.Fatalf("%s: t1 fresh %v (want stale), t2 fresh %v (want fresh)", p.name, p.node.has("s/t1"), p.node.has("s/t2"))
+		}
+	}
+}
+
+// TestRollPushesHotAndEvictsCold: at the end of a window the nodes' hits
+// count; the copy asked at least HotMin times is pushed to, and fetched
+// by, the PoP that lacks it (from the holder, not the origin); a copy
+// asked fewer than M times in the window is dropped and unregistered.
+func TestRollPushesHotAndEvictsCold(t *testing.T) {
+	cfg := replica.DefaultConfig()
+	cfg.MinRequests, cfg.HotMin = 2, 3
+	_, ps, origin := fakeRing(t, 2, cfg)
+	p, q := ps[0], ps[1]
+	p.get("s/hot")
+	p.get("s/cold")
+	for range 3 {
+		p.get("s/hot") // node hits: counted at the roll
+	}
+	p.m.roll(time.Now().Add(time.Hour)) // the copies' first window: they stay
+	if !p.node.has("s/cold") || !p.m.store.Has("s/cold") {
+		t.Fatal("a copy in its first window was evicted")
+	}
+	eventually(t, "hot pushed and fetched", func() bool { return q.node.has("s/hot") })
+	if origin.count("/hot") != 1 || q.m.stats.PushesReceived.Load() != 1 {
+		t.Fatalf("origin asked %d times for /hot, q received %d pushes", origin.count("/hot"), q.m.stats.PushesReceived.Load())
+	}
+	p.get("s/hot")
+	p.get("s/hot")
+	p.m.roll(time.Now().Add(2 * time.Hour))
+	if p.node.has("s/cold") || p.m.store.Has("s/cold") || !p.node.has("s/hot") {
+		t.Fatalf("after the second window: cold held %v, hot held %v", p.node.has("s/cold"), p.node.has("s/hot"))
+	}
+	o, _ := p.lookup(t.Context(), chord.ContentKey("", "s/cold"))
+	home := p
+	if uint64(o.ID) == q.id {
+		home = q
+	}
+	eventually(t, "cold unregistered", func() bool { return !slices.Contains(holders(home, "s/cold"), p.id) })
+}

@@ -24,7 +24,6 @@ import (
 // maxObject bounds what a PoP copies from a peer or the origin.
 const maxObject = 64 << 20
 
-
 type cdnMsg struct {
 	Op      string   `json:"op"` // query, holders, register, unregister, purge, purged, push
 	Req     uint64   `json:"req,omitempty"`
@@ -101,7 +100,6 @@ func (p *PoP) startContent(cfg Config) error {
 // holderID is how a holder names itself in the directory: its ring ID (for
 // its MBPP score) and its edge URL.
 func (c *content) holderID() string { return fmt.Sprintf("%016x|%s", c.p.ID, c.edge) }
-
 
 func (c *content) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -437,7 +435,6 @@ func (c *content) unregister(homes map[string]uint64) {
 		}
 	}
 }
-
 
 // Purge removes url (or a prefix) at every PoP alive in the view and waits
 // for each to confirm (at most 5 s).

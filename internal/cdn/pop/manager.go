@@ -107,6 +107,7 @@ type manager struct {
 	log     *slog.Logger
 	stats   *Counters
 	warm    func(key string) // fetch a copy of key through this PoP (hot push)
+	confirm time.Duration    // how long a purge waits for confirmations
 
 	mu     sync.Mutex
 	store  *replica.Store
@@ -128,7 +129,7 @@ func newManager(r ring, cfg replica.Config, name, gateway string, cache Cache, l
 	}
 	incarnation := strconv.FormatInt(now.UnixNano(), 36)
 	return &manager{r: r, cfg: cfg, name: name, gateway: strings.TrimSuffix(gateway, "/"), cache: cache, log: log,
-		stats: &Counters{}, warm: func(string) {}, store: st, hold: replica.NewHoldings(cfg),
+		stats: &Counters{}, warm: func(string) {}, confirm: confirmTimeout, store: st, hold: replica.NewHoldings(cfg),
 		dir: chord.NewDirectory(1<<20, 64), purges: replica.NewPurgeLog(cfg, name+"@"+incarnation),
 		homes: map[string]uint64{}, waiting: map[uint64]chan msg{}}, nil
 }

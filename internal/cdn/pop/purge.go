@@ -76,7 +76,7 @@ func (m *manager) issuePurge(ctx context.Context, p replica.Purge) (PurgeResult,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+			ctx, cancel := context.WithTimeout(ctx, m.confirm)
 			defer cancel()
 			_, err := m.request(ctx, uint64(v.ID), v.Addr, msg{Op: opPurge, Purge: &p})
 			mu.Lock()
