@@ -83,9 +83,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// object is one held copy, kept small (a PoP may hold millions): times as
+// Unix nanoseconds rather than time.Time's 24 bytes.
 type object struct {
-	since time.Time // when this copy was stored
-	count int       // requests in the current window
+	since int64 // when this copy was stored, Unix ns
+	count int32 // requests in the current window
 	size  int64
 }
 
@@ -98,7 +100,7 @@ type Stats struct {
 // request counts in the current window. Keys are URLs (site + path).
 type Store struct {
 	cfg         Config
-	objs        map[string]*object
+	objs        map[string]object
 	windowStart time.Time
 	stats       Stats
 }
@@ -108,17 +110,18 @@ func NewStore(cfg Config, now time.Time) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, objs: map[string]*object{}, windowStart: now}, nil
+	return &Store{cfg: cfg, objs: map[string]object{}, windowStart: now}, nil
 }
 
 // Request counts one request for url and reports whether this PoP holds it.
 func (s *Store) Request(url string) bool {
-	o := s.objs[url]
-	if o == nil {
+	o, ok := s.objs[url]
+	if !ok {
 		s.stats.Misses++
 		return false
 	}
 	o.count++
+	s.objs[url] = o
 	s.stats.Hits++
 	return true
 }
@@ -127,35 +130,35 @@ func (s *Store) Request(url string) bool {
 // window: the live PoP's nodes count hits themselves (a lock per hit would
 // cost the hit path) and hand the sums over before each Roll.
 func (s *Store) Count(url string, n int) {
-	if o := s.objs[url]; o != nil {
-		o.count += n
+	if o, ok := s.objs[url]; ok {
+		o.count = int32(min(int64(o.count)+int64(n), 1<<30))
+		s.objs[url] = o
 		s.stats.Hits += uint64(n)
 	}
 }
 
 // Has reports whether this PoP holds url, without counting a request.
-func (s *Store) Has(url string) bool { return s.objs[url] != nil }
+func (s *Store) Has(url string) bool { _, ok := s.objs[url]; return ok }
 
 // Add stores a copy of url (passive replication, a push, or the shield's
 // copy); it reports whether the copy is new, so the caller registers it in
 // the directory. The request that caused it counts when counted is true.
 func (s *Store) Add(now time.Time, url string, size int64, counted bool) bool {
-	o := s.objs[url]
-	isNew := o == nil
-	if isNew {
-		o = &object{since: now, size: size}
-		s.objs[url] = o
+	o, ok := s.objs[url]
+	if !ok {
+		o = object{since: now.UnixNano(), size: size}
 		s.stats.Stored++
 	}
 	if counted {
 		o.count++
 	}
-	return isNew
+	s.objs[url] = o
+	return !ok
 }
 
 // Remove drops url (purge); it reports whether it was held.
 func (s *Store) Remove(url string) bool {
-	if s.objs[url] == nil {
+	if _, ok := s.objs[url]; !ok {
 		return false
 	}
 	delete(s.objs, url)
@@ -200,17 +203,19 @@ func (s *Store) Roll(now time.Time) (evicted, hot []string) {
 	}
 	type kc struct {
 		url   string
-		count int
+		count int32
 	}
+	start := s.windowStart.UnixNano()
 	var hots []kc
 	for u, o := range s.objs {
-		if s.cfg.HotTop > 0 && o.count >= max(s.cfg.HotMin, 1) {
+		if s.cfg.HotTop > 0 && int(o.count) >= max(s.cfg.HotMin, 1) {
 			hots = append(hots, kc{u, o.count})
 		}
-		if o.count < s.cfg.MinRequests && o.since.Before(s.windowStart) {
+		if int(o.count) < s.cfg.MinRequests && o.since < start {
 			evicted = append(evicted, u)
 		}
 		o.count = 0
+		s.objs[u] = o
 	}
 	for _, u := range evicted {
 		delete(s.objs, u)

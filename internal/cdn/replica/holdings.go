@@ -25,7 +25,7 @@ type Reg struct {
 
 type holding struct {
 	home uint64
-	at   time.Time // when it was last registered
+	at   int64 // when it was last registered, Unix ns; 0: not registered
 }
 
 // Holdings keeps the directory true from the holder's side (seed 003 §1:
@@ -57,14 +57,14 @@ func (h *Holdings) Hold(now time.Time, url string, home uint64) []Reg {
 		}
 		return nil
 	}
-	if ok && old.home == home && !old.at.IsZero() && now.Sub(old.at) < h.cfg.refreshAge() {
+	if ok && old.home == home && old.at != 0 && now.UnixNano()-old.at < int64(h.cfg.refreshAge()) {
 		return nil
 	}
 	var out []Reg
 	if ok && old.home != 0 && old.home != home {
 		out = append(out, Reg{Op: Unregister, URL: url, Home: old.home})
 	}
-	h.m[url] = holding{home: home, at: now}
+	h.m[url] = holding{home: home, at: now.UnixNano()}
 	return append(out, Reg{Op: Register, URL: url, Home: home})
 }
 
@@ -98,7 +98,7 @@ func (h *Holdings) Len() int { return len(h.m) }
 func (h *Holdings) Due(now time.Time) []string {
 	var out []string
 	for u, x := range h.m {
-		if x.home == 0 || now.Sub(x.at) >= h.cfg.refreshAge() {
+		if x.home == 0 || x.at == 0 || now.UnixNano()-x.at >= int64(h.cfg.refreshAge()) {
 			out = append(out, u)
 		}
 	}
