@@ -74,6 +74,8 @@ type Server struct {
 	// rebalancer, once set, runs after POST /nodes and DELETE /nodes/{i}
 	// (publish.go).
 	rebalancer atomic.Pointer[Rebalancer]
+	// cdn, once set, adds a PoP's figures to the dashboard (cdn.go).
+	cdn atomic.Pointer[func() CDN]
 }
 
 // New builds a read-only admin API for cl (Config's zero value), exporting
