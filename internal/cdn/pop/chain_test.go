@@ -203,7 +203,7 @@ func TestPurgeReachesAPoPThatWasAway(t *testing.T) {
 	fn.mu.Lock()
 	clear(fn.cut)
 	fn.mu.Unlock()
-	away.m.syncPurges(a.id, time.Now())
+	away.m.syncPurges(a.id, "", time.Now())
 	eventually(t, "the purge applied at away after the sync", func() bool { return !away.node.has(key) })
 }
 
@@ -264,4 +264,33 @@ func TestRollPushesHotAndEvictsCold(t *testing.T) {
 		home = q
 	}
 	eventually(t, "cold unregistered", func() bool { return !slices.Contains(holders(home, "s/cold"), p.id) })
+}
+
+// TestWatchView: a PoP seen alive again is asked for purges; one that died
+// has its keys registered at their new homes.
+func TestWatchView(t *testing.T) {
+	fn, ps, _ := fakeRing(t, 3, replica.DefaultConfig())
+	key := "s/w"
+	home, a, _ := roles(t, ps, key)
+	a.get(key)
+	eventually(t, "a listed", func() bool { return slices.Contains(holders(home, key), a.id) })
+	alive := map[uint64]bool{}
+	a.m.watchView(time.Now(), alive) // first sight: a sync with each other PoP
+	if n := a.m.stats.Syncs.Load(); n != 2 {
+		t.Fatalf("syncs at first sight: %d, want 2", n)
+	}
+	fn.mu.Lock()
+	fn.down[home.id] = true
+	fn.mu.Unlock()
+	a.m.watchView(time.Now(), alive)
+	newHome, _ := a.lookup(t.Context(), chord.ContentKey("", key))
+	nh := fn.pops[uint64(newHome.ID)]
+	eventually(t, "a registered at the new home", func() bool { return slices.Contains(holders(nh, key), a.id) })
+	fn.mu.Lock()
+	fn.down[home.id] = false
+	fn.mu.Unlock()
+	a.m.watchView(time.Now(), alive)
+	if n := a.m.stats.Syncs.Load(); n != 3 {
+		t.Fatalf("syncs after the home came back: %d, want 3", n)
+	}
 }

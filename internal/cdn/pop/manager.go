@@ -252,3 +252,58 @@ func (m *manager) onCDNFrame(from uint64, body []byte) {
 	}
 	m.onMsg(from, in)
 }
+
+// syncEvery is how often a PoP asks one PoP drawn at random for the purges
+// it lacks: the anti-entropy that catches what a missed message or a
+// partition left out, beside the sync on every PoP's return.
+const syncEvery = 30 * time.Second
+
+// run is the content manager's clock: the replication window, the
+// directory's refresh, the purge anti-entropy, and a watch (every second)
+// on the view and the ring. A PoP that comes back to the view (or is seen
+// for the first time) is asked for the purges this one lacks; a PoP that
+// leaves it is a dead home whose keys are registered again elsewhere; a
+// new Chord predecessor receives its share of the directory.
+func (m *manager) run(ctx context.Context) {
+	roll := time.NewTicker(m.cfg.Window)
+	defer roll.Stop()
+	refresh := time.NewTicker(m.cfg.RefreshEvery())
+	defer refresh.Stop()
+	sync := time.NewTicker(syncEvery)
+	defer sync.Stop()
+	watch := time.NewTicker(time.Second)
+	defer watch.Stop()
+	alive := map[uint64]bool{}
+	for {
+		var now time.Time
+		select {
+		case <-ctx.Done():
+			return
+		case now = <-roll.C:
+			m.roll(now)
+		case now = <-refresh.C:
+			m.refresh(ctx, now)
+		case now = <-sync.C:
+			m.syncPurges(0, "", now)
+		case now = <-watch.C:
+			m.handOver(now)
+			m.watchView(now, alive)
+		}
+	}
+}
+
+// watchView compares the view with the last one seen (alive, updated).
+func (m *manager) watchView(now time.Time, alive map[uint64]bool) {
+	for _, v := range m.r.view(now) {
+		id := uint64(v.ID)
+		was, seen := alive[id]
+		alive[id] = v.Alive
+		switch {
+		case v.Self:
+		case v.Alive && (!seen || !was):
+			m.syncPurges(id, v.Addr, now)
+		case !v.Alive && seen && was:
+			m.homeDied(id)
+		}
+	}
+}

@@ -109,10 +109,10 @@ func (m *manager) forget(gone []string) {
 	m.stats.PurgedObjects.Add(uint64(len(gone)))
 }
 
-// syncPurges asks PoP id (or, with id 0, one live PoP drawn at random) for
-// the purges this PoP lacks; the answer is applied as it arrives.
-func (m *manager) syncPurges(id uint64, now time.Time) {
-	addr := ""
+// syncPurges asks PoP id at addr (or, with id 0, one live PoP drawn at
+// random) for the purges this PoP lacks; the answer is applied as it
+// arrives.
+func (m *manager) syncPurges(id uint64, addr string, now time.Time) {
 	if id == 0 {
 		var live []uint64
 		addrs := map[uint64]string{}
