@@ -30,8 +30,8 @@ const maxBatch = 256 << 10
 type Cache interface {
 	// Apply carries a purge out on every node: it removes (p.Soft:
 	// marks stale) the stored responses p matches that were stored before
-	// p.At plus the tolerated skew, and returns the PoP keys of which no
-	// fresh copy is left.
+	// p.At plus the tolerated skew, and returns the PoP keys it touched,
+	// sorted (after a hard purge none of their copies is left).
 	Apply(p replica.Purge, margin time.Duration) []string
 	// Drop removes every stored response of keys (the window evicted
 	// them; seed 003 §3.1).

@@ -48,9 +48,22 @@ func (m *manager) applyPurge(p replica.Purge) int {
 	if !fresh {
 		return 0
 	}
-	gone := m.cache.Apply(p, m.cfg.PurgeMargin)
-	m.forget(gone)
-	return len(gone)
+	return m.carryOut(p)
+}
+
+// carryOut has the nodes apply p. The keys a hard purge removed leave the
+// window's table and the directory; a soft purge's stale copies stay
+// listed (a PoP asking for one refuses it by its tombstone until it is
+// revalidated, and a revalidated copy is current again).
+func (m *manager) carryOut(p replica.Purge) int {
+	hit := m.cache.Apply(p, m.cfg.PurgeMargin)
+	if !p.Soft {
+		m.forget(hit)
+	} else {
+		m.stats.Purges.Add(1)
+		m.stats.PurgedObjects.Add(uint64(len(hit)))
+	}
+	return len(hit)
 }
 
 // issuePurge names p as this PoP's, applies it, sends it to every PoP alive
@@ -63,10 +76,7 @@ func (m *manager) issuePurge(ctx context.Context, p replica.Purge) (PurgeResult,
 	m.mu.Lock()
 	p = m.purges.Issue(start, p)
 	m.mu.Unlock()
-	res := PurgeResult{Purge: p, Confirmed: []string{m.name}}
-	gone := m.cache.Apply(p, m.cfg.PurgeMargin)
-	m.forget(gone)
-	res.Local = len(gone)
+	res := PurgeResult{Purge: p, Confirmed: []string{m.name}, Local: m.carryOut(p)}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, v := range m.r.view(start) {
