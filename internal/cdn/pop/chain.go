@@ -102,7 +102,7 @@ func (c *chain) Fetch(ctx context.Context, req *http.Request) (*http.Response, e
 	if marked {
 		// Sent here by another PoP's redirect: this PoP's copy is under
 		// the unmarked URL.
-		if resp, ok := c.ask(ctx, req, c.m.gateway, uri, ""); ok {
+		if resp, ok := c.ask(ctx, req, c.m.gw(), uri, ""); ok {
 			return resp, nil
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"shoal/internal/cdn/chord"
@@ -102,7 +103,7 @@ type manager struct {
 	r       ring
 	cfg     replica.Config
 	name    string
-	gateway string // this PoP's gateway URL, what other PoPs fetch from
+	gateway atomic.Pointer[string] // this PoP's gateway URL, what other PoPs fetch from
 	cache   Cache
 	log     *slog.Logger
 	stats   *Counters
@@ -128,15 +129,26 @@ func newManager(r ring, cfg replica.Config, name, gateway string, cache Cache, l
 		return nil, err
 	}
 	incarnation := strconv.FormatInt(now.UnixNano(), 36)
-	return &manager{r: r, cfg: cfg, name: name, gateway: strings.TrimSuffix(gateway, "/"), cache: cache, log: log,
+	m := &manager{r: r, cfg: cfg, name: name, cache: cache, log: log,
 		stats: &Counters{}, warm: func(string) {}, confirm: confirmTimeout, store: st, hold: replica.NewHoldings(cfg),
 		dir: chord.NewDirectory(1<<20, 64), purges: replica.NewPurgeLog(cfg, name+"@"+incarnation),
-		homes: map[string]uint64{}, waiting: map[uint64]chan msg{}}, nil
+		homes: map[string]uint64{}, waiting: map[uint64]chan msg{}}
+	m.setGateway(gateway)
+	return m, nil
 }
+
+// setGateway records this PoP's gateway URL once it listens.
+func (m *manager) setGateway(u string) {
+	u = strings.TrimSuffix(u, "/")
+	m.gateway.Store(&u)
+}
+
+// gw is this PoP's gateway URL.
+func (m *manager) gw() string { return *m.gateway.Load() }
 
 // holderID is how this PoP names itself in directories: its ring ID (for
 // its MBPP score) and its gateway URL (where the copy is fetched).
-func (m *manager) holderID() string { return fmt.Sprintf("%016x|%s", m.r.selfID(), m.gateway) }
+func (m *manager) holderID() string { return fmt.Sprintf("%016x|%s", m.r.selfID(), m.gw()) }
 
 func parseHolder(h string) (uint64, string, bool) {
 	id, gw, ok := strings.Cut(h, "|")
@@ -186,7 +198,7 @@ func (m *manager) onMsg(from uint64, in msg) {
 		m.mu.Lock()
 		hs := m.dir.Holders(time.Now(), chord.ID(in.Key))
 		m.mu.Unlock()
-		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gateway})
+		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gw()})
 	case opRegister, opUnregister:
 		m.onRegister(from, in)
 	case opNotMine:
