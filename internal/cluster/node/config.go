@@ -146,6 +146,10 @@ type Config struct {
 	// Default off. With CachePolicy "cgdsf" and no CachedElsewhere, the
 	// peers' digests answer CachedElsewhere.
 	Peer peer.Config
+	// Edge turns the node into an HTTP cache in front of an upstream
+	// (cache mode, edge.go) when it has an Upstream: Root is then not
+	// needed and no site is served. Default off.
+	Edge EdgeConfig
 }
 
 // Defaults for Config.
