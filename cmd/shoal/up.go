@@ -32,6 +32,7 @@ type upFlags struct {
 	verbose, loopback                                    *bool
 	shutdownTO                                           *time.Duration
 	pops                                                 *int
+	origin                                               *string
 	logf                                                 *logFlags
 }
 
@@ -70,6 +71,7 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	uf.pops = fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
 	uf.state = fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
 	uf.loopback = fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
+	uf.origin = fs.String("origin", "", "--pops: the CDN's origin (URL, or HOST=URL,...); empty starts one, a node serving the sample site")
 	return uf
 }
 
@@ -85,10 +87,11 @@ func runUp(args []string) error {
 		return err
 	}
 	if *uf.pops > 0 {
+		r := popsRun{n: *uf.pops, state: *uf.state, dataDir: c.DataDir, nodes: c.Nodes, cacheMB: c.CacheMB, origin: *uf.origin}
 		if os.Geteuid() == 0 && !*uf.loopback {
-			return runUpPopsWAN(*uf.pops, *uf.state, c.DataDir, c.Nodes, c.CacheMB)
+			return runUpPopsWAN(r)
 		}
-		return runUpPops(*uf.pops, *uf.state, c.DataDir, c.Nodes, c.CacheMB)
+		return runUpPops(r)
 	}
 	logger, err := uf.logf.logger(os.Stderr, "up", "", "")
 	if err != nil {

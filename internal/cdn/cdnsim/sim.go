@@ -229,8 +229,7 @@ type popState struct {
 	ch    *chord.Node
 	gs    *gossipNode
 	rtt   map[int]time.Duration // gossip mode: own link samples
-	store *replica.Store
-	hold  *replica.Holdings
+	store *replica.Table[string]
 	dir   *chord.Directory
 	dead  bool
 	load  int
@@ -299,7 +298,7 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 	locs := s.rng.Perm(m.Len())[:cfg.PoPs]
 	for i, loc := range locs {
 		name := "pop-" + strconv.Itoa(i) + "-" + m.Names[loc]
-		p := &popState{idx: i, loc: loc, name: name, addr: "p" + strconv.Itoa(i), hold: replica.NewHoldings(cfg.CDN),
+		p := &popState{idx: i, loc: loc, name: name, addr: "p" + strconv.Itoa(i),
 			dir: chord.NewDirectory(1<<20, 64), rtt: map[int]time.Duration{}}
 		p.cid = chord.Hash(name)
 		p.mid = mbpp.ID(p.cid)
@@ -385,7 +384,7 @@ func (s *sim) start() error {
 	for i, p := range s.pops {
 		at := s.now.Add(time.Duration(i) * s.cfg.JoinGap)
 		var err error
-		if p.store, err = replica.NewStore(s.cfg.CDN, at); err != nil {
+		if p.store, err = replica.NewTable[string](s.cfg.CDN, at); err != nil {
 			return err
 		}
 		cc := s.cfg.Chord
@@ -793,24 +792,24 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 
 // send delivers PoP i's registration messages to the homes' directories
 // (a registration is one message, short against the TTL: delivered now).
-func (s *sim) send(i int, regs []replica.Reg) {
+func (s *sim) send(i int, regs []replica.Reg[string]) {
 	for _, r := range regs {
 		h := idx(r.Home)
 		if h < 0 || h >= len(s.pops) || s.pops[h].dead {
 			continue
 		}
 		if r.Op == replica.Register {
-			s.pops[h].dir.Add(s.now, chord.Hash(r.URL), strconv.Itoa(i), s.cfg.CDN.DirTTL)
+			s.pops[h].dir.Add(s.now, chord.Hash(r.Key), strconv.Itoa(i), s.cfg.CDN.DirTTL)
 		} else {
-			s.pops[h].dir.Remove(chord.Hash(r.URL), strconv.Itoa(i))
+			s.pops[h].dir.Remove(chord.Hash(r.Key), strconv.Itoa(i))
 		}
 	}
 }
 
 // keep stores a copy at PoP i (home -1: unknown) and registers it.
-func (s *sim) keep(i int, url string, size int64, home int, counted bool) {
-	s.pops[i].store.Add(s.now, url, size, counted)
-	s.send(i, s.pops[i].hold.Hold(s.now, url, pid(home)))
+func (s *sim) keep(i int, url string, home int, counted bool) {
+	s.pops[i].store.Add(s.now, url, counted)
+	s.send(i, s.pops[i].store.Hold(s.now, url, pid(home)))
 }
 
 // replay feeds the workload's requests in time order between the events.
@@ -956,7 +955,7 @@ func (s *sim) miss(ing int, r Request) (float64, bool) {
 	home, ok := s.lookup(ing, key)
 	if !ok {
 		s.res.LookupFails++
-		s.keep(ing, r.URL, r.Size, -1, true)
+		s.keep(ing, r.URL, -1, true)
 		return s.m.RTT(p.loc, s.origin), true
 	}
 	m := replica.Miss{Self: pid(ing), SelfOrigin: dur(s.m.RTT(p.loc, s.origin)),
@@ -989,7 +988,7 @@ func (s *sim) miss(ing int, r Request) (float64, bool) {
 			}
 			s.pops[j].load++
 			s.res.RemoteFetches++
-			s.keep(ing, r.URL, r.Size, home, true)
+			s.keep(ing, r.URL, home, true)
 			return cost + float64(s.ms(ing, j))/1e6, false
 		case replica.Shield:
 			if s.pops[j].dead {
@@ -998,10 +997,10 @@ func (s *sim) miss(ing int, r Request) (float64, bool) {
 				continue
 			}
 			c, origin := s.shield(j, r)
-			s.keep(ing, r.URL, r.Size, home, true)
+			s.keep(ing, r.URL, home, true)
 			return cost + float64(s.ms(ing, j))/1e6 + c, origin
 		case replica.Origin:
-			s.keep(ing, r.URL, r.Size, home, true)
+			s.keep(ing, r.URL, home, true)
 			return cost + s.m.RTT(p.loc, s.origin), true
 		}
 	}
@@ -1017,7 +1016,7 @@ func (s *sim) shield(h int, r Request) (float64, bool) {
 	if p.store.Request(r.URL) {
 		return 0, false
 	}
-	s.keep(h, r.URL, r.Size, h, true)
+	s.keep(h, r.URL, h, true)
 	return s.m.RTT(p.loc, s.origin), true
 }
 
@@ -1028,13 +1027,11 @@ func (s *sim) roll() {
 		if p.dead {
 			continue
 		}
-		evicted, hot := p.store.Roll(s.now)
-		for _, u := range evicted {
-			s.res.Evictions++
-			s.send(i, p.hold.Release(u))
-		}
+		evicted, hot, regs := p.store.Roll(s.now)
+		s.res.Evictions += uint64(len(evicted))
+		s.send(i, regs)
 		for _, u := range hot {
-			home := idx(p.hold.Home(u))
+			home := idx(p.store.Home(u))
 			if home < 0 || s.pops[home].dead {
 				var ok bool
 				if home, ok = s.lookup(i, chord.Hash(u)); !ok {
@@ -1046,7 +1043,7 @@ func (s *sim) roll() {
 					continue
 				}
 				s.res.Pushes++
-				s.keep(j, u, 0, home, false)
+				s.keep(j, u, home, false)
 			}
 		}
 	}
@@ -1061,16 +1058,16 @@ func (s *sim) refresh() {
 		if p.dead {
 			continue
 		}
-		for _, u := range p.hold.Due(s.now) {
+		for _, u := range p.store.RegDue(s.now) {
 			key := chord.Hash(u)
-			h := idx(p.hold.Home(u))
+			h := idx(p.store.Home(u))
 			if h < 0 || s.pops[h].dead || !s.pops[h].ch.Owns(key) {
 				var ok bool
 				if h, ok = s.lookup(i, key); !ok {
 					continue
 				}
 			}
-			s.send(i, p.hold.Hold(s.now, u, pid(h)))
+			s.send(i, p.store.Hold(s.now, u, pid(h)))
 		}
 	}
 }

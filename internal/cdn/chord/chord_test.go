@@ -429,3 +429,30 @@ func TestDirectoryHandOver(t *testing.T) {
 		t.Fatalf("new home after expiry: %v (the expiry moved with the entry)", h)
 	}
 }
+
+// TestDirectoryHolders: many holders of one key, removal of the inline
+// first, re-adding refreshes rather than duplicates, and the per-key bound
+// evicts the holder closest to expiry.
+func TestDirectoryHolders(t *testing.T) {
+	d := NewDirectory(10, 3)
+	for i, h := range []string{"a", "b", "c"} {
+		d.Add(epoch, 1, h, time.Duration(i+1)*time.Minute)
+	}
+	d.Add(epoch, 1, "a", 10*time.Minute) // refresh, not a fourth
+	if got := d.Holders(epoch, 1); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
+		t.Fatalf("holders %v", got)
+	}
+	d.Remove(1, "a") // the inline one
+	if got := d.Holders(epoch, 1); !reflect.DeepEqual(got, []string{"b", "c"}) {
+		t.Fatalf("after removing a: %v", got)
+	}
+	d.Add(epoch, 1, "a", 10*time.Minute)
+	d.Add(epoch, 1, "d", 10*time.Minute) // full: b, expiring first (2 min), goes
+	if got := d.Holders(epoch, 1); !reflect.DeepEqual(got, []string{"a", "c", "d"}) {
+		t.Fatalf("bounded: %v, want b evicted (closest to expiry)", got)
+	}
+	d.Expire(epoch.Add(5 * time.Minute))
+	if got := d.Holders(epoch, 1); !reflect.DeepEqual(got, []string{"a", "d"}) || d.Len() != 1 {
+		t.Fatalf("after expiry: %v len %d", got, d.Len())
+	}
+}

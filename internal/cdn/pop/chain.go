@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -35,16 +36,28 @@ const peerHeader = "X-Shoal-Peer"
 // never redirects such a request again.
 const redirectMark = "shoal_r"
 
-// Key is the PoP key of a request: its site (the Host, lower case, without
-// port: every PoP of a CDN answers the same name, and on one machine they
-// differ only by port) and its path with query. Vary variants share it;
-// the nodes keep them apart.
-func Key(host, uri string) string {
+// Key is the PoP key of a request: its site and its path with query. The
+// site is the Host, lower case, without port (every PoP of a CDN answers
+// the same name); a Host that is an address or localhost names no site
+// ("": the default origin's), since a client that reaches a PoP by its
+// address would otherwise share nothing with the clients of the next PoP.
+// Vary variants share the key; the nodes keep them apart.
+func Key(host, uri string) string { return siteOf(host) + uri }
+
+// siteOf is the site part of a PoP key for a Host.
+func siteOf(host string) string {
 	host = strings.ToLower(host)
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	return host + uri
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "localhost" {
+		return ""
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return ""
+	}
+	return host
 }
 
 // splitKey is Key's inverse.
@@ -83,6 +96,12 @@ func (c *chain) Fetch(ctx context.Context, req *http.Request) (*http.Response, e
 	if role != "" {
 		req = req.Clone(ctx)
 		req.Header.Del(peerHeader)
+	}
+	if strings.HasPrefix(req.URL.Path, "/.shoal/") {
+		// The cluster's own paths (a node's status, sizes) are asked of
+		// the nodes by their front; they never go to other PoPs or an
+		// origin.
+		return notHere(req), nil
 	}
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		return c.fromOrigin(ctx, req)
@@ -165,7 +184,7 @@ func (c *chain) ask(ctx context.Context, req *http.Request, gateway, uri, role s
 	}
 	out := req.Clone(ctx)
 	out.URL, out.RequestURI, out.Body, out.ContentLength = u, "", nil, 0
-	out.Host = req.Host
+	out.Host = hostFor(req.Host, u.Host)
 	if role == "" {
 		cc := out.Header.Get("Cache-Control")
 		out.Header.Set("Cache-Control", strings.TrimPrefix(cc+", only-if-cached", ", "))
@@ -198,6 +217,17 @@ func (c *chain) ask(ctx context.Context, req *http.Request, gateway, uri, role s
 		resp.Request = req
 	}
 	return resp, true
+}
+
+// hostFor is the Host to send another PoP whose gateway is at authority:
+// the client's, unless it names no site (an address: Key), in which case
+// the other PoP's own address, under which its nodes keep what its own
+// clients asked for by address.
+func hostFor(host, authority string) string {
+	if siteOf(host) == "" {
+		return authority
+	}
+	return host
 }
 
 // madeAt is when a response was made at the origin: now minus its Age
@@ -245,6 +275,13 @@ func sep(uri string) string {
 func redirectTo(req *http.Request, loc string) *http.Response {
 	h := http.Header{"Location": {loc}, "Content-Length": {"0"}, "Cache-Control": {"no-store"}}
 	return &http.Response{StatusCode: http.StatusFound, Status: "302 Found", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: http.NoBody, Request: req}
+}
+
+// notHere is the 404 for a cluster path that reached the miss chain.
+func notHere(req *http.Request) *http.Response {
+	h := http.Header{"Content-Length": {"0"}, "Cache-Control": {"no-store"}}
+	return &http.Response{StatusCode: http.StatusNotFound, Status: "404 Not Found", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Body: http.NoBody, Request: req}
 }
 

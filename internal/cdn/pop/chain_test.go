@@ -1,7 +1,9 @@
 package pop
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -40,7 +42,8 @@ func holders(p *fakePoP, key string) []uint64 {
 func sorted(ids ...uint64) []uint64 { slices.Sort(ids); return ids }
 
 // TestMissChain: a miss nobody holds goes through the key's home (shield)
-// to the origin, and both copies are registered at the home; a miss at a
+// to the origin, and the asker's copy is registered at the home (which
+// does not list its own: it is the shield anyway); a miss at a
 // third PoP is then fetched from a holder, never the origin; the third
 // request is a hit. An eviction unregisters the copy.
 func TestMissChain(t *testing.T) {
@@ -54,17 +57,17 @@ func TestMissChain(t *testing.T) {
 		t.Fatalf("first GET: origin %d, a's shield fetches %d, home's shield served %d (want 1 each)",
 			origin.count("/x?v=1"), a.m.stats.ShieldFetches.Load(), home.m.stats.ShieldServed.Load())
 	}
-	eventually(t, "a and the home listed at the home", func() bool { return slices.Equal(holders(home, key), sorted(a.id, home.id)) })
+	eventually(t, "a listed at the home", func() bool { return slices.Equal(holders(home, key), sorted(a.id)) })
 	if _, how := b.get(key); how != "MISS" || origin.count("/x?v=1") != 1 || b.m.stats.RemoteFetches.Load() != 1 {
 		t.Fatalf("GET at b: %s, origin %d, b's remote fetches %d (want a holder's copy)", how, origin.count("/x?v=1"), b.m.stats.RemoteFetches.Load())
 	}
 	if _, how := b.get(key); how != "HIT" {
 		t.Fatalf("second GET at b: %s, want HIT", how)
 	}
-	eventually(t, "b listed too", func() bool { return slices.Equal(holders(home, key), sorted(a.id, b.id, home.id)) })
+	eventually(t, "b listed too", func() bool { return slices.Equal(holders(home, key), sorted(a.id, b.id)) })
 	a.m.Evicted(key)
-	eventually(t, "a unlisted after its eviction", func() bool { return slices.Equal(holders(home, key), sorted(b.id, home.id)) })
-	if a.m.store.Has(key) || a.m.stats.Evictions.Load() != 1 {
+	eventually(t, "a unlisted after its eviction", func() bool { return slices.Equal(holders(home, key), sorted(b.id)) })
+	if a.m.store.Has(HashKey(key)) || a.m.stats.Evictions.Load() != 1 || !home.m.store.Has(HashKey(key)) {
 		t.Fatalf("a still counts %s", key)
 	}
 }
@@ -84,7 +87,7 @@ func TestRemoteFetchByScore(t *testing.T) {
 	home.score, lo.score, hi.score, asker.score = 0.1, 0.3, 0.6, 0.2
 	lo.get(key)
 	hi.get(key)
-	eventually(t, "both listed", func() bool { return len(holders(home, key)) == 3 })
+	eventually(t, "both listed", func() bool { return len(holders(home, key)) == 2 })
 	before := [2]int{lo.node.hitsOf(key), hi.node.hitsOf(key)}
 	asker.get(key)
 	if lo.node.hitsOf(key) != before[0] || hi.node.hitsOf(key) != before[1]+1 {
@@ -135,12 +138,12 @@ func TestDirectoryMoves(t *testing.T) {
 	nc.m.dir.Remove(chord.ContentKey("", key), a.m.holderID())
 	nc.m.mu.Unlock()
 	a.m.mu.Lock()
-	a.m.hold.Forget(key)
-	a.m.hold.Hold(time.Now(), key, ps[0].id) // registered at the old home, as before the join
+	a.m.store.Forget(HashKey(key))
+	a.m.store.Hold(time.Now(), HashKey(key), ps[0].id) // registered at the old home, as before the join
 	a.m.mu.Unlock()
 	a.m.refresh(t.Context(), time.Now().Add(2*time.Hour))
 	eventually(t, "a registered at the new home", func() bool { return slices.Contains(holders(nc, key), a.id) })
-	if h := a.m.hold.Home(key); h != nc.id {
+	if h := a.m.store.Home(HashKey(key)); h != nc.id {
 		t.Fatalf("a's holding says home %016x, want the newcomer", h)
 	}
 }
@@ -154,13 +157,13 @@ func TestPurgeEveryPoPConfirms(t *testing.T) {
 	home, a, b := roles(t, ps, key)
 	a.get(key)
 	b.get(key)
-	eventually(t, "three holders", func() bool { return len(holders(home, key)) == 3 })
+	eventually(t, "two holders besides the home", func() bool { return len(holders(home, key)) == 2 })
 	res, err := b.m.issuePurge(t.Context(), replica.Purge{URL: "/p"})
 	if err != nil || len(res.Confirmed) != 3 || len(res.Missing) != 0 || res.Local != 1 {
 		t.Fatalf("purge: %+v %v", res, err)
 	}
 	for _, p := range ps {
-		if p.node.has(key) || p.m.store.Has(key) {
+		if p.node.has(key) || p.m.store.Has(HashKey(key)) {
 			t.Fatalf("%s still holds %s", p.name, key)
 		}
 	}
@@ -191,7 +194,7 @@ func TestPurgeReachesAPoPThatWasAway(t *testing.T) {
 	}
 	// The directory (at the home, which applied the purge) still lists
 	// away, whose copy predates the purge: a refuses it and asks the origin.
-	home.node.Drop([]string{key})
+	home.node.Drop([]uint64{HashKey(key)})
 	home.m.Evicted(key)
 	n := origin.count("/away")
 	if _, how := a.get(key); how != "MISS" || origin.count("/away") != n+1 || a.m.stats.Tombstoned.Load() != 1 {
@@ -245,7 +248,7 @@ func TestRollPushesHotAndEvictsCold(t *testing.T) {
 		p.get("s/hot") // node hits: counted at the roll
 	}
 	p.m.roll(time.Now().Add(time.Hour)) // the copies' first window: they stay
-	if !p.node.has("s/cold") || !p.m.store.Has("s/cold") {
+	if !p.node.has("s/cold") || !p.m.store.Has(HashKey("s/cold")) {
 		t.Fatal("a copy in its first window was evicted")
 	}
 	eventually(t, "hot pushed and fetched", func() bool { return q.node.has("s/hot") })
@@ -255,7 +258,7 @@ func TestRollPushesHotAndEvictsCold(t *testing.T) {
 	p.get("s/hot")
 	p.get("s/hot")
 	p.m.roll(time.Now().Add(2 * time.Hour))
-	if p.node.has("s/cold") || p.m.store.Has("s/cold") || !p.node.has("s/hot") {
+	if p.node.has("s/cold") || p.m.store.Has(HashKey("s/cold")) || !p.node.has("s/hot") {
 		t.Fatalf("after the second window: cold held %v, hot held %v", p.node.has("s/cold"), p.node.has("s/hot"))
 	}
 	o, _ := p.lookup(t.Context(), chord.ContentKey("", "s/cold"))
@@ -292,5 +295,33 @@ func TestWatchView(t *testing.T) {
 	a.m.watchView(time.Now(), alive)
 	if n := a.m.stats.Syncs.Load(); n != 3 {
 		t.Fatalf("syncs after the home came back: %d, want 3", n)
+	}
+}
+
+// TestPurgeAnswer: POST /purge answers 200 when every live PoP confirmed,
+// 504 naming the ones that did not, and 400 for a purge that names
+// nothing.
+func TestPurgeAnswer(t *testing.T) {
+	fn, ps, _ := fakeRing(t, 3, replica.DefaultConfig())
+	p := &PoP{cm: &cacheMode{m: ps[0].m}}
+	ps[0].m.confirm = 200 * time.Millisecond
+	post := func(q string) (int, PurgeResult) {
+		w := httptest.NewRecorder()
+		p.servePurge(w, httptest.NewRequest("POST", "/purge?"+q, nil))
+		var res PurgeResult
+		json.Unmarshal(w.Body.Bytes(), &res)
+		return w.Code, res
+	}
+	if code, res := post("prefix=/a/&soft=1"); code != 200 || len(res.Confirmed) != 3 || !res.Purge.Soft {
+		t.Fatalf("all up: %d %+v", code, res)
+	}
+	fn.mu.Lock()
+	fn.cut[[2]uint64{ps[0].id, ps[2].id}] = true
+	fn.mu.Unlock()
+	if code, res := post("tag=shop"); code != 504 || !slices.Equal(res.Missing, []string{ps[2].name}) {
+		t.Fatalf("one cut off: %d %+v, want 504 naming %s", code, res, ps[2].name)
+	}
+	if code, _ := post("host=x.com"); code != 400 {
+		t.Fatalf("nothing named: %d, want 400", code)
 	}
 }

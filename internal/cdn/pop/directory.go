@@ -2,7 +2,6 @@ package pop
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"shoal/internal/cdn/chord"
@@ -17,17 +16,17 @@ import (
 // file sends them.
 
 // Stored is called when a node of this PoP has stored a response under key
-// (a PoP key) of size bytes: the copy counts in the window and is
-// registered at its home.
-func (m *manager) Stored(key string, size int64) {
+// (a PoP key): the copy counts in the window and is registered at its home.
+func (m *manager) Stored(key string) {
 	now := time.Now()
+	k := HashKey(key)
 	m.mu.Lock()
-	if m.store.Add(now, key, size, true) {
+	if m.store.Add(now, k, true) {
 		m.stats.Stored.Add(1)
 	}
-	home := m.homes[key]
-	delete(m.homes, key)
-	regs := m.hold.Hold(now, key, home)
+	home := m.homes[k]
+	delete(m.homes, k)
+	regs := m.store.Hold(now, k, home)
 	m.mu.Unlock()
 	m.sendRegs(regs)
 }
@@ -36,8 +35,7 @@ func (m *manager) Stored(key string, size int64) {
 // store's byte budget pushed it out): the directory forgets this holder.
 func (m *manager) Evicted(key string) {
 	m.mu.Lock()
-	removed := m.store.Remove(key)
-	regs := m.hold.Release(key)
+	regs, removed := m.store.Remove(HashKey(key))
 	m.mu.Unlock()
 	if removed {
 		m.stats.Evictions.Add(1)
@@ -56,13 +54,17 @@ func (m *manager) fetchedHome(key string, home uint64) {
 	if len(m.homes) >= 4096 {
 		clear(m.homes)
 	}
-	m.homes[key] = home
+	m.homes[HashKey(key)] = home
 	m.mu.Unlock()
 }
 
+// regBatch bounds the keys of one registration message (about 30 bytes of
+// JSON each): well under peerwire's 1 MiB frame.
+const regBatch = 8192
+
 // sendRegs sends registration messages, batched per home and op. A
-// registration at this PoP itself goes straight into its directory.
-func (m *manager) sendRegs(regs []replica.Reg) {
+// registration at this PoP itself goes straight to its own directory.
+func (m *manager) sendRegs(regs []replica.Reg[uint64]) {
 	type to struct {
 		home uint64
 		op   replica.Op
@@ -74,7 +76,7 @@ func (m *manager) sendRegs(regs []replica.Reg) {
 		if _, ok := batches[k]; !ok {
 			order = append(order, k)
 		}
-		batches[k] = append(batches[k], regItem{Key: uint64(chord.ContentKey("", r.URL)), URL: r.URL})
+		batches[k] = append(batches[k], regItem{Key: r.Key})
 	}
 	self := m.holderID()
 	for _, k := range order {
@@ -84,11 +86,7 @@ func (m *manager) sendRegs(regs []replica.Reg) {
 			continue
 		}
 		for len(items) > 0 {
-			n, size := 0, 0
-			for n < len(items) && size < maxBatch {
-				size += len(items[n].URL) + 32
-				n++
-			}
+			n := min(len(items), regBatch)
 			m.r.send(k.home, "", msg{Op: opName(k.op), Items: items[:n], Holder: self})
 			m.stats.Registrations.Add(uint64(n))
 			items = items[n:]
@@ -115,15 +113,16 @@ func (m *manager) onRegister(from uint64, in msg) {
 	m.mu.Lock()
 	for _, it := range in.Items {
 		key := chord.ID(it.Key)
-		if in.Op == opUnregister {
+		switch {
+		case in.Op == opUnregister:
 			m.dir.Remove(key, in.Holder)
-			continue
-		}
-		if !m.r.owns(key) {
+		case !m.r.owns(key):
 			notMine = append(notMine, it)
-			continue
+		case from != m.r.selfID():
+			m.dir.Add(now, key, in.Holder, m.cfg.DirTTL)
 		}
-		m.dir.Add(now, key, in.Holder, m.cfg.DirTTL)
+		// The home lists only other holders: a PoP asking it is sent
+		// to it as shield anyway, which answers from its own copy.
 	}
 	m.mu.Unlock()
 	if len(notMine) > 0 {
@@ -140,7 +139,7 @@ func (m *manager) onRegister(from uint64, in msg) {
 func (m *manager) onNotMine(items []regItem) {
 	m.mu.Lock()
 	for _, it := range items {
-		m.hold.Forget(it.URL)
+		m.store.Forget(it.Key)
 	}
 	m.mu.Unlock()
 	go m.refresh(context.Background(), time.Now())
@@ -152,7 +151,7 @@ func (m *manager) onNotMine(items []regItem) {
 // Chord lookup puts it.
 func (m *manager) refresh(ctx context.Context, now time.Time) {
 	m.mu.Lock()
-	due := m.hold.Due(now)
+	due := m.store.RegDue(now)
 	m.mu.Unlock()
 	if len(due) == 0 {
 		return
@@ -161,22 +160,20 @@ func (m *manager) refresh(ctx context.Context, now time.Time) {
 	for _, v := range m.r.view(now) {
 		alive[uint64(v.ID)] = v.Alive
 	}
-	var regs []replica.Reg
-	for _, u := range due {
+	var regs []replica.Reg[uint64]
+	for _, k := range due {
 		m.mu.Lock()
-		home := m.hold.Home(u)
+		home := m.store.Home(k)
 		m.mu.Unlock()
 		if home == 0 || !alive[home] {
-			owner, err := m.r.lookup(ctx, chord.ContentKey("", u))
+			owner, err := m.r.lookup(ctx, chord.ID(k))
 			if err != nil {
 				continue // next refresh
 			}
 			home = uint64(owner.ID)
 		}
 		m.mu.Lock()
-		if m.hold.Held(u) {
-			regs = append(regs, m.hold.Hold(now, u, home)...)
-		}
+		regs = append(regs, m.store.Hold(now, k, home)...)
 		m.mu.Unlock()
 	}
 	m.sendRegs(regs)
@@ -186,12 +183,12 @@ func (m *manager) refresh(ctx context.Context, now time.Time) {
 // at their new homes now rather than at their next refresh.
 func (m *manager) homeDied(id uint64) {
 	m.mu.Lock()
-	urls := m.hold.At(id)
-	for _, u := range urls {
-		m.hold.Forget(u)
+	keys := m.store.At(id)
+	for _, k := range keys {
+		m.store.Forget(k)
 	}
 	m.mu.Unlock()
-	if len(urls) > 0 {
+	if len(keys) > 0 {
 		go m.refresh(context.Background(), time.Now())
 	}
 }
@@ -207,11 +204,23 @@ func (m *manager) handOver(now time.Time) {
 		m.pred = pred
 	}
 	var es []chord.Entry
+	moved := 0
 	if changed && pred.ID != chord.ID(m.r.selfID()) {
 		es = m.dir.Take(now, func(k chord.ID) bool { return !m.r.owns(k) })
+		// This PoP's own copies of those keys were listed nowhere
+		// (a home does not list itself): register them at the new home.
+		for _, k := range m.store.At(m.r.selfID()) {
+			if !m.r.owns(chord.ID(k)) {
+				m.store.Forget(k)
+				moved++
+			}
+		}
 	}
 	m.mu.Unlock()
 	m.sendEntries(pred, es, 8)
+	if moved > 0 {
+		go m.refresh(context.Background(), now)
+	}
 }
 
 func (m *manager) sendEntries(to chord.Peer, es []chord.Entry, hops int) {
@@ -251,14 +260,10 @@ func (m *manager) onHandOver(in msg) {
 func (m *manager) roll(now time.Time) {
 	hits := m.cache.TakeHits()
 	m.mu.Lock()
-	for _, k := range sortedKeys(hits) {
-		m.store.Count(k, hits[k])
+	for k, n := range hits {
+		m.store.Count(k, n)
 	}
-	evicted, hot := m.store.Roll(now)
-	var regs []replica.Reg
-	for _, u := range evicted {
-		regs = append(regs, m.hold.Release(u)...)
-	}
+	evicted, hot, regs := m.store.Roll(now)
 	m.mu.Unlock()
 	if len(evicted) > 0 {
 		m.cache.Drop(evicted)
@@ -268,23 +273,17 @@ func (m *manager) roll(now time.Time) {
 	if len(hot) == 0 {
 		return
 	}
+	names := m.cache.Names(hot)
 	self := m.holderID()
 	for _, v := range m.r.view(now) {
 		if v.Self || !v.Alive {
 			continue
 		}
-		for _, u := range hot {
-			m.stats.PushesSent.Add(1)
-			m.r.send(uint64(v.ID), v.Addr, msg{Op: opPush, URL: u, Holder: self})
+		for _, k := range hot {
+			if u := names[k]; u != "" {
+				m.stats.PushesSent.Add(1)
+				m.r.send(uint64(v.ID), v.Addr, msg{Op: opPush, URL: u, Holder: self})
+			}
 		}
 	}
-}
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

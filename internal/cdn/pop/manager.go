@@ -34,13 +34,22 @@ type Cache interface {
 	// p.At plus the tolerated skew, and returns the PoP keys it touched,
 	// sorted (after a hard purge none of their copies is left).
 	Apply(p replica.Purge, margin time.Duration) []string
-	// Drop removes every stored response of keys (the window evicted
-	// them; seed 003 §3.1).
-	Drop(keys []string)
-	// TakeHits returns how often each key was served from a node's store
-	// since the last call (the nodes count, the manager sums per window).
-	TakeHits() map[string]int
+	// Drop removes every stored response of the keys (hashed: HashKey;
+	// the window evicted them, seed 003 §3.1).
+	Drop(keys []uint64)
+	// TakeHits returns how often each key (hashed) was served from a
+	// node's store since the last call (the nodes count, the manager sums
+	// per window).
+	TakeHits() map[uint64]int
+	// Names returns the PoP keys of the hashed keys the nodes hold (to
+	// announce hot ones by name).
+	Names(keys []uint64) map[uint64]string
 }
+
+// HashKey is how the content manager names a PoP key: its Chord key (the
+// first 64 bits of its SHA-256), 8 bytes a copy however long the URL, and
+// the key its home is found by.
+func HashKey(key string) uint64 { return uint64(chord.ContentKey("", key)) }
 
 // ring is what the content manager needs of the PoP's peer layer: Chord
 // for homes, MBPP for the view, the links for messages. The PoP implements
@@ -72,11 +81,9 @@ type msg struct {
 	From    string            `json:"from,omitempty"`
 }
 
-// regItem names one key in a registration message; URL is the PoP key,
-// echoed back when the receiver is not the key's home.
+// regItem names one key (hashed: HashKey) in a registration message.
 type regItem struct {
 	Key uint64 `json:"k"`
-	URL string `json:"u"`
 }
 
 // The content messages.
@@ -95,10 +102,10 @@ const (
 )
 
 // manager is a PoP's content manager (seed 003 §3.1): the table of what
-// its nodes hold and how often each was asked (replica.Store), the
-// registrations that keep the Chord directory true (replica.Holdings), the
-// directory of the keys this PoP is home for, and the purge log. It keeps
-// no bodies: those are in the nodes' stores (Cache).
+// its nodes hold, how often each was asked and where it is registered
+// (replica.Table, by HashKey), the directory of the keys this PoP is home
+// for, and the purge log. It keeps no bodies: those are in the nodes'
+// stores (Cache).
 type manager struct {
 	r       ring
 	cfg     replica.Config
@@ -111,11 +118,10 @@ type manager struct {
 	confirm time.Duration    // how long a purge waits for confirmations
 
 	mu     sync.Mutex
-	store  *replica.Store
-	hold   *replica.Holdings
+	store  *replica.Table[uint64]
 	dir    *chord.Directory
 	purges *replica.PurgeLog
-	homes  map[string]uint64 // key → the home a fetch found, until it is stored
+	homes  map[uint64]uint64 // key → the home a fetch found, until it is stored
 	pred   chord.Peer        // the Chord predecessor last seen
 
 	rmu     sync.Mutex
@@ -124,15 +130,15 @@ type manager struct {
 }
 
 func newManager(r ring, cfg replica.Config, name, gateway string, cache Cache, log *slog.Logger, now time.Time) (*manager, error) {
-	st, err := replica.NewStore(cfg, now)
+	st, err := replica.NewTable[uint64](cfg, now)
 	if err != nil {
 		return nil, err
 	}
 	incarnation := strconv.FormatInt(now.UnixNano(), 36)
 	m := &manager{r: r, cfg: cfg, name: name, cache: cache, log: log,
-		stats: &Counters{}, warm: func(string) {}, confirm: confirmTimeout, store: st, hold: replica.NewHoldings(cfg),
+		stats: &Counters{}, warm: func(string) {}, confirm: confirmTimeout, store: st,
 		dir: chord.NewDirectory(1<<20, 64), purges: replica.NewPurgeLog(cfg, name+"@"+incarnation),
-		homes: map[string]uint64{}, waiting: map[uint64]chan msg{}}
+		homes: map[uint64]uint64{}, waiting: map[uint64]chan msg{}}
 	m.setGateway(gateway)
 	return m, nil
 }
@@ -237,7 +243,7 @@ func (m *manager) onPush(from uint64, in msg) {
 		return
 	}
 	m.mu.Lock()
-	held := m.store.Has(in.URL)
+	held := m.store.Has(HashKey(in.URL))
 	m.mu.Unlock()
 	if held {
 		return

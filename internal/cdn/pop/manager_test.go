@@ -198,7 +198,7 @@ func (p *fakePoP) serve(w http.ResponseWriter, r *http.Request) {
 		nd.mu.Lock()
 		nd.objs[key] = &fakeObj{body: string(b), tags: replica.Tags(resp.Header.Get("Surrogate-Key")), at: made}
 		nd.mu.Unlock()
-		p.m.Stored(key, int64(len(b)))
+		p.m.Stored(key)
 	}
 	for k, v := range resp.Header {
 		w.Header()[k] = v
@@ -228,20 +228,39 @@ func (nd *fakeNode) Apply(p replica.Purge, margin time.Duration) []string {
 	return gone
 }
 
-func (nd *fakeNode) Drop(keys []string) {
+func (nd *fakeNode) Drop(keys []uint64) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	for _, k := range keys {
-		delete(nd.objs, k)
+		for key := range nd.objs {
+			if HashKey(key) == k {
+				delete(nd.objs, key)
+			}
+		}
 	}
 }
 
-func (nd *fakeNode) TakeHits() map[string]int {
+func (nd *fakeNode) Names(keys []uint64) map[uint64]string {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	h := nd.hits
+	out := map[uint64]string{}
+	for key := range nd.objs {
+		if slices.Contains(keys, HashKey(key)) {
+			out[HashKey(key)] = key
+		}
+	}
+	return out
+}
+
+func (nd *fakeNode) TakeHits() map[uint64]int {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	out := map[uint64]int{}
+	for k, n := range nd.hits {
+		out[HashKey(k)] += n
+	}
 	nd.hits = map[string]int{}
-	return h
+	return out
 }
 
 func (nd *fakeNode) has(key string) bool {

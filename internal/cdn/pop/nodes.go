@@ -47,8 +47,9 @@ func PoPKey(cacheKey string) string {
 
 // nodeCache is the Cache of a PoP whose nodes run in its process: it
 // carries purges and drops out on every node and sums the hits the nodes
-// report (OnHit), so the window's counts cost the hit path one sharded
-// counter increment.
+// report (OnHit). A hit costs one sharded counter increment under the
+// node's own cache key (no allocation once the key is counted); the PoP
+// keys are worked out once a window, in TakeHits.
 type nodeCache struct {
 	nodes  []EdgeNode
 	shards [16]hitShard
@@ -70,24 +71,24 @@ func newNodeCache(nodes []EdgeNode) *nodeCache {
 
 // OnHit counts a hit on a node's cache key.
 func (c *nodeCache) OnHit(cacheKey string) {
-	k := PoPKey(cacheKey)
-	s := &c.shards[maphash.String(c.seed, k)%uint64(len(c.shards))]
+	s := &c.shards[maphash.String(c.seed, cacheKey)%uint64(len(c.shards))]
 	s.mu.Lock()
-	s.n[k]++
+	s.n[cacheKey]++
 	s.mu.Unlock()
 }
 
-// TakeHits returns the hits counted since the last call.
-func (c *nodeCache) TakeHits() map[string]int {
-	out := map[string]int{}
+// TakeHits returns the hits counted since the last call, by hashed PoP key.
+func (c *nodeCache) TakeHits() map[uint64]int {
+	out := map[uint64]int{}
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		for k, n := range s.n {
-			out[k] += n
-		}
+		n := s.n
 		s.n = map[string]int{}
 		s.mu.Unlock()
+		for k, v := range n {
+			out[HashKey(PoPKey(k))] += v
+		}
 	}
 	return out
 }
@@ -123,16 +124,16 @@ func (c *nodeCache) Apply(p replica.Purge, margin time.Duration) []string {
 	return out
 }
 
-// Drop removes every stored response of the PoP keys.
-func (c *nodeCache) Drop(keys []string) {
-	set := make(map[string]bool, len(keys))
+// Drop removes every stored response of the hashed PoP keys.
+func (c *nodeCache) Drop(keys []uint64) {
+	set := make(map[uint64]bool, len(keys))
 	for _, k := range keys {
 		set[k] = true
 	}
 	for _, n := range c.nodes {
 		var hit []string
 		n.EdgeWalk(func(e StoredEntry) bool {
-			if set[PoPKey(e.Key)] {
+			if set[HashKey(PoPKey(e.Key))] {
 				hit = append(hit, e.Key)
 			}
 			return true
@@ -141,6 +142,25 @@ func (c *nodeCache) Drop(keys []string) {
 			n.EdgeRemove(k)
 		}
 	}
+}
+
+// Names returns the PoP keys of the hashed keys that a node holds.
+func (c *nodeCache) Names(keys []uint64) map[uint64]string {
+	want := make(map[uint64]bool, len(keys))
+	for _, k := range keys {
+		want[k] = true
+	}
+	out := map[uint64]string{}
+	for _, n := range c.nodes {
+		n.EdgeWalk(func(e StoredEntry) bool {
+			pk := PoPKey(e.Key)
+			if h := HashKey(pk); want[h] {
+				out[h] = pk
+			}
+			return len(out) < len(want)
+		})
+	}
+	return out
 }
 
 // heldAnywhere reports whether a node still holds cacheKey.

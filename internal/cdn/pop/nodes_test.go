@@ -13,8 +13,9 @@ func TestPoPKey(t *testing.T) {
 		"http://Example.com:8080/a?b=1":                "example.com/a?b=1",
 		"https://example.com/a":                        "example.com/a",
 		"http://example.com/a\x00accept-encoding=gzip": "example.com/a",
-		"http://127.0.0.1:41234/docs/index.html":       "127.0.0.1/docs/index.html",
-		"http://[::1]:8080/x":                          "::1/x",
+		"http://127.0.0.1:41234/docs/index.html":       "/docs/index.html",
+		"http://localhost:8080/a":                      "/a",
+		"http://[::1]:8080/x":                          "/x",
 	} {
 		if got := PoPKey(in); got != want {
 			t.Errorf("PoPKey(%q) = %q, want %q", in, got, want)
@@ -64,7 +65,7 @@ func TestNodeCacheApply(t *testing.T) {
 	c.OnHit("http://s:81/x\x00v=1")
 	c.OnHit("http://s:82/x")
 	c.OnHit("http://t/x")
-	if h := c.TakeHits(); h["s/x"] != 2 || h["t/x"] != 1 || len(c.TakeHits()) != 0 {
+	if h := c.TakeHits(); h[HashKey("s/x")] != 2 || h[HashKey("t/x")] != 1 || len(c.TakeHits()) != 0 {
 		t.Fatalf("hits %v", h)
 	}
 }

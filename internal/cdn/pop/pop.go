@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"sync"
 	"time"
 
@@ -65,17 +66,15 @@ type Config struct {
 	// DNS.Addr is empty); Coverage the file of prefixes → PoP names.
 	DNS      cdndns.Config
 	Coverage string
-	// Edge is the content tier's HTTP address (misses looked up
-	// in Chord and fetched from the best PoP holding them, through the
-	// key's home as shield, then Origin); "" turns the content tier off.
-	Edge string
-	// Origin is the HTTP origin of the content; "" is this PoP's own
-	// gateway (its site).
-	Origin string
-	// Origins, without Edge, makes the PoP's nodes HTTP caches in front of
-	// these origins (node cache mode, edge.go): "URL" answers every host,
+	// Edge and Origin are gone (the PoP's content tier is its nodes): a
+	// PoP started with Edge set refuses to start and says so.
+	Edge, Origin string
+	// Origins makes the PoP's nodes HTTP caches in front of these
+	// origins (node cache mode, edge.go): "URL" answers every host,
 	// "HOST=URL" one host. The gateway then serves the origins' content,
-	// not a sample site. Default none.
+	// not a sample site, and a node's miss goes through the PoP's miss
+	// chain (cachemode.go): a PoP holding the content, the key's home PoP
+	// as shield, the origin. Default none.
 	Origins []string
 	// EdgeData holds the nodes' stored responses (EdgeData/node-N) when
 	// Origins is set; "" keeps them in temporary folders.
@@ -127,10 +126,8 @@ type PoP struct {
 	links  *links
 	peerLn net.Listener
 	// DNS is the running responder, nil when off.
-	DNS *cdndns.Server
-	// EdgeURL is the content tier's address ("" when off).
-	EdgeURL string
-	content *content
+	DNS     *cdndns.Server
+	cm      *cacheMode // the content tier on the nodes (cachemode.go), nil when off
 	lookups map[uint64]chan chord.Result
 	ctx     context.Context
 
@@ -273,12 +270,17 @@ func (p *PoP) startServices() error {
 		"POST /purge":  http.HandlerFunc(p.servePurge),
 	}
 	cc.Collectors = []prometheus.Collector{&collector{p: p}}
-	if len(cfg.Origins) > 0 && cfg.Edge == "" {
+	if cfg.Edge != "" {
+		return fmt.Errorf("pop %s: --edge is gone: the gateway (--listen) serves the CDN's content; name the origin with --origin", cfg.Name)
+	}
+	if len(cfg.Origins) > 0 {
 		edge, err := p.edgeNodes()
 		if err != nil {
 			return fmt.Errorf("pop %s: %w", cfg.Name, err)
 		}
-		cc.Edge = edge
+		if cc.Edge, err = p.prepareCacheMode(cfg, edge); err != nil {
+			return err
+		}
 	}
 	cl, err := up.Start(cc)
 	if err != nil {
@@ -287,13 +289,15 @@ func (p *PoP) startServices() error {
 	p.mu.Lock() // the loop samples the cluster
 	p.Cluster = cl
 	p.mu.Unlock()
+	p.publishGateway(cl.URL)
 	p.AdminURL = cl.AdminURL
 	if p.AdminURL != "" {
 		p.AdminTokenFile = cl.AdminTokenFile
 	}
-	if cfg.Edge != "" {
-		if err := p.startContent(cfg); err != nil {
-			return err
+	if p.cm != nil {
+		p.startCacheMode(cl)
+		if a := cl.Admin(); a != nil {
+			a.SetCDN(p.cdnSnapshot)
 		}
 	}
 	if cfg.DNS.Addr != "" {
@@ -311,8 +315,9 @@ func (p *PoP) startServices() error {
 }
 
 // dnsView is the MBPP view as the DNS responder takes it: each PoP is
-// answered with the IP of its peer address (a PoP has one address, seed
-// 003 §3.3; the gateway listens on it too).
+// answered with the IP of its gateway (what clients should reach, which
+// every PoP publishes in its MBPP entry), or of its peer address while its
+// gateway is unknown or listens on every address.
 func (p *PoP) dnsView() []cdndns.Candidate {
 	p.mu.Lock()
 	view := p.mb.View(time.Now())
@@ -320,16 +325,38 @@ func (p *PoP) dnsView() []cdndns.Candidate {
 	out := make([]cdndns.Candidate, 0, len(view))
 	for _, v := range view {
 		c := cdndns.Candidate{Name: v.Name, Alive: v.Alive, Score: v.Score, Server: v.Server}
-		if ap, err := netip.ParseAddrPort(v.Addr); err == nil {
-			if a := ap.Addr().Unmap(); a.Is4() {
-				c.V4 = a
-			} else {
-				c.V6 = a
-			}
+		a, ok := answerAddr(v.Gateway)
+		if !ok {
+			a, ok = answerAddr(v.Addr)
+		}
+		if ok && a.Is4() {
+			c.V4 = a
+		} else if ok {
+			c.V6 = a
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// answerAddr is the IP of host:port when it names one address.
+func answerAddr(hostport string) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(hostport)
+	if err != nil || ap.Addr().IsUnspecified() {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap(), true
+}
+
+// publishGateway puts the gateway's address in this PoP's MBPP entry.
+func (p *PoP) publishGateway(gatewayURL string) {
+	u, err := url.Parse(gatewayURL)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	p.mb.SetGateway(u.Host)
+	p.mu.Unlock()
 }
 
 // proof is what a newcomer shows every PoP of the ring: an HMAC of its
@@ -565,9 +592,6 @@ func (p *PoP) Shutdown(ctx context.Context) error {
 	p.links.close()
 	if p.DNS != nil {
 		p.DNS.Close()
-	}
-	if p.content != nil {
-		p.content.srv.Close()
 	}
 	if p.Cluster != nil {
 		errs = append(errs, p.Cluster.Shutdown(ctx))

@@ -108,10 +108,10 @@ func (m *manager) issuePurge(ctx context.Context, p replica.Purge) (PurgeResult,
 // forget takes keys with no copy left out of the table and the directory.
 func (m *manager) forget(gone []string) {
 	m.mu.Lock()
-	var regs []replica.Reg
+	var regs []replica.Reg[uint64]
 	for _, k := range gone {
-		m.store.Remove(k)
-		regs = append(regs, m.hold.Release(k)...)
+		r, _ := m.store.Remove(HashKey(k))
+		regs = append(regs, r...)
 	}
 	m.mu.Unlock()
 	m.sendRegs(regs)

@@ -63,25 +63,28 @@ func TestBetter(t *testing.T) {
 }
 
 // TestHoldings: register once, nothing until half the TTL, refresh then,
-// move with an unregister at the old home, unregister on release; a dead
-// home's URLs come back due at once.
+// move with an unregister at the old home, unregister on removal; a dead
+// home's copies come back due at once.
 func TestHoldings(t *testing.T) {
 	cfg := DefaultConfig() // DirTTL 2 h: refresh at 1 h
-	h := NewHoldings(cfg)
-	reg := func(op Op, u string, home uint64) Reg { return Reg{Op: op, URL: u, Home: home} }
-	check := func(what string, got []Reg, want ...Reg) {
+	h, _ := NewTable[string](cfg, t0)
+	reg := func(op Op, u string, home uint64) Reg[string] { return Reg[string]{Op: op, Key: u, Home: home} }
+	check := func(what string, got []Reg[string], want ...Reg[string]) {
 		t.Helper()
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: %v, want %v", what, got, want)
 		}
 	}
+	check("not held", h.Hold(t0, "/z", 7))
+	h.Add(t0, "/a", false)
+	h.Add(t0, "/b", false)
 	check("first hold", h.Hold(t0, "/a", 7), reg(Register, "/a", 7))
 	check("held again at once", h.Hold(t0.Add(time.Minute), "/a", 7))
 	check("unknown home", h.Hold(t0, "/b", 0))
-	if got := h.Due(t0.Add(59 * time.Minute)); !slices.Equal(got, []string{"/b"}) {
+	if got := h.RegDue(t0.Add(59 * time.Minute)); !slices.Equal(got, []string{"/b"}) {
 		t.Errorf("due before the hour: %v, want [/b] (never registered)", got)
 	}
-	if got := h.Due(t0.Add(time.Hour)); !slices.Equal(got, []string{"/a", "/b"}) {
+	if got := h.RegDue(t0.Add(time.Hour)); !slices.Equal(got, []string{"/a", "/b"}) {
 		t.Errorf("due at the hour: %v", got)
 	}
 	check("refresh", h.Hold(t0.Add(time.Hour), "/a", 7), reg(Register, "/a", 7))
@@ -91,13 +94,15 @@ func TestHoldings(t *testing.T) {
 		t.Errorf("at 9: %v", got)
 	}
 	h.Forget("/a")
-	if got := h.Due(t0.Add(time.Hour + time.Second)); !slices.Equal(got, []string{"/a"}) || h.Home("/a") != 0 {
+	if got := h.RegDue(t0.Add(time.Hour + time.Second)); !slices.Equal(got, []string{"/a"}) || h.Home("/a") != 0 {
 		t.Errorf("after forget: due %v, home %d; want [/a], 0", got, h.Home("/a"))
 	}
 	check("registered anew, no unregister at the old home", h.Hold(t0.Add(time.Hour), "/a", 3), reg(Register, "/a", 3))
-	check("release", h.Release("/b"), reg(Unregister, "/b", 9))
-	check("release again", h.Release("/b"))
-	if h.Held("/b") || !h.Held("/a") || h.Len() != 1 {
-		t.Errorf("held: /a %v /b %v len %d", h.Held("/a"), h.Held("/b"), h.Len())
+	regs, _ := h.Remove("/b")
+	check("remove", regs, reg(Unregister, "/b", 9))
+	regs, _ = h.Remove("/b")
+	check("remove again", regs)
+	if h.Has("/b") || !h.Has("/a") || h.Len() != 1 {
+		t.Errorf("held: /a %v /b %v len %d", h.Has("/a"), h.Has("/b"), h.Len())
 	}
 }

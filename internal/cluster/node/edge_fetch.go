@@ -111,7 +111,9 @@ func (e *edge) fetch(j *fetchJob, ch chan<- fetched) {
 		pr, pw = io.Pipe()
 	}
 	ch <- fetched{resp: resp, st: st, stored: w != nil, body: pr}
-	e.copyBody(resp.Body, w, pw)
+	if e.copyBody(resp.Body, w, pw) && e.cfg.OnStored != nil {
+		e.cfg.OnStored(j.primary)
+	}
 }
 
 // create opens the store entry for a fetched response: under the variant
@@ -146,14 +148,15 @@ func (e *edge) putMeta(key string, st *httpcache.Stored) {
 
 // copyBody copies the upstream body to the store writer and the pipe. A
 // failed pipe write (the client went away) stops only the pipe; a failed
-// store write aborts the entry; an upstream error aborts both.
-func (e *edge) copyBody(body io.Reader, w *store.Writer, pw *io.PipeWriter) {
+// store write aborts the entry; an upstream error aborts both. It reports
+// whether the entry was committed.
+func (e *edge) copyBody(body io.Reader, w *store.Writer, pw *io.PipeWriter) (stored bool) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
 	for {
 		if w == nil && pw == nil {
-			return
+			return false
 		}
 		n, err := body.Read(buf)
 		if n > 0 {
@@ -173,11 +176,12 @@ func (e *edge) copyBody(body io.Reader, w *store.Writer, pw *io.PipeWriter) {
 		if err == io.EOF {
 			if w != nil && w.Commit() == nil {
 				e.stored.Add(1)
+				stored = true
 			}
 			if pw != nil {
 				pw.Close()
 			}
-			return
+			return stored
 		}
 		if err != nil {
 			if w != nil {
@@ -186,7 +190,7 @@ func (e *edge) copyBody(body io.Reader, w *store.Writer, pw *io.PipeWriter) {
 			if pw != nil {
 				pw.CloseWithError(err)
 			}
-			return
+			return false
 		}
 	}
 }
