@@ -414,21 +414,3 @@ func TestFailedTokenHolderDroppedWithinBound(t *testing.T) {
 		})
 	}
 }
-
-// TestGatewaySpreads: a PoP's client address, set after it joined, reaches
-// every view with its next refresh, and a change reaches them again.
-func TestGatewaySpreads(t *testing.T) {
-	v := newVnet(t)
-	ids := v.ring(5, 60*time.Second)
-	round := testConfig(1).Round(5, 5*time.Millisecond)
-	for _, g := range []string{"192.0.2.7:8080", "[2001:db8::7]:443"} {
-		v.nodes[ids[2]].SetGateway(g)
-		v.run(v.now.Add(3 * round))
-		for _, id := range ids {
-			pv, ok := v.nodes[id].Peer(ids[2], v.now)
-			if !ok || pv.Gateway != g {
-				t.Fatalf("PoP %d sees PoP %d's gateway %q, want %q", id, ids[2], pv.Gateway, g)
-			}
-		}
-	}
-}

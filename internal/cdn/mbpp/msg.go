@@ -134,7 +134,6 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = binary.AppendUvarint(b, e.MetaVer)
 		b = wire.AppendString(b, e.Name)
 		b = wire.AppendString(b, e.Addr)
-		b = wire.AppendString(b, e.Gateway)
 	}
 	if e.HasServer {
 		b = binary.AppendUvarint(b, e.ServerVer)
@@ -216,7 +215,6 @@ func decodeEntry(r *wire.Reader, e *Entry) {
 		e.MetaVer = r.Uvarint()
 		e.Name = r.String(maxString)
 		e.Addr = r.String(maxString)
-		e.Gateway = r.String(maxString)
 	}
 	if e.HasServer {
 		e.ServerVer = r.Uvarint()

@@ -93,7 +93,6 @@ type Node struct {
 	rtt     map[ID]time.Duration // smoothed link RTT to each peer
 	scratch Links                // nearest's buffer, reused every round
 	server  float64
-	gateway string // SetGateway: this PoP's client address, published with its meta
 	stats   Stats
 }
 
@@ -186,10 +185,6 @@ func (n *Node) SampleRTT(peer ID, rtt time.Duration) {
 // SetServer sets this PoP's server performance in [0,1] (1 = idle), from its
 // content manager (seed 003 §3.2).
 func (n *Node) SetServer(v float64) { n.server = clamp01(v) }
-
-// SetGateway sets the address clients reach this PoP's content at; the
-// next refresh publishes it with the PoP's name and address.
-func (n *Node) SetGateway(addr string) { n.gateway = addr }
 
 // Members returns the alive PoPs of this PoP's view in ring order.
 func (n *Node) Members() []ID { return slices.Clone(n.members()) }
@@ -488,9 +483,6 @@ func (n *Node) refresh(now time.Time) {
 	}
 	if e.ServerVer == 0 || math.Abs(n.server-e.Server) > n.cfg.ServerDeadband {
 		e.Server, e.ServerVer, changed = n.server, next, true
-	}
-	if e.Gateway != n.gateway {
-		e.Gateway, e.MetaVer, changed = n.gateway, next, true
 	}
 	if changed {
 		e.Version = next

@@ -103,10 +103,6 @@ func (ls Links) normalise() Links {
 type Entry struct {
 	ID         ID
 	Name, Addr string
-	// Gateway is the address clients reach the PoP's content at (its
-	// front), carried with Name and Addr (MetaVer) once the PoP runs one:
-	// what its DNS answers name (internal/cdn/cdndns).
-	Gateway string
 	// Inc is the incarnation: a PoP that rejoins gets a higher one, which
 	// overrides the dead mark of the previous one.
 	Inc   uint32
@@ -143,7 +139,7 @@ func (e *Entry) delta(inc uint32, ver uint64, known bool) Entry {
 	full := !known || inc != e.Inc
 	d := Entry{ID: e.ID, Inc: e.Inc, Alive: e.Alive, Version: e.Version}
 	if full || e.MetaVer > ver {
-		d.HasMeta, d.Name, d.Addr, d.Gateway, d.MetaVer = true, e.Name, e.Addr, e.Gateway, e.MetaVer
+		d.HasMeta, d.Name, d.Addr, d.MetaVer = true, e.Name, e.Addr, e.MetaVer
 	}
 	if full || e.ServerVer > ver {
 		d.HasServer, d.Server, d.ServerVer = true, e.Server, e.ServerVer
@@ -178,7 +174,7 @@ func merge(e *Entry, d *Entry) bool {
 		e.Alive, changed = false, true
 	}
 	if d.HasMeta && (d.MetaVer > e.MetaVer || e.Name == "" && e.Addr == "") {
-		e.Name, e.Addr, e.Gateway, e.MetaVer, changed = d.Name, d.Addr, d.Gateway, d.MetaVer, true
+		e.Name, e.Addr, e.MetaVer, changed = d.Name, d.Addr, d.MetaVer, true
 	}
 	if d.HasServer && d.ServerVer > e.ServerVer {
 		e.Server, e.ServerVer, changed = d.Server, d.ServerVer, true
@@ -200,20 +196,18 @@ func merge(e *Entry, d *Entry) bool {
 
 // PeerView is one line of a PoP's view, as the admin API shows it.
 type PeerView struct {
-	ID   ID     `json:"id"`
-	Name string `json:"name"`
-	Addr string `json:"addr"`
-	// Gateway is where clients reach the PoP ("" until it runs one).
-	Gateway string        `json:"gateway,omitempty"`
-	Alive   bool          `json:"alive"`
-	Inc     uint32        `json:"incarnation"`
-	RTT     time.Duration `json:"-"`
-	RTTms   float64       `json:"rtt_ms"`
-	Server  float64       `json:"server_perf"`
-	Score   float64       `json:"score"`
-	Age     time.Duration `json:"-"`
-	AgeS    float64       `json:"age_s"`
-	Self    bool          `json:"self"`
+	ID     ID            `json:"id"`
+	Name   string        `json:"name"`
+	Addr   string        `json:"addr"`
+	Alive  bool          `json:"alive"`
+	Inc    uint32        `json:"incarnation"`
+	RTT    time.Duration `json:"-"`
+	RTTms  float64       `json:"rtt_ms"`
+	Server float64       `json:"server_perf"`
+	Score  float64       `json:"score"`
+	Age    time.Duration `json:"-"`
+	AgeS   float64       `json:"age_s"`
+	Self   bool          `json:"self"`
 }
 
 // score is serv of seed 003 §2 (5) for peer e seen from this PoP.
@@ -275,7 +269,7 @@ func (n *Node) View(now time.Time) []PeerView {
 		if e.ID == n.cfg.Self {
 			rtt, ok = 0, true
 		}
-		v := PeerView{ID: e.ID, Name: e.Name, Addr: e.Addr, Gateway: e.Gateway, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
+		v := PeerView{ID: e.ID, Name: e.Name, Addr: e.Addr, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
 			RTTms: float64(rtt) / 1e6, Server: e.Server, Score: n.score(e, rtt, ok), Self: e.ID == n.cfg.Self}
 		if !e.heard.IsZero() {
 			v.Age = now.Sub(e.heard)
@@ -298,7 +292,7 @@ func (n *Node) Peer(id ID, now time.Time) (PeerView, bool) {
 	if id == n.cfg.Self {
 		rtt, ok = 0, true
 	}
-	v := PeerView{ID: id, Name: e.Name, Addr: e.Addr, Gateway: e.Gateway, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
+	v := PeerView{ID: id, Name: e.Name, Addr: e.Addr, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
 		RTTms: float64(rtt) / 1e6, Server: e.Server, Score: n.score(e, rtt, ok), Self: id == n.cfg.Self}
 	if !e.heard.IsZero() {
 		v.Age = now.Sub(e.heard)

@@ -24,7 +24,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"sync"
 	"time"
 
@@ -289,7 +288,6 @@ func (p *PoP) startServices() error {
 	p.mu.Lock() // the loop samples the cluster
 	p.Cluster = cl
 	p.mu.Unlock()
-	p.publishGateway(cl.URL)
 	p.AdminURL = cl.AdminURL
 	if p.AdminURL != "" {
 		p.AdminTokenFile = cl.AdminTokenFile
@@ -315,9 +313,8 @@ func (p *PoP) startServices() error {
 }
 
 // dnsView is the MBPP view as the DNS responder takes it: each PoP is
-// answered with the IP of its gateway (what clients should reach, which
-// every PoP publishes in its MBPP entry), or of its peer address while its
-// gateway is unknown or listens on every address.
+// answered with the IP of its peer address (a PoP has one address, seed
+// 003 §3.3; the gateway listens on it too).
 func (p *PoP) dnsView() []cdndns.Candidate {
 	p.mu.Lock()
 	view := p.mb.View(time.Now())
@@ -325,38 +322,16 @@ func (p *PoP) dnsView() []cdndns.Candidate {
 	out := make([]cdndns.Candidate, 0, len(view))
 	for _, v := range view {
 		c := cdndns.Candidate{Name: v.Name, Alive: v.Alive, Score: v.Score, Server: v.Server}
-		a, ok := answerAddr(v.Gateway)
-		if !ok {
-			a, ok = answerAddr(v.Addr)
-		}
-		if ok && a.Is4() {
-			c.V4 = a
-		} else if ok {
-			c.V6 = a
+		if ap, err := netip.ParseAddrPort(v.Addr); err == nil {
+			if a := ap.Addr().Unmap(); a.Is4() {
+				c.V4 = a
+			} else {
+				c.V6 = a
+			}
 		}
 		out = append(out, c)
 	}
 	return out
-}
-
-// answerAddr is the IP of host:port when it names one address.
-func answerAddr(hostport string) (netip.Addr, bool) {
-	ap, err := netip.ParseAddrPort(hostport)
-	if err != nil || ap.Addr().IsUnspecified() {
-		return netip.Addr{}, false
-	}
-	return ap.Addr().Unmap(), true
-}
-
-// publishGateway puts the gateway's address in this PoP's MBPP entry.
-func (p *PoP) publishGateway(gatewayURL string) {
-	u, err := url.Parse(gatewayURL)
-	if err != nil {
-		return
-	}
-	p.mu.Lock()
-	p.mb.SetGateway(u.Host)
-	p.mu.Unlock()
 }
 
 // proof is what a newcomer shows every PoP of the ring: an HMAC of its
