@@ -117,6 +117,19 @@ func TestCacheModeAcrossPoPs(t *testing.T) {
 	if body, how := gwGet(t, a, "/x"); body != "body of /x" || how != "MISS" || origin("/x") != 1 {
 		t.Fatalf("first GET at %s: %q %s, origin %d", a.cfg.Name, body, how, origin("/x"))
 	}
+	// The node registers its copy once stored, which may be just after
+	// the client has its answer: wait until the home lists a.
+	var home *PoP
+	for _, p := range pops {
+		if p.ID == uint64(owner.ID) {
+			home = p
+		}
+	}
+	eventually(t, "a listed at the home", func() bool {
+		home.cm.m.mu.Lock()
+		defer home.cm.m.mu.Unlock()
+		return len(home.cm.m.dir.Holders(time.Now(), chord.ID(HashKey(Key("127.0.0.1", "/x"))))) == 1
+	})
 	if _, how := gwGet(t, b, "/x"); how != "MISS" || origin("/x") != 1 {
 		t.Fatalf("GET at %s: %s, origin asked %d times", b.cfg.Name, how, origin("/x"))
 	}
