@@ -92,6 +92,9 @@ type Config struct {
 	SendTimeout   time.Duration
 	MaxConns      int
 	MaxConnsPerIP int
+	// IdleTimeout closes a keep-alive client connection idle this long
+	// (front.Config.IdleTimeout). Default 0: the front's, 60 s.
+	IdleTimeout time.Duration
 	// TLS makes the front serve HTTPS with a self-signed certificate in
 	// DataDir/tls (listenTLS). Default false.
 	TLS bool
@@ -398,6 +401,9 @@ func (c *Config) frontConfig(urls []string, sharedProcess bool) config.Front {
 	fc.Health.Interval.Duration = c.HealthInterval
 	if c.SendTimeout != 0 {
 		fc.Limits.SendTimeout.Duration = c.SendTimeout
+	}
+	if c.IdleTimeout != 0 {
+		fc.Limits.IdleTimeout.Duration = c.IdleTimeout
 	}
 	fc.Limits.MaxConns, fc.Limits.MaxConnsPerIP = c.MaxConns, c.MaxConnsPerIP
 	if c.MaxConns == 0 && sharedProcess {

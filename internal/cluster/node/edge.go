@@ -44,6 +44,10 @@ type EdgeConfig struct {
 	// OnEvict is told the store key of each entry evicted to make room
 	// (the CDN directory unregisters it); nil: nobody is told.
 	OnEvict func(key string)
+	// UpstreamIdle bounds how long a fetch may wait for the upstream's
+	// next byte (head or body) before it is abandoned, so that requests
+	// collapsed on it are not held forever. Default DefaultUpstreamIdle.
+	UpstreamIdle time.Duration
 	// OnHit is told the store key of each response answered from the
 	// store (the CDN tier counts requests per copy for replication); nil:
 	// nobody is told. It runs on the request's goroutine: keep it short.
@@ -58,6 +62,9 @@ type EdgeConfig struct {
 const (
 	DefaultEdgeName   = "shoal"
 	DefaultEdgeScheme = "http"
+	// DefaultUpstreamIdle is EdgeConfig.UpstreamIdle's default: the
+	// origin transport's wait for a response head, doubled.
+	DefaultUpstreamIdle = 2 * OriginHeaderTimeout
 )
 
 // EdgeStats counts a cache-mode node's work, for /.shoal/status and the
@@ -108,6 +115,9 @@ func newEdge(cfg EdgeConfig, cacheBytes int64, logger *slog.Logger) (*edge, erro
 	}
 	if cfg.MemoryBytes == 0 {
 		cfg.MemoryBytes = cacheBytes
+	}
+	if cfg.UpstreamIdle <= 0 {
+		cfg.UpstreamIdle = DefaultUpstreamIdle
 	}
 	e := &edge{cfg: cfg, up: cfg.Upstream, via: "1.1 " + cfg.Name, flights: map[string]*flight{}}
 	dir := cfg.DataDir

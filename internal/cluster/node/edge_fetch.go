@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"time"
 
 	"shoal/internal/base/httpcache"
 	"shoal/internal/base/store"
@@ -82,8 +83,15 @@ func (e *edge) startFetch(j *fetchJob) <-chan fetched {
 // end of the pipe) does not stop the store's copy.
 func (e *edge) fetch(j *fetchJob, ch chan<- fetched) {
 	defer e.land(j.key, j.fl)
+	// The fetch is nobody's request: its context ends only when the
+	// upstream stalls for IdleTimeout (then the body read fails and the
+	// entry is dropped), so collapsed requests never wait forever.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	idle := time.AfterFunc(e.cfg.UpstreamIdle, cancel)
+	defer idle.Stop()
 	reqTime := e.now()
-	resp, err := e.up.Fetch(context.Background(), j.out)
+	resp, err := e.up.Fetch(ctx, j.out.WithContext(ctx))
 	if err != nil {
 		ch <- fetched{err: err}
 		return
@@ -111,9 +119,24 @@ func (e *edge) fetch(j *fetchJob, ch chan<- fetched) {
 		pr, pw = io.Pipe()
 	}
 	ch <- fetched{resp: resp, st: st, stored: w != nil, body: pr}
-	if e.copyBody(resp.Body, w, pw) && e.cfg.OnStored != nil {
+	if e.copyBody(&idleReader{r: resp.Body, t: idle, d: e.cfg.UpstreamIdle}, w, pw) && e.cfg.OnStored != nil {
 		e.cfg.OnStored(j.primary)
 	}
+}
+
+// idleReader restarts an idle timer at each read that returns bytes.
+type idleReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.t.Reset(r.d)
+	}
+	return n, err
 }
 
 // create opens the store entry for a fetched response: under the variant

@@ -525,3 +525,85 @@ func TestEdgeCDNHooks(t *testing.T) {
 		t.Errorf("after a hard purge: %s", resp.Header.Get("X-Cache"))
 	}
 }
+
+// TestEdgeUpstreamStall: an upstream that stops sending mid-body is
+// abandoned after UpstreamIdle; nothing is stored and the next request
+// fetches again.
+func TestEdgeUpstreamStall(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	o := newEdgeOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=600")
+		w.Header().Set("Content-Length", "10")
+		io.WriteString(w, "01234")
+		w.(http.Flusher).Flush()
+		<-stop
+	})
+	up, _ := ParseOrigins([]string{o.URL})
+	s, err := New(Config{Edge: EdgeConfig{Upstream: up, UpstreamIdle: 100 * time.Millisecond},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(ln)
+	defer s.Shutdown(context.Background())
+	for i := 1; i <= 2; i++ {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/stall")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil || string(b) != "01234" || resp.Header.Get("X-Cache") != "MISS" {
+			t.Errorf("request %d: %q %v %s, want a cut body", i, b, err, resp.Header.Get("X-Cache"))
+		}
+		if got := o.n.Load(); got != int64(i) {
+			t.Errorf("request %d: origin asked %d times", i, got)
+		}
+	}
+}
+
+// TestEdgeForwardsNormalisedPaths: the origin sees the path with its
+// dot-segments removed (RFC 3986 §5.2.4), however they were spelled, and
+// an encoded slash, which the origin might decode into segments the edge
+// never saw, is refused with 400 and never forwarded.
+func TestEdgeForwardsNormalisedPaths(t *testing.T) {
+	o := newEdgeOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		fmt.Fprint(w, r.URL.RequestURI())
+	})
+	_, addr := startEdge(t, o.URL)
+	for _, tt := range []struct {
+		target string
+		status int
+		origin string // what the origin saw; "" when it must see nothing
+	}{
+		{"/a/./b/../c?q=1", 200, "/a/c?q=1"},
+		{"/%2e%2E/%2e/x", 200, "/x"},
+		{"/../../etc/passwd", 200, "/etc/passwd"},
+		{"/a%2f..%2f..%2fsecret", 400, ""},
+		{"/a%5c..%5csecret", 400, ""},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: site.example\r\nConnection: close\r\n\r\n", tt.target)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.target, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		c.Close()
+		if resp.StatusCode != tt.status {
+			t.Errorf("%s: status %d, want %d", tt.target, resp.StatusCode, tt.status)
+		}
+		if tt.origin != "" && string(body) != tt.origin {
+			t.Errorf("%s: origin saw %q, want %q", tt.target, body, tt.origin)
+		}
+		if tt.origin == "" && strings.Contains(string(body), "secret") {
+			t.Errorf("%s reached the origin: %q", tt.target, body)
+		}
+	}
+}
