@@ -101,7 +101,6 @@ func DefaultConfig() Config {
 	}
 }
 
-
 // ErrRefused is wrapped when the DCDN does not accept this PoP.
 var ErrRefused = errors.New("the DCDN refused this PoP")
 
