@@ -149,6 +149,14 @@ func runPop(args []string) error {
 	if err != nil {
 		return err // a refusal (wrong seed) exits non-zero with its reason
 	}
+	printPop(p, c)
+	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
+}
+
+// printPop is what `shoal pop` prints once the PoP is up: its addresses,
+// the admin token's file and, with an origin, the purge command with the
+// headers the admin API wants.
+func printPop(p *pop.PoP, c pop.Config) {
 	fmt.Printf("PoP %s (%016x) is up: gateway %s  admin %s/pops  peer %s\n", c.Name, p.ID, p.Cluster.URL, p.AdminURL, p.PeerAddr)
 	if p.AdminURL != "" {
 		fmt.Printf("  admin token in %s\n", p.AdminTokenFile)
@@ -156,12 +164,18 @@ func runPop(args []string) error {
 	if p.DNS != nil {
 		fmt.Printf("  DNS for %s on %s\n", c.DNS.Zone, p.DNS.UDPAddr)
 	}
-	if len(c.Origins) > 0 {
-		fmt.Printf("  caching %s on %d nodes (X-Cache and Cache-Status on each response say what the caches did);\n"+
-			"  GET %s/content; purge: POST %s/purge?url=/path (or prefix=, tag=; soft=1)\n",
-			strings.Join(c.Origins, ", "), c.Cluster.Nodes, p.AdminURL, p.AdminURL)
+	if len(c.Origins) == 0 {
+		return
 	}
-	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
+	fmt.Printf("  caching %s on %d nodes (X-Cache and Cache-Status on each response say what the caches did; GET %s/content counts)\n",
+		strings.Join(c.Origins, ", "), c.Cluster.Nodes, p.AdminURL)
+	if p.AdminURL != "" {
+		fmt.Printf("  purge a URL from every PoP (or prefix=, tag=; soft=1):\n")
+		fmt.Printf("    curl -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/json' -X POST '%s/purge?url=/index.html'\n",
+			p.AdminTokenFile, p.AdminURL)
+	} else {
+		fmt.Printf("  (no admin API, so no purge)\n")
+	}
 }
 
 // waitAndStop waits for SIGINT, SIGTERM or an error on errc, then stops

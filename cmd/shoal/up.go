@@ -114,7 +114,7 @@ func runUp(args []string) error {
 	// starts (the repair lab takes seconds) stops it as soon as it is up,
 	// instead of killing this process and leaving children and namespaces.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, sigReload, sigReopen)
 	defer signal.Stop(sig)
 	cl, lab, shutdown, err := uf.start(c)
 	if err != nil {
@@ -126,8 +126,12 @@ wait:
 	for {
 		select {
 		case s := <-sig:
-			if s == syscall.SIGHUP {
+			switch s {
+			case sigReload:
 				reloadUp(cl, cl.Config.AccessLog, logger)
+				continue
+			case sigReopen: // logrotate: the log, and nothing else
+				reopenAccessLog(cl.Config.AccessLog, logger, "SIGUSR1")
 				continue
 			}
 			fmt.Fprintf(os.Stderr, "shoal up: %v, stopping\n", s)
@@ -200,6 +204,9 @@ func (uf *upFlags) start(c up.Config) (cl *up.Cluster, lab *up.Repair, shutdown 
 func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 	c := cl.Config
 	fmt.Printf("shoal is up: open %s\n", cl.URL)
+	if sites := cl.SiteURLs(); len(sites) > 0 {
+		fmt.Printf("  sites by Host: %s (or curl -H 'Host: NAME' %s)\n", strings.Join(sites, "  "), cl.URL)
+	}
 	if cl.TLSCert != "" {
 		fmt.Printf("  self-signed certificate %s: curl -k %s, shoal bench http --insecure --url %s\n", cl.TLSCert, cl.URL, cl.URL)
 	}
@@ -227,14 +234,14 @@ func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 	fmt.Printf("  Ctrl-C stops it.\n")
 }
 
-// reloadUp is `shoal up`'s SIGHUP: it reopens the access log (logrotate)
-// and publishes the site folder again, so edits made in place reach every
-// node together (docs/publish.md).
+// reloadUp is `shoal up`'s SIGHUP: it reopens the access log and
+// publishes the site folder again, so edits made in place reach every node
+// together (docs/publish.md). Log rotation sends SIGUSR1 instead, which
+// only reopens the log: a SIGHUP after `shoal publish` of another folder
+// serves the site folder again.
 func reloadUp(cl *up.Cluster, al *front.AccessLog, log *slog.Logger) {
 	if al != nil {
-		if err := al.Reopen(); err != nil {
-			log.Error("access log reopen", "err", err)
-		}
+		reopenAccessLog(al, log, "SIGHUP")
 	}
 	if cl.Publisher == nil {
 		log.Warn("SIGHUP: this data path cannot publish; restart shoal up to serve an edited site")
@@ -247,4 +254,18 @@ func reloadUp(cl *up.Cluster, al *front.AccessLog, log *slog.Logger) {
 	}
 	log.Info("SIGHUP: site published again", "site", cl.SiteRoot, "version", res.Version,
 		"added", len(res.Added), "changed", len(res.Changed), "removed", len(res.Removed))
+}
+
+// reopenAccessLog reopens al at its path (logrotate renamed it); sig names
+// the signal for the log line.
+func reopenAccessLog(al *front.AccessLog, log *slog.Logger, sig string) {
+	if al == nil {
+		log.Info(sig + ": no access log to reopen")
+		return
+	}
+	if err := al.Reopen(); err != nil {
+		log.Error(sig+": access log not reopened; lines still go to the old file", "err", err)
+		return
+	}
+	log.Info(sig+": access log reopened", "file", al.Path())
 }

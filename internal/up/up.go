@@ -241,6 +241,8 @@ type Cluster struct {
 	// SiteRoot is the folder the site was served from at start (--site,
 	// or the generated one): what SIGHUP publishes again.
 	SiteRoot string
+	// sites are the virtual hosts' names with VHosts (SiteURLs).
+	sites []string
 	// Config is the configuration with defaults filled in.
 	Config Config
 
@@ -296,7 +298,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, errc: make(chan error, cfg.Nodes+2)}
+	c := &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, sites: siteNames(vm), errc: make(chan error, cfg.Nodes+2)}
 	ok := false
 	defer func() {
 		if !ok {

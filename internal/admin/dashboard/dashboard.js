@@ -226,6 +226,9 @@ function render(snap) {
     ['queue full', int(st.queue_full || 0), 'stats.queue_full'],
     ['node dials', int(st.node_dials || 0), 'stats.node_dials'],
     ['front 4xx / 5xx', int(st.sent_4xx || 0) + ' / ' + int(st.sent_5xx || 0), ''],
+    // Why the front answered itself: each reason once it happened.
+    ...Object.entries(st.answers || {}).filter(([, v]) => v).sort().map(([k, v]) =>
+      ['  ' + k.replace(/_/g, ' '), int(v), 'stats.answers.' + k]),
   ]);
   prev = snap;
 }
