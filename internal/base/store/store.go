@@ -161,9 +161,12 @@ func (c *Config) withDefaults() {
 // Stats counts a store's traffic and contents.
 type Stats struct {
 	// Hits and Misses count Get; a hit is a MemoryHit when the body was in
-	// the memory tier, else a DiskHit. HitBytes sums the hits' body sizes.
-	Hits, Misses, MemoryHits, DiskHits int64
-	HitBytes                           int64
+	// the memory tier, else a DiskHit. HitBytes sums the hits' body sizes,
+	// MemoryHitBytes those of the memory hits; MissBytes sums the bodies
+	// that came in from outside (Link, Hold, Put): the byte hit ratio is
+	// MemoryHitBytes/(MemoryHitBytes+MissBytes).
+	Hits, Misses, MemoryHits, DiskHits  int64
+	HitBytes, MemoryHitBytes, MissBytes int64
 	// MemoryObjects and MemoryBytes are the memory tier's entries and their
 	// Footprint; InlineBytes the arena blocks in use (memory-tier bodies
 	// and bodies still read by handles after eviction).
@@ -264,6 +267,7 @@ func (s *Store) Get(key string) (Handle, bool) {
 	s.st.HitBytes += e.size
 	if e.inMem {
 		s.st.MemoryHits++
+		s.st.MemoryHitBytes += e.size
 		s.mem.Get(key)
 	} else {
 		s.st.DiskHits++

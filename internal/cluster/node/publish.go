@@ -145,16 +145,13 @@ func (s *Server) Rescan() (content.Diff, error) {
 	return d, nil
 }
 
-// invalidate drops changed and removed URLs from the memory cache.
+// invalidate drops changed and removed URLs from the object store.
 func (s *Server) invalidate(d content.Diff) {
-	if s.cache == nil {
-		return
-	}
 	for _, u := range d.Changed {
-		s.cache.Remove(u)
+		s.objs.Remove(u)
 	}
 	for _, u := range d.Removed {
-		s.cache.Remove(u)
+		s.objs.Remove(u)
 	}
 }
 

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
 
 	"shoal/internal/base/cache"
+	"shoal/internal/base/store"
 	"shoal/internal/cluster/peer"
 )
 
@@ -56,6 +58,18 @@ type Status struct {
 	// Peer counts fetches from peers' memories and the cache digests
 	// exchanged (peer.go); absent when peer cooperation is off.
 	Peer *peer.Stats `json:"peer,omitempty"`
+	// Memory is how the node's memory was planned and what its object
+	// store holds, by tier.
+	Memory *MemoryStatus `json:"memory,omitempty"`
+}
+
+// MemoryStatus is the memory part of Status: the plan the node was
+// started with (from its cgroup's limit, or flags), the Go runtime's
+// memory limit in force, and the object store's counters.
+type MemoryStatus struct {
+	Plan    store.Plan  `json:"plan"`
+	GoLimit int64       `json:"go_limit_bytes"`
+	Store   store.Stats `json:"store"`
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -83,14 +97,12 @@ func (s *Server) Status() Status {
 		ps := s.peer.Stats()
 		st.Peer = &ps
 	}
-	if s.cache != nil {
-		cs := s.cache.Stats()
-		st.CacheObjects = s.cache.Len()
-		st.CacheBytes = s.cache.Bytes()
-		st.CacheHitRatio = cs.ObjectHitRatio()
-		st.ByteHitRatio = cs.ByteHitRatio()
-		st.CacheHits, st.CacheMisses = cs.Hits, cs.Misses
-	}
+	ost := s.objs.Stats()
+	st.CacheObjects, st.CacheBytes = ost.MemoryObjects, ost.MemoryBytes
+	st.CacheHits, st.CacheMisses = ost.MemoryHits, ost.Misses+ost.DiskHits
+	cs := cache.Stats{Hits: st.CacheHits, Misses: st.CacheMisses, HitBytes: ost.MemoryHitBytes, MissBytes: ost.MissBytes}
+	st.CacheHitRatio, st.ByteHitRatio = cs.ObjectHitRatio(), cs.ByteHitRatio()
+	st.Memory = &MemoryStatus{Plan: s.cfg.Memory, Store: ost, GoLimit: debug.SetMemoryLimit(-1)}
 	return st
 }
 
