@@ -31,9 +31,11 @@ func runNode(args []string) error {
 	def := config.DefaultNode()
 	root := fs.String("root", "", "site root directory (required)")
 	listen := fs.String("listen", def.Listen, "listen address")
-	cacheMB := fs.Int64("cache-mb", def.CacheMB, "memory cache budget in MiB (0 disables)")
+	cacheMB := fs.Int64("cache-mb", def.CacheMB, "memory cache budget in MiB (0 disables; default: the memory cgroup's limit less the process's own, else 64)")
+	var memory sizeFlag
+	fs.Var(&memory, "memory", "the memory this node may use (e.g. 36MiB), which sizes its cache and the Go runtime's limit; default: its memory cgroup's limit")
+	maxKB := fs.Int64("max-object-kb", def.MaxObjectKB, "files above this size are never held in memory (sendfile; 0: an eighth of the cache)")
 	policy := fs.String("cache", def.Cache, "cache replacement policy: lru, gdsf or cgdsf")
-	maxKB := fs.Int64("max-object-kb", def.MaxObjectKB, "files above this size are never cached (sendfile)")
 	readTO := fs.Duration("read-timeout", def.ReadTimeout.Duration, "limit for reading one request head")
 	idleTO := fs.Duration("idle-timeout", def.IdleTimeout.Duration, "limit for an idle keep-alive connection")
 	maxConns := fs.Int("max-conns", def.MaxConns, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)")
@@ -130,7 +132,14 @@ func runNode(args []string) error {
 	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
 		return err
 	}
-	if *cacheMB == 0 {
+	cacheSet, explicit := flagSet(fs, "cache-mb"), int64(0)
+	if cacheSet {
+		explicit = *cacheMB << 20
+	}
+	if cfg.Memory = planMemory(memory, 1, explicit, cfg.Logger); !cacheSet && cfg.Memory.Store > 0 {
+		cfg.CacheBytes = cfg.Memory.Store // sized from the limit
+	}
+	if *cacheMB == 0 && cacheSet {
 		cfg.CacheBytes = -1
 	}
 	switch *accessLog {
@@ -153,7 +162,9 @@ func runNode(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *listen, err)
 	}
-	cfg.Logger.Info("node serving", "root", *root, "addr", ln.Addr().String(), "cache", *policy, "cache_mb", *cacheMB)
+	cfg.Logger.Info("node serving", "root", *root, "addr", ln.Addr().String(), "cache", *policy,
+		"cache_mb", float64(max(cfg.CacheBytes, 0))/(1<<20), "memory_limit_mb", cfg.Memory.Limit>>20,
+		"memory_source", cfg.Memory.Source, "go_limit_mb", cfg.Memory.GoLimit>>20)
 
 	if err := startPassFDNode(srv, cfg.HandoffSocket, cfg.Logger.Info); err != nil {
 		ln.Close()

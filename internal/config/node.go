@@ -22,12 +22,14 @@ type NodeServer struct {
 	// Listen is the HTTP listen address. Default "127.0.0.1:8081".
 	Listen string `toml:"listen"`
 	// CacheMB is the memory cache budget in MiB; 0 turns the cache off.
-	// Default 64 (node.DefaultCacheBytes).
+	// Default 64 (node.DefaultCacheBytes); the command line's default is
+	// the memory cgroup's limit less the process's own memory, but a
+	// configuration file always sets it.
 	CacheMB int64 `toml:"cache_mb"`
 	// Cache is the replacement policy: lru, gdsf or cgdsf. Default "gdsf".
 	Cache string `toml:"cache"`
-	// MaxObjectKB: files above this size are never cached (sendfile).
-	// Default 500.
+	// MaxObjectKB: files above this size are never held in memory
+	// (sendfile). Default 0: an eighth of the cache.
 	MaxObjectKB int64 `toml:"max_object_kb"`
 	// ReadTimeout limits reading one request head. Default "10s".
 	ReadTimeout Duration `toml:"read_timeout"`
@@ -142,7 +144,7 @@ root = "/srv/www"              # site root directory (required)
 listen = "127.0.0.1:8081"      # HTTP listen address
 cache_mb = 64                  # memory cache budget in MiB (0: off)
 cache = "gdsf"                 # replacement policy: lru, gdsf or cgdsf
-max_object_kb = 500            # files above this are never cached (sendfile)
+max_object_kb = 0              # files above this are never held in memory (sendfile); 0: an eighth of the cache
 read_timeout = "10s"           # limit for reading one request head
 idle_timeout = "1m0s"          # closes an idle keep-alive connection
 max_conns = 0                  # open connections, handed-off ones included; 0: from RLIMIT_NOFILE, -1: no limit

@@ -202,3 +202,15 @@ func readBytes(file string) (int64, error) {
 	}
 	return n, nil
 }
+
+// WithStore is p with each node's store set by hand (--cache-mb) to
+// bytes: the Go runtime's limit is then what the stores leave of the
+// limit.
+func (p Plan) WithStore(bytes int64) Plan {
+	p.Store = bytes
+	if p.Limit > 0 {
+		reserve := int64(ProcessOverhead + NodeOverhead*(p.Nodes-1))
+		p.GoLimit = max(p.Limit-bytes*int64(p.Nodes), reserve/2)
+	}
+	return p
+}
