@@ -165,23 +165,30 @@ type Stats struct {
 	// MemoryHitBytes those of the memory hits; MissBytes sums the bodies
 	// that came in from outside (Link, Hold, Put): the byte hit ratio is
 	// MemoryHitBytes/(MemoryHitBytes+MissBytes).
-	Hits, Misses, MemoryHits, DiskHits  int64
-	HitBytes, MemoryHitBytes, MissBytes int64
+	Hits           int64 `json:"hits"`
+	Misses         int64 `json:"misses"`
+	MemoryHits     int64 `json:"memory_hits"`
+	DiskHits       int64 `json:"disk_hits"`
+	HitBytes       int64 `json:"hit_bytes"`
+	MemoryHitBytes int64 `json:"memory_hit_bytes"`
+	MissBytes      int64 `json:"miss_bytes"`
 	// MemoryObjects and MemoryBytes are the memory tier's entries and their
 	// Footprint; InlineBytes the arena blocks in use (memory-tier bodies
 	// and bodies still read by handles after eviction).
-	MemoryObjects int
-	MemoryBytes   int64
-	InlineBytes   int64
+	MemoryObjects int   `json:"memory_objects"`
+	MemoryBytes   int64 `json:"memory_bytes"`
+	InlineBytes   int64 `json:"inline_bytes"`
 	// DiskObjects and DiskBytes are the disk tier's stored entries and
 	// their files' blocks.
-	DiskObjects int
-	DiskBytes   int64
+	DiskObjects int   `json:"disk_objects"`
+	DiskBytes   int64 `json:"disk_bytes"`
 	// Evictions counts entries pushed out of the memory tier,
 	// DiskEvictions those pushed out of the disk tier.
-	Evictions, DiskEvictions int64
+	Evictions     int64 `json:"evictions"`
+	DiskEvictions int64 `json:"disk_evictions"`
 	// MemoryCapacity and DiskCapacity are the budgets in use.
-	MemoryCapacity, DiskCapacity int64
+	MemoryCapacity int64 `json:"memory_capacity"`
+	DiskCapacity   int64 `json:"disk_capacity"`
 }
 
 // Store is the object store. It is safe for concurrent use.
