@@ -18,8 +18,9 @@
 # collector's share of the nodes' CPU (runtime/metrics via /.shoal/status)
 # and the nodes' peak memory. DISKS runs it on the machine's disk ("fast")
 # and throttled to a cloud volume's baseline ("throttled": THROTTLE_BPS
-# bytes/s and THROTTLE_IOPS reads/s per back-end, cgroup v1
-# blkio.throttle.* or v2 io.max).
+# bytes/s and THROTTLE_IOPS reads/s for the 4 back-ends together, which
+# share one disk as on one machine; cgroup v1 blkio.throttle.* or v2
+# io.max).
 #
 # Core layouts (LAYOUTS, BACKEND:LOAD): the 4 back-ends share core BACKEND;
 # the front and the load generator share core LOAD; "0:1 1:0" runs both ways
@@ -31,7 +32,8 @@
 #
 # Usage: sudo bench/stack-vs-haproxy.sh     (from the repo root; builds shoal)
 # Env:   RUNS=1 rounds per cell; MEM=36 MiB; CONNS=32; PASSES=5;
-#        CONFIGS="haproxy-roundrobin haproxy-uri shoal-wrr shoal-lard shoal-tbccrd";
+#        CONFIGS="haproxy-roundrobin haproxy-uri shoal-wrr shoal-lard shoal-tbccrd"
+#        (shoal-POLICY-PATH picks the front's data path: shoal-tbccrd-hybrid);
 #        DISKS="fast throttled"; LAYOUTS="0:1 1:0"; THROTTLE_BPS=125000000;
 #        THROTTLE_IOPS=3000; TRACE=path; NICE=-10; SHOAL=path/to/shoal;
 #        OUT=dir (raw results and the table; default a temporary folder kept).
@@ -83,36 +85,61 @@ fi
 DEV=$(lsblk -no MAJ:MIN "$(findmnt -no SOURCE -T "$W" | head -1)" 2>/dev/null | head -1 | tr -d ' ')
 [ -n "$DEV" ] || { echo "$BENCH: cannot find the block device of $W" >&2; exit 1; }
 
-cgdir() { # cgdir CONTROLLER NAME
-	if [ "$CGV" = 2 ]; then echo "$CG2/$CGP/$2"; else echo "/sys/fs/cgroup/$1/$CGP/$2"; fi
+cgdir() { # cgdir CONTROLLER NAME (v2: the back-ends b* under disk/)
+	if [ "$CGV" = 2 ]; then
+		if [[ $2 == b* ]]; then echo "$CG2/$CGP/disk/$2"; else echo "$CG2/$CGP/$2"; fi
+	else echo "/sys/fs/cgroup/$1/$CGP/$2"; fi
 }
 
-# cg_new NAME MEM_MIB THROTTLE: a cgroup with a memory limit (0: none) and,
-# with THROTTLE=1, the disk throttled.
+# The back-ends share one disk, as on one machine: their reads are counted
+# (and, throttled, limited) together. v2: the back-ends' cgroups sit in one
+# parent, "disk", whose io.max binds them all; v1 throttling is not
+# hierarchical, so every back-end's process joins one blkio cgroup, "disk",
+# while its memory and CPU are counted in its own.
+
+# cg_disk THROTTLE: make the shared disk cgroup, throttled when THROTTLE=1.
+cg_disk() {
+	if [ "$CGV" = 2 ]; then
+		mkdir "$CG2/$CGP/disk"
+		echo "+memory +io +cpu" >"$CG2/$CGP/disk/cgroup.subtree_control"
+		[ "$1" = 0 ] || echo "$DEV rbps=$THROTTLE_BPS riops=$THROTTLE_IOPS" >"$CG2/$CGP/disk/io.max"
+	else
+		mkdir "$(cgdir blkio disk)"
+		if [ "$1" != 0 ]; then
+			echo "$DEV $THROTTLE_BPS" >"$(cgdir blkio disk)/blkio.throttle.read_bps_device"
+			echo "$DEV $THROTTLE_IOPS" >"$(cgdir blkio disk)/blkio.throttle.read_iops_device"
+		else
+			# v1 counts a cgroup's I/O only on a throttled device: a
+			# limit no disk reaches turns the counters on.
+			echo "$DEV 1000000000000000" >"$(cgdir blkio disk)/blkio.throttle.read_bps_device"
+		fi
+	fi
+}
+
+# cg_new NAME MEM_MIB: a cgroup with a memory limit (0: none); the
+# back-ends' (b*) share the disk cgroup.
 cg_new() {
-	local n=$1 mem=$2 thr=$3
+	local n=$1 mem=$2
 	if [ "$CGV" = 2 ]; then
 		mkdir "$(cgdir - "$n")"
 		[ "$mem" = 0 ] || { echo $((mem << 20)) >"$(cgdir - "$n")/memory.max"; echo 0 >"$(cgdir - "$n")/memory.swap.max" 2>/dev/null || true; }
-		[ "$thr" = 0 ] || echo "$DEV rbps=$THROTTLE_BPS riops=$THROTTLE_IOPS" >"$(cgdir - "$n")/io.max"
 	else
-		for c in memory blkio cpuacct; do mkdir "$(cgdir $c "$n")"; done
+		for c in memory cpuacct; do mkdir "$(cgdir $c "$n")"; done
 		[ "$mem" = 0 ] || echo $((mem << 20)) >"$(cgdir memory "$n")/memory.limit_in_bytes"
-		if [ "$thr" != 0 ]; then
-			echo "$DEV $THROTTLE_BPS" >"$(cgdir blkio "$n")/blkio.throttle.read_bps_device"
-			echo "$DEV $THROTTLE_IOPS" >"$(cgdir blkio "$n")/blkio.throttle.read_iops_device"
-		fi
 	fi
 }
 
 cg_enter() { # cg_enter NAME PID
 	if [ "$CGV" = 2 ]; then echo "$2" >"$(cgdir - "$1")/cgroup.procs"
-	else for c in memory blkio cpuacct; do echo "$2" >"$(cgdir $c "$1")/cgroup.procs"; done; fi
+	else
+		for c in memory cpuacct; do echo "$2" >"$(cgdir $c "$1")/cgroup.procs"; done
+		[[ $1 != b* ]] || echo "$2" >"$(cgdir blkio disk)/cgroup.procs"
+	fi
 }
 
-cg_readbytes() { # bytes read from disk by the cgroup
-	if [ "$CGV" = 2 ]; then awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {sub("rbytes=", "", $i); s += $i}} END {print s + 0}' "$(cgdir - "$1")/io.stat"
-	else awk '$2 == "Read" {s += $3} END {print s + 0}' "$(cgdir blkio "$1")/blkio.throttle.io_service_bytes"; fi
+disk_readbytes() { # bytes the back-ends read from disk
+	if [ "$CGV" = 2 ]; then awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {sub("rbytes=", "", $i); s += $i}} END {print s + 0}' "$CG2/$CGP/disk/io.stat"
+	else awk '$2 == "Read" {s += $3} END {print s + 0}' "$(cgdir blkio disk)/blkio.throttle.io_service_bytes"; fi
 }
 
 cg_cpu_ns() {
@@ -142,9 +169,15 @@ cg_rm() { # kill what is left in NAME and remove it
 	else for c in memory blkio cpuacct; do rmdir "$(cgdir $c "$1")" 2>/dev/null || true; done; fi
 }
 
+cg_rm_disk() {
+	if [ "$CGV" = 2 ]; then rmdir "$CG2/$CGP/disk" 2>/dev/null || true
+	else rmdir "$(cgdir blkio disk)" 2>/dev/null || true; fi
+}
+
 bench_cleanup_more() {
 	local n
 	for n in front b1 b2 b3 b4; do cg_rm "$n"; done
+	cg_rm_disk
 	if [ "$CGV" = 2 ]; then rmdir "$CG2/$CGP" 2>/dev/null || true
 	else for c in memory blkio cpuacct; do rmdir "/sys/fs/cgroup/$c/$CGP" 2>/dev/null || true; done; fi
 }
@@ -165,8 +198,9 @@ echo "building the site from $(basename "$TRACE")…" >&2
 	--site-from-trace "$TRACE" >"$W/up.log" 2>&1 &
 UPPID=$!
 for _ in $(seq 300); do curl -fs -o /dev/null "http://127.0.0.1:$((BASE + 8))/" && break; sleep 0.1; done
-kill "$UPPID"; wait "$UPPID" 2>/dev/null || true
-SITE=$(ls -d "$W"/up/trace-*)
+kill "$UPPID" 2>/dev/null || true
+wait "$UPPID" 2>/dev/null || true
+SITE=$(ls -d "$W"/up/trace-* 2>/dev/null) || { echo "$BENCH: shoal up did not write the site:" >&2; cat "$W/up.log" >&2; exit 1; }
 for i in $(seq $NB); do cp -a "$SITE" "$W/www$i"; done
 rm -rf "$W/up"
 chmod -R a+rX "$W"
@@ -212,14 +246,14 @@ start_haproxy_front() { # start_haproxy_front BALANCE CORE
 	cg_start front "$2" haproxy -db -f "$W/haproxy.cfg"
 }
 
-start_shoal_front() { # start_shoal_front POLICY CORE: the nodes' planned store and admission mirrored
+start_shoal_front() { # start_shoal_front POLICY CORE PATH: the nodes' planned store and admission mirrored
 	local nodes="" i
 	for i in $(seq $NB); do nodes+="${nodes:+,}http://127.0.0.1:$(port "$i")"; done
 	local store_mb
 	store_mb=$(curl -fs "http://127.0.0.1:$(port 1)/.shoal/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["memory"]["store"]["memory_capacity"] >> 20)')
 	printf '[tuning]\ncache_mb = %d\nnode_cache = "gdsf"\nno_cache_kb = %d\n' "$store_mb" $((store_mb * 1024 / 8)) >"$W/front.toml"
 	GOMAXPROCS=1 cg_start front "$2" "$SHOAL" front --config "$W/front.toml" --listen "127.0.0.1:$(port 5)" --nodes "$nodes" \
-		--policy "$1" --log-level warn
+		--policy "$1" --path "$3" --handoff-dir "$W" --log-level warn
 }
 
 node_status_sum() { # GC CPU s, process CPU s, peak heap: summed over the nodes
@@ -239,29 +273,34 @@ waitup() { for _ in $(seq 100); do curl -s -o /dev/null "http://$1/" && return 0
 
 # run CONFIG DISK LAYOUT ROUND → one JSON line in $OUT/runs.jsonl
 run() {
-	local cfg=$1 disk=$2 layout=$3 round=$4 bcore=${3%:*} lcore=${3#*:} thr=0 i kind=${1%%-*} pol=${1#*-}
+	local cfg=$1 disk=$2 layout=$3 round=$4 bcore=${3%:*} lcore=${3#*:} thr=0 i kind=${1%%-*} pol=${1#*-} path=relay
+	if [[ $pol == *-* ]]; then path=${pol#*-}; pol=${pol%%-*}; fi
 	[ "$disk" = throttled ] && thr=1
-	for i in $(seq $NB); do cg_new "b$i" "$MEM" "$thr"; done
-	cg_new front 0 0
+	cg_disk "$thr"
+	for i in $(seq $NB); do cg_new "b$i" "$MEM"; done
+	cg_new front 0
 	for i in $(seq $NB); do
 		if [ "$kind" = haproxy ]; then start_nginx_backend "$i" "$bcore"
-		else GOMAXPROCS=1 cg_start "b$i" "$bcore" "$SHOAL" node --root "$W/www$i" --listen "127.0.0.1:$(port "$i")" --log-level warn; fi
+		else GOMAXPROCS=1 cg_start "b$i" "$bcore" "$SHOAL" node --root "$W/www$i" --listen "127.0.0.1:$(port "$i")" --log-level warn \
+			--handoff-socket "$W/h$i.sock"; fi
 		waitup "127.0.0.1:$(port "$i")"
 	done
-	if [ "$kind" = haproxy ]; then start_haproxy_front "$pol" "$lcore"; else start_shoal_front "$pol" "$lcore"; fi
+	if [ "$kind" = haproxy ]; then start_haproxy_front "$pol" "$lcore"; else start_shoal_front "$pol" "$lcore" "$path"; fi
 	waitup "127.0.0.1:$(port 5)"
 	sleep 1.5 # the front's health checks see every node
 	sync; echo 3 >/proc/sys/vm/drop_caches
 	local rb0=0 rb1=0 rb2=0 cb0=0 cb1=0 cf0 cf1 gc0 gc1 n
-	for i in $(seq $NB); do rb0=$((rb0 + $(cg_readbytes "b$i"))); done
+	rb0=$(disk_readbytes)
 	nice -n "$NICE" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" --trace "$TRACE" \
 		--connections "$CONNS" --timeout 30s --json >"$OUT/warm-$cfg-$disk-$layout-$round.json"
-	for i in $(seq $NB); do rb1=$((rb1 + $(cg_readbytes "b$i"))); cb0=$((cb0 + $(cg_cpu_ns "b$i"))); done
+	rb1=$(disk_readbytes)
+	for i in $(seq $NB); do cb0=$((cb0 + $(cg_cpu_ns "b$i"))); done
 	cf0=$(cg_cpu_ns front)
 	gc0=$([ "$kind" = shoal ] && node_status_sum || echo "0 0")
 	nice -n "$NICE" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" --trace "$TRACE" \
 		--requests $((PASSES * REQS)) --connections "$CONNS" --timeout 30s --json >"$OUT/bench-$cfg-$disk-$layout-$round.json"
-	for i in $(seq $NB); do rb2=$((rb2 + $(cg_readbytes "b$i"))); cb1=$((cb1 + $(cg_cpu_ns "b$i"))); done
+	rb2=$(disk_readbytes)
+	for i in $(seq $NB); do cb1=$((cb1 + $(cg_cpu_ns "b$i"))); done
 	cf1=$(cg_cpu_ns front)
 	gc1=$([ "$kind" = shoal ] && node_status_sum || echo "0 0")
 	local ooms=0 peak=0 alive=0
@@ -275,10 +314,13 @@ import json, sys
 a = sys.argv[1:]
 b = json.load(open(a[0]))
 gc0, cpu0 = map(float, a[9].split()); gc1, cpu1 = map(float, a[10].split())
-ok = max(b["ok"], 1)
+ok = max(b["ok"] + b["errors"]["status_4xx"], 1)
 print(json.dumps({
     "config": a[1], "disk": a[2], "layout": a[3], "round": int(a[4]),
-    "rps": b["rps"], "p99_ms": b["latency_ms"]["p99"], "ok": b["ok"], "errors": b["errors_total"],
+    # The trace asks for URLs the site lacks: 4xx answers are the trace's,
+    # every other error is a failure.
+    "rps": b["rps"], "p99_ms": b["latency_ms"]["p99"], "ok": b["ok"], "answered_4xx": b["errors"]["status_4xx"],
+    "errors": b["errors_total"] - b["errors"]["status_4xx"],
     "disk_bytes_warmup": int(a[5]), "disk_bytes": int(a[6]),
     "backend_cpu_us_per_req": int(a[7]) / 1e3 / ok, "front_cpu_us_per_req": int(a[8]) / 1e3 / ok,
     "gc_share": (gc1 - gc0) / (cpu1 - cpu0) if cpu1 > cpu0 else None,
@@ -287,6 +329,7 @@ print(json.dumps({
 PY
 	tail -1 "$OUT/runs.jsonl" >&2
 	for n in front b1 b2 b3 b4; do cg_rm "$n"; done
+	cg_rm_disk
 	for f in "$W"/nginx*.pid; do [ -f "$f" ] && rm -f "$f"; done
 	PIDS=()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"shoal/internal/base/store"
 	"shoal/internal/base/trace"
 	"shoal/internal/cluster/policy"
 	"shoal/internal/tools/sim"
@@ -37,10 +38,12 @@ func runSim(args []string) error {
 	policies := fs.String("policies", "wrr,lard,lardr,tbccrd,weblins", "comma-separated policies (any of "+strings.Join(policy.Names(), ",")+")")
 	nodesFlag := fs.String("nodes", "1,2,4,8,16", "comma-separated node counts")
 	cacheMB := fs.Float64("cache-mb", 32, "memory cache per node, MiB")
+	var memory sizeFlag
+	fs.Var(&memory, "memory", "each node's memory (e.g. 36MiB, as its cgroup's limit): the cache is what a live node plans from it, its own overhead left out (instead of --cache-mb)")
 	replicas := fs.Int("replicas", 0, "nodes that store each file on disk (partitioned storage, as shoal up --replicas); the others fetch it from a holder; 0 = every node")
 	cachePol := fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf")
 	digestPeriod := fs.Duration("digest-period", 0, "cgdsf: the nodes' cache digests are rebuilt every this much virtual time (0 = the nodes' default, 2s; negative = read the other caches exactly)")
-	gdsfCost := fs.String("gdsf-cost", "node", "gdsf/cgdsf cost C: node (the live nodes': 1, or 1/10 when cached elsewhere) or disk (disk read time, or a peer fetch's)")
+	gdsfCost := fs.String("gdsf-cost", "node", "gdsf/cgdsf cost C: node (the live nodes': a disk read and its transfer, 1 + size/41666, or a tenth when cached elsewhere) or disk (the model's disk read time, or a peer fetch's)")
 	popularN := fs.Int("popular-n", 0, "weblins: the replicated popular set is this many files, as on a live front (default 0: the files that fill an eighth of a node's cache)")
 	seed := fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output")
 	front := fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)")
@@ -139,8 +142,13 @@ func runSim(args []string) error {
 	if *replicas < 0 {
 		return fmt.Errorf("--replicas %d: want 0 (every node) or a count of nodes", *replicas)
 	}
+	cacheBytes := int64(*cacheMB * (1 << 20))
+	if memory.set {
+		cacheBytes = 0 // planned from MemoryBytes
+	}
 	base := sim.Config{
-		CacheBytes:   int64(*cacheMB * (1 << 20)),
+		MemoryBytes:  memory.n,
+		CacheBytes:   cacheBytes,
 		Cache:        *cachePol,
 		DigestPeriod: *digestPeriod,
 		GDSFCost:     *gdsfCost,
@@ -198,7 +206,7 @@ func runSim(args []string) error {
 	default:
 		writeSimTable(os.Stdout, rows)
 		fmt.Printf("\n%s: %d requests replayed per run (%d skipped: URL never answered 200, no size); %.4g MiB cache per node (%s); simulated in %v\n",
-			*tracePath, rows[0].Requests, skipped.Load(), *cacheMB, *cachePol, time.Since(start).Round(time.Millisecond))
+			*tracePath, rows[0].Requests, skipped.Load(), simCacheMB(memory, *cacheMB), *cachePol, time.Since(start).Round(time.Millisecond))
 		if *timeScale == 0 {
 			fmt.Printf("throughput mode: %s requests in the system at %s nodes\n", simWindows(results, len(nodes)), *nodesFlag)
 		}
@@ -278,4 +286,13 @@ func writeSimTable(w io.Writer, rows []sim.Row) {
 		fmt.Fprintln(tw, strings.Join(simRecord(r), "\t")+"\t")
 	}
 	tw.Flush()
+}
+
+// simCacheMB is the cache per node the simulator ran with, in MiB: planned
+// from --memory when given (store.PlanMemory, as a live node plans it).
+func simCacheMB(memory sizeFlag, cacheMB float64) float64 {
+	if memory.set {
+		return float64(store.PlanMemory(memory.n, "", 1).Store) / (1 << 20)
+	}
+	return cacheMB
 }

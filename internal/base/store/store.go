@@ -100,6 +100,9 @@ type Config struct {
 	// larger ones are served from the page cache with sendfile. Default
 	// DefaultInlineMax; negative: nothing inline.
 	InlineMax int64
+	// Cost is GDSF's retrieval cost of a body (cache.Config.Cost). Default
+	// cache.DiskCost: a disk read and its transfer.
+	Cost func(key string, size int64) float64
 	// CachedElsewhere and PeerCost are cluster GDSF's (cache.Config).
 	CachedElsewhere func(key string) bool
 	PeerCost        func(key string, size int64) float64
@@ -137,6 +140,10 @@ var (
 	ErrClosed   = errors.New("store: closed")
 )
 
+// DefaultMaxObject is MaxObject's default for c's MemoryBytes (the
+// simulator asks it too, to admit what live nodes admit).
+func (c Config) DefaultMaxObject() int64 { return max(c.MemoryBytes, 0) / DefaultMaxObjectShare }
+
 func (c *Config) withDefaults() {
 	if c.DiskBytes <= 0 {
 		c.DiskBytes = DefaultDiskBytes
@@ -147,8 +154,11 @@ func (c *Config) withDefaults() {
 	if c.Policy == "" {
 		c.Policy = cache.GDSF
 	}
+	if c.Cost == nil {
+		c.Cost = cache.DiskCost
+	}
 	if c.MaxObject <= 0 && c.MemoryBytes > 0 {
-		c.MaxObject = c.MemoryBytes / DefaultMaxObjectShare
+		c.MaxObject = c.DefaultMaxObject()
 	}
 	if c.InlineMax == 0 {
 		c.InlineMax = DefaultInlineMax
@@ -226,9 +236,9 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, idx: make(map[string]*entry)}
 	if cfg.MemoryBytes > 0 {
 		c, err := cache.New(cache.Config[*entry]{
-			Policy: cfg.Policy, Capacity: cfg.MemoryBytes, MaxObject: cfg.MaxObject + footprintExtra,
-			OnEvict:         s.memEvicted,
-			CachedElsewhere: cfg.CachedElsewhere, PeerCost: cfg.PeerCost,
+			Policy: cfg.Policy, Capacity: cfg.MemoryBytes, MaxObject: Footprint(cfg.MaxObject, MaxMeta),
+			OnEvict: s.memEvicted,
+			Cost:    cfg.Cost, CachedElsewhere: cfg.CachedElsewhere, PeerCost: cfg.PeerCost,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("store: memory tier: %w", err)

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"shoal/internal/base/cache"
+	"shoal/internal/base/store"
 	"shoal/internal/cluster/peer"
 	"shoal/internal/cluster/placement"
 	"shoal/internal/cluster/policy"
@@ -91,8 +92,14 @@ type Config struct {
 	// builds the same ring as the front it predicts. Default nil: "n0",
 	// "n1", …; otherwise exactly Nodes distinct names.
 	NodeNames []string
-	// CacheBytes is each node's memory cache. Default 32 MiB.
+	// CacheBytes is each node's memory cache. Default: what a live node
+	// plans from MemoryBytes when that is set, else 32 MiB.
 	CacheBytes int64
+	// MemoryBytes is each node's memory (its cgroup's limit): a live node
+	// keeps its own overhead (store.ProcessOverhead) out of it and caches
+	// in the rest (store.PlanMemory), so a node of 36 MiB caches 24 MiB.
+	// Default 0: CacheBytes is the cache.
+	MemoryBytes int64
 	// Cache is the nodes' replacement policy: "lru" (default, seed 000
 	// §3.3.1), "gdsf" or "cgdsf" (seed 001); GDSFCost is its cost and
 	// DigestPeriod how cgdsf's CachedElsewhere learns the other nodes' caches.
@@ -110,8 +117,8 @@ type Config struct {
 	DigestPeriod time.Duration
 	// GDSFCost is the cost C that gdsf and cgdsf nodes (and the front's
 	// mirrors of them) weigh objects by. GDSFNode (default "") is what live
-	// nodes use (cache.Config's defaults: C = 1, and C/10 for an object
-	// cached elsewhere), so the simulator predicts them; GDSFDisk is the
+	// nodes use (cache.DiskCost, and C/10 for an object cached
+	// elsewhere), so the simulator predicts them; GDSFDisk is the
 	// model's disk read time (Costs.Disk) and, for an object cached
 	// elsewhere, a peer fetch (both sides' PeerPer512), the simulator's
 	// former cost, under which cgdsf misses more than live nodes
@@ -319,6 +326,9 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if cfg.Nodes < 1 {
 		return nil, fmt.Errorf("sim: nodes %d: need at least 1", cfg.Nodes)
 	}
+	if cfg.CacheBytes == 0 && cfg.MemoryBytes > 0 {
+		cfg.CacheBytes = store.PlanMemory(cfg.MemoryBytes, "", 1).Store
+	}
 	if cfg.CacheBytes == 0 {
 		cfg.CacheBytes = 32 << 20
 	}
@@ -349,6 +359,9 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if err := s.c.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	if s.c.NoCacheAbove == 0 { // the live nodes' admission (store.Admissible)
+		s.c.NoCacheAbove = store.Config{MemoryBytes: cfg.CacheBytes}.DefaultMaxObject()
+	}
 	pc := cfg.PolicyConfig
 	if pc.Seed == 0 {
 		pc.Seed = cfg.Seed
@@ -365,6 +378,7 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	var cost, peerCost func(string, int64) float64 // GDSFNode: cache.Config's defaults
 	switch cfg.GDSFCost {
 	case GDSFNode:
+		cost = cache.DiskCost
 	case GDSFDisk:
 		cost, peerCost = s.gdsfCost, s.gdsfPeerCost
 	default:
@@ -423,7 +437,7 @@ func newSim(cfg Config, src Source) (*sim, error) {
 		cc := cache.Config[struct{}]{
 			Policy:    cfg.Cache,
 			Capacity:  cfg.CacheBytes,
-			MaxObject: s.c.NoCacheAbove,
+			MaxObject: store.Footprint(s.c.NoCacheAbove, 0), // objects are charged their footprint
 		}
 		if cfg.Cache != cache.LRU {
 			cc.Cost, cc.PeerCost = cost, peerCost
@@ -684,7 +698,7 @@ func (s *sim) serve(i int32, r *reqState, entry int64) {
 		}
 		if src < 0 {
 			r.fetch, r.from = -1, fromDisk
-			n.cache.Add(r.pr.URL, struct{}{}, size)
+			n.cache.Add(r.pr.URL, struct{}{}, store.Footprint(size, 0))
 			break
 		}
 		r.fetch = src
@@ -692,11 +706,11 @@ func (s *sim) serve(i int32, r *reqState, entry int64) {
 			r.from = fromPeer
 		} else {
 			r.from = fromPeerDisk
-			s.nodes[src].cache.Add(r.pr.URL, struct{}{}, size)
+			s.nodes[src].cache.Add(r.pr.URL, struct{}{}, store.Footprint(size, 0))
 		}
 		s.internal += size
 		if !stores {
-			n.cache.Add(r.pr.URL, struct{}{}, size) // no disk copy here: keep it
+			n.cache.Add(r.pr.URL, struct{}{}, store.Footprint(size, 0)) // no disk copy here: keep it
 		}
 	}
 	if r.from == fromMem {
