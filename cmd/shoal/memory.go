@@ -26,7 +26,11 @@ func (f *sizeFlag) String() string {
 	return strconv.FormatInt(f.n>>20, 10) + "MiB"
 }
 
+// Set parses s; "" leaves the flag unset (a configuration file's default).
 func (f *sizeFlag) Set(s string) error {
+	if s == "" {
+		return nil
+	}
 	n, err := parseSize(s)
 	if err != nil {
 		return err

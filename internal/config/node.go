@@ -26,6 +26,10 @@ type NodeServer struct {
 	// the memory cgroup's limit less the process's own memory, but a
 	// configuration file always sets it.
 	CacheMB int64 `toml:"cache_mb"`
+	// Memory is the memory the node may use ("36MiB"), which sizes its
+	// cache and the Go runtime's limit. Default "": its memory cgroup's
+	// limit, if any.
+	Memory string `toml:"memory"`
 	// Cache is the replacement policy: lru, gdsf or cgdsf. Default "gdsf".
 	Cache string `toml:"cache"`
 	// MaxObjectKB: files above this size are never held in memory
@@ -143,6 +147,7 @@ const NodeTemplate = `# shoal node configuration. Every key but root is optional
 root = "/srv/www"              # site root directory (required)
 listen = "127.0.0.1:8081"      # HTTP listen address
 cache_mb = 64                  # memory cache budget in MiB (0: off)
+memory = ""                    # memory the node may use ("36MiB"), sizing the cache and Go's limit; "": the memory cgroup's limit
 cache = "gdsf"                 # replacement policy: lru, gdsf or cgdsf
 max_object_kb = 0              # files above this are never held in memory (sendfile); 0: an eighth of the cache
 read_timeout = "10s"           # limit for reading one request head
