@@ -76,6 +76,11 @@ type Config struct {
 	// NewReplacer builds the replacement order of one node's mirrored cache.
 	// Default: NodeCache's order.
 	NewReplacer func(node int) Replacer `toml:"-"`
+	// NodeFootprint is what an object of a given size costs a node's cache
+	// budget, for the mirrors' accounting: shoal nodes charge whole pages
+	// and their entry (store.Footprint), which Tuning.Config and `shoal up`
+	// set when they mirror shoal nodes. Default nil: the size itself.
+	NodeFootprint func(size int64) int64 `toml:"-"`
 	// NodeCache is the nodes' cache replacement policy, "lru", "gdsf" or
 	// "cgdsf" (internal/base/cache; the nodes' --cache), whose order tbccrd's and
 	// weblins' mirrors of the node caches follow when NewReplacer is not set

@@ -372,6 +372,9 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if pc.NoCacheAbove == 0 {
 		pc.NoCacheAbove = s.c.NoCacheAbove
 	}
+	if pc.NodeFootprint == nil { // the mirrors charge what the nodes' caches do
+		pc.NodeFootprint = func(size int64) int64 { return store.Footprint(size, 0) }
+	}
 	if pc.PopularN == 0 && pc.PopularBytes == 0 {
 		pc.PopularBytes = max(cfg.CacheBytes/8, 1)
 	}
