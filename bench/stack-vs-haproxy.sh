@@ -36,6 +36,8 @@
 #        (shoal-POLICY-PATH picks the front's data path: shoal-tbccrd-hybrid);
 #        DISKS="fast throttled"; LAYOUTS="0:1 1:0"; THROTTLE_BPS=125000000;
 #        THROTTLE_IOPS=3000; TRACE=path; NICE=-10; SHOAL=path/to/shoal;
+#        NODE_ARGS="" (extra `shoal node` flags, e.g. "--cache lru"; none by
+#        default: the nodes size themselves);
 #        OUT=dir (raw results and the table; default a temporary folder kept).
 set -euo pipefail
 
@@ -50,7 +52,8 @@ THROTTLE_BPS=${THROTTLE_BPS:-125000000}
 THROTTLE_IOPS=${THROTTLE_IOPS:-3000}
 NICE=${NICE:--10}
 TRACE=${TRACE:-/work/shared/data/traces/nasa_aug95_19950801_fullday_derived.log.gz}
-BASE=${PORT_BASE:-$((20000 + (RANDOM % 2000) * 10))}
+# Below the ephemeral port range, where outgoing connections cannot hold them.
+BASE=${PORT_BASE:-$((12000 + (RANDOM % 700) * 10))}
 NB=4
 
 BENCH=stack-vs-haproxy
@@ -282,7 +285,7 @@ run() {
 	for i in $(seq $NB); do
 		if [ "$kind" = haproxy ]; then start_nginx_backend "$i" "$bcore"
 		else GOMAXPROCS=1 cg_start "b$i" "$bcore" "$SHOAL" node --root "$W/www$i" --listen "127.0.0.1:$(port "$i")" --log-level warn \
-			--handoff-socket "$W/h$i.sock"; fi
+			--handoff-socket "$W/h$i.sock" ${NODE_ARGS:-}; fi
 		waitup "127.0.0.1:$(port "$i")"
 	done
 	if [ "$kind" = haproxy ]; then start_haproxy_front "$pol" "$lcore"; else start_shoal_front "$pol" "$lcore" "$path"; fi

@@ -205,12 +205,15 @@ func readBytes(file string) (int64, error) {
 
 // WithStore is p with each node's store set by hand (--cache-mb) to
 // bytes: the Go runtime's limit is then what the stores leave of the
-// limit.
+// limit, and at least the process's overhead.
 func (p Plan) WithStore(bytes int64) Plan {
 	p.Store = bytes
 	if p.Limit > 0 {
+		// Never below the process's own needs: a store set too large for
+		// the limit costs page cache the kernel reclaims, where a Go limit
+		// below the live heap would have the collector run all the time.
 		reserve := int64(ProcessOverhead + NodeOverhead*(p.Nodes-1))
-		p.GoLimit = max(p.Limit-bytes*int64(p.Nodes), reserve/2)
+		p.GoLimit = max(p.Limit-bytes*int64(p.Nodes), reserve)
 	}
 	return p
 }
