@@ -306,6 +306,9 @@ run() {
 	for i in $(seq $NB); do cb1=$((cb1 + $(cg_cpu_ns "b$i"))); done
 	cf1=$(cg_cpu_ns front)
 	gc1=$([ "$kind" = shoal ] && node_status_sum || echo "0 0")
+	if [ "$kind" = shoal ]; then
+		for i in $(seq $NB); do curl -fs "http://127.0.0.1:$(port "$i")/.shoal/status" || echo '{}'; echo; done >"$OUT/status-$cfg-$disk-$layout-$round.jsonl"
+	fi
 	local ooms=0 peak=0 alive=0
 	for i in $(seq $NB); do
 		ooms=$((ooms + $(cg_ooms "b$i"))); peak=$(( $(cg_peak "b$i") > peak ? $(cg_peak "b$i") : peak ))

@@ -63,9 +63,9 @@ func parseSize(s string) (int64, error) {
 // planMemory plans the memory of a process running nodes nodes: the limit
 // is --memory when given, else the memory cgroup's; each node's store is
 // cacheBytes when set by hand (> 0), else its share of the limit, and the
-// Go runtime's soft limit is set from the plan unless GOMEMLIMIT is in the
-// environment (the runtime already obeys it). Without a limit nothing is
-// planned: the stores take their defaults.
+// Go runtime's soft limit and collector target are set from the plan
+// (applyGoPlan). Without a limit nothing is planned: the stores take their
+// defaults.
 func planMemory(memory sizeFlag, nodes int, cacheBytes int64, logger *slog.Logger) store.Plan {
 	limit, src := memory.n, "--memory"
 	if !memory.set {
@@ -78,13 +78,26 @@ func planMemory(memory sizeFlag, nodes int, cacheBytes int64, logger *slog.Logge
 	if cacheBytes > 0 {
 		p = p.WithStore(cacheBytes)
 	}
+	applyGoPlan(&p)
+	return p
+}
+
+// applyGoPlan sets the Go runtime's memory limit and collector target from
+// p, except those GOMEMLIMIT and GOGC set in the environment (p then says
+// 0 for them).
+func applyGoPlan(p *store.Plan) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		p.GoLimit = 0
+	}
+	if os.Getenv("GOGC") != "" {
+		p.GCPercent = 0
 	}
 	if p.GoLimit > 0 {
 		debug.SetMemoryLimit(p.GoLimit)
 	}
-	return p
+	if p.GCPercent > 0 {
+		debug.SetGCPercent(p.GCPercent)
+	}
 }
 
 // flagSet reports whether the flag name was given on the command line or

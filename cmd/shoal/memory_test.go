@@ -59,7 +59,8 @@ func inCgroup(procs string, args ...string) *exec.Cmd {
 
 // A node started in a memory cgroup with no memory flag sizes its store and
 // the Go runtime's limit from the cgroup's limit (store.PlanMemory: 48 MiB
-// less 12 MiB of the process's own), and says so in its status.
+// less 10 MiB of the process's own; Go limited to 12), and says so in its
+// status.
 func TestNodeSizesFromCgroup(t *testing.T) {
 	procs := memCgroup(t, 48<<20)
 	root := t.TempDir()
@@ -98,15 +99,15 @@ func TestNodeSizesFromCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := st.Memory
-	if m.Plan.Limit != 48<<20 || !strings.HasPrefix(m.Plan.Source, "/sys/fs/cgroup") || m.Plan.Store != 36<<20 ||
-		m.Store.Capacity != 36<<20 || m.Plan.GoLimit != 12<<20 || m.GoLimit != 12<<20 {
-		t.Errorf("memory status %+v; want a 48 MiB limit from the cgroup, a 36 MiB store and a 12 MiB Go limit in force", m)
+	if m.Plan.Limit != 48<<20 || !strings.HasPrefix(m.Plan.Source, "/sys/fs/cgroup") || m.Plan.Store != 38<<20 ||
+		m.Store.Capacity != 38<<20 || m.Plan.GoLimit != 12<<20 || m.GoLimit != 12<<20 {
+		t.Errorf("memory status %+v; want a 48 MiB limit from the cgroup, a 38 MiB store and a 12 MiB Go limit in force", m)
 	}
 }
 
 // `shoal up` in a memory cgroup splits its limit between its nodes' caches
-// (144 MiB less 12 MiB for the process and 2 MiB for each further node, over
-// 4 nodes: 31 MiB each) and prints the plan.
+// (144 MiB less 10 MiB for the process and 2 MiB for each further node, over
+// 4 nodes: 32 MiB each) and prints the plan.
 func TestUpSizesFromCgroup(t *testing.T) {
 	procs := memCgroup(t, 144<<20)
 	dir := t.TempDir()
@@ -128,8 +129,8 @@ func TestUpSizesFromCgroup(t *testing.T) {
 		lines = append(lines, sc.Text())
 	}
 	all := strings.Join(lines, "\n")
-	if !strings.Contains(all, "4 nodes") || !strings.Contains(all, "31 MiB gdsf cache per node") ||
+	if !strings.Contains(all, "4 nodes") || !strings.Contains(all, "32 MiB gdsf cache per node") ||
 		!strings.Contains(all, "memory: 144 MiB from /sys/fs/cgroup") || !strings.Contains(all, "Go runtime's limit of 18 MiB") {
-		t.Errorf("shoal up printed:\n%s\nwant 4 nodes of 31 MiB from a 144 MiB cgroup limit, Go limited to 18 MiB", all)
+		t.Errorf("shoal up printed:\n%s\nwant 4 nodes of 32 MiB from a 144 MiB cgroup limit, Go limited to 18 MiB", all)
 	}
 }

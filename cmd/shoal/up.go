@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,8 +120,8 @@ func runUp(args []string) error {
 	if err != nil {
 		return err
 	}
-	if p := cl.Config.MemoryPlan; p.GoLimit > 0 && os.Getenv("GOMEMLIMIT") == "" && (*uf.path == "relay" || *uf.path == "redirect") {
-		debug.SetMemoryLimit(p.GoLimit) // in-process nodes: one runtime for all
+	if *uf.path == "relay" || *uf.path == "redirect" {
+		applyGoPlan(&cl.Config.MemoryPlan) // in-process nodes: one runtime for all
 	}
 	printUp(cl, lab, *uf.path)
 	var runErr error

@@ -18,16 +18,28 @@ import (
 // store's memory tier what is left after the process's own overhead, and
 // lets the kernel reclaim file pages if the estimate is off.
 
-// Memory overheads the plan reserves before the store's memory tier.
+// What the plan reserves beside the stores. Measured for a node serving
+// 1,700 files (the NASA trace's site) to 32 connections in a memory
+// cgroup (docs/benchmarks.md): about 7 MiB of Go runtime at GOGC 25 (a
+// 3.9 MiB live heap), 2 MiB of the binary's pages, and 4 MiB of kernel
+// memory (dentries, inodes, sockets) the cgroup charges.
 const (
-	// ProcessOverhead is a shoal process's own memory under load beside
-	// its stores: the Go heap (content tables, connections' buffers,
-	// goroutine stacks) at the collector's target, the runtime, and the
-	// pages of the binary that run. Measured for a node serving 1,700
-	// files to 32 connections in a memory cgroup (docs/benchmarks.md).
-	ProcessOverhead = 12 << 20
+	// ProcessOverhead is what one process uses beside its stores: the
+	// plan gives the stores the rest of the limit.
+	ProcessOverhead = 10 << 20
 	// NodeOverhead is what each further node of one process adds.
 	NodeOverhead = 2 << 20
+	// GoHeadroom is what the Go runtime's soft limit allows above the
+	// process's expected use before the collector works harder.
+	GoHeadroom = 2 << 20
+	// KernelReserve is the kernel memory the cgroup charges, which the
+	// arena (anonymous memory, never reclaimed) must leave room for.
+	KernelReserve = 4 << 20
+	// GCPercent is the collector's target the plan sets (GOGC): the heap
+	// grows 25 % over the live heap between collections instead of 100 %,
+	// which keeps 3 MiB more for the stores; a hit allocates nothing, so
+	// collections stay rare (under 1 % of a node's CPU, measured).
+	GCPercent = 25
 	// MinStore is the smallest memory tier a plan gives a node.
 	MinStore = 1 << 20
 )
@@ -44,28 +56,49 @@ type Plan struct {
 	Source string `json:"source,omitempty"`
 	// Nodes is the number of nodes sharing the process.
 	Nodes int `json:"nodes"`
-	// Store is each node's memory tier (0: the store's default).
-	Store int64 `json:"store_bytes"`
+	// Store is each node's memory tier (0: the store's default), and
+	// Inline the most of it each node's arena may take: the arena is
+	// anonymous memory the kernel cannot reclaim, so the arenas and the
+	// Go runtime at its limit must fit the limit with KernelReserve to
+	// spare, while page cache beyond that is only reclaimed.
+	Store  int64 `json:"store_bytes"`
+	Inline int64 `json:"inline_bytes"`
 	// GoLimit is the Go runtime's soft memory limit the plan sets
 	// (debug.SetMemoryLimit), 0 when left alone (no limit, or GOMEMLIMIT
-	// set in the environment, which wins).
-	GoLimit int64 `json:"go_limit_bytes"`
+	// set in the environment, which wins); GCPercent the collector's
+	// target (debug.SetGCPercent), 0 when left alone (GOGC set).
+	GoLimit   int64 `json:"go_limit_bytes"`
+	GCPercent int   `json:"gc_percent"`
 }
 
 // PlanMemory splits limit bytes between nodes nodes: each one's store gets
 // an equal share of what is left after ProcessOverhead and NodeOverhead
-// per further node (at least MinStore), and the Go runtime's limit is the
-// overhead reserved for it. limit 0 plans nothing.
+// per further node (at least MinStore), the Go runtime's limit is that
+// overhead plus GoHeadroom, and each arena may take its share of what the
+// runtime's limit and KernelReserve leave. limit 0 plans nothing.
 func PlanMemory(limit int64, source string, nodes int) Plan {
 	nodes = max(nodes, 1)
 	p := Plan{Limit: limit, Source: source, Nodes: nodes}
 	if limit <= 0 {
 		return p
 	}
-	reserve := int64(ProcessOverhead + NodeOverhead*(nodes-1))
-	stores := max(limit-reserve, int64(MinStore*nodes))
-	p.Store = stores / int64(nodes)
-	p.GoLimit = max(limit-stores, reserve/2)
+	n := int64(nodes)
+	use := int64(ProcessOverhead + NodeOverhead*(nodes-1))
+	p.Store = max(limit-use, MinStore*n) / n
+	p.GoLimit = use + GoHeadroom
+	p.GCPercent = GCPercent
+	p.Inline = min(max(limit-p.GoLimit-KernelReserve, MinStore*n)/n, p.Store)
+	return p
+}
+
+// WithStore is p with each node's store set by hand (--cache-mb) to
+// bytes; the Go runtime's limit stays, and the arena may take the store
+// when nothing was planned.
+func (p Plan) WithStore(bytes int64) Plan {
+	p.Store = bytes
+	if p.Limit <= 0 {
+		p.Inline = 0
+	}
 	return p
 }
 
@@ -201,19 +234,4 @@ func readBytes(file string) (int64, error) {
 		return 0, errors.New("store: " + file + ": not a byte count")
 	}
 	return n, nil
-}
-
-// WithStore is p with each node's store set by hand (--cache-mb) to
-// bytes: the Go runtime's limit is then what the stores leave of the
-// limit, and at least the process's overhead.
-func (p Plan) WithStore(bytes int64) Plan {
-	p.Store = bytes
-	if p.Limit > 0 {
-		// Never below the process's own needs: a store set too large for
-		// the limit costs page cache the kernel reclaims, where a Go limit
-		// below the live heap would have the collector run all the time.
-		reserve := int64(ProcessOverhead + NodeOverhead*(p.Nodes-1))
-		p.GoLimit = max(p.Limit-bytes*int64(p.Nodes), reserve)
-	}
-	return p
 }

@@ -9,26 +9,31 @@ import (
 func TestPlanMemory(t *testing.T) {
 	const mib = 1 << 20
 	cases := []struct {
-		limit           int64
-		nodes           int
-		store, goLimit  int64
-		withStore, goWS int64 // WithStore(withStore) gives goLimit goWS
+		limit                  int64
+		nodes                  int
+		store, goLimit, inline int64
 	}{
-		{0, 1, 0, 0, 16 * mib, 0},                              // no limit: nothing planned
-		{36 * mib, 1, 24 * mib, 12 * mib, 30 * mib, 12 * mib},  // a store too large keeps Go's limit
-		{144 * mib, 4, 31 * mib, 18 * mib, 16 * mib, 80 * mib}, // 144-12-3·2 = 126, /4 = 31.5 → floor; Go 18
-		{8 * mib, 1, 1 * mib, 7 * mib, 4 * mib, 12 * mib},      // tiny: MinStore; the Go limit is what is left
+		{0, 1, 0, 0, 0}, // no limit: nothing planned
+		// 36 less 10 for the process; Go 10+2; the arena what Go at its
+		// limit and 4 MiB of kernel memory leave: 36-12-4.
+		{36 * mib, 1, 26 * mib, 12 * mib, 20 * mib},
+		// 144 less 10 and 2 for each further node, over 4; arenas
+		// (144-18-4)/4 = 30.5.
+		{144 * mib, 4, 32 * mib, 18 * mib, 30 * mib},
+		{8 * mib, 1, 1 * mib, 12 * mib, 1 * mib}, // tiny: MinStore
 	}
 	for _, c := range cases {
 		p := PlanMemory(c.limit, "src", c.nodes)
-		if p.Store/mib != c.store/mib || p.GoLimit/mib != c.goLimit/mib || p.Nodes != c.nodes {
-			t.Errorf("PlanMemory(%d MiB, %d nodes) = store %d MiB, Go %d MiB; want %d, %d",
-				c.limit/mib, c.nodes, p.Store/mib, p.GoLimit/mib, c.store/mib, c.goLimit/mib)
+		if p.Store/mib != c.store/mib || p.GoLimit/mib != c.goLimit/mib || p.Inline/mib != c.inline/mib || p.Nodes != c.nodes {
+			t.Errorf("PlanMemory(%d MiB, %d nodes) = store %d MiB, Go %d MiB, arena %d MiB; want %d, %d, %d",
+				c.limit/mib, c.nodes, p.Store/mib, p.GoLimit/mib, p.Inline/mib, c.store/mib, c.goLimit/mib, c.inline/mib)
 		}
-		w := p.WithStore(c.withStore)
-		if w.Store != c.withStore || w.GoLimit/mib != c.goWS/mib {
-			t.Errorf("PlanMemory(%d MiB).WithStore(%d MiB) = store %d, Go %d MiB; want Go %d MiB",
-				c.limit/mib, c.withStore/mib, w.Store/mib, w.GoLimit/mib, c.goWS/mib)
+		if want := map[bool]int{true: GCPercent}[c.limit > 0]; p.GCPercent != want {
+			t.Errorf("PlanMemory(%d MiB): GC percent %d, want %d", c.limit/mib, p.GCPercent, want)
+		}
+		w := p.WithStore(40 * mib) // by hand, even too large: the Go limit stays
+		if w.Store != 40*mib || w.GoLimit != p.GoLimit {
+			t.Errorf("PlanMemory(%d MiB).WithStore(40 MiB) = store %d, Go %d MiB", c.limit/mib, w.Store/mib, w.GoLimit/mib)
 		}
 	}
 }

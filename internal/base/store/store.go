@@ -100,6 +100,11 @@ type Config struct {
 	// larger ones are served from the page cache with sendfile. Default
 	// DefaultInlineMax; negative: nothing inline.
 	InlineMax int64
+	// InlineBytes bounds the arena, part of MemoryBytes: a body that finds
+	// it full stays in the page cache. Default (0) and at most MemoryBytes.
+	// The arena is anonymous memory the kernel cannot reclaim, so a budget
+	// planned from a cgroup's limit bounds it (Plan.Inline).
+	InlineBytes int64
 	// Cost is GDSF's retrieval cost of a body (cache.Config.Cost). Default
 	// cache.DiskCost: a disk read and its transfer.
 	Cost func(key string, size int64) float64
@@ -162,6 +167,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.InlineMax == 0 {
 		c.InlineMax = DefaultInlineMax
+	}
+	if c.InlineBytes <= 0 || c.InlineBytes > c.MemoryBytes {
+		c.InlineBytes = c.MemoryBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -245,7 +253,7 @@ func Open(cfg Config) (*Store, error) {
 		}
 		s.mem = c
 		if cfg.InlineMax > 0 {
-			if s.arena, err = newArena(cfg.MemoryBytes); err != nil {
+			if s.arena, err = newArena(cfg.InlineBytes); err != nil {
 				return nil, fmt.Errorf("store: %w", err)
 			}
 		}

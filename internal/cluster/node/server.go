@@ -113,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	objs, err := store.Open(store.Config{
 		Dir: cfg.DataDir, DiskBytes: cfg.DataBytes,
-		MemoryBytes: cfg.CacheBytes, Policy: cfg.CachePolicy, MaxObject: cfg.MaxObject,
+		MemoryBytes: cfg.CacheBytes, InlineBytes: cfg.Memory.Inline, Policy: cfg.CachePolicy, MaxObject: cfg.MaxObject,
 		CachedElsewhere: elsewhere, Logger: cfg.Logger,
 	})
 	if err != nil {

@@ -97,7 +97,7 @@ type Config struct {
 	CacheBytes int64
 	// MemoryBytes is each node's memory (its cgroup's limit): a live node
 	// keeps its own overhead (store.ProcessOverhead) out of it and caches
-	// in the rest (store.PlanMemory), so a node of 36 MiB caches 24 MiB.
+	// in the rest (store.PlanMemory), so a node of 36 MiB caches 26 MiB.
 	// Default 0: CacheBytes is the cache.
 	MemoryBytes int64
 	// Cache is the nodes' replacement policy: "lru" (default, seed 000

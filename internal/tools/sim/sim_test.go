@@ -129,11 +129,11 @@ func TestMemoryBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := sm.nodes[0].cache.Capacity(); c != 24<<20 {
-		t.Errorf("cache %d MiB, want 24 (36 less the 12 MiB process overhead)", c>>20)
+	if c := sm.nodes[0].cache.Capacity(); c != 26<<20 {
+		t.Errorf("cache %d MiB, want 26 (36 less the 10 MiB process overhead)", c>>20)
 	}
-	if sm.c.NoCacheAbove != 3<<20 {
-		t.Errorf("no-cache threshold %d, want 3 MiB", sm.c.NoCacheAbove)
+	if sm.c.NoCacheAbove != 26<<20/8 {
+		t.Errorf("no-cache threshold %d, want 3.25 MiB", sm.c.NoCacheAbove)
 	}
 }
 
