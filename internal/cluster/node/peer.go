@@ -263,8 +263,17 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		c.s.keepRemote(sel, key, o, body)
 		return o, body, mem, false, false
 	}
-	// A plain 200: the head goes out with the first chunk, each chunk as
-	// it arrives.
+	done, keep = c.relayFetch(tbl, sel, cs, r, ctype, coding, vary, rule, now, closeAfter)
+	return nil, nil, false, done, keep
+}
+
+// relayFetch answers a plain 200 from the first of cs that has r: the head
+// goes out with the first chunk, each chunk as it arrives. done false
+// means nothing went out (the caller reads the disk); otherwise keep is
+// serveFile's result.
+func (c *conn) relayFetch(tbl *content.Table, sel *content.Entry, cs []int, r peer.Request, ctype, coding string, vary bool,
+	rule *headerRule, now time.Time, closeAfter bool) (done, keep bool) {
+	key := r.Key
 	mark, seg, nbufs := len(c.out), c.segStart, len(c.bufs)
 	c.out = httpwire.AppendStatusLine(c.out, 200)
 	c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
@@ -292,9 +301,10 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		werr = err
 		c.since.Store(time.Now().UnixNano()) // progress, for WriteTimeout
 	}
+	var body []byte
+	var mem bool
 	var err error
 	k := 0
-	mem = false
 	for ; k < len(cs); k++ {
 		if body, mem, _, err = c.s.peer.Fetch(cs[k], r, sink); err == nil || started {
 			break
@@ -306,7 +316,7 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		c.out, c.segStart = c.out[:mark], seg
 		clear(c.bufs[nbufs:])
 		c.bufs = c.bufs[:nbufs]
-		return nil, nil, false, false, false
+		return false, false
 	}
 	c.logRequest(now, 200, sel.Size)
 	c.served.ObjectBytes += sel.Size
@@ -321,7 +331,7 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 			body, rerr = readSmall(tbl, sel)
 		}
 		if rerr != nil || werr != nil {
-			return nil, nil, false, true, false
+			return true, false
 		}
 	} else if mem {
 		c.served.MemoryBytes += sel.Size
@@ -332,21 +342,21 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		c.s.keepRemote(sel, key, o, body)
 	}
 	if werr != nil {
-		return nil, nil, false, true, false
+		return true, false
 	}
 	if !started {
 		// Another request's fetch brought the bytes (collapsed).
 		c.appendBody(body)
-		return nil, nil, false, true, !closeAfter
+		return true, !closeAfter
 	}
 	if sent < int64(len(body)) {
 		n, err := c.nc.Write(body[sent:])
 		c.nbytes += int64(n)
 		if err != nil {
-			return nil, nil, false, true, false
+			return true, false
 		}
 	}
-	return nil, nil, false, true, !closeAfter
+	return true, !closeAfter
 }
 
 // holderPeers appends to cs the peer indices of sel's holders (placement
