@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -40,6 +41,30 @@ var (
 	connectionClose     = []byte("Connection: close\r\n")
 	connectionKeepAlive = []byte("Connection: keep-alive\r\n")
 )
+
+// bufPool recycles connections' buffers: a connection handed over by a
+// front (passfd) may serve one request, and its 13 KiB read buffer should
+// not be garbage after it. Buffers of another capacity than the pool's
+// (grown ones) are dropped.
+type bufPool struct {
+	p    sync.Pool
+	size atomic.Int64 // the capacity the pool holds, set by the first get
+}
+
+func (b *bufPool) get(n int) []byte {
+	b.size.CompareAndSwap(0, int64(n))
+	if v, ok := b.p.Get().(*[]byte); ok && len(*v) == n {
+		return *v
+	}
+	return make([]byte, n)
+}
+
+func (b *bufPool) put(buf []byte) {
+	if buf != nil && int64(cap(buf)) == b.size.Load() {
+		buf = buf[:cap(buf)]
+		b.p.Put(&buf)
+	}
+}
 
 // conn is one client connection, served by one goroutine.
 type conn struct {
@@ -95,8 +120,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
 		s:   s,
 		nc:  nc,
-		buf: make([]byte, s.cfg.MaxHead+4096),
-		out: make([]byte, 0, 4096),
+		buf: s.connBufs.get(s.cfg.MaxHead + 4096),
+		out: s.outBufs.get(4096)[:0],
 
 		handHint: -1,
 	}
@@ -158,10 +183,13 @@ func (c *conn) serve() {
 		if c.peerUp {
 			c.s.untrack(c)
 			c.servePeer()
-			return
+		} else {
+			c.nc.Close()
+			c.s.untrack(c)
 		}
-		c.nc.Close()
-		c.s.untrack(c)
+		c.s.connBufs.put(c.buf)
+		c.s.outBufs.put(c.out)
+		c.buf, c.out = nil, nil
 	}()
 	st := stIdle // the zero state; Shutdown may already have closed it
 	headStart := c.since.Load()

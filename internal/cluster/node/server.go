@@ -62,6 +62,9 @@ type Server struct {
 	shed      atomic.Int64      // idle connections closed to make room
 
 	shedCand []idleConn // makeRoom's scratch, under mu
+	// connBufs and outBufs recycle the connections' read and output
+	// buffers (conn.go).
+	connBufs, outBufs bufPool
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
