@@ -48,7 +48,7 @@ func addNodeFlags(fs *flag.FlagSet, def config.NodeServer) *nodeFlags {
 		listen:    fs.String("listen", def.Listen, "listen address"),
 		cacheMB:   fs.Int64("cache-mb", def.CacheMB, "memory cache budget in MiB (0 disables; default: the memory cgroup's limit less the process's own, else 64)"),
 		policy:    fs.String("cache", def.Cache, "cache replacement policy: lru, gdsf or cgdsf"),
-		maxKB:     fs.Int64("max-object-kb", def.MaxObjectKB, "files above this size are never held in memory (sendfile; 0: an eighth of the cache)"),
+		maxKB:     fs.Int64("max-object-kb", def.MaxObjectKB, "files above this size are never held in memory (sendfile; 0: an eighth of the cache, at least 500)"),
 		readTO:    fs.Duration("read-timeout", def.ReadTimeout.Duration, "limit for reading one request head"),
 		idleTO:    fs.Duration("idle-timeout", def.IdleTimeout.Duration, "limit for an idle keep-alive connection"),
 		maxConns:  fs.Int("max-conns", def.MaxConns, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)"),

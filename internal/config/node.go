@@ -33,7 +33,7 @@ type NodeServer struct {
 	// Cache is the replacement policy: lru, gdsf or cgdsf. Default "gdsf".
 	Cache string `toml:"cache"`
 	// MaxObjectKB: files above this size are never held in memory
-	// (sendfile). Default 0: an eighth of the cache.
+	// (sendfile). Default 0: an eighth of the cache, at least 500.
 	MaxObjectKB int64 `toml:"max_object_kb"`
 	// ReadTimeout limits reading one request head. Default "10s".
 	ReadTimeout Duration `toml:"read_timeout"`
@@ -149,7 +149,7 @@ listen = "127.0.0.1:8081"      # HTTP listen address
 cache_mb = 64                  # memory cache budget in MiB (0: off)
 memory = ""                    # memory the node may use ("36MiB"), sizing the cache and Go's limit; "": the memory cgroup's limit
 cache = "gdsf"                 # replacement policy: lru, gdsf or cgdsf
-max_object_kb = 0              # files above this are never held in memory (sendfile); 0: an eighth of the cache
+max_object_kb = 0              # files above this are never held in memory (sendfile); 0: an eighth of the cache, at least 500
 read_timeout = "10s"           # limit for reading one request head
 idle_timeout = "1m0s"          # closes an idle keep-alive connection
 max_conns = 0                  # open connections, handed-off ones included; 0: from RLIMIT_NOFILE, -1: no limit

@@ -93,8 +93,9 @@ type Config struct {
 	// or cache.CGDSF. Default cache.GDSF.
 	Policy string
 	// MaxObject is the largest body the memory tier admits. Default
-	// MemoryBytes/DefaultMaxObjectShare: large files are cached when they
-	// fit, the policy weighing their size (GDSF) against the rest.
+	// DefaultMaxObject: an eighth of MemoryBytes, at least 500 KB, so large
+	// files are cached when they fit, the policy weighing their size
+	// (GDSF) against the rest.
 	MaxObject int64
 	// InlineMax is the largest body held ready in the off-heap arena;
 	// larger ones are served from the page cache with sendfile. Default
@@ -125,6 +126,7 @@ const (
 	DefaultDiskBytes      = 1 << 30
 	DefaultMemoryBytes    = 64 << 20
 	DefaultMaxObjectShare = 8
+	MinMaxObject          = 500 << 10
 	DefaultInlineMax      = 16 << 10
 )
 
@@ -145,9 +147,14 @@ var (
 	ErrClosed   = errors.New("store: closed")
 )
 
-// DefaultMaxObject is MaxObject's default for c's MemoryBytes (the
-// simulator asks it too, to admit what live nodes admit).
-func (c Config) DefaultMaxObject() int64 { return max(c.MemoryBytes, 0) / DefaultMaxObjectShare }
+// DefaultMaxObject is MaxObject's default for c's MemoryBytes: an eighth
+// of the budget (DefaultMaxObjectShare), and at least MinMaxObject (TB-CCRD's
+// 500 KB threshold, seed 000) when the budget holds it. The simulator asks
+// it too, to admit what live nodes admit.
+func (c Config) DefaultMaxObject() int64 {
+	m := max(c.MemoryBytes, 0)
+	return min(max(m/DefaultMaxObjectShare, MinMaxObject), m)
+}
 
 func (c *Config) withDefaults() {
 	if c.DiskBytes <= 0 {

@@ -58,8 +58,9 @@ type Config struct {
 	CachePolicy string
 	// MaxObject is the size above which files are never held in memory
 	// (streamed with sendfile, their pages dropped after). Default 0: an
-	// eighth of CacheBytes (store.DefaultMaxObjectShare), so large files
-	// are cached when they fit, weighed by the replacement policy.
+	// eighth of CacheBytes, at least 500 KB (store.Config.DefaultMaxObject),
+	// so large files are cached when they fit, weighed by the replacement
+	// policy.
 	MaxObject int64
 	// DataDir holds the object store's disk tier (stored responses);
 	// DataBytes bounds it (default store.DefaultDiskBytes). Default "":

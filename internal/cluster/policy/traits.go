@@ -212,7 +212,8 @@ type Tuning struct {
 // Config converts the tuning to a policy Config. With node_cache set the
 // nodes are shoal nodes whose object stores the mirrors follow: objects
 // cost them store.Footprint, and unless no_cache_kb says otherwise they
-// admit up to an eighth of their budget (store.DefaultMaxObjectShare).
+// admit up to an eighth of their budget, at least 500 KB
+// (store.Config.DefaultMaxObject).
 func (t Tuning) Config() Config {
 	c := t.config()
 	if t.NodeCache != "" {

@@ -69,7 +69,7 @@ type Costs struct {
 	PeerPer512 time.Duration `toml:"peer_per_512"`
 	// NoCacheAbove: objects larger than this many bytes are never cached and
 	// always read from disk (seed 000 §3.3.1: 500 KB). 0 (the default) is
-	// what live nodes admit: an eighth of the node's cache
+	// what live nodes admit: an eighth of the node's cache, at least 500 KB
 	// (store.DefaultMaxObjectShare), so large files are cached too.
 	NoCacheAbove int64 `toml:"no_cache_above"`
 
