@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -97,6 +98,11 @@ func applyGoPlan(p *store.Plan) {
 	}
 	if p.GCPercent > 0 {
 		debug.SetGCPercent(p.GCPercent)
+	}
+	if p.Limit > 0 {
+		// Nothing reads heap profiles here; their sample buckets would
+		// take a MiB of the budget.
+		runtime.MemProfileRate = 0
 	}
 }
 

@@ -59,8 +59,9 @@ func inCgroup(procs string, args ...string) *exec.Cmd {
 
 // A node started in a memory cgroup with no memory flag sizes its store and
 // the Go runtime's limit from the cgroup's limit (store.PlanMemory: 48 MiB
-// less 10 MiB of the process's own; Go limited to 12), and says so in its
-// status.
+// less 10 MiB of the process's own; the arena at most half of that, and Go
+// limited to what the arena and 4 MiB of kernel memory leave: 48-19-4), and
+// says so in its status.
 func TestNodeSizesFromCgroup(t *testing.T) {
 	procs := memCgroup(t, 48<<20)
 	root := t.TempDir()
@@ -100,8 +101,8 @@ func TestNodeSizesFromCgroup(t *testing.T) {
 	}
 	m := st.Memory
 	if m.Plan.Limit != 48<<20 || !strings.HasPrefix(m.Plan.Source, "/sys/fs/cgroup") || m.Plan.Store != 38<<20 ||
-		m.Store.Capacity != 38<<20 || m.Plan.GoLimit != 12<<20 || m.GoLimit != 12<<20 {
-		t.Errorf("memory status %+v; want a 48 MiB limit from the cgroup, a 38 MiB store and a 12 MiB Go limit in force", m)
+		m.Store.Capacity != 38<<20 || m.Plan.GoLimit != 25<<20 || m.GoLimit != 25<<20 {
+		t.Errorf("memory status %+v; want a 48 MiB limit from the cgroup, a 38 MiB store and a 25 MiB Go limit in force", m)
 	}
 }
 
@@ -130,7 +131,7 @@ func TestUpSizesFromCgroup(t *testing.T) {
 	}
 	all := strings.Join(lines, "\n")
 	if !strings.Contains(all, "4 nodes") || !strings.Contains(all, "32 MiB gdsf cache per node") ||
-		!strings.Contains(all, "memory: 144 MiB from /sys/fs/cgroup") || !strings.Contains(all, "Go runtime's limit of 18 MiB") {
-		t.Errorf("shoal up printed:\n%s\nwant 4 nodes of 32 MiB from a 144 MiB cgroup limit, Go limited to 18 MiB", all)
+		!strings.Contains(all, "memory: 144 MiB from /sys/fs/cgroup") || !strings.Contains(all, "Go runtime's limit of 76 MiB") {
+		t.Errorf("shoal up printed:\n%s\nwant 4 nodes of 32 MiB from a 144 MiB cgroup limit, Go limited to 76 MiB", all)
 	}
 }

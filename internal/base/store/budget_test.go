@@ -14,13 +14,13 @@ func TestPlanMemory(t *testing.T) {
 		store, goLimit, inline int64
 	}{
 		{0, 1, 0, 0, 0}, // no limit: nothing planned
-		// 36 less 10 for the process; Go 10+2; the arena what Go at its
-		// limit and 4 MiB of kernel memory leave: 36-12-4.
-		{36 * mib, 1, 26 * mib, 12 * mib, 20 * mib},
-		// 144 less 10 and 2 for each further node, over 4; arenas
-		// (144-18-4)/4 = 30.5.
-		{144 * mib, 4, 32 * mib, 18 * mib, 30 * mib},
-		{8 * mib, 1, 1 * mib, 12 * mib, 1 * mib}, // tiny: MinStore
+		// 36 less 10 for the process; arena at most 13; Go what the arena
+		// and 4 MiB of kernel memory leave: 36-13-4.
+		{36 * mib, 1, 26 * mib, 19 * mib, 13 * mib},
+		// 144 less 10 and 2 for each further node, over 4; arenas 16 each;
+		// Go 144-64-4.
+		{144 * mib, 4, 32 * mib, 76 * mib, 16 * mib},
+		{8 * mib, 1, 1 * mib, 12 * mib, 1 * mib}, // tiny: MinStore; Go at least 10+2
 	}
 	for _, c := range cases {
 		p := PlanMemory(c.limit, "src", c.nodes)
