@@ -227,8 +227,7 @@ func (nf *nodeFlags) config(logger *slog.Logger) (cfg node.Config, closeLog func
 
 // serve runs srv on ln until SIGTERM or SIGINT (then a graceful
 // shutdown); SIGHUP, and with --watch a change under --root, rescans;
-// SIGUSR1 reopens the access log (signals.go).
-// serve runs the node until a signal stops it; mem, the memory plan's
+// SIGUSR1 reopens the access log (signals.go). mem, the memory plan's
 // figures, goes on the start-up line.
 func (nf *nodeFlags) serve(srv *node.Server, ln net.Listener, logger *slog.Logger, stopHUP func(), mem []any) error {
 	errc := make(chan error, 1)
