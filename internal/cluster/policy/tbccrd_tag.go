@@ -37,8 +37,8 @@ type Tag struct {
 
 // TagUpdate is a batch of changes to the shared table.
 type TagUpdate struct {
-	// Reset: the nodes drop every entry before applying Tags (membership,
-	// health or weights changed, or the change log overflowed).
+	// Reset: the nodes drop every entry before applying Tags (a node
+	// became usable or unusable, or the change log overflowed).
 	Reset bool
 	// Tags are the entries that changed, each URL once.
 	Tags []Tag
@@ -54,10 +54,26 @@ const maxTagLog = 1 << 16
 
 // tagLog collects the URLs whose shared entry may have changed.
 type tagLog struct {
-	dirty   map[string]struct{}
-	reset   bool
-	version uint64
-	n       int
+	dirty  map[string]struct{}
+	reset  bool
+	usable []bool // by node, when last drained: a change is a Reset
+}
+
+// usableChanged records which of c's nodes are usable and reports whether
+// that differs from the last call (health checks bump Cluster.Version on
+// every report, so the version alone would reset the nodes' tables each
+// time).
+func (l *tagLog) usableChanged(c *Cluster) bool {
+	changed := len(l.usable) != len(c.Nodes)
+	if changed {
+		l.usable = make([]bool, len(c.Nodes))
+	}
+	for i := range c.Nodes {
+		if u := c.Nodes[i].Usable(); u != l.usable[i] {
+			l.usable[i], changed = u, true
+		}
+	}
+	return changed
 }
 
 // mark records that url's entry may have changed.
@@ -85,8 +101,8 @@ func (p *TBCCRD) TagUpdates(c *Cluster, dst TagUpdate) TagUpdate {
 		p.t.onCache = p.tags.mark
 	}
 	l := p.tags
-	if l.version != c.Version || l.n != len(c.Nodes) {
-		l.version, l.n, l.reset = c.Version, len(c.Nodes), true
+	if l.usableChanged(c) {
+		l.reset = true
 	}
 	if l.reset {
 		l.reset = false
