@@ -31,7 +31,7 @@ func init() {
 type simFlags struct {
 	tracePath, policies, nodes, cachePol, gdsfCost, front, costsFile, plotOut *string
 	cacheMB, timeScale                                                        *float64
-	replicas, popularN, perNode, parallel                                     *int
+	replicas, popularN, perNode, parallel, connReqs                           *int
 	seed                                                                      *uint64
 	digestPeriod                                                              *time.Duration
 	asJSON, asCSV                                                             *bool
@@ -52,6 +52,7 @@ func addSimFlags(fs *flag.FlagSet) *simFlags {
 		popularN:     fs.Int("popular-n", 0, "weblins: the replicated popular set is this many files, as on a live front (default 0: the files that fill an eighth of a node's cache)"),
 		seed:         fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output"),
 		front:        fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)"),
+		connReqs:     fs.Int("conn-requests", 0, "consecutive requests per keep-alive client connection (0 or 1: one connection per request, as HTTP/1.0 traces); later requests start on their predecessor's node and a decision for another node moves the connection (moves_per_request)"),
 		perNode:      fs.Int("per-node", 0, "throughput mode: requests in the system per node (0: LARD's admission bound S = (n-1)*T_high + T_low - 1 for the whole cluster)"),
 		timeScale:    fs.Float64("time-scale", 0, "latency mode: replay at trace timestamps × this factor (0 = throughput mode)"),
 		costsFile:    fs.String("costs", "", "TOML file overriding cost-model fields (keys as the --cost.* flags)"),
@@ -209,7 +210,8 @@ func (sf *simFlags) config(fs *flag.FlagSet) (sim.Config, error) {
 		return sim.Config{}, err
 	}
 	base := sim.Config{CacheBytes: int64(*sf.cacheMB * (1 << 20)), Cache: *sf.cachePol, DigestPeriod: *sf.digestPeriod,
-		GDSFCost: gdsfCost, Costs: &costs, Path: path, PerNode: *sf.perNode, TimeScale: *sf.timeScale, Seed: *sf.seed, Replicas: *sf.replicas}
+		GDSFCost: gdsfCost, Costs: &costs, Path: path, PerNode: *sf.perNode, TimeScale: *sf.timeScale, Seed: *sf.seed, Replicas: *sf.replicas,
+		ConnRequests: *sf.connReqs}
 	base.PolicyConfig.PopularN = *sf.popularN
 	return base, nil
 }
@@ -284,14 +286,14 @@ func splitList(s string) []string {
 
 var simColumns = []string{"policy", "nodes", "requests", "throughput_rps", "miss_ratio", "byte_miss_ratio",
 	"node_cpu_util", "node_disk_util", "front_cpu_util", "handoffs_per_request", "internal_bytes_per_request", "mean_latency_ms",
-	"hit_ratio", "byte_hit_ratio", "fetch_bytes_per_request"}
+	"hit_ratio", "byte_hit_ratio", "fetch_bytes_per_request", "moves_per_request"}
 
 func simRecord(r sim.Row) []string {
 	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
 	return []string{r.Policy, strconv.Itoa(r.Nodes), strconv.FormatInt(r.Requests, 10), f(r.ThroughputRPS, 1),
 		f(r.MissRatio, 4), f(r.ByteMissRatio, 4), f(r.NodeCPUUtil, 3), f(r.NodeDiskUtil, 3), f(r.FrontCPUUtil, 3),
 		f(r.HandoffsPerRequest, 3), f(r.InternalBytesPerRequest, 1), f(r.MeanLatencyMS, 2),
-		f(r.HitRatio, 4), f(r.ByteHitRatio, 4), f(r.FetchBytesPerRequest, 1)}
+		f(r.HitRatio, 4), f(r.ByteHitRatio, 4), f(r.FetchBytesPerRequest, 1), f(r.MovesPerRequest, 3)}
 }
 
 func writeSimCSV(w io.Writer, rows []sim.Row) error {
