@@ -1,6 +1,7 @@
 package front
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,17 @@ const (
 	// re-dispatches it (hand-back after each request).
 	MovesFront
 )
+
+// ParseMoveMode reads "nodes" (or "") and "front".
+func ParseMoveMode(s string) (MoveMode, error) {
+	switch s {
+	case "", "nodes":
+		return MovesNodes, nil
+	case "front":
+		return MovesFront, nil
+	}
+	return MovesNodes, fmt.Errorf("moves %q: want nodes or front", s)
+}
 
 // DefaultTagFlush is how long the front gathers changes of the shared table
 // before it pushes them to the nodes (PassFDConfig.TagFlush).
