@@ -143,8 +143,10 @@ type Config struct {
 	// Progress, if set, is called every 65536 requests with the count so far.
 	Progress func(done int64)
 	// ConnRequests is how many consecutive requests share one client
-	// connection (keep-alive). Default 0 (or 1): one connection per
-	// request, as the HTTP/1.0 traces have it.
+	// connection (keep-alive; keepalive.go): in throughput mode the
+	// window's slots are connections, each sending its K requests one
+	// after the other. Default 0 (or 1): one connection per request, as the
+	// HTTP/1.0 traces have it.
 	ConnRequests int
 	// Replicas is how many nodes store each file on disk (partitioned
 	// storage, internal/cluster/placement; nodes "n0"… of weight 1), what live
@@ -272,14 +274,6 @@ type reqState struct {
 	next   int32 // free list
 }
 
-// connState is a keep-alive connection in the simulator.
-type connState struct {
-	node      int32 // the node its last dispatched request went to, -1 before
-	admitted  int
-	done      int
-	lastAdmit bool // its last request has been admitted
-}
-
 type node struct {
 	cpu, disk fifo
 	cache     cache.Cache[struct{}]
@@ -320,9 +314,8 @@ type sim struct {
 	nextDigest  int64
 	keyBuf      []string
 
-	// conns holds the open keep-alive connections (Config.ConnRequests):
-	// their node and requests admitted and completed; admitted counts the
-	// requests admitted so far.
+	// conns holds the open keep-alive connections (keepalive.go);
+	// admitted counts the requests admitted so far.
 	conns    map[uint64]*connState
 	admitted int64
 
@@ -588,15 +581,15 @@ func (s *sim) alloc() int32 {
 	return int32(len(s.reqs) - 1)
 }
 
-// admit reads the next access and queues it at the front at time t; it
-// reports false at the end of the source.
-func (s *sim) admit(t int64) (bool, error) {
-	if s.srcDone {
+// admit reads the next access — of connection prev when it has more
+// (keepalive.go), else of a new connection — and queues it at the front at
+// time t; it reports false at the end of the source.
+func (s *sim) admit(t int64, prev uint64) (bool, error) {
+	if s.srcDone && prev == 0 {
 		return false, nil
 	}
-	a, err := s.src.Next()
+	a, conn, err := s.next(prev)
 	if err == io.EOF {
-		s.srcDone = true
 		return false, nil
 	}
 	if err != nil {
@@ -604,7 +597,7 @@ func (s *sim) admit(t int64) (bool, error) {
 	}
 	i := s.alloc()
 	r := &s.reqs[i]
-	r.pr = policy.Request{URL: a.URL, Size: max(a.Size, 0), Conn: s.connOf(), Holder: -1}
+	r.pr = policy.Request{URL: a.URL, Size: max(a.Size, 0), Conn: conn, Holder: -1}
 	r.holder, r.node, r.fetch = -1, -1, -1
 	if s.cfg.TimeScale > 0 {
 		at := int64(float64(a.At) * s.cfg.TimeScale)
@@ -619,12 +612,12 @@ func (s *sim) admit(t int64) (bool, error) {
 
 func (s *sim) run() error {
 	if s.cfg.TimeScale > 0 {
-		if _, err := s.admit(0); err != nil {
+		if _, err := s.admit(0, 0); err != nil {
 			return err
 		}
 	} else {
 		for range s.res.Window {
-			ok, err := s.admit(0)
+			ok, err := s.admit(0, 0)
 			if err != nil {
 				return err
 			}
@@ -647,7 +640,7 @@ func (s *sim) run() error {
 				s.first, s.started = s.now, true
 			}
 			s.q.push(s.front.serve(s.now, s.frontD), evFront, i)
-			if _, err := s.admit(s.now); err != nil {
+			if _, err := s.admit(s.now, 0); err != nil {
 				return err
 			}
 		case evFront:
@@ -841,8 +834,12 @@ func (s *sim) complete(i int32, r *reqState) error {
 		s.res.NodeRequests[r.node]++
 		s.latSum += s.now - r.at
 	}
-	if s.closer != nil && s.connDone(r.pr.Conn) {
-		s.closer.CloseConn(r.pr.Conn)
+	conn := r.pr.Conn
+	if s.connDone(conn) {
+		if s.closer != nil {
+			s.closer.CloseConn(conn)
+		}
+		conn = 0
 	}
 	s.last = s.now
 	if s.cfg.Progress != nil && (s.res.Requests+s.res.Rejected)&0xffff == 0 {
@@ -852,7 +849,7 @@ func (s *sim) complete(i int32, r *reqState) error {
 	r.next = s.free
 	s.free = i
 	if s.cfg.TimeScale == 0 {
-		if _, err := s.admit(s.now); err != nil {
+		if _, err := s.admit(s.now, conn); err != nil {
 			return err
 		}
 	}
@@ -908,44 +905,4 @@ func (s *sim) result() Result {
 		res.ByteHitRatio = 1 - res.ByteMissRatio
 	}
 	return res
-}
-
-// connOf returns the connection of the request being admitted: a new one
-// per request, or with Config.ConnRequests = K the same one for K
-// consecutive requests.
-func (s *sim) connOf() uint64 {
-	k := int64(s.cfg.ConnRequests)
-	s.admitted++
-	if k <= 1 {
-		s.conn++
-		return s.conn
-	}
-	id := uint64((s.admitted-1)/k) + 1
-	if s.conns == nil {
-		s.conns = map[uint64]*connState{}
-	}
-	cs := s.conns[id]
-	if cs == nil {
-		cs = &connState{node: -1}
-		s.conns[id] = cs
-	}
-	cs.admitted++
-	cs.lastAdmit = s.admitted%k == 0
-	return id
-}
-
-// connDone records that a request on conn completed and reports whether
-// the connection is now closed: every request of it has completed (its
-// last one admitted, or the trace ended).
-func (s *sim) connDone(conn uint64) bool {
-	cs := s.conns[conn]
-	if cs == nil {
-		return true // one request per connection
-	}
-	cs.done++
-	if cs.done < cs.admitted || !cs.lastAdmit && !s.srcDone {
-		return false
-	}
-	delete(s.conns, conn)
-	return true
 }
