@@ -26,7 +26,9 @@ type TagNote struct {
 
 // Tagger reports whether the policy shares a tag table.
 func (c *Cluster) Tagger() bool {
-	_, ok := c.pol.(policy.Tagger)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := policy.TaggerOf(c.pol)
 	return ok
 }
 
@@ -34,13 +36,15 @@ func (c *Cluster) Tagger() bool {
 // (policy.Tagger.TagUpdates), reusing dst; a policy that shares none gives
 // an empty update.
 func (c *Cluster) TagUpdates(dst policy.TagUpdate) policy.TagUpdate {
-	tg, ok := c.pol.(policy.Tagger)
-	if !ok {
-		dst.Reset, dst.Tags, dst.Full = false, dst.Tags[:0], dst.Full[:0]
-		return dst
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	tg, ok := policy.TaggerOf(c.pol)
+	if !ok {
+		// Replaced by a policy that shares none (SIGHUP): the nodes drop
+		// their tables and ask the front for every request.
+		dst.Reset, dst.Tags, dst.Full = true, dst.Tags[:0], dst.Full[:0]
+		return dst
+	}
 	return tg.TagUpdates(&c.view, dst)
 }
 
@@ -49,12 +53,15 @@ func (c *Cluster) TagUpdates(dst policy.TagUpdate) policy.TagUpdate {
 // dispatched to that node (Backend.Requests), and a moved connection's hold
 // follows it, so the nodes' load counts stay true.
 func (c *Cluster) Tagged(notes []TagNote) {
-	tg, ok := c.pol.(policy.Tagger)
-	if !ok || len(notes) == 0 {
+	if len(notes) == 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	tg, ok := policy.TaggerOf(c.pol)
+	if !ok {
+		return
+	}
 	now := c.clock()
 	for _, n := range notes {
 		if n.Node < 0 || n.Node >= len(c.backends) || c.view.Nodes[n.Node].Removed {
@@ -83,11 +90,9 @@ func (c *Cluster) Tagged(notes []TagNote) {
 
 // TagAsked tells the policy a node asked about url (policy.Tagger.TagAsked).
 func (c *Cluster) TagAsked(url string) {
-	tg, ok := c.pol.(policy.Tagger)
-	if !ok {
-		return
-	}
 	c.mu.Lock()
-	tg.TagAsked(url)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if tg, ok := policy.TaggerOf(c.pol); ok {
+		tg.TagAsked(url)
+	}
 }

@@ -181,3 +181,13 @@ func (p *TBCCRD) TagAsked(url string) {
 }
 
 var _ Tagger = (*TBCCRD)(nil)
+
+// TaggerOf returns p as a Tagger: p itself, or the current policy of a
+// Switch (call it under the cluster's lock, as Switch.Current wants).
+func TaggerOf(p Policy) (Tagger, bool) {
+	if s, ok := p.(*Switch); ok {
+		p = s.Current()
+	}
+	t, ok := p.(Tagger)
+	return t, ok
+}
