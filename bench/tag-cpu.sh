@@ -54,12 +54,12 @@ for i in $(seq 0 $((NODES - 1))); do
 	waitport "$addr"
 done
 
-declare -A FPID FADDR
+declare -A FPID FADDR ADMIN
 port=$((BASE + NODES))
 for moves in nodes front; do
-	FADDR[$moves]=127.0.0.1:$port
-	port=$((port + 1))
-	GOMAXPROCS=1 taskset -c "$FRONT_CORE" "$SHOAL" front --listen "${FADDR[$moves]}" --nodes "$nodes" \
+	FADDR[$moves]=127.0.0.1:$port ADMIN[$moves]=127.0.0.1:$((port + 1))
+	port=$((port + 2))
+	GOMAXPROCS=1 taskset -c "$FRONT_CORE" "$SHOAL" front --listen "${FADDR[$moves]}" --nodes "$nodes" --admin "${ADMIN[$moves]}" \
 		--health-interval 1s --path passfd --policy tbccrd --passfd-moves "$moves" --handoff-dir "$W/sock" \
 		2>"$W/front-$moves.log" &
 	FPID[$moves]=$!
@@ -103,3 +103,9 @@ echo "|---|---|---|---|"
 printf '| front (hand-back after each request) | %.2f | %s | %s |\n' "$mf" "$(rng ${COST[front]})" "$(median_of ${N[front]})"
 printf '| nodes (tag mode) | %.2f = %.3f× | %s | %s |\n' "$mn" "$(python3 -c "print($mn / $mf)")" "$(rng ${COST[nodes]})" \
 	"$(median_of ${N[nodes]})"
+echo
+for moves in nodes front; do
+	python3 -c 'import json,sys,urllib.request as u; h=json.load(u.urlopen("http://"+sys.argv[1]+"/stats"))["handoff"]
+r=json.load(u.urlopen("http://"+sys.argv[1]+"/stats"))["requests"]
+print("moves=%s: front requests %d, passed %d, returned %d; tag %s" % (sys.argv[2], r, h["passed"], h["returned"], h["tag"]))' "${ADMIN[$moves]}" "$moves"
+done
