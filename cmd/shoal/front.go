@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"shoal/internal/admin"
 	"shoal/internal/base/content"
@@ -107,6 +108,7 @@ func (cmd *frontCmd) configure(fs *flag.FlagSet, def config.Front) (config.Front
 		if logf.set("log-format") {
 			fc.LogFormat = *logf.format
 		}
+		fc.NormalizeAdmin() // --admin off
 	}
 	cmd.override(&fc)
 	if fc.PublishDir != "" && (fc.Admin == "" || fc.AdminTokenFile == "" || !filepath.IsAbs(fc.PublishDir)) {
@@ -278,7 +280,8 @@ func (rt *frontRuntime) startPublisher(token string) error {
 }
 
 // run starts serving and handles signals until SIGTERM or SIGINT (then a
-// graceful shutdown) or a server error; SIGHUP reloads.
+// graceful shutdown) or a server error; SIGHUP reloads, SIGUSR1 reopens
+// the access log (signals.go).
 func (rt *frontRuntime) run(stopHUP func()) error {
 	fc, logger, gw := rt.fc, rt.log, rt.gw
 	if err := gw.Start(); err != nil {
@@ -292,6 +295,14 @@ func (rt *frontRuntime) run(stopHUP func()) error {
 			logger.Info("admin API, writes need the bearer token", "addr", addr, "token_file", fc.AdminTokenFile, "reads_need_token", rt.adminPublic)
 		}
 	}
+	// Signals are ours before "serving" is said: a supervisor that stops
+	// the front as soon as it reads that line gets a graceful shutdown,
+	// and a script that then rotates the log does not meet the start-up
+	// handler.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, sigReload, sigReopen)
+	defer signal.Stop(sig)
+	stopHUP() // SIGHUP and SIGUSR1 are ours now
 	maxc, perIP := gw.Server().ConnLimits()
 	certs := rt.certs
 	logger.Info("serving", "addr", gw.Listener().Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes),
@@ -299,17 +310,17 @@ func (rt *frontRuntime) run(stopHUP func()) error {
 	if certs != nil && fc.Path != "relay" && fc.Path != "redirect" {
 		logger.Warn("TLS connections are relayed: the handoff paths cannot move a TLS session without kTLS", "path", fc.Path)
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sig)
-	stopHUP() // SIGHUP is ours now
 	for {
 		select {
 		case err := <-gw.Err():
 			return err
 		case s := <-sig:
-			if s == syscall.SIGHUP {
+			switch s {
+			case sigReload:
 				rt.hangup()
+				continue
+			case sigReopen:
+				rt.reopenLogs("SIGUSR1")
 				continue
 			}
 			logger.Info("shutting down", "signal", s.String(), "timeout", rt.fc.ShutdownTimeout.Duration)
@@ -323,20 +334,32 @@ func (rt *frontRuntime) run(stopHUP func()) error {
 	}
 }
 
-// hangup is SIGHUP: the configuration file and the certificates again.
+// hangup is SIGHUP: the access log reopened, the configuration file and
+// the certificates read again. A front started without --config has no
+// file to read: that is how it was started, not an error.
 func (rt *frontRuntime) hangup() {
-	rt.log.Info("SIGHUP: reloading", "file", rt.cfgFile)
-	if err := rt.reload(); err != nil {
-		rt.log.Error("reload refused, nothing changed", "file", rt.cfgFile, "err", err)
+	if rt.cfgFile == "" {
+		rt.reopenLogs("SIGHUP")
+		rt.log.Info("SIGHUP: no --config, so no configuration to reload", "certificates", rt.certs != nil)
+	} else {
+		rt.log.Info("SIGHUP: reloading", "file", rt.cfgFile)
+		if err := rt.reload(); err != nil {
+			rt.log.Error("reload refused, nothing changed", "file", rt.cfgFile, "err", err)
+		}
 	}
 	if rt.certs != nil { // renewed certificate files, same paths
 		if err := rt.certs.Reload(); err != nil {
 			rt.log.Error("certificates not reloaded, the old ones stay", "err", err)
 		} else {
 			rt.log.Info("certificates reloaded", "names", rt.certs.Names())
+			rt.certs.LogExpiring(rt.log, time.Now())
 		}
 	}
 }
+
+// reopenLogs reopens the access log file at its path (logrotate renamed
+// it), and nothing else; sig names the signal for the log line.
+func (rt *frontRuntime) reopenLogs(sig string) { reopenAccessLog(rt.access, rt.log, sig) }
 
 // close releases what build opened, last first: the access log after the
 // server's Shutdown, so the last lines are in.

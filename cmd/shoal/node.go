@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"shoal/internal/admin"
+	"shoal/internal/base/logfile"
 	"shoal/internal/cluster/node"
 	"shoal/internal/cluster/peer"
 	"shoal/internal/cluster/publish"
@@ -37,8 +38,14 @@ type nodeFlags struct {
 	readTO, idleTO, sendTO, shutdownTO, digestPeriod                *time.Duration
 	vhosts, noPre, logHealth, watch, printConfig                    *bool
 	aliases                                                         aliasFlag
+	origins                                                         originFlag
+	data                                                            *string
+	diskMB                                                          *int64
 	logf                                                            *logFlags
-	repair                                                          *repairFlags
+	// logFile is the --access-log file, which SIGUSR1 and SIGHUP reopen;
+	// nil when off or on stdout.
+	logFile *logfile.File
+	repair  *repairFlags
 }
 
 func addNodeFlags(fs *flag.FlagSet, def config.NodeServer) *nodeFlags {
@@ -56,6 +63,9 @@ func addNodeFlags(fs *flag.FlagSet, def config.NodeServer) *nodeFlags {
 		vhosts:    fs.Bool("vhosts", def.VHosts, "DIR holds one folder per host name (DIR/example.com/, DIR/_default/ for other hosts)"),
 	}
 	fs.Var(&nf.aliases, "alias", "with --vhosts: NAME=SITE serves host NAME from DIR/SITE (repeatable)")
+	fs.Var(&nf.origins, "origin", "cache mode: be an HTTP cache in front of this origin instead of serving --root (URL, or HOST=URL for one host; repeatable)")
+	nf.data = fs.String("data", def.Data, "cache mode: folder of the stored responses (default: a temporary one)")
+	nf.diskMB = fs.Int64("disk-mb", def.DiskMB, "cache mode: bound of the stored responses on disk, MiB")
 	nf.noPre = fs.Bool("no-precompressed", def.NoPrecompressed, "never serve name.br / name.gz in place of name (see 'shoal compress')")
 	nf.accessLog = fs.String("access-log", def.AccessLog, "Common Log Format access log file, or - for stdout (default off)")
 	nf.trusted = fs.String("trusted-fronts", strings.Join(def.TrustedFronts, ","), "comma-separated addresses or CIDRs of fronts whose X-Forwarded-For names the client in the access log (default: none)")
@@ -96,10 +106,13 @@ func runNode(args []string) error {
 		if nf.aliases.m == nil { // --alias given: the command line's list wins
 			nf.aliases.m = nc.Aliases
 		}
+		if !nf.origins.set { // as for --alias
+			nf.origins.def, nf.origins.hosts = nc.Origin, nc.Origins
+		}
 	}
-	if *nf.root == "" {
+	if *nf.root == "" && len(nf.origins.specs()) == 0 {
 		fs.Usage()
-		return errors.New("--root is required")
+		return errors.New("--root is required (or --origin, for a cache)")
 	}
 	if *nf.cacheMB < 0 || *nf.maxKB < 0 {
 		return fmt.Errorf("--cache-mb %d, --max-object-kb %d: sizes cannot be negative (0 turns the cache off)", *nf.cacheMB, *nf.maxKB)
@@ -125,7 +138,6 @@ func runNode(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *nf.listen, err)
 	}
-	logger.Info("node serving", "root", *nf.root, "addr", ln.Addr().String(), "cache", *nf.policy, "cache_mb", *nf.cacheMB)
 	if err := startPassFDNode(srv, cfg.HandoffSocket, logger.Info); err != nil {
 		ln.Close()
 		return err
@@ -171,30 +183,46 @@ func (nf *nodeFlags) config(logger *slog.Logger) (cfg node.Config, closeLog func
 	if *nf.cacheMB == 0 {
 		cfg.CacheBytes = -1
 	}
+	if specs := nf.origins.specs(); len(specs) > 0 {
+		up, err := node.ParseOrigins(specs)
+		if err != nil {
+			return cfg, closeLog, fmt.Errorf("--origin: %w", err)
+		}
+		cfg.Root = ""
+		cfg.Edge = node.EdgeConfig{Upstream: up, DataDir: *nf.data, DiskBytes: *nf.diskMB << 20}
+	}
 	switch *nf.accessLog {
 	case "":
 	case "-":
 		cfg.AccessLog = os.Stdout
 	default:
-		f, err := os.OpenFile(*nf.accessLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := logfile.Open(*nf.accessLog, 0o644)
 		if err != nil {
 			return cfg, closeLog, fmt.Errorf("access log: %w", err)
 		}
-		cfg.AccessLog = f
+		cfg.AccessLog, nf.logFile = f, f
 		closeLog = func() { f.Close() }
 	}
 	return cfg, closeLog, nil
 }
 
 // serve runs srv on ln until SIGTERM or SIGINT (then a graceful
-// shutdown); SIGHUP, and with --watch a change under --root, rescans.
+// shutdown); SIGHUP, and with --watch a change under --root, rescans;
+// SIGUSR1 reopens the access log (signals.go).
 func (nf *nodeFlags) serve(srv *node.Server, ln net.Listener, logger *slog.Logger, stopHUP func()) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, sigReload, sigReopen)
 	defer signal.Stop(sig)
-	stopHUP() // SIGHUP is ours now
+	stopHUP() // SIGHUP and SIGUSR1 are ours now
+	// Logged once the signals are ours: a script that waits for this line
+	// and then rotates the log must not meet the start-up handler.
+	if specs := nf.origins.specs(); len(specs) > 0 {
+		logger.Info("node caching", "origin", strings.Join(specs, ","), "addr", ln.Addr().String(), "cache_mb", *nf.cacheMB, "data", *nf.data, "disk_mb", *nf.diskMB)
+	} else {
+		logger.Info("node serving", "root", *nf.root, "addr", ln.Addr().String(), "cache", *nf.policy, "cache_mb", *nf.cacheMB)
+	}
 	if *nf.watch {
 		wctx, wcancel := context.WithCancel(context.Background())
 		defer wcancel()
@@ -215,13 +243,19 @@ wait:
 		case err := <-errc:
 			return err
 		case s := <-sig:
-			if s == syscall.SIGHUP {
+			switch s {
+			case sigReload:
 				// Rescan --root (a "current" symlink is followed again)
-				// and reopen nothing else: the access log file is kept.
+				// and reopen the access log, as the front's does.
+				nf.reopenLog(logger, "SIGHUP")
 				logger.Info("SIGHUP: rescanning the site root", "root", *nf.root)
 				if _, err := srv.Rescan(); err != nil {
 					logger.Error("SIGHUP: rescan failed; the previous tree is still served", "err", err)
 				}
+				continue
+			case sigReopen:
+				srv.FlushLog() // the lines so far into the renamed file
+				nf.reopenLog(logger, "SIGUSR1")
 				continue
 			}
 			logger.Info("shutting down", "signal", s.String())
@@ -237,6 +271,20 @@ wait:
 		return err
 	}
 	return nil
+}
+
+// reopenLog reopens the access log file at its path (logrotate renamed
+// it); sig names the signal for the log line.
+func (nf *nodeFlags) reopenLog(logger *slog.Logger, sig string) {
+	if nf.logFile == nil {
+		logger.Info(sig + ": no access log file to reopen")
+		return
+	}
+	if err := nf.logFile.Reopen(); err != nil {
+		logger.Error(sig+": access log not reopened; lines still go to the old file", "err", err)
+		return
+	}
+	logger.Info(sig+": access log reopened", "file", nf.logFile.Path())
 }
 
 // parsePrefixes reads a comma-separated list of IP addresses and CIDR

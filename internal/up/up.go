@@ -92,6 +92,9 @@ type Config struct {
 	SendTimeout   time.Duration
 	MaxConns      int
 	MaxConnsPerIP int
+	// IdleTimeout closes a keep-alive client connection idle this long
+	// (front.Config.IdleTimeout). Default 0: the front's, 60 s.
+	IdleTimeout time.Duration
 	// TLS makes the front serve HTTPS with a self-signed certificate in
 	// DataDir/tls (listenTLS). Default false.
 	TLS bool
@@ -114,6 +117,12 @@ type Config struct {
 	// `shoal pop` serves its rings' state beside the cluster's. Default none.
 	AdminRoutes map[string]http.Handler
 	Collectors  []prometheus.Collector
+	// Edge, when set, runs every node in cache mode (an HTTP cache in
+	// front of an upstream, node.EdgeConfig) with the configuration it
+	// returns for node i, and the front keys its policies by host, path
+	// and query (front.Config.CacheKeys): no site is generated or served.
+	// Default nil: the nodes serve Site.
+	Edge func(i int) node.EdgeConfig
 }
 
 // DefaultPolicy is the policy `shoal up` uses unless told otherwise:
@@ -232,6 +241,8 @@ type Cluster struct {
 	// SiteRoot is the folder the site was served from at start (--site,
 	// or the generated one): what SIGHUP publishes again.
 	SiteRoot string
+	// sites are the virtual hosts' names with VHosts (SiteURLs).
+	sites []string
 	// Config is the configuration with defaults filled in.
 	Config Config
 
@@ -280,11 +291,14 @@ func Start(cfg Config) (*Cluster, error) {
 	if cfg.VHosts && cfg.Redirect {
 		return nil, errors.New("--vhosts works with the relay and passfd paths")
 	}
+	if cfg.Edge != nil {
+		return startEdge(cfg)
+	}
 	root, info, vm, err := prepareRoot(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, errc: make(chan error, cfg.Nodes+2)}
+	c := &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, sites: siteNames(vm), errc: make(chan error, cfg.Nodes+2)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -389,6 +403,9 @@ func (c *Config) frontConfig(urls []string, sharedProcess bool) config.Front {
 	fc.Health.Interval.Duration = c.HealthInterval
 	if c.SendTimeout != 0 {
 		fc.Limits.SendTimeout.Duration = c.SendTimeout
+	}
+	if c.IdleTimeout != 0 {
+		fc.Limits.IdleTimeout.Duration = c.IdleTimeout
 	}
 	fc.Limits.MaxConns, fc.Limits.MaxConnsPerIP = c.MaxConns, c.MaxConnsPerIP
 	if c.MaxConns == 0 && sharedProcess {

@@ -19,6 +19,7 @@
 package trace
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"time"
@@ -93,6 +94,10 @@ var (
 	errBytes   error = parseError("bytes")
 	errTrail   error = parseError("trailing data")
 	errFormat  error = parseError("unknown format")
+	// errNoRequest is a well-formed line whose request is "-": a server's
+	// answer to a connection that sent no request (a refusal at a limit, a
+	// timeout), which Reader skips as no request rather than as malformed.
+	errNoRequest error = parseError("no request")
 )
 
 // ParseLine parses one line (without or with its trailing "\n" or "\r\n") in
@@ -140,15 +145,16 @@ func (p *parser) parse(line []byte, f Format) (Record, error) {
 	}
 	line = line[:n]
 	// Control bytes are not rejected: the EPA trace logs URLs holding raw
-	// ^A..^U bytes and they round-trip through AppendCLF unchanged.
+	// ^A..^U bytes; they round-trip through AppendCLF as \xHH escapes.
 	switch f {
 	case CLF:
 		return p.parseCLF(line)
 	case EPA:
 		return p.parseEPA(line)
 	case Auto:
-		if r, err := p.parseCLF(line); err == nil {
-			return r, nil
+		r, err := p.parseCLF(line)
+		if err == nil || err == errNoRequest {
+			return r, err
 		}
 		return p.parseEPA(line)
 	}
@@ -400,6 +406,9 @@ func (p *parser) parseTail(r *Record, b []byte) error {
 // method and a final "HTTP/..." token, trimmed of blanks: 1995 logs hold
 // unescaped spaces in URLs, and HTTP/0.9 requests carry no protocol.
 func (p *parser) parseRequest(r *Record, req []byte) error {
+	if len(req) == 1 && req[0] == '-' {
+		return errNoRequest
+	}
 	m, rest, ok := token(req)
 	if !ok {
 		return errRequest
@@ -424,9 +433,42 @@ func (p *parser) parseRequest(r *Record, req []byte) error {
 		return errRequest
 	}
 	r.Method = method(m)
-	r.URL = p.str(rest)
+	if bytes.Contains(rest, []byte(`\x`)) {
+		r.URL = unescapeHex(rest)
+	} else {
+		r.URL = p.str(rest)
+	}
 	r.Proto = protocol(proto)
 	return nil
+}
+
+// unescapeHex decodes the \xHH escapes AppendCLF and nginx write in a
+// request; a backslash not followed by 'x' and two hex digits stays.
+func unescapeHex(b []byte) string {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' && i+3 < len(b) && b[i+1] == 'x' {
+			if hi, lo := unhex(b[i+2]), unhex(b[i+3]); hi >= 0 && lo >= 0 {
+				out = append(out, byte(hi<<4|lo))
+				i += 3
+				continue
+			}
+		}
+		out = append(out, b[i])
+	}
+	return string(out)
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c - 'a' + 10)
+	case 'A' <= c && c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return -1
 }
 
 // method and protocol return constant strings for the common values so the

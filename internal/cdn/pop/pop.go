@@ -65,13 +65,19 @@ type Config struct {
 	// DNS.Addr is empty); Coverage the file of prefixes → PoP names.
 	DNS      cdndns.Config
 	Coverage string
-	// Edge is the content tier's HTTP address (misses looked up
-	// in Chord and fetched from the best PoP holding them, through the
-	// key's home as shield, then Origin); "" turns the content tier off.
-	Edge string
-	// Origin is the HTTP origin of the content; "" is this PoP's own
-	// gateway (its site).
-	Origin string
+	// Edge and Origin are gone (the PoP's content tier is its nodes): a
+	// PoP started with Edge set refuses to start and says so.
+	Edge, Origin string
+	// Origins makes the PoP's nodes HTTP caches in front of these
+	// origins (node cache mode, edge.go): "URL" answers every host,
+	// "HOST=URL" one host. The gateway then serves the origins' content,
+	// not a sample site, and a node's miss goes through the PoP's miss
+	// chain (cachemode.go): a PoP holding the content, the key's home PoP
+	// as shield, the origin. Default none.
+	Origins []string
+	// EdgeData holds the nodes' stored responses (EdgeData/node-N) when
+	// Origins is set; "" keeps them in temporary folders.
+	EdgeData string
 	// CDN holds the replication constants (window, M, hot push).
 	CDN replica.Config
 	// Redirect sends a client whose PoP misses to a better-scoring PoP
@@ -119,10 +125,8 @@ type PoP struct {
 	links  *links
 	peerLn net.Listener
 	// DNS is the running responder, nil when off.
-	DNS *cdndns.Server
-	// EdgeURL is the content tier's address ("" when off).
-	EdgeURL string
-	content *content
+	DNS     *cdndns.Server
+	cm      *cacheMode // the content tier on the nodes (cachemode.go), nil when off
 	lookups map[uint64]chan chord.Result
 	ctx     context.Context
 
@@ -265,6 +269,18 @@ func (p *PoP) startServices() error {
 		"POST /purge":  http.HandlerFunc(p.servePurge),
 	}
 	cc.Collectors = []prometheus.Collector{&collector{p: p}}
+	if cfg.Edge != "" {
+		return fmt.Errorf("pop %s: --edge is gone: the gateway (--listen) serves the CDN's content; name the origin with --origin", cfg.Name)
+	}
+	if len(cfg.Origins) > 0 {
+		edge, err := p.edgeNodes()
+		if err != nil {
+			return fmt.Errorf("pop %s: %w", cfg.Name, err)
+		}
+		if cc.Edge, err = p.prepareCacheMode(cfg, edge); err != nil {
+			return err
+		}
+	}
 	cl, err := up.Start(cc)
 	if err != nil {
 		return fmt.Errorf("pop %s: %w", cfg.Name, err)
@@ -276,9 +292,10 @@ func (p *PoP) startServices() error {
 	if p.AdminURL != "" {
 		p.AdminTokenFile = cl.AdminTokenFile
 	}
-	if cfg.Edge != "" {
-		if err := p.startContent(cfg); err != nil {
-			return err
+	if p.cm != nil {
+		p.startCacheMode(cl)
+		if a := cl.Admin(); a != nil {
+			a.SetCDN(p.cdnSnapshot)
 		}
 	}
 	if cfg.DNS.Addr != "" {
@@ -550,9 +567,6 @@ func (p *PoP) Shutdown(ctx context.Context) error {
 	p.links.close()
 	if p.DNS != nil {
 		p.DNS.Close()
-	}
-	if p.content != nil {
-		p.content.srv.Close()
 	}
 	if p.Cluster != nil {
 		errs = append(errs, p.Cluster.Shutdown(ctx))

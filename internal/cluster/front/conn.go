@@ -139,7 +139,7 @@ func (s *Server) newClientConn(c net.Conn) *clientConn {
 		cc.addr = remoteAddr(c)
 	}
 	s.mu.Lock()
-	if s.closing.Load() {
+	if s.drained {
 		s.mu.Unlock()
 		c.Close()
 		s.putClientConn(cc)
@@ -159,7 +159,11 @@ func (cc *clientConn) serve() {
 	s := cc.s
 	detached := false
 	defer func() {
-		if !detached {
+		switch {
+		case detached:
+		case s.closing.Load():
+			lingerClose(cc.c)
+		default:
 			cc.c.Close()
 		}
 		s.mu.Lock()
@@ -183,9 +187,6 @@ func (cc *clientConn) serve() {
 	}()
 	first := true
 	for {
-		if s.closing.Load() && cc.in.len() == 0 {
-			return
-		}
 		if !cc.readHead(first) {
 			return
 		}
@@ -206,9 +207,15 @@ func (cc *clientConn) serve() {
 func (cc *clientConn) readHead(first bool) bool {
 	s := cc.s
 	now := cc.now
-	if first {
+	switch {
+	case s.closing.Load():
+		// Shutting down: one more request may come until drainAt.
+		at := s.drainAt.Load()
+		cc.rdl.at = at
+		cc.c.SetReadDeadline(time.Unix(0, at))
+	case first:
 		cc.rdl.setRead(cc.c, now, s.cfg.HeaderTimeout)
-	} else if cc.in.len() == 0 {
+	case cc.in.len() == 0:
 		cc.rdl.setRead(cc.c, now, s.cfg.IdleTimeout)
 	}
 	started := cc.in.len() > 0
@@ -219,6 +226,9 @@ func (cc *clientConn) readHead(first bool) bool {
 				if cc.state.Swap(connBusy) == connShed {
 					return false // closed by the idle shedder as it arrived
 				}
+				if s.closing.Load() {
+					cc.rdl.at = 0 // Shutdown moved the deadline: set it anew
+				}
 				return true
 			}
 			if err != httpwire.ErrNeedMore {
@@ -228,7 +238,9 @@ func (cc *clientConn) readHead(first bool) bool {
 					st = he.Status
 				}
 				s.ctr.requests.Add(1)
-				cc.writeError(st, true)
+				start := time.Now()
+				cc.writeError(st, requestReason(st), true)
+				s.answerBare(cc.clientIP(), start, st, cc.log.body, requestReason(st))
 				return false
 			}
 			if !started {
@@ -253,7 +265,9 @@ func (cc *clientConn) readHead(first bool) bool {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && cc.in.len() > 0 && !s.closing.Load() {
-				cc.writeError(408, true)
+				start := time.Now()
+				cc.writeError(408, answerHeaderTimeout, true)
+				s.answerBare(cc.clientIP(), start, 408, cc.log.body, answerHeaderTimeout)
 			}
 			return false
 		}
@@ -290,14 +304,14 @@ func (cc *clientConn) handle() Result {
 	}
 
 	if req.IsMethod("CONNECT") {
-		return s.finish(t, Result{Status: cc.writeError(501, true), Close: true}, cc)
+		return s.finish(t, Result{Status: cc.writeError(501, answerNotImplemented, true), Close: true}, cc)
 	}
 	cc.sent = 0
 	cc.setKey(req) // cc.url: the path, or site + path with VHosts (vhost.go)
 	t.site = cc.vh.site
 	closeConn := req.Close || req.HasBody()
-	if internalKey(cc.url, cc.s.cfg.VHosts != nil) { // the nodes' /.shoal/ space is not public
-		return s.finish(t, Result{Status: cc.writeError(404, closeConn), Close: closeConn}, cc)
+	if internalKey(cc.url, cc.s.cfg.VHosts != nil || cc.s.cfg.CacheKeys) { // the nodes' /.shoal/ space is not public
+		return s.finish(t, Result{Status: cc.writeError(404, answerInternalPath, closeConn), Close: closeConn}, cc)
 	}
 	// The policy request lives in cc: passed to the policy interface it
 	// would escape, and allocate, if it were a local.
@@ -308,18 +322,19 @@ func (cc *clientConn) handle() Result {
 		s.cl.Release(cc.id)
 	}
 	if !routed {
-		return s.finish(t, Result{Status: cc.writeError(503, closeConn), Close: closeConn}, cc)
+		return s.finish(t, Result{Status: cc.writeError(503, answerNoNode, closeConn), Close: closeConn}, cc)
 	}
 	cc.holder = t.d.Node
 	x := &cc.x
 	*x = Exchange{Req: req, Head: head, Decision: t.d, Backend: t.b, Policy: &cc.pr, cc: cc}
 	res := cc.dispatch(t, x)
 	if res.Retry {
-		res = Result{Status: cc.writeError(502, closeConn), Close: closeConn, Err: res.Err}
+		res = Result{Status: cc.writeError(502, answerNodeError, closeConn), Close: closeConn, Err: res.Err}
 	}
-	if !res.Detached && !res.Close && s.closing.Load() {
-		res.Close = true
-	}
+	// A response that went out with keep-alive just as Shutdown began is
+	// not followed by a close: the client may already be sending its next
+	// request, which readHead waits for and answers with "Connection:
+	// close" (closing it unread would reset it).
 	return s.finish(t, res, cc)
 }
 
@@ -332,8 +347,10 @@ func (cc *clientConn) countPath(name string) {
 }
 
 // writeError sends a small canned answer made by the front itself and
-// returns its status. close adds "Connection: close" (the caller closes).
-func (cc *clientConn) writeError(status int, close bool) int {
+// returns its status, counted by class and reason why (answers.go) and
+// kept for the access log line. close adds "Connection: close" (the
+// caller closes).
+func (cc *clientConn) writeError(status int, why answerReason, close bool) int {
 	s := cc.s
 	text := httpwire.StatusText(status)
 	out := httpwire.AppendStatusLine(cc.out[:0], status)
@@ -347,13 +364,9 @@ func (cc *clientConn) writeError(status int, close bool) int {
 	out = append(out, text...)
 	out = append(out, '\n')
 	cc.out = out[:0]
-	if status >= 500 {
-		s.ctr.sent5xx.Add(1)
-	} else if status >= 400 {
-		s.ctr.sent4xx.Add(1)
-	}
-	s.ctr.status[status/100].Add(1)
+	s.ctr.countAnswer(status, why)
 	cc.log.body = int64(len(text) + 1)
+	cc.log.reason = why
 	cc.wdl.setWrite(cc.c, cc.now, s.cfg.WriteTimeout)
 	n, _ := cc.c.Write(out)
 	s.ctr.bytesOut.Add(uint64(n))

@@ -29,6 +29,8 @@ type counters struct {
 	refusedPerIP  atomic.Uint64
 	idleShed      atomic.Uint64
 	streaming     atomic.Int64
+	// answers counts the front's own answers by reason (answers.go).
+	answers [numAnswers]atomic.Uint64
 
 	// The handoff paths (HandoffStats).
 	passed, returned, returnRefused, ended, redispatched, lost, fastPassed atomic.Uint64

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/vhost"
 )
 
 var (
@@ -29,13 +30,15 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		s.ctr.queued.Add(1)
 	}
 	if err != nil {
+		why := answerQueueTimeout
 		if err == errQueueFull {
 			s.ctr.queueFull.Add(1)
+			why = answerQueueFull
 		} else {
 			s.ctr.queueTimeouts.Add(1)
 		}
 		closeConn := req.Close || req.HasBody()
-		return Result{Status: cc.writeError(503, closeConn), Close: closeConn, Err: fmt.Errorf("node %s: %w", u.b.URL, err)}
+		return Result{Status: cc.writeError(503, why, closeConn), Close: closeConn, Err: fmt.Errorf("node %s: %w", u.b.URL, err)}
 	}
 	held := true // the node slot; relayResponse gives it back early for a streamed body
 	defer func() {
@@ -51,7 +54,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		// Nodes accept ForwardHeadroom bytes more than the front; a rewrite
 		// that outgrew that (a very long node address in Host) is refused
 		// here rather than by the node.
-		return Result{Status: cc.writeError(431, true), Close: true, Err: fmt.Errorf("node %s: rewritten head of %d bytes", u.b.URL, len(cc.out))}
+		return Result{Status: cc.writeError(431, answerBadRequest, true), Close: true, Err: fmt.Errorf("node %s: rewritten head of %d bytes", u.b.URL, len(cc.out))}
 	}
 	replayable := !req.HasBody()
 	nc := u.pool.get(cc.now)
@@ -94,10 +97,10 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
 			closeConn := req.Close || got
-			return Result{Status: cc.writeError(504, closeConn), Close: closeConn, Err: err}
+			return Result{Status: cc.writeError(504, answerNodeTimeout, closeConn), Close: closeConn, Err: err}
 		case got:
 			// A broken head (or interim answers already forwarded).
-			return Result{Status: cc.writeError(502, true), Close: true, Err: err}
+			return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, Err: err}
 		case replayable && reused:
 			s.ctr.freshRedials.Add(1)
 			u.pool.drain()
@@ -106,7 +109,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		case replayable:
 			return Result{Retry: true, NodeFailed: true, Err: err}
 		}
-		return Result{Status: cc.writeError(502, true), Close: true, NodeFailed: true, Err: err}
+		return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, NodeFailed: true, Err: err}
 	}
 	return cc.relayResponse(x, u, nc, &held)
 }
@@ -124,10 +127,10 @@ func (cc *clientConn) sendFailed(u *upstream, err error, replayable bool) Result
 	if errors.Is(err, errBadChunk) {
 		// The client's chunked body is malformed: refused before
 		// the bad bytes reached the node, whose connection is closed.
-		return Result{Status: cc.writeError(400, true), Close: true, Err: err}
+		return Result{Status: cc.writeError(400, answerBadRequest, true), Close: true, Err: err}
 	}
 	var bb errBodyBroken
-	return Result{Status: cc.writeError(502, true), Close: true, NodeFailed: !errors.As(err, &bb), Err: err}
+	return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, NodeFailed: !errors.As(err, &bb), Err: err}
 }
 
 func (cc *clientConn) dial(u *upstream) (*nodeConn, error) {
@@ -164,11 +167,20 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	out := append(cc.out[:0], req.Method...)
 	out = append(out, ' ')
 	// Absolute-form ("http://host/p") is meant for forward proxies; a
-	// node gets origin-form.
+	// node gets origin-form, and the target's authority as Host in place
+	// of the client's (RFC 9112 §3.2.2: the authority wins, and a proxy
+	// must not forward the received Host), so the node picks the site
+	// the front keyed the request by.
 	out = append(out, originForm(req.Target)...)
 	out = append(out, " HTTP/1.1\r\n"...)
+	authority := vhost.Authority(req.Target)
+	if authority != nil {
+		out = append(out, "Host: "...)
+		out = append(out, authority...)
+		out = append(out, "\r\n"...)
+	}
 	for i, h := range req.Headers {
-		if dropHeader(h.Name, cc.tokens) || isFetchHeader(h.Name) {
+		if dropHeader(h.Name, cc.tokens) || isFetchHeader(h.Name) || authority != nil && isHostHeader(h.Name) {
 			continue
 		}
 		if len(h.Name) == 6 && httpwire.EqualFold(h.Name, "expect") {
@@ -196,7 +208,7 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 		out = strconv.AppendInt(out, int64(f), 10)
 		out = append(out, "\r\n"...)
 	}
-	if !req.HasHost {
+	if !req.HasHost && authority == nil {
 		out = append(out, "Host: "...)
 		out = append(out, x.Backend.Addr...)
 		out = append(out, "\r\n"...)
@@ -204,6 +216,9 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	cc.out = append(out, "\r\n"...)
 	return expect && req.HasBody()
 }
+
+// isHostHeader reports a Host field name.
+func isHostHeader(name []byte) bool { return len(name) == 4 && httpwire.EqualFold(name, "host") }
 
 // sendRequest writes the head in cc.out and streams the body, if any.
 func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error {

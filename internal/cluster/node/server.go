@@ -66,11 +66,15 @@ type Server struct {
 	sizeIdx sizeIndexCache
 	pub     publishState // two-phase publish (publish.go)
 	peer    *peer.Host   // peer fetch and cache digests, nil when off (peer.go)
+	edge    *edge        // cache mode (Config.Edge), nil when off (edge.go)
 }
 
 // New checks cfg, scans the site root and builds the cache.
 func New(cfg Config) (*Server, error) {
 	cfg.withDefaults()
+	if cfg.Edge.Upstream != nil {
+		return newCacheMode(cfg)
+	}
 	if cfg.Root == "" {
 		return nil, errors.New("node: Config.Root is required")
 	}
@@ -238,6 +242,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.peer != nil {
 		s.peer.Close()
 	}
+	if s.edge != nil {
+		s.edge.close()
+	}
 	s.stopOnce.Do(func() { close(s.stopSweep) })
 	<-s.done
 	s.flushLog()
@@ -278,6 +285,11 @@ func (s *Server) writeLog(b []byte) {
 	s.logBuf.Write(b)
 	s.logMu.Unlock()
 }
+
+// FlushLog writes the buffered access-log lines out now (they go out every
+// second anyway): before a log rotation reopens the file, so the lines of
+// the period that ended land in the file renamed for it.
+func (s *Server) FlushLog() { s.flushLog() }
 
 func (s *Server) flushLog() {
 	if s.logBuf == nil {
