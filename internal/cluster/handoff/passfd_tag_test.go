@@ -218,6 +218,7 @@ func TestTagMoveRefused(t *testing.T) {
 		t.Fatalf("returned %+v %q", r.Header, r.Data)
 	}
 	echoThrough(t, client, r.Conn)
+	waitFor(t, func() bool { return a.Stats().Rerouted == 1 })
 	if st, sb := a.Stats(), b.Stats(); st.Rerouted != 1 || sb.Refused != 1 || sb.Received != 0 {
 		t.Errorf("A %+v, B %+v", st, sb)
 	}
@@ -255,7 +256,8 @@ func TestTagMoveReceiverDies(t *testing.T) {
 		t.Fatalf("returned %+v %q", r.Header, r.Data)
 	}
 	echoThrough(t, client, r.Conn)
-	if st := a.Stats(); st.Rerouted != 1 || st.MoveLost != 0 {
+	waitFor(t, func() bool { return a.Stats().Rerouted == 1 }) // counted after the send
+	if st := a.Stats(); st.MoveLost != 0 {
 		t.Errorf("A's stats %+v", st)
 	}
 }
