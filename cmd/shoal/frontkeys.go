@@ -29,6 +29,7 @@ func bindFrontKeys(fs *flag.FlagSet, fc *config.Front, def config.Front) *frontK
 	fs.StringVar(&fc.Policy, "policy", def.Policy, "request-distribution policy: "+strings.Join(policy.Names(), ", "))
 	fs.StringVar(&fc.Path, "path", def.Path, "data path: relay, redirect, passfd (same-host handoff), hybrid (passfd when it pays) or repair")
 	fs.StringVar(&fc.HandoffDir, "handoff-dir", def.HandoffDir, "--path passfd|hybrid: pass connections only to node sockets inside this folder (empty: $TMPDIR or /tmp)")
+	fs.StringVar(&fc.PassFDMoves, "passfd-moves", def.PassFDMoves, "--path passfd under a policy that shares its URL table (tbccrd): nodes (they move a connection to the node its next request belongs to, by the table) or front (every later request comes back to the front)")
 	fs.IntVar(&k.handoffUID, "handoff-uid", *def.HandoffUID, "--path passfd|hybrid: pass connections only to node sockets served by this uid (-1: the front's own)")
 	fs.StringVar(&fc.Admin, "admin", "", "admin API and /metrics address (\"off\" or empty: off)")
 	fs.StringVar(&fc.AdminTokenFile, "admin-token-file", def.AdminTokenFile, "file holding the admin API's bearer token (32+ random characters, mode 0600); "+

@@ -28,13 +28,13 @@ func init() {
 
 // upFlags are the flags of `shoal up` that are not fields of up.Config.
 type upFlags struct {
-	diskWeights, path, accessLog, accessLogFormat, state *string
-	verbose, loopback                                    *bool
-	shutdownTO                                           *time.Duration
-	pops                                                 *int
-	origin                                               *string
-	logf                                                 *logFlags
-	memory                                               sizeFlag
+	diskWeights, path, accessLog, accessLogFormat, state, moves *string
+	verbose, loopback                                           *bool
+	shutdownTO                                                  *time.Duration
+	pops                                                        *int
+	origin                                                      *string
+	logf                                                        *logFlags
+	memory                                                      sizeFlag
 }
 
 // addUpFlags defines the flags of `shoal up` on fs, those of up.Config
@@ -64,6 +64,7 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
 	fs.BoolVar(&c.TLS, "tls", false, "serve HTTPS with a self-signed certificate for localhost and 127.0.0.1 kept in the --data folder (clients: curl -k, shoal bench http --insecure); "+
 		"with passfd or hybrid every request is relayed")
+	uf.moves = fs.String("moves", "nodes", "--path passfd under a policy that shares its URL table (tbccrd): nodes (they move a connection to the node its next request belongs to, by the table) or front (every later request goes back to the front, which passes it on)")
 	uf.verbose = fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	uf.accessLog = fs.String("access-log", "", "the front's access log file, - for stdout (default off)")
 	uf.accessLogFormat = fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", "))
@@ -199,7 +200,12 @@ func (uf *upFlags) start(c up.Config) (cl *up.Cluster, lab *up.Repair, shutdown 
 		}
 	default:
 		var p *up.Procs
-		if p, err = up.StartProcs(c, up.ProcsConfig{Path: *uf.path}); err == nil {
+		var pc up.ProcsConfig
+		if pc.Moves, err = front.ParseMoveMode(*uf.moves); err != nil {
+			return nil, nil, nil, err
+		}
+		pc.Path = *uf.path
+		if p, err = up.StartProcs(c, pc); err == nil {
 			cl, shutdown = p.Cluster, p.Shutdown
 		}
 	}

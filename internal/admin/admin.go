@@ -509,7 +509,10 @@ var (
 	descBatch   = prometheus.NewDesc("shoal_front_node_head_batches_total",
 		"Request heads written to nodes by the batcher: rounds (what=batches) and heads (what=heads); heads/batches is the mean batch.", []string{"what"}, nil)
 	descHandoff = prometheus.NewDesc("shoal_front_handoff_total",
-		"passfd handoff events: passed (fast_passed of them from the raw accept loop), returned, return_refused, redispatched, ended, lost.", []string{"event"}, nil)
+		"passfd handoff events: passed (fast_passed of them from the raw accept loop), returned, return_refused, redispatched, ended, lost; "+
+			"tag mode (nodes move connections by the front's table): tag_served (requests the nodes routed), tag_moved (node-to-node moves), "+
+			"tag_asked (connections handed back because the table could not tell), tag_rehomed (of those, passed to another node), "+
+			"tag_notes, tag_stale, tag_refused, tag_ended, tag_pushes.", []string{"event"}, nil)
 	descFallback = prometheus.NewDesc("shoal_front_fallbacks_total",
 		"Requests a handoff path relayed instead, by reason: no_socket (node reported no handoff socket), send (the send failed), "+
 			"socket_dir and socket_peer (the node's socket is not trusted), tls (a TLS client connection), "+
@@ -584,7 +587,10 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	h := st.Handoff
 	counters(descHandoff, labelled{"passed", h.Passed}, labelled{"fast_passed", h.FastPassed},
 		labelled{"returned", h.Returned}, labelled{"return_refused", h.ReturnRefused},
-		labelled{"redispatched", h.Redispatched}, labelled{"ended", h.Ended}, labelled{"lost", h.Lost})
+		labelled{"redispatched", h.Redispatched}, labelled{"ended", h.Ended}, labelled{"lost", h.Lost},
+		labelled{"tag_served", h.Tag.Served}, labelled{"tag_moved", h.Tag.Moved}, labelled{"tag_asked", h.Tag.Asked},
+		labelled{"tag_rehomed", h.Tag.Rehomed}, labelled{"tag_notes", h.Tag.Notes}, labelled{"tag_stale", h.Tag.Stale},
+		labelled{"tag_refused", h.Tag.Refused}, labelled{"tag_ended", h.Tag.Ended}, labelled{"tag_pushes", h.Tag.Pushes})
 	counters(descFallback, labelled{"no_socket", h.FallbackNoSocket}, labelled{"send", h.FallbackSend},
 		labelled{"socket_dir", h.RefusedSocketDir}, labelled{"socket_peer", h.RefusedSocketPeer},
 		labelled{"tls", h.FallbackTLS}, labelled{"fast", h.FastFallback}, labelled{"fast_blocked", h.FastBlocked})

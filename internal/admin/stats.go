@@ -68,6 +68,22 @@ type HandoffStats struct {
 	// FallbackTLS: relayed because the client connection is TLS (no kTLS
 	// to carry the session with the socket).
 	FallbackTLS uint64 `json:"fallback_tls"`
+	// Tag is tag mode's work: the nodes moving connections by the front's
+	// shared table (front.TagStats).
+	Tag TagStats `json:"tag"`
+}
+
+// TagStats is front.TagStats with snake_case keys.
+type TagStats struct {
+	Served  uint64 `json:"served"`
+	Moved   uint64 `json:"moved"`
+	Asked   uint64 `json:"asked"`
+	Rehomed uint64 `json:"rehomed"`
+	Notes   uint64 `json:"notes"`
+	Stale   uint64 `json:"stale"`
+	Refused uint64 `json:"refused"`
+	Ended   uint64 `json:"ended"`
+	Pushes  uint64 `json:"pushes"`
 }
 
 // RepairStats is front.RepairStats with the keys of
@@ -117,7 +133,9 @@ func FrontStats(st front.Stats) Stats {
 		RefusedSocketDir: h.RefusedSocketDir, RefusedSocketPeer: h.RefusedSocketPeer, FallbackTLS: h.FallbackTLS,
 		FastPassed: h.FastPassed, FastFallback: h.FastFallback, FastBlocked: h.FastBlocked,
 		Hybrid:          map[string]uint64{"cpu": h.HybridCPU, "conns": h.HybridConns, "size": h.HybridSize, "relay": h.HybridRelay},
-		FrontCPUPercent: h.FrontCPUPercent}
+		FrontCPUPercent: h.FrontCPUPercent,
+		Tag: TagStats{Served: h.Tag.Served, Moved: h.Tag.Moved, Asked: h.Tag.Asked, Rehomed: h.Tag.Rehomed, Notes: h.Tag.Notes,
+			Stale: h.Tag.Stale, Refused: h.Tag.Refused, Ended: h.Tag.Ended, Pushes: h.Tag.Pushes}}
 	if r := st.Repair; r != nil {
 		out.Repair = &RepairStats{Moved: r.Moved, Fast: r.Fast, FallbackFreeze: r.FallbackFreeze, FallbackNode: r.FallbackNode,
 			Lost: r.Lost, Ended: r.Ended, Dropped: r.Dropped, Steered: r.Steered,

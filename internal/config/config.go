@@ -132,6 +132,12 @@ type Front struct {
 	// (SO_PEERCRED); others are refused and relayed. Default -1 (the front's
 	// own effective uid).
 	HandoffUID *int `toml:"handoff_uid"`
+	// PassFDMoves says who moves a passfd connection to the node its next
+	// request belongs to under a policy that shares its URL table
+	// (tbccrd; front.PassFDConfig.Moves): "nodes" (default: by the table,
+	// node to node) or "front" (every later request goes back to the
+	// front).
+	PassFDMoves string `toml:"passfd_moves"`
 	// TLS lists the certificates when the front serves HTTPS on Listen
 	// ([[tls]] tables; front.LoadCerts): one is picked per handshake by the
 	// client's server name (SNI), the first for clients that send none.
@@ -290,6 +296,7 @@ func (f *Front) fill() {
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
 	def(&f.Repair.Steer, "auto")
+	def(&f.PassFDMoves, "nodes")
 	num(&f.Repair.Port, front.DefaultRepairPort)
 	if f.Hybrid.CPUPercent == 0 {
 		f.Hybrid.CPUPercent = hd.CPUPercent
@@ -482,6 +489,9 @@ func (f *Front) validate(name string, data []byte) []error {
 	}
 	if f.HandoffUID != nil && *f.HandoffUID < -1 {
 		bad([]string{"handoff_uid"}, fmt.Sprintf("handoff_uid %d is not a user id", *f.HandoffUID), "use a uid such as 1000, or -1 for the front's own")
+	}
+	if f.PassFDMoves != "" && f.PassFDMoves != "nodes" && f.PassFDMoves != "front" {
+		bad([]string{"passfd_moves"}, fmt.Sprintf("passfd_moves %q is unknown", f.PassFDMoves), "use nodes or front")
 	}
 	if f.HandoffDir != "" && !strings.HasPrefix(f.HandoffDir, "/") {
 		bad([]string{"handoff_dir"}, fmt.Sprintf("handoff_dir %q is not an absolute path", f.HandoffDir), "write the folder from / such as \"/run/shoal\"")

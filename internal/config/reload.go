@@ -89,6 +89,7 @@ func PlanReload(old, new Front) (Reload, error) {
 	fixed("sysmon_idle", *old.SysmonIdle, *new.SysmonIdle)
 	fixed("handoff_dir", old.HandoffDir, new.HandoffDir)
 	fixed("handoff_uid", *old.HandoffUID, *new.HandoffUID)
+	fixed("passfd_moves", old.PassFDMoves, new.PassFDMoves)
 	fixed("publish_dir", old.PublishDir, new.PublishDir)
 	fixed("publish_fetch_url", old.PublishFetchURL, new.PublishFetchURL)
 	if old.Limits != new.Limits && old.Path != "relay" && old.Path != "redirect" {

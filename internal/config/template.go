@@ -44,6 +44,7 @@ replicas = 0                   # nodes storing each published file, placed by di
 sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
 handoff_dir = ""               # passfd/hybrid: node handoff sockets must be in this folder ("": $TMPDIR or /tmp)
 handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1: the front's own uid)
+passfd_moves = "nodes"         # passfd under tbccrd: nodes move connections by the front's table, or "front"
 # vhosts = ["example.com", "example.org"]   # many sites: tables and metrics keyed by site + path
 #                                           # (nodes run with --vhosts); other hosts share "_default"
 # [vhost_aliases]                           # other names of a site

@@ -37,6 +37,7 @@ type counters struct {
 	hybrid                                                                 [numHybrid]atomic.Uint64
 	cpuBits                                                                atomic.Uint64 // float64 bits of the last CPU sample
 	fallbacks                                                              [numFallbacks]atomic.Uint64
+	tag                                                                    tagCounters // passfd_tag.go
 }
 
 // fallbackReason says why a request chosen for a handoff was relayed (or,
@@ -80,5 +81,6 @@ func (c *counters) handoffStats() HandoffStats {
 		HybridCPU: c.hybrid[hybridCPU].Load(), HybridConns: c.hybrid[hybridConns].Load(),
 		HybridSize: c.hybrid[hybridSize].Load(), HybridRelay: c.hybrid[hybridRelay].Load(),
 		FrontCPUPercent: math.Float64frombits(c.cpuBits.Load()),
+		Tag:             c.tag.stats(),
 	}
 }

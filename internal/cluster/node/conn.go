@@ -250,6 +250,10 @@ func (c *conn) process(now time.Time) bool {
 			keep = false
 			break
 		}
+		if c.tagAway() {
+			keep = false // moved on (handoff.go)
+			break
+		}
 		c.r += n
 		keep = c.handle(now)
 		if c.oneServed() {
