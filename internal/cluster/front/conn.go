@@ -66,6 +66,10 @@ type clientConn struct {
 	rawHeld bool
 	// log holds the current request's access-log fields (accesslog.go).
 	log logReq
+	// h2 is the HTTP/2 connection while cc serves one (Shutdown drains it);
+	// h2c: readHead found the h2c preface.
+	h2  atomic.Pointer[h2conn]
+	h2c bool
 }
 
 // inSize and outSize are the sizes of a connection's buffers: a maximal
@@ -181,12 +185,27 @@ func (cc *clientConn) serve() {
 		}
 		s.putClientConn(cc)
 	}()
+	if cc.tls {
+		h2, ok := cc.handshake()
+		if !ok {
+			return
+		}
+		if h2 {
+			cc.serveH2(nil)
+			return
+		}
+	}
 	first := true
 	for {
 		if s.closing.Load() && cc.in.len() == 0 {
 			return
 		}
 		if !cc.readHead(first) {
+			return
+		}
+		if cc.h2c {
+			cc.h2c = false
+			cc.serveH2(cc.in.bytes())
 			return
 		}
 		first = false
@@ -213,7 +232,17 @@ func (cc *clientConn) readHead(first bool) bool {
 	}
 	started := cc.in.len() > 0
 	for {
-		if cc.in.len() > 0 {
+		wait := false
+		if first && s.cfg.H2C && !s.cfg.NoHTTP2 && cc.in.len() > 0 {
+			switch h2PrefaceState(cc.in.bytes()) {
+			case 1:
+				cc.h2c = true // the HTTP/2 preface: serve hands over
+				return true
+			case 0:
+				wait = true // a prefix of it: read on before parsing
+			}
+		}
+		if cc.in.len() > 0 && !wait {
 			_, err := s.parser.Parse(cc.in.bytes(), &cc.req)
 			if err == nil {
 				if cc.state.Swap(connBusy) == connShed {

@@ -48,6 +48,7 @@ const (
 	connBusy int32 = iota
 	connIdle
 	connShed
+	connH2 // an HTTP/2 connection: never shed (its idle timeout closes it); Shutdown drains it
 )
 
 // The high- and low-water marks of idle shedding, in 1/16ths of

@@ -103,6 +103,10 @@ type HandoffStats struct {
 	// handoff path (passfd, hybrid, repair) relayed instead: the TLS
 	// session cannot follow the socket without kTLS (tls.go).
 	FallbackTLS uint64
+	// FallbackStream counts HTTP/2 and HTTP/3 requests a handoff path
+	// relayed instead: a stream shares its connection with others, so its
+	// socket cannot move; each stream is relayed on its own (mux.go).
+	FallbackStream uint64
 	// FastPassed counts connections passed straight from the raw accept
 	// loop (fastaccept.go; included in Passed); FastFallback those the loop
 	// gave to the normal path (partial head, refusal, no socket, …);
