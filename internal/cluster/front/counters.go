@@ -33,9 +33,9 @@ type counters struct {
 	// Protocols (ProtocolStats): requests by protocol (protoH1's slot is
 	// unused: the rest of requests), HTTP/2 and HTTP/3 connections, HTTP/2's
 	// refusals, glitches and connection errors, PROXY headers.
-	protoReqs                                  [numProtos]atomic.Uint64
-	h2Conns, h3Conns                           atomic.Uint64
-	h2Refused, h2Glitches, h2Errors            atomic.Uint64
+	protoReqs                                   [numProtos]atomic.Uint64
+	h2Conns, h3Conns                            atomic.Uint64
+	h2Refused, h2Glitches, h2Errors             atomic.Uint64
 	proxyAccepted, proxyRefused, proxyUntrusted atomic.Uint64
 
 	// The handoff paths (HandoffStats).
@@ -85,7 +85,7 @@ func (c *counters) handoffStats() HandoffStats {
 		RefusedSocketDir: f(fallbackSocketDir), RefusedSocketPeer: f(fallbackSocketPeer), FallbackTLS: f(fallbackTLS),
 		FastPassed: c.fastPassed.Load(), FastFallback: f(fallbackFast), FastBlocked: f(fallbackFastBlocked),
 		FallbackStream: f(fallbackStream),
-		HybridCPU: c.hybrid[hybridCPU].Load(), HybridConns: c.hybrid[hybridConns].Load(),
+		HybridCPU:      c.hybrid[hybridCPU].Load(), HybridConns: c.hybrid[hybridConns].Load(),
 		HybridSize: c.hybrid[hybridSize].Load(), HybridRelay: c.hybrid[hybridRelay].Load(),
 		FrontCPUPercent: math.Float64frombits(c.cpuBits.Load()),
 	}

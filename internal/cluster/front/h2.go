@@ -81,7 +81,10 @@ func (c *H2Config) fill() {
 	orDefault(&c.MaxHeaderFrames, d.MaxHeaderFrames)
 	orDefault(&c.MaxGlitches, d.MaxGlitches)
 	orDefault(&c.MaxPendingControl, d.MaxPendingControl)
-	for _, p := range []struct{ v *uint32; d uint32 }{{&c.MaxConcurrentStreams, d.MaxConcurrentStreams},
+	for _, p := range []struct {
+		v *uint32
+		d uint32
+	}{{&c.MaxConcurrentStreams, d.MaxConcurrentStreams},
 		{&c.MaxHeaderListSize, d.MaxHeaderListSize}, {&c.HeaderTableSize, d.HeaderTableSize},
 		{&c.StreamWindow, d.StreamWindow}, {&c.ConnWindow, d.ConnWindow}} {
 		if *p.v == 0 {
@@ -119,4 +122,3 @@ func h2PrefaceState(b []byte) int {
 	}
 	return 0
 }
-

@@ -36,6 +36,7 @@ type h2conn struct {
 	blockN    int  // frames in it
 	fields    []hpack.HeaderField
 	fieldSize uint32
+	pseudo    uint8         // the pseudo-headers seen in the block (one bit each)
 	badCode   http2.ErrCode // nonzero: a field was invalid
 	tooLarge  bool          // the list passed MaxHeaderListSize
 	maxID     uint32        // the highest stream the client opened
@@ -43,27 +44,27 @@ type h2conn struct {
 	opened    int           // streams accepted
 	glitches  int
 
-	mu       sync.Mutex
-	streams  map[uint32]*h2stream
-	active   int   // stream handlers running
-	recvWin  int64 // connection window the client may still fill
-	sendWin  int64
-	peerWin  int32  // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	peerMax  uint32 // the client's SETTINGS_MAX_FRAME_SIZE
-	pend     []byte // frames to write
-	spare    []byte
-	writing  bool
-	wdone    *sync.Cond // signalled when writing ends
-	broken   bool       // a write failed or the connection is closing
-	goaway   bool       // GOAWAY sent or received: no new streams
+	mu         sync.Mutex
+	streams    map[uint32]*h2stream
+	active     int   // stream handlers running
+	recvWin    int64 // connection window the client may still fill
+	sendWin    int64
+	peerWin    int32  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	peerMax    uint32 // the client's SETTINGS_MAX_FRAME_SIZE
+	pend       []byte // frames to write
+	spare      []byte
+	writing    bool
+	wdone      *sync.Cond // signalled when writing ends
+	broken     bool       // a write failed or the connection is closing
+	goaway     bool       // GOAWAY sent or received: no new streams
 	sentGoaway bool
-	owed     int64 // connection window read but not yet given back
-	waiters  []*h2stream
-	recent   [32]uint32 // streams closed lately (h2Reset marks those we reset)
-	recentN  int
-	wdl      deadline
-	done     chan struct{}
-	handlers sync.WaitGroup
+	owed       int64 // connection window read but not yet given back
+	waiters    []*h2stream
+	recent     [32]uint32 // streams closed lately (h2Reset marks those we reset)
+	recentN    int
+	wdl        deadline
+	done       chan struct{}
+	handlers   sync.WaitGroup
 }
 
 // h2Reset marks, in h2conn.recent, a stream the front reset (or refused):
@@ -271,7 +272,7 @@ func (c *h2conn) onHeaders(f *http2.HeadersFrame) bool {
 	}
 	c.blockID, c.blockEnd, c.blockN = id, f.StreamEnded(), 1
 	c.block = append(c.block[:0], f.HeaderBlockFragment()...)
-	c.fields, c.fieldSize, c.badCode, c.tooLarge = c.fields[:0], 0, 0, false
+	c.fields, c.fieldSize, c.badCode, c.tooLarge, c.pseudo = c.fields[:0], 0, 0, false, 0
 	if f.HasPriority() && f.Priority.StreamDep == id {
 		c.badCode = http2.ErrCodeProtocol
 	}
@@ -373,10 +374,12 @@ func (c *h2conn) emit(f hpack.HeaderField) {
 		c.badCode, c.tooLarge = http2.ErrCodeProtocol, true
 		return
 	}
-	if !validField(f, len(c.fields) > 0 && !c.fields[len(c.fields)-1].IsPseudo()) {
+	bit := validField(f, len(c.fields) > 0 && !c.fields[len(c.fields)-1].IsPseudo())
+	if bit == 0 || bit != pseudoRegular && c.pseudo&bit != 0 { // invalid, or a pseudo-header twice
 		c.badCode = http2.ErrCodeProtocol
 		return
 	}
+	c.pseudo |= bit
 	c.fields = append(c.fields, f)
 }
 
@@ -426,40 +429,58 @@ func (c *h2conn) setIdle(idle bool) {
 	}
 }
 
-// validField checks a request field (RFC 9113 §8.2.1, §8.2.2, §8.3): a
-// lower-case token for a name, a value without NUL, CR, LF or surrounding
-// blanks, no connection-specific field, TE only "trailers", and only the
-// request pseudo-headers, before the regular fields.
-func validField(f hpack.HeaderField, afterRegular bool) bool {
+// The kinds of field validField tells apart: each request pseudo-header
+// (one bit each, so a repeated one is seen) and any regular field.
+const (
+	pseudoMethod uint8 = 1 << iota
+	pseudoScheme
+	pseudoAuthority
+	pseudoPath
+	pseudoRegular
+)
+
+// validField checks a request field (RFC 9113 §8.2.1, §8.2.2, §8.3) and
+// returns its kind, 0 if it is invalid: a lower-case token for a name, a
+// value without NUL, CR, LF or surrounding blanks, no connection-specific
+// field, TE only "trailers", and only the request pseudo-headers, before
+// the regular fields.
+func validField(f hpack.HeaderField, afterRegular bool) uint8 {
+	kind := pseudoRegular
 	if f.IsPseudo() {
-		if afterRegular {
-			return false
-		}
-		switch f.Name {
-		case ":method", ":scheme", ":authority", ":path":
+		switch {
+		case afterRegular:
+			return 0
+		case f.Name == ":method":
+			kind = pseudoMethod
+		case f.Name == ":scheme":
+			kind = pseudoScheme
+		case f.Name == ":authority":
+			kind = pseudoAuthority
+		case f.Name == ":path":
+			kind = pseudoPath
 		default:
-			return false
+			return 0
 		}
 	} else {
 		if len(f.Name) == 0 || connectionSpecific(f.Name) || f.Name == "te" && f.Value != "trailers" {
-			return false
+			return 0
 		}
 		for i := 0; i < len(f.Name); i++ {
 			if b := f.Name[i]; b >= 'A' && b <= 'Z' || !httpwire.TokenChar(b) {
-				return false
+				return 0
 			}
 		}
 	}
 	v := f.Value
 	if len(v) > 0 && (v[0] == ' ' || v[0] == '\t' || v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
-		return false
+		return 0
 	}
 	for i := 0; i < len(v); i++ {
 		if b := v[i]; b == 0 || b == '\r' || b == '\n' {
-			return false
+			return 0
 		}
 	}
-	return true
+	return kind
 }
 
 // connectionSpecific reports the fields HTTP/2 forbids (RFC 9113 §8.2.2).

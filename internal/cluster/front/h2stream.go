@@ -26,12 +26,12 @@ type h2stream struct {
 	spare      []byte
 	declared   int64 // content-length, -1 if none
 	received   int64
-	remoteDone bool // END_STREAM or RST_STREAM from the client
-	reset      bool // RST_STREAM sent or received: the handler stops
-	ours       bool // … sent, by the front
-	hasBody    bool // the head did not end the stream
+	remoteDone bool  // END_STREAM or RST_STREAM from the client
+	reset      bool  // RST_STREAM sent or received: the handler stops
+	ours       bool  // … sent, by the front
+	hasBody    bool  // the head did not end the stream
 	owed       int64 // bytes read but not yet given back in WINDOW_UPDATE
-	waiting    bool // in c.waiters
+	waiting    bool  // in c.waiters
 	winCh      chan struct{}
 	bodyCh     chan struct{}
 
@@ -272,9 +272,9 @@ func (c *h2conn) onReset(f *http2.RSTStreamFrame) bool {
 func (c *h2conn) resetStream(id uint32, code http2.ErrCode) {
 	c.mu.Lock()
 	if st := c.streams[id]; st != nil {
-		if st.reset {
+		if st.ours {
 			c.mu.Unlock()
-			return
+			return // one RST_STREAM is enough
 		}
 		st.reset, st.ours = true, true
 		c.endRemote(st)
