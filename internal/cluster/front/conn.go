@@ -70,6 +70,9 @@ type clientConn struct {
 	// h2c: readHead found the h2c preface.
 	h2  atomic.Pointer[h2conn]
 	h2c bool
+	// proxied: the peer is in Config.ProxyFrom, so the connection begins
+	// with a PROXY header, read first (proxyproto.go).
+	proxied bool
 }
 
 // inSize and outSize are the sizes of a connection's buffers: a maximal
@@ -112,7 +115,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 	cc.rdl, cc.wdl = deadline{}, deadline{}
 	clear(cc.tokens)
 	cc.tokens = cc.tokens[:0]
-	cc.relayOnce, cc.rawHeld = false, false
+	cc.relayOnce, cc.rawHeld, cc.proxied = false, false, false
 	cc.log.captured = false
 	s.ccPool.Put(cc)
 }
@@ -139,7 +142,9 @@ func (s *Server) newClientConn(c net.Conn) *clientConn {
 	cc.id = s.nextConn.Add(1)
 	cc.state.Store(connIdle)
 	cc.idleAt.Store(cc.now)
-	if s.cfg.MaxConnsPerIP > 0 {
+	if len(s.cfg.ProxyFrom) > 0 && s.trusted(remoteAddr(c)) {
+		cc.proxied = true // its address comes with the PROXY header (readProxy)
+	} else if s.cfg.MaxConnsPerIP > 0 {
 		cc.addr = remoteAddr(c)
 	}
 	s.mu.Lock()
@@ -185,6 +190,9 @@ func (cc *clientConn) serve() {
 		}
 		s.putClientConn(cc)
 	}()
+	if cc.proxied && !cc.readProxy() {
+		return
+	}
 	if cc.tls {
 		h2, ok := cc.handshake()
 		if !ok {
@@ -251,6 +259,10 @@ func (cc *clientConn) readHead(first bool) bool {
 				return true
 			}
 			if err != httpwire.ErrNeedMore {
+				if first && len(s.cfg.ProxyFrom) > 0 && looksLikeProxy(cc.in.bytes()) {
+					s.ctr.proxyUntrusted.Add(1) // a PROXY header from outside ProxyFrom
+					return false
+				}
 				st := 400
 				var he *httpwire.Error
 				if errors.As(err, &he) && he.Status != 0 {

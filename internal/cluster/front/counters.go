@@ -59,6 +59,7 @@ const (
 	fallbackFast                       // the raw accept loop gave the connection to the normal path
 	fallbackFastBlocked                // … because the node's socket was full (included in fallbackFast)
 	fallbackStream                     // an HTTP/2 or HTTP/3 stream (mux.go)
+	fallbackProxy                      // a connection whose address came in a PROXY header (proxyproto.go)
 	numFallbacks
 )
 
@@ -84,8 +85,8 @@ func (c *counters) handoffStats() HandoffStats {
 		Redispatched: c.redispatched.Load(), Lost: c.lost.Load(),
 		RefusedSocketDir: f(fallbackSocketDir), RefusedSocketPeer: f(fallbackSocketPeer), FallbackTLS: f(fallbackTLS),
 		FastPassed: c.fastPassed.Load(), FastFallback: f(fallbackFast), FastBlocked: f(fallbackFastBlocked),
-		FallbackStream: f(fallbackStream),
-		HybridCPU:      c.hybrid[hybridCPU].Load(), HybridConns: c.hybrid[hybridConns].Load(),
+		FallbackStream: f(fallbackStream), FallbackProxy: f(fallbackProxy),
+		HybridCPU: c.hybrid[hybridCPU].Load(), HybridConns: c.hybrid[hybridConns].Load(),
 		HybridSize: c.hybrid[hybridSize].Load(), HybridRelay: c.hybrid[hybridRelay].Load(),
 		FrontCPUPercent: math.Float64frombits(c.cpuBits.Load()),
 	}

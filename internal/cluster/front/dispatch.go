@@ -162,6 +162,13 @@ func (cc *clientConn) pathFor(d policy.Decision, x *Exchange) (DataPath, fallbac
 	if cc.tls {
 		return tlsPath(p)
 	}
+	if cc.proxied {
+		// A node given the socket would see the balancer's address, not
+		// the client's the PROXY header carried: relay, which tells it.
+		if q, why := tlsPath(p); why != fallbackNone {
+			return q, fallbackProxy
+		}
+	}
 	return p, fallbackNone
 }
 

@@ -252,6 +252,7 @@ type Server struct {
 	nextConn atomic.Uint64
 	ccPool   sync.Pool // finished *clientConn, buffers included (conn.go)
 	altSvc   []byte    // Config.AltSvc, nil when empty
+	workers  workers   // stream handlers (workers.go)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -508,6 +509,7 @@ func (s *Server) reap() {
 				u.pool.reap(now)
 			}
 		}
+		s.workers.reap(now - int64(s.cfg.PoolIdle))
 	})
 }
 

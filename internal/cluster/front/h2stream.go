@@ -89,7 +89,7 @@ func (c *h2conn) open(id uint32) bool {
 	}
 	c.handlers.Add(1)
 	c.mu.Unlock()
-	go st.serve()
+	c.s.workers.do(st)
 	return true
 }
 
@@ -288,9 +288,9 @@ func (c *h2conn) resetStream(id uint32, code http2.ErrCode) {
 	c.queueFrame(http2.FrameRSTStream, 0, id, p[:])
 }
 
-// serve is the stream's handler goroutine: it answers the request through
-// the dispatch core, then closes the stream.
-func (st *h2stream) serve() {
+// run is the stream's handler (on a worker goroutine): it answers the
+// request through the dispatch core, then closes the stream.
+func (st *h2stream) run() {
 	c := st.c
 	defer st.close()
 	m := &st.m

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"runtime"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -69,7 +70,14 @@ func (c *h2conn) flush() {
 		return
 	}
 	c.writing = true
+	others := c.active > 1
 	c.mu.Unlock()
+	if others {
+		// Let the other streams that are ready (their node answered in
+		// the same poll) queue their frames first, so they go in this
+		// write (the batcher's trick, batch.go).
+		runtime.Gosched()
+	}
 	c.writeLoop()
 }
 

@@ -90,6 +90,9 @@ func (s *Server) acceptConn(c net.Conn) *clientConn {
 		addr := netip.Addr{}
 		if perIP > 0 {
 			addr = remoteAddr(c)
+			if len(s.cfg.ProxyFrom) > 0 && s.trusted(addr) {
+				addr = netip.Addr{} // a balancer: its clients' addresses come later (readProxy)
+			}
 		}
 		s.mu.Lock()
 		n, fromIP := len(s.conns), 0

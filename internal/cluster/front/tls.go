@@ -285,6 +285,10 @@ func (cc *clientConn) handshake() (h2, ok bool) {
 	cc.rdl.setRead(cc.c, cc.now, cc.s.cfg.HeaderTimeout)
 	cc.wdl.setWrite(cc.c, cc.now, cc.s.cfg.HeaderTimeout)
 	if err := tc.Handshake(); err != nil {
+		var rh tls.RecordHeaderError
+		if len(cc.s.cfg.ProxyFrom) > 0 && errors.As(err, &rh) && looksLikeProxy(rh.RecordHeader[:]) {
+			cc.s.ctr.proxyUntrusted.Add(1) // a PROXY header from outside ProxyFrom
+		}
 		return false, false
 	}
 	return tc.ConnectionState().NegotiatedProtocol == "h2", true
