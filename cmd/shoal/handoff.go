@@ -24,8 +24,6 @@ type passfdFrontFlags struct {
 	conns  *int64
 	sizeKB *int64
 	site   *string
-	dir    *string
-	uid    *int
 	// sizes is hybrid's table of object sizes from --site, moved to each
 	// version `shoal publish` switches the nodes to.
 	sizes *content.Store
@@ -33,12 +31,10 @@ type passfdFrontFlags struct {
 
 func addPassFDFrontFlags(fs *flag.FlagSet, def config.Front) *passfdFrontFlags {
 	return &passfdFrontFlags{
-		dir:    fs.String("handoff-dir", def.HandoffDir, "--path passfd|hybrid: pass connections only to node sockets inside this folder (empty: $TMPDIR or /tmp)"),
-		uid:    fs.Int("handoff-uid", *def.HandoffUID, "--path passfd|hybrid: pass connections only to node sockets served by this uid (-1: the front's own)"),
-		cpu:    fs.Float64("hybrid-cpu", 30, "--path hybrid: hand off while the front's CPU is above this percent of one core (negative: off)"),
-		conns:  fs.Int64("hybrid-conns", 130, "--path hybrid: hand off while more client connections than this are open (negative: off)"),
-		sizeKB: fs.Int64("hybrid-size-kb", 100, "--path hybrid: hand off objects of at least this many KiB (negative: off; sizes come from the nodes' size index, or --site)"),
-		site:   fs.String("site", "", "--path hybrid: the nodes' site root on this host, whose URL table gives object sizes (with --vhosts, the folder of site folders)"),
+		cpu:    fs.Float64("hybrid-cpu", def.Hybrid.CPUPercent, "--path hybrid: hand off while the front's CPU is above this percent of one core (negative: off)"),
+		conns:  fs.Int64("hybrid-conns", def.Hybrid.Conns, "--path hybrid: hand off while more client connections than this are open (negative: off)"),
+		sizeKB: fs.Int64("hybrid-size-kb", def.Hybrid.SizeKB, "--path hybrid: hand off objects of at least this many KiB (negative: off; sizes come from the nodes' size index, or --site)"),
+		site:   fs.String("site", def.Hybrid.Site, "--path hybrid: the nodes' site root on this host, whose URL table gives object sizes (with --vhosts, the folder of site folders)"),
 	}
 }
 

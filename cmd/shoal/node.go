@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -26,162 +28,184 @@ func init() {
 	register("node", "run a back-end web server over a site directory", runNode)
 }
 
+// nodeFlags are the flags of `shoal node`.
+type nodeFlags struct {
+	root, listen, policy, accessLog, trusted, publishDir, tokenFile *string
+	peerKey, peers, handoffSock, cfgFile                            *string
+	cacheMB, maxKB                                                  *int64
+	maxConns, maxRanges                                             *int
+	readTO, idleTO, sendTO, shutdownTO, digestPeriod                *time.Duration
+	vhosts, noPre, logHealth, watch, printConfig                    *bool
+	aliases                                                         aliasFlag
+	logf                                                            *logFlags
+	repair                                                          *repairFlags
+}
+
+func addNodeFlags(fs *flag.FlagSet, def config.NodeServer) *nodeFlags {
+	nf := &nodeFlags{
+		root:      fs.String("root", "", "site root directory (required)"),
+		listen:    fs.String("listen", def.Listen, "listen address"),
+		cacheMB:   fs.Int64("cache-mb", def.CacheMB, "memory cache budget in MiB (0 disables)"),
+		policy:    fs.String("cache", def.Cache, "cache replacement policy: lru, gdsf or cgdsf"),
+		maxKB:     fs.Int64("max-object-kb", def.MaxObjectKB, "files above this size are never cached (sendfile)"),
+		readTO:    fs.Duration("read-timeout", def.ReadTimeout.Duration, "limit for reading one request head"),
+		idleTO:    fs.Duration("idle-timeout", def.IdleTimeout.Duration, "limit for an idle keep-alive connection"),
+		maxConns:  fs.Int("max-conns", def.MaxConns, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)"),
+		sendTO:    fs.Duration("send-timeout", def.SendTimeout.Duration, "close a connection whose client takes no response bytes for this long"),
+		maxRanges: fs.Int("max-ranges", def.MaxRanges, "a request for more byte ranges gets the whole file"),
+		vhosts:    fs.Bool("vhosts", def.VHosts, "DIR holds one folder per host name (DIR/example.com/, DIR/_default/ for other hosts)"),
+	}
+	fs.Var(&nf.aliases, "alias", "with --vhosts: NAME=SITE serves host NAME from DIR/SITE (repeatable)")
+	nf.noPre = fs.Bool("no-precompressed", def.NoPrecompressed, "never serve name.br / name.gz in place of name (see 'shoal compress')")
+	nf.accessLog = fs.String("access-log", def.AccessLog, "Common Log Format access log file, or - for stdout (default off)")
+	nf.trusted = fs.String("trusted-fronts", strings.Join(def.TrustedFronts, ","), "comma-separated addresses or CIDRs of fronts whose X-Forwarded-For names the client in the access log (default: none)")
+	nf.logHealth = fs.Bool("log-health", def.LogHealth, "also log the front's health checks (GET /.shoal/status) in the access log")
+	nf.shutdownTO = fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on SIGTERM, how long requests in flight may finish before connections are cut")
+	nf.publishDir = fs.String("publish-dir", def.PublishDir, "accept site versions published by the front from inside this folder (needs --admin-token-file; default off)")
+	nf.tokenFile = fs.String("admin-token-file", def.AdminTokenFile, "the cluster's admin token (the front's admin_token_file), which a publish must carry")
+	nf.watch = fs.Bool("watch", def.Watch, "serve changes to --root as they happen (rescan once it is quiet for 500 ms); for a single node — a cluster publishes with shoal publish")
+	nf.peerKey = fs.String("peer-key-file", def.Peer.KeyFile, "cluster key file shared by every node (mode 0600, ≥ 16 bytes): turns on fetching from peers' memories (with --peers)")
+	nf.peers = fs.String("peers", strings.Join(def.Peer.Peers, ","), "comma-separated HTTP addresses of the cluster's nodes in the front's node order; the one equal to --listen is this node")
+	nf.digestPeriod = fs.Duration("digest-period", def.Peer.DigestPeriod.Duration, "how often the node sends its cache digest (a Bloom filter, for cgdsf) to its peers")
+	nf.logf = addLogFlags(fs)
+	nf.repair = addRepairNodeFlags(fs)
+	nf.handoffSock = addPassFDNodeFlag(fs)
+	nf.cfgFile = fs.String("config", "", "TOML configuration file (flags given explicitly override it)")
+	nf.printConfig = fs.Bool("print-config", false, "print a configuration file with every default and exit")
+	return nf
+}
+
 func runNode(args []string) error {
 	fs := newFlags("node", "--root DIR [--listen ADDR] [flags]", "Run a shoal node: an HTTP/1.1 static server with a memory cache over DIR.")
-	def := config.DefaultNode()
-	root := fs.String("root", "", "site root directory (required)")
-	listen := fs.String("listen", def.Listen, "listen address")
-	cacheMB := fs.Int64("cache-mb", def.CacheMB, "memory cache budget in MiB (0 disables)")
-	policy := fs.String("cache", def.Cache, "cache replacement policy: lru, gdsf or cgdsf")
-	maxKB := fs.Int64("max-object-kb", def.MaxObjectKB, "files above this size are never cached (sendfile)")
-	readTO := fs.Duration("read-timeout", def.ReadTimeout.Duration, "limit for reading one request head")
-	idleTO := fs.Duration("idle-timeout", def.IdleTimeout.Duration, "limit for an idle keep-alive connection")
-	maxConns := fs.Int("max-conns", def.MaxConns, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)")
-	sendTO := fs.Duration("send-timeout", def.SendTimeout.Duration, "close a connection whose client takes no response bytes for this long")
-	maxRanges := fs.Int("max-ranges", def.MaxRanges, "a request for more byte ranges gets the whole file")
-	vhosts := fs.Bool("vhosts", def.VHosts, "DIR holds one folder per host name (DIR/example.com/, DIR/_default/ for other hosts)")
-	var aliases aliasFlag
-	fs.Var(&aliases, "alias", "with --vhosts: NAME=SITE serves host NAME from DIR/SITE (repeatable)")
-	noPre := fs.Bool("no-precompressed", def.NoPrecompressed, "never serve name.br / name.gz in place of name (see 'shoal compress')")
-	accessLog := fs.String("access-log", "", "Common Log Format access log file, or - for stdout (default off)")
-	trusted := fs.String("trusted-fronts", "", "comma-separated addresses or CIDRs of fronts whose X-Forwarded-For names the client in the access log (default: none)")
-	logHealth := fs.Bool("log-health", false, "also log the front's health checks (GET /.shoal/status) in the access log")
-	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on SIGTERM, how long requests in flight may finish before connections are cut")
-	publishDir := fs.String("publish-dir", "", "accept site versions published by the front from inside this folder (needs --admin-token-file; default off)")
-	tokenFile := fs.String("admin-token-file", "", "the cluster's admin token (the front's admin_token_file), which a publish must carry")
-	watch := fs.Bool("watch", false, "serve changes to --root as they happen (rescan once it is quiet for 500 ms); for a single node — a cluster publishes with shoal publish")
-	peerKey := fs.String("peer-key-file", def.Peer.KeyFile, "cluster key file shared by every node (mode 0600, ≥ 16 bytes): turns on fetching from peers' memories (with --peers)")
-	peers := fs.String("peers", strings.Join(def.Peer.Peers, ","), "comma-separated HTTP addresses of the cluster's nodes in the front's node order; the one equal to --listen is this node")
-	digestPeriod := fs.Duration("digest-period", def.Peer.DigestPeriod.Duration, "how often the node sends its cache digest (a Bloom filter, for cgdsf) to its peers")
-	logf := addLogFlags(fs)
-	repair := addRepairNodeFlags(fs)
-	handoffSock := addPassFDNodeFlag(fs)
-	cfgFile := fs.String("config", "", "TOML configuration file (flags given explicitly override it)")
-	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
+	nf := addNodeFlags(fs, config.DefaultNode())
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	if *printConfig {
+	if *nf.printConfig {
 		fmt.Print(config.NodeTemplate)
 		return nil
 	}
-	if *cfgFile != "" {
-		nc, err := config.LoadNode(*cfgFile)
+	if *nf.cfgFile != "" {
+		nc, err := config.LoadNode(*nf.cfgFile)
 		if err != nil {
 			return err
 		}
 		if err := applyFile(fs, nodeFileFlags(nc)); err != nil { // configkeys.go
 			return err
 		}
-		if aliases.m == nil { // --alias given: the command line's list wins
-			aliases.m = nc.Aliases
+		if nf.aliases.m == nil { // --alias given: the command line's list wins
+			nf.aliases.m = nc.Aliases
 		}
 	}
-	if *root == "" {
+	if *nf.root == "" {
 		fs.Usage()
 		return errors.New("--root is required")
 	}
-	if *cacheMB < 0 || *maxKB < 0 {
-		return fmt.Errorf("--cache-mb %d, --max-object-kb %d: sizes cannot be negative (0 turns the cache off)", *cacheMB, *maxKB)
+	if *nf.cacheMB < 0 || *nf.maxKB < 0 {
+		return fmt.Errorf("--cache-mb %d, --max-object-kb %d: sizes cannot be negative (0 turns the cache off)", *nf.cacheMB, *nf.maxKB)
 	}
-	logger, err := logf.logger(os.Stderr, "node", "", "")
+	logger, err := nf.logf.logger(os.Stderr, "node", "", "")
 	if err != nil {
-		return err
-	}
-	fronts, err := parsePrefixes(*trusted)
-	if err != nil {
-		return fmt.Errorf("--trusted-fronts: %w", err)
-	}
-	var publishToken string
-	if *publishDir != "" || *tokenFile != "" {
-		if *publishDir == "" || *tokenFile == "" || !filepath.IsAbs(*publishDir) {
-			return fmt.Errorf("--publish-dir %q, --admin-token-file %q: publishing needs both, the folder as an absolute path", *publishDir, *tokenFile)
-		}
-		if publishToken, err = admin.LoadToken(*tokenFile); err != nil {
-			return err
-		}
-	}
-	cfg := node.Config{
-		Root:            *root,
-		CacheBytes:      *cacheMB << 20,
-		CachePolicy:     *policy,
-		MaxObject:       *maxKB << 10,
-		ReadTimeout:     *readTO,
-		IdleTimeout:     *idleTO,
-		WriteTimeout:    *sendTO,
-		MaxConns:        *maxConns,
-		Logger:          logger,
-		TrustedFronts:   fronts,
-		LogHealth:       *logHealth,
-		PublishToken:    publishToken,
-		PublishDir:      *publishDir,
-		MaxRanges:       *maxRanges,
-		NoPrecompressed: *noPre,
-		VHosts:          *vhosts,
-		Aliases:         aliases.m,
-	}
-	if cfg.Peer, err = peerConfig(*peerKey, *peers, *listen, *digestPeriod); err != nil {
 		return err
 	}
 	// SIGHUP must not kill the node while it starts; once the signal loop
-	// below takes it, it rescans --root.
-	stopHUP := sync.OnceFunc(ignoreHangup(func(msg string) { cfg.Logger.Warn(msg) }))
+	// takes it, it rescans --root.
+	stopHUP := sync.OnceFunc(ignoreHangup(func(msg string) { logger.Warn(msg) }))
 	defer stopHUP()
-	if cfg.HandoffSocket, err = absSocket(*handoffSock); err != nil {
+	cfg, closeLog, err := nf.config(logger)
+	if err != nil {
 		return err
 	}
-	if *cacheMB == 0 {
-		cfg.CacheBytes = -1
-	}
-	switch *accessLog {
-	case "":
-	case "-":
-		cfg.AccessLog = os.Stdout
-	default:
-		f, err := os.OpenFile(*accessLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("access log: %w", err)
-		}
-		defer f.Close()
-		cfg.AccessLog = f
-	}
+	defer closeLog()
 	srv, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", *nf.listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", *listen, err)
+		return fmt.Errorf("listen %s: %w", *nf.listen, err)
 	}
-	cfg.Logger.Info("node serving", "root", *root, "addr", ln.Addr().String(), "cache", *policy, "cache_mb", *cacheMB)
-
-	if err := startPassFDNode(srv, cfg.HandoffSocket, cfg.Logger.Info); err != nil {
+	logger.Info("node serving", "root", *nf.root, "addr", ln.Addr().String(), "cache", *nf.policy, "cache_mb", *nf.cacheMB)
+	if err := startPassFDNode(srv, cfg.HandoffSocket, logger.Info); err != nil {
 		ln.Close()
 		return err
 	}
-	closeRepair, err := repair.startNode(srv, cfg.Logger.Info)
+	closeRepair, err := nf.repair.startNode(srv, logger.Info)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer closeRepair()
+	return nf.serve(srv, ln, logger, stopHUP)
+}
+
+// config is the node's configuration from the flags; closeLog closes the
+// access log file it opened.
+func (nf *nodeFlags) config(logger *slog.Logger) (cfg node.Config, closeLog func(), err error) {
+	closeLog = func() {}
+	fronts, err := parsePrefixes(*nf.trusted)
+	if err != nil {
+		return cfg, closeLog, fmt.Errorf("--trusted-fronts: %w", err)
+	}
+	var publishToken string
+	if *nf.publishDir != "" || *nf.tokenFile != "" {
+		if *nf.publishDir == "" || *nf.tokenFile == "" || !filepath.IsAbs(*nf.publishDir) {
+			return cfg, closeLog, fmt.Errorf("--publish-dir %q, --admin-token-file %q: publishing needs both, the folder as an absolute path", *nf.publishDir, *nf.tokenFile)
+		}
+		if publishToken, err = admin.LoadToken(*nf.tokenFile); err != nil {
+			return cfg, closeLog, err
+		}
+	}
+	cfg = node.Config{
+		Root: *nf.root, CacheBytes: *nf.cacheMB << 20, CachePolicy: *nf.policy, MaxObject: *nf.maxKB << 10,
+		ReadTimeout: *nf.readTO, IdleTimeout: *nf.idleTO, WriteTimeout: *nf.sendTO, MaxConns: *nf.maxConns,
+		Logger: logger, TrustedFronts: fronts, LogHealth: *nf.logHealth, PublishToken: publishToken, PublishDir: *nf.publishDir,
+		MaxRanges: *nf.maxRanges, NoPrecompressed: *nf.noPre, VHosts: *nf.vhosts, Aliases: nf.aliases.m,
+	}
+	if cfg.Peer, err = peerConfig(*nf.peerKey, *nf.peers, *nf.listen, *nf.digestPeriod); err != nil {
+		return cfg, closeLog, err
+	}
+	if cfg.HandoffSocket, err = absSocket(*nf.handoffSock); err != nil {
+		return cfg, closeLog, err
+	}
+	if *nf.cacheMB == 0 {
+		cfg.CacheBytes = -1
+	}
+	switch *nf.accessLog {
+	case "":
+	case "-":
+		cfg.AccessLog = os.Stdout
+	default:
+		f, err := os.OpenFile(*nf.accessLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return cfg, closeLog, fmt.Errorf("access log: %w", err)
+		}
+		cfg.AccessLog = f
+		closeLog = func() { f.Close() }
+	}
+	return cfg, closeLog, nil
+}
+
+// serve runs srv on ln until SIGTERM or SIGINT (then a graceful
+// shutdown); SIGHUP, and with --watch a change under --root, rescans.
+func (nf *nodeFlags) serve(srv *node.Server, ln net.Listener, logger *slog.Logger, stopHUP func()) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	stopHUP() // SIGHUP is ours now
-	if *watch {
+	if *nf.watch {
 		wctx, wcancel := context.WithCancel(context.Background())
 		defer wcancel()
 		go func() {
-			err := publish.Watch(wctx, *root, 500*time.Millisecond, func() {
+			err := publish.Watch(wctx, *nf.root, 500*time.Millisecond, func() {
 				if _, err := srv.Rescan(); err != nil {
-					cfg.Logger.Error("rescan after a change", "err", err)
+					logger.Error("rescan after a change", "err", err)
 				}
 			})
 			if err != nil {
-				cfg.Logger.Error("--watch stopped", "err", err)
+				logger.Error("--watch stopped", "err", err)
 			}
 		}()
 	}
@@ -194,17 +218,17 @@ wait:
 			if s == syscall.SIGHUP {
 				// Rescan --root (a "current" symlink is followed again)
 				// and reopen nothing else: the access log file is kept.
-				cfg.Logger.Info("SIGHUP: rescanning the site root", "root", *root)
+				logger.Info("SIGHUP: rescanning the site root", "root", *nf.root)
 				if _, err := srv.Rescan(); err != nil {
-					cfg.Logger.Error("SIGHUP: rescan failed; the previous tree is still served", "err", err)
+					logger.Error("SIGHUP: rescan failed; the previous tree is still served", "err", err)
 				}
 				continue
 			}
-			cfg.Logger.Info("shutting down", "signal", s.String())
+			logger.Info("shutting down", "signal", s.String())
 			break wait
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTO)
+	ctx, cancel := context.WithTimeout(context.Background(), *nf.shutdownTO)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"sync/atomic"
 
 	"shoal/internal/cluster/control"
 	"shoal/internal/cluster/front"
 	"shoal/internal/cluster/policy"
 	"shoal/internal/config"
+	"shoal/internal/gateway"
 )
 
 // frontRuntime is what `shoal front` changes on SIGHUP (docs/admin.md,
@@ -25,39 +24,18 @@ type frontRuntime struct {
 	// over the file at each reload as at start.
 	override func(*config.Front)
 	fc       config.Front
-	cl       *control.Cluster
-	sw       *policy.Switch
-	cur      atomic.Pointer[front.Server]
-	ln       net.Listener
-	mk       func(config.Front) (*front.Server, error)
+	gw       *gateway.Gateway
 	level    *slog.LevelVar
 	log      *slog.Logger
 	access   *front.AccessLog
-	errc     chan error
-
-	healthStop context.CancelFunc
-}
-
-// serve runs srv on ln and reports an error other than a normal stop.
-func (rt *frontRuntime) serve(srv *front.Server, ln net.Listener) {
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, front.ErrServerClosed) {
-		rt.errc <- err
-	}
-}
-
-// startHealth (re)starts the active health checks with rt.fc's settings.
-func (rt *frontRuntime) startHealth() {
-	if rt.healthStop != nil {
-		rt.healthStop()
-		rt.healthStop = nil
-	}
-	h := rt.fc.Health
-	if h.Interval.Duration <= 0 {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rt.healthStop = cancel
-	go rt.cl.Check(ctx, control.CheckConfig{Interval: h.Interval.Duration, Rise: h.Rise, Fall: h.Fall})
+	certs    *front.Certs
+	// adminAddr, adminToken and adminPublic describe the admin API for
+	// the start-up log line.
+	adminAddr   string
+	adminToken  string
+	adminPublic bool
+	// closers release what start-up opened, in reverse.
+	closers []func()
 }
 
 // reload reads the configuration file again and applies it, all or
@@ -95,31 +73,32 @@ func (rt *frontRuntime) reload() error {
 	var nsrv *front.Server
 	var nln net.Listener
 	if plan.Limits {
-		if nsrv, err = rt.mk(nfc); err != nil {
+		if nsrv, err = rt.gw.NewServer(nfc); err != nil {
 			return err
 		}
-		if nln, err = dupListener(rt.ln); err != nil {
+		if nln, err = dupListener(rt.gw.Listener()); err != nil {
 			return err
 		}
 	}
 	// From here on nothing can fail but a node change the file's
 	// validation did not foresee; those are logged, the rest applies.
 	if newPol != nil {
-		rt.cl.WithPolicy(func(policy.Policy, *policy.Cluster) { rt.sw.Set(newPol) }) // under the cluster's lock
+		rt.gw.SetPolicy(newPol) // under the cluster's lock
 	}
+	cl := rt.gw.Control
 	byURL := map[string]*control.Backend{}
-	for _, b := range rt.cl.Backends() {
+	for _, b := range cl.Backends() {
 		byURL[b.URL] = b
 	}
 	var errs []error
 	for _, u := range plan.Remove {
 		if b := byURL[u]; b != nil {
-			errs = append(errs, rt.cl.Remove(b.Index))
+			errs = append(errs, cl.Remove(b.Index))
 		}
 	}
 	for u, w := range plan.Weight {
 		if b := byURL[u]; b != nil {
-			errs = append(errs, rt.cl.SetWeight(b.Index, w))
+			errs = append(errs, cl.SetWeight(b.Index, w))
 		}
 	}
 	for _, n := range plan.Add {
@@ -127,9 +106,9 @@ func (rt *frontRuntime) reload() error {
 		if n.Weight != nil {
 			spec.Weight = *n.Weight
 		}
-		i, err := rt.cl.Add(spec)
+		i, err := cl.Add(spec)
 		if err == nil && n.Weight != nil && *n.Weight == 0 {
-			err = rt.cl.SetWeight(i, 0)
+			err = cl.SetWeight(i, 0)
 		}
 		errs = append(errs, err)
 	}
@@ -138,17 +117,10 @@ func (rt *frontRuntime) reload() error {
 	}
 	rt.fc = nfc
 	if plan.Health {
-		rt.startHealth()
+		rt.gw.RestartHealth(nfc.Health)
 	}
 	if nsrv != nil {
-		old := rt.cur.Swap(nsrv)
-		rt.ln = nln
-		go rt.serve(nsrv, nln)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), nfc.ShutdownTimeout.Duration)
-			defer cancel()
-			old.Shutdown(ctx) // closes its copy of the listener; the socket stays open in nln
-		}()
+		rt.gw.Swap(nsrv, nln, nfc.ShutdownTimeout.Duration)
 	}
 	rt.log.Info("configuration reloaded", "file", rt.cfgFile, "changed", plan.String(), "policy", nfc.Policy, "nodes", len(nfc.Nodes))
 	if err := errors.Join(errs...); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"shoal/internal/cluster/handoff"
+	"shoal/internal/config"
 )
 
 // Flags and wiring of the repair (cross-host handoff) data path, shared by
@@ -22,12 +23,12 @@ type repairFlags struct {
 	maxConn *int    // node only
 }
 
-func addRepairFrontFlags(fs *flag.FlagSet) *repairFlags {
+func addRepairFrontFlags(fs *flag.FlagSet, def config.Repair) *repairFlags {
 	return &repairFlags{
-		keyFile: fs.String("repair-key-file", "", "--path repair: file holding the cluster key shared with the nodes (≥16 bytes; per-node AES-GCM keys are derived from it)"),
-		port:    fs.Int("repair-port", 7070, "--path repair: the nodes' handoff port (shoal node --repair-listen)"),
-		dev:     fs.String("repair-dev", "", "--path repair: interface towards the nodes (default: the one holding the listen address)"),
-		steer:   fs.String("repair-steer", "auto", "--path repair: per-flow steering: bpf (TCX program, kernel ≥ 6.6), nftables, or auto (bpf, else nftables)"),
+		keyFile: fs.String("repair-key-file", def.KeyFile, "--path repair: file holding the cluster key shared with the nodes (≥16 bytes; per-node AES-GCM keys are derived from it)"),
+		port:    fs.Int("repair-port", def.Port, "--path repair: the nodes' handoff port (shoal node --repair-listen)"),
+		dev:     fs.String("repair-dev", def.Dev, "--path repair: interface towards the nodes (default: the one holding the listen address)"),
+		steer:   fs.String("repair-steer", def.Steer, "--path repair: per-flow steering: bpf (TCX program, kernel ≥ 6.6), nftables, or auto (bpf, else nftables)"),
 	}
 }
 

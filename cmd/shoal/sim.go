@@ -27,138 +27,93 @@ func init() {
 	register("sim", "trace-driven cluster simulator: throughput and miss ratio per policy and node count", runSim)
 }
 
-func runSim(args []string) error {
-	if len(args) > 0 && args[0] == "cdn" {
-		return runSimCDN(args[1:])
+// simFlags are the flags of `shoal sim`.
+type simFlags struct {
+	tracePath, policies, nodes, cachePol, gdsfCost, front, costsFile, plotOut *string
+	cacheMB, timeScale                                                        *float64
+	replicas, popularN, perNode, parallel                                     *int
+	seed                                                                      *uint64
+	digestPeriod                                                              *time.Duration
+	asJSON, asCSV                                                             *bool
+	// costFields are the --cost.* flags, bound to a cost model of their own.
+	costFields []sim.CostField
+}
+
+func addSimFlags(fs *flag.FlagSet) *simFlags {
+	sf := &simFlags{
+		tracePath:    fs.String("trace", "", "access log to replay (CLF or EPA, plain or gzip)"),
+		policies:     fs.String("policies", "wrr,lard,lardr,tbccrd,weblins", "comma-separated policies (any of "+strings.Join(policy.Names(), ",")+")"),
+		nodes:        fs.String("nodes", "1,2,4,8,16", "comma-separated node counts"),
+		cacheMB:      fs.Float64("cache-mb", 32, "memory cache per node, MiB"),
+		replicas:     fs.Int("replicas", 0, "nodes that store each file on disk (partitioned storage, as shoal up --replicas); the others fetch it from a holder; 0 = every node"),
+		cachePol:     fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf"),
+		digestPeriod: fs.Duration("digest-period", 0, "cgdsf: the nodes' cache digests are rebuilt every this much virtual time (0 = the nodes' default, 2s; negative = read the other caches exactly)"),
+		gdsfCost:     fs.String("gdsf-cost", "node", "gdsf/cgdsf cost C: node (the live nodes': 1, or 1/10 when cached elsewhere) or disk (disk read time, or a peer fetch's)"),
+		popularN:     fs.Int("popular-n", 0, "weblins: the replicated popular set is this many files, as on a live front (default 0: the files that fill an eighth of a node's cache)"),
+		seed:         fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output"),
+		front:        fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)"),
+		perNode:      fs.Int("per-node", 0, "throughput mode: requests in the system per node (0: LARD's admission bound S = (n-1)*T_high + T_low - 1 for the whole cluster)"),
+		timeScale:    fs.Float64("time-scale", 0, "latency mode: replay at trace timestamps × this factor (0 = throughput mode)"),
+		costsFile:    fs.String("costs", "", "TOML file overriding cost-model fields (keys as the --cost.* flags)"),
+		parallel:     fs.Int("parallel", 0, "concurrent runs (0 = GOMAXPROCS); output does not depend on it"),
+		asJSON:       fs.Bool("json", false, "print the rows as a JSON array on stdout"),
+		asCSV:        fs.Bool("csv", false, "print the rows as CSV on stdout"),
+		plotOut:      fs.String("plot", "", "write throughput and miss-ratio plots (two panels) to NAME.svg and NAME.png"),
 	}
-	fs := newFlags("sim", "--trace FILE [--policies wrr,lard,…] [--nodes 1,2,4,8,16] [--cache-mb N] [--cache lru|gdsf|cgdsf] [--seed S] [--json | --csv] [--plot out.svg]",
-		"Replay an access log through a simulated cluster (node CPU, disk and cache; front cost) for every policy and node count; print one row per run")
-	tracePath := fs.String("trace", "", "access log to replay (CLF or EPA, plain or gzip)")
-	policies := fs.String("policies", "wrr,lard,lardr,tbccrd,weblins", "comma-separated policies (any of "+strings.Join(policy.Names(), ",")+")")
-	nodesFlag := fs.String("nodes", "1,2,4,8,16", "comma-separated node counts")
-	cacheMB := fs.Float64("cache-mb", 32, "memory cache per node, MiB")
-	replicas := fs.Int("replicas", 0, "nodes that store each file on disk (partitioned storage, as shoal up --replicas); the others fetch it from a holder; 0 = every node")
-	cachePol := fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf")
-	digestPeriod := fs.Duration("digest-period", 0, "cgdsf: the nodes' cache digests are rebuilt every this much virtual time (0 = the nodes' default, 2s; negative = read the other caches exactly)")
-	gdsfCost := fs.String("gdsf-cost", "node", "gdsf/cgdsf cost C: node (the live nodes': 1, or 1/10 when cached elsewhere) or disk (disk read time, or a peer fetch's)")
-	popularN := fs.Int("popular-n", 0, "weblins: the replicated popular set is this many files, as on a live front (default 0: the files that fill an eighth of a node's cache)")
-	seed := fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output")
-	front := fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)")
-	perNode := fs.Int("per-node", 0, "throughput mode: requests in the system per node (0: LARD's admission bound S = (n-1)*T_high + T_low - 1 for the whole cluster)")
-	timeScale := fs.Float64("time-scale", 0, "latency mode: replay at trace timestamps × this factor (0 = throughput mode)")
-	costsFile := fs.String("costs", "", "TOML file overriding cost-model fields (keys as the --cost.* flags)")
-	parallel := fs.Int("parallel", 0, "concurrent runs (0 = GOMAXPROCS); output does not depend on it")
-	asJSON := fs.Bool("json", false, "print the rows as a JSON array on stdout")
-	asCSV := fs.Bool("csv", false, "print the rows as CSV on stdout")
-	plotOut := fs.String("plot", "", "write throughput and miss-ratio plots (two panels) to NAME.svg and NAME.png")
 	flagCosts := sim.DefaultCosts()
-	fields := flagCosts.Fields()
-	for _, f := range fields {
+	sf.costFields = flagCosts.Fields()
+	for _, f := range sf.costFields {
 		if f.Dur != nil {
 			fs.DurationVar(f.Dur, "cost."+f.Name, *f.Dur, f.Usage)
 		} else {
 			fs.Int64Var(f.Int, "cost."+f.Name, *f.Int, f.Usage)
 		}
 	}
+	return sf
+}
+
+func runSim(args []string) error {
+	if len(args) > 0 && args[0] == "cdn" {
+		return runSimCDN(args[1:])
+	}
+	fs := newFlags("sim", "--trace FILE [--policies wrr,lard,…] [--nodes 1,2,4,8,16] [--cache-mb N] [--cache lru|gdsf|cgdsf] [--seed S] [--json | --csv] [--plot out.svg]",
+		"Replay an access log through a simulated cluster (node CPU, disk and cache; front cost) for every policy and node count; print one row per run")
+	sf := addSimFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if *tracePath == "" {
+	if *sf.tracePath == "" {
 		fs.Usage()
 		return errors.New("--trace is required")
 	}
-	if *asJSON && *asCSV {
+	if *sf.asJSON && *sf.asCSV {
 		return errors.New("--json and --csv are exclusive")
 	}
-	pols := splitList(*policies)
-	for _, p := range pols {
-		if _, err := policy.New(p, policy.Config{}); err != nil {
-			return err
-		}
-	}
-	var nodes []int
-	for _, s := range splitList(*nodesFlag) {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 4096 {
-			return fmt.Errorf("--nodes: %q is not a node count in [1, 4096]", s)
-		}
-		nodes = append(nodes, n)
-	}
-	if len(pols) == 0 || len(nodes) == 0 {
-		return errors.New("need at least one policy and one node count")
-	}
-	if *cacheMB <= 0 {
-		return fmt.Errorf("--cache-mb %v: must be positive", *cacheMB)
-	}
-	switch *cachePol {
-	case "lru", "gdsf", "cgdsf":
-	default:
-		return fmt.Errorf("--cache %q: want lru, gdsf or cgdsf", *cachePol)
-	}
-	switch *gdsfCost {
-	case "node":
-		*gdsfCost = sim.GDSFNode
-	case sim.GDSFDisk:
-	default:
-		return fmt.Errorf("--gdsf-cost %q: want node or disk", *gdsfCost)
-	}
-	path, err := sim.ParsePath(*front)
+	pols, nodes, err := sf.sweepLists()
 	if err != nil {
 		return err
 	}
-	// Costs: defaults, then the TOML file, then flags given explicitly.
-	costs := sim.DefaultCosts()
-	if *costsFile != "" {
-		if costs, err = sim.LoadCosts(*costsFile, costs); err != nil {
-			return err
-		}
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for i, f := range costs.Fields() {
-		if !set["cost."+f.Name] {
-			continue
-		}
-		if f.Dur != nil {
-			*f.Dur = *fields[i].Dur
-		} else {
-			*f.Int = *fields[i].Int
-		}
-	}
-	if err := costs.Validate(); err != nil {
-		return err
-	}
-
-	sizes, err := trace.Sizes(*tracePath)
+	base, err := sf.config(fs)
 	if err != nil {
 		return err
 	}
-	if *replicas < 0 {
-		return fmt.Errorf("--replicas %d: want 0 (every node) or a count of nodes", *replicas)
+	sizes, err := trace.Sizes(*sf.tracePath)
+	if err != nil {
+		return err
 	}
-	base := sim.Config{
-		CacheBytes:   int64(*cacheMB * (1 << 20)),
-		Cache:        *cachePol,
-		DigestPeriod: *digestPeriod,
-		GDSFCost:     *gdsfCost,
-		Costs:        &costs,
-		Path:         path,
-		PerNode:      *perNode,
-		TimeScale:    *timeScale,
-		Seed:         *seed,
-		Replicas:     *replicas,
+	if *sf.replicas < 0 {
+		return fmt.Errorf("--replicas %d: want 0 (every node) or a count of nodes", *sf.replicas)
 	}
-	if *popularN < 0 {
-		return fmt.Errorf("--popular-n %d: must not be negative", *popularN)
+	if *sf.popularN < 0 {
+		return fmt.Errorf("--popular-n %d: must not be negative", *sf.popularN)
 	}
-	base.PolicyConfig.PopularN = *popularN
 	var skipped atomic.Int64 // the same in every run
-	sw := sim.Sweep{Base: base, Policies: pols, Nodes: nodes, Parallel: *parallel,
+	sw := sim.Sweep{Base: base, Policies: pols, Nodes: nodes, Parallel: *sf.parallel,
 		Open: func() (sim.Source, error) {
-			r, err := trace.Open(*tracePath)
+			r, err := trace.Open(*sf.tracePath)
 			if err != nil {
 				return nil, err
 			}
@@ -183,29 +138,106 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
+	return sf.report(results, len(nodes), skipped.Load(), time.Since(start))
+}
+
+// sweepLists are the policies and node counts to sweep.
+func (sf *simFlags) sweepLists() ([]string, []int, error) {
+	pols := splitList(*sf.policies)
+	for _, p := range pols {
+		if _, err := policy.New(p, policy.Config{}); err != nil {
+			return nil, nil, err
+		}
+	}
+	var nodes []int
+	for _, s := range splitList(*sf.nodes) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 4096 {
+			return nil, nil, fmt.Errorf("--nodes: %q is not a node count in [1, 4096]", s)
+		}
+		nodes = append(nodes, n)
+	}
+	if len(pols) == 0 || len(nodes) == 0 {
+		return nil, nil, errors.New("need at least one policy and one node count")
+	}
+	return pols, nodes, nil
+}
+
+// config is every run's configuration but the policy and node count.
+// Costs: defaults, then the TOML file, then flags given explicitly.
+func (sf *simFlags) config(fs *flag.FlagSet) (sim.Config, error) {
+	if *sf.cacheMB <= 0 {
+		return sim.Config{}, fmt.Errorf("--cache-mb %v: must be positive", *sf.cacheMB)
+	}
+	switch *sf.cachePol {
+	case "lru", "gdsf", "cgdsf":
+	default:
+		return sim.Config{}, fmt.Errorf("--cache %q: want lru, gdsf or cgdsf", *sf.cachePol)
+	}
+	gdsfCost := *sf.gdsfCost
+	switch gdsfCost {
+	case "node":
+		gdsfCost = sim.GDSFNode
+	case sim.GDSFDisk:
+	default:
+		return sim.Config{}, fmt.Errorf("--gdsf-cost %q: want node or disk", gdsfCost)
+	}
+	path, err := sim.ParsePath(*sf.front)
+	if err != nil {
+		return sim.Config{}, err
+	}
+	costs := sim.DefaultCosts()
+	if *sf.costsFile != "" {
+		if costs, err = sim.LoadCosts(*sf.costsFile, costs); err != nil {
+			return sim.Config{}, err
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for i, f := range costs.Fields() {
+		if !set["cost."+f.Name] {
+			continue
+		}
+		if f.Dur != nil {
+			*f.Dur = *sf.costFields[i].Dur
+		} else {
+			*f.Int = *sf.costFields[i].Int
+		}
+	}
+	if err := costs.Validate(); err != nil {
+		return sim.Config{}, err
+	}
+	base := sim.Config{CacheBytes: int64(*sf.cacheMB * (1 << 20)), Cache: *sf.cachePol, DigestPeriod: *sf.digestPeriod,
+		GDSFCost: gdsfCost, Costs: &costs, Path: path, PerNode: *sf.perNode, TimeScale: *sf.timeScale, Seed: *sf.seed, Replicas: *sf.replicas}
+	base.PolicyConfig.PopularN = *sf.popularN
+	return base, nil
+}
+
+// report prints the rows as asked (table, JSON or CSV) and writes the plot.
+func (sf *simFlags) report(results []sim.Result, nNodes int, skipped int64, took time.Duration) error {
 	rows := sim.Rows(results)
 	switch {
-	case *asJSON:
+	case *sf.asJSON:
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rows); err != nil {
 			return err
 		}
-	case *asCSV:
+	case *sf.asCSV:
 		if err := writeSimCSV(os.Stdout, rows); err != nil {
 			return err
 		}
 	default:
 		writeSimTable(os.Stdout, rows)
 		fmt.Printf("\n%s: %d requests replayed per run (%d skipped: URL never answered 200, no size); %.4g MiB cache per node (%s); simulated in %v\n",
-			*tracePath, rows[0].Requests, skipped.Load(), *cacheMB, *cachePol, time.Since(start).Round(time.Millisecond))
-		if *timeScale == 0 {
-			fmt.Printf("throughput mode: %s requests in the system at %s nodes\n", simWindows(results, len(nodes)), *nodesFlag)
+			*sf.tracePath, rows[0].Requests, skipped, *sf.cacheMB, *sf.cachePol, took.Round(time.Millisecond))
+		if *sf.timeScale == 0 {
+			fmt.Printf("throughput mode: %s requests in the system at %s nodes\n", simWindows(results, nNodes), *sf.nodes)
 		}
 	}
-	if *plotOut != "" {
-		svg, png := sim.PlotPaths(*plotOut)
-		title := fmt.Sprintf("(%.4g MiB/node, %s)", *cacheMB, *cachePol)
+	if *sf.plotOut != "" {
+		svg, png := sim.PlotPaths(*sf.plotOut)
+		title := fmt.Sprintf("(%.4g MiB/node, %s)", *sf.cacheMB, *sf.cachePol)
 		if err := sim.Plot(rows, title, svg, png); err != nil {
 			return err
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"net"
 
 	"shoal/internal/cluster/front"
 	"shoal/internal/config"
@@ -40,19 +39,15 @@ func (t *tlsFlags) apply(fc *config.Front, set map[string]bool, fromFile bool) e
 	return nil
 }
 
-// frontTLS wraps ln in TLS when fc has certificates, returning the
-// certificate set (its Reload is the SIGHUP hook) or nil for plain HTTP.
-func frontTLS(ln net.Listener, fc config.Front) (net.Listener, *front.Certs, error) {
+// frontCerts loads fc's certificates: the set to serve HTTPS with (its
+// Reload is the SIGHUP hook), or nil for plain HTTP.
+func frontCerts(fc config.Front) (*front.Certs, error) {
 	if len(fc.TLS) == 0 {
-		return ln, nil, nil
+		return nil, nil
 	}
 	files := make([]front.CertFiles, len(fc.TLS))
 	for i, c := range fc.TLS {
 		files[i] = front.CertFiles{Cert: c.Cert, Key: c.Key}
 	}
-	certs, err := front.LoadCerts(files)
-	if err != nil {
-		return nil, nil, err
-	}
-	return front.TLSListener(ln, certs), certs, nil
+	return front.LoadCerts(files)
 }

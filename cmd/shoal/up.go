@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -25,83 +26,81 @@ func init() {
 	register("up", "start a whole cluster on this machine with a sample site", runUp)
 }
 
-func runUp(args []string) error {
-	fs := newFlags("up", "[flags]", "Start a whole shoal cluster on this machine: nodes, front-end and admin API.\n"+
-		"Without --site it generates a deterministic sample site in your cache folder.")
-	var c up.Config
-	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "front-end address to point a browser at")
-	fs.StringVar(&c.Admin, "admin", "127.0.0.1:9090", "admin API and /metrics address (\"off\" disables it)")
+// upFlags are the flags of `shoal up` that are not fields of up.Config.
+type upFlags struct {
+	diskWeights, path, accessLog, accessLogFormat, state *string
+	verbose, loopback                                    *bool
+	shutdownTO                                           *time.Duration
+	pops                                                 *int
+	logf                                                 *logFlags
+}
+
+// addUpFlags defines the flags of `shoal up` on fs, those of up.Config
+// bound to c with up.DefaultConfig's values as their defaults.
+func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
+	d := up.DefaultConfig()
+	fs.StringVar(&c.Listen, "listen", d.Listen, "front-end address to point a browser at")
+	fs.StringVar(&c.Admin, "admin", d.Admin, "admin API and /metrics address (\"off\" disables it)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "the admin API's bearer token, made (32 random bytes, mode 0600) if missing (default: admin.token in the --data folder)")
-	fs.IntVar(&c.Nodes, "nodes", 4, "number of nodes")
+	fs.IntVar(&c.Nodes, "nodes", d.Nodes, "number of nodes")
 	fs.StringVar(&c.Site, "site", "", "serve this directory instead of the generated sample site")
 	fs.StringVar(&c.SiteFromTrace, "site-from-trace", "", "serve a site whose files are the URLs of this access log (CLF, .gz ok), to replay it")
 	fs.StringVar(&c.DataDir, "data", "", "folder for generated sites (default: your cache folder/shoal)")
-	fs.IntVar(&c.CacheMB, "cache-mb", 64, "memory cache per node, MiB")
-	fs.StringVar(&c.Cache, "cache", "gdsf", "node cache replacement: lru, gdsf or cgdsf")
+	fs.IntVar(&c.CacheMB, "cache-mb", d.CacheMB, "memory cache per node, MiB")
+	fs.StringVar(&c.Cache, "cache", d.Cache, "node cache replacement: lru, gdsf or cgdsf")
 	fs.DurationVar(&c.DigestPeriod, "digest-period", 0, "how often each node sends its cache digest (cgdsf) to the others (0: the nodes' default, 2s)")
 	fs.IntVar(&c.Replicas, "replicas", 0, "nodes that store each file (partitioned storage; the others fetch it from a holder); 0 = every node a full copy")
-	diskWeights := fs.String("disk-weights", "", "the nodes' disk sizes in any common unit, comma-separated (placement weights with --replicas; default 1 each)")
-	fs.StringVar(&c.Policy, "policy", up.DefaultPolicy, "request distribution policy: "+strings.Join(policy.Names(), ", "))
-	path := fs.String("path", "relay", "data path: relay (all in one process), redirect (302 to the node's own URL), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
+	uf := &upFlags{diskWeights: fs.String("disk-weights", "", "the nodes' disk sizes in any common unit, comma-separated (placement weights with --replicas; default 1 each)")}
+	fs.StringVar(&c.Policy, "policy", d.Policy, "request distribution policy: "+strings.Join(policy.Names(), ", "))
+	uf.path = fs.String("path", "relay", "data path: relay (all in one process), redirect (302 to the node's own URL), passfd / hybrid (nodes as separate processes that take client connections over Unix sockets), "+
 		"or repair (root only: front and nodes in network namespaces joined to this host, connections moved with TCP_REPAIR; "+
 		"the front listens on the lab's virtual IP at --listen's port, the admin API on the front's lab address at --admin's port)")
 	fs.BoolVar(&c.VHosts, "vhosts", false, "serve several sites by Host: two sample sites (a.localhost, b.localhost), or --site as a folder of site folders; relay or passfd path")
-	fs.DurationVar(&c.SendTimeout, "send-timeout", 60*time.Second, "close a client that takes no response bytes for this long (nginx send_timeout)")
+	def := config.DefaultFront()
+	fs.DurationVar(&c.SendTimeout, "send-timeout", def.Limits.SendTimeout.Duration, "close a client that takes no response bytes for this long (nginx send_timeout)")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "open client connections at the front; idle ones are closed first near it (0: from RLIMIT_NOFILE, -1: no limit)")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
 	fs.BoolVar(&c.TLS, "tls", false, "serve HTTPS with a self-signed certificate for localhost and 127.0.0.1 kept in the --data folder (clients: curl -k, shoal bench http --insecure); "+
 		"with passfd or hybrid every request is relayed")
-	verbose := fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
-	def := config.DefaultFront()
-	accessLog := fs.String("access-log", "", "the front's access log file, - for stdout (default off)")
-	accessLogFormat := fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", "))
-	shutdownTO := fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
-	logf := addLogFlags(fs)
-	pops := fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
-	state := fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
-	loopback := fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
+	uf.verbose = fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
+	uf.accessLog = fs.String("access-log", "", "the front's access log file, - for stdout (default off)")
+	uf.accessLogFormat = fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", "))
+	uf.shutdownTO = fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
+	uf.logf = addLogFlags(fs)
+	uf.pops = fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
+	uf.state = fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
+	uf.loopback = fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
+	return uf
+}
+
+func runUp(args []string) error {
+	fs := newFlags("up", "[flags]", "Start a whole shoal cluster on this machine: nodes, front-end and admin API.\n"+
+		"Without --site it generates a deterministic sample site in your cache folder.")
+	var c up.Config
+	uf := addUpFlags(fs, &c)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	for _, w := range strings.Split(*diskWeights, ",") {
-		if w = strings.TrimSpace(w); w == "" {
-			continue
+	if err := uf.check(&c); err != nil {
+		return err
+	}
+	if *uf.pops > 0 {
+		if os.Geteuid() == 0 && !*uf.loopback {
+			return runUpPopsWAN(*uf.pops, *uf.state, c.DataDir, c.Nodes, c.CacheMB)
 		}
-		f, err := strconv.ParseFloat(w, 64)
-		if err != nil {
-			return fmt.Errorf("--disk-weights %q: %w", *diskWeights, err)
-		}
-		c.DiskWeights = append(c.DiskWeights, f)
+		return runUpPops(*uf.pops, *uf.state, c.DataDir, c.Nodes, c.CacheMB)
 	}
-	if !slices.Contains(config.Paths, *path) {
-		return fmt.Errorf("--path %q: want one of %s", *path, strings.Join(config.Paths, ", "))
-	}
-	if c.TLS && *path == "repair" {
-		return errors.New("--tls with --path repair: the repair path cannot move a TLS connection (no kTLS), so it would relay every request; use --path relay")
-	}
-	if c.VHosts && *path != "relay" && *path != "passfd" {
-		return fmt.Errorf("--vhosts with --path %s: virtual hosts work with --path relay or passfd so far", *path)
-	}
-	if c.Nodes < 1 || c.CacheMB < 0 {
-		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)
-	}
-	if *pops > 0 {
-		if os.Geteuid() == 0 && !*loopback {
-			return runUpPopsWAN(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
-		}
-		return runUpPops(*pops, *state, c.DataDir, c.Nodes, c.CacheMB)
-	}
-	logger, err := logf.logger(os.Stderr, "up", "", "")
+	logger, err := uf.logf.logger(os.Stderr, "up", "", "")
 	if err != nil {
 		return err
 	}
 	c.Logger = logger
-	alFormat, err := front.ParseAccessLogFormat(*accessLogFormat)
+	alFormat, err := front.ParseAccessLogFormat(*uf.accessLogFormat)
 	if err != nil {
 		return fmt.Errorf("--access-log-format: %w", err)
 	}
-	if *accessLog != "" {
-		al, err := front.OpenAccessLog(*accessLog, alFormat)
+	if *uf.accessLog != "" {
+		al, err := front.OpenAccessLog(*uf.accessLog, alFormat)
 		if err != nil {
 			return err
 		}
@@ -114,16 +113,72 @@ func runUp(args []string) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	var cl *up.Cluster
-	shutdown := func(ctx context.Context) error { return cl.Shutdown(ctx) }
-	var lab *up.Repair
-	switch *path {
+	cl, lab, shutdown, err := uf.start(c)
+	if err != nil {
+		return err
+	}
+	printUp(cl, lab, *uf.path)
+	var runErr error
+wait:
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				reloadUp(cl, cl.Config.AccessLog, logger)
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "shoal up: %v, stopping\n", s)
+			break wait
+		case runErr = <-cl.Err():
+			break wait
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *uf.shutdownTO)
+	defer cancel()
+	shutdown(ctx)
+	return runErr
+}
+
+// check reads --disk-weights into c and refuses combinations that cannot work.
+func (uf *upFlags) check(c *up.Config) error {
+	for _, w := range strings.Split(*uf.diskWeights, ",") {
+		if w = strings.TrimSpace(w); w == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(w, 64)
+		if err != nil {
+			return fmt.Errorf("--disk-weights %q: %w", *uf.diskWeights, err)
+		}
+		c.DiskWeights = append(c.DiskWeights, f)
+	}
+	path := *uf.path
+	if !slices.Contains(config.Paths, path) {
+		return fmt.Errorf("--path %q: want one of %s", path, strings.Join(config.Paths, ", "))
+	}
+	if c.TLS && path == "repair" {
+		return errors.New("--tls with --path repair: the repair path cannot move a TLS connection (no kTLS), so it would relay every request; use --path relay")
+	}
+	if c.VHosts && path != "relay" && path != "passfd" {
+		return fmt.Errorf("--vhosts with --path %s: virtual hosts work with --path relay or passfd so far", path)
+	}
+	if c.Nodes < 1 || c.CacheMB < 0 {
+		return fmt.Errorf("--nodes %d, --cache-mb %d: want at least one node and a cache size of 0 or more", c.Nodes, c.CacheMB)
+	}
+	return nil
+}
+
+// start brings the cluster up on --path: in this process, as node
+// processes, or in the repair lab (lab is then set).
+func (uf *upFlags) start(c up.Config) (cl *up.Cluster, lab *up.Repair, shutdown func(context.Context) error, err error) {
+	switch *uf.path {
 	case "relay", "redirect":
-		c.Redirect = *path == "redirect"
-		cl, err = up.Start(c)
+		c.Redirect = *uf.path == "redirect"
+		if cl, err = up.Start(c); err == nil {
+			shutdown = cl.Shutdown
+		}
 	case "repair":
 		rc := up.RepairConfig{}
-		if *verbose {
+		if *uf.verbose {
 			rc.Log = func(cmd string) { fmt.Fprintln(os.Stderr, "+", cmd) }
 		}
 		if lab, err = up.StartRepair(c, rc); err == nil {
@@ -131,19 +186,21 @@ func runUp(args []string) error {
 		}
 	default:
 		var p *up.Procs
-		if p, err = up.StartProcs(c, up.ProcsConfig{Path: *path}); err == nil {
+		if p, err = up.StartProcs(c, up.ProcsConfig{Path: *uf.path}); err == nil {
 			cl, shutdown = p.Cluster, p.Shutdown
 		}
 	}
-	if err != nil {
-		return err
-	}
-	c = cl.Config
+	return cl, lab, shutdown, err
+}
+
+// printUp is the status `shoal up` prints once the cluster is up.
+func printUp(cl *up.Cluster, lab *up.Repair, path string) {
+	c := cl.Config
 	fmt.Printf("shoal is up: open %s\n", cl.URL)
 	if cl.TLSCert != "" {
 		fmt.Printf("  self-signed certificate %s: curl -k %s, shoal bench http --insecure --url %s\n", cl.TLSCert, cl.URL, cl.URL)
 	}
-	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, *path, c.CacheMB, c.Cache, cl.SiteInfo)
+	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, path, c.CacheMB, c.Cache, cl.SiteInfo)
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)
 		reads := ""
@@ -165,26 +222,6 @@ func runUp(args []string) error {
 			lab.Lab.ID, handoff.LabPrefix+lab.Lab.ID+"-", lab.HostIf, lab.HostAddr)
 	}
 	fmt.Printf("  Ctrl-C stops it.\n")
-
-	var runErr error
-wait:
-	for {
-		select {
-		case s := <-sig:
-			if s == syscall.SIGHUP {
-				reloadUp(cl, c.AccessLog, logger)
-				continue
-			}
-			fmt.Fprintf(os.Stderr, "shoal up: %v, stopping\n", s)
-			break wait
-		case runErr = <-cl.Err():
-			break wait
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTO)
-	defer cancel()
-	shutdown(ctx)
-	return runErr
 }
 
 // reloadUp is `shoal up`'s SIGHUP: it reopens the access log (logrotate)

@@ -1,4 +1,11 @@
-// Package config reads shoal's TOML configuration files. Every flag of
+// Package config reads shoal's TOML configuration files.
+//
+// Imports run one way, from config down to the packages it configures
+// (front, control, node, peer, handoff, policy, admin): each of those
+// declares its own defaults (front.DefaultConfig, control.DefaultCheckConfig,
+// node.Default*, ...), and config only composes them into files and
+// templates, so a default is written once, next to the code that uses it,
+// and no package below has to know the file format. Every flag of
 // `shoal front` has a key here; flags given on the command line override the
 // file, and DefaultFront prints the defaults as a commented file an operator
 // can start from (`shoal front --print-config`).
@@ -257,34 +264,44 @@ func DefaultFront() Front {
 	return f
 }
 
+// fill gives f's unset keys their defaults: the command's own (listen,
+// policy, path, logs, shutdown) written here, the rest composed from the
+// packages that use them (front.DefaultConfig, control.DefaultCheckConfig).
 func (f *Front) fill() {
 	def := func(s *string, v string) {
 		if *s == "" {
 			*s = v
 		}
 	}
+	num := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	dur := func(v *Duration, d time.Duration) {
+		if v.Duration == 0 {
+			v.Duration = d
+		}
+	}
+	fd, hd, cd := front.DefaultConfig(), front.DefaultHybridConfig(), control.DefaultCheckConfig()
 	def(&f.Listen, "127.0.0.1:8080")
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
 	def(&f.Repair.Steer, "auto")
-	if f.Repair.Port == 0 {
-		f.Repair.Port = 7070
-	}
+	num(&f.Repair.Port, front.DefaultRepairPort)
 	if f.Hybrid.CPUPercent == 0 {
-		f.Hybrid.CPUPercent = 30
+		f.Hybrid.CPUPercent = hd.CPUPercent
 	}
 	if f.Hybrid.Conns == 0 {
-		f.Hybrid.Conns = 130
+		f.Hybrid.Conns = hd.ActiveConns
 	}
 	if f.Hybrid.SizeKB == 0 {
-		f.Hybrid.SizeKB = 100
+		f.Hybrid.SizeKB = hd.MinSize >> 10
 	}
 	def(&f.AccessLogFormat, "common")
 	def(&f.LogLevel, "info")
 	def(&f.LogFormat, "text")
-	if f.ShutdownTimeout.Duration == 0 {
-		f.ShutdownTimeout.Duration = DefaultShutdownTimeout
-	}
+	dur(&f.ShutdownTimeout, DefaultShutdownTimeout)
 	if f.HandoffUID == nil {
 		own := -1
 		f.HandoffUID = &own
@@ -293,34 +310,22 @@ func (f *Front) fill() {
 		on := true
 		f.SysmonIdle = &on
 	}
-	if f.Health.Interval.Duration == 0 {
-		f.Health.Interval.Duration = time.Second
-	}
-	if f.Health.Rise == 0 {
-		f.Health.Rise = 2
-	}
-	if f.Health.Fall == 0 {
-		f.Health.Fall = 3
-	}
-	if f.Limits.MaxConnPerNode == 0 {
-		f.Limits.MaxConnPerNode = 256
-	}
-	if f.Limits.QueueTimeout.Duration == 0 {
-		f.Limits.QueueTimeout.Duration = 5 * time.Second
-	}
-	if f.Limits.HeaderTimeout.Duration == 0 {
-		f.Limits.HeaderTimeout.Duration = 10 * time.Second
-	}
-	if f.Limits.IdleTimeout.Duration == 0 {
-		f.Limits.IdleTimeout.Duration = 60 * time.Second
-	}
-	if f.Limits.MaxHeaderBytes == 0 {
-		f.Limits.MaxHeaderBytes = 8192
-	}
-	if f.Limits.SendTimeout.Duration == 0 {
-		f.Limits.SendTimeout.Duration = 60 * time.Second
-	}
+	dur(&f.Health.Interval, cd.Interval)
+	num(&f.Health.Rise, cd.Rise)
+	num(&f.Health.Fall, cd.Fall)
+	// A per-node limit is `shoal front`'s choice (LARD's front queue);
+	// the data plane alone has none.
+	num(&f.Limits.MaxConnPerNode, DefaultMaxConnPerNode)
+	dur(&f.Limits.QueueTimeout, fd.QueueTimeout)
+	dur(&f.Limits.HeaderTimeout, fd.HeaderTimeout)
+	dur(&f.Limits.IdleTimeout, fd.IdleTimeout)
+	num(&f.Limits.MaxHeaderBytes, fd.MaxHeadBytes)
+	dur(&f.Limits.SendTimeout, fd.WriteTimeout)
 }
+
+// DefaultMaxConnPerNode is `shoal front`'s limit of requests in flight on
+// one node before requests queue at the front.
+const DefaultMaxConnPerNode = 256
 
 // Error is a configuration error that names where and how to fix it.
 type Error struct {

@@ -15,10 +15,10 @@ import (
 
 	"shoal/internal/admin"
 	"shoal/internal/base/content"
-	"shoal/internal/cluster/control"
+	"shoal/internal/base/vhost"
 	"shoal/internal/cluster/front"
-	"shoal/internal/cluster/policy"
 	"shoal/internal/cluster/publish"
+	"shoal/internal/gateway"
 )
 
 // ProcsConfig selects the multi-process mode of StartProcs.
@@ -88,10 +88,6 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if vm != nil && pc.Path == "hybrid" {
 		return nil, errors.New("--vhosts works with the relay and passfd paths")
 	}
-	pol, err := policy.New(cfg.Policy, cfg.policyConfig())
-	if err != nil {
-		return nil, err
-	}
 	// Unix socket paths are limited to 107 bytes: keep the folder short.
 	dir, err := os.MkdirTemp("", "shoal-up-")
 	if err != nil {
@@ -124,7 +120,6 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if err != nil {
 		return nil, err
 	}
-	var specs []control.NodeSpec
 	for i, addr := range addrs {
 		sock := filepath.Join(dir, "node"+strconv.Itoa(i)+".sock")
 		cmd := func() *exec.Cmd {
@@ -143,7 +138,6 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		}
 		u := "http://" + addr
 		p.NodeURLs = append(p.NodeURLs, u)
-		specs = append(specs, control.NodeSpec{URL: u})
 	}
 	for i, u := range p.NodeURLs {
 		if err := waitListening(u[len("http://"):], 10*time.Second); err != nil {
@@ -151,36 +145,41 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		}
 	}
 
-	c := p.Cluster
-	if err := c.startControl(pol, specs); err != nil {
+	if err := p.startFront(root, pc.Path, vm, pubArgs != nil); err != nil {
 		return nil, err
 	}
+	ok = true
+	return p, nil
+}
 
-	fc := front.Config{Path: front.PassFD(front.PassFDConfig{HandoffDir: dir}), VHosts: vm}
-	var st *content.Store // hybrid's table of sizes, republished with the site
-	if pc.Path == "hybrid" {
-		if st, err = content.Open(root); err != nil {
-			return nil, err
+// startFront starts the front over the node processes on the passfd or
+// hybrid path (hybrid's size table from root) and, with publish, the
+// publisher that drives the nodes.
+func (p *Procs) startFront(root, path string, vm *vhost.Map, publish bool) error {
+	pass := front.PassFD(front.PassFDConfig{HandoffDir: p.SocketDir})
+	gc := gateway.Config{Path: pass, VHosts: vm}
+	if path == "hybrid" {
+		st, err := content.Open(root)
+		if err != nil {
+			return err
 		}
-		fc.Path = front.Relay()
-		fc.Choose = front.Hybrid(front.PassFD(front.PassFDConfig{HandoffDir: dir}))
-		fc.Hybrid.Size = func(url string) int64 {
+		gc.Path, gc.Choose, gc.Sizes = front.Relay(), front.Hybrid(pass), st
+		gc.Hybrid.Size = func(url string) int64 {
 			if e, err := st.Lookup(url); err == nil && !e.IsDir {
 				return e.Size
 			}
 			return -1
 		}
 	}
-	if pubArgs != nil {
-		if err := p.startRemotePublisher(root, st); err != nil {
-			return nil, err
+	if err := p.startGateway(gc, false); err != nil {
+		return err
+	}
+	if publish {
+		if err := p.startRemotePublisher(root); err != nil {
+			return err
 		}
 	}
-	if err := c.startFront(fc); err != nil {
-		return nil, err
-	}
-	ok = true
-	return p, nil
+	return p.serve()
 }
 
 // supervise starts the command newCmd makes as a child of the cluster
@@ -280,9 +279,9 @@ func (p *Procs) publishArgs() ([]string, error) {
 }
 
 // startRemotePublisher drives the node processes through their publish
-// endpoint; sizes, when not nil, is the front's hybrid size table, moved to
-// each new version once the nodes switched.
-func (p *Procs) startRemotePublisher(root string, sizes *content.Store) error {
+// endpoint; the front follows each version once the nodes switched
+// (gateway.Committed: hybrid's sizes, the policy's tables).
+func (p *Procs) startRemotePublisher(root string) error {
 	tok, err := admin.LoadOrCreateToken(p.Config.AdminTokenFile)
 	if err != nil {
 		return err
@@ -297,10 +296,7 @@ func (p *Procs) startRemotePublisher(root string, sizes *content.Store) error {
 			return ps
 		},
 		OnCommit: func(_ uint64, root string, d content.Diff) {
-			if sizes != nil {
-				sizes.Publish(root)
-			}
-			p.forget(d)
+			p.committed(root, d)
 			p.published.Store(true)
 		}})
 	p.Publisher = c

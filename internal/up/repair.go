@@ -197,13 +197,28 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 		return nil, err
 	}
 
+	if err := r.startLab(ctx, rc, root, dir, keyFile, listenPort, adminPort); err != nil {
+		return nil, err
+	}
+	if err := r.waitHealthy(30 * time.Second); err != nil {
+		return nil, err
+	}
+	ok = true
+	return r, nil
+}
+
+// startLab starts a `shoal node` in each node namespace and `shoal front
+// --path repair` on the VIP at listenPort in the front's, its admin API
+// on its lab address at adminPort (0: off); all share the key in keyFile.
+func (r *Repair) startLab(ctx context.Context, rc RepairConfig, root, dir, keyFile string, listenPort, adminPort int) error {
+	cfg, lab := r.Config, r.Lab
 	var nodeURLs, addrs []string
 	for _, a := range lab.NodeAddrs {
 		addrs = append(addrs, netip.AddrPortFrom(a, repairNodePort).String())
 	}
 	peerArgs, err := r.peerArgs(addrs, false) // the front is not on the nodes' loopback here
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i, a := range lab.NodeAddrs {
 		args := []string{"node", "--root", root,
@@ -213,7 +228,7 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 		args = append(args, peerArgs...)
 		newCmd := func() *exec.Cmd { return handoff.Exec(ctx, lab.NodeNS(i), rc.Exe, args...) }
 		if err := r.supervise(fmt.Sprintf("node %d", i), newCmd, rc.Stderr); err != nil {
-			return nil, err
+			return err
 		}
 		nodeURLs = append(nodeURLs, "http://"+netip.AddrPortFrom(a, repairNodePort).String())
 	}
@@ -226,25 +241,21 @@ func StartRepair(cfg Config, rc RepairConfig) (*Repair, error) {
 		r.AdminURL = "http://" + adminAddr
 		// On the lab's address the admin API is public: reads need the token too.
 		if _, err := r.adminConfig(adminAddr); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	frontCfg := filepath.Join(dir, "front.toml")
 	if err := os.WriteFile(frontCfg, []byte(repairFrontConfig(cfg, vip, adminAddr, r.AdminTokenFile, nodeURLs)), 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	newFront := func() *exec.Cmd {
 		return handoff.Exec(ctx, lab.FrontNS(), rc.Exe, "front", "--config", frontCfg, "--repair-key-file", keyFile)
 	}
 	if err := r.supervise("front", newFront, rc.Stderr); err != nil {
-		return nil, err
+		return err
 	}
 	r.URL = "http://" + vip.String() + "/"
-	if err := r.waitHealthy(30 * time.Second); err != nil {
-		return nil, err
-	}
-	ok = true
-	return r, nil
+	return nil
 }
 
 // portOf returns the port of a host:port address, def for port 0.

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"shoal/internal/admin"
 	"shoal/internal/base/content"
 	"shoal/internal/base/trace"
@@ -35,6 +37,7 @@ import (
 	"shoal/internal/cluster/policy"
 	"shoal/internal/cluster/publish"
 	"shoal/internal/config"
+	"shoal/internal/gateway"
 	"shoal/internal/tools/site"
 )
 
@@ -106,6 +109,11 @@ type Config struct {
 	// weights: a node's share of the files follows its weight). Default 1
 	// each; a shorter list leaves the rest at 1.
 	DiskWeights []float64
+	// AdminRoutes are more admin API endpoints ("GET /pops" → handler),
+	// behind its token checks, and Collectors more /metrics collectors:
+	// `shoal pop` serves its rings' state beside the cluster's. Default none.
+	AdminRoutes map[string]http.Handler
+	Collectors  []prometheus.Collector
 }
 
 // DefaultPolicy is the policy `shoal up` uses unless told otherwise:
@@ -114,33 +122,41 @@ type Config struct {
 // locality plus balancing by connections (README, "Choosing a policy").
 const DefaultPolicy = "tbccrd"
 
+// DefaultConfig returns `shoal up`'s defaults: Config's zero fields
+// take these values.
+func DefaultConfig() Config {
+	return Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 4, CacheMB: 64, Cache: "gdsf", Policy: DefaultPolicy,
+		HealthInterval: config.DefaultFront().Health.Interval.Duration}
+}
+
 func (c *Config) fill() error {
+	d := DefaultConfig()
 	if c.Listen == "" {
-		c.Listen = "127.0.0.1:8080"
+		c.Listen = d.Listen
 	}
 	if c.Admin == "" {
-		c.Admin = "127.0.0.1:9090"
+		c.Admin = d.Admin
 	}
 	if c.Nodes == 0 {
-		c.Nodes = 4
+		c.Nodes = d.Nodes
 	}
 	if c.Nodes < 1 || c.Nodes > 64 {
 		return fmt.Errorf("--nodes %d: want 1 to 64", c.Nodes)
 	}
 	if c.CacheMB == 0 {
-		c.CacheMB = 64
+		c.CacheMB = d.CacheMB
 	}
 	if c.CacheMB < 0 {
 		return fmt.Errorf("--cache-mb %d: want a positive size", c.CacheMB)
 	}
 	if c.Cache == "" {
-		c.Cache = "gdsf"
+		c.Cache = d.Cache
 	}
 	if c.Policy == "" {
-		c.Policy = DefaultPolicy
+		c.Policy = d.Policy
 	}
 	if c.HealthInterval <= 0 {
-		c.HealthInterval = time.Second
+		c.HealthInterval = d.HealthInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -238,9 +254,10 @@ type Cluster struct {
 	// gone are the nodes that left (Leave): out of publishes.
 	goneMu sync.Mutex
 	gone   map[int]bool
-	admin  *http.Server
-	cancel context.CancelFunc
-	errc   chan error
+	gw     *gateway.Gateway
+	// closers close the listeners the gateway was given.
+	closers []func()
+	errc    chan error
 }
 
 // loopbackFronts is what in-process nodes trust for X-Forwarded-For: the
@@ -264,10 +281,6 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, errors.New("--vhosts works with the relay and passfd paths")
 	}
 	root, info, vm, err := prepareRoot(&cfg)
-	if err != nil {
-		return nil, err
-	}
-	pol, err := policy.New(cfg.Policy, cfg.policyConfig())
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +332,6 @@ func Start(cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	var specs []control.NodeSpec
 	for i, ln := range lns {
 		n, err := node.New(node.Config{Root: roots[i], VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
 			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts,
@@ -333,11 +345,10 @@ func Start(cfg Config) (*Cluster, error) {
 		c.nodes = append(c.nodes, n)
 		u := "http://" + ln.Addr().String()
 		c.NodeURLs = append(c.NodeURLs, u)
-		specs = append(specs, control.NodeSpec{URL: u})
 		go c.watch(func() error { return n.Serve(ln) })
 	}
 
-	if err := c.startControl(pol, specs); err != nil {
+	if err := c.startGateway(gateway.Config{Path: redirectPath(cfg.Redirect), VHosts: vm}, true); err != nil {
 		return nil, err
 	}
 	c.showStorage()
@@ -346,105 +357,92 @@ func Start(cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	fc := front.Config{VHosts: vm}
-	if cfg.MaxConns == 0 {
-		// One process holds each relayed client three times (client,
-		// front→node, node side) and also pays for refusals in flight: half
-		// the front's own default leaves the reserve to the admin API.
-		fc.MaxClientConns = max(front.DefaultMaxClientConns(front.DescriptorLimit())/2, 1)
-	}
-	if cfg.Redirect {
-		fc.Path = front.Redirect()
-	}
-	if err := c.startFront(fc); err != nil {
+	if err := c.serve(); err != nil {
 		return nil, err
 	}
 	ok = true
 	return c, nil
 }
 
-// startControl builds the control plane over the nodes and starts its
-// health checks.
-func (c *Cluster) startControl(pol policy.Policy, specs []control.NodeSpec) error {
-	var err error
-	c.Control, err = control.New(pol, specs, control.Options{})
-	if err != nil {
-		return err
+// redirectPath is Start's data path: the redirect path when asked for,
+// else nil, the front's relay.
+func redirectPath(redirect bool) front.DataPath {
+	if redirect {
+		return front.Redirect()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	go c.Control.Check(ctx, control.CheckConfig{Interval: c.Config.HealthInterval})
 	return nil
 }
 
-// startFront starts the front-end with fc (its Observer is set here) on
-// Config.Listen, and the admin API with metrics unless it is off.
-func (c *Cluster) startFront(fc front.Config) error {
-	c.Metrics = admin.NewMetrics(c.Control, c.Config.Policy)
-	fc.Observer = c.Metrics
-	fc.AccessLog = c.Config.AccessLog
-	if fc.Logger == nil {
-		fc.Logger = c.Config.Logger
+// frontConfig is the front's configuration for this cluster: `shoal
+// front`'s defaults (config.DefaultFront, the one source of them) with
+// the settings `shoal up` takes itself. sharedProcess says the nodes run
+// in this process: they hold each relayed client three times (client,
+// front→node, node side) and also pay for refusals in flight, so
+// MaxConns defaults to half the front's own default, which leaves the
+// reserve to the admin API.
+func (c *Config) frontConfig(urls []string, sharedProcess bool) config.Front {
+	fc := config.DefaultFront()
+	fc.Listen, fc.Policy, fc.Admin = c.Listen, c.Policy, c.Admin
+	for _, u := range urls {
+		fc.Nodes = append(fc.Nodes, config.Node{URL: u})
 	}
-	fc.WriteTimeout = c.Config.SendTimeout
-	if c.Config.MaxConns != 0 {
-		fc.MaxClientConns = c.Config.MaxConns
+	fc.Health.Interval.Duration = c.HealthInterval
+	if c.SendTimeout != 0 {
+		fc.Limits.SendTimeout.Duration = c.SendTimeout
 	}
-	fc.MaxConnsPerIP = c.Config.MaxConnsPerIP
-	// The per-node limit and queue of `shoal front`, from the one source
-	// of its defaults.
-	lim := config.DefaultFront().Limits
-	if fc.MaxConn == 0 {
-		fc.MaxConn = lim.MaxConnPerNode
+	fc.Limits.MaxConns, fc.Limits.MaxConnsPerIP = c.MaxConns, c.MaxConnsPerIP
+	if c.MaxConns == 0 && sharedProcess {
+		fc.Limits.MaxConns = max(front.DefaultMaxClientConns(front.DescriptorLimit())/2, 1)
 	}
-	if fc.QueueTimeout == 0 {
-		fc.QueueTimeout = lim.QueueTimeout.Duration
-	}
-	c.frontCfg = fc
-	var err error
-	c.Front, err = front.New(c.Control, fc)
-	if err != nil {
-		return err
-	}
-	c.Metrics.WatchFront(c.Front.Stats)
-	evCtx, evCancel := context.WithCancel(context.Background())
-	if prev := c.cancel; prev != nil {
-		c.cancel = func() { evCancel(); prev() }
-	} else {
-		c.cancel = evCancel
-	}
-	front.LogEvents(evCtx, c.Control, c.Front.Stats, c.Config.Logger, 0)
+	off := false // the nodes may share the process: its monitor thread is theirs too
+	fc.SysmonIdle = &off
+	return fc
+}
+
+// startGateway builds the front, its control plane over NodeURLs and the
+// admin API (unless off) with gc's data path; serve starts them.
+func (c *Cluster) startGateway(gc gateway.Config, sharedProcess bool) error {
+	pc := c.Config.policyConfig()
+	gc.Front, gc.PolicyConfig = c.Config.frontConfig(c.NodeURLs, sharedProcess), &pc
+	gc.Metrics, gc.AccessLog, gc.Logger, gc.Report = true, c.Config.AccessLog, c.Config.Logger, c.report
+	gc.AdminRoutes, gc.Collectors = c.Config.AdminRoutes, c.Config.Collectors
 	fln, err := front.Listen(c.Config.Listen)
 	if err != nil {
 		return fmt.Errorf("front: %w (is another shoal running? try --listen 127.0.0.1:0)", err)
 	}
+	c.closers = append(c.closers, func() { fln.Close() })
+	gc.Listener = fln
 	c.URL = "http://" + fln.Addr().String() + "/"
-	if fln, err = c.listenTLS(fln); err != nil {
+	if gc.Certs, err = c.selfSigned(); err != nil {
 		return err
 	}
-	go c.watch(func() error { return c.Front.Serve(fln) })
-
 	if c.Config.Admin != "off" {
-		acfg, err := c.adminConfig(c.Config.Admin)
-		if err != nil {
+		if gc.AdminConfig, err = c.adminConfig(c.Config.Admin); err != nil {
 			return err
 		}
 		aln, err := net.Listen("tcp", c.Config.Admin)
 		if err != nil {
 			return fmt.Errorf("admin: %w (use --admin off or another address)", err)
 		}
+		c.closers = append(c.closers, func() { aln.Close() })
+		gc.AdminListener = aln
 		c.AdminURL = "http://" + aln.Addr().String()
-		as := admin.NewConfig(c.Control, c.Metrics, acfg)
-		if p := c.Publisher; p != nil {
-			as.SetPublisher(func(ctx context.Context, dir string) (any, error) { return p.Publish(ctx, dir) })
-			if c.Config.partitioned() {
-				as.SetRebalancer(func(ctx context.Context, joined int) (any, error) { return c.rebalance(ctx, joined) })
-			}
-		}
-		c.admin = &http.Server{Handler: as, ReadHeaderTimeout: 10 * time.Second}
-		go c.watch(func() error { return c.admin.Serve(aln) })
 	}
+	if c.gw, err = gateway.New(gc); err != nil {
+		return err
+	}
+	c.Control, c.Metrics, c.Front, c.frontCfg = c.gw.Control, c.gw.Metrics, c.gw.Server(), c.gw.ServerConfig()
 	return nil
+}
+
+// serve starts the gateway with the publisher on its admin API.
+func (c *Cluster) serve() error {
+	var rebalance func(context.Context, int) (publish.Result, error)
+	if c.Config.partitioned() {
+		rebalance = c.rebalance
+	}
+	c.gw.SetPublisher(c.Publisher, false, rebalance)
+	return c.gw.Start()
 }
 
 // prepareSite returns the site root to serve and a one-line description.
@@ -478,8 +476,10 @@ func prepareSite(cfg *Config) (root, info string, err error) {
 }
 
 // watch runs serve and reports an error other than a normal close on Err.
-func (c *Cluster) watch(serve func() error) {
-	err := serve()
+func (c *Cluster) watch(serve func() error) { c.report(serve()) }
+
+// report passes an error other than a normal close on to Err.
+func (c *Cluster) report(err error) {
 	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) ||
 		errors.Is(err, front.ErrServerClosed) || errors.Is(err, node.ErrServerClosed) {
 		return
@@ -494,17 +494,14 @@ func (c *Cluster) Err() <-chan error { return c.errc }
 // then closes everything.
 func (c *Cluster) Shutdown(ctx context.Context) error {
 	var errs []error
-	if c.Front != nil {
-		errs = append(errs, c.Front.Shutdown(ctx))
+	if c.gw != nil {
+		errs = append(errs, c.gw.Shutdown(ctx))
 	}
-	if c.admin != nil {
-		errs = append(errs, c.admin.Shutdown(ctx))
+	for _, f := range c.closers {
+		f()
 	}
 	for _, n := range c.nodes {
 		errs = append(errs, n.Shutdown(ctx))
-	}
-	if c.cancel != nil {
-		c.cancel()
 	}
 	if c.pubdir != "" {
 		os.RemoveAll(c.pubdir)
@@ -528,7 +525,7 @@ func (c *Cluster) startPublisher(root string) error {
 		return err
 	}
 	pc := publish.Config{Versions: dir, Current: root, Nodes: c.participants, Logger: c.Config.Logger,
-		OnCommit: func(_ uint64, _ string, d content.Diff) { c.forget(d) }}
+		OnCommit: func(_ uint64, root string, d content.Diff) { c.committed(root, d) }}
 	if c.Config.partitioned() {
 		pc.Replicas, pc.Place, pc.Members = c.Config.Replicas, c.place, c.members
 	}
@@ -610,22 +607,7 @@ func (c *Cluster) members() []string {
 // A newcomer takes no request until it holds its share: it is drained
 // (weight 0) during the rebalance and gets its weight back afterwards.
 func (c *Cluster) rebalance(ctx context.Context, joined int) (publish.Result, error) {
-	if joined >= 0 {
-		w := 1
-		for _, n := range c.Control.Nodes() {
-			if n.Index == joined {
-				w = n.Weight
-			}
-		}
-		c.Control.SetWeight(joined, 0)
-		defer c.Control.SetWeight(joined, w)
-	}
-	res, err := c.Publisher.Rebalance(ctx)
-	c.showStorage()
-	if err != nil {
-		return res, fmt.Errorf("rebalance: %w", err)
-	}
-	return res, nil
+	return c.gw.Rebalance(ctx, c.Publisher, joined, c.showStorage)
 }
 
 // seedPartitions writes the site's first version as one tree per node
@@ -718,11 +700,11 @@ func (c *Cluster) showStorage() {
 	c.Control.SetStorage(&policy.Storage{Nodes: ns, Replicas: c.Config.Replicas})
 }
 
-// forget drops what a publish changed or removed from the policy's URL
-// tables: the nodes dropped those objects from their caches.
-func (c *Cluster) forget(d content.Diff) {
-	if c.Control != nil {
-		c.Control.Forget(append(slices.Clone(d.Changed), d.Removed...))
+// committed follows a publish in the front (gateway.Committed): the
+// policy's tables forget what the nodes dropped from their caches.
+func (c *Cluster) committed(root string, d content.Diff) {
+	if c.gw != nil {
+		c.gw.Committed(root, d)
 	}
 }
 

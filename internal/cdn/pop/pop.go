@@ -27,7 +27,8 @@ import (
 	"sync"
 	"time"
 
-	"shoal/internal/admin"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"shoal/internal/base/peerwire"
 	"shoal/internal/cdn/cdndns"
 	"shoal/internal/cdn/chord"
@@ -86,7 +87,7 @@ func DefaultConfig() Config {
 		Peer:        "127.0.0.1:7946",
 		JoinTimeout: 30 * time.Second,
 		SampleEvery: time.Second,
-		Cluster:     up.Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 2, CacheMB: 64},
+		Cluster:     popCluster(),
 		MBPP:        mbpp.DefaultConfig(0, "", ""),
 		Chord:       chord.DefaultConfig(chord.Peer{}),
 		DNS:         cdndns.DefaultConfig(),
@@ -111,14 +112,12 @@ type PoP struct {
 	// changes and, off loopback, for reads (internal/admin).
 	AdminTokenFile string
 
-	cfg     Config
-	seed    []byte
-	log     *slog.Logger
-	wire    peerwire.Config
-	links   *links
-	peerLn  net.Listener
-	adminLn net.Listener
-	admin   *http.Server
+	cfg    Config
+	seed   []byte
+	log    *slog.Logger
+	wire   peerwire.Config
+	links  *links
+	peerLn net.Listener
 	// DNS is the running responder, nil when off.
 	DNS *cdndns.Server
 	// EdgeURL is the content tier's address ("" when off).
@@ -173,50 +172,48 @@ func Start(cfg Config) (*PoP, error) {
 	}
 	p.PeerAddr = p.peerLn.Addr().String()
 	go p.links.serve(p.peerLn)
+	if err := p.joinRings(); err != nil {
+		return nil, err
+	}
+	if err := p.startServices(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return p, nil
+}
 
+// joinRings founds the rings, or joins them through cfg.Join, and waits
+// until the join went round.
+func (p *PoP) joinRings() error {
+	cfg := p.cfg
 	mc := cfg.MBPP
 	mc.Self, mc.Name, mc.Addr = mbpp.ID(p.ID), cfg.Name, p.PeerAddr
 	mc.Accept = p.accept
 	cc := cfg.Chord
 	cc.Self = chord.Peer{ID: chord.ID(p.ID), Addr: p.PeerAddr}
 	if err := cc.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	p.cfg.Chord = cc
 	now := time.Now()
 	var out []mbpp.Msg
+	var err error
 	if len(cfg.Join) == 0 {
 		if p.mb, err = mbpp.NewFounder(mc, now); err != nil {
-			return nil, err
+			return err
 		}
 		if p.ch, err = chord.Create(cc, now); err != nil {
-			return nil, err
+			return err
 		}
 		close(p.joined)
 	} else {
-		// Authenticate to the contacts first, so that a wrong seed is
-		// reported now, plainly, rather than as a join that times out.
-		var errs []error
-		reached := false
-		for _, a := range cfg.Join {
-			if _, err := p.links.dial(a); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", a, err))
-				continue
-			}
-			reached = true
-		}
-		if !reached {
-			err := errors.Join(errs...)
-			if errors.Is(err, peerwire.ErrAuth) {
-				return nil, fmt.Errorf("pop %s: %w: its PoPs do not share this seed (--seed-file %s): %v", cfg.Name, ErrRefused, cfg.SeedFile, err)
-			}
-			return nil, fmt.Errorf("pop %s: no PoP to join answered: %w", cfg.Name, err)
+		if err := p.reachContacts(); err != nil {
+			return err
 		}
 		if p.mb, out, err = mbpp.NewJoiner(mc, cfg.Join, p.proof(mc.Self, cfg.Name, p.PeerAddr), now); err != nil {
-			return nil, err
+			return err
 		}
 	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.ctx = cancel, ctx
 	go p.loop(ctx)
@@ -224,66 +221,78 @@ func Start(cfg Config) (*PoP, error) {
 
 	select {
 	case <-p.joined:
+		return nil
 	case err := <-p.failed:
-		return nil, err
+		return err
 	case <-time.After(cfg.JoinTimeout):
-		return nil, fmt.Errorf("pop %s: join not complete after %v (is the ring turning? see the contacts' /pops)", cfg.Name, cfg.JoinTimeout)
+		return fmt.Errorf("pop %s: join not complete after %v (is the ring turning? see the contacts' /pops)", cfg.Name, cfg.JoinTimeout)
 	}
+}
 
-	cc2 := cfg.Cluster
-	adminAddr := cc2.Admin
-	cc2.Admin = "off" // served below, with /pops and /chord
-	cl, err := up.Start(cc2)
+// reachContacts authenticates to the contacts first, so that a wrong seed
+// is reported now, plainly, rather than as a join that times out.
+func (p *PoP) reachContacts() error {
+	cfg := p.cfg
+	var errs []error
+	reached := false
+	for _, a := range cfg.Join {
+		if _, err := p.links.dial(a); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", a, err))
+			continue
+		}
+		reached = true
+	}
+	if reached {
+		return nil
+	}
+	err := errors.Join(errs...)
+	if errors.Is(err, peerwire.ErrAuth) {
+		return fmt.Errorf("pop %s: %w: its PoPs do not share this seed (--seed-file %s): %v", cfg.Name, ErrRefused, cfg.SeedFile, err)
+	}
+	return fmt.Errorf("pop %s: no PoP to join answered: %w", cfg.Name, err)
+}
+
+// startServices starts the cluster behind the gateway, whose admin API
+// also serves /pops, /chord, /content and /purge and the rings' metrics,
+// then the content tier and the DNS responder.
+func (p *PoP) startServices() error {
+	cfg := p.cfg
+	cc := cfg.Cluster
+	cc.AdminRoutes = map[string]http.Handler{
+		"GET /pops":    http.HandlerFunc(p.servePops),
+		"GET /chord":   http.HandlerFunc(p.serveChord),
+		"GET /content": http.HandlerFunc(p.serveContent),
+		"POST /purge":  http.HandlerFunc(p.servePurge),
+	}
+	cc.Collectors = []prometheus.Collector{&collector{p: p}}
+	cl, err := up.Start(cc)
 	if err != nil {
-		return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+		return fmt.Errorf("pop %s: %w", cfg.Name, err)
 	}
 	p.mu.Lock() // the loop samples the cluster
 	p.Cluster = cl
 	p.mu.Unlock()
+	p.AdminURL = cl.AdminURL
+	if p.AdminURL != "" {
+		p.AdminTokenFile = cl.AdminTokenFile
+	}
 	if cfg.Edge != "" {
 		if err := p.startContent(cfg); err != nil {
-			return nil, err
+			return err
 		}
-	}
-	if adminAddr != "off" {
-		if adminAddr == "" {
-			adminAddr = "127.0.0.1:9090"
-		}
-		if p.adminLn, err = net.Listen("tcp", adminAddr); err != nil {
-			return nil, fmt.Errorf("pop %s: admin: %w", cfg.Name, err)
-		}
-		p.AdminURL = "http://" + p.adminLn.Addr().String()
-		p.AdminTokenFile = cl.Config.AdminTokenFile
-		tok, err := admin.LoadOrCreateToken(p.AdminTokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("pop %s: admin token: %w", cfg.Name, err)
-		}
-		public, err := admin.CheckBind(adminAddr, true)
-		if err != nil {
-			return nil, err
-		}
-		p.Cluster.Metrics.Registry().MustRegister(&collector{p: p})
-		a := admin.NewConfig(p.Cluster.Control, p.Cluster.Metrics, admin.Config{Token: tok, Public: public})
-		a.Handle("GET /pops", http.HandlerFunc(p.servePops))
-		a.Handle("GET /chord", http.HandlerFunc(p.serveChord))
-		a.Handle("GET /content", http.HandlerFunc(p.serveContent))
-		a.Handle("POST /purge", http.HandlerFunc(p.servePurge))
-		p.admin = &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
-		go p.admin.Serve(p.adminLn)
 	}
 	if cfg.DNS.Addr != "" {
 		var cov *cdndns.Coverage
 		if cfg.Coverage != "" {
 			if cov, err = cdndns.LoadCoverage(cfg.Coverage); err != nil {
-				return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+				return fmt.Errorf("pop %s: %w", cfg.Name, err)
 			}
 		}
 		if p.DNS, err = cdndns.Start(cfg.DNS, cov, p.dnsView); err != nil {
-			return nil, fmt.Errorf("pop %s: %w", cfg.Name, err)
+			return fmt.Errorf("pop %s: %w", cfg.Name, err)
 		}
 	}
-	ok = true
-	return p, nil
+	return nil
 }
 
 // dnsView is the MBPP view as the DNS responder takes it: each PoP is
@@ -545,11 +554,6 @@ func (p *PoP) Shutdown(ctx context.Context) error {
 	if p.content != nil {
 		p.content.srv.Close()
 	}
-	if p.admin != nil {
-		errs = append(errs, p.admin.Shutdown(ctx))
-	} else if p.adminLn != nil {
-		p.adminLn.Close()
-	}
 	if p.Cluster != nil {
 		errs = append(errs, p.Cluster.Shutdown(ctx))
 	}
@@ -573,3 +577,11 @@ func (p *PoP) Err() <-chan error {
 
 // Refused returns the peer links refused for a wrong seed so far.
 func (p *PoP) Refused() uint64 { return p.wire.Stats.Refused.Load() }
+
+// popCluster is a PoP's cluster: `shoal up`'s defaults with two nodes,
+// enough to show the front's policy at work in each PoP.
+func popCluster() up.Config {
+	c := up.DefaultConfig()
+	c.Nodes = 2
+	return c
+}

@@ -28,21 +28,28 @@ type CheckConfig struct {
 	Path string
 }
 
+// DefaultCheckConfig returns the health checks' defaults, which
+// CheckConfig's zero fields take (Timeout follows Interval).
+func DefaultCheckConfig() CheckConfig {
+	return CheckConfig{Interval: time.Second, Rise: 2, Fall: 3, Path: "/.shoal/status"}
+}
+
 func (cc *CheckConfig) defaults() {
+	d := DefaultCheckConfig()
 	if cc.Interval <= 0 {
-		cc.Interval = time.Second
+		cc.Interval = d.Interval
 	}
 	if cc.Timeout <= 0 {
 		cc.Timeout = max(cc.Interval, time.Second)
 	}
 	if cc.Rise <= 0 {
-		cc.Rise = 2
+		cc.Rise = d.Rise
 	}
 	if cc.Fall <= 0 {
-		cc.Fall = 3
+		cc.Fall = d.Fall
 	}
 	if cc.Path == "" {
-		cc.Path = "/.shoal/status"
+		cc.Path = d.Path
 	}
 }
 

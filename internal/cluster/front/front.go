@@ -156,23 +156,24 @@ type Config struct {
 }
 
 func (c *Config) fill() {
+	d := DefaultConfig()
 	orDefault(&c.batchMin, 3)
-	orDefault(&c.MaxHeadBytes, httpwire.DefaultMaxHead)
-	orDefault(&c.HeaderTimeout, 10*time.Second)
-	orDefault(&c.IdleTimeout, 60*time.Second)
-	orDefault(&c.WriteTimeout, 60*time.Second)
+	orDefault(&c.MaxHeadBytes, d.MaxHeadBytes)
+	orDefault(&c.HeaderTimeout, d.HeaderTimeout)
+	orDefault(&c.IdleTimeout, d.IdleTimeout)
+	orDefault(&c.WriteTimeout, d.WriteTimeout)
 	if c.MaxClientConns == 0 { // negative: no limit
 		c.MaxClientConns = DefaultMaxClientConns(nofile())
 	}
 	if c.MaxConnsPerIP == 0 {
-		c.MaxConnsPerIP = DefaultMaxConnsPerIP
+		c.MaxConnsPerIP = d.MaxConnsPerIP
 	}
-	orDefault(&c.DialTimeout, 3*time.Second)
-	orDefault(&c.ResponseTimeout, 60*time.Second)
-	orDefault(&c.PoolIdle, 30*time.Second)
-	orDefault(&c.PoolSize, 128)
-	orDefault(&c.QueueLen, 1024)
-	orDefault(&c.QueueTimeout, 5*time.Second)
+	orDefault(&c.DialTimeout, d.DialTimeout)
+	orDefault(&c.ResponseTimeout, d.ResponseTimeout)
+	orDefault(&c.PoolIdle, d.PoolIdle)
+	orDefault(&c.PoolSize, d.PoolSize)
+	orDefault(&c.QueueLen, d.QueueLen)
+	orDefault(&c.QueueTimeout, d.QueueTimeout)
 	if c.Path == nil {
 		c.Path = Relay()
 	}

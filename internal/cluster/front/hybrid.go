@@ -36,17 +36,18 @@ type HybridConfig struct {
 }
 
 func (h *HybridConfig) fill() {
+	d := DefaultHybridConfig()
 	if h.CPUPercent == 0 {
-		h.CPUPercent = 30
+		h.CPUPercent = d.CPUPercent
 	}
 	if h.ActiveConns == 0 {
-		h.ActiveConns = 130
+		h.ActiveConns = d.ActiveConns
 	}
 	if h.MinSize == 0 {
-		h.MinSize = 100 << 10
+		h.MinSize = d.MinSize
 	}
 	if h.SampleEvery <= 0 {
-		h.SampleEvery = time.Second
+		h.SampleEvery = d.SampleEvery
 	}
 }
 

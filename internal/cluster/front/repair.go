@@ -75,7 +75,7 @@ type RepairPath struct {
 // returns the path. Close removes the steering again.
 func Repair(cfg RepairConfig) (*RepairPath, error) {
 	if cfg.Port == 0 {
-		cfg.Port = 7070
+		cfg.Port = DefaultRepairPort
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second

@@ -1,0 +1,258 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"slices"
+)
+
+// Entry kinds.
+const (
+	kindLinked = 1 // body in a file the store does not own (Link)
+	kindStored = 2 // body in a file of the disk tier (Create, Put)
+)
+
+// entry is one key's body and metadata. Every field is guarded by
+// Store.mu, except that what a handle reads (f, fd, off, first while ready,
+// size, val) does not change while the entry's refs are above zero.
+type entry struct {
+	key  string
+	kind uint8
+	size int64  // body bytes
+	meta []byte // metadata; nil for a stored entry outside the memory tier (read from its file)
+	val  any    // Link's value
+
+	f   *os.File // the open body file, nil when closed
+	fd  int      // f's descriptor
+	off int64    // where the body starts in f
+
+	// Stored entries: the file's name and its header's metadata region.
+	id      uint64
+	metaLen int
+	metaCap int
+
+	first   int32 // first arena block of an inline body, -1 none
+	inline  bool  // the body is (to be) held in the arena
+	ready   bool  // the arena holds the whole body
+	loading bool  // a Get is copying the body into the arena
+	inMem   bool  // in the memory tier
+	dead    bool  // out of the index (replaced, removed, evicted)
+	refs    int32 // handles
+}
+
+// footprintExtra is what an entry costs beside its body and metadata: the
+// index, policy and entry structures, about 256 bytes.
+const footprintExtra = 256
+
+// Footprint is what an entry of a body of size bytes with meta bytes of
+// metadata costs the memory tier: the body in whole 4 KiB pages (the page
+// cache's unit, and the arena's block), the metadata and the entry's own
+// structures. The simulator charges its nodes' caches the same way.
+func Footprint(size int64, meta int) int64 {
+	return (max(size, 0)+blockSize-1)/blockSize*blockSize + int64(meta) + footprintExtra
+}
+
+// Admissible reports whether the memory tier of a store built with cfg
+// (defaults applied by Open) admits a body of size bytes with meta bytes of
+// metadata: what the policy is offered is refused above MaxObject and
+// above the budget. The simulator asks the same question.
+func Admissible(cfg Config, size int64, meta int) bool {
+	cfg.withDefaults()
+	return cfg.MemoryBytes > 0 && size <= cfg.MaxObject && Footprint(size, meta) <= cfg.MemoryBytes
+}
+
+// metaSize is the metadata length the memory tier charges for e.
+func (e *entry) metaSize() int {
+	if e.meta != nil {
+		return len(e.meta)
+	}
+	return e.metaLen
+}
+
+// admit offers e to the memory tier; the policy may evict others (their
+// resources go to s.gone). An admitted body small enough to be inline gets
+// arena blocks, filled by the caller (fill) unless already ready.
+func (s *Store) admit(e *entry) {
+	if s.mem == nil || s.closed || e.inMem || e.dead {
+		return
+	}
+	if e.size > s.cfg.MaxObject || !s.mem.Add(e.key, e, Footprint(e.size, e.metaSize())) {
+		return
+	}
+	e.inMem = true
+	if s.arena == nil || e.size > s.cfg.InlineMax || e.inline {
+		return
+	}
+	if e.size == 0 {
+		e.inline, e.ready = true, true
+		return
+	}
+	if first, ok := s.arena.alloc(blocksFor(e.size)); ok {
+		e.first, e.inline = first, true
+	}
+}
+
+// memEvicted is the memory tier's OnEvict: e leaves it to make room. A
+// linked entry leaves the store with it.
+func (s *Store) memEvicted(key string, e *entry, _ int64) {
+	e.inMem = false
+	report := false
+	if e.kind == kindLinked {
+		if s.idx[key] == e {
+			delete(s.idx, key)
+		}
+		e.dead, report = true, true
+	}
+	s.release(e, report)
+}
+
+// diskEvicted is the disk tier's OnEvict: a stored entry leaves the store
+// to make room. It must not call s.disk (the caller is evicting e).
+func (s *Store) diskEvicted(key string, e *entry, _ int64) {
+	if s.idx[key] == e {
+		delete(s.idx, key)
+	}
+	e.dead = true
+	if e.inMem {
+		s.mem.Remove(key)
+		e.inMem = false
+	}
+	s.release(e, true)
+}
+
+// drop takes e out of the index and both tiers (Remove, replacement).
+func (s *Store) drop(e *entry, report bool) {
+	if s.idx[e.key] == e {
+		delete(s.idx, e.key)
+	}
+	e.dead = true
+	if e.inMem {
+		s.mem.Remove(e.key)
+		e.inMem = false
+	}
+	if e.kind == kindStored && s.disk != nil {
+		if v, ok := s.disk.Peek(e.key); ok && v == e {
+			s.disk.Remove(e.key)
+		}
+	}
+	s.release(e, report)
+}
+
+// release records what e no longer needs: outside the memory tier and
+// without handles, its arena blocks are freed and its file dropped from
+// the page cache and closed; a dead stored entry's file is deleted. report
+// asks for OnEvict. s.mu is held.
+func (s *Store) release(e *entry, report bool) {
+	g := goneEntry{e: e, evicted: report}
+	if e.refs == 0 && !e.inMem {
+		if e.first >= 0 {
+			s.arena.free(e.first)
+			e.first = -1
+		}
+		e.inline, e.ready = false, false
+		if e.kind == kindStored && !e.dead {
+			e.meta = nil // on disk; read again when wanted
+		}
+		if e.f != nil {
+			g.f, e.f, e.fd = e.f, nil, -1
+		}
+	}
+	if e.dead && e.kind == kindStored && e.id != 0 {
+		g.unlink, e.id = s.path(e.id), 0
+	}
+	if g.f != nil || g.unlink != "" || g.evicted {
+		s.gone = append(s.gone, g)
+	}
+}
+
+// unlock releases s.mu and then deals with what the operation displaced:
+// page-cache drops, closes, deletes and OnEvict calls, none of which
+// should hold up other requests.
+func (s *Store) unlock() {
+	g := s.gone
+	s.gone = nil
+	s.mu.Unlock()
+	for _, x := range g {
+		if x.f != nil {
+			dropCache(x.f, 0, 0)
+			x.f.Close()
+		}
+		if x.unlink != "" {
+			if err := os.Remove(x.unlink); err != nil && !os.IsNotExist(err) {
+				s.cfg.Logger.Warn("store: delete evicted body", "file", x.unlink, "err", err)
+			}
+		}
+		if x.evicted && s.cfg.OnEvict != nil {
+			s.cfg.OnEvict(x.e.key)
+		}
+	}
+}
+
+// fill copies e's body from its file into its arena blocks, on behalf of
+// the Get or Link that set e.loading (and holds a handle), then drops the
+// file's pages: the arena is now the memory copy. It reports whether the
+// body is ready.
+func (s *Store) fill(e *entry) bool {
+	err := s.arena.readFrom(e.first, e.size, e.f, e.off)
+	s.mu.Lock()
+	e.loading = false
+	e.ready = err == nil
+	s.mu.Unlock()
+	if err != nil {
+		s.cfg.Logger.Warn("store: read body into memory", "key", e.key, "err", err)
+		return false
+	}
+	dropCache(e.f, e.off, e.size)
+	return true
+}
+
+// Link makes key's entry a body of size bytes read from f, a file the
+// store does not own (the store takes f and closes it when the entry is
+// gone), with metadata meta and an in-memory value val (not kept across
+// restarts). It replaces any entry for key. The memory tier's policy
+// decides whether the entry stays: if not, the returned handle still reads
+// f, and f's pages are dropped from the page cache when it is released. A
+// linked entry exists only while it is in the memory tier.
+func (s *Store) Link(key string, f *os.File, size int64, meta []byte, val any) (Handle, error) {
+	if len(key) == 0 || len(key) > MaxKey {
+		f.Close()
+		return Handle{}, fmt.Errorf("%w: %d bytes", ErrKey, len(key))
+	}
+	e := &entry{key: key, kind: kindLinked, size: size, meta: meta, val: val, f: f, fd: int(f.Fd()), first: -1}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		f.Close()
+		return Handle{}, ErrClosed
+	}
+	if old := s.idx[key]; old != nil {
+		s.drop(old, false)
+	}
+	s.admit(e)
+	if e.inMem {
+		s.idx[key] = e
+	} else {
+		e.dead = true
+	}
+	load := e.first >= 0
+	e.loading = load
+	e.refs = 1
+	h := Handle{s: s, e: e, meta: e.meta, mem: e.inMem, inline: e.ready}
+	s.unlock()
+	if load {
+		h.inline = s.fill(e)
+	}
+	return h, nil
+}
+
+// Keys returns every key in the store, sorted (for tests and tools).
+func (s *Store) Keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := make([]string, 0, len(s.idx))
+	for k := range s.idx {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

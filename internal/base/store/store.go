@@ -1,0 +1,449 @@
+// Package store is a node's object store: one index of named bodies with a
+// memory tier and a disk tier, shared by the two things a node serves, the
+// files of its sites and the HTTP responses a CDN edge stores (SPEC §2
+// "Content and caches"; seed 003's PoP storage devices).
+//
+// # One copy of each byte
+//
+// Bodies never live in the Go heap, so the collector neither scans nor
+// copies them and the heap stays a few MiB whatever the budget (a heap
+// holding the cache close to GOMEMLIMIT made the collector run constantly).
+// The memory tier is the set of entries the replacement policy admitted
+// (internal/base/cache's LRU, GDSF or cluster GDSF, with only this package's
+// metadata as values), charged by Footprint against Config.MemoryBytes, and
+// its bodies are held in one of two places:
+//
+//   - Small bodies (up to Config.InlineMax, 16 KiB by default) are copied
+//     into an off-heap arena (anonymous mmap, 4 KiB blocks chained per
+//     object, arena.go) and their page-cache copy is dropped with
+//     posix_fadvise(DONTNEED): a hit copies them into the response buffer,
+//     so a whole response goes out in one write.
+//   - Larger bodies stay in the kernel's page cache, where reading their
+//     file put them: the entry keeps the file open and a hit sends the
+//     bytes with sendfile(2) (Sender). Eviction drops the pages with
+//     posix_fadvise(DONTNEED), and a body the policy did not admit is
+//     dropped when its last reader is done, so what the kernel keeps is what
+//     the policy chose. Resident reports what mincore(2) says is resident.
+//
+// Nothing else holds the bytes: the arena's freed blocks are returned to the
+// kernel with madvise(DONTNEED), and a memory cgroup charges the arena and
+// the page cache alike, so the process fits a budget it can compute
+// (Budget, from the cgroup's limit).
+//
+// # Two kinds of entries
+//
+// A linked entry (Link) has its body in a file the store does not own: a
+// site file, opened by the node confined to its root. It exists only while
+// it is in the memory tier; eviction removes it.
+//
+// A stored entry (Create, Put) has its body in a file of the store, under
+// Config.Dir, written as it streams in and visible only once committed; the
+// disk tier holds every stored entry, bounded by Config.DiskBytes (least
+// recently used first out), and the memory tier holds the ones the policy
+// admitted. The file begins with a header holding the key and the
+// metadata blob (disk.go), so the disk tier survives a restart: Open reads
+// the headers back and drops files whose header does not check.
+//
+// # API
+//
+//	s, err := store.Open(store.Config{Dir: dir, MemoryBytes: 24 << 20, DiskBytes: 1 << 30})
+//	// store a response: metadata (say the response head and its freshness)
+//	// and a body of known size, or -1 for unknown, streamed from r
+//	err = s.Put(key, meta, size, r)       // or w, _ := s.Create(key, meta, size); io.Copy(w, r); w.Commit()
+//	h, ok := s.Get(key)                   // ref-counted handle; 0 allocations on a memory hit
+//	defer h.Release()
+//	h.Meta(); h.Size(); h.ReadAt(p, off)  // or, on a connection:
+//	snd := store.NewSender(conn)          // once per connection
+//	snd.Send(h, off, n)                   // sendfile from the page cache, or a copy from memory
+//	s.SetMeta(key, meta)                  // new metadata, body untouched (304 revalidation)
+//	s.Remove(key); s.Walk(prefix, f)      // purge, the CDN directory's walk
+//	s.Stats()                             // hits and misses, bytes by tier
+//	// Config.OnEvict(key) is called, outside the store's lock, when an
+//	// entry leaves the store to make room (not on Remove or replacement).
+//
+// A Handle stays valid after its entry is replaced, removed or evicted: the
+// open file and the arena blocks it reads are freed at its Release.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+
+	"shoal/internal/base/cache"
+)
+
+// Config configures a Store. Zero fields take the defaults named.
+type Config struct {
+	// Dir holds the disk tier: stored bodies, one file each. "" means no
+	// disk tier: Create and Put fail with ErrNoDisk, and Link still works
+	// (a node serving only its site files needs no directory).
+	Dir string
+	// DiskBytes bounds the disk tier (file sizes rounded up to 4 KiB
+	// blocks). Default DefaultDiskBytes.
+	DiskBytes int64
+	// MemoryBytes is the memory tier's budget, arena and page cache
+	// together, charged by Footprint. Default DefaultMemoryBytes; negative
+	// turns the memory tier off (every hit is a disk hit).
+	MemoryBytes int64
+	// Policy is the memory tier's replacement policy: cache.LRU, cache.GDSF
+	// or cache.CGDSF. Default cache.GDSF.
+	Policy string
+	// MaxObject is the largest body the memory tier admits. Default
+	// MemoryBytes/DefaultMaxObjectShare: large files are cached when they
+	// fit, the policy weighing their size (GDSF) against the rest.
+	MaxObject int64
+	// InlineMax is the largest body held ready in the off-heap arena;
+	// larger ones are served from the page cache with sendfile. Default
+	// DefaultInlineMax; negative: nothing inline.
+	InlineMax int64
+	// CachedElsewhere and PeerCost are cluster GDSF's (cache.Config).
+	CachedElsewhere func(key string) bool
+	PeerCost        func(key string, size int64) float64
+	// OnEvict is called with the key of each entry that left the store to
+	// make room: a stored entry pushed out of the disk tier, a linked one
+	// out of the memory tier. It runs outside the store's lock and may call
+	// the store.
+	OnEvict func(key string)
+	// Logger receives what goes wrong with files. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults for Config.
+const (
+	DefaultDiskBytes      = 1 << 30
+	DefaultMemoryBytes    = 64 << 20
+	DefaultMaxObjectShare = 8
+	DefaultInlineMax      = 16 << 10
+)
+
+// Limits on what an entry may carry.
+const (
+	MaxKey  = 8 << 10
+	MaxMeta = 64 << 10
+)
+
+// Errors.
+var (
+	ErrNoDisk   = errors.New("store: no disk tier (Config.Dir is empty)")
+	ErrTooLarge = errors.New("store: body larger than the disk tier")
+	ErrShort    = errors.New("store: body length differs from the size announced")
+	ErrKey      = errors.New("store: key empty or too long")
+	ErrMeta     = errors.New("store: metadata too long")
+	ErrNotFound = errors.New("store: no such key")
+	ErrClosed   = errors.New("store: closed")
+)
+
+func (c *Config) withDefaults() {
+	if c.DiskBytes <= 0 {
+		c.DiskBytes = DefaultDiskBytes
+	}
+	if c.MemoryBytes == 0 {
+		c.MemoryBytes = DefaultMemoryBytes
+	}
+	if c.Policy == "" {
+		c.Policy = cache.GDSF
+	}
+	if c.MaxObject <= 0 && c.MemoryBytes > 0 {
+		c.MaxObject = c.MemoryBytes / DefaultMaxObjectShare
+	}
+	if c.InlineMax == 0 {
+		c.InlineMax = DefaultInlineMax
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Stats counts a store's traffic and contents.
+type Stats struct {
+	// Hits and Misses count Get; a hit is a MemoryHit when the body was in
+	// the memory tier, else a DiskHit. HitBytes sums the hits' body sizes.
+	Hits, Misses, MemoryHits, DiskHits int64
+	HitBytes                           int64
+	// MemoryObjects and MemoryBytes are the memory tier's entries and their
+	// Footprint; InlineBytes the arena blocks in use (memory-tier bodies
+	// and bodies still read by handles after eviction).
+	MemoryObjects int
+	MemoryBytes   int64
+	InlineBytes   int64
+	// DiskObjects and DiskBytes are the disk tier's stored entries and
+	// their files' blocks.
+	DiskObjects int
+	DiskBytes   int64
+	// Evictions counts entries pushed out of the memory tier,
+	// DiskEvictions those pushed out of the disk tier.
+	Evictions, DiskEvictions int64
+	// MemoryCapacity and DiskCapacity are the budgets in use.
+	MemoryCapacity, DiskCapacity int64
+}
+
+// Store is the object store. It is safe for concurrent use.
+type Store struct {
+	cfg Config
+
+	mu     sync.Mutex
+	idx    map[string]*entry
+	mem    cache.Cache[*entry] // nil when the memory tier is off
+	disk   cache.Cache[*entry] // stored entries, LRU by file blocks; nil without Dir
+	arena  *arena              // nil when nothing is inline
+	st     Stats
+	nextID uint64
+	closed bool
+	// gone collects, under mu, what an operation displaced: resources to
+	// free and keys to report, handled by unlock once mu is released.
+	gone []goneEntry
+
+	metaMu sync.Mutex // serialises metadata rewrites with their readers (disk.go)
+}
+
+// goneEntry is an entry that left the memory tier or the store during an
+// operation; unlock frees what no handle holds and calls OnEvict.
+type goneEntry struct {
+	e       *entry
+	f       *os.File // to drop from the page cache and close, nil if still used
+	unlink  string   // stored file to delete, "" if none
+	evicted bool     // report to OnEvict
+}
+
+// Open builds a store; with Dir it creates the folder or reads back the
+// disk tier a previous run left there.
+func Open(cfg Config) (*Store, error) {
+	cfg.withDefaults()
+	s := &Store{cfg: cfg, idx: make(map[string]*entry)}
+	if cfg.MemoryBytes > 0 {
+		c, err := cache.New(cache.Config[*entry]{
+			Policy: cfg.Policy, Capacity: cfg.MemoryBytes, MaxObject: cfg.MaxObject + footprintExtra,
+			OnEvict:         s.memEvicted,
+			CachedElsewhere: cfg.CachedElsewhere, PeerCost: cfg.PeerCost,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("store: memory tier: %w", err)
+		}
+		s.mem = c
+		if cfg.InlineMax > 0 {
+			if s.arena, err = newArena(cfg.MemoryBytes); err != nil {
+				return nil, fmt.Errorf("store: %w", err)
+			}
+		}
+	}
+	if cfg.Dir != "" {
+		d, err := cache.New(cache.Config[*entry]{Policy: cache.LRU, Capacity: cfg.DiskBytes, OnEvict: s.diskEvicted})
+		if err != nil {
+			return nil, fmt.Errorf("store: disk tier: %w", err)
+		}
+		s.disk = d
+		if err := s.load(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Config returns the configuration in use, defaults filled in.
+func (s *Store) Config() Config { return s.cfg }
+
+// Get returns a handle on key's entry, or false. A hit on an entry outside
+// the memory tier offers it to the memory tier (the policy decides). The
+// handle must be released. A hit on the memory tier allocates nothing.
+func (s *Store) Get(key string) (Handle, bool) {
+	s.mu.Lock()
+	e := s.idx[key]
+	if e == nil {
+		s.st.Misses++
+		if s.mem != nil {
+			s.mem.Get(key) // the policy's miss count
+		}
+		s.mu.Unlock()
+		return Handle{}, false
+	}
+	s.st.Hits++
+	s.st.HitBytes += e.size
+	if e.inMem {
+		s.st.MemoryHits++
+		s.mem.Get(key)
+	} else {
+		s.st.DiskHits++
+		s.admit(e)
+	}
+	if e.kind == kindStored && s.disk != nil {
+		s.disk.Get(key)
+	}
+	load := e.first >= 0 && !e.ready && !e.loading
+	e.loading = e.loading || load
+	var err error
+	if e.f == nil && !e.ready {
+		err = s.openStored(e)
+	}
+	e.refs++
+	h := Handle{s: s, e: e, meta: e.meta, mem: e.inMem, inline: e.ready}
+	s.unlock()
+	if err != nil {
+		s.cfg.Logger.Warn("store: open stored body", "key", key, "err", err)
+		h.Release()
+		s.Remove(key)
+		return Handle{}, false
+	}
+	if h.meta == nil && e.kind == kindStored {
+		h.meta = s.loadMeta(e)
+	}
+	if load {
+		h.inline = s.fill(e)
+	}
+	return h, true
+}
+
+// hold takes a handle on key without counting a hit or moving the entry
+// in either tier (SetMeta's); its body is readable with ReadAt.
+func (s *Store) hold(key string) (Handle, error) {
+	s.mu.Lock()
+	e := s.idx[key]
+	var err error
+	switch {
+	case e == nil:
+		err = fmt.Errorf("%w: %s", ErrNotFound, key)
+	case e.f == nil && !e.ready:
+		err = s.openStored(e)
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return Handle{}, err
+	}
+	e.refs++
+	h := Handle{s: s, e: e, meta: e.meta, mem: e.inMem, inline: e.ready}
+	s.unlock()
+	return h, nil
+}
+
+// Peek reports whether key is in the store, and in its memory tier,
+// without counting or moving anything.
+func (s *Store) Peek(key string) (stored, inMemory bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.idx[key]
+	return e != nil, e != nil && e.inMem
+}
+
+// Remove drops key from the store (its stored file is deleted once no
+// handle reads it) and reports whether it was there. OnEvict is not called.
+func (s *Store) Remove(key string) bool {
+	s.mu.Lock()
+	e := s.idx[key]
+	if e != nil {
+		s.drop(e, false)
+	}
+	s.unlock()
+	return e != nil
+}
+
+// Walk calls f with the key and body size of every entry whose key starts
+// with prefix ("" for all), in no particular order, until f returns
+// false. The keys are collected first, so f may call the store; an entry
+// added during the walk may be missed.
+func (s *Store) Walk(prefix string, f func(key string, size int64) bool) {
+	type kv struct {
+		k string
+		n int64
+	}
+	var list []kv
+	s.mu.Lock()
+	for k, e := range s.idx {
+		if strings.HasPrefix(k, prefix) {
+			list = append(list, kv{k, e.size})
+		}
+	}
+	s.mu.Unlock()
+	for _, x := range list {
+		if !f(x.k, x.n) {
+			return
+		}
+	}
+}
+
+// MemoryKeys calls f with the key of every entry in the memory tier,
+// under the store's lock: f must not call the store. The node's cache
+// digest (Summary Cache, internal/cluster/peer) is built from it.
+func (s *Store) MemoryKeys(f func(key string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, e := range s.idx {
+		if e.inMem {
+			f(k)
+		}
+	}
+}
+
+// Stats returns the counters and the tiers' contents.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	if s.mem != nil {
+		st.MemoryObjects, st.MemoryBytes, st.MemoryCapacity = s.mem.Len(), s.mem.Bytes(), s.mem.Capacity()
+		st.Evictions = s.mem.Stats().Evictions
+	}
+	if s.arena != nil {
+		st.InlineBytes = int64(s.arena.used) * blockSize
+	}
+	if s.disk != nil {
+		st.DiskObjects, st.DiskBytes, st.DiskCapacity = s.disk.Len(), s.disk.Bytes(), s.disk.Capacity()
+		st.DiskEvictions = s.disk.Stats().Evictions
+	}
+	return st
+}
+
+// Close releases the store's open files and arena once no handle holds
+// them; stored files stay on disk for the next Open. Using the store after
+// Close fails with ErrClosed (Get misses).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for _, e := range s.idx {
+		e.inMem = false
+		s.release(e, false)
+	}
+	clear(s.idx)
+	s.mem, s.disk = nil, nil
+	s.unlock()
+	return nil
+}
+
+// Resident reports how many bytes of the memory tier's bodies are in
+// memory now: the arena's and, by mincore(2), the page cache's, up to
+// limit entries (0: all). It is a check of the steering, for status pages
+// and tests, and costs a mapping per file.
+func (s *Store) Resident(limit int) (int64, error) {
+	var hs []Handle
+	s.mu.Lock()
+	for _, e := range s.idx {
+		if limit > 0 && len(hs) >= limit {
+			break
+		}
+		if e.inMem && (e.ready || e.f != nil) {
+			e.refs++
+			hs = append(hs, Handle{s: s, e: e, inline: e.ready})
+		}
+	}
+	s.mu.Unlock()
+	var total int64
+	var err error
+	for i := range hs {
+		h := &hs[i]
+		if h.inline {
+			total += h.e.size
+		} else if n, rerr := resident(h.e.f, h.e.off, h.e.size); rerr == nil {
+			total += min(n, h.e.size)
+		} else {
+			err = rerr
+		}
+		h.Release()
+	}
+	return total, err
+}
