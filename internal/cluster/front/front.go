@@ -34,6 +34,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go/http3"
+
 	"shoal/internal/base/accept"
 	"shoal/internal/base/httpwire"
 	"shoal/internal/base/vhost"
@@ -251,9 +253,10 @@ type Server struct {
 	upstreams atomic.Pointer[[]*upstream] // by Backend.Index; grown copy-on-write
 
 	nextConn atomic.Uint64
-	ccPool   sync.Pool // finished *clientConn, buffers included (conn.go)
-	altSvc   []byte    // Config.AltSvc, nil when empty
-	workers  workers   // stream handlers (workers.go)
+	ccPool   sync.Pool                  // finished *clientConn, buffers included (conn.go)
+	altSvc   []byte                     // Config.AltSvc, nil when empty
+	h3s      map[*http3.Server]struct{} // HTTP/3 servers (ServeHTTP3), under mu
+	workers  workers                    // stream handlers (workers.go)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -291,6 +294,7 @@ func New(c *control.Cluster, cfg Config) (*Server, error) {
 		conns:     map[*clientConn]struct{}{},
 		done:      make(chan struct{}),
 		perIP:     map[netip.Addr]int{},
+		h3s:       map[*http3.Server]struct{}{},
 		shedWake:  make(chan struct{}, 1),
 	}
 	if !cfg.noBatch {
@@ -366,10 +370,18 @@ func (s *Server) logf(format string, args ...any) {
 // first, the remaining connections are closed and ctx's error returned.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.beginClose()
+	h3done := make(chan struct{})
+	go func() { s.shutdownH3(ctx); close(h3done) }()
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
 		if s.kickIdle() == 0 {
+			select {
+			case <-h3done:
+			case <-ctx.Done():
+				s.Close()
+				return ctx.Err()
+			}
 			s.closePools()
 			return nil
 		}
@@ -391,6 +403,7 @@ func (s *Server) Close() error {
 		closeNow(cc.c)
 	}
 	s.mu.Unlock()
+	s.closeH3()
 	s.closePools()
 	return nil
 }
