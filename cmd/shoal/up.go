@@ -33,6 +33,7 @@ type upFlags struct {
 	shutdownTO                                           *time.Duration
 	pops                                                 *int
 	logf                                                 *logFlags
+	protocols                                            protocolKeys
 }
 
 // addUpFlags defines the flags of `shoal up` on fs, those of up.Config
@@ -67,6 +68,7 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	uf.accessLogFormat = fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", "))
 	uf.shutdownTO = fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
 	uf.logf = addLogFlags(fs)
+	bindProtocols(fs, &c.Protocols, def.Protocols, &uf.protocols)
 	uf.pops = fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
 	uf.state = fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
 	uf.loopback = fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
@@ -139,8 +141,13 @@ wait:
 	return runErr
 }
 
-// check reads --disk-weights into c and refuses combinations that cannot work.
+// check reads --disk-weights and the [protocols] flags into c and refuses
+// combinations that cannot work.
 func (uf *upFlags) check(c *up.Config) error {
+	uf.protocols.convert(&c.Protocols, func(string) bool { return true })
+	if err := checkProtocols(c.Protocols, c.TLS); err != nil {
+		return err
+	}
 	for _, w := range strings.Split(*uf.diskWeights, ",") {
 		if w = strings.TrimSpace(w); w == "" {
 			continue

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"shoal/internal/cluster/front"
 )
 
 // Pop is the configuration file of `shoal pop` (SPEC §5). Its
@@ -32,6 +34,12 @@ type Pop struct {
 	// Nodes is the number of in-process nodes; CacheMB each one's cache.
 	Nodes   int `toml:"nodes"`
 	CacheMB int `toml:"cache_mb"`
+	// TLS serves the gateway over HTTPS with a self-signed certificate
+	// kept in the data folder, as `shoal up --tls` does.
+	TLS bool `toml:"tls"`
+	// Protocols are the gateway's [protocols], as a front's (HTTP/2, h2c,
+	// HTTP/3, PROXY protocol sources, stream limit).
+	Protocols Protocols `toml:"protocols"`
 	// MBPP holds the ring protocol's constants (seed 003 §2).
 	MBPP PopMBPP `toml:"mbpp"`
 	// Chord holds the Chord periods.
@@ -139,6 +147,12 @@ func (p *Pop) validate(name string, data []byte) []error {
 	}
 	if p.CacheMB < 1 {
 		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb = %d", p.CacheMB), "use a positive size in MiB")
+	}
+	if _, err := front.ParsePrefixes(p.Protocols.ProxyProtocolFrom); err != nil {
+		bad([]string{"protocols", "proxy_protocol_from"}, "proxy_protocol_from: "+err.Error(), "list addresses or networks such as \"10.0.0.0/8\"")
+	}
+	if p.Protocols.HTTP3 && !p.TLS {
+		bad([]string{"protocols", "http3"}, "http3 needs TLS", "set tls = true (or --tls): QUIC carries TLS 1.3 itself")
 	}
 	if d := p.DNS; d.Addr != "" {
 		if d.Zone == "" {

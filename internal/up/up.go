@@ -95,6 +95,10 @@ type Config struct {
 	// TLS makes the front serve HTTPS with a self-signed certificate in
 	// DataDir/tls (listenTLS). Default false.
 	TLS bool
+	// Protocols are the front's [protocols] keys (HTTP/2, h2c, HTTP/3,
+	// PROXY protocol sources, stream limit); zero fields take
+	// config.DefaultFront's. HTTP/3 needs TLS.
+	Protocols config.Protocols
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// AccessLog, when set, is the front's access log (front.AccessLog);
@@ -396,6 +400,14 @@ func (c *Config) frontConfig(urls []string, sharedProcess bool) config.Front {
 	}
 	off := false // the nodes may share the process: its monitor thread is theirs too
 	fc.SysmonIdle = &off
+	p := c.Protocols
+	if p.HTTP2 != nil {
+		fc.Protocols.HTTP2 = p.HTTP2
+	}
+	if p.MaxConcurrentStreams != 0 {
+		fc.Protocols.MaxConcurrentStreams = p.MaxConcurrentStreams
+	}
+	fc.Protocols.H2C, fc.Protocols.HTTP3, fc.Protocols.ProxyProtocolFrom = p.H2C, p.HTTP3, p.ProxyProtocolFrom
 	return fc
 }
 

@@ -2,12 +2,15 @@ package pop
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,6 +90,21 @@ type content struct {
 	srv   *http.Server
 }
 
+// trustOnly is an HTTP transport that trusts the certificate in file alone.
+func trustOnly(file string) (*http.Transport, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no certificate", file)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	return tr, nil
+}
+
 func (p *PoP) startContent(cfg Config) error {
 	st, err := replica.NewStore(cfg.CDN, time.Now())
 	if err != nil {
@@ -101,6 +119,16 @@ func (p *PoP) startContent(cfg Config) error {
 		dir: chord.NewDirectory(1<<20, 64), homes: map[string]uint64{}, waiting: map[uint64]chan cdnMsg{}, ln: ln}
 	if c.origin == "" && p.Cluster != nil {
 		c.origin = strings.TrimSuffix(p.Cluster.URL, "/")
+		if p.Cluster.TLSCert != "" {
+			// The PoP's own gateway over TLS (--tls): trust its self-signed
+			// certificate, and only that one.
+			tr, err := trustOnly(p.Cluster.TLSCert)
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("pop %s: edge: %w", cfg.Name, err)
+			}
+			c.client.Transport = tr
+		}
 	}
 	c.srv = &http.Server{Handler: http.HandlerFunc(c.serve), ReadHeaderTimeout: 10 * time.Second}
 	p.content = c

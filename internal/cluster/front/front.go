@@ -34,8 +34,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quic-go/quic-go/http3"
-
 	"shoal/internal/base/accept"
 	"shoal/internal/base/httpwire"
 	"shoal/internal/base/vhost"
@@ -255,7 +253,6 @@ type Server struct {
 	nextConn atomic.Uint64
 	ccPool   sync.Pool                  // finished *clientConn, buffers included (conn.go)
 	altSvc   []byte                     // Config.AltSvc, nil when empty
-	h3s      map[*http3.Server]struct{} // HTTP/3 servers (ServeHTTP3), under mu
 	workers  workers                    // stream handlers (workers.go)
 
 	mu        sync.Mutex
@@ -294,7 +291,6 @@ func New(c *control.Cluster, cfg Config) (*Server, error) {
 		conns:     map[*clientConn]struct{}{},
 		done:      make(chan struct{}),
 		perIP:     map[netip.Addr]int{},
-		h3s:       map[*http3.Server]struct{}{},
 		shedWake:  make(chan struct{}, 1),
 	}
 	if !cfg.noBatch {
@@ -370,18 +366,10 @@ func (s *Server) logf(format string, args ...any) {
 // first, the remaining connections are closed and ctx's error returned.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.beginClose()
-	h3done := make(chan struct{})
-	go func() { s.shutdownH3(ctx); close(h3done) }()
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
 		if s.kickIdle() == 0 {
-			select {
-			case <-h3done:
-			case <-ctx.Done():
-				s.Close()
-				return ctx.Err()
-			}
 			s.closePools()
 			return nil
 		}
@@ -403,7 +391,6 @@ func (s *Server) Close() error {
 		closeNow(cc.c)
 	}
 	s.mu.Unlock()
-	s.closeH3()
 	s.closePools()
 	return nil
 }

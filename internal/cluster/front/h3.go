@@ -19,13 +19,13 @@ import (
 )
 
 // HTTP/3 (RFC 9114) at the front, over QUIC on UDP, with quic-go's http3
-// server: QUIC (loss recovery, congestion control, its own TLS 1.3) is far
+// server (HTTP3): QUIC (loss recovery, congestion control, its own TLS 1.3) is far
 // too large to write here, and quic-go is the maintained Go
 // implementation. Each request reaches the same dispatch core as HTTP/1.1
 // and HTTP/2 streams (mux.go) through an http.Handler: its head is
 // written out as HTTP/1.1 and parsed by the front's parser, routed by the
 // policy and relayed over the pooled node connections. It is off unless
-// asked for (ServeHTTP3, `--http3`): QUIC needs a UDP port open beside the
+// asked for (NewHTTP3, `--http3`): QUIC needs a UDP port open beside the
 // TCP one and larger socket buffers than Linux's defaults (docs/deploy.md).
 // Clients learn of it from the Alt-Svc field (AltSvcH3) on the responses
 // they get over TLS.
@@ -39,68 +39,54 @@ import (
 // RFC 9114 §3.1.1) for a day.
 func AltSvcH3(port int) string { return `h3=":` + strconv.Itoa(port) + `"; ma=86400` }
 
-// ServeHTTP3 serves HTTP/3 on pc (a UDP socket, normally on the TLS
-// listener's port) with certs until Shutdown, which sends GOAWAY and lets
-// requests finish, or Close. It closes pc and returns a non-nil error,
-// ErrServerClosed after Shutdown or Close.
-func (s *Server) ServeHTTP3(pc net.PacketConn, certs *Certs) error {
-	defer pc.Close()
-	h := &s.cfg.HTTP2
-	hs := &http3.Server{
+// HTTP3 serves HTTP/3 for a front: for the Server current returns at each
+// connection and request, so that a reload that replaces the Server
+// (gateway.Swap) keeps the UDP socket and the QUIC connections.
+type HTTP3 struct {
+	hs  *http3.Server
+	cur func() *Server
+}
+
+// NewHTTP3 prepares HTTP/3 with certs for the Server current returns; its
+// limits come from that Server's Config now (a reload does not change
+// them).
+func NewHTTP3(certs *Certs, current func() *Server) *HTTP3 {
+	s := current()
+	h := &HTTP3{cur: current}
+	h.hs = &http3.Server{
 		TLSConfig: http3.ConfigureTLSConfig(certs.TLSConfig("h3")),
 		QUICConfig: &quic.Config{
-			MaxIncomingStreams:   int64(h.MaxConcurrentStreams),
+			MaxIncomingStreams:   int64(s.cfg.HTTP2.MaxConcurrentStreams),
 			MaxIdleTimeout:       s.cfg.IdleTimeout,
 			HandshakeIdleTimeout: s.cfg.HeaderTimeout,
 		},
-		Handler:        h3Handler{s},
-		MaxHeaderBytes: int(h.MaxHeaderListSize),
+		Handler:        h3Handler{current},
+		MaxHeaderBytes: int(s.cfg.HTTP2.MaxHeaderListSize),
 		IdleTimeout:    s.cfg.IdleTimeout,
-		ConnContext:    s.h3Conn,
+		ConnContext:    func(ctx context.Context, c *quic.Conn) context.Context { return current().h3Conn(ctx, c) },
 		Logger:         s.cfg.Logger,
 	}
-	s.mu.Lock()
-	if s.closing.Load() {
-		s.mu.Unlock()
-		return ErrServerClosed
-	}
-	s.h3s[hs] = struct{}{}
-	s.mu.Unlock()
-	err := hs.Serve(pc)
-	s.mu.Lock()
-	delete(s.h3s, hs)
-	s.mu.Unlock()
-	if s.closing.Load() || errors.Is(err, http.ErrServerClosed) {
+	return h
+}
+
+// Serve serves HTTP/3 on pc (a UDP socket, normally on the TLS listener's
+// port) until Shutdown or Close, then closes pc. It returns
+// ErrServerClosed after those, another error if pc fails.
+func (h *HTTP3) Serve(pc net.PacketConn) error {
+	defer pc.Close()
+	err := h.hs.Serve(pc)
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, quic.ErrServerClosed) {
 		return ErrServerClosed
 	}
 	return fmt.Errorf("front: http3: %w", err)
 }
 
-// shutdownH3 sends GOAWAY on every HTTP/3 connection and waits, until ctx
-// ends, for their requests; closeH3 closes them at once.
-func (s *Server) shutdownH3(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, hs := range s.h3List() {
-		wg.Go(func() { hs.Shutdown(ctx) })
-	}
-	wg.Wait()
-}
+// Shutdown sends GOAWAY on every HTTP/3 connection and waits, until ctx
+// ends, for their requests to finish; Close ends them at once.
+func (h *HTTP3) Shutdown(ctx context.Context) error { return h.hs.Shutdown(ctx) }
 
-func (s *Server) closeH3() {
-	for _, hs := range s.h3List() {
-		hs.Close()
-	}
-}
-
-func (s *Server) h3List() []*http3.Server {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := make([]*http3.Server, 0, len(s.h3s))
-	for hs := range s.h3s {
-		l = append(l, hs)
-	}
-	return l
-}
+// Close closes every HTTP/3 connection at once.
+func (h *HTTP3) Close() error { return h.hs.Close() }
 
 // h3ConnKey finds a QUIC connection's h3Info in its requests' context.
 type h3ConnKey struct{}
@@ -147,8 +133,9 @@ func (s *Server) h3Conn(ctx context.Context, c *quic.Conn) context.Context {
 	return context.WithValue(ctx, h3ConnKey{}, info)
 }
 
-// h3Handler takes each HTTP/3 request into the dispatch core.
-type h3Handler struct{ s *Server }
+// h3Handler takes each HTTP/3 request into the current Server's dispatch
+// core.
+type h3Handler struct{ cur func() *Server }
 
 // h3Stream is one HTTP/3 request's state, recycled with its buffers.
 type h3Stream struct {
@@ -166,7 +153,7 @@ type h3Stream struct {
 var h3Streams = sync.Pool{New: func() any { return &h3Stream{buf: make([]byte, 32<<10)} }}
 
 func (h h3Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s := h.s
+	s := h.cur()
 	info, _ := r.Context().Value(h3ConnKey{}).(*h3Info)
 	if info == nil {
 		info = &h3Info{}

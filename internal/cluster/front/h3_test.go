@@ -33,8 +33,9 @@ func TestHTTP3(t *testing.T) {
 	port := pc.LocalAddr().(*net.UDPAddr).Port
 	cfg := Config{AltSvc: AltSvcH3(port)}
 	addr, s := h2Front(t, cfg, node)
+	h3 := NewHTTP3(certs, func() *Server { return s })
 	done := make(chan error, 1)
-	go func() { done <- s.ServeHTTP3(pc, certs) }()
+	go func() { done <- h3.Serve(pc) }()
 
 	tr := &http3.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
 	defer tr.Close()
@@ -76,8 +77,8 @@ func TestHTTP3(t *testing.T) {
 	if alt := resp.Header.Get("Alt-Svc"); alt != `h3=":`+strconv.Itoa(port)+`"; ma=86400` {
 		t.Errorf("Alt-Svc over HTTP/2 %q", alt)
 	}
-	s.Close()
+	h3.Close()
 	if err := <-done; err != ErrServerClosed {
-		t.Errorf("ServeHTTP3 after Close: %v, want ErrServerClosed", err)
+		t.Errorf("Serve after Close: %v, want ErrServerClosed", err)
 	}
 }

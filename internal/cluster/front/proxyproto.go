@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -140,6 +141,25 @@ func parseProxyV2(b []byte) (int, netip.AddrPort, error) {
 		return n, src, nil
 	}
 	return 0, src, errProxyInvalid
+}
+
+// ParsePrefixes parses Config.ProxyFrom's list: networks in CIDR
+// notation or single addresses ("10.0.0.0/8", "192.0.2.7"); it names the
+// entry that is neither.
+func ParsePrefixes(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, e := range list {
+		if p, err := netip.ParsePrefix(e); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(e)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an address nor a network (CIDR)", e)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }
 
 // trusted reports whether a connection from addr must carry a PROXY
