@@ -207,6 +207,9 @@ func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 	if cl.TLSCert != "" {
 		fmt.Printf("  self-signed certificate %s: curl -k %s, shoal bench http --insecure --url %s\n", cl.TLSCert, cl.URL, cl.URL)
 	}
+	if cl.HTTP3Addr != "" {
+		fmt.Printf("  HTTP/3 (QUIC) on udp %s, advertised with Alt-Svc\n", cl.HTTP3Addr)
+	}
 	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, path, c.CacheMB, c.Cache, cl.SiteInfo)
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)

@@ -224,6 +224,9 @@ type Cluster struct {
 	URL string
 	// AdminURL is the admin API's base URL, "" when off.
 	AdminURL string
+	// HTTP3Addr is the UDP address HTTP/3 is served on (Config.Protocols
+	// HTTP3), "" when off.
+	HTTP3Addr string
 	// AdminTokenFile holds the bearer token the admin API wants for
 	// changes (and, off loopback, for reads), "" when off.
 	AdminTokenFile string
@@ -454,7 +457,11 @@ func (c *Cluster) serve() error {
 		rebalance = c.rebalance
 	}
 	c.gw.SetPublisher(c.Publisher, false, rebalance)
-	return c.gw.Start()
+	if err := c.gw.Start(); err != nil {
+		return err
+	}
+	c.HTTP3Addr = c.gw.HTTP3Addr()
+	return nil
 }
 
 // prepareSite returns the site root to serve and a one-line description.
