@@ -251,9 +251,9 @@ type Server struct {
 	upstreams atomic.Pointer[[]*upstream] // by Backend.Index; grown copy-on-write
 
 	nextConn atomic.Uint64
-	ccPool   sync.Pool                  // finished *clientConn, buffers included (conn.go)
-	altSvc   []byte                     // Config.AltSvc, nil when empty
-	workers  workers                    // stream handlers (workers.go)
+	ccPool   sync.Pool // finished *clientConn, buffers included (conn.go)
+	altSvc   []byte    // Config.AltSvc, nil when empty
+	workers  workers   // stream handlers (workers.go)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
