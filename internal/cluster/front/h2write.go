@@ -88,6 +88,7 @@ func (c *h2conn) writeLoop() {
 	for len(c.pend) > 0 && !c.broken {
 		buf := c.pend
 		c.pend = c.spare[:0]
+		c.wakeWaiters() // streams held back by maxPendData may append again
 		c.mu.Unlock()
 		c.wdl.setWrite(c.c, time.Now().UnixNano(), c.s.cfg.WriteTimeout)
 		n, err := c.c.Write(buf)
@@ -328,9 +329,16 @@ func (st *h2stream) data(p []byte, end bool) error {
 	}
 }
 
+// maxPendData is how many bytes of frames may wait for the writer before
+// streams stop adding DATA (they wait until it takes them): a client that
+// opens large windows and then does not read cannot make the front buffer
+// whole files.
+const maxPendData = 256 << 10
+
 // appendData queues as much of p as the windows allow, in frames of at
 // most the client's SETTINGS_MAX_FRAME_SIZE, END_STREAM on the last when
-// end and all of p went; it returns what is left (mu held).
+// end and all of p went, while fewer than maxPendData bytes wait to be
+// written; it returns what is left (mu held).
 func (st *h2stream) appendData(p []byte, end bool) []byte {
 	c := st.c
 	if len(p) == 0 { // an empty END_STREAM frame takes no window
@@ -341,7 +349,7 @@ func (st *h2stream) appendData(p []byte, end bool) []byte {
 	}
 	for {
 		n := min(int64(len(p)), st.sendWin, c.sendWin, int64(c.peerMax))
-		if n <= 0 {
+		if n <= 0 || len(c.pend) >= maxPendData {
 			return p
 		}
 		var flags http2.Flags
