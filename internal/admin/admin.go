@@ -9,7 +9,7 @@
 //
 //	GET    /                      the dashboard: an embedded page polling /dashboard.json (dashboard.go)
 //	GET    /nodes                 every node: weight, health, active, load, requests, hit ratio
-//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""} (URL checked by cluster.ParseNodeURL);
+//	POST   /nodes                 add a node: {"url": "http://h:p", "weight": 1, "group": ""} (URL checked by control.ParseNodeURL);
 //	                              a partitioned cluster rebalances first and answers {"index": i, "rebalance": {…}}
 //	DELETE /nodes/{i}             remove node i (in-flight requests finish); no body; 204, or 200 with the rebalance
 //	PUT    /nodes/{i}/weight      set node i's weight: 5 or {"weight": 5}; 0 drains it

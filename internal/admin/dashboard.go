@@ -85,7 +85,7 @@ type Snapshot struct {
 }
 
 // NodeSnapshot is one node in a Snapshot: the control plane's view
-// (cluster.NodeInfo), the node's own last report, and the front's latency
+// (control.NodeInfo), the node's own last report, and the front's latency
 // histogram totals for it.
 type NodeSnapshot struct {
 	Index        int     `json:"index"`

@@ -1,9 +1,10 @@
 // Package base is the shared base every tier builds on: the strict HTTP/1.1
 // wire format (httpwire), a site's files and their confinement (content,
-// vhost, precompress, sitetar), byte-budgeted caches (cache), access-log
-// formats (trace), authenticated frames between machines (peerwire, wire),
-// the accept loop (accept), a timer queue (timeq), the runtime monitor
-// (sysmon) and plots (figure).
+// vhost, precompress, sitetar), byte-budgeted caches (cache), a node's object
+// store over memory and disk (store), access-log formats (trace),
+// authenticated frames between machines (peerwire, wire), the accept loop
+// (accept), a timer queue (timeq), the runtime monitor (sysmon) and plots
+// (figure).
 //
 // Packages under base import only the standard library, well-kept modules and
 // each other: nothing here knows about clusters, PoPs or tools, so either tier

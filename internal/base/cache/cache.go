@@ -64,7 +64,7 @@ func (s Stats) ByteHitRatio() float64 {
 // above MaxObject (always from disk) nor the objects a node fetched from a
 // peer's memory. It is declared once here and carried, inline, by the
 // node's /.shoal/status (node.Status), the front's copy of it
-// (cluster.Status) and /metrics (shoal_node_served_bytes_total).
+// (control.Status) and /metrics (shoal_node_served_bytes_total).
 type Served struct {
 	// ObjectBytes counts file body bytes sent to clients (200 and 206
 	// answers; not HEAD or 304). MemoryBytes counts those of them that

@@ -1,6 +1,8 @@
-// Package httpwire is shoal's HTTP/1.1 wire layer: a strict, allocation-free
-// request-head parser over a byte slice, and append-style helpers that build
-// response heads, HTTP dates, byte ranges and entity-tag matches.
+// Package httpwire is shoal's HTTP/1.1 wire layer: strict, allocation-free
+// parsers of request heads (parse.go), response heads (parse_response.go, the
+// front reading a node's answer) and Range headers (ranges.go) over a byte
+// slice, and append-style helpers that build response heads, HTTP dates,
+// byte ranges and entity-tag matches.
 //
 // Why hand-written instead of net/http: net/http allocates a Request, a Header
 // map and several strings per request and owns the connection's bufio.Reader.

@@ -62,60 +62,10 @@ func ParseResponse(b []byte, r *ResponseHead, maxHeaders int) (int, error) {
 		maxHeaders = DefaultMaxHeaders
 	}
 	*r = ResponseHead{Headers: r.Headers[:0], ContentLength: -1}
-	// "HTTP/1.x SP 3DIGIT SP reason CRLF"; we accept a missing SP+reason
-	// ("HTTP/1.1 200\r\n"), which RFC 9112 §4 lets a client tolerate.
-	const minLine = len("HTTP/1.1 200")
-	for x := 0; x < len(b) && x < len(versionPrefix); x++ {
-		if b[x] != versionPrefix[x] {
-			return 0, ErrBadStatusLine
-		}
+	i, err := r.statusLine(b)
+	if err != nil {
+		return 0, err
 	}
-	if len(b) < minLine+1 {
-		return 0, ErrNeedMore
-	}
-	if b[5] != '1' || b[6] != '.' || b[7] < '0' || b[7] > '9' || b[8] != ' ' {
-		return 0, ErrBadStatusLine
-	}
-	r.Minor = int(b[7] - '0')
-	if r.Minor > 1 {
-		r.Minor = 1
-	}
-	st := 0
-	for _, c := range b[9:12] {
-		if c < '0' || c > '9' {
-			return 0, ErrBadStatus
-		}
-		st = st*10 + int(c-'0')
-	}
-	if st < 100 || st > 599 {
-		return 0, ErrBadStatus
-	}
-	r.Status = st
-	i := 12
-	if b[i] == ' ' {
-		i++
-		j := i
-		for j < len(b) && vchar[b[j]] {
-			j++
-		}
-		if j == len(b) {
-			return 0, ErrNeedMore
-		}
-		r.Reason = b[i:j]
-		i = j
-	}
-	if b[i] != '\r' {
-		return 0, classify(b[i], ErrBadStatusLine)
-	}
-	if i+1 >= len(b) {
-		return 0, ErrNeedMore
-	}
-	if b[i+1] != '\n' {
-		return 0, ErrBareCR
-	}
-	r.StatusLine = b[:i]
-	i += 2
-
 	var closeTok, keepAlive, hasTE bool
 	for {
 		name, value, next, err := nextField(b, i, &r.Headers, maxHeaders)
@@ -187,4 +137,62 @@ func ParseResponse(b []byte, r *ResponseHead, maxHeaders int) (int, error) {
 	r.Close = closeTok || (r.Minor == 0 && !keepAlive) || r.UntilClose
 	r.HeadLen = i
 	return i, nil
+}
+
+// statusLine parses "HTTP/1.x SP 3DIGIT SP reason CRLF" (RFC 9112 §4) at the
+// start of b into r and returns the offset after its CRLF. A missing
+// SP+reason ("HTTP/1.1 200\r\n") is accepted, as RFC 9112 §4 lets a client
+// tolerate.
+func (r *ResponseHead) statusLine(b []byte) (int, error) {
+	const minLine = len("HTTP/1.1 200")
+	for x := 0; x < len(b) && x < len(versionPrefix); x++ {
+		if b[x] != versionPrefix[x] {
+			return 0, ErrBadStatusLine
+		}
+	}
+	if len(b) < minLine+1 {
+		return 0, ErrNeedMore
+	}
+	if b[5] != '1' || b[6] != '.' || b[7] < '0' || b[7] > '9' || b[8] != ' ' {
+		return 0, ErrBadStatusLine
+	}
+	r.Minor = int(b[7] - '0')
+	if r.Minor > 1 {
+		r.Minor = 1
+	}
+	st := 0
+	for _, c := range b[9:12] {
+		if c < '0' || c > '9' {
+			return 0, ErrBadStatus
+		}
+		st = st*10 + int(c-'0')
+	}
+	if st < 100 || st > 599 {
+		return 0, ErrBadStatus
+	}
+	r.Status = st
+	i := 12
+	if b[i] == ' ' {
+		i++
+		j := i
+		for j < len(b) && vchar[b[j]] {
+			j++
+		}
+		if j == len(b) {
+			return 0, ErrNeedMore
+		}
+		r.Reason = b[i:j]
+		i = j
+	}
+	if b[i] != '\r' {
+		return 0, classify(b[i], ErrBadStatusLine)
+	}
+	if i+1 >= len(b) {
+		return 0, ErrNeedMore
+	}
+	if b[i+1] != '\n' {
+		return 0, ErrBareCR
+	}
+	r.StatusLine = b[:i]
+	return i + 2, nil
 }

@@ -124,3 +124,18 @@ func FuzzParseResponse(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseResponse parses a typical node answer as the relay sees it.
+func BenchmarkParseResponse(b *testing.B) {
+	in := []byte("HTTP/1.1 200 OK\r\nServer: shoal\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Type: image/gif\r\n" +
+		"Content-Length: 12345\r\nLast-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\nETag: \"5f3a-1c2b\"\r\nAccept-Ranges: bytes\r\n" +
+		"Connection: keep-alive\r\n\r\n")
+	var r ResponseHead
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		if _, err := ParseResponse(in, &r, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

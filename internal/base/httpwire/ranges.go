@@ -31,7 +31,9 @@ const maxOff = 1<<63 - 1
 // nginx, ranges that overlap or touch the previous one are then coalesced
 // (RFC 9110 §14.3 allows it), so no byte is sent twice; if one range is left
 // the kind is RangeSingle, otherwise RangeMulti (multipart/byteranges).
-// It does not allocate when dst has room.
+// It does not allocate when dst has room. The spec parser stays in one
+// piece, as nginx's is: the split forms tried measured about a fifth slower
+// on a single range.
 func ParseRanges(v []byte, size int64, max int, dst []Span) ([]Span, RangeKind) {
 	dst = dst[:0]
 	v = TrimOWS(v)
@@ -129,6 +131,14 @@ func ParseRanges(v []byte, size int64, max int, dst []Span) ([]Span, RangeKind) 
 		}
 		p++
 	}
+	return rangeResult(dst, total, size)
+}
+
+// rangeResult classifies the satisfiable spans of a range set whose lengths
+// add up to total: none is unsatisfiable, more than the body is overlap
+// abuse answered with the whole body, and otherwise the coalesced spans
+// are one range or a multipart set.
+func rangeResult(dst []Span, total, size int64) ([]Span, RangeKind) {
 	if len(dst) == 0 {
 		return dst, RangeUnsatisfiable
 	}

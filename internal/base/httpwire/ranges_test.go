@@ -73,3 +73,22 @@ func TestParseRangesNoAlloc(t *testing.T) {
 		t.Fatalf("%v allocs", n)
 	}
 }
+
+// BenchmarkParseRanges parses a single range and a small multi-range set
+// into a reused slice, as a node does per request.
+func BenchmarkParseRanges(b *testing.B) {
+	for _, v := range []string{"bytes=0-1023", "bytes=0-99, 200-299, -50"} {
+		b.Run(v, func(b *testing.B) {
+			in := []byte(v)
+			dst := make([]Span, 0, 8)
+			b.ReportAllocs()
+			for b.Loop() {
+				var kind RangeKind
+				dst, kind = ParseRanges(in, 1<<20, 0, dst)
+				if kind == RangeUnsatisfiable || kind == RangeNone {
+					b.Fatal(kind)
+				}
+			}
+		})
+	}
+}

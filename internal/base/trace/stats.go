@@ -67,13 +67,9 @@ func (r Record) Key() string {
 // URLs, not requests. If src has a Malformed() int method (Reader does), its
 // count is reported.
 func Stats(src Source) (Summary, error) {
-	type urlStat struct {
-		count int64
-		size  int64
-	}
+	var s Summary
 	urls := map[string]*urlStat{}
 	sites := map[string]*SiteCount{}
-	var s Summary
 	for {
 		rec, err := src.Next()
 		if err == io.EOF {
@@ -82,34 +78,7 @@ func Stats(src Source) (Summary, error) {
 		if err != nil {
 			return s, fmt.Errorf("stats: %w", err)
 		}
-		s.Requests++
-		if rec.Bytes > 0 {
-			s.TransferredBytes += rec.Bytes
-		}
-		key := rec.Key()
-		u := urls[key]
-		if u == nil {
-			u = &urlStat{size: -1}
-			urls[key] = u
-		}
-		if rec.VHost != "" {
-			sc := sites[rec.VHost]
-			if sc == nil {
-				sc = &SiteCount{Site: rec.VHost}
-				sites[rec.VHost] = sc
-			}
-			sc.Requests++
-			if u.count == 0 {
-				sc.UniqueURLs++
-			}
-			if rec.Bytes > 0 {
-				sc.TransferredBytes += rec.Bytes
-			}
-		}
-		u.count++
-		if rec.Status == 200 && rec.Bytes > u.size {
-			u.size = rec.Bytes
-		}
+		s.count(rec, urls, sites)
 	}
 	if m, ok := src.(interface{ Malformed() int }); ok {
 		s.Malformed = m.Malformed()
@@ -121,13 +90,65 @@ func Stats(src Source) (Summary, error) {
 		s.Sites = append(s.Sites, *sc)
 	}
 	slices.SortFunc(s.Sites, func(a, b SiteCount) int { return strings.Compare(a.Site, b.Site) })
-	type ranked struct {
-		url string
-		urlStat
+	rs := s.rank(urls)
+	s.ZipfAlpha = zipfAlpha(rs)
+	s.cover(rs)
+	return s, nil
+}
+
+// urlStat is what Stats keeps per distinct URL: its requests and its size
+// (the largest 200-response size, -1 while unknown).
+type urlStat struct {
+	count int64
+	size  int64
+}
+
+// rankedURL is a URL with its statistics, in popularity order.
+type rankedURL struct {
+	url string
+	urlStat
+}
+
+// count adds one record to the request and byte totals, to its URL's
+// statistics and, for a multi-site log, to its site's.
+func (s *Summary) count(rec Record, urls map[string]*urlStat, sites map[string]*SiteCount) {
+	s.Requests++
+	if rec.Bytes > 0 {
+		s.TransferredBytes += rec.Bytes
 	}
-	rs := make([]ranked, 0, len(urls))
+	key := rec.Key()
+	u := urls[key]
+	if u == nil {
+		u = &urlStat{size: -1}
+		urls[key] = u
+	}
+	if rec.VHost != "" {
+		sc := sites[rec.VHost]
+		if sc == nil {
+			sc = &SiteCount{Site: rec.VHost}
+			sites[rec.VHost] = sc
+		}
+		sc.Requests++
+		if u.count == 0 {
+			sc.UniqueURLs++
+		}
+		if rec.Bytes > 0 {
+			sc.TransferredBytes += rec.Bytes
+		}
+	}
+	u.count++
+	if rec.Status == 200 && rec.Bytes > u.size {
+		u.size = rec.Bytes
+	}
+}
+
+// rank fills the per-URL totals (distinct, sized and one-time URLs, unique
+// bytes) and returns the URLs most requested first, ties by URL so that the
+// result does not depend on map order.
+func (s *Summary) rank(urls map[string]*urlStat) []rankedURL {
+	rs := make([]rankedURL, 0, len(urls))
 	for k, u := range urls {
-		rs = append(rs, ranked{k, *u})
+		rs = append(rs, rankedURL{k, *u})
 		if u.size >= 0 {
 			s.SizedURLs++
 			s.UniqueBytes += u.size
@@ -137,8 +158,7 @@ func Stats(src Source) (Summary, error) {
 		}
 	}
 	s.UniqueURLs = len(rs)
-	// Most requested first; ties by URL so the result does not depend on map order.
-	slices.SortFunc(rs, func(a, b ranked) int {
+	slices.SortFunc(rs, func(a, b rankedURL) int {
 		if a.count != b.count {
 			if a.count > b.count {
 				return -1
@@ -147,7 +167,12 @@ func Stats(src Source) (Summary, error) {
 		}
 		return strings.Compare(a.url, b.url)
 	})
+	return rs
+}
 
+// zipfAlpha is minus the least-squares slope of log(count) against
+// log(rank) over the ranked URLs requested at least twice (Summary.ZipfAlpha).
+func zipfAlpha(rs []rankedURL) float64 {
 	var sx, sy, sxx, sxy, n float64
 	for i, r := range rs {
 		if r.count < 2 {
@@ -157,9 +182,15 @@ func Stats(src Source) (Summary, error) {
 		sx, sy, sxx, sxy, n = sx+x, sy+y, sxx+x*x, sxy+x*y, n+1
 	}
 	if d := n*sxx - sx*sx; n >= 2 && d > 0 {
-		s.ZipfAlpha = -(n*sxy - sx*sy) / d
+		return -(n*sxy - sx*sy) / d
 	}
+	return 0
+}
 
+// cover sets Cover90, Cover95 and Cover99 from the ranked URLs: the bytes
+// of the most popular objects taken in order until they receive that share
+// of all requests.
+func (s *Summary) cover(rs []rankedURL) {
 	targets := []struct {
 		frac float64
 		out  *int64
@@ -177,5 +208,4 @@ func Stats(src Source) (Summary, error) {
 			t++
 		}
 	}
-	return s, nil
 }

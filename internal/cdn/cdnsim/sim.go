@@ -863,16 +863,13 @@ func (s *sim) cycles() uint64 {
 
 func (s *sim) rttLoc(loc, i int) float64 { return s.m.RTT(loc, s.pops[i].loc) }
 
-// serve routes one request (client to PoP, then content across
-// PoPs) and returns the client's RTT in ms, the oracle's and a random
-// PoP's, whether the client's PoP held the content and whether the origin
-// was asked.
-func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool) {
+// baselines returns what the client's RTT would be with an oracle (the
+// nearest live PoP holding the content, else the origin) and with a live
+// PoP picked at random: the two yardsticks serve's routing is compared with.
+func (s *sim) baselines(r Request) (oracle, random float64) {
 	c := r.Client
-	ord := s.order[c]
-	// Oracle: the nearest live PoP holding it, else the origin.
 	oracle = s.m.RTT(c, s.origin)
-	for _, j := range ord {
+	for _, j := range s.order[c] {
 		if !s.pops[j].dead && s.pops[j].store.Has(r.URL) {
 			oracle = min(oracle, s.rttLoc(c, int(j)))
 			break
@@ -881,12 +878,17 @@ func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool
 	for {
 		j := s.rng.IntN(len(s.pops))
 		if !s.pops[j].dead {
-			random = s.rttLoc(c, j)
-			break
+			return oracle, s.rttLoc(c, j)
 		}
 	}
-	// DNS: the nearest live PoP answers (anycast), with the nearest PoP
-	// alive in its view; a PoP dead but not yet known dead costs a timeout.
+}
+
+// ingress is the DNS step for client location c: the nearest live PoP
+// answers (anycast) with the nearest PoP alive in its view; each PoP that
+// view still lists but that is dead costs the client a fetch timeout,
+// returned as penalty in ms.
+func (s *sim) ingress(c int) (ing int, penalty float64) {
+	ord := s.order[c]
 	dnsPoP := -1
 	for _, j := range ord {
 		if !s.pops[j].dead {
@@ -894,8 +896,7 @@ func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool
 			break
 		}
 	}
-	penalty := 0.0
-	ing := -1
+	ing = -1
 	for _, j := range ord {
 		if !s.aliveIn(dnsPoP, int(j)) {
 			continue
@@ -908,6 +909,17 @@ func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool
 		ing = int(j)
 		break
 	}
+	return ing, penalty
+}
+
+// serve routes one request (client to PoP, then content across
+// PoPs) and returns the client's RTT in ms, the oracle's and a random
+// PoP's, whether the client's PoP held the content and whether the origin
+// was asked.
+func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool) {
+	c := r.Client
+	oracle, random = s.baselines(r)
+	ing, penalty := s.ingress(c)
 	p := s.pops[ing]
 	p.load++
 	base := penalty + s.rttLoc(c, ing)

@@ -98,6 +98,9 @@ type Status struct {
 	BusyPercent   float64 `json:"busy_percent"`
 	CPUs          int     `json:"cpus"`
 	SharedProcess bool    `json:"shared_process"`
+	// BusyNanos is the node's time spent answering requests since it
+	// started (node.Status.BusyNanos).
+	BusyNanos int64 `json:"busy_ns"`
 	// Served is the node's answered file bytes and those from a memory
 	// (object_bytes, memory_bytes inline; cache.Served).
 	cache.Served

@@ -327,19 +327,7 @@ func (c *chunker) scan(p []byte) (n, d0, d1 int, fin bool, err error) {
 			c.lineLen = c.digits
 			continue
 		case chSizeBWS:
-			// chunk-ext = *( BWS ";" BWS ext-name [ BWS "=" BWS ext-val ] ):
-			// anything but blanks, ";" or CR after the size is refused,
-			// as the nodes and HAProxy refuse it.
-			switch b {
-			case '\r':
-				c.state = chSizeLF
-			case ';':
-				c.state = chExt
-			case ' ', '\t':
-			default:
-				return n, 0, 0, false, errBadChunk
-			}
-			if c.lineLen++; c.lineLen > maxChunkLine {
+			if !c.sizeBWS(b) {
 				return n, 0, 0, false, errBadChunk
 			}
 			n++
@@ -377,30 +365,8 @@ func (c *chunker) scan(p []byte) (n, d0, d1 int, fin bool, err error) {
 				return n, 0, 0, false, errBadChunk
 			}
 			n++
-		case chTrailerStart:
-			// A trailer is a field line, name ":" value (RFC 9112 §7.1.2):
-			// no obsolete folding, no empty or malformed name.
-			if b == '\r' {
-				c.state = chEndLF
-			} else if httpwire.TokenChar(b) {
-				c.state = chTrailerName
-				c.lineLen = 1
-			} else {
-				return n, 0, 0, false, errBadChunk
-			}
-			n++
-		case chTrailerName:
-			if b == ':' {
-				c.state = chTrailer
-			} else if !httpwire.TokenChar(b) {
-				return n, 0, 0, false, errBadChunk
-			}
-			if c.lineLen++; c.lineLen > maxChunkLine {
-				return n, 0, 0, false, errBadChunk
-			}
-			n++
-		case chTrailer:
-			if !c.lineByte(b, chTrailerLF) {
+		case chTrailerStart, chTrailerName, chTrailer:
+			if !c.trailerByte(b) {
 				return n, 0, 0, false, errBadChunk
 			}
 			n++
@@ -415,6 +381,51 @@ func (c *chunker) scan(p []byte) (n, d0, d1 int, fin bool, err error) {
 		}
 	}
 	return n, 0, 0, false, nil
+}
+
+// sizeBWS takes one byte after a chunk size. chunk-ext = *( BWS ";" BWS
+// ext-name [ BWS "=" BWS ext-val ] ): anything but blanks, ";" or CR after
+// the size is refused, as the nodes and HAProxy refuse it.
+func (c *chunker) sizeBWS(b byte) bool {
+	switch b {
+	case '\r':
+		c.state = chSizeLF
+	case ';':
+		c.state = chExt
+	case ' ', '\t':
+	default:
+		return false
+	}
+	c.lineLen++
+	return c.lineLen <= maxChunkLine
+}
+
+// trailerByte takes one byte of a trailer section. A trailer is a field
+// line, name ":" value (RFC 9112 §7.1.2): no obsolete folding, no empty or
+// malformed name; an empty line (its CR here) ends the body.
+func (c *chunker) trailerByte(b byte) bool {
+	switch c.state {
+	case chTrailerStart:
+		switch {
+		case b == '\r':
+			c.state = chEndLF
+		case httpwire.TokenChar(b):
+			c.state = chTrailerName
+			c.lineLen = 1
+		default:
+			return false
+		}
+		return true
+	case chTrailerName:
+		if b == ':' {
+			c.state = chTrailer
+		} else if !httpwire.TokenChar(b) {
+			return false
+		}
+		c.lineLen++
+		return c.lineLen <= maxChunkLine
+	}
+	return c.lineByte(b, chTrailerLF)
 }
 
 // lineByte takes one byte of a chunk extension or a trailer value: CR ends

@@ -62,7 +62,7 @@ type clientConn struct {
 	tls bool
 	// rawHeld: the raw accept path picked a node for this connection and
 	// could not hand it off at once, so it holds the connection against
-	// that node (cluster.Hold) until this path picks again (held.go).
+	// that node (control.Hold) until this path picks again (held.go).
 	rawHeld bool
 	// log holds the current request's access-log fields (accesslog.go).
 	log logReq

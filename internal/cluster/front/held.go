@@ -1,7 +1,7 @@
 package front
 
 // Load on the handoff paths. A connection passed to a node
-// stays counted against that node (cluster.Hold) from just before the send
+// stays counted against that node (control.Hold) from just before the send
 // until the node says it ended: it hands the connection back (FDReturn), it
 // reports its end (FDEnded, asked for with handoff.FDFlagEnded on
 // connections the node keeps; repair's FIN-HANDOFF), or its handoff socket

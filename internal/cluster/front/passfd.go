@@ -127,7 +127,7 @@ type HandoffStats struct {
 // PassFD returns the same-host handoff data path (SPEC §4): the front
 // passes the client socket and the bytes it read to the chosen node over the
 // node's handoff socket (learned from the node's status report,
-// cluster.Backend.LastStatus().HandoffSocket), closes its own copy and
+// control.Backend.LastStatus().HandoffSocket), closes its own copy and
 // forgets the connection; the node answers the client directly. A node
 // without a socket yet, or a send that fails before the descriptor left,
 // falls back to relay for that request (counted). Connections that nodes

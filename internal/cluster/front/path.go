@@ -67,7 +67,7 @@ type Result struct {
 	// send it to another node (idempotent requests without a body only).
 	Retry bool
 	// NodeFailed marks a connect error or reset that says the node is
-	// unhealthy (passive health check: cluster.Failed).
+	// unhealthy (passive health check: control.Failed).
 	NodeFailed bool
 	// Err is the error behind a failure, for logs.
 	Err error

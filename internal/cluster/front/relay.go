@@ -83,17 +83,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 				reused = false
 				continue
 			}
-			err = fmt.Errorf("node %s: send: %w", u.b.URL, err)
-			if replayable {
-				return Result{Retry: true, NodeFailed: true, Err: err}
-			}
-			if errors.Is(err, errBadChunk) {
-				// The client's chunked body is malformed: refused before
-				// the bad bytes reached the node, whose connection is closed.
-				return Result{Status: cc.writeError(400, true), Close: true, Err: err}
-			}
-			var bb errBodyBroken
-			return Result{Status: cc.writeError(502, true), Close: true, NodeFailed: !errors.As(err, &bb), Err: err}
+			return cc.sendFailed(u, err, replayable)
 		}
 		got, err := cc.readResponseHead(x, nc)
 		if err == nil {
@@ -121,6 +111,25 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		return Result{Status: cc.writeError(502, true), Close: true, NodeFailed: true, Err: err}
 	}
 	return cc.relayResponse(x, u, nc, &held)
+}
+
+// sendFailed answers a request that could not be sent to u and will not be
+// sent again on a fresh connection: a request without a body is retried on
+// another node; one whose body was (partly) consumed cannot be, and gets
+// 400 when the client's chunked body was malformed, 502 otherwise (the node
+// counted as failed unless the failure came while streaming the body).
+func (cc *clientConn) sendFailed(u *upstream, err error, replayable bool) Result {
+	err = fmt.Errorf("node %s: send: %w", u.b.URL, err)
+	if replayable {
+		return Result{Retry: true, NodeFailed: true, Err: err}
+	}
+	if errors.Is(err, errBadChunk) {
+		// The client's chunked body is malformed: refused before
+		// the bad bytes reached the node, whose connection is closed.
+		return Result{Status: cc.writeError(400, true), Close: true, Err: err}
+	}
+	var bb errBodyBroken
+	return Result{Status: cc.writeError(502, true), Close: true, NodeFailed: !errors.As(err, &bb), Err: err}
 }
 
 func (cc *clientConn) dial(u *upstream) (*nodeConn, error) { return cc.s.dialNode(u) }

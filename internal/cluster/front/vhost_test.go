@@ -179,7 +179,9 @@ func TestContentKey(t *testing.T) {
 		{"GET /x HTTP/1.1\r\nHost: WWW.A.EXAMPLE:8080\r\n\r\n", "a.example/x"},
 		{"GET /x HTTP/1.1\r\nHost: other.example\r\n\r\n", "_default/x"},
 		{"GET http://a.example/y HTTP/1.1\r\nHost: other\r\n\r\n", "a.example/y"},
-		{"GET http://a.example HTTP/1.1\r\nHost: other\r\n\r\n", "a.example/"},
+		{"GET http://a.example HTTP/1.1\r\nHost: other\r\n\r\n", "a.example/index.html"},
+		{"GET /./d//e/?x HTTP/1.1\r\nHost: a.example\r\n\r\n", "a.example/d/e/index.html"},
+		{"GET /f%2Eg HTTP/1.1\r\nHost: a.example\r\n\r\n", "a.example/f.g"},
 		{"GET /z HTTP/1.0\r\n\r\n", "_default/z"},
 	}
 	var vh vhostState
@@ -191,7 +193,7 @@ func TestContentKey(t *testing.T) {
 		if got := contentKey(vm, &req, "", &vh); got != c.want {
 			t.Errorf("%q: key %q, want %q", c.head, got, c.want)
 		}
-		if got := contentKey(nil, &req, "", &vh); got != string(req.Path()) {
+		if got := contentKey(nil, &req, "", &vh); got != strings.TrimPrefix(c.want, vh.site) {
 			t.Errorf("%q without vhosts: key %q", c.head, got)
 		}
 	}

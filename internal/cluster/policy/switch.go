@@ -5,7 +5,7 @@ import "sync/atomic"
 // Switch is a Policy whose implementation can be replaced while the front
 // runs (SIGHUP reload): the front's cluster calls Pick, Done and CloseConn
 // under its lock, and Set must be called under that same lock too
-// (cluster.Cluster.WithPolicy), so a request is placed wholly by the old
+// (control.Cluster.WithPolicy), so a request is placed wholly by the old
 // policy or wholly by the new one. The new policy starts with empty tables
 // and learns the nodes' load from the shared view, as after a restart but
 // without dropping a connection. Name is safe without the lock.

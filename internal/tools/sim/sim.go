@@ -23,7 +23,8 @@
 //     behind an l7 front), then the object comes from its cache, from a
 //     peer's memory (Decision.Fetch; the peer reads its disk first if it
 //     misses) or from its disk, and the node pays the transmit and teardown;
-//  4. on completion: Cluster.Finish, Policy.Done, ConnCloser.CloseConn.
+//  4. after Costs.Delivery more (default 0), the client has the response:
+//     Cluster.Finish, Policy.Done, ConnCloser.CloseConn.
 //
 // Every trace request is its own connection (no keep-alive: the 1995 traces
 // are HTTP/1.0), with Request.Conn = its sequence number. An object is added
@@ -232,7 +233,8 @@ const (
 	evEntry                 // serving node's setup done: start the fetch or disk read
 	evPeerSend              // owner finished sending the object
 	evDisk                  // disk read done: transmit
-	evDone                  // last CPU job done: request complete
+	evDone                  // last CPU job done: deliver (Costs.Delivery), or complete
+	evClient                // the client has the response: request complete
 )
 
 // source of a request's object
@@ -315,30 +317,12 @@ func Run(cfg Config, src Source) (Result, error) {
 	return s.result(), nil
 }
 
+// newSim checks cfg, builds the policy under test and every node's cache,
+// and fixes the per-request costs that do not change during a run.
 func newSim(cfg Config, src Source) (*sim, error) {
-	if cfg.Nodes < 1 {
-		return nil, fmt.Errorf("sim: nodes %d: need at least 1", cfg.Nodes)
-	}
-	if cfg.CacheBytes == 0 {
-		cfg.CacheBytes = 32 << 20
-	}
-	if cfg.Cache == "" {
-		cfg.Cache = cache.LRU
-	}
-	if cfg.NodeNames != nil {
-		if len(cfg.NodeNames) != cfg.Nodes {
-			return nil, fmt.Errorf("sim: %d node names for %d nodes", len(cfg.NodeNames), cfg.Nodes)
-		}
-		seen := make(map[string]bool, len(cfg.NodeNames))
-		for _, n := range cfg.NodeNames {
-			if n == "" || seen[n] {
-				return nil, fmt.Errorf("sim: node name %q: empty or repeated", n)
-			}
-			seen[n] = true
-		}
-	}
-	if cfg.PerNode < 0 || cfg.TimeScale < 0 || cfg.CacheBytes < 0 {
-		return nil, errors.New("sim: per-node window, time scale and cache size must not be negative")
+	cfg, err := checkConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	s := &sim{cfg: cfg, src: src, free: -1}
 	if cfg.Costs != nil {
@@ -349,6 +333,74 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if err := s.c.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	var cost, peerCost func(string, int64) float64 // GDSFNode: cache.Config's defaults
+	switch cfg.GDSFCost {
+	case GDSFNode:
+	case GDSFDisk:
+		cost, peerCost = s.gdsfCost, s.gdsfPeerCost
+	default:
+		return nil, fmt.Errorf("sim: gdsf cost %q: want %q or %q", cfg.GDSFCost, GDSFNode, GDSFDisk)
+	}
+	if err := s.newPolicy(cost, peerCost); err != nil {
+		return nil, err
+	}
+	if err := s.newNodes(cost, peerCost); err != nil {
+		return nil, err
+	}
+	if cfg.Cache == cache.CGDSF && cfg.DigestPeriod >= 0 {
+		s.digestEvery = int64(cmp.Or(cfg.DigestPeriod, peer.DefaultDigestPeriod))
+		s.digests = make([]*peer.Bloom, cfg.Nodes)
+		s.rebuildDigests() // at 0, as a live node's first round at start
+	}
+	s.frontD = int64(s.c.Front(s.path))
+	switch {
+	case s.path == PathTag:
+		s.perReqIB = s.c.TagBytes * s.c.TagPackets
+	case s.path == PathL4 && s.traits.Placement == policy.AtHolder:
+		s.perReqIB = s.c.QueryBytes + s.c.ReplyBytes
+	}
+	s.res.Policy = cfg.Policy
+	s.res.Nodes = cfg.Nodes
+	return s, nil
+}
+
+// checkConfig refuses a configuration the simulator cannot run and fills
+// the cache defaults (32 MiB of LRU per node).
+func checkConfig(cfg Config) (Config, error) {
+	if cfg.Nodes < 1 {
+		return cfg, fmt.Errorf("sim: nodes %d: need at least 1", cfg.Nodes)
+	}
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = 32 << 20
+	}
+	if cfg.Cache == "" {
+		cfg.Cache = cache.LRU
+	}
+	if cfg.NodeNames != nil {
+		if len(cfg.NodeNames) != cfg.Nodes {
+			return cfg, fmt.Errorf("sim: %d node names for %d nodes", len(cfg.NodeNames), cfg.Nodes)
+		}
+		seen := make(map[string]bool, len(cfg.NodeNames))
+		for _, n := range cfg.NodeNames {
+			if n == "" || seen[n] {
+				return cfg, fmt.Errorf("sim: node name %q: empty or repeated", n)
+			}
+			seen[n] = true
+		}
+	}
+	if cfg.PerNode < 0 || cfg.TimeScale < 0 || cfg.CacheBytes < 0 {
+		return cfg, errors.New("sim: per-node window, time scale and cache size must not be negative")
+	}
+	return cfg, nil
+}
+
+// newPolicy builds the policy under test from the registry, with the
+// simulator's seed, cache size and no-cache threshold where the policy
+// configuration leaves them unset, and derives what the policy implies: its
+// data path, the layer-4 placement of node-side dispatch, the load-report
+// period and the throughput-mode admission window.
+func (s *sim) newPolicy(cost, peerCost func(string, int64) float64) error {
+	cfg := s.cfg
 	pc := cfg.PolicyConfig
 	if pc.Seed == 0 {
 		pc.Seed = cfg.Seed
@@ -362,21 +414,13 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if pc.PopularN == 0 && pc.PopularBytes == 0 {
 		pc.PopularBytes = max(cfg.CacheBytes/8, 1)
 	}
-	var cost, peerCost func(string, int64) float64 // GDSFNode: cache.Config's defaults
-	switch cfg.GDSFCost {
-	case GDSFNode:
-	case GDSFDisk:
-		cost, peerCost = s.gdsfCost, s.gdsfPeerCost
-	default:
-		return nil, fmt.Errorf("sim: gdsf cost %q: want %q or %q", cfg.GDSFCost, GDSFNode, GDSFDisk)
-	}
 	if pc.NewReplacer == nil {
 		pc.NewReplacer = policy.NodeCacheMirrors(cache.Config[struct{}]{Policy: cfg.Cache, Capacity: cfg.CacheBytes,
 			Cost: cost, PeerCost: peerCost})
 	}
 	pol, err := cfg.Registry.New(cfg.Policy, pc)
 	if err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+		return fmt.Errorf("sim: %w", err)
 	}
 	s.pol = pol
 	s.closer, _ = pol.(policy.ConnCloser)
@@ -390,7 +434,7 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	// by layer-4 wrr, and the simulator passes the Holder.
 	if s.traits.Placement == policy.AtHolder && s.path != PathL7 {
 		if s.l4, err = policy.New("wrr", policy.Config{}); err != nil {
-			return nil, fmt.Errorf("sim: %w", err)
+			return fmt.Errorf("sim: %w", err)
 		}
 	}
 	s.period = int64(policy.DefaultConfig().Period)
@@ -404,7 +448,14 @@ func newSim(cfg Config, src Source) (*sim, error) {
 			s.res.Window = pc.AdmissionBound(cfg.Nodes)
 		}
 	}
+	return nil
+}
 
+// newNodes names the nodes, gives each its memory cache (the GDSF costs and,
+// for the cooperative policies, the question whether another node holds a
+// key) and, with Config.Replicas, the storage placement of the objects.
+func (s *sim) newNodes(cost, peerCost func(string, int64) float64) error {
+	cfg := s.cfg
 	s.cl.Nodes = make([]policy.Node, cfg.Nodes)
 	if cfg.Replicas > 0 && cfg.Replicas < cfg.Nodes {
 		st := &policy.Storage{Nodes: make([]placement.Node, cfg.Nodes), Replicas: cfg.Replicas}
@@ -432,25 +483,11 @@ func newSim(cfg Config, src Source) (*sim, error) {
 		}
 		c, err := cache.New(cc)
 		if err != nil {
-			return nil, fmt.Errorf("sim: node %d: %w", i, err)
+			return fmt.Errorf("sim: node %d: %w", i, err)
 		}
 		s.nodes[i].cache = c
 	}
-	if cfg.Cache == cache.CGDSF && cfg.DigestPeriod >= 0 {
-		s.digestEvery = int64(cmp.Or(cfg.DigestPeriod, peer.DefaultDigestPeriod))
-		s.digests = make([]*peer.Bloom, cfg.Nodes)
-		s.rebuildDigests() // at 0, as a live node's first round at start
-	}
-	s.frontD = int64(s.c.Front(s.path))
-	switch {
-	case s.path == PathTag:
-		s.perReqIB = s.c.TagBytes * s.c.TagPackets
-	case s.path == PathL4 && s.traits.Placement == policy.AtHolder:
-		s.perReqIB = s.c.QueryBytes + s.c.ReplyBytes
-	}
-	s.res.Policy = cfg.Policy
-	s.res.Nodes = cfg.Nodes
-	return s, nil
+	return nil
 }
 
 // cachedElsewhere is cgdsf's question for node self: does another node's
@@ -603,6 +640,14 @@ func (s *sim) run() error {
 			d := int64(s.c.Transmit(r.pr.Size) + s.c.ConnTeardown)
 			s.q.push(n.cpu.serve(s.now, d), evDone, i)
 		case evDone:
+			if r.node >= 0 && s.c.Delivery > 0 {
+				s.q.push(s.now+int64(s.c.Delivery), evClient, i)
+				break
+			}
+			if err := s.complete(i, r); err != nil {
+				return err
+			}
+		case evClient:
 			if err := s.complete(i, r); err != nil {
 				return err
 			}
