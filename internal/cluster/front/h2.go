@@ -8,17 +8,18 @@ package front
 // pooled keep-alive node connections (mux.go); the nodes keep speaking
 // HTTP/1.1.
 //
-// Why not golang.org/x/net/http2's Server: measured here it spent about 30
-// µs of CPU per 1 KB request before relaying anything — a goroutine, a
-// Request, header maps and channel hand-offs to its serve loop per stream —
-// against about 13 µs for HAProxy's whole HTTP/2-to-HTTP/1.1 relay
-// (docs/benchmarks.md). This file keeps x/net's Framer (frame parsing and
-// its checks) and HPACK decoder, and adds a connection of its own: one
-// reader goroutine that validates frames and starts a goroutine per stream,
-// responses encoded without the shared HPACK state (h2write.go) so a stream
-// builds its frames without a lock, and one buffer of outgoing frames that
-// whichever stream finds it idle writes out, so the responses of many
-// streams leave in one TLS record and one write.
+// Why not golang.org/x/net/http2's Server: it spends more CPU per small
+// request on answering alone than HAProxy spends relaying it — a goroutine,
+// a Request, header maps and channel hand-offs to its serve loop per
+// stream (measured in docs/benchmarks.md). This package keeps x/net's
+// Framer (frame parsing and its checks) and HPACK decoder, and adds a
+// connection of its own (h2conn.go, h2stream.go, h2write.go): one
+// reader goroutine that validates frames and hands each stream to a kept
+// worker goroutine (workers.go), responses encoded without the shared
+// HPACK state (hpackenc.go) so a stream builds its frames without a lock,
+// and one buffer of outgoing frames that whichever stream finds it idle
+// writes out, so the responses of many streams leave in one TLS record and
+// one write; streams wait while that buffer is full (maxPendData).
 //
 // Limits (H2Config) answer the known attacks on HTTP/2 servers: concurrent
 // streams are counted while their handler runs, not while the client
@@ -39,8 +40,9 @@ type H2Config struct {
 	// nginx uses 128).
 	MaxConcurrentStreams uint32
 	// MaxHeaderListSize bounds a request's decoded header list
-	// (SETTINGS_MAX_HEADER_LIST_SIZE, RFC 9113 §6.5.2); a larger one ends
-	// the connection. Default 16 KiB.
+	// (SETTINGS_MAX_HEADER_LIST_SIZE, RFC 9113 §6.5.2): a larger one is
+	// answered 431, and a header block twice as large ends the connection.
+	// Default 16 KiB.
 	MaxHeaderListSize uint32
 	// MaxHeaderFrames bounds the HEADERS and CONTINUATION frames of one
 	// header block. Default 32.

@@ -8,8 +8,8 @@ import (
 // workers runs stream handlers (HTTP/2 and HTTP/3 requests) on goroutines
 // kept from one stream to the next. A new goroutine per stream starts on
 // the smallest stack and grew it for every request: runtime.morestack and
-// copystack took about 17% of the front's CPU under h2load (16
-// connections × 10 streams, 1 KB). A finished handler parks on its channel
+// copystack were a large share of the front's CPU under h2load
+// (docs/benchmarks.md). A finished handler parks on its channel
 // for the next stream; at most maxIdleWorkers wait, and those idle for
 // longer than Config.PoolIdle end at the next reap, so a burst leaves no
 // lasting crowd of goroutines behind.
