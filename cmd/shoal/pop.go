@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -67,6 +68,10 @@ func popConfig(f config.Pop, c pop.Config) pop.Config {
 	c.DNS.Addr, c.DNS.Zone, c.Coverage, c.DNS.TTL, c.DNS.MinServer = f.DNS.Addr, f.DNS.Zone, f.DNS.Coverage, uint32(f.DNS.TTL), f.DNS.MinServer
 	k := f.Content
 	c.Edge, c.Origin, c.Redirect = k.Edge, k.Origin, k.Redirect
+	if k.Edge == "" {
+		o := originFlag{def: k.Origin, hosts: k.Origins}
+		c.Origins = o.specs()
+	}
 	c.CDN.Window, c.CDN.MinRequests, c.CDN.HotTop, c.CDN.HotMin, c.CDN.DirTTL = k.Window.Duration, k.MinRequests, k.HotTop, k.HotMin, k.DirTTL.Duration
 	return c
 }
@@ -94,8 +99,9 @@ func runPop(args []string) error {
 	coverage := fs.String("coverage", f.DNS.Coverage, "coverage-zone file: address prefix → PoP name (CSV \"prefix,pop\" or JSON); clients by EDNS Client Subnet or resolver address")
 	edge := fs.String("edge", f.Content.Edge, "content tier HTTP address: misses fetched from the best PoP holding them (Chord directory), via the key's home PoP as shield, then --origin; empty: off")
 	redirect := fs.Bool("redirect", f.Content.Redirect, "on a miss, send the client (HTTP 302, once) to a PoP holding the content whose MBPP score beats this one's")
-	originURL := fs.String("origin", f.Content.Origin, "origin URL of the content (default: this PoP's own gateway and site)")
-	data := fs.String("data", "", "folder for the generated sample site (default: your cache folder/shoal)")
+	origins := &originFlag{def: f.Content.Origin, hosts: f.Content.Origins}
+	fs.Var(origins, "origin", "the origin whose content the PoP's nodes cache (URL, or HOST=URL for one host; repeatable); with --edge, the content tier's origin (default: this PoP's own gateway and site)")
+	data := fs.String("data", "", "folder for the generated sample site, and the nodes' stored responses with --origin (default: your cache folder/shoal; stored responses: temporary)")
 	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
 	tls := fs.Bool("tls", f.TLS, "serve the gateway over HTTPS with a self-signed certificate kept in the --data folder (clients: curl -k)")
 	var pk protocolKeys
@@ -142,7 +148,7 @@ func runPop(args []string) error {
 		case "edge":
 			f.Content.Edge = *edge
 		case "origin":
-			f.Content.Origin = *originURL
+			f.Content.Origin, f.Content.Origins = origins.def, origins.hosts
 		case "redirect":
 			f.Content.Redirect = *redirect
 		case "tls":
@@ -165,6 +171,9 @@ func runPop(args []string) error {
 	}
 	c := popConfig(f, def)
 	c.Cluster.DataDir, c.Cluster.AdminTokenFile = *data, *tokenFile
+	if *data != "" {
+		c.EdgeData = filepath.Join(*data, "edge", c.Name)
+	}
 	c.Logger, c.Cluster.Logger = logger, logger
 	p, err := pop.Start(c)
 	if err != nil {
@@ -179,6 +188,10 @@ func runPop(args []string) error {
 	}
 	if p.EdgeURL != "" {
 		fmt.Printf("  content edge %s (purge: POST %s/purge?url=/path)\n", p.EdgeURL, p.AdminURL)
+	}
+	if len(c.Origins) > 0 && c.Edge == "" {
+		fmt.Printf("  caching %s on %d nodes (X-Cache and Cache-Status on each response say what the cache did)\n",
+			strings.Join(c.Origins, ", "), c.Cluster.Nodes)
 	}
 	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -164,5 +165,51 @@ func TestServer(t *testing.T) {
 	st := s.Stats()
 	if st.Coverage != 3 || st.Fallback != 1 || st.NoPoP != 1 || st.Refused != 1 || st.ECS != 2 || st.ByPoP["tokyo"] != 3 || st.ByPoP["paris"] != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestTCPConnectionsBounded: the TCP port keeps at most TCP.MaxPerIP
+// connections from one address; one more is closed at once, so a client
+// holding connections open cannot take the port's descriptors.
+func TestTCPConnectionsBounded(t *testing.T) {
+	cov, _ := NewCoverage(nil)
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.Zone = "127.0.0.1:0", "cdn.example"
+	cfg.TCP.MaxPerIP = 4
+	s, err := Start(cfg, cov, cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range 4 {
+		c, err := net.Dial("tcp", s.TCPAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	c, err := net.Dial("tcp", s.TCPAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(time.Second)) // well before the 2 s read timeout
+	if _, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+		t.Fatalf("a fifth connection from one address was kept (%v)", err)
+	}
+	// A TCP query on a kept connection is still answered.
+	m := new(dns.Msg)
+	m.SetQuestion("x.cdn.example.", dns.TypeA)
+	held[0].Close()
+	held = held[1:]
+	time.Sleep(50 * time.Millisecond)
+	if r, _, err := (&dns.Client{Net: "tcp"}).Exchange(m, s.TCPAddr); err != nil || r.Rcode != dns.RcodeSuccess {
+		t.Fatalf("tcp query with a slot free: %v %v", r, err)
 	}
 }

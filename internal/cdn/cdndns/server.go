@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"shoal/internal/base/accept"
 )
 
 // Config is the responder's settings; DefaultConfig gives the defaults.
@@ -26,11 +28,19 @@ type Config struct {
 	// MinServer is the server performance below which a PoP is taken as
 	// above capacity and not answered.
 	MinServer float64
+	// TCP bounds the TCP port's connections (accept.Limits: its
+	// connection counts; the timeouts are the responder's own, 2 s per
+	// message and 5 s idle).
+	TCP accept.Limits
 }
 
 // DefaultConfig returns the defaults: TTL 20 s, a PoP with under 5 % of
-// its capacity left is not answered.
-func DefaultConfig() Config { return Config{TTL: 20, MinServer: 0.05} }
+// its capacity left is not answered, at most 256 TCP connections and 64
+// from one address (a resolver uses TCP only for answers that do not fit
+// UDP, which these never are).
+func DefaultConfig() Config {
+	return Config{TTL: 20, MinServer: 0.05, TCP: accept.Limits{MaxConns: 256, MaxPerIP: 64}}
+}
 
 // Stats counts the answers.
 type Stats struct {
@@ -61,6 +71,9 @@ func Start(cfg Config, cov *Coverage, view func() []Candidate) (*Server, error) 
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultConfig().TTL
 	}
+	if cfg.TCP == (accept.Limits{}) {
+		cfg.TCP = DefaultConfig().TCP
+	}
 	cfg.Zone = dns.Fqdn(strings.ToLower(cfg.Zone))
 	s := &Server{cfg: cfg, cov: cov, view: view, stats: Stats{ByPoP: map[string]uint64{}}}
 	pc, ln, err := listenPair(cfg.Addr)
@@ -70,7 +83,7 @@ func Start(cfg Config, cov *Coverage, view func() []Candidate) (*Server, error) 
 	s.UDPAddr, s.TCPAddr = pc.LocalAddr().String(), ln.Addr().String()
 	h := dns.HandlerFunc(s.serve)
 	s.udp = &dns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
-	s.tcp = &dns.Server{Listener: ln, Handler: h, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, IdleTimeout: func() time.Duration { return 5 * time.Second }}
+	s.tcp = &dns.Server{Listener: accept.Bound(ln, cfg.TCP), Handler: h, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, IdleTimeout: func() time.Duration { return 5 * time.Second }}
 	go s.udp.ActivateAndServe()
 	go s.tcp.ActivateAndServe()
 	return s, nil
@@ -156,6 +169,15 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(r)
 	m.Authoritative = true
+	// Compressed, the answer's owner name is a pointer to the question's:
+	// a reply to a 255-byte name stays within the 512 bytes a client
+	// without EDNS takes (RFC 1035 §4.2.1), with no truncation needed.
+	m.Compress = true
+	if r.Opcode != dns.OpcodeQuery {
+		m.Rcode = dns.RcodeNotImplemented // NOTIFY, which the library lets through
+		w.WriteMsg(m)
+		return
+	}
 	if len(r.Question) != 1 {
 		m.Rcode = dns.RcodeFormatError
 		w.WriteMsg(m)
@@ -163,7 +185,7 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	q := r.Question[0]
 	name := strings.ToLower(q.Name)
-	if name != s.cfg.Zone && !strings.HasSuffix(name, "."+s.cfg.Zone) {
+	if q.Qclass != dns.ClassINET || name != s.cfg.Zone && !strings.HasSuffix(name, "."+s.cfg.Zone) {
 		m.Authoritative = false
 		m.Rcode = dns.RcodeRefused
 		s.count(func(st *Stats) { st.Refused++ })

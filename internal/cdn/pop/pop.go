@@ -29,11 +29,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"shoal/internal/base/accept"
 	"shoal/internal/base/peerwire"
 	"shoal/internal/cdn/cdndns"
 	"shoal/internal/cdn/chord"
 	"shoal/internal/cdn/mbpp"
 	"shoal/internal/cdn/replica"
+	"shoal/internal/cluster/front"
 	"shoal/internal/up"
 )
 
@@ -72,6 +74,17 @@ type Config struct {
 	// Origin is the HTTP origin of the content; "" is this PoP's own
 	// gateway (its site).
 	Origin string
+	// EdgeLimits bound the edge listener's connections and their time
+	// (DefaultEdgeLimits).
+	EdgeLimits accept.Limits
+	// Origins, without Edge, makes the PoP's nodes HTTP caches in front of
+	// these origins (node cache mode, edge.go): "URL" answers every host,
+	// "HOST=URL" one host. The gateway then serves the origins' content,
+	// not a sample site. Default none.
+	Origins []string
+	// EdgeData holds the nodes' stored responses (EdgeData/node-N) when
+	// Origins is set; "" keeps them in temporary folders.
+	EdgeData string
 	// CDN holds the replication constants (window, M, hot push).
 	CDN replica.Config
 	// Redirect sends a client whose PoP misses to a better-scoring PoP
@@ -92,7 +105,23 @@ func DefaultConfig() Config {
 		Chord:       chord.DefaultConfig(chord.Peer{}),
 		DNS:         cdndns.DefaultConfig(),
 		CDN:         replica.DefaultConfig(),
+		EdgeLimits:  DefaultEdgeLimits(front.DescriptorLimit()),
 	}
+}
+
+// DefaultEdgeLimits are the edge listener's bounds for a process limited
+// to nofile descriptors: an eighth of what the descriptor reserve leaves
+// (front.DefaultMaxClientConns keeps nofile/8, 32 to 1,024, back for the
+// admin API and listeners; the gateway's data plane and nodes in the same
+// process take most of the rest, and an edge client holds a second
+// descriptor while its miss is fetched), the front's 256 per address,
+// and the front's timeouts: a head within 10 s, a request within 60 s,
+// keep-alive closed after 60 s idle, a client that takes no bytes for
+// 60 s closed.
+func DefaultEdgeLimits(nofile int) accept.Limits {
+	reserve := min(max(nofile/8, 32), 1024)
+	return accept.Limits{MaxConns: max((nofile-reserve)/8, 16), MaxPerIP: front.DefaultMaxConnsPerIP,
+		HeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second}
 }
 
 // ErrRefused is wrapped when the DCDN does not accept this PoP.
@@ -265,6 +294,13 @@ func (p *PoP) startServices() error {
 		"POST /purge":  http.HandlerFunc(p.servePurge),
 	}
 	cc.Collectors = []prometheus.Collector{&collector{p: p}}
+	if len(cfg.Origins) > 0 && cfg.Edge == "" {
+		edge, err := p.edgeNodes()
+		if err != nil {
+			return fmt.Errorf("pop %s: %w", cfg.Name, err)
+		}
+		cc.Edge = edge
+	}
 	cl, err := up.Start(cc)
 	if err != nil {
 		return fmt.Errorf("pop %s: %w", cfg.Name, err)

@@ -148,7 +148,7 @@ func (s *Server) newClientConn(c net.Conn) *clientConn {
 		cc.addr = remoteAddr(c)
 	}
 	s.mu.Lock()
-	if s.closing.Load() {
+	if s.drained {
 		s.mu.Unlock()
 		c.Close()
 		s.putClientConn(cc)
@@ -168,7 +168,11 @@ func (cc *clientConn) serve() {
 	s := cc.s
 	detached := false
 	defer func() {
-		if !detached {
+		switch {
+		case detached:
+		case s.closing.Load():
+			lingerClose(cc.c)
+		default:
 			cc.c.Close()
 		}
 		s.mu.Lock()
@@ -205,9 +209,6 @@ func (cc *clientConn) serve() {
 	}
 	first := true
 	for {
-		if s.closing.Load() && cc.in.len() == 0 {
-			return
-		}
 		if !cc.readHead(first) {
 			return
 		}
@@ -233,9 +234,15 @@ func (cc *clientConn) serve() {
 func (cc *clientConn) readHead(first bool) bool {
 	s := cc.s
 	now := cc.now
-	if first {
+	switch {
+	case s.closing.Load():
+		// Shutting down: one more request may come until drainAt.
+		at := s.drainAt.Load()
+		cc.rdl.at = at
+		cc.c.SetReadDeadline(time.Unix(0, at))
+	case first:
 		cc.rdl.setRead(cc.c, now, s.cfg.HeaderTimeout)
-	} else if cc.in.len() == 0 {
+	case cc.in.len() == 0:
 		cc.rdl.setRead(cc.c, now, s.cfg.IdleTimeout)
 	}
 	started := cc.in.len() > 0
@@ -255,6 +262,9 @@ func (cc *clientConn) readHead(first bool) bool {
 			if err == nil {
 				if cc.state.Swap(connBusy) == connShed {
 					return false // closed by the idle shedder as it arrived
+				}
+				if s.closing.Load() {
+					cc.rdl.at = 0 // Shutdown moved the deadline: set it anew
 				}
 				return true
 			}
@@ -337,7 +347,7 @@ func (cc *clientConn) handle() Result {
 	cc.setKey(req) // cc.url: the path, or site + path with VHosts (vhost.go)
 	t.site = cc.vh.site
 	closeConn := req.Close || req.HasBody()
-	if internalKey(cc.url, cc.s.cfg.VHosts != nil) { // the nodes' /.shoal/ space is not public
+	if internalKey(cc.url, cc.s.cfg.VHosts != nil || cc.s.cfg.CacheKeys) { // the nodes' /.shoal/ space is not public
 		return s.finish(t, Result{Status: cc.writeError(404, closeConn), Close: closeConn}, cc)
 	}
 	// The policy request lives in cc: passed to the policy interface it
@@ -358,9 +368,10 @@ func (cc *clientConn) handle() Result {
 	if res.Retry {
 		res = Result{Status: cc.writeError(502, closeConn), Close: closeConn, Err: res.Err}
 	}
-	if !res.Detached && !res.Close && s.closing.Load() {
-		res.Close = true
-	}
+	// A response that went out with keep-alive just as Shutdown began is
+	// not followed by a close: the client may already be sending its next
+	// request, which readHead waits for and answers with "Connection:
+	// close" (closing it unread would reset it).
 	return s.finish(t, res, cc)
 }
 

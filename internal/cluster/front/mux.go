@@ -121,9 +121,13 @@ func (m *muxStream) run() {
 		m.finish(m.fail(501, nil))
 		return
 	}
-	m.url = contentKey(s.cfg.VHosts, &m.req, m.url, &m.vh)
+	if s.cfg.CacheKeys {
+		m.url = cacheKey(&m.req, m.url, &m.vh)
+	} else {
+		m.url = contentKey(s.cfg.VHosts, &m.req, m.url, &m.vh)
+	}
 	m.t.site = m.vh.site
-	if internalKey(m.url, s.cfg.VHosts != nil) {
+	if internalKey(m.url, s.cfg.VHosts != nil || s.cfg.CacheKeys) {
 		m.finish(m.fail(404, nil))
 		return
 	}

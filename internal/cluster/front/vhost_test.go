@@ -3,7 +3,10 @@ package front
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -223,5 +226,58 @@ func TestInternalKeyWithVHosts(t *testing.T) {
 		if got := internalKey(c.key, c.vhosts); got != c.want {
 			t.Errorf("internalKey(%q, %v) = %v", c.key, c.vhosts, got)
 		}
+	}
+}
+
+// TestRelayAbsoluteFormSendsAuthorityAsHost: an absolute-form request is
+// relayed in origin-form with the target's authority as its only Host (RFC
+// 9112 §3.2.2), so the node answers for the site the front keyed it by;
+// the client's Host is not forwarded.
+func TestRelayAbsoluteFormSendsAuthorityAsHost(t *testing.T) {
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen-Host", r.Host)
+		fmt.Fprintf(w, "A %s", r.URL.Path)
+	}))
+	defer a.Close()
+	addr, _, _ := startFront(t, Config{}, a.URL)
+	c := dialFront(t, addr)
+	resp, body := c.do("GET http://b.example:8080/p?q=1 HTTP/1.1\r\nHost: a.example\r\n\r\n")
+	if resp.StatusCode != 200 || body != "A /p" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("X-Seen-Host"); got != "b.example:8080" {
+		t.Errorf("node saw Host %q, want the target's authority b.example:8080", got)
+	}
+}
+
+// TestCacheKey: with Config.CacheKeys the key is the lower-cased host and
+// the path and query, the absolute form's authority winning over Host, and
+// a repeated key costs no allocation.
+func TestCacheKey(t *testing.T) {
+	cases := []struct{ head, want string }{
+		{"GET /a?b=1 HTTP/1.1\r\nHost: Example.COM\r\n\r\n", "example.com/a?b=1"},
+		{"GET /a?b=2 HTTP/1.1\r\nHost: example.com\r\n\r\n", "example.com/a?b=2"},
+		{"GET http://A.example/y?q HTTP/1.1\r\nHost: other\r\n\r\n", "a.example/y?q"},
+		{"GET http://a.example HTTP/1.1\r\nHost: other\r\n\r\n", "a.example/"},
+		{"GET /.shoal/status HTTP/1.1\r\nHost: h:8080\r\n\r\n", "h:8080/.shoal/status"},
+	}
+	var vh vhostState
+	for _, c := range cases {
+		var req httpwire.Request
+		if _, err := httpwire.ParseRequest([]byte(c.head), &req); err != nil {
+			t.Fatal(err)
+		}
+		if got := cacheKey(&req, "", &vh); got != c.want {
+			t.Errorf("%q: key %q, want %q", c.head, got, c.want)
+		}
+	}
+	if !internalKey("h:8080/.shoal/status", true) {
+		t.Error("a cache key into /.shoal/ is public")
+	}
+	var req httpwire.Request
+	httpwire.ParseRequest([]byte(cases[0].head), &req)
+	prev := cacheKey(&req, "", &vh)
+	if n := testing.AllocsPerRun(100, func() { prev = cacheKey(&req, prev, &vh) }); n != 0 {
+		t.Errorf("repeated key allocates %v", n)
 	}
 }
