@@ -136,3 +136,41 @@ func readAll(t *testing.T, resp *http.Response) []byte {
 	}
 	return b
 }
+
+// TestUpProxyProtocol: `shoal up --proxy-protocol-from` takes the client's
+// address from a PROXY v2 header sent from a trusted address (the access
+// log shows it), and closes a connection that sends one from elsewhere.
+func TestUpProxyProtocol(t *testing.T) {
+	dir := t.TempDir()
+	logFile := filepath.Join(dir, "access.log")
+	start := func(from string) string {
+		got := startPrinting(t, []*regexp.Regexp{regexp.MustCompile(`http://[0-9.:]+/`)},
+			"up", "--listen", "127.0.0.1:0", "--admin", "off", "--nodes", "1", "--data", filepath.Join(dir, "data"+from),
+			"--proxy-protocol-from", from, "--access-log", logFile, "--access-log-format", "json")
+		return strings.TrimSuffix(strings.TrimPrefix(got[0], "http://"), "/")
+	}
+	// A v2 header: PROXY, TCP over IPv4, 203.0.113.7:41000 → 198.51.100.1:80.
+	hdr := append([]byte("\r\n\r\n\x00\r\nQUIT\n"), 0x21, 0x11, 0, 12, 203, 0, 113, 7, 198, 51, 100, 1, 0xa0, 0x28, 0, 80)
+	send := func(addr string) []byte {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write(append(hdr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"...))
+		b, _ := io.ReadAll(c)
+		return b
+	}
+	if got := send(start("127.0.0.1/32")); !strings.HasPrefix(string(got), "HTTP/1.1 200") {
+		t.Fatalf("trusted: %.80q, want 200", got)
+	}
+	if got := send(start("10.0.0.0/8")); len(got) != 0 {
+		t.Errorf("untrusted: answered %.80q, want the connection closed", got)
+	}
+	time.Sleep(1500 * time.Millisecond) // the access log flushes every second
+	log, _ := os.ReadFile(logFile)
+	if !strings.Contains(string(log), `"client":"203.0.113.7"`) || strings.Count(string(log), "\n") != 1 {
+		t.Errorf("access log, want one line from 203.0.113.7:\n%s", log)
+	}
+}
