@@ -199,12 +199,11 @@ func (c *h2conn) handle(f http2.Frame) bool {
 			return c.glitch()
 		}
 	case *http2.GoAwayFrame:
-		// The client opens no more streams; those in progress finish.
+		// The client opens no more streams; those in progress finish, and
+		// the client closes (or the idle timeout does).
 		c.mu.Lock()
 		c.goaway = true
-		busy := c.active > 0
 		c.mu.Unlock()
-		return busy
 	case *http2.PushPromiseFrame:
 		c.connError(http2.ErrCodeProtocol, "PUSH_PROMISE from a client")
 		return false
@@ -318,6 +317,9 @@ func (c *h2conn) endBlock() bool {
 	c.mu.Lock()
 	st := c.streams[id]
 	closed := st == nil && id <= c.maxID && c.closedLately(id) != 0
+	if st != nil && st.localDone && st.remoteDone && !st.reset {
+		st, closed = nil, true // both ends done: closed, though its handler is still finishing
+	}
 	c.mu.Unlock()
 	switch {
 	case st != nil:

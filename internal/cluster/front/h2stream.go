@@ -29,6 +29,7 @@ type h2stream struct {
 	remoteDone bool  // END_STREAM or RST_STREAM from the client
 	reset      bool  // RST_STREAM sent or received: the handler stops
 	ours       bool  // … sent, by the front
+	localDone  bool  // END_STREAM queued: the response is complete
 	hasBody    bool  // the head did not end the stream
 	owed       int64 // bytes read but not yet given back in WINDOW_UPDATE
 	waiting    bool  // in c.waiters
@@ -73,8 +74,11 @@ func (c *h2conn) open(id uint32) bool {
 		return c.glitch()
 	}
 	st := h2streams.Get().(*h2stream)
+	drainSignal(st.winCh)
+	drainSignal(st.bodyCh)
 	st.c, st.id, st.declared, st.received = c, id, declared, 0
 	st.remoteDone, st.reset, st.ours, st.waiting, st.status, st.owed = c.blockEnd, false, false, false, 0, 0
+	st.localDone = false
 	if c.tooLarge {
 		st.status = 431
 	}
@@ -315,6 +319,15 @@ func (st *h2stream) close() {
 	c := st.c
 	c.mu.Lock()
 	delete(c.streams, st.id)
+	if st.waiting { // left data() on a timeout or close: out of the list before reuse
+		st.waiting = false
+		for i, w := range c.waiters {
+			if w == st {
+				c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+				break
+			}
+		}
+	}
 	stop := !st.remoteDone && !st.reset
 	left := int64(len(st.body))
 	st.body = st.body[:0]
@@ -378,6 +391,14 @@ func (st *h2stream) next() ([]byte, error) {
 	c.mu.Unlock()
 	c.credit(st, int64(len(p)), true)
 	return p, nil
+}
+
+// drainSignal takes a stale signal off ch (a recycled stream's).
+func drainSignal(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+	}
 }
 
 // signal wakes the one goroutine waiting on ch, if any.

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"net"
 	"runtime"
 	"time"
 
@@ -229,7 +230,28 @@ func (c *h2conn) teardown() {
 		c.c.SetWriteDeadline(time.Now().Add(time.Second))
 		c.c.Write(buf)
 	}
+	c.linger()
 	closeNow(c.c)
+}
+
+// linger half-closes the connection and reads what the client still
+// sends, for at most a second or 64 KiB, before the close: closing with
+// unread bytes makes the kernel send a reset, which can destroy the GOAWAY
+// just written before the client reads it (nginx's lingering close).
+func (c *h2conn) linger() {
+	tc, ok := rawConn(c.c).(*net.TCPConn)
+	if !ok || tc.CloseWrite() != nil {
+		return
+	}
+	tc.SetReadDeadline(time.Now().Add(time.Second))
+	var buf [4096]byte
+	for n := 0; n < 64<<10; {
+		m, err := tc.Read(buf[:])
+		n += m
+		if err != nil {
+			return
+		}
+	}
 }
 
 // wakeWaiters wakes the handlers waiting for send window (mu held).
@@ -254,6 +276,7 @@ func (st *h2stream) respond(status int, fields []httpwire.Header, body []byte, e
 		return nil, errStreamGone
 	}
 	c.pend = appendHeaders(c.pend, st.id, st.block, end && len(body) == 0, c.peerMax)
+	st.localDone = end && len(body) == 0
 	rest := body
 	if len(body) > 0 {
 		rest = st.appendData(body, end)
@@ -344,6 +367,7 @@ func (st *h2stream) appendData(p []byte, end bool) []byte {
 	if len(p) == 0 { // an empty END_STREAM frame takes no window
 		if end {
 			c.pend = appendFrame(c.pend, http2.FrameData, http2.FlagDataEndStream, st.id, nil)
+			st.localDone = true
 		}
 		return p
 	}
@@ -355,6 +379,7 @@ func (st *h2stream) appendData(p []byte, end bool) []byte {
 		var flags http2.Flags
 		if end && n == int64(len(p)) {
 			flags = http2.FlagDataEndStream
+			st.localDone = true
 		}
 		c.pend = appendFrame(c.pend, http2.FrameData, flags, st.id, p[:n])
 		st.sendWin -= n
