@@ -386,11 +386,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// TestGuideRecipes runs the relay and repair recipes of docs/deploy.md in
-// namespaces standing for the guide's hosts — the daemons as user shoal
-// with only their unit's capabilities — and checks that the client gets
-// the page through the front; for repair, that the front moved the
-// connection (repair.moved) rather than relayed it. Root only; run it
+// TestGuideRecipes runs the relay, repair and publish recipes of
+// docs/deploy.md in namespaces standing for the guide's hosts — the
+// daemons as user shoal with only their unit's capabilities — and checks
+// that the client gets the page through the front (for publish, the
+// version `shoal publish` pushed to both nodes); for repair, that the
+// front moved the connection (repair.moved) rather than relayed it. Root only; run it
 // under `flock /work/lab.lock`.
 func TestGuideRecipes(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -402,7 +403,7 @@ func TestGuideRecipes(t *testing.T) {
 		}
 	}
 	bin := shoalBin(t)
-	for _, recipe := range []string{"relay", "repair"} {
+	for _, recipe := range []string{"relay", "repair", "publish"} {
 		t.Run(recipe, func(t *testing.T) {
 			blocks := guideBlocks(t, recipe)
 			ensureDir(t, "/etc/shoal")
@@ -443,7 +444,7 @@ func TestGuideRecipes(t *testing.T) {
 			st := l.stats(t)
 			t.Logf("front stats: paths %v, repair %v", st.Paths, st.Repair)
 			switch recipe {
-			case "relay":
+			case "relay", "publish":
 				if st.Paths["relay"] < 1 {
 					t.Errorf("relay requests %d, want the client's", st.Paths["relay"])
 				}

@@ -23,16 +23,19 @@ import (
 )
 
 func init() {
-	register("bench", "load generator: HTTP (closed/open loop, trace or Zipf) and seed 002's TCP client", runBench)
+	register("bench", "load generator: HTTP (closed/open loop, trace or Zipf) and a raw TCP client for the handoff experiments", runBench)
 }
 
 const benchUsage = `Usage: shoal bench <mode> [flags]
 
 Modes:
   http     HTTP/1.1 load against a URL: closed loop or fixed rate, one URL, a CLF trace or a Zipf workload
-  tcp      seed 002's client: connect, send B bytes, receive B bytes, close; per concurrency level
+  tcp      raw TCP client: connect, send B bytes, receive B bytes, close; per concurrency level
   sink     the matching TCP server: read B bytes, write B bytes, close (also over a handoff socket or repair port)
-  l4front  seed 002's raw-TCP front: relay (splice), pass the descriptor (same host) or repair (across hosts)
+  l4front  raw TCP front: relay (splice), pass the descriptor (same host) or repair (across hosts)
+
+tcp, sink and l4front measure when handing a connection to a node beats
+relaying it (the relay/handoff crossover in docs/benchmarks.md).
 
 Run 'shoal bench <mode> --help' for the flags of one mode.
 `
@@ -44,14 +47,16 @@ func runBench(args []string) error {
 }
 
 // runMode runs the mode named by args[0] with the rest of args, for the
-// commands made of modes (bench, trace). No mode, -h, --help or help print
-// usage; no mode and an unknown one are errors.
+// commands made of modes (bench, trace). -h, --help or help print usage on
+// stdout, as every --help does; no mode and an unknown one print it on
+// stderr and are errors.
 func runMode(args []string, usage string, modes map[string]func([]string) error) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
-		if len(args) == 0 {
-			return errors.New("missing mode")
-		}
+		return errors.New("missing mode")
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(os.Stdout, usage)
 		return nil
 	}
 	if run, ok := modes[args[0]]; ok {

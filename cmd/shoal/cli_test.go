@@ -83,11 +83,15 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"--help"}, 0, "Usage: shoal <command>", ""},
 		{[]string{"front", "--help"}, 0, "Usage: shoal front", ""},
 		{[]string{"bench", "http", "--help"}, 0, "Usage: shoal bench http", ""},
-		{[]string{"bench", "--help"}, 0, "", "Usage: shoal bench <mode>"},
+		{[]string{"bench", "--help"}, 0, "Usage: shoal bench <mode>", ""},
+		{[]string{"help", "up"}, 0, "Usage: shoal up", ""},
+		{[]string{"help", "bench", "http"}, 0, "Usage: shoal bench http", ""},
+		{[]string{"help", "trace"}, 0, "Usage: shoal trace <mode>", ""},
+		{[]string{"help", "nope"}, 2, "", "unknown command \"nope\""},
 		{[]string{"bench"}, 1, "", "missing mode"},
 		{[]string{"trace", "nope"}, 1, "", "unknown mode \"nope\""},
 		{[]string{"--version"}, 0, "shoal ", ""},
-		{[]string{"version"}, 0, "(commit ", ""},
+		{[]string{"version"}, 0, "shoal ", ""},
 		{[]string{"front", "--no-such-flag"}, 1, "", "see 'shoal front --help'"},
 		{[]string{"no-such-command"}, 2, "", "unknown command"},
 		{[]string{"trace", "stats", readme}, 1, "", "no line is an access-log record"},
@@ -120,8 +124,9 @@ func TestCommandLine(t *testing.T) {
 
 // Help text speaks to users: paper and spec references belong in docs/.
 func TestHelpHasNoPaperReferences(t *testing.T) {
-	for _, args := range [][]string{{"node"}, {"front"}, {"up"}, {"sim"}, {"compress"}, {"trace", "stats"}, {"trace", "gen"},
-		{"bench", "http"}, {"bench", "tcp"}, {"bench", "sink"}, {"bench", "l4front"}, {"lab", "up"}} {
+	for _, args := range [][]string{{}, {"node"}, {"front"}, {"up"}, {"sim"}, {"sim", "cdn"}, {"compress"}, {"trace"}, {"trace", "stats"},
+		{"trace", "gen"}, {"bench"}, {"bench", "http"}, {"bench", "tcp"}, {"bench", "sink"}, {"bench", "l4front"}, {"lab", "up"},
+		{"pop"}, {"publish"}} {
 		out, _, _ := shoal(t, append(args, "--help")...)
 		for _, bad := range []string{"seed 0", "SPEC", "§"} {
 			if strings.Contains(out, bad) {

@@ -280,7 +280,8 @@ func (rt *frontRuntime) startPublisher(token string) error {
 }
 
 // run starts serving and handles signals until SIGTERM or SIGINT (then a
-// graceful shutdown) or a server error; SIGHUP reloads.
+// graceful shutdown) or a server error; SIGHUP reloads, SIGUSR1 reopens
+// the access log (signals.go).
 func (rt *frontRuntime) run(stopHUP func()) error {
 	fc, logger, gw := rt.fc, rt.log, rt.gw
 	if err := gw.Start(); err != nil {
@@ -295,11 +296,13 @@ func (rt *frontRuntime) run(stopHUP func()) error {
 		}
 	}
 	// Signals are ours before "serving" is said: a supervisor that stops
-	// the front as soon as it reads that line gets a graceful shutdown.
+	// the front as soon as it reads that line gets a graceful shutdown,
+	// and a script that then rotates the log does not meet the start-up
+	// handler.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, sigReload, sigReopen)
 	defer signal.Stop(sig)
-	stopHUP() // SIGHUP is ours now
+	stopHUP() // SIGHUP and SIGUSR1 are ours now
 	maxc, perIP := gw.Server().ConnLimits()
 	certs := rt.certs
 	logger.Info("serving", "addr", gw.Listener().Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes),
@@ -313,8 +316,12 @@ func (rt *frontRuntime) run(stopHUP func()) error {
 		case err := <-gw.Err():
 			return err
 		case s := <-sig:
-			if s == syscall.SIGHUP {
+			switch s {
+			case sigReload:
 				rt.hangup()
+				continue
+			case sigReopen:
+				rt.reopenLogs("SIGUSR1")
 				continue
 			}
 			logger.Info("shutting down", "signal", s.String(), "timeout", rt.fc.ShutdownTimeout.Duration)
@@ -328,11 +335,18 @@ func (rt *frontRuntime) run(stopHUP func()) error {
 	}
 }
 
-// hangup is SIGHUP: the configuration file and the certificates again.
+// hangup is SIGHUP: the access log reopened, the configuration file and
+// the certificates read again. A front started without --config has no
+// file to read: that is how it was started, not an error.
 func (rt *frontRuntime) hangup() {
-	rt.log.Info("SIGHUP: reloading", "file", rt.cfgFile)
-	if err := rt.reload(); err != nil {
-		rt.log.Error("reload refused, nothing changed", "file", rt.cfgFile, "err", err)
+	if rt.cfgFile == "" {
+		rt.reopenLogs("SIGHUP")
+		rt.log.Info("SIGHUP: no --config, so no configuration to reload", "certificates", rt.certs != nil)
+	} else {
+		rt.log.Info("SIGHUP: reloading", "file", rt.cfgFile)
+		if err := rt.reload(); err != nil {
+			rt.log.Error("reload refused, nothing changed", "file", rt.cfgFile, "err", err)
+		}
 	}
 	if rt.certs != nil { // renewed certificate files, same paths
 		if err := rt.certs.Reload(); err != nil {
@@ -343,6 +357,10 @@ func (rt *frontRuntime) hangup() {
 		}
 	}
 }
+
+// reopenLogs reopens the access log file at its path (logrotate renamed
+// it), and nothing else; sig names the signal for the log line.
+func (rt *frontRuntime) reopenLogs(sig string) { reopenAccessLog(rt.access, rt.log, sig) }
 
 // close releases what build opened, last first: the access log after the
 // server's Shutdown, so the last lines are in.

@@ -12,24 +12,49 @@ import (
 )
 
 // version is the release name, set at build time with
-// -ldflags "-X main.version=v1.2.3"; the commit comes from the Go
-// toolchain's VCS stamp.
+// -ldflags "-X main.version=v1.2.3". Left at "dev", the Go toolchain's VCS
+// stamp names the build instead (versionString).
 var version = "dev"
 
-// versionString is "shoal VERSION (commit REV[, modified])".
+// versionString is what `shoal --version` prints.
 func versionString() string {
-	rev, dirty := "unknown", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	bi, _ := debug.ReadBuildInfo()
+	return describeBuild(version, bi)
+}
+
+// describeBuild is "shoal VERSION (commit REV, TIME[, modified])" from the
+// build info's VCS stamp, which `go build` and `go install` record in a git
+// clone. VERSION is release when set at build time, else the module's
+// pseudo-version from the stamp (v0.0.0-DATE-REV). A build without a stamp
+// (`go run`, `go test`, -buildvcs=false, a copy without .git) says so and
+// how to get one, instead of an unexplained "unknown".
+func describeBuild(release string, bi *debug.BuildInfo) string {
+	var rev, at, dirty string
+	if bi != nil {
 		for _, s := range bi.Settings {
-			switch {
-			case s.Key == "vcs.revision":
+			switch s.Key {
+			case "vcs.revision":
 				rev = s.Value
-			case s.Key == "vcs.modified" && s.Value == "true":
-				dirty = ", modified"
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = ", modified"
+				}
 			}
 		}
+		if release == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			release = bi.Main.Version
+		}
 	}
-	return fmt.Sprintf("shoal %s (commit %s%s)", version, rev, dirty)
+	if rev == "" {
+		return fmt.Sprintf("shoal %s (no commit recorded: `go run`, -buildvcs=false and copies without .git carry none; "+
+			"`go build -buildvcs=true ./cmd/shoal` in a git clone records it)", release)
+	}
+	if at != "" {
+		at = ", " + at
+	}
+	return fmt.Sprintf("shoal %s (commit %s%s%s)", release, rev, at, dirty)
 }
 
 // command is one subcommand. Each lives in its own file (node.go, up.go, …)
@@ -57,7 +82,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintf(w, "  %-8s %s\n", "version", "print the version and commit")
-	fmt.Fprintf(w, "\nRun 'shoal <command> --help' for the flags of one command.\n")
+	fmt.Fprintf(w, "\nRun 'shoal <command> --help' (or 'shoal help <command>') for the flags of one command.\n")
 }
 
 func main() {
@@ -67,6 +92,20 @@ func main() {
 	}
 	switch os.Args[1] {
 	case "-h", "-help", "--help", "help":
+		if len(os.Args) > 2 && os.Args[1] == "help" {
+			// `shoal help up` is `shoal up --help`; `shoal help bench
+			// http` is `shoal bench http --help`.
+			if cmd, ok := commands[os.Args[2]]; ok {
+				if err := cmd.run(append(os.Args[3:], "--help")); err != nil {
+					fmt.Fprintf(os.Stderr, "shoal %s: %v\n", os.Args[2], err)
+					os.Exit(1)
+				}
+				return
+			}
+			fmt.Fprintf(os.Stderr, "shoal help: unknown command %q\n\n", os.Args[2])
+			usage(os.Stderr)
+			os.Exit(2)
+		}
 		usage(os.Stdout)
 		return
 	case "-version", "--version", "version":

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"shoal/internal/admin"
+	"shoal/internal/base/logfile"
 	"shoal/internal/cluster/node"
 	"shoal/internal/cluster/peer"
 	"shoal/internal/cluster/publish"
@@ -41,7 +42,10 @@ type nodeFlags struct {
 	data                                                            *string
 	diskMB                                                          *int64
 	logf                                                            *logFlags
-	repair                                                          *repairFlags
+	// logFile is the --access-log file, which SIGUSR1 and SIGHUP reopen;
+	// nil when off or on stdout.
+	logFile *logfile.File
+	repair  *repairFlags
 }
 
 func addNodeFlags(fs *flag.FlagSet, def config.NodeServer) *nodeFlags {
@@ -134,11 +138,6 @@ func runNode(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *nf.listen, err)
 	}
-	if cfg.Edge.Upstream != nil {
-		logger.Info("node caching", "origin", strings.Join(nf.origins.specs(), ","), "addr", ln.Addr().String(), "cache_mb", *nf.cacheMB, "data", *nf.data, "disk_mb", *nf.diskMB)
-	} else {
-		logger.Info("node serving", "root", *nf.root, "addr", ln.Addr().String(), "cache", *nf.policy, "cache_mb", *nf.cacheMB)
-	}
 	if err := startPassFDNode(srv, cfg.HandoffSocket, logger.Info); err != nil {
 		ln.Close()
 		return err
@@ -197,25 +196,33 @@ func (nf *nodeFlags) config(logger *slog.Logger) (cfg node.Config, closeLog func
 	case "-":
 		cfg.AccessLog = os.Stdout
 	default:
-		f, err := os.OpenFile(*nf.accessLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := logfile.Open(*nf.accessLog, 0o644)
 		if err != nil {
 			return cfg, closeLog, fmt.Errorf("access log: %w", err)
 		}
-		cfg.AccessLog = f
+		cfg.AccessLog, nf.logFile = f, f
 		closeLog = func() { f.Close() }
 	}
 	return cfg, closeLog, nil
 }
 
 // serve runs srv on ln until SIGTERM or SIGINT (then a graceful
-// shutdown); SIGHUP, and with --watch a change under --root, rescans.
+// shutdown); SIGHUP, and with --watch a change under --root, rescans;
+// SIGUSR1 reopens the access log (signals.go).
 func (nf *nodeFlags) serve(srv *node.Server, ln net.Listener, logger *slog.Logger, stopHUP func()) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, sigReload, sigReopen)
 	defer signal.Stop(sig)
-	stopHUP() // SIGHUP is ours now
+	stopHUP() // SIGHUP and SIGUSR1 are ours now
+	// Logged once the signals are ours: a script that waits for this line
+	// and then rotates the log must not meet the start-up handler.
+	if specs := nf.origins.specs(); len(specs) > 0 {
+		logger.Info("node caching", "origin", strings.Join(specs, ","), "addr", ln.Addr().String(), "cache_mb", *nf.cacheMB, "data", *nf.data, "disk_mb", *nf.diskMB)
+	} else {
+		logger.Info("node serving", "root", *nf.root, "addr", ln.Addr().String(), "cache", *nf.policy, "cache_mb", *nf.cacheMB)
+	}
 	if *nf.watch {
 		wctx, wcancel := context.WithCancel(context.Background())
 		defer wcancel()
@@ -236,13 +243,19 @@ wait:
 		case err := <-errc:
 			return err
 		case s := <-sig:
-			if s == syscall.SIGHUP {
+			switch s {
+			case sigReload:
 				// Rescan --root (a "current" symlink is followed again)
-				// and reopen nothing else: the access log file is kept.
+				// and reopen the access log, as the front's does.
+				nf.reopenLog(logger, "SIGHUP")
 				logger.Info("SIGHUP: rescanning the site root", "root", *nf.root)
 				if _, err := srv.Rescan(); err != nil {
 					logger.Error("SIGHUP: rescan failed; the previous tree is still served", "err", err)
 				}
+				continue
+			case sigReopen:
+				srv.FlushLog() // the lines so far into the renamed file
+				nf.reopenLog(logger, "SIGUSR1")
 				continue
 			}
 			logger.Info("shutting down", "signal", s.String())
@@ -258,6 +271,20 @@ wait:
 		return err
 	}
 	return nil
+}
+
+// reopenLog reopens the access log file at its path (logrotate renamed
+// it); sig names the signal for the log line.
+func (nf *nodeFlags) reopenLog(logger *slog.Logger, sig string) {
+	if nf.logFile == nil {
+		logger.Info(sig + ": no access log file to reopen")
+		return
+	}
+	if err := nf.logFile.Reopen(); err != nil {
+		logger.Error(sig+": access log not reopened; lines still go to the old file", "err", err)
+		return
+	}
+	logger.Info(sig+": access log reopened", "file", nf.logFile.Path())
 }
 
 // parsePrefixes reads a comma-separated list of IP addresses and CIDR

@@ -39,15 +39,12 @@ type frontRuntime struct {
 }
 
 // reload reads the configuration file again and applies it, all or
-// nothing; the access log is reopened either way (logrotate).
+// nothing; the access log is reopened either way, as SIGHUP always has
+// (SIGUSR1 reopens it alone).
 func (rt *frontRuntime) reload() error {
-	if rt.access != nil {
-		if err := rt.access.Reopen(); err != nil {
-			rt.log.Error("access log reopen", "err", err)
-		}
-	}
+	rt.reopenLogs("SIGHUP")
 	if rt.cfgFile == "" {
-		return errors.New("started without --config: nothing to reload (the access log was reopened)")
+		return errors.New("started without --config: no configuration to reload")
 	}
 	nfc, err := config.LoadFront(rt.cfgFile)
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,6 +45,16 @@ type child struct {
 	lines chan string   // stdout and stderr lines
 	exit  chan struct{} // closed when the process has exited
 	err   error         // its Wait error, valid after exit
+
+	mu  sync.Mutex
+	all []string // every line so far, for checks after the fact
+}
+
+// output returns every line the process printed so far.
+func (c *child) output() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.all)
 }
 
 // startChild runs exe with args; t.Cleanup kills it if the test did not
@@ -63,6 +75,9 @@ func startChild(t *testing.T, exe string, args ...string) *child {
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
+			c.mu.Lock()
+			c.all = append(c.all, sc.Text())
+			c.mu.Unlock()
 			select {
 			case c.lines <- sc.Text():
 			default: // nobody is waiting for more lines

@@ -282,21 +282,59 @@ func splitList(s string) []string {
 	return out
 }
 
-var simColumns = []string{"policy", "nodes", "requests", "throughput_rps", "miss_ratio", "byte_miss_ratio",
-	"node_cpu_util", "node_disk_util", "front_cpu_util", "handoffs_per_request", "internal_bytes_per_request", "mean_latency_ms",
-	"hit_ratio", "byte_hit_ratio", "fetch_bytes_per_request"}
+// simColumn is one column of `shoal sim`'s output: its CSV name, its
+// label in the table, and its value. One list serves the table and the
+// CSV, so labels and values cannot drift apart.
+type simColumn struct {
+	csv, label string
+	value      func(r sim.Row) string
+}
 
+// fixed formats v with prec decimals.
+func fixed(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+
+var simColumns = []simColumn{
+	{"policy", "policy", func(r sim.Row) string { return r.Policy }},
+	{"nodes", "nodes", func(r sim.Row) string { return strconv.Itoa(r.Nodes) }},
+	{"requests", "requests", func(r sim.Row) string { return strconv.FormatInt(r.Requests, 10) }},
+	{"throughput_rps", "req/s", func(r sim.Row) string { return fixed(r.ThroughputRPS, 1) }},
+	{"miss_ratio", "miss", func(r sim.Row) string { return fixed(r.MissRatio, 4) }},
+	{"byte_miss_ratio", "byte miss", func(r sim.Row) string { return fixed(r.ByteMissRatio, 4) }},
+	{"node_cpu_util", "node cpu", func(r sim.Row) string { return fixed(r.NodeCPUUtil, 3) }},
+	{"node_disk_util", "node disk", func(r sim.Row) string { return fixed(r.NodeDiskUtil, 3) }},
+	{"front_cpu_util", "front cpu", func(r sim.Row) string { return fixed(r.FrontCPUUtil, 3) }},
+	{"handoffs_per_request", "handoffs/req", func(r sim.Row) string { return fixed(r.HandoffsPerRequest, 3) }},
+	{"internal_bytes_per_request", "internal B/req", func(r sim.Row) string { return fixed(r.InternalBytesPerRequest, 1) }},
+	{"mean_latency_ms", "latency ms", func(r sim.Row) string { return fixed(r.MeanLatencyMS, 2) }},
+	{"hit_ratio", "hit", func(r sim.Row) string { return fixed(r.HitRatio, 4) }},
+	{"byte_hit_ratio", "byte hit", func(r sim.Row) string { return fixed(r.ByteHitRatio, 4) }},
+	{"fetch_bytes_per_request", "peer fetch B/req", func(r sim.Row) string { return fixed(r.FetchBytesPerRequest, 1) }},
+}
+
+// simRecord is r's values in simColumns' order.
 func simRecord(r sim.Row) []string {
-	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
-	return []string{r.Policy, strconv.Itoa(r.Nodes), strconv.FormatInt(r.Requests, 10), f(r.ThroughputRPS, 1),
-		f(r.MissRatio, 4), f(r.ByteMissRatio, 4), f(r.NodeCPUUtil, 3), f(r.NodeDiskUtil, 3), f(r.FrontCPUUtil, 3),
-		f(r.HandoffsPerRequest, 3), f(r.InternalBytesPerRequest, 1), f(r.MeanLatencyMS, 2),
-		f(r.HitRatio, 4), f(r.ByteHitRatio, 4), f(r.FetchBytesPerRequest, 1)}
+	out := make([]string, len(simColumns))
+	for i, c := range simColumns {
+		out[i] = c.value(r)
+	}
+	return out
+}
+
+// simHeader is the columns' CSV names (csv true) or table labels.
+func simHeader(csv bool) []string {
+	out := make([]string, len(simColumns))
+	for i, c := range simColumns {
+		out[i] = c.label
+		if csv {
+			out[i] = c.csv
+		}
+	}
+	return out
 }
 
 func writeSimCSV(w io.Writer, rows []sim.Row) error {
 	cw := csv.NewWriter(w)
-	cw.Write(simColumns)
+	cw.Write(simHeader(true))
 	for _, r := range rows {
 		cw.Write(simRecord(r))
 	}
@@ -306,7 +344,7 @@ func writeSimCSV(w io.Writer, rows []sim.Row) error {
 
 func writeSimTable(w io.Writer, rows []sim.Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tnodes\trequests\treq/s\tmiss\tbyte miss\tnode cpu\tnode disk\tfront cpu\thandoffs/req\tinternal B/req\tlatency ms\t")
+	fmt.Fprintln(tw, strings.Join(simHeader(false), "\t")+"\t")
 	for _, r := range rows {
 		fmt.Fprintln(tw, strings.Join(simRecord(r), "\t")+"\t")
 	}

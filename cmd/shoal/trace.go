@@ -72,6 +72,9 @@ func traceStats(args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "requests\t%d\n", s.Requests)
 	fmt.Fprintf(tw, "malformed lines\t%d\n", s.Malformed)
+	if s.NoRequest > 0 {
+		fmt.Fprintf(tw, "answers without a request\t%d (refused or timed out before a request; not replayed)\n", s.NoRequest)
+	}
 	fmt.Fprintf(tw, "unique URLs\t%d (%d with a 200 response)\n", s.UniqueURLs, s.SizedURLs)
 	fmt.Fprintf(tw, "unique bytes\t%s\n", mib(s.UniqueBytes))
 	fmt.Fprintf(tw, "transferred bytes\t%s\n", mib(s.TransferredBytes))

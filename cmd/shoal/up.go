@@ -32,6 +32,7 @@ type upFlags struct {
 	verbose, loopback                                    *bool
 	shutdownTO                                           *time.Duration
 	pops                                                 *int
+	origin                                               *string
 	logf                                                 *logFlags
 	protocols                                            protocolKeys
 }
@@ -72,6 +73,7 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	uf.pops = fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
 	uf.state = fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
 	uf.loopback = fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
+	uf.origin = fs.String("origin", "", "--pops: the CDN's origin (URL, or HOST=URL,...); empty starts one, a node serving the sample site")
 	return uf
 }
 
@@ -87,10 +89,11 @@ func runUp(args []string) error {
 		return err
 	}
 	if *uf.pops > 0 {
+		r := popsRun{n: *uf.pops, state: *uf.state, dataDir: c.DataDir, nodes: c.Nodes, cacheMB: c.CacheMB, origin: *uf.origin}
 		if os.Geteuid() == 0 && !*uf.loopback {
-			return runUpPopsWAN(*uf.pops, *uf.state, c.DataDir, c.Nodes, c.CacheMB)
+			return runUpPopsWAN(r)
 		}
-		return runUpPops(*uf.pops, *uf.state, c.DataDir, c.Nodes, c.CacheMB)
+		return runUpPops(r)
 	}
 	logger, err := uf.logf.logger(os.Stderr, "up", "", "")
 	if err != nil {
@@ -113,7 +116,7 @@ func runUp(args []string) error {
 	// starts (the repair lab takes seconds) stops it as soon as it is up,
 	// instead of killing this process and leaving children and namespaces.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, sigReload, sigReopen)
 	defer signal.Stop(sig)
 	cl, lab, shutdown, err := uf.start(c)
 	if err != nil {
@@ -125,8 +128,12 @@ wait:
 	for {
 		select {
 		case s := <-sig:
-			if s == syscall.SIGHUP {
+			switch s {
+			case sigReload:
 				reloadUp(cl, cl.Config.AccessLog, logger)
+				continue
+			case sigReopen: // logrotate: the log, and nothing else
+				reopenAccessLog(cl.Config.AccessLog, logger, "SIGUSR1")
 				continue
 			}
 			fmt.Fprintf(os.Stderr, "shoal up: %v, stopping\n", s)
@@ -204,6 +211,9 @@ func (uf *upFlags) start(c up.Config) (cl *up.Cluster, lab *up.Repair, shutdown 
 func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 	c := cl.Config
 	fmt.Printf("shoal is up: open %s\n", cl.URL)
+	if sites := cl.SiteURLs(); len(sites) > 0 {
+		fmt.Printf("  sites by Host: %s (or curl -H 'Host: NAME' %s)\n", strings.Join(sites, "  "), cl.URL)
+	}
 	if cl.TLSCert != "" {
 		fmt.Printf("  self-signed certificate %s: curl -k %s, shoal bench http --insecure --url %s\n", cl.TLSCert, cl.URL, cl.URL)
 	}
@@ -234,14 +244,14 @@ func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 	fmt.Printf("  Ctrl-C stops it.\n")
 }
 
-// reloadUp is `shoal up`'s SIGHUP: it reopens the access log (logrotate)
-// and publishes the site folder again, so edits made in place reach every
-// node together (docs/publish.md).
+// reloadUp is `shoal up`'s SIGHUP: it reopens the access log and
+// publishes the site folder again, so edits made in place reach every node
+// together (docs/publish.md). Log rotation sends SIGUSR1 instead, which
+// only reopens the log: a SIGHUP after `shoal publish` of another folder
+// serves the site folder again.
 func reloadUp(cl *up.Cluster, al *front.AccessLog, log *slog.Logger) {
 	if al != nil {
-		if err := al.Reopen(); err != nil {
-			log.Error("access log reopen", "err", err)
-		}
+		reopenAccessLog(al, log, "SIGHUP")
 	}
 	if cl.Publisher == nil {
 		log.Warn("SIGHUP: this data path cannot publish; restart shoal up to serve an edited site")
@@ -254,4 +264,18 @@ func reloadUp(cl *up.Cluster, al *front.AccessLog, log *slog.Logger) {
 	}
 	log.Info("SIGHUP: site published again", "site", cl.SiteRoot, "version", res.Version,
 		"added", len(res.Added), "changed", len(res.Changed), "removed", len(res.Removed))
+}
+
+// reopenAccessLog reopens al at its path (logrotate renamed it); sig names
+// the signal for the log line.
+func reopenAccessLog(al *front.AccessLog, log *slog.Logger, sig string) {
+	if al == nil {
+		log.Info(sig + ": no access log to reopen")
+		return
+	}
+	if err := al.Reopen(); err != nil {
+		log.Error(sig+": access log not reopened; lines still go to the old file", "err", err)
+		return
+	}
+	log.Info(sig+": access log reopened", "file", al.Path())
 }

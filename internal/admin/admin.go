@@ -74,6 +74,8 @@ type Server struct {
 	// rebalancer, once set, runs after POST /nodes and DELETE /nodes/{i}
 	// (publish.go).
 	rebalancer atomic.Pointer[Rebalancer]
+	// cdn, once set, adds a PoP's figures to the dashboard (cdn.go).
+	cdn atomic.Pointer[func() CDN]
 }
 
 // New builds a read-only admin API for cl (Config's zero value), exporting
@@ -539,13 +541,17 @@ var (
 		"Hybrid data-path decisions (seed 002): hand off for cpu, conns or size, or relay.", []string{"reason"}, nil)
 	descLimit = prometheus.NewDesc("shoal_front_connection_limit_total",
 		"Client connection limit events: refused_limit and refused_per_ip (503), idle_closed (shed near the limit).", []string{"event"}, nil)
+	descAnswers = prometheus.NewDesc("shoal_front_answers_total",
+		"Answers the front gave itself instead of a node's, by reason and status class: per_ip and conn_limit (connection limits), "+
+			"queue_full, queue_timeout, no_node (503); node_timeout (504); node_error (502); not_implemented (501, 505); "+
+			"header_timeout (408), bad_request (400, 431), internal_path (404). Their sums are sent_4xx and sent_5xx.", []string{"reason", "class"}, nil)
 	descStream = prometheus.NewDesc("shoal_front_streaming_bodies",
 		"Response bodies streaming now after giving back their node slot (slow readers show here).", nil, nil)
 )
 
 func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descFallback,
-		descEvents, descResponses, descCPU, descSteered, descRepair, descHybrid, descLimit, descStream,
+		descEvents, descResponses, descCPU, descSteered, descRepair, descHybrid, descLimit, descStream, descAnswers,
 		descProto, descProtoConns, descH2, descProxy} {
 		ch <- d
 	}
@@ -583,6 +589,9 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 		labelled{"sent_4xx", st.Sent4xx}, labelled{"sent_5xx", st.Sent5xx})
 	for class := 1; class < len(st.Status); class++ {
 		counters(descResponses, labelled{strconv.Itoa(class) + "xx", st.Status[class]})
+	}
+	for _, rc := range st.Answers.ByReason() {
+		ch <- prometheus.MustNewConstMetric(descAnswers, prometheus.CounterValue, float64(rc.N), rc.Reason, strconv.Itoa(rc.Class)+"xx")
 	}
 	h := st.Handoff
 	counters(descHandoff, labelled{"passed", h.Passed}, labelled{"fast_passed", h.FastPassed},

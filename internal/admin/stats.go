@@ -23,7 +23,8 @@ type Stats struct {
 	Retries       uint64            `json:"retries"`          // requests retried once on another node
 	FreshRedials  uint64            `json:"fresh_redials"`    // stale pooled node connections replaced
 	Sent4xx       uint64            `json:"sent_4xx"`         // 4xx answers the front generated itself
-	Sent5xx       uint64            `json:"sent_5xx"`         // 5xx answers the front generated itself
+	Sent5xx       uint64            `json:"sent_5xx"`         // 5xx answers the front generated itself, limits' refusals included
+	Answers       map[string]uint64 `json:"answers"`          // those answers by reason: "per_ip", "queue_full", "no_node", …
 	Status        map[string]uint64 `json:"status"`           // responses to clients by class, "1xx" … "5xx"
 	BytesIn       uint64            `json:"bytes_in"`         // bytes read from clients
 	BytesOut      uint64            `json:"bytes_out"`        // bytes written to clients
@@ -127,6 +128,10 @@ func FrontStats(st front.Stats) Stats {
 		HeadBatches: st.HeadBatches, HeadsBatched: st.HeadsBatched,
 		RefusedLimit: st.RefusedLimit, RefusedPerIP: st.RefusedPerIP, IdleShed: st.IdleShed, Streaming: st.Streaming,
 		Status: make(map[string]uint64, 5), Paths: make(map[string]uint64, len(st.Paths)),
+		Answers: map[string]uint64{},
+	}
+	for _, rc := range st.Answers.ByReason() {
+		out.Answers[rc.Reason] = rc.N
 	}
 	for class := 1; class < len(st.Status); class++ {
 		out.Status[strconv.Itoa(class)+"xx"] = st.Status[class]

@@ -93,7 +93,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Procs{Cluster: &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, errc: make(chan error, cfg.Nodes+2)}, SocketDir: dir,
+	p := &Procs{Cluster: &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, sites: siteNames(vm), errc: make(chan error, cfg.Nodes+2)}, SocketDir: dir,
 		restart: pc.Restart}
 	ok := false
 	defer func() {

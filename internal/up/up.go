@@ -92,6 +92,9 @@ type Config struct {
 	SendTimeout   time.Duration
 	MaxConns      int
 	MaxConnsPerIP int
+	// IdleTimeout closes a keep-alive client connection idle this long
+	// (front.Config.IdleTimeout). Default 0: the front's, 60 s.
+	IdleTimeout time.Duration
 	// TLS makes the front serve HTTPS with a self-signed certificate in
 	// DataDir/tls (listenTLS). Default false.
 	TLS bool
@@ -245,6 +248,8 @@ type Cluster struct {
 	// SiteRoot is the folder the site was served from at start (--site,
 	// or the generated one): what SIGHUP publishes again.
 	SiteRoot string
+	// sites are the virtual hosts' names with VHosts (SiteURLs).
+	sites []string
 	// Config is the configuration with defaults filled in.
 	Config Config
 
@@ -300,7 +305,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, errc: make(chan error, cfg.Nodes+2)}
+	c := &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, sites: siteNames(vm), errc: make(chan error, cfg.Nodes+2)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -405,6 +410,9 @@ func (c *Config) frontConfig(urls []string, sharedProcess bool) config.Front {
 	fc.Health.Interval.Duration = c.HealthInterval
 	if c.SendTimeout != 0 {
 		fc.Limits.SendTimeout.Duration = c.SendTimeout
+	}
+	if c.IdleTimeout != 0 {
+		fc.Limits.IdleTimeout.Duration = c.IdleTimeout
 	}
 	fc.Limits.MaxConns, fc.Limits.MaxConnsPerIP = c.MaxConns, c.MaxConnsPerIP
 	if c.MaxConns == 0 && sharedProcess {

@@ -27,6 +27,9 @@ func prepareVHosts(cfg *Config) (root string, sites []string, info string, err e
 				return "", nil, "", err
 			}
 		}
+		if err := writeDefaultSite(filepath.Join(root, vhost.Default), SampleSites); err != nil {
+			return "", nil, "", fmt.Errorf("--vhosts: %w", err)
+		}
 	}
 	ents, err := os.ReadDir(root)
 	if err != nil {
@@ -41,6 +44,44 @@ func prepareVHosts(cfg *Config) (root string, sites []string, info string, err e
 		return "", nil, "", fmt.Errorf("--vhosts: %s holds no site folder", root)
 	}
 	return root, sites, fmt.Sprintf("virtual hosts %s in %s", strings.Join(sites, ", "), root), nil
+}
+
+// writeDefaultSite writes the page the sample clusters answer for any other
+// Host — the address `shoal up` prints, typed into a browser as it is —
+// naming the sites and how to reach each: without it that address
+// answered 404.
+func writeDefaultSite(dir string, sites []string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("<!doctype html>\n<meta charset=utf-8>\n<title>shoal: virtual hosts</title>\n")
+	b.WriteString("<h1>This shoal cluster serves several sites</h1>\n")
+	b.WriteString("<p>The front picks the site by the Host the browser sends; this page answers any other name.</p>\n<ul>\n")
+	for _, s := range sites {
+		fmt.Fprintf(&b, "<li><a class=site href=\"http://%s/\" data-host=\"%s\">%s</a> (curl -H 'Host: %s' this address)</li>\n", s, s, s, s)
+	}
+	b.WriteString("</ul>\n<script>\n// Same port as this page: the sites are served where it is.\n")
+	b.WriteString("for (const a of document.querySelectorAll('a.site')) a.href = location.protocol + '//' + a.dataset.host + (location.port ? ':' + location.port : '') + '/';\n")
+	b.WriteString("</script>\n")
+	return os.WriteFile(filepath.Join(dir, "index.html"), []byte(b.String()), 0o644)
+}
+
+// SiteURLs returns an address per virtual host of c (none without
+// --vhosts): the front's own address with the site's name for host, which
+// browsers and curl resolve to loopback for names under .localhost (RFC
+// 6761 §6.3); other names need a Host header or a hosts entry.
+func (c *Cluster) SiteURLs() []string {
+	var out []string
+	port := ""
+	if i := strings.LastIndexByte(strings.TrimSuffix(c.URL, "/"), ':'); i > 0 {
+		port = strings.TrimSuffix(c.URL, "/")[i:]
+	}
+	scheme, _, _ := strings.Cut(c.URL, "://")
+	for _, s := range c.sites {
+		out = append(out, scheme+"://"+s+port+"/")
+	}
+	return out
 }
 
 // prepareRoot returns the root the nodes serve and, with cfg.VHosts, the
@@ -58,4 +99,18 @@ func prepareRoot(cfg *Config) (root, info string, vm *vhost.Map, err error) {
 		return "", "", nil, err
 	}
 	return root, info, vm, nil
+}
+
+// siteNames is vm's sites but the default one; nil for nil.
+func siteNames(vm *vhost.Map) []string {
+	if vm == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range vm.Sites() {
+		if s != vhost.Default {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -35,6 +35,21 @@ func TestUpVHosts(t *testing.T) {
 		t.Fatalf("site info %q", c.SiteInfo)
 	}
 	checkSampleSites(t, c.URL, &http.Transport{})
+	// The address `shoal up` prints answers too (it once gave 404): a
+	// page naming the sites, with their addresses on the same port.
+	resp, err := http.Get(c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "a.localhost") || !strings.Contains(string(b), "b.localhost") {
+		t.Errorf("GET %s: %d %q, want a page naming the sites", c.URL, resp.StatusCode, b)
+	}
+	port := c.URL[strings.LastIndexByte(strings.TrimSuffix(c.URL, "/"), ':'):]
+	if got, want := strings.Join(c.SiteURLs(), " "), "http://a.localhost"+port+" http://b.localhost"+port; got != want {
+		t.Errorf("SiteURLs = %q, want %q", got, want)
+	}
 	if _, err := Start(Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), VHosts: true, Redirect: true}); err == nil {
 		t.Fatal("--vhosts with redirect accepted")
 	}

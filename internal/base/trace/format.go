@@ -7,8 +7,9 @@ import (
 
 // AppendCLF appends r to dst as one Common Log Format line ending in '\n' and
 // returns the extended slice. ident and user are written as "-", an empty Host
-// as "-", Bytes < 0 as "-", and the time in r.Time's own zone; a VHost comes
-// first, as nginx's "$host $remote_addr ..." format. In the request,
+// as "-", Bytes < 0 as "-", no Method and URL as the request "-" (an answer to
+// a connection that sent none), and the time in r.Time's own zone; a VHost
+// comes first, as nginx's "$host $remote_addr ..." format. In the request,
 // '"', '\\', control bytes and bytes from 0x7f up are written as \xHH, as
 // nginx writes $request: a client cannot end the quoted field early, forge
 // fields or lines, or make its line unparsable (and so absent from a
@@ -28,12 +29,19 @@ func AppendCLF(dst []byte, r Record) []byte {
 	dst = append(dst, " - - ["...)
 	dst = appendCLFTime(dst, r.Time)
 	dst = append(dst, "] \""...)
-	dst = appendEscaped(dst, r.Method)
-	dst = append(dst, ' ')
-	dst = appendEscaped(dst, r.URL)
-	if r.Proto != "" {
+	switch {
+	case r.Method == "" && r.URL == "":
+		// No request: a connection answered before it sent one (a
+		// refusal, a timeout), which nginx logs as "-" too.
+		dst = append(dst, '-')
+	default:
+		dst = appendEscaped(dst, r.Method)
 		dst = append(dst, ' ')
-		dst = appendEscaped(dst, r.Proto)
+		dst = appendEscaped(dst, r.URL)
+		if r.Proto != "" {
+			dst = append(dst, ' ')
+			dst = appendEscaped(dst, r.Proto)
+		}
 	}
 	dst = append(dst, "\" "...)
 	dst = strconv.AppendInt(dst, int64(r.Status), 10)

@@ -94,6 +94,10 @@ var (
 	errBytes   error = parseError("bytes")
 	errTrail   error = parseError("trailing data")
 	errFormat  error = parseError("unknown format")
+	// errNoRequest is a well-formed line whose request is "-": a server's
+	// answer to a connection that sent no request (a refusal at a limit, a
+	// timeout), which Reader skips as no request rather than as malformed.
+	errNoRequest error = parseError("no request")
 )
 
 // ParseLine parses one line (without or with its trailing "\n" or "\r\n") in
@@ -148,8 +152,9 @@ func (p *parser) parse(line []byte, f Format) (Record, error) {
 	case EPA:
 		return p.parseEPA(line)
 	case Auto:
-		if r, err := p.parseCLF(line); err == nil {
-			return r, nil
+		r, err := p.parseCLF(line)
+		if err == nil || err == errNoRequest {
+			return r, err
 		}
 		return p.parseEPA(line)
 	}
@@ -401,6 +406,9 @@ func (p *parser) parseTail(r *Record, b []byte) error {
 // method and a final "HTTP/..." token, trimmed of blanks: 1995 logs hold
 // unescaped spaces in URLs, and HTTP/0.9 requests carry no protocol.
 func (p *parser) parseRequest(r *Record, req []byte) error {
+	if len(req) == 1 && req[0] == '-' {
+		return errNoRequest
+	}
 	m, rest, ok := token(req)
 	if !ok {
 		return errRequest

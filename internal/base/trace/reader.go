@@ -31,6 +31,7 @@ type Reader struct {
 	in        interner
 	line      int
 	malformed int
+	noRequest int
 }
 
 // NewReader reads log lines from r in format f (Auto detects it from the first
@@ -101,6 +102,10 @@ func (r *Reader) Next() (Record, error) {
 			continue // blank lines are not records and not errors
 		}
 		rec, perr := r.p.parse(line, r.format)
+		if perr == errNoRequest {
+			r.noRequest++
+			continue
+		}
 		if perr != nil {
 			r.malformed++
 			continue
@@ -118,6 +123,11 @@ func (r *Reader) Next() (Record, error) {
 
 // Malformed returns how many non-blank lines were skipped as unparsable so far.
 func (r *Reader) Malformed() int { return r.malformed }
+
+// NoRequest returns how many lines were skipped for logging an answer to a
+// connection that sent no request (request "-"): not requests, and not
+// malformed either.
+func (r *Reader) NoRequest() int { return r.noRequest }
 
 // Lines returns how many lines were read so far (including blank and malformed ones).
 func (r *Reader) Lines() int { return r.line }

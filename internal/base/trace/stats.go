@@ -17,6 +17,10 @@ type Summary struct {
 	// reader skipped (0 for sources that do not count them).
 	Requests  int64 `json:"requests"`
 	Malformed int   `json:"malformed"`
+	// NoRequest counts the lines of answers to connections that sent no
+	// request (request "-": refused at a limit, timed out), which are not
+	// requests to replay.
+	NoRequest int `json:"no_request"`
 	// UniqueURLs is the number of distinct URLs; SizedURLs those with at least
 	// one 200 response, whose size is known.
 	UniqueURLs int `json:"unique_urls"`
@@ -82,6 +86,9 @@ func Stats(src Source) (Summary, error) {
 	}
 	if m, ok := src.(interface{ Malformed() int }); ok {
 		s.Malformed = m.Malformed()
+	}
+	if m, ok := src.(interface{ NoRequest() int }); ok {
+		s.NoRequest = m.NoRequest()
 	}
 	if s.Requests == 0 {
 		return s, ErrNoRecords

@@ -78,6 +78,8 @@ type AccessLog struct {
 	closer io.Closer // the file, nil for a caller's writer or stdout
 	err    error     // first write error, reported by Close
 
+	bare []byte // writeBare's line buffer, under mu
+
 	lines atomic.Uint64
 	stop  chan struct{}
 	done  chan struct{}
@@ -114,8 +116,13 @@ func (l *AccessLog) Format() AccessLogFormat { return l.format }
 // Lines counts the lines written so far.
 func (l *AccessLog) Lines() uint64 { return l.lines.Load() }
 
+// Path is the file the log was opened at ("-" for stdout, "" for a
+// caller's writer).
+func (l *AccessLog) Path() string { return l.path }
+
 // Reopen closes and reopens the log file at its path, so that logrotate's
-// rename-then-signal works (SIGHUP in `shoal front`). A log over a caller's
+// rename-then-signal works (SIGUSR1, or SIGHUP, in `shoal front` and
+// `shoal up`). A log over a caller's
 // writer or stdout only flushes.
 func (l *AccessLog) Reopen() error {
 	l.mu.Lock()
@@ -193,6 +200,9 @@ type logReq struct {
 	body                  int64 // response body bytes sent to the client
 	line                  []byte
 	captured              bool
+	// reason is why the front answered itself (writeError), answerNone
+	// when the answer is the node's.
+	reason answerReason
 }
 
 // captureLog copies what the log line needs from the parsed head.
@@ -232,7 +242,7 @@ func (lr *logReq) capture(req *httpwire.Request, start time.Time, proto string, 
 		lr.referer, lr.agent = len(b), len(b)
 	}
 	lr.buf = b
-	lr.start, lr.headAt, lr.body, lr.captured = start, 0, -1, true
+	lr.start, lr.headAt, lr.body, lr.captured, lr.reason = start, 0, -1, true, answerNone
 }
 
 // writeLog formats and writes the line of the request just finished.
@@ -299,6 +309,7 @@ func (lr *logReq) write(l *AccessLog, ip, policy string, res Result, b *control.
 		}
 		out = append(out, `,"duration_ms":`...)
 		out = strconv.AppendFloat(out, float64(end.Sub(lr.start))/1e6, 'f', 3, 64)
+		out = appendReason(out, lr.reason)
 		out = append(out, "}\n"...)
 	} else {
 		out = trace.AppendCLF(out, trace.Record{Host: ip, Time: lr.start, Method: bstr(method),
@@ -314,6 +325,59 @@ func (lr *logReq) write(l *AccessLog, ip, policy string, res Result, b *control.
 	}
 	lr.line = out
 	l.write(out)
+}
+
+// appendReason appends the JSON line's last field: why the front answered
+// itself (answers.go), null for a node's answer.
+func appendReason(out []byte, why answerReason) []byte {
+	out = append(out, `,"reason":`...)
+	if why == answerNone {
+		return append(out, "null"...)
+	}
+	out = append(out, '"')
+	out = append(out, answerNames[why]...)
+	return append(out, '"')
+}
+
+// writeBare writes the line of an answer given before any request head was
+// parsed (answers.go): "-" for the request in CLF, as nginx writes it; in
+// JSON, null method, url and proto, and the reason. Rare (refusals,
+// timeouts, garbage), so it formats under the log's lock in a buffer of
+// its own.
+func (l *AccessLog) writeBare(ip string, start time.Time, status int, body int64, why answerReason) {
+	l.mu.Lock()
+	out := l.bare[:0]
+	if l.format == LogJSON {
+		out = append(out, `{"time":"`...)
+		out = start.UTC().AppendFormat(out, time.RFC3339Nano)
+		out = append(out, `","client":`...)
+		out = appendJSONString(out, ip)
+		out = append(out, `,"method":null,"url":null,"proto":null,"status":`...)
+		out = strconv.AppendInt(out, int64(status), 10)
+		out = append(out, `,"bytes":`...)
+		out = strconv.AppendInt(out, body, 10)
+		out = append(out, `,"referer":"","user_agent":"","node":null,"node_index":-1,"policy":null,"path":"",`...)
+		out = append(out, `"handoff":false,"retried":false,"upstream_ms":null,"duration_ms":`...)
+		out = strconv.AppendFloat(out, float64(time.Since(start))/1e6, 'f', 3, 64)
+		out = appendReason(out, why)
+		out = append(out, "}\n"...)
+	} else {
+		out = appendBareCLF(out, ip, start, status, body)
+		if l.format == LogCombined {
+			out = append(out[:len(out)-1], " \"-\" \"-\"\n"...)
+		}
+	}
+	l.bare = out
+	if _, err := l.w.Write(out); err != nil && l.err == nil {
+		l.err = err
+	}
+	l.mu.Unlock()
+	l.lines.Add(1)
+}
+
+// appendBareCLF appends a CLF line whose request is "-".
+func appendBareCLF(out []byte, ip string, start time.Time, status int, body int64) []byte {
+	return trace.AppendCLF(out, trace.Record{Host: ip, Time: start, Status: status, Bytes: body})
 }
 
 // appendCLFQuoted appends v for a double-quoted log field, empty as "-"

@@ -279,7 +279,9 @@ func (cc *clientConn) readHead(first bool) bool {
 					st = he.Status
 				}
 				s.ctr.requests.Add(1)
-				cc.writeError(st, true)
+				start := time.Now()
+				cc.writeError(st, requestReason(st), true)
+				s.answerBare(cc.clientIP(), start, st, cc.log.body, requestReason(st))
 				return false
 			}
 			if !started {
@@ -304,7 +306,9 @@ func (cc *clientConn) readHead(first bool) bool {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && cc.in.len() > 0 && !s.closing.Load() {
-				cc.writeError(408, true)
+				start := time.Now()
+				cc.writeError(408, answerHeaderTimeout, true)
+				s.answerBare(cc.clientIP(), start, 408, cc.log.body, answerHeaderTimeout)
 			}
 			return false
 		}
@@ -341,14 +345,14 @@ func (cc *clientConn) handle() Result {
 	}
 
 	if req.IsMethod("CONNECT") {
-		return s.finish(t, Result{Status: cc.writeError(501, true), Close: true}, cc)
+		return s.finish(t, Result{Status: cc.writeError(501, answerNotImplemented, true), Close: true}, cc)
 	}
 	cc.sent = 0
 	cc.setKey(req) // cc.url: the path, or site + path with VHosts (vhost.go)
 	t.site = cc.vh.site
 	closeConn := req.Close || req.HasBody()
 	if internalKey(cc.url, cc.s.cfg.VHosts != nil || cc.s.cfg.CacheKeys) { // the nodes' /.shoal/ space is not public
-		return s.finish(t, Result{Status: cc.writeError(404, closeConn), Close: closeConn}, cc)
+		return s.finish(t, Result{Status: cc.writeError(404, answerInternalPath, closeConn), Close: closeConn}, cc)
 	}
 	// The policy request lives in cc: passed to the policy interface it
 	// would escape, and allocate, if it were a local.
@@ -359,14 +363,14 @@ func (cc *clientConn) handle() Result {
 		s.cl.Release(cc.id)
 	}
 	if !routed {
-		return s.finish(t, Result{Status: cc.writeError(503, closeConn), Close: closeConn}, cc)
+		return s.finish(t, Result{Status: cc.writeError(503, answerNoNode, closeConn), Close: closeConn}, cc)
 	}
 	cc.holder = t.d.Node
 	x := &cc.x
 	*x = Exchange{Req: req, Head: head, Decision: t.d, Backend: t.b, Policy: &cc.pr, cc: cc}
 	res := cc.dispatch(t, x)
 	if res.Retry {
-		res = Result{Status: cc.writeError(502, closeConn), Close: closeConn, Err: res.Err}
+		res = Result{Status: cc.writeError(502, answerNodeError, closeConn), Close: closeConn, Err: res.Err}
 	}
 	// A response that went out with keep-alive just as Shutdown began is
 	// not followed by a close: the client may already be sending its next
@@ -384,8 +388,10 @@ func (cc *clientConn) countPath(name string) {
 }
 
 // writeError sends a small canned answer made by the front itself and
-// returns its status. close adds "Connection: close" (the caller closes).
-func (cc *clientConn) writeError(status int, close bool) int {
+// returns its status, counted by class and reason why (answers.go) and
+// kept for the access log line. close adds "Connection: close" (the
+// caller closes).
+func (cc *clientConn) writeError(status int, why answerReason, close bool) int {
 	s := cc.s
 	text := httpwire.StatusText(status)
 	out := httpwire.AppendStatusLine(cc.out[:0], status)
@@ -399,13 +405,9 @@ func (cc *clientConn) writeError(status int, close bool) int {
 	out = append(out, text...)
 	out = append(out, '\n')
 	cc.out = out[:0]
-	if status >= 500 {
-		s.ctr.sent5xx.Add(1)
-	} else if status >= 400 {
-		s.ctr.sent4xx.Add(1)
-	}
-	s.ctr.status[status/100].Add(1)
+	s.ctr.countAnswer(status, why)
 	cc.log.body = int64(len(text) + 1)
+	cc.log.reason = why
 	cc.wdl.setWrite(cc.c, cc.now, s.cfg.WriteTimeout)
 	n, _ := cc.c.Write(out)
 	s.ctr.bytesOut.Add(uint64(n))

@@ -29,6 +29,8 @@ type counters struct {
 	refusedPerIP  atomic.Uint64
 	idleShed      atomic.Uint64
 	streaming     atomic.Int64
+	// answers counts the front's own answers by reason (answers.go).
+	answers [numAnswers]atomic.Uint64
 
 	// Protocols (ProtocolStats): requests by protocol (protoH1's slot is
 	// unused: the rest of requests), HTTP/2 and HTTP/3 connections, HTTP/2's

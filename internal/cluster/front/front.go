@@ -222,8 +222,8 @@ type Stats struct {
 	Requests      uint64            // request heads parsed and dispatched or refused
 	Retries       uint64            // requests retried once on another node
 	FreshRedials  uint64            // stale pooled connections replaced by a fresh one (not retries)
-	Sent4xx       uint64            // 4xx answers the front generated (bad requests, 431)
-	Sent5xx       uint64            // 5xx answers the front generated (502, 503, 504)
+	Sent4xx       uint64            // 4xx answers the front generated (bad requests, 408, 431)
+	Sent5xx       uint64            // 5xx answers the front generated (502, 503 — limits' refusals included —, 504)
 	Status        [6]uint64         // responses to clients by class: [1]=1xx … [5]=5xx, relayed or generated
 	BytesIn       uint64            // bytes read from clients
 	BytesOut      uint64            // bytes written to clients
@@ -240,6 +240,7 @@ type Stats struct {
 	Paths         map[string]uint64 // requests per data path name
 	Handoff       HandoffStats      // handoff paths: passes, fallbacks, returns, hybrid decisions
 	Protocols     ProtocolStats     // requests and connections by protocol; PROXY headers
+	Answers       AnswerStats       // the front's own answers (Sent4xx + Sent5xx) by reason
 	Repair        *RepairStats      `json:",omitempty"` // the repair path's counters; nil on other paths
 }
 
@@ -510,6 +511,7 @@ func (s *Server) Stats() Stats {
 		Paths:         map[string]uint64{},
 		Handoff:       c.handoffStats(),
 		Protocols:     c.protocolStats(),
+		Answers:       c.answerStats(),
 	}
 	if b := s.batch; b != nil {
 		st.HeadBatches, st.HeadsBatched = b.batches.Load(), b.heads.Load()

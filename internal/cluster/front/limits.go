@@ -66,9 +66,12 @@ const (
 	shedMinIdle = int64(20 * time.Millisecond)
 )
 
-// refused503 is sent on a connection refused by a limit, before closing it.
+// refused503 is sent on a connection refused by a limit, before closing
+// it; refused503Body is its body's length, for the access log.
 var refused503 = []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n" +
 	"Content-Length: 20\r\nConnection: close\r\n\r\nService Unavailable\n")
+
+const refused503Body = 20
 
 // remoteAddr is c's peer address (unmapped), or the zero Addr.
 func remoteAddr(c net.Conn) netip.Addr {
@@ -103,11 +106,11 @@ func (s *Server) acceptConn(c net.Conn) *clientConn {
 		switch {
 		case perIP > 0 && fromIP >= perIP:
 			s.ctr.refusedPerIP.Add(1)
-			s.refuse(c)
+			s.refuse(c, answerPerIP)
 			return nil
 		case max > 0 && n >= max && s.shedIdle(n-max*shedLow/16+1) == 0:
 			s.ctr.refusedLimit.Add(1)
-			s.refuse(c)
+			s.refuse(c, answerConnLimit)
 			return nil
 		case max > 0 && n+1 > max*shedHigh/16:
 			select {
@@ -119,15 +122,22 @@ func (s *Server) acceptConn(c net.Conn) *clientConn {
 	return s.newClientConn(c)
 }
 
-// refuse answers 503 on a connection refused by a limit and closes it. The
-// socket is new, so the short write does not block.
-func (s *Server) refuse(c net.Conn) {
+// refuse answers 503 on a connection refused by a limit and closes it,
+// counting the answer and logging it (answers.go) with its reason why. The
+// socket is new, so the short write does not block. A TLS connection is
+// closed without an answer: a 503 would need the handshake the limit is
+// there to spare; it counts only as refused.
+func (s *Server) refuse(c net.Conn, why answerReason) {
 	s.ctr.connsAccepted.Add(1)
 	if closeTLS(c) {
 		return
 	}
-	c.Write(refused503)
+	start := time.Now()
+	n, _ := c.Write(refused503)
 	c.Close()
+	s.ctr.bytesOut.Add(uint64(n))
+	s.ctr.countAnswer(503, why)
+	s.answerBare(peerIP(c), start, 503, refused503Body, why)
 }
 
 // shedLoop runs the background idle-shedding passes acceptConn asks for.

@@ -111,14 +111,14 @@ func (m *muxStream) run() {
 		if errors.As(err, &he) && he.Status != 0 {
 			st = he.Status
 		}
-		m.finish(m.fail(st, err))
+		m.finish(m.fail(st, requestReason(st), err))
 		return
 	}
 	if s.cfg.AccessLog != nil {
 		m.log.capture(&m.req, m.t.start, protoNames[m.proto], s.cfg.AccessLog.format)
 	}
 	if m.req.IsMethod("CONNECT") {
-		m.finish(m.fail(501, nil))
+		m.finish(m.fail(501, answerNotImplemented, nil))
 		return
 	}
 	if s.cfg.CacheKeys {
@@ -128,12 +128,12 @@ func (m *muxStream) run() {
 	}
 	m.t.site = m.vh.site
 	if internalKey(m.url, s.cfg.VHosts != nil || s.cfg.CacheKeys) {
-		m.finish(m.fail(404, nil))
+		m.finish(m.fail(404, answerInternalPath, nil))
 		return
 	}
 	m.pr = policy.Request{URL: m.url, Size: -1, Conn: m.conn, Holder: -1}
 	if !s.route(&m.t, &m.pr) {
-		m.finish(m.fail(503, nil))
+		m.finish(m.fail(503, answerNoNode, nil))
 		return
 	}
 	m.finish(m.dispatch())
@@ -144,7 +144,7 @@ func (m *muxStream) run() {
 func (m *muxStream) answer(status int) {
 	m.s.ctr.requests.Add(1)
 	m.s.ctr.protoReqs[m.proto].Add(1)
-	m.finish(m.fail(status, nil))
+	m.finish(m.fail(status, requestReason(status), nil))
 }
 
 // dispatch moves the routed request: a 302 on the redirect path, else
@@ -172,7 +172,7 @@ func (m *muxStream) dispatch() Result {
 		}
 		if !res.Retry || t.retried || !isRetryable(&m.req) || !s.reroute(t) {
 			if res.Retry {
-				res = m.fail(502, res.Err)
+				res = m.fail(502, answerNodeError, res.Err)
 			}
 			return res
 		}
@@ -197,9 +197,10 @@ func (m *muxStream) redirect() Result {
 	return Result{Status: 302}
 }
 
-// fail answers status with the front's canned text, or, once a response
-// has begun, cuts it short; it returns the Result to finish with.
-func (m *muxStream) fail(status int, err error) Result {
+// fail answers status with the front's canned text, counted by reason
+// why (answers.go), or, once a response has begun, cuts it short; it
+// returns the Result to finish with.
+func (m *muxStream) fail(status int, why answerReason, err error) Result {
 	s := m.s
 	if m.started {
 		m.sink.cancel()
@@ -211,13 +212,9 @@ func (m *muxStream) fail(status int, err error) Result {
 	var n [20]byte
 	m.fields = append(m.fields[:0], httpwire.Header{Name: []byte("content-type"), Value: []byte("text/plain; charset=utf-8")},
 		httpwire.Header{Name: []byte("content-length"), Value: strconv.AppendInt(n[:0], int64(len(m.buf)), 10)})
-	if status >= 500 {
-		s.ctr.sent5xx.Add(1)
-	} else if status >= 400 {
-		s.ctr.sent4xx.Add(1)
-	}
-	s.ctr.status[status/100].Add(1)
+	s.ctr.countAnswer(status, why)
 	m.log.body = int64(len(m.buf))
+	m.log.reason = why
 	rest, werr := m.sink.respond(status, m.fields, m.buf, true)
 	if werr == nil && len(rest) > 0 {
 		werr = m.sink.data(rest, true)
@@ -266,7 +263,11 @@ func (m *muxStream) relay() Result {
 		} else {
 			s.ctr.queueTimeouts.Add(1)
 		}
-		return m.fail(503, fmt.Errorf("node %s: %w", u.b.URL, err))
+		why := answerQueueTimeout
+		if err == errQueueFull {
+			why = answerQueueFull
+		}
+		return m.fail(503, why, fmt.Errorf("node %s: %w", u.b.URL, err))
 	}
 	held := true
 	defer func() {
@@ -279,7 +280,7 @@ func (m *muxStream) relay() Result {
 	var expect bool
 	m.out, m.tokens, expect = appendNodeHead(m.out[:0], m.tokens[:0], &m.req, m.ip, m.t.d, m.t.b)
 	if len(m.out) > s.cfg.MaxHeadBytes+httpwire.ForwardHeadroom {
-		return m.fail(431, fmt.Errorf("node %s: rewritten head of %d bytes", u.b.URL, len(m.out)))
+		return m.fail(431, answerBadRequest, fmt.Errorf("node %s: rewritten head of %d bytes", u.b.URL, len(m.out)))
 	}
 	nc, res, ok := m.exchange(u, expect)
 	if !ok {
@@ -322,7 +323,7 @@ func (m *muxStream) exchange(u *upstream, expect bool) (nc *nodeConn, res Result
 				return nil, Result{Retry: true, NodeFailed: true, Err: err}, false
 			}
 			var bb errBodyBroken
-			res = m.fail(502, err)
+			res = m.fail(502, answerNodeError, err)
 			res.NodeFailed = !errors.As(err, &bb) // a client's broken body says nothing of the node
 			return nil, res, false
 		}
@@ -336,9 +337,9 @@ func (m *muxStream) exchange(u *upstream, expect bool) (nc *nodeConn, res Result
 		var ne net.Error
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
-			return nil, m.fail(504, err), false
+			return nil, m.fail(504, answerNodeTimeout, err), false
 		case got:
-			return nil, m.fail(502, err), false
+			return nil, m.fail(502, answerNodeError, err), false
 		case replayable && reused:
 			s.ctr.freshRedials.Add(1)
 			u.pool.drain()
@@ -347,7 +348,7 @@ func (m *muxStream) exchange(u *upstream, expect bool) (nc *nodeConn, res Result
 		case replayable:
 			return nil, Result{Retry: true, NodeFailed: true, Err: err}, false
 		}
-		res = m.fail(502, err)
+		res = m.fail(502, answerNodeError, err)
 		res.NodeFailed = true
 		return nil, res, false
 	}

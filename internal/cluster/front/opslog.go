@@ -17,7 +17,8 @@ const DefaultEventPeriod = 10 * time.Second
 // change (node up, down, added, removed, reweighted) once as it happens, a
 // pick that had to ignore health (panic mode) at most once per period, and
 // every period one line with the requests retried, handed off in vain
-// (fallbacks to relay) or refused by a full or slow queue — counts, never a
+// (fallbacks to relay), refused by a full or slow queue, and the 5xx the
+// front answered itself by reason (a limit, no node, …) — counts, never a
 // line per request, so a bad minute cannot flood the log. stats reads the
 // front's counters (Server.Stats, or the current server's after a reload);
 // they are first read before LogEvents returns, and the summaries stop when
@@ -81,6 +82,14 @@ func eventDeltas(a, b Stats) []any {
 	add("queue_timeouts", a.QueueTimeouts, b.QueueTimeouts)
 	add("queue_full", a.QueueFull, b.QueueFull)
 	add("front_5xx", a.Sent5xx, b.Sent5xx)
+	// … and why, each 5xx reason by name (front_5xx_per_ip=…): the
+	// client's errors (4xx) are not the operator's trouble.
+	xa, xb := a.Answers.ByReason(), b.Answers.ByReason()
+	for i := range xb {
+		if xb[i].Class == 5 {
+			add("front_5xx_"+xb[i].Reason, xa[i].N, xb[i].N)
+		}
+	}
 	ha, hb := a.Handoff, b.Handoff
 	add("fallback_no_socket", ha.FallbackNoSocket, hb.FallbackNoSocket)
 	add("fallback_send", ha.FallbackSend, hb.FallbackSend)

@@ -32,13 +32,15 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		s.ctr.queued.Add(1)
 	}
 	if err != nil {
+		why := answerQueueTimeout
 		if err == errQueueFull {
 			s.ctr.queueFull.Add(1)
+			why = answerQueueFull
 		} else {
 			s.ctr.queueTimeouts.Add(1)
 		}
 		closeConn := req.Close || req.HasBody()
-		return Result{Status: cc.writeError(503, closeConn), Close: closeConn, Err: fmt.Errorf("node %s: %w", u.b.URL, err)}
+		return Result{Status: cc.writeError(503, why, closeConn), Close: closeConn, Err: fmt.Errorf("node %s: %w", u.b.URL, err)}
 	}
 	held := true // the node slot; relayResponse gives it back early for a streamed body
 	defer func() {
@@ -54,7 +56,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		// Nodes accept ForwardHeadroom bytes more than the front; a rewrite
 		// that outgrew that (a very long node address in Host) is refused
 		// here rather than by the node.
-		return Result{Status: cc.writeError(431, true), Close: true, Err: fmt.Errorf("node %s: rewritten head of %d bytes", u.b.URL, len(cc.out))}
+		return Result{Status: cc.writeError(431, answerBadRequest, true), Close: true, Err: fmt.Errorf("node %s: rewritten head of %d bytes", u.b.URL, len(cc.out))}
 	}
 	replayable := !req.HasBody()
 	nc := u.pool.get(cc.now)
@@ -97,10 +99,10 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
 			closeConn := req.Close || got
-			return Result{Status: cc.writeError(504, closeConn), Close: closeConn, Err: err}
+			return Result{Status: cc.writeError(504, answerNodeTimeout, closeConn), Close: closeConn, Err: err}
 		case got:
 			// A broken head (or interim answers already forwarded).
-			return Result{Status: cc.writeError(502, true), Close: true, Err: err}
+			return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, Err: err}
 		case replayable && reused:
 			s.ctr.freshRedials.Add(1)
 			u.pool.drain()
@@ -109,7 +111,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		case replayable:
 			return Result{Retry: true, NodeFailed: true, Err: err}
 		}
-		return Result{Status: cc.writeError(502, true), Close: true, NodeFailed: true, Err: err}
+		return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, NodeFailed: true, Err: err}
 	}
 	return cc.relayResponse(x, u, nc, &held)
 }
@@ -127,10 +129,10 @@ func (cc *clientConn) sendFailed(u *upstream, err error, replayable bool) Result
 	if errors.Is(err, errBadChunk) {
 		// The client's chunked body is malformed: refused before
 		// the bad bytes reached the node, whose connection is closed.
-		return Result{Status: cc.writeError(400, true), Close: true, Err: err}
+		return Result{Status: cc.writeError(400, answerBadRequest, true), Close: true, Err: err}
 	}
 	var bb errBodyBroken
-	return Result{Status: cc.writeError(502, true), Close: true, NodeFailed: !errors.As(err, &bb), Err: err}
+	return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, NodeFailed: !errors.As(err, &bb), Err: err}
 }
 
 func (cc *clientConn) dial(u *upstream) (*nodeConn, error) { return cc.s.dialNode(u) }

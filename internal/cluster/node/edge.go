@@ -52,6 +52,10 @@ type EdgeConfig struct {
 	// store (the CDN tier counts requests per copy for replication); nil:
 	// nobody is told. It runs on the request's goroutine: keep it short.
 	OnHit func(key string)
+	// OnStored is told the primary cache key of each response committed to
+	// the store (the CDN tier registers the copy in its directory); nil:
+	// nobody is told.
+	OnStored func(key string)
 }
 
 // Defaults for EdgeConfig.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpcache"
+	"shoal/internal/base/httpwire"
 	"shoal/internal/base/vhost"
 )
 
@@ -56,6 +57,19 @@ func (c *conn) readEdgeReq(scheme string) (*edgeReq, error) {
 	}
 	if r.target == "" || (r.target[0] != '/' && r.target != "*") {
 		return nil, errBadTarget
+	}
+	if r.target != "*" {
+		// The origin sees, and the cache keys, the path with its
+		// dot-segments removed; an encoded slash is refused (ForwardPath).
+		path, query, hasQuery := strings.Cut(r.target, "?")
+		p, err := httpwire.ForwardPath(path)
+		if err != nil {
+			return nil, errBadTarget
+		}
+		if hasQuery {
+			p += "?" + query
+		}
+		r.target = p
 	}
 	u, err := url.ParseRequestURI(r.target)
 	if err != nil {

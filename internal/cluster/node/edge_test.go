@@ -563,3 +563,47 @@ func TestEdgeUpstreamStall(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgeForwardsNormalisedPaths: the origin sees the path with its
+// dot-segments removed (RFC 3986 §5.2.4), however they were spelled, and
+// an encoded slash, which the origin might decode into segments the edge
+// never saw, is refused with 400 and never forwarded.
+func TestEdgeForwardsNormalisedPaths(t *testing.T) {
+	o := newEdgeOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		fmt.Fprint(w, r.URL.RequestURI())
+	})
+	_, addr := startEdge(t, o.URL)
+	for _, tt := range []struct {
+		target string
+		status int
+		origin string // what the origin saw; "" when it must see nothing
+	}{
+		{"/a/./b/../c?q=1", 200, "/a/c?q=1"},
+		{"/%2e%2E/%2e/x", 200, "/x"},
+		{"/../../etc/passwd", 200, "/etc/passwd"},
+		{"/a%2f..%2f..%2fsecret", 400, ""},
+		{"/a%5c..%5csecret", 400, ""},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: site.example\r\nConnection: close\r\n\r\n", tt.target)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.target, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		c.Close()
+		if resp.StatusCode != tt.status {
+			t.Errorf("%s: status %d, want %d", tt.target, resp.StatusCode, tt.status)
+		}
+		if tt.origin != "" && string(body) != tt.origin {
+			t.Errorf("%s: origin saw %q, want %q", tt.target, body, tt.origin)
+		}
+		if tt.origin == "" && strings.Contains(string(body), "secret") {
+			t.Errorf("%s reached the origin: %q", tt.target, body)
+		}
+	}
+}

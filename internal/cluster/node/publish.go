@@ -36,6 +36,16 @@ type publishState struct {
 	// tell): adopted at commit.
 	peers   *members
 	current uint64 // site version last committed (0: the one started with)
+	// stagedRoot is the tree of the staged version, root the tree of the
+	// served one ("" before a publish: Config.Root).
+	stagedRoot, root string
+	// last is what the commit of current changed, answered again to a
+	// repeated commit of it (the coordinator retries one whose answer it
+	// did not get). prevVersion and prevRoot are the version and tree it
+	// replaced, which RevertPublish goes back to.
+	last        content.Diff
+	prevVersion uint64
+	prevRoot    string
 	// fetched are the folders of versions this node fetched from the
 	// front (several hosts), oldest first; the staged one is last until
 	// it commits or aborts.
@@ -60,7 +70,7 @@ func (s *Server) PreparePublish(v uint64, root string) error {
 	}
 	p := &s.pub
 	p.mu.Lock()
-	p.version, p.staged, p.peers = v, st, ms
+	p.version, p.staged, p.peers, p.stagedRoot = v, st, ms, root
 	p.mu.Unlock()
 	return nil
 }
@@ -93,10 +103,15 @@ func readMembers(root string) (*members, error) {
 // drops the changed and removed URLs from the memory cache, whose objects
 // would otherwise sit there until evicted (a stale one is never served: a
 // cache hit must match the new table's ETag). It returns what changed.
+// Committing the version already served succeeds again with the same
+// answer, so a coordinator that lost the first answer can retry.
 func (s *Server) CommitPublish(v uint64) (content.Diff, error) {
 	p := &s.pub
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if v != 0 && v == p.current {
+		return p.last, nil
+	}
 	if p.staged == nil || p.version != v {
 		return content.Diff{}, fmt.Errorf("node: commit version %d: not prepared (prepared: %d)", v, p.version)
 	}
@@ -104,7 +119,16 @@ func (s *Server) CommitPublish(v uint64) (content.Diff, error) {
 	if err != nil {
 		return content.Diff{}, fmt.Errorf("node: %w", err)
 	}
-	p.staged, p.version, p.current = nil, 0, v
+	p.prevVersion, p.prevRoot = p.current, p.root
+	if p.prevRoot == "" {
+		// The tree the node started with, as it resolves now: a
+		// "current" symlink may be moved on by the publisher later.
+		p.prevRoot = s.cfg.Root
+		if r, err := filepath.EvalSymlinks(s.cfg.Root); err == nil {
+			p.prevRoot = r
+		}
+	}
+	p.staged, p.version, p.current, p.last, p.root = nil, 0, v, d, p.stagedRoot
 	if ms := p.peers; ms != nil {
 		// The version's membership: a node that joined or left is known
 		// from now on, for its files' holders and the front's hints.
@@ -123,6 +147,44 @@ func (s *Server) CommitPublish(v uint64) (content.Diff, error) {
 		p.fetched = p.fetched[1:]
 	}
 	s.cfg.Logger.Info("site version switched", "version", v, "root", s.store.Root(),
+		"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed))
+	return d, nil
+}
+
+// RevertPublish takes back the commit of version v: the node serves the
+// tree it served before again (scanned anew: versions are immutable, so
+// the same files with the same ETags) and drops the objects that differ
+// from its cache. The coordinator calls it on the nodes that switched when
+// another could not, so that all serve the old version rather than a mix.
+// Reverting a version the node does not serve (never committed, or
+// already reverted) succeeds and changes nothing.
+func (s *Server) RevertPublish(v uint64) (content.Diff, error) {
+	p := &s.pub
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v == 0 || p.current != v {
+		if p.version == v {
+			p.staged, p.version, p.peers = nil, 0, nil
+		}
+		return content.Diff{}, nil
+	}
+	st, err := s.prepareSites(p.prevRoot)
+	if err != nil {
+		return content.Diff{}, fmt.Errorf("node: revert version %d to %s: %w", v, p.prevRoot, err)
+	}
+	ms, err := readMembers(p.prevRoot)
+	if err != nil {
+		return content.Diff{}, fmt.Errorf("node: revert version %d: %w", v, err)
+	}
+	d, err := s.commitSites(st) // drops what differs from the cache
+	if err != nil {
+		return content.Diff{}, fmt.Errorf("node: revert: %w", err)
+	}
+	if ms != nil && s.peer != nil {
+		s.peer.SetPeers(ms.self, ms.peers)
+	}
+	p.current, p.root, p.last, p.prevRoot = p.prevVersion, p.prevRoot, content.Diff{}, ""
+	s.cfg.Logger.Warn("site version reverted", "version", v, "to", p.current, "root", p.root,
 		"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed))
 	return d, nil
 }
@@ -262,7 +324,7 @@ func (p *publishState) currentVersion() uint64 {
 
 // publishPrefix is the node's publish control endpoint (the front's
 // internal/cluster/publish.Remote calls it): POST publishPrefix+"prepare?version=N&root=PATH",
-// "commit?version=N", "abort?version=N". It exists only with
+// "commit?version=N", "abort?version=N", "revert?version=N". It exists only with
 // Config.PublishToken and Config.PublishDir set, and answers only requests
 // carrying that token (the cluster's admin token).
 const publishPrefix = "/.shoal/publish/"
@@ -336,6 +398,14 @@ func (c *conn) publishControl(now time.Time, closeAfter bool) bool {
 	case "abort":
 		s.AbortPublish(v)
 		body = []byte("{}\n")
+	case "revert":
+		d, err := s.RevertPublish(v)
+		if err != nil {
+			c.simple(409, "", now, closeAfter, false, err.Error())
+			return !closeAfter
+		}
+		body, _ = json.Marshal(d)
+		body = append(body, '\n')
 	default:
 		c.simple(404, "", now, closeAfter, false, "not found")
 		return !closeAfter

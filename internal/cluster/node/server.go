@@ -286,6 +286,11 @@ func (s *Server) writeLog(b []byte) {
 	s.logMu.Unlock()
 }
 
+// FlushLog writes the buffered access-log lines out now (they go out every
+// second anyway): before a log rotation reopens the file, so the lines of
+// the period that ended land in the file renamed for it.
+func (s *Server) FlushLog() { s.flushLog() }
+
 func (s *Server) flushLog() {
 	if s.logBuf == nil {
 		return

@@ -11,6 +11,7 @@ type LocalNode interface {
 	PreparePublish(v uint64, root string) error
 	CommitPublish(v uint64) (content.Diff, error)
 	AbortPublish(v uint64)
+	RevertPublish(v uint64) (content.Diff, error)
 }
 
 // Local makes a node of this process a participant (`shoal up` with relay
@@ -35,4 +36,9 @@ func (l local) Commit(_ context.Context, v uint64) (content.Diff, error) {
 func (l local) Abort(_ context.Context, v uint64) error {
 	l.n.AbortPublish(v)
 	return nil
+}
+
+func (l local) Revert(_ context.Context, v uint64) error {
+	_, err := l.n.RevertPublish(v)
+	return err
 }

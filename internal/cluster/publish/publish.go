@@ -18,13 +18,22 @@
 //     commit cannot fail for a reason the prepare did not already check, so
 //     after a successful prepare the nodes switch within the time it takes
 //     to send them one small message each: the switch window, measured and
-//     returned in Result.Switch.
+//     returned in Result.Switch. A node can still be unreachable then (a
+//     restart, a lost answer): its commit is retried, idempotent on the
+//     node, with a new prepare when it lost its own, for CommitRetry
+//     (commit.go).
+//  4. Rollback, when a node still did not switch: the nodes that did are
+//     switched back (Participant.Revert), and the publish fails.
 //
-// The guarantee (the "version switch"): every response comes wholly from one
-// version, each node moves from the old version to the new one exactly once
-// and never back, no node serves the new version before every node has it
-// prepared, and when Publish returns every node serves it. Within the switch
-// window two nodes may answer from different versions.
+// The guarantee (the "version switch"), together or not at all: every
+// response comes wholly from one version, no node serves the new version
+// before every node has it prepared, and Publish ends with every node on
+// the new version (success), or every node on the old one (an error that
+// says nothing switched, or that the cluster was rolled back). Only a node
+// that becomes unreachable during the rollback too can leave two versions
+// served, and the error then names which nodes serve which. Within the
+// switch window (stretched by retries) two nodes may answer from different
+// versions.
 package publish
 
 import (
@@ -55,6 +64,10 @@ type Participant interface {
 	Commit(ctx context.Context, v uint64) (content.Diff, error)
 	// Abort drops the prepared version v.
 	Abort(ctx context.Context, v uint64) error
+	// Revert switches a node that committed v back to the version it
+	// served before; a node that does not serve v does nothing. Commit
+	// must be idempotent: a second Commit of the version served succeeds.
+	Revert(ctx context.Context, v uint64) error
 }
 
 // Config configures a Coordinator. Zero fields take the defaults shown.
@@ -74,6 +87,10 @@ type Config struct {
 	// Timeout bounds each phase on each node. Default 30 s for prepare
 	// (a scan of a large tree), and the same for commit.
 	Timeout time.Duration
+	// CommitRetry is how long a node that did not take the commit is
+	// asked again before the nodes that did are switched back (commit.go).
+	// Default DefaultCommitRetry.
+	CommitRetry time.Duration
 	// SnapshotTimeout bounds the copy of the site into its version folder
 	// (it holds the publish lock, so a stuck or endless tree must not hold
 	// it for ever). Default 10 minutes: a few GB of changed files.
@@ -169,6 +186,9 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
+	if cfg.CommitRetry <= 0 {
+		cfg.CommitRetry = DefaultCommitRetry
+	}
 	if cfg.SnapshotTimeout <= 0 {
 		cfg.SnapshotTimeout = 10 * time.Minute
 	}
@@ -223,9 +243,10 @@ func (c *Coordinator) versions() []uint64 {
 var ErrNoNodes = errors.New("publish: the cluster has no nodes")
 
 // Publish snapshots the site at dir as the next version, prepares it on
-// every node, and commits it on every node (see the package doc). On error
-// no node has switched, unless the error says which nodes failed to commit
-// (a node that went away between the two phases).
+// every node, and commits it on every node, retrying and rolling back as
+// the package doc says. On error no node serves the new version, unless
+// the error names the nodes that could be neither committed nor switched
+// back (and then returns the Result too).
 func (c *Coordinator) Publish(ctx context.Context, dir string) (Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -349,20 +370,26 @@ func (c *Coordinator) publish(ctx context.Context, dir string) (Result, error) {
 	res.Prepare = time.Since(t1)
 
 	t2 := time.Now()
-	diffs := make([]content.Diff, len(nodes))
-	errs = each(context.WithoutCancel(ctx), nodes, c.cfg.Timeout, func(ctx context.Context, i int, p Participant) error {
-		var err error
-		diffs[i], err = p.Commit(ctx, v)
-		return err
-	})
+	out := c.commit(ctx, nodes, v, roots)
 	res.Switch = time.Since(t2)
+	if out.rolledBack {
+		// Every node serves the previous version again: it stays
+		// current, and v is not used again (a node may have seen it).
+		c.version = v
+		c.trees = prevTrees
+		os.RemoveAll(res.Root)
+		os.RemoveAll(res.Root + nodesSuffix)
+		c.cfg.Logger.Error("publish rolled back", "version", v, "err", out.err(v))
+		return Result{}, out.err(v)
+	}
 	// The version is served by (at least some) nodes now: it is current.
 	c.version, c.current, c.ours = v, res.Root, true
 	c.pointCurrent(v)
-	d := diffs[0]
+	d := firstDiff(out)
 	res.Added, res.Changed, res.Removed = d.Added, d.Changed, d.Removed
-	if err := errors.Join(errs...); err != nil {
-		return res, fmt.Errorf("publish version %d: commit failed on some nodes (they serve the previous version until restarted or published again): %w", v, err)
+	if err := out.err(v); err != nil {
+		c.cfg.Logger.Error("publish left the cluster on two versions", "version", v, "err", err)
+		return res, err
 	}
 	if c.cfg.OnCommit != nil {
 		c.cfg.OnCommit(v, res.Root, d)
@@ -377,6 +404,17 @@ func (c *Coordinator) publish(ctx context.Context, dir string) (Result, error) {
 			"kept_bytes", p.Kept, "moved_bytes", p.Moved, "moved_files", p.MovedFiles, "written_bytes", p.Written)
 	}
 	return res, nil
+}
+
+// firstDiff is the diff of the first node that switched (every node has
+// the same tree).
+func firstDiff(o commitOutcome) content.Diff {
+	for i, ok := range o.committed {
+		if ok {
+			return o.diffs[i]
+		}
+	}
+	return content.Diff{}
 }
 
 // pointCurrent makes CurrentLink name version v (a new link renamed over

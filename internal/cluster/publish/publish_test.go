@@ -16,14 +16,21 @@ import (
 )
 
 // fake is a participant that records the calls it gets and can refuse to
-// prepare.
+// prepare, refuse to commit (failCommit times, -1 for ever) or forget what
+// it prepared at its first commit (a node that restarted in between). Its
+// commit is idempotent, as a node's is, and Revert goes back to the tree
+// served before.
 type fake struct {
-	name    string
-	failPre bool
-	mu      sync.Mutex
-	calls   []string
-	store   *content.Store
-	staged  *content.Staged
+	name       string
+	failPre    bool
+	failCommit int
+	forget     bool
+	mu         sync.Mutex
+	calls      []string
+	store      *content.Store
+	staged     *content.Staged
+	version    uint64 // served
+	prevRoot   string
 }
 
 func (f *fake) Name() string { return f.name }
@@ -39,9 +46,40 @@ func (f *fake) Prepare(_ context.Context, v uint64, root string) error {
 }
 func (f *fake) Commit(_ context.Context, v uint64) (content.Diff, error) {
 	f.log("commit")
-	return f.store.Commit(f.staged)
+	if f.failCommit != 0 {
+		f.failCommit--
+		return content.Diff{}, errors.New("connection reset")
+	}
+	if f.forget {
+		f.forget, f.staged = false, nil
+	}
+	if v == f.version {
+		return content.Diff{}, nil
+	}
+	if f.staged == nil {
+		return content.Diff{}, errors.New("not prepared")
+	}
+	prev := f.store.Root()
+	d, err := f.store.Commit(f.staged)
+	if err == nil {
+		f.version, f.prevRoot, f.staged = v, prev, nil
+	}
+	return d, err
 }
 func (f *fake) Abort(context.Context, uint64) error { f.log("abort"); return nil }
+func (f *fake) Revert(_ context.Context, v uint64) error {
+	f.log("revert")
+	if v != f.version {
+		return nil
+	}
+	st, err := f.store.Prepare(f.prevRoot)
+	if err != nil {
+		return err
+	}
+	_, err = f.store.Commit(st)
+	f.version = 0
+	return err
+}
 
 func writeFile(t *testing.T, path, body string, mtime time.Time) {
 	t.Helper()

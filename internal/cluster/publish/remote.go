@@ -79,3 +79,7 @@ func (r remote) Commit(ctx context.Context, v uint64) (content.Diff, error) {
 func (r remote) Abort(ctx context.Context, v uint64) error {
 	return r.call(ctx, "abort", url.Values{"version": {strconv.FormatUint(v, 10)}}, nil)
 }
+
+func (r remote) Revert(ctx context.Context, v uint64) error {
+	return r.call(ctx, "revert", url.Values{"version": {strconv.FormatUint(v, 10)}}, nil)
+}
