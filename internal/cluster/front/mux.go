@@ -258,14 +258,12 @@ func (m *muxStream) relay() Result {
 		s.ctr.queued.Add(1)
 	}
 	if err != nil {
-		if err == errQueueFull {
-			s.ctr.queueFull.Add(1)
-		} else {
-			s.ctr.queueTimeouts.Add(1)
-		}
 		why := answerQueueTimeout
 		if err == errQueueFull {
+			s.ctr.queueFull.Add(1)
 			why = answerQueueFull
+		} else {
+			s.ctr.queueTimeouts.Add(1)
 		}
 		return m.fail(503, why, fmt.Errorf("node %s: %w", u.b.URL, err))
 	}
