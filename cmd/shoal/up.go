@@ -35,6 +35,7 @@ type upFlags struct {
 	origin                                               *string
 	logf                                                 *logFlags
 	protocols                                            protocolKeys
+	memory                                               sizeFlag
 }
 
 // addUpFlags defines the flags of `shoal up` on fs, those of up.Config
@@ -48,7 +49,7 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	fs.StringVar(&c.Site, "site", "", "serve this directory instead of the generated sample site")
 	fs.StringVar(&c.SiteFromTrace, "site-from-trace", "", "serve a site whose files are the URLs of this access log (CLF, .gz ok), to replay it")
 	fs.StringVar(&c.DataDir, "data", "", "folder for generated sites (default: your cache folder/shoal)")
-	fs.IntVar(&c.CacheMB, "cache-mb", d.CacheMB, "memory cache per node, MiB")
+	fs.IntVar(&c.CacheMB, "cache-mb", d.CacheMB, "memory cache per node, MiB (0: split --memory or the memory cgroup's limit between the nodes, else 64)")
 	fs.StringVar(&c.Cache, "cache", d.Cache, "node cache replacement: lru, gdsf or cgdsf")
 	fs.DurationVar(&c.DigestPeriod, "digest-period", 0, "how often each node sends its cache digest (cgdsf) to the others (0: the nodes' default, 2s)")
 	fs.IntVar(&c.Replicas, "replicas", 0, "nodes that store each file (partitioned storage; the others fetch it from a holder); 0 = every node a full copy")
@@ -74,6 +75,7 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	uf.state = fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
 	uf.loopback = fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
 	uf.origin = fs.String("origin", "", "--pops: the CDN's origin (URL, or HOST=URL,...); empty starts one, a node serving the sample site")
+	fs.Var(&uf.memory, "memory", "the memory the cluster may use (e.g. 144MiB), split between the nodes' caches and the Go runtime; default: the memory cgroup's limit")
 	return uf
 }
 
@@ -88,6 +90,7 @@ func runUp(args []string) error {
 	if err := uf.check(&c); err != nil {
 		return err
 	}
+	c.Memory = uf.memory.n
 	if *uf.pops > 0 {
 		r := popsRun{n: *uf.pops, state: *uf.state, dataDir: c.DataDir, nodes: c.Nodes, cacheMB: c.CacheMB, origin: *uf.origin}
 		if os.Geteuid() == 0 && !*uf.loopback {
@@ -121,6 +124,9 @@ func runUp(args []string) error {
 	cl, lab, shutdown, err := uf.start(c)
 	if err != nil {
 		return err
+	}
+	if *uf.path == "relay" || *uf.path == "redirect" {
+		applyGoPlan(&cl.Config.MemoryPlan) // in-process nodes: one runtime for all
 	}
 	printUp(cl, lab, *uf.path)
 	var runErr error
@@ -221,6 +227,9 @@ func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 		fmt.Printf("  HTTP/3 (QUIC) on udp %s, advertised with Alt-Svc\n", cl.HTTP3Addr)
 	}
 	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, path, c.CacheMB, c.Cache, cl.SiteInfo)
+	if p := c.MemoryPlan; p.Limit > 0 {
+		fmt.Printf("  memory: %d MiB from %s, split between %d nodes' caches and the Go runtime's limit of %d MiB\n", p.Limit>>20, p.Source, p.Nodes, p.GoLimit>>20)
+	}
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)
 		reads := ""

@@ -31,7 +31,8 @@ type Pop struct {
 	// /pops, /chord and /metrics ("off" disables it).
 	Listen string `toml:"listen"`
 	Admin  string `toml:"admin"`
-	// Nodes is the number of in-process nodes; CacheMB each one's cache.
+	// Nodes is the number of in-process nodes; CacheMB each one's cache
+	// (0: the process's memory cgroup limit split between them, else 64).
 	Nodes   int `toml:"nodes"`
 	CacheMB int `toml:"cache_mb"`
 	// TLS serves the gateway over HTTPS with a self-signed certificate
@@ -149,8 +150,8 @@ func (p *Pop) validate(name string, data []byte) []error {
 	if p.Nodes < 1 || p.Nodes > 64 {
 		bad([]string{"nodes"}, fmt.Sprintf("nodes = %d", p.Nodes), "use 1 to 64")
 	}
-	if p.CacheMB < 1 {
-		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb = %d", p.CacheMB), "use a positive size in MiB")
+	if p.CacheMB < 0 {
+		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb = %d", p.CacheMB), "use a size in MiB (0: from the memory cgroup's limit)")
 	}
 	if _, err := front.ParsePrefixes(p.Protocols.ProxyProtocolFrom); err != nil {
 		bad([]string{"protocols", "proxy_protocol_from"}, "proxy_protocol_from: "+err.Error(), "list addresses or networks such as \"10.0.0.0/8\"")

@@ -68,6 +68,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 	if cfg.partitioned() {
 		return nil, errPartitionedPath
 	}
+	mem := cfg.nodeMemory() // each node process plans its own share
 	if pc.Path != "passfd" && pc.Path != "hybrid" {
 		return nil, fmt.Errorf("--path %q: the multi-process mode needs passfd or hybrid", pc.Path)
 	}
@@ -126,7 +127,12 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 			// A node restarted after a publish serves the version last
 			// published, not the tree the cluster started with.
 			args := append([]string{"node", "--root", p.servedRoot(root), "--listen", addr, "--handoff-socket", sock,
-				"--cache-mb", strconv.Itoa(cfg.CacheMB), "--cache", cfg.Cache}, pubArgs...)
+				"--cache", cfg.Cache}, pubArgs...)
+			if mem > 0 {
+				args = append(args, "--memory", strconv.FormatInt(mem>>10, 10)+"KiB")
+			} else {
+				args = append(args, "--cache-mb", strconv.Itoa(cfg.CacheMB))
+			}
 			args = append(args, peerArgs...)
 			if vm != nil {
 				args = append(args, "--vhosts")

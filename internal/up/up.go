@@ -28,6 +28,7 @@ import (
 
 	"shoal/internal/admin"
 	"shoal/internal/base/content"
+	"shoal/internal/base/store"
 	"shoal/internal/base/trace"
 	"shoal/internal/cluster/control"
 	"shoal/internal/cluster/front"
@@ -62,8 +63,18 @@ type Config struct {
 	SiteFromTrace string
 	// DataDir holds generated sites. Default: the user's cache folder/shoal.
 	DataDir string
-	// CacheMB is each node's memory cache budget in MiB. Default 64.
+	// CacheMB is each node's memory cache budget in MiB. Default 0: sized
+	// from Memory or the memory cgroup's limit (memory.go), else
+	// DefaultCacheMB.
 	CacheMB int
+	// Memory is the memory the whole cluster's processes may use, split
+	// between the nodes' caches when CacheMB is 0. Default 0: the memory
+	// cgroup's limit, if any.
+	Memory int64
+	// MemoryPlan is how the memory was planned (filled in by Start):
+	// zero when CacheMB was given or no limit was known. Its GoLimit is
+	// for in-process nodes' shared runtime.
+	MemoryPlan store.Plan
 	// Cache is the nodes' replacement policy: lru, gdsf or cgdsf. Default gdsf.
 	Cache string
 	// Policy is the front's distribution policy. Default DefaultPolicy.
@@ -138,7 +149,7 @@ const DefaultPolicy = "tbccrd"
 // DefaultConfig returns `shoal up`'s defaults: Config's zero fields
 // take these values.
 func DefaultConfig() Config {
-	return Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 4, CacheMB: 64, Cache: "gdsf", Policy: DefaultPolicy,
+	return Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 4, Cache: "gdsf", Policy: DefaultPolicy,
 		HealthInterval: config.DefaultFront().Health.Interval.Duration}
 }
 
@@ -156,9 +167,7 @@ func (c *Config) fill() error {
 	if c.Nodes < 1 || c.Nodes > 64 {
 		return fmt.Errorf("--nodes %d: want 1 to 64", c.Nodes)
 	}
-	if c.CacheMB == 0 {
-		c.CacheMB = d.CacheMB
-	}
+	c.planMemory()
 	if c.CacheMB < 0 {
 		return fmt.Errorf("--cache-mb %d: want a positive size", c.CacheMB)
 	}
@@ -287,7 +296,9 @@ var loopbackFronts = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.
 // budget and evict in the nodes' order (policy.Config.NodeCache), as the
 // simulator's mirrors follow its nodes.
 func (c *Config) policyConfig() policy.Config {
-	return policy.Config{CacheBytes: int64(c.CacheMB) << 20, NodeCache: c.Cache}
+	budget := int64(c.CacheMB) << 20
+	return policy.Config{CacheBytes: budget, NodeCache: c.Cache, NoCacheAbove: store.Config{MemoryBytes: budget}.DefaultMaxObject(),
+		NodeFootprint: func(size int64) int64 { return store.Footprint(size, 0) }}
 }
 
 // Start brings the cluster up and returns once every listener is open.
@@ -354,7 +365,7 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 	}
 	for i, ln := range lns {
-		n, err := node.New(node.Config{Root: roots[i], VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
+		n, err := node.New(node.Config{Root: roots[i], VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache, Memory: cfg.MemoryPlan,
 			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts,
 			Peer: peer.Config{Self: i, Peers: addrs, Key: key, DigestPeriod: cfg.DigestPeriod}})
 		if err != nil {

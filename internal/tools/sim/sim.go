@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"shoal/internal/base/cache"
+	"shoal/internal/base/store"
 	"shoal/internal/cluster/peer"
 	"shoal/internal/cluster/placement"
 	"shoal/internal/cluster/policy"
@@ -92,8 +93,14 @@ type Config struct {
 	// builds the same ring as the front it predicts. Default nil: "n0",
 	// "n1", …; otherwise exactly Nodes distinct names.
 	NodeNames []string
-	// CacheBytes is each node's memory cache. Default 32 MiB.
+	// CacheBytes is each node's memory cache. Default: what a live node
+	// plans from MemoryBytes when that is set, else 32 MiB.
 	CacheBytes int64
+	// MemoryBytes is each node's memory (its cgroup's limit): a live node
+	// keeps its own overhead (store.ProcessOverhead) out of it and caches
+	// in the rest (store.PlanMemory), so a node of 36 MiB caches 26 MiB.
+	// Default 0: CacheBytes is the cache.
+	MemoryBytes int64
 	// Cache is the nodes' replacement policy: "lru" (default, seed 000
 	// §3.3.1), "gdsf" or "cgdsf" (seed 001); GDSFCost is its cost and
 	// DigestPeriod how cgdsf's CachedElsewhere learns the other nodes' caches.
@@ -111,8 +118,8 @@ type Config struct {
 	DigestPeriod time.Duration
 	// GDSFCost is the cost C that gdsf and cgdsf nodes (and the front's
 	// mirrors of them) weigh objects by. GDSFNode (default "") is what live
-	// nodes use (cache.Config's defaults: C = 1, and C/10 for an object
-	// cached elsewhere), so the simulator predicts them; GDSFDisk is the
+	// nodes use (cache.DiskCost, and C/10 for an object cached
+	// elsewhere), so the simulator predicts them; GDSFDisk is the
 	// model's disk read time (Costs.Disk) and, for an object cached
 	// elsewhere, a peer fetch (both sides' PeerPer512), the simulator's
 	// former cost, under which cgdsf misses more than live nodes
@@ -333,9 +340,13 @@ func newSim(cfg Config, src Source) (*sim, error) {
 	if err := s.c.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
+	if s.c.NoCacheAbove == 0 { // the live nodes' admission (store.Admissible)
+		s.c.NoCacheAbove = store.Config{MemoryBytes: cfg.CacheBytes}.DefaultMaxObject()
+	}
 	var cost, peerCost func(string, int64) float64 // GDSFNode: cache.Config's defaults
 	switch cfg.GDSFCost {
 	case GDSFNode:
+		cost = cache.DiskCost
 	case GDSFDisk:
 		cost, peerCost = s.gdsfCost, s.gdsfPeerCost
 	default:
@@ -369,6 +380,9 @@ func newSim(cfg Config, src Source) (*sim, error) {
 func checkConfig(cfg Config) (Config, error) {
 	if cfg.Nodes < 1 {
 		return cfg, fmt.Errorf("sim: nodes %d: need at least 1", cfg.Nodes)
+	}
+	if cfg.CacheBytes == 0 && cfg.MemoryBytes > 0 {
+		cfg.CacheBytes = store.PlanMemory(cfg.MemoryBytes, "", 1).Store
 	}
 	if cfg.CacheBytes == 0 {
 		cfg.CacheBytes = 32 << 20
@@ -410,6 +424,9 @@ func (s *sim) newPolicy(cost, peerCost func(string, int64) float64) error {
 	}
 	if pc.NoCacheAbove == 0 {
 		pc.NoCacheAbove = s.c.NoCacheAbove
+	}
+	if pc.NodeFootprint == nil { // the mirrors charge what the nodes' caches do
+		pc.NodeFootprint = func(size int64) int64 { return store.Footprint(size, 0) }
 	}
 	if pc.PopularN == 0 && pc.PopularBytes == 0 {
 		pc.PopularBytes = max(cfg.CacheBytes/8, 1)
@@ -474,7 +491,7 @@ func (s *sim) newNodes(cost, peerCost func(string, int64) float64) error {
 		cc := cache.Config[struct{}]{
 			Policy:    cfg.Cache,
 			Capacity:  cfg.CacheBytes,
-			MaxObject: s.c.NoCacheAbove,
+			MaxObject: store.Footprint(s.c.NoCacheAbove, 0), // objects are charged their footprint
 		}
 		if cfg.Cache != cache.LRU {
 			cc.Cost, cc.PeerCost = cost, peerCost
@@ -729,7 +746,7 @@ func (s *sim) serve(i int32, r *reqState, entry int64) {
 		}
 		if src < 0 {
 			r.fetch, r.from = -1, fromDisk
-			n.cache.Add(r.pr.URL, struct{}{}, size)
+			n.cache.Add(r.pr.URL, struct{}{}, store.Footprint(size, 0))
 			break
 		}
 		r.fetch = src
@@ -737,11 +754,11 @@ func (s *sim) serve(i int32, r *reqState, entry int64) {
 			r.from = fromPeer
 		} else {
 			r.from = fromPeerDisk
-			s.nodes[src].cache.Add(r.pr.URL, struct{}{}, size)
+			s.nodes[src].cache.Add(r.pr.URL, struct{}{}, store.Footprint(size, 0))
 		}
 		s.internal += size
 		if !stores {
-			n.cache.Add(r.pr.URL, struct{}{}, size) // no disk copy here: keep it
+			n.cache.Add(r.pr.URL, struct{}{}, store.Footprint(size, 0)) // no disk copy here: keep it
 		}
 	}
 	if r.from == fromMem {
