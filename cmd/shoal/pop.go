@@ -30,6 +30,7 @@ func popFile(c pop.Config) config.Pop {
 	d := func(v time.Duration) config.Duration { return config.Duration{Duration: v} }
 	return config.Pop{Name: c.Name, Peer: c.Peer, Join: c.Join, SeedFile: c.SeedFile, JoinTimeout: d(c.JoinTimeout),
 		Listen: c.Cluster.Listen, Admin: c.Cluster.Admin, Nodes: c.Cluster.Nodes, CacheMB: c.Cluster.CacheMB,
+		TLS: c.Cluster.TLS, Protocols: popProtocols(c.Cluster.Protocols),
 		MBPP: config.PopMBPP{Hold: d(c.MBPP.Hold), AckTimeout: d(c.MBPP.AckTimeout), Retries: c.MBPP.Retries,
 			LearningFactor: c.MBPP.LearningFactor, WeightLink: c.MBPP.WeightLink, WeightServer: c.MBPP.WeightServer,
 			LocalBonus: c.MBPP.LocalBonus, RTTRef: d(c.MBPP.RTTRef), RTTDeadband: c.MBPP.RTTDeadband,
@@ -41,9 +42,26 @@ func popFile(c pop.Config) config.Pop {
 			HotTop: c.CDN.HotTop, HotMin: c.CDN.HotMin, DirTTL: d(c.CDN.DirTTL), Redirect: c.Redirect}}
 }
 
+// popProtocols is p with config.DefaultFront's [protocols] in its zero
+// fields, so --print-config shows every default.
+func popProtocols(p config.Protocols) config.Protocols {
+	d := config.DefaultFront().Protocols
+	if p.HTTP2 == nil {
+		p.HTTP2 = d.HTTP2
+	}
+	if p.MaxConcurrentStreams == 0 {
+		p.MaxConcurrentStreams = d.MaxConcurrentStreams
+	}
+	if p.ProxyProtocolFrom == nil {
+		p.ProxyProtocolFrom = []string{}
+	}
+	return p
+}
+
 func popConfig(f config.Pop, c pop.Config) pop.Config {
 	c.Name, c.Peer, c.Join, c.SeedFile, c.JoinTimeout = f.Name, f.Peer, f.Join, f.SeedFile, f.JoinTimeout.Duration
 	c.Cluster.Listen, c.Cluster.Admin, c.Cluster.Nodes, c.Cluster.CacheMB = f.Listen, f.Admin, f.Nodes, f.CacheMB
+	c.Cluster.TLS, c.Cluster.Protocols = f.TLS, f.Protocols
 	m := &c.MBPP
 	m.Hold, m.AckTimeout, m.Retries, m.LearningFactor = f.MBPP.Hold.Duration, f.MBPP.AckTimeout.Duration, f.MBPP.Retries, f.MBPP.LearningFactor
 	m.WeightLink, m.WeightServer, m.LocalBonus, m.RTTRef = f.MBPP.WeightLink, f.MBPP.WeightServer, f.MBPP.LocalBonus, f.MBPP.RTTRef.Duration
@@ -86,6 +104,10 @@ func runPop(args []string) error {
 	fs.Var(origins, "origin", "the CDN's origin (URL, or HOST=URL for one host; repeatable): the nodes cache it, and a miss goes to a PoP holding the content, the key's home PoP (shield), then the origin; empty: serve the sample site")
 	data := fs.String("data", "", "folder for the generated sample site, and the nodes' stored responses with --origin (default: your cache folder/shoal; stored responses: temporary)")
 	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
+	tls := fs.Bool("tls", f.TLS, "serve the gateway over HTTPS with a self-signed certificate kept in the --data folder (clients: curl -k)")
+	var pk protocolKeys
+	protos := f.Protocols
+	bindProtocols(fs, &protos, f.Protocols, &pk)
 	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -130,8 +152,17 @@ func runPop(args []string) error {
 			f.Content.Origin, f.Content.Origins = origins.def, origins.hosts
 		case "redirect":
 			f.Content.Redirect = *redirect
+		case "tls":
+			f.TLS = *tls
+		case "h2c":
+			f.Protocols.H2C = protos.H2C
+		case "http3":
+			f.Protocols.HTTP3 = protos.HTTP3
+		case "max-concurrent-streams":
+			f.Protocols.MaxConcurrentStreams = protos.MaxConcurrentStreams
 		}
 	})
+	pk.convert(&f.Protocols, func(name string) bool { return fs.Lookup(name) != nil && flagGiven(fs, name) })
 	if err := f.Validate(); err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ type upFlags struct {
 	origin                                                      *string
 	logf                                                        *logFlags
 	memory                                                      sizeFlag
+	protocols                                                   protocolKeys
 }
 
 // addUpFlags defines the flags of `shoal up` on fs, those of up.Config
@@ -70,6 +71,7 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	uf.accessLogFormat = fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", "))
 	uf.shutdownTO = fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
 	uf.logf = addLogFlags(fs)
+	bindProtocols(fs, &c.Protocols, def.Protocols, &uf.protocols)
 	uf.pops = fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
 	uf.state = fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
 	uf.loopback = fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
@@ -153,8 +155,13 @@ wait:
 	return runErr
 }
 
-// check reads --disk-weights into c and refuses combinations that cannot work.
+// check reads --disk-weights and the [protocols] flags into c and refuses
+// combinations that cannot work.
 func (uf *upFlags) check(c *up.Config) error {
+	uf.protocols.convert(&c.Protocols, func(string) bool { return true })
+	if err := checkProtocols(c.Protocols, c.TLS); err != nil {
+		return err
+	}
 	for _, w := range strings.Split(*uf.diskWeights, ",") {
 		if w = strings.TrimSpace(w); w == "" {
 			continue
@@ -221,6 +228,9 @@ func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 	}
 	if cl.TLSCert != "" {
 		fmt.Printf("  self-signed certificate %s: curl -k %s, shoal bench http --insecure --url %s\n", cl.TLSCert, cl.URL, cl.URL)
+	}
+	if cl.HTTP3Addr != "" {
+		fmt.Printf("  HTTP/3 (QUIC) on udp %s, advertised with Alt-Svc\n", cl.HTTP3Addr)
 	}
 	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, path, c.CacheMB, c.Cache, cl.SiteInfo)
 	if p := c.MemoryPlan; p.Limit > 0 {

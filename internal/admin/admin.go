@@ -516,7 +516,18 @@ var (
 	descFallback = prometheus.NewDesc("shoal_front_fallbacks_total",
 		"Requests a handoff path relayed instead, by reason: no_socket (node reported no handoff socket), send (the send failed), "+
 			"socket_dir and socket_peer (the node's socket is not trusted), tls (a TLS client connection), "+
+			"stream (an HTTP/2 or HTTP/3 stream), proxy (a client address from a PROXY header), "+
 			"fast (the raw accept loop gave the connection to the normal path), fast_blocked (… because the node's socket was full).", []string{"reason"}, nil)
+	descProto = prometheus.NewDesc("shoal_front_protocol_requests_total",
+		"Requests by the protocol the client spoke: h1 (HTTP/1.1 and 1.0), h2, h3.", []string{"protocol"}, nil)
+	descProtoConns = prometheus.NewDesc("shoal_front_protocol_connections_total",
+		"Client connections that spoke HTTP/2 (h2: ALPN or the h2c preface) or HTTP/3 (h3: QUIC).", []string{"protocol"}, nil)
+	descH2 = prometheus.NewDesc("shoal_front_http2_events_total",
+		"HTTP/2 events: refused_streams (past max concurrent streams), glitches (streams the client reset or made fail), "+
+			"goaway_errors (connections ended by GOAWAY with an error code).", []string{"event"}, nil)
+	descProxy = prometheus.NewDesc("shoal_front_proxy_protocol_total",
+		"PROXY protocol headers: accepted (from a trusted source), refused (a trusted source sent none or a malformed one), "+
+			"untrusted (one from an address outside proxy_protocol_from: closed).", []string{"event"}, nil)
 	descEvents = prometheus.NewDesc("shoal_front_events_total",
 		"The front's request events: request_heads (parsed, dispatched or refused), retries (sent to a second node), "+
 			"fresh_redials (stale pooled node connections replaced), node_dials (connections opened to nodes), "+
@@ -543,7 +554,8 @@ var (
 
 func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descFallback,
-		descEvents, descResponses, descCPU, descSteered, descRepair, descHybrid, descLimit, descStream, descAnswers} {
+		descEvents, descResponses, descCPU, descSteered, descRepair, descHybrid, descLimit, descStream, descAnswers,
+		descProto, descProtoConns, descH2, descProxy} {
 		ch <- d
 	}
 }
@@ -593,7 +605,13 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 		labelled{"tag_refused", h.Tag.Refused}, labelled{"tag_ended", h.Tag.Ended}, labelled{"tag_pushes", h.Tag.Pushes})
 	counters(descFallback, labelled{"no_socket", h.FallbackNoSocket}, labelled{"send", h.FallbackSend},
 		labelled{"socket_dir", h.RefusedSocketDir}, labelled{"socket_peer", h.RefusedSocketPeer},
-		labelled{"tls", h.FallbackTLS}, labelled{"fast", h.FastFallback}, labelled{"fast_blocked", h.FastBlocked})
+		labelled{"tls", h.FallbackTLS}, labelled{"stream", h.FallbackStream}, labelled{"proxy", h.FallbackProxy},
+		labelled{"fast", h.FastFallback}, labelled{"fast_blocked", h.FastBlocked})
+	p := st.Protocols
+	counters(descProto, labelled{"h1", p.H1Requests}, labelled{"h2", p.H2Requests}, labelled{"h3", p.H3Requests})
+	counters(descProtoConns, labelled{"h2", p.H2Conns}, labelled{"h3", p.H3Conns})
+	counters(descH2, labelled{"refused_streams", p.H2Refused}, labelled{"glitches", p.H2Glitches}, labelled{"goaway_errors", p.H2Errors})
+	counters(descProxy, labelled{"accepted", p.ProxyAccepted}, labelled{"refused", p.ProxyRefused}, labelled{"untrusted", p.ProxyUntrusted})
 	counters(descHybrid, labelled{"cpu", h.HybridCPU}, labelled{"conns", h.HybridConns},
 		labelled{"size", h.HybridSize}, labelled{"relay", h.HybridRelay})
 	gauge(descCPU, h.FrontCPUPercent)

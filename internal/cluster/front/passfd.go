@@ -111,6 +111,14 @@ type HandoffStats struct {
 	// handoff path (passfd, hybrid, repair) relayed instead: the TLS
 	// session cannot follow the socket without kTLS (tls.go).
 	FallbackTLS uint64
+	// FallbackStream counts HTTP/2 and HTTP/3 requests a handoff path
+	// relayed instead: a stream shares its connection with others, so its
+	// socket cannot move; each stream is relayed on its own (mux.go).
+	FallbackStream uint64
+	// FallbackProxy counts requests a handoff path relayed because their
+	// connection's client address came in a PROXY header: a node given the
+	// socket would see the balancer's address (proxyproto.go).
+	FallbackProxy uint64
 	// FastPassed counts connections passed straight from the raw accept
 	// loop (fastaccept.go; included in Passed); FastFallback those the loop
 	// gave to the normal path (partial head, refusal, no socket, …);
