@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 
+	"shoal/internal/admin"
 	"shoal/internal/cluster/node"
 	"shoal/internal/gateway"
 )
@@ -49,3 +50,12 @@ func startEdge(cfg Config) (*Cluster, error) {
 // Nodes returns the cluster's nodes (in-process clusters only): the CDN
 // tier reaches its cache-mode nodes' stores through them.
 func (c *Cluster) Nodes() []*node.Server { return c.nodes }
+
+// Admin returns the admin API's handler, nil when it is off: `shoal pop`
+// adds its CDN figures to the dashboard through it.
+func (c *Cluster) Admin() *admin.Server {
+	if c.gw == nil {
+		return nil
+	}
+	return c.gw.Admin
+}
