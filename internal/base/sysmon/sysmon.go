@@ -91,7 +91,12 @@ func find(limit time.Duration, nr int) (int, error) {
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("sysmon: %d threads found in nanosleep, want exactly 1", len(tids))
 		}
-		time.Sleep(200 * time.Microsecond)
+		// Wait busy, not with time.Sleep: while every P is idle, sysmon
+		// sleeps in a futex until the next timer instead of nanosleep, so a
+		// sleeping finder of an idle program (a node just started) could
+		// miss it throughout.
+		for t := time.Now(); time.Since(t) < 200*time.Microsecond; {
+		}
 	}
 }
 
