@@ -31,7 +31,9 @@
 //
 // SCHED_IDLE still guarantees a share of the CPU, so nothing starves. The
 // front does no blocking file I/O on its request path, so this delay costs
-// it nothing.
+// it nothing. The node uses it too (config.NodeServer.SysmonIdle): there a
+// goroutine blocked in a disk read keeps its P until the core has a moment
+// for sysmon, which only a host whose cores other work keeps busy notices.
 //
 // There is no API that names sysmon's thread. The runtime starts sysmon
 // first, as its second thread, and sysmon sleeps with nanosleep, which no
