@@ -27,6 +27,12 @@ type Config struct {
 	// Name and Addr are this PoP's name and peer address, carried in its
 	// entry so that every PoP can reach every other.
 	Name, Addr string
+	// Gateway is this PoP's client-facing addresses (comma-separated IPs of
+	// its gateway), published in its entry so that any PoP's DNS can answer
+	// them: the peer address Addr is for PoPs, not clients (seed 003 §3.3:
+	// the gateway is the PoP's one address for its users). A PoP sets it
+	// in its entry at its first refresh, so it needs no place in the join.
+	Gateway string
 
 	// Hold is how long a PoP keeps a token before passing it on. It sets
 	// the pace of the ring (one round ≈ N·(Hold + one-way delay)) and so

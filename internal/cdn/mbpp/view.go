@@ -103,6 +103,9 @@ func (ls Links) normalise() Links {
 type Entry struct {
 	ID         ID
 	Name, Addr string
+	// Gateway is the PoP's client-facing addresses (Config.Gateway), part
+	// of the meta with Name and Addr: what the DNS answers for it.
+	Gateway string
 	// Inc is the incarnation: a PoP that rejoins gets a higher one, which
 	// overrides the dead mark of the previous one.
 	Inc   uint32
@@ -139,7 +142,7 @@ func (e *Entry) delta(inc uint32, ver uint64, known bool) Entry {
 	full := !known || inc != e.Inc
 	d := Entry{ID: e.ID, Inc: e.Inc, Alive: e.Alive, Version: e.Version}
 	if full || e.MetaVer > ver {
-		d.HasMeta, d.Name, d.Addr, d.MetaVer = true, e.Name, e.Addr, e.MetaVer
+		d.HasMeta, d.Name, d.Addr, d.Gateway, d.MetaVer = true, e.Name, e.Addr, e.Gateway, e.MetaVer
 	}
 	if full || e.ServerVer > ver {
 		d.HasServer, d.Server, d.ServerVer = true, e.Server, e.ServerVer
@@ -174,7 +177,7 @@ func merge(e *Entry, d *Entry) bool {
 		e.Alive, changed = false, true
 	}
 	if d.HasMeta && (d.MetaVer > e.MetaVer || e.Name == "" && e.Addr == "") {
-		e.Name, e.Addr, e.MetaVer, changed = d.Name, d.Addr, d.MetaVer, true
+		e.Name, e.Addr, e.Gateway, e.MetaVer, changed = d.Name, d.Addr, d.Gateway, d.MetaVer, true
 	}
 	if d.HasServer && d.ServerVer > e.ServerVer {
 		e.Server, e.ServerVer, changed = d.Server, d.ServerVer, true
@@ -196,18 +199,20 @@ func merge(e *Entry, d *Entry) bool {
 
 // PeerView is one line of a PoP's view, as the admin API shows it.
 type PeerView struct {
-	ID     ID            `json:"id"`
-	Name   string        `json:"name"`
-	Addr   string        `json:"addr"`
-	Alive  bool          `json:"alive"`
-	Inc    uint32        `json:"incarnation"`
-	RTT    time.Duration `json:"-"`
-	RTTms  float64       `json:"rtt_ms"`
-	Server float64       `json:"server_perf"`
-	Score  float64       `json:"score"`
-	Age    time.Duration `json:"-"`
-	AgeS   float64       `json:"age_s"`
-	Self   bool          `json:"self"`
+	ID   ID     `json:"id"`
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+	// Gateway is the entry's client-facing addresses (comma-separated).
+	Gateway string        `json:"gateway,omitempty"`
+	Alive   bool          `json:"alive"`
+	Inc     uint32        `json:"incarnation"`
+	RTT     time.Duration `json:"-"`
+	RTTms   float64       `json:"rtt_ms"`
+	Server  float64       `json:"server_perf"`
+	Score   float64       `json:"score"`
+	Age     time.Duration `json:"-"`
+	AgeS    float64       `json:"age_s"`
+	Self    bool          `json:"self"`
 }
 
 // score is serv of seed 003 §2 (5) for peer e seen from this PoP.
@@ -269,7 +274,7 @@ func (n *Node) View(now time.Time) []PeerView {
 		if e.ID == n.cfg.Self {
 			rtt, ok = 0, true
 		}
-		v := PeerView{ID: e.ID, Name: e.Name, Addr: e.Addr, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
+		v := PeerView{ID: e.ID, Name: e.Name, Addr: e.Addr, Gateway: e.Gateway, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
 			RTTms: float64(rtt) / 1e6, Server: e.Server, Score: n.score(e, rtt, ok), Self: e.ID == n.cfg.Self}
 		if !e.heard.IsZero() {
 			v.Age = now.Sub(e.heard)
@@ -292,11 +297,52 @@ func (n *Node) Peer(id ID, now time.Time) (PeerView, bool) {
 	if id == n.cfg.Self {
 		rtt, ok = 0, true
 	}
-	v := PeerView{ID: id, Name: e.Name, Addr: e.Addr, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
+	v := PeerView{ID: id, Name: e.Name, Addr: e.Addr, Gateway: e.Gateway, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
 		RTTms: float64(rtt) / 1e6, Server: e.Server, Score: n.score(e, rtt, ok), Self: id == n.cfg.Self}
 	if !e.heard.IsZero() {
 		v.Age = now.Sub(e.heard)
 		v.AgeS = v.Age.Seconds()
 	}
 	return v, true
+}
+
+// LinkRTT is the link RTT between PoPs a and b as this PoP's view knows it:
+// its own measurement when one of them is this PoP, else a's published
+// link to b, else b's to a (RTT is symmetric). A PoP publishes only its
+// PublishLinks nearest links, so two PoPs far apart often have none.
+func (n *Node) LinkRTT(a, b ID) (time.Duration, bool) {
+	switch {
+	case a == b:
+		return 0, true
+	case a == n.cfg.Self:
+		return n.rttTo(b)
+	case b == n.cfg.Self:
+		return n.rttTo(a)
+	}
+	if e := n.view[a]; e != nil {
+		if l, ok := e.Links.Get(b); ok {
+			return l.RTT, true
+		}
+	}
+	if e := n.view[b]; e != nil {
+		if l, ok := e.Links.Get(a); ok {
+			return l.RTT, true
+		}
+	}
+	return 0, false
+}
+
+// ScoreFrom is serv of PoP to as PoP from would compute it (seed 003 §2 (5)
+// with from's local preference, §2 (4)), from this PoP's view: to's server
+// performance and the link between them (LinkRTT; no known link counts as
+// no link performance, which only far PoPs lack). Routing a client uses it
+// from the client's nearest PoP rather than from whichever PoP answered;
+// 0 for a PoP not in the view or dead.
+func (n *Node) ScoreFrom(from, to ID) float64 {
+	e := n.view[to]
+	if e == nil {
+		return 0
+	}
+	rtt, ok := n.LinkRTT(from, to)
+	return Score(&n.cfg, from == to, e.Alive, rtt, ok, e.Server)
 }
