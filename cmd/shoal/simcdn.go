@@ -19,7 +19,8 @@ func runSimCDN(args []string) error {
 		"Simulate the CDN tier (MBPP view, Chord directory, replication) on a virtual clock over a latency matrix; one row per PoP count and view")
 	matrixPath := fs.String("rtt-matrix", "", "RTT matrix CSV (plain or gzip): one row per pair, upper triangle allowed")
 	rttCols := fs.String("rtt-cols", "", "columns SRC,DST,RTT_MS by header name or 1-based number (default: the first three)")
-	citiesN := fs.Int("cities", 100, "without --rtt-matrix: generate a matrix of this many locations from city coordinates (the first 100 real cities, more scattered around them)")
+	citiesN := fs.Int("cities", 100, "without --rtt-matrix: generate a matrix of this many locations (--topology)")
+	topology := fs.String("topology", "cities", "generated matrix: cities (great-circle RTT between city coordinates, the first 100 real cities, more scattered around them) or transit-stub (shortest paths through a GT-ITM-style hierarchy of transit and stub domains: an independent second model)")
 	inflation := fs.Float64("inflation", cdnsim.DefaultGenConfig(0).Inflation, "generated matrix: RTT = base + inflation × great-circle km / 100 (fibre 200 km/ms, paths ≈ 2× longer)")
 	baseMs := fs.Float64("rtt-base-ms", cdnsim.DefaultGenConfig(0).BaseMs, "generated matrix: access delay added to every pair (and the RTT within a location)")
 	tracePath := fs.String("trace", "", "access log (CLF or EPA, plain or gzip); clients placed at locations by a seeded hash of their host")
@@ -48,22 +49,11 @@ func runSimCDN(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	var m *cdnsim.Matrix
-	var err error
-	if *matrixPath != "" {
-		cols, err := cdnsim.ParseColumns(*rttCols)
-		if err != nil {
-			return err
-		}
-		if m, err = cdnsim.LoadMatrix(*matrixPath, cols); err != nil {
-			return err
-		}
-	} else {
-		g := cdnsim.DefaultGenConfig(*citiesN)
-		g.Inflation, g.BaseMs, g.Seed = *inflation, *baseMs, *seed
-		if m, err = cdnsim.Generate(g); err != nil {
-			return err
-		}
+	g := cdnsim.DefaultGenConfig(*citiesN)
+	g.Inflation, g.BaseMs, g.Seed = *inflation, *baseMs, *seed
+	m, err := simMatrix(*matrixPath, *rttCols, *topology, g)
+	if err != nil {
+		return err
 	}
 	var w *cdnsim.Workload
 	if *tracePath != "" {
@@ -130,4 +120,24 @@ func runSimCDN(args []string) error {
 		return errors.New("no run: --pops and --views are empty")
 	}
 	return nil
+}
+
+// simMatrix loads the --rtt-matrix file, or generates the --topology's
+// matrix (g's location count and seed for either model).
+func simMatrix(path, cols, topology string, g cdnsim.GenConfig) (*cdnsim.Matrix, error) {
+	switch {
+	case path != "":
+		c, err := cdnsim.ParseColumns(cols)
+		if err != nil {
+			return nil, err
+		}
+		return cdnsim.LoadMatrix(path, c)
+	case topology == "cities":
+		return cdnsim.Generate(g)
+	case topology == "transit-stub":
+		ts := cdnsim.DefaultTransitStubConfig(g.Locations)
+		ts.Seed = g.Seed
+		return cdnsim.TransitStub(ts)
+	}
+	return nil, fmt.Errorf("--topology %q: want cities or transit-stub", topology)
 }
