@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"shoal/internal/admin"
 	"shoal/internal/base/content"
@@ -107,6 +108,7 @@ func (cmd *frontCmd) configure(fs *flag.FlagSet, def config.Front) (config.Front
 		if logf.set("log-format") {
 			fc.LogFormat = *logf.format
 		}
+		fc.NormalizeAdmin() // --admin off
 	}
 	cmd.override(&fc)
 	if fc.PublishDir != "" && (fc.Admin == "" || fc.AdminTokenFile == "" || !filepath.IsAbs(fc.PublishDir)) {
@@ -292,6 +294,12 @@ func (rt *frontRuntime) run(stopHUP func()) error {
 			logger.Info("admin API, writes need the bearer token", "addr", addr, "token_file", fc.AdminTokenFile, "reads_need_token", rt.adminPublic)
 		}
 	}
+	// Signals are ours before "serving" is said: a supervisor that stops
+	// the front as soon as it reads that line gets a graceful shutdown.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	stopHUP() // SIGHUP is ours now
 	maxc, perIP := gw.Server().ConnLimits()
 	certs := rt.certs
 	logger.Info("serving", "addr", gw.Listener().Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes),
@@ -299,10 +307,6 @@ func (rt *frontRuntime) run(stopHUP func()) error {
 	if certs != nil && fc.Path != "relay" && fc.Path != "redirect" {
 		logger.Warn("TLS connections are relayed: the handoff paths cannot move a TLS session without kTLS", "path", fc.Path)
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sig)
-	stopHUP() // SIGHUP is ours now
 	for {
 		select {
 		case err := <-gw.Err():
@@ -334,6 +338,7 @@ func (rt *frontRuntime) hangup() {
 			rt.log.Error("certificates not reloaded, the old ones stay", "err", err)
 		} else {
 			rt.log.Info("certificates reloaded", "names", rt.certs.Names())
+			rt.certs.LogExpiring(rt.log, time.Now())
 		}
 	}
 }

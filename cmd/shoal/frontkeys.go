@@ -30,7 +30,7 @@ func bindFrontKeys(fs *flag.FlagSet, fc *config.Front, def config.Front) *frontK
 	fs.StringVar(&fc.Path, "path", def.Path, "data path: relay, redirect, passfd (same-host handoff), hybrid (passfd when it pays) or repair")
 	fs.StringVar(&fc.HandoffDir, "handoff-dir", def.HandoffDir, "--path passfd|hybrid: pass connections only to node sockets inside this folder (empty: $TMPDIR or /tmp)")
 	fs.IntVar(&k.handoffUID, "handoff-uid", *def.HandoffUID, "--path passfd|hybrid: pass connections only to node sockets served by this uid (-1: the front's own)")
-	fs.StringVar(&fc.Admin, "admin", "", "admin API and /metrics address (empty: off)")
+	fs.StringVar(&fc.Admin, "admin", "", "admin API and /metrics address (\"off\" or empty: off)")
 	fs.StringVar(&fc.AdminTokenFile, "admin-token-file", def.AdminTokenFile, "file holding the admin API's bearer token (32+ random characters, mode 0600); "+
 		"without it the admin API is read-only, and an --admin address other than loopback refuses to start")
 	bindLimits(fs, &fc.Limits, def.Limits)

@@ -104,6 +104,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
+	sizes = sim.ObjectSizes(sizes) // one file, one object, as the nodes cache it
 	if *sf.replicas < 0 {
 		return fmt.Errorf("--replicas %d: want 0 (every node) or a count of nodes", *sf.replicas)
 	}

@@ -213,3 +213,27 @@ func TestSiteMetrics(t *testing.T) {
 		t.Errorf("site series: %d, want 2", strings.Count(body, "shoal_site_requests_total{"))
 	}
 }
+
+// TestWeightBounded: a weight above policy.MaxWeight is refused (400) by
+// PUT /nodes/{i}/weight and POST /nodes and leaves the node as it was:
+// math.MaxInt64 under dfwrr or gwrr made every request 503 (their sums
+// overflowed).
+func TestWeightBounded(t *testing.T) {
+	cl, srv := setup(t)
+	for _, tc := range []struct{ method, path, body string }{
+		{"PUT", "/nodes/0/weight", "9223372036854775807"},
+		{"PUT", "/nodes/0/weight", `{"weight": 257}`},
+		{"POST", "/nodes", `{"url": "http://127.0.0.1:9009", "weight": 9223372036854775807}`},
+		{"POST", "/nodes", `{"url": "http://127.0.0.1:9009", "weight": 1000}`},
+	} {
+		if code, body := call(t, tc.method, srv.URL+tc.path, tc.body); code != 400 || !strings.Contains(body, "256") {
+			t.Errorf("%s %s %s = %d %q, want 400 naming the bound", tc.method, tc.path, tc.body, code, body)
+		}
+	}
+	if code, _ := call(t, "PUT", srv.URL+"/nodes/0/weight", "256"); code != 200 {
+		t.Errorf("the largest weight refused: %d", code)
+	}
+	if got := cl.Nodes(); len(got) != 2 || got[0].Weight != 256 {
+		t.Errorf("nodes after the refused calls: %+v", got)
+	}
+}

@@ -17,6 +17,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
+
+	"shoal/internal/base/accept"
 )
 
 // Config secures the admin API (docs/security.md). The
@@ -307,4 +310,17 @@ func LoadOrCreateToken(path string) (string, error) {
 		return "", fmt.Errorf("admin token file %s: %w", path, err)
 	}
 	return tok, nil
+}
+
+// DefaultLimits are the admin API listener's bounds (accept.Limits): 64
+// connections, 16 from one address, a request head within 10 s and the
+// whole request within 60 s, keep-alive connections closed after 60 s
+// idle, and a client that takes no response bytes for 60 s closed. The
+// API is low-rate (dashboards, scrapes, operators): these keep a flood of
+// idle connections from holding descriptors the process needs, so the API
+// stays reachable while clients fill the data plane, which keeps its own
+// reserve of descriptors for it (front.DefaultMaxClientConns).
+func DefaultLimits() accept.Limits {
+	return accept.Limits{MaxConns: 64, MaxPerIP: 16, HeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+		IdleTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second}
 }

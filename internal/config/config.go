@@ -56,7 +56,8 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 type Front struct {
 	// Listen is the client-facing address. Default "127.0.0.1:8080".
 	Listen string `toml:"listen"`
-	// Admin is the admin API and /metrics address; empty turns it off.
+	// Admin is the admin API and /metrics address; empty or AdminOff
+	// ("off", as `shoal up` and `shoal pop` take it) turns it off.
 	// Default "127.0.0.1:9090".
 	Admin string `toml:"admin"`
 	// AdminTokenFile holds the admin API's bearer token (32 or more random
@@ -284,6 +285,7 @@ func (f *Front) fill() {
 		}
 	}
 	fd, hd, cd := front.DefaultConfig(), front.DefaultHybridConfig(), control.DefaultCheckConfig()
+	f.NormalizeAdmin()
 	def(&f.Listen, "127.0.0.1:8080")
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
@@ -377,6 +379,18 @@ func ParseFront(name string, data []byte) (Front, error) {
 	return f, errors.Join(errs...)
 }
 
+// AdminOff is the Admin value that turns the admin API off, the word
+// every command takes.
+const AdminOff = "off"
+
+// NormalizeAdmin turns Admin = AdminOff into "" (off), the front's own
+// spelling, so "off" is never taken for an address.
+func (f *Front) NormalizeAdmin() {
+	if strings.EqualFold(strings.TrimSpace(f.Admin), AdminOff) {
+		f.Admin = ""
+	}
+}
+
 // Validate checks a configuration built from flags (no file to point into).
 func (f *Front) Validate() error {
 	f.fill()
@@ -419,6 +433,9 @@ func (f *Front) validate(name string, data []byte) []error {
 		}
 		if n.Weight != nil && *n.Weight < 0 {
 			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is negative", i+1, *n.Weight), "use 0 to drain a node, or a positive weight")
+		}
+		if n.Weight != nil && *n.Weight > policy.MaxWeight {
+			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is above the largest, %d", i+1, *n.Weight, policy.MaxWeight), "weights are ratios: scale them into 1.."+fmt.Sprint(policy.MaxWeight))
 		}
 	}
 	if _, err := front.ParseAccessLogFormat(f.AccessLogFormat); err != nil {

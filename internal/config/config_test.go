@@ -65,6 +65,8 @@ func TestErrorsNameFileLineAndFix(t *testing.T) {
 			[]string{"f.toml:1", "fix:"}},
 		{"negative weight", "[[node]]\nurl = \"http://a:1\"\n\n[[node]]\nurl = \"http://b:1\"\nweight = -2\n",
 			[]string{"f.toml:6:", "node 2: weight -2 is negative", "fix: use 0 to drain"}},
+		{"huge weight", "[[node]]\nurl = \"http://a:1\"\nweight = 9223372036854775807\n",
+			[]string{"f.toml:3:", "node 1: weight 9223372036854775807 is above the largest, 256", "into 1..256"}},
 		{"bad url", "[[node]]\nurl = \"127.0.0.1:9\"\n",
 			[]string{"f.toml:2:", `node 1: url "127.0.0.1:9": no scheme`, "fix: write it as http://HOST:PORT"}},
 		{"url with a path", "[[node]]\nurl = \"http://127.0.0.1:9001\"\n[[node]]\nurl = \"http://127.0.0.1:9002/x\"\n",

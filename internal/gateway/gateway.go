@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"shoal/internal/admin"
+	"shoal/internal/base/accept"
 	"shoal/internal/base/content"
 	"shoal/internal/base/sysmon"
 	"shoal/internal/base/vhost"
@@ -58,6 +59,9 @@ type Config struct {
 	// turns the admin API off.
 	AdminListener net.Listener
 	AdminConfig   admin.Config
+	// AdminLimits bound the admin API's connections and their time
+	// (accept.Limits). Zero: admin.DefaultLimits().
+	AdminLimits accept.Limits
 	// AdminRoutes are more admin endpoints ("GET /pops" → handler), behind
 	// the same token checks; Collectors more /metrics collectors.
 	AdminRoutes map[string]http.Handler
@@ -95,13 +99,14 @@ type Gateway struct {
 	// Admin is the admin API's handler; nil when off.
 	Admin *admin.Server
 
-	cfg    Config
-	sw     *policy.Switch
-	cur    atomic.Pointer[front.Server]
-	ln     net.Listener
-	admin  *http.Server
-	errc   chan error
-	cancel context.CancelFunc
+	cfg     Config
+	sw      *policy.Switch
+	cur     atomic.Pointer[front.Server]
+	ln      net.Listener
+	admin   *http.Server
+	adminLn *accept.Listener
+	errc    chan error
+	cancel  context.CancelFunc
 
 	healthMu   sync.Mutex
 	healthStop context.CancelFunc
@@ -146,6 +151,16 @@ func New(cfg Config) (*Gateway, error) {
 		g.Metrics.WatchFront(g.Stats)
 	}
 	if cfg.AdminListener != nil {
+		g.Metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shoal_admin_connections_refused_total",
+			Help: "Admin API connections closed at once: over its connection bounds (total or per address)."}, func() float64 {
+			if l := g.adminLn; l != nil {
+				return float64(l.Refused.Load())
+			}
+			return 0
+		}))
+		if cfg.Certs != nil {
+			g.Metrics.Registry().MustRegister(certCollector{cfg.Certs})
+		}
 		g.Admin = admin.NewConfig(g.Control, g.Metrics, cfg.AdminConfig)
 		for pattern, h := range cfg.AdminRoutes {
 			g.Admin.Handle(pattern, h)
@@ -226,11 +241,17 @@ func (g *Gateway) Start() error {
 	g.ln = g.cfg.Listener
 	if g.cfg.Certs != nil {
 		g.ln = front.TLSListener(g.ln, g.cfg.Certs)
+		g.cfg.Certs.LogExpiring(g.cfg.Logger, time.Now())
 	}
 	go g.serve(g.cur.Load(), g.ln)
 	if g.Admin != nil {
-		g.admin = &http.Server{Handler: g.Admin, ReadHeaderTimeout: 10 * time.Second}
-		go func() { g.report(g.admin.Serve(g.cfg.AdminListener)) }()
+		l := g.cfg.AdminLimits
+		if l == (accept.Limits{}) {
+			l = admin.DefaultLimits()
+		}
+		g.adminLn = accept.Bound(g.cfg.AdminListener, l)
+		g.admin = g.adminLn.HTTPServer(g.Admin)
+		go func() { g.report(g.admin.Serve(g.adminLn)) }()
 	}
 	return nil
 }
@@ -353,4 +374,20 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		g.cancel()
 	}
 	return errors.Join(errs...)
+}
+
+// descCertExpiry is each TLS certificate's time left, for an alert ahead
+// of its expiry (e.g. shoal_tls_certificate_expiry_seconds < 14 * 86400).
+var descCertExpiry = prometheus.NewDesc("shoal_tls_certificate_expiry_seconds",
+	"Seconds until the TLS certificate's notAfter (negative once expired; an expired file is never loaded).", []string{"cert"}, nil)
+
+// certCollector exports the certificates' time left at each scrape.
+type certCollector struct{ c *front.Certs }
+
+func (cc certCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descCertExpiry }
+
+func (cc certCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, e := range cc.c.Expiry(time.Now()) {
+		ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, e.Left.Seconds(), e.File)
+	}
 }

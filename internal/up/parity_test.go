@@ -1,94 +1,115 @@
 package up
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"shoal/internal/base/content"
+	"shoal/internal/base/trace"
 	"shoal/internal/cluster/policy"
 	"shoal/internal/tools/loadgen"
 	"shoal/internal/tools/sim"
 )
 
-// parityRequests is how many NASA trace records the parity test replays.
+// The long form's real traces, in shared/data/traces beside the checkout
+// (SHOAL_TRACES names another folder): the NASA day and the EPA server's
+// 30 August 1995 morning, a different site and month, never used to tune
+// the simulator.
+const (
+	nasaFile = "nasa_aug95_19950801_fullday_derived.log.gz"
+	epaFile  = "epa_http_0830_00-12h_learning-clojure.txt.gz"
+)
+
+// parityRequests is how many trace records the long parity test replays.
 const parityRequests = 20000
 
-// TestParityLiveVsSim checks the simulator's fidelity: the same trace through
-// a live 4-node `shoal up` and through `shoal sim`, with the same cache
-// sizes (2 MiB per node, gdsf, nothing above 500 KiB cached), the same
+// paritySmall is the short form's trace: the first records of the NASA day,
+// kept in the repository so `go test ./...` checks parity on a clean clone.
+const paritySmall = "testdata/parity-small.log.gz"
+
+// parityCase is one trace the parity test replays.
+type parityCase struct {
+	Name  string // the table's trace column
+	Path  string // the access log (CLF or EPA, plain or gzip)
+	Limit int    // replay at most this many records (0 = all)
+}
+
+// parityRow is one policy on one path of one trace, live against simulated.
+type parityRow struct {
+	Trace, Policy, Path string
+	Live, Sim           []float64 // per-node request shares, %
+	DShare              float64   // the largest per-node gap, points
+	LiveHit, SimHit     float64   // aggregate memory hit ratios
+	DHit                float64   // |live − sim| / sim, %
+}
+
+// within reports whether the row is within the parity bounds: shares within
+// 10 points, hit ratio within 10 %.
+func (r parityRow) within() bool { return r.DShare <= 10 && r.DHit <= 10 }
+
+// TestParityShort is the parity test's short form, run by `go test ./...`:
+// the first records of the NASA day (testdata/parity-small.log.gz) through a
+// live 4-node in-process cluster on the relay path and through the
+// simulator, for a content-blind policy, a hashing one and a load-aware
+// locality one; every row must be within the bounds and both sides must
+// rank the same policy first (docs/parity.md). TestParityLiveVsSim is the
+// long form.
+func TestParityShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a small trace through three live clusters; skipped with -short")
+	}
+	rows := parityTrace(t, parityCase{Name: "nasa-small", Path: paritySmall}, []string{"relay"},
+		[]string{"wrr", "urlhash", "lard"})
+	checkParity(t, rows)
+	t.Logf("\n%s", parityTable(rows))
+}
+
+// TestParityLiveVsSim checks the simulator's fidelity: each trace through a
+// live 4-node `shoal up` and through `shoal sim`, with the same cache sizes
+// (2 MiB per node, gdsf, nothing above 500 KiB cached), the same
 // concurrency (16 requests in the system, one connection each, as the
 // simulator's HTTP/1.0 trace requests are), the same policy code and the
 // same node names (the live nodes' URLs), for every policy on relay and
-// passfd. Per-node request shares must agree
-// within 10 percentage points and the live aggregate hit ratio must be
-// within 10 % of the simulated one. The table goes to the log, and to the
-// file named by SHOAL_PARITY_TABLE (docs/parity.md holds one). Slow (half
-// a minute for relay, a minute for passfd, two for repair) and a load test,
-// so it runs only with SHOAL_PARITY=1 (SHOAL_PARITY_PATHS picks the paths,
-// default relay,passfd; repair needs root).
+// passfd, the simulator calibrated to each live run (paritySim). Per-node
+// request shares must agree within 10 percentage points, the live hit
+// ratio must be within 10 % of the simulated one, and on each trace and
+// path both sides must rank the same policy first (rankParity).
+//
+// The traces: the NASA day and the EPA morning (the first 20,000 records
+// of each), a synthetic Zipf workload, and the access log named by
+// SHOAL_PARITY_TRACE (a user's own traffic). SHOAL_PARITY_TRACES picks
+// among nasa, epa and zipf (default all; none: only SHOAL_PARITY_TRACE's),
+// SHOAL_TRACES names the folder of the real traces when shared/ is not
+// beside the checkout, SHOAL_PARITY_PATHS the paths (default relay,passfd;
+// repair needs root) and SHOAL_PARITY_POLICIES the policies (default all).
+// The tables go to the log, and to the file named by SHOAL_PARITY_TABLE
+// (docs/parity.md holds them). A load test of a few minutes, so it runs
+// only with SHOAL_PARITY=1; TestParityShort is its short form.
 func TestParityLiveVsSim(t *testing.T) {
 	if testing.Short() || os.Getenv("SHOAL_PARITY") == "" {
-		t.Skip("a load test replaying a trace through 26 live clusters: set SHOAL_PARITY=1 (docs/parity.md)")
+		t.Skip("a load test replaying traces through live clusters: set SHOAL_PARITY=1 (docs/parity.md)")
 	}
-	if _, err := os.Stat(nasa); err != nil {
-		t.Skipf("NASA trace not found at %s: %v", nasa, err)
+	paths := envList("SHOAL_PARITY_PATHS", []string{"relay", "passfd"})
+	pols := envList("SHOAL_PARITY_POLICIES", policy.Names())
+	var rows []parityRow
+	for _, pc := range parityCases(t) {
+		start := time.Now()
+		rows = append(rows, parityTrace(t, pc, paths, pols)...)
+		t.Logf("%s: %v", pc.Name, time.Since(start).Round(time.Second))
 	}
-	dataDir := t.TempDir()
-	cfg := Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: dataDir, Nodes: 4, CacheMB: 2, Cache: "gdsf",
-		SiteFromTrace: nasa, HealthInterval: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if err := cfg.fill(); err != nil {
-		t.Fatal(err)
-	}
-	root, _, err := prepareSite(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Site, cfg.SiteFromTrace = root, ""
-	urls, accesses := parityWorkload(t, root)
-	t.Logf("%d of the first %d trace requests name files of the site", len(urls), parityRequests)
-
-	var rows []string
-	paths := []string{"relay", "passfd"}
-	if p := os.Getenv("SHOAL_PARITY_PATHS"); p != "" {
-		paths = strings.Split(p, ",")
-	}
-	for _, path := range paths {
-		for _, pol := range policy.Names() {
-			liveReq, liveHit, names := parityLive(t, cfg, path, pol, urls)
-			// The simulated nodes carry the live nodes' names (their URLs),
-			// as the front's policy view does: chbl's ring hashes them.
-			simRes, err := sim.Run(sim.Config{Policy: pol, Nodes: 4, NodeNames: names, CacheBytes: 2 << 20, Cache: "gdsf",
-				PerNode: 4, PolicyConfig: policy.Config{PopularN: policy.DefaultConfig().PopularN}}, sim.NewSliceSource(accesses))
-			if err != nil {
-				t.Fatalf("sim %s: %v", pol, err)
-			}
-			simHit := 1 - simRes.MissRatio
-			ls, ss := shares(liveReq), shares(simRes.NodeRequests)
-			dShare := 0.0
-			for i := range ls {
-				dShare = max(dShare, math.Abs(ls[i]-ss[i]))
-			}
-			dHit := math.Abs(liveHit-simHit) / simHit * 100
-			ok := dShare <= 10 && dHit <= 10
-			verdict := "yes"
-			if !ok {
-				verdict = "**no**"
-				t.Errorf("%s over %s: shares live %v sim %v (%.1f points apart), hit ratio live %.3f sim %.3f (%.1f %% apart)",
-					pol, path, fmtShares(ls), fmtShares(ss), dShare, liveHit, simHit, dHit)
-			}
-			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %.1f | %.3f | %.3f | %.1f | %s |",
-				pol, path, fmtShares(ls), fmtShares(ss), dShare, liveHit, simHit, dHit, verdict))
-		}
-	}
-	table := "| policy | path | live shares % | sim shares % | max Δ (points) | live hit | sim hit | Δ hit % | within |\n" +
-		"|---|---|---|---|---|---|---|---|---|\n" + strings.Join(rows, "\n") + "\n"
+	checkParity(t, rows)
+	table := parityTable(rows)
 	t.Logf("\n%s", table)
 	if out := os.Getenv("SHOAL_PARITY_TABLE"); out != "" {
 		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
@@ -97,13 +118,253 @@ func TestParityLiveVsSim(t *testing.T) {
 	}
 }
 
-// parityWorkload reads the first parityRequests GET records of the trace
-// and keeps those naming a file of the site (the others cannot be served
-// the same way live and simulated): the request targets for the live run
-// and the same sequence with the files' sizes for the simulator.
-func parityWorkload(t *testing.T, root string) ([]string, []sim.Access) {
+// envList is the comma-separated list in the environment variable name, or
+// def when it is unset.
+func envList(name string, def []string) []string {
+	if v := os.Getenv(name); v != "" {
+		return strings.Split(v, ",")
+	}
+	return def
+}
+
+// parityCases lists the long form's traces: those of SHOAL_PARITY_TRACES
+// that exist, and SHOAL_PARITY_TRACE's log.
+func parityCases(t *testing.T) []parityCase {
 	t.Helper()
-	targets, err := loadgen.LoadTrace(nasa, "", parityRequests)
+	var out []parityCase
+	for _, name := range envList("SHOAL_PARITY_TRACES", []string{"nasa", "epa", "zipf"}) {
+		switch name {
+		case "nasa", "epa":
+			dir := cmp.Or(os.Getenv("SHOAL_TRACES"), filepath.Dir(nasa))
+			p := filepath.Join(dir, map[string]string{"nasa": nasaFile, "epa": epaFile}[name])
+			if _, err := os.Stat(p); err != nil {
+				t.Logf("%s trace not found at %s (shared/ beside the checkout): skipped", name, p)
+				continue
+			}
+			out = append(out, parityCase{Name: name, Path: p, Limit: parityRequests})
+		case "zipf":
+			out = append(out, parityCase{Name: "zipf", Path: zipfTrace(t)})
+		case "none":
+		default:
+			t.Fatalf("SHOAL_PARITY_TRACES: unknown trace %q (want nasa, epa, zipf or none)", name)
+		}
+	}
+	if p := os.Getenv("SHOAL_PARITY_TRACE"); p != "" {
+		out = append(out, parityCase{Name: filepath.Base(p), Path: p, Limit: parityRequests})
+	}
+	if len(out) == 0 {
+		t.Skip("no trace to replay")
+	}
+	return out
+}
+
+// zipfTrace writes a synthetic workload as a Common Log Format file and
+// returns its path: 2,000 files of SURGE sizes (capped at 1 MiB) under
+// Zipf(0.8) popularity, 15,000 requests.
+func zipfTrace(t *testing.T) string {
+	t.Helper()
+	g, err := trace.Synth{Files: 2000, Requests: 15000, MaxSize: 1 << 20, Seed: 28}.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "zipf.log")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	var line []byte
+	for {
+		rec, err := g.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		line = append(trace.AppendCLF(line[:0], rec), '\n')
+		w.Write(line)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// parityTrace replays one trace live and simulated for every path and
+// policy and returns the rows.
+func parityTrace(t *testing.T, pc parityCase, paths, pols []string) []parityRow {
+	t.Helper()
+	dataDir := t.TempDir()
+	cfg := Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: dataDir, Nodes: 4, CacheMB: 2, Cache: "gdsf",
+		SiteFromTrace: pc.Path, HealthInterval: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := cfg.fill(); err != nil {
+		t.Fatal(err)
+	}
+	root, _, err := prepareSite(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Site, cfg.SiteFromTrace = root, ""
+	urls, accesses := parityWorkload(t, pc, root)
+	t.Logf("%s: %d of its first records name files of the site", pc.Name, len(urls))
+	var rows []parityRow
+	for _, path := range paths {
+		for _, pol := range pols {
+			live := parityLive(t, cfg, path, pol, urls)
+			t.Logf("%s, %s over %s: %v live, node %v per request, %v in the system", pc.Name, pol, path,
+				live.took.Round(time.Millisecond), live.measured.NodeBusy, live.measured.InSystem)
+			simRes := paritySim(t, pol, live, accesses)
+			r := parityRow{Trace: pc.Name, Policy: pol, Path: path, Live: shares(live.served), Sim: shares(simRes.NodeRequests),
+				LiveHit: live.hit, SimHit: simRes.HitRatio}
+			for i := range r.Live {
+				r.DShare = max(r.DShare, math.Abs(r.Live[i]-r.Sim[i]))
+			}
+			r.DHit = math.Abs(r.LiveHit-r.SimHit) / r.SimHit * 100
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// paritySim runs the simulator as the live run it predicts: the same
+// policy, cache and window, the live nodes' names (their URLs, which chbl's
+// ring hashes, as the front's policy view does), the live front's data
+// path (relay, passfd and repair are content-aware l7 fronts for every
+// policy: the front reads the request and picks the node itself, and no
+// node hands a connection on, where the simulator's default path for
+// tbccrd and weblins charges node-to-node handoffs), and the live
+// cluster's speed: the model's costs
+// calibrated to the nodes' measured time per request and a request's
+// measured time in the system (sim.Calibrate), so that the loads the
+// policies read and their periods (weblins' popular set, dfwrr's feedback)
+// follow the live ones.
+func paritySim(t *testing.T, pol string, live parityLiveRun, acc []sim.Access) sim.Result {
+	t.Helper()
+	cfg := sim.Config{Policy: pol, Nodes: 4, NodeNames: live.names, CacheBytes: 2 << 20, Cache: "gdsf",
+		PerNode: 4, PolicyConfig: policy.Config{PopularN: policy.DefaultConfig().PopularN}}
+	cfg.Path = sim.PathL7
+	costs, err := sim.Calibrate(cfg, func() sim.Source { return sim.NewSliceSource(acc) }, live.measured)
+	if err != nil {
+		t.Fatalf("sim %s: calibrate to %+v: %v", pol, live.measured, err)
+	}
+	cfg.Costs = &costs
+	res, err := sim.Run(cfg, sim.NewSliceSource(acc))
+	if err != nil {
+		t.Fatalf("sim %s: %v", pol, err)
+	}
+	return res
+}
+
+// checkParity fails the test for every row out of bounds and for every
+// trace and path on which the two sides rank different policies first.
+func checkParity(t *testing.T, rows []parityRow) {
+	t.Helper()
+	for _, r := range rows {
+		if !r.within() {
+			t.Errorf("%s, %s over %s: shares live %s sim %s (%.1f points apart), hit ratio live %.3f sim %.3f (%.1f %% apart)",
+				r.Trace, r.Policy, r.Path, fmtShares(r.Live), fmtShares(r.Sim), r.DShare, r.LiveHit, r.SimHit, r.DHit)
+		}
+	}
+	for _, g := range rankParity(rows) {
+		if !g.same() {
+			t.Errorf("%s over %s: the live cluster ranks %s first (hit ratio %.3f; tied: %s), the simulator %s (%.3f; tied: %s)",
+				g.Trace, g.Path, g.Live, g.LiveHit, strings.Join(g.LiveTied, ","), g.Sim, g.SimHit, strings.Join(g.SimTied, ","))
+		}
+	}
+}
+
+// parityTie is how close, relative to the best, a policy's hit ratio must
+// be to share the first rank: policies that place every URL on one node
+// (urlhash, lard, lardr, tbccrd) differ by less than that, which is less
+// than one live run differs from the next.
+const parityTie = 0.01
+
+// parityRank is which policy each side ranks first on one trace and path,
+// by hit ratio.
+type parityRank struct {
+	Trace, Path       string
+	Live, Sim         string   // the first-ranked policies
+	LiveHit, SimHit   float64  // their hit ratios, each on its own side
+	LiveTied, SimTied []string // the policies within parityTie of the first, each side
+}
+
+// same reports whether the two sides agree on the best policy: each side's
+// first is first, or tied with it, on the other side.
+func (g parityRank) same() bool {
+	return slices.Contains(g.LiveTied, g.Sim) && slices.Contains(g.SimTied, g.Live)
+}
+
+// rankParity ranks the policies of each trace and path by hit ratio on each
+// side.
+func rankParity(rows []parityRow) []parityRank {
+	var out []parityRank
+	for _, r := range rows {
+		i := slices.IndexFunc(out, func(g parityRank) bool { return g.Trace == r.Trace && g.Path == r.Path })
+		if i < 0 {
+			out = append(out, parityRank{Trace: r.Trace, Path: r.Path, Live: r.Policy, Sim: r.Policy, LiveHit: r.LiveHit, SimHit: r.SimHit})
+			continue
+		}
+		g := &out[i]
+		if r.LiveHit > g.LiveHit {
+			g.Live, g.LiveHit = r.Policy, r.LiveHit
+		}
+		if r.SimHit > g.SimHit {
+			g.Sim, g.SimHit = r.Policy, r.SimHit
+		}
+	}
+	for i := range out {
+		g := &out[i]
+		for _, r := range rows {
+			if r.Trace != g.Trace || r.Path != g.Path {
+				continue
+			}
+			if r.LiveHit >= g.LiveHit*(1-parityTie) {
+				g.LiveTied = append(g.LiveTied, r.Policy)
+			}
+			if r.SimHit >= g.SimHit*(1-parityTie) {
+				g.SimTied = append(g.SimTied, r.Policy)
+			}
+		}
+	}
+	return out
+}
+
+// parityTable renders the rows and the rankings as Markdown.
+func parityTable(rows []parityRow) string {
+	var b strings.Builder
+	b.WriteString("| trace | policy | path | live shares % | sim shares % | max Δ (points) | live hit | sim hit | Δ hit % | within |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		verdict := "yes"
+		if !r.within() {
+			verdict = "**no**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %.3f | %.3f | %.1f | %s |\n", r.Trace, r.Policy, r.Path,
+			fmtShares(r.Live), fmtShares(r.Sim), r.DShare, r.LiveHit, r.SimHit, r.DHit, verdict)
+	}
+	b.WriteString("\n| trace | path | live first (tied within 1 %) | sim first (tied within 1 %) | same |\n|---|---|---|---|---|\n")
+	for _, g := range rankParity(rows) {
+		same := "yes"
+		if !g.same() {
+			same = "**no**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s %.3f (%s) | %s %.3f (%s) | %s |\n", g.Trace, g.Path, g.Live, g.LiveHit,
+			strings.Join(g.LiveTied, ", "), g.Sim, g.SimHit, strings.Join(g.SimTied, ", "), same)
+	}
+	return b.String()
+}
+
+// parityWorkload reads the case's first GET records and keeps those naming
+// a file of the site (the others cannot be served the same way live and
+// simulated): the request targets for the live run and the same sequence
+// keyed by file, with the files' sizes, for the simulator.
+func parityWorkload(t *testing.T, pc parityCase, root string) ([]string, []sim.Access) {
+	t.Helper()
+	targets, err := loadgen.LoadTrace(pc.Path, "", pc.Limit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,18 +379,37 @@ func parityWorkload(t *testing.T, root string) ([]string, []sim.Access) {
 		if err != nil || e.IsDir {
 			continue
 		}
+		// The simulator keys the request as `shoal sim` does
+		// (sim.TraceSource): by the file it names, what the node caches
+		// and the front's policies see (content.ObjectKey).
+		k, ok := content.ObjectKey(u)
+		if !ok || k != e.URL {
+			t.Fatalf("%s: object key %q, %v; the node serves %q", u, k, ok, e.URL)
+		}
 		urls = append(urls, u)
-		acc = append(acc, sim.Access{URL: u, Size: e.Size})
+		acc = append(acc, sim.Access{URL: k, Size: e.Size})
 	}
 	return urls, acc
+}
+
+// parityLiveRun is what a live replay measured.
+type parityLiveRun struct {
+	served []int64       // requests each node served
+	hit    float64       // the cluster's memory hit ratio
+	names  []string      // the nodes' names in the front's policy view
+	took   time.Duration // the replay's wall time
+	// measured is the nodes' mean time on a request and a request's time
+	// in the system (16 in it, Little's law over the replay).
+	measured sim.Measured
 }
 
 // parityLive replays urls once, in order, on 16 one-request connections
 // through a fresh cluster and returns each node's served requests, the
 // aggregate hit ratio (the nodes' hit ratios weighted by their requests,
 // shoal_cluster_cache_hit_ratio, plus the requests answered from a peer's
-// memory) and the nodes' names in the front's policy view (their URLs).
-func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]int64, float64, []string) {
+// memory), the nodes' names in the front's policy view (their URLs) and
+// the replay's wall time.
+func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) parityLiveRun {
 	t.Helper()
 	cfg.Policy = pol
 	var c *Cluster
@@ -169,7 +449,7 @@ func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]in
 		waitSockets(t, p)
 		c = p.Cluster
 	}
-	before := nodeRequests(t, c)
+	before, busyBefore := nodeRequests(t, c), nodesBusy(t, c)
 	r, err := loadgen.New(loadgen.Config{URL: strings.TrimSuffix(c.URL, "/"), Workload: loadgen.List(urls),
 		Connections: 16, Requests: uint64(len(urls)), DisableKeepAlive: true, Timeout: 30 * time.Second})
 	if err != nil {
@@ -182,7 +462,8 @@ func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]in
 	if res.OK < uint64(len(urls))*99/100 {
 		t.Errorf("%s over %s: %d of %d requests answered 2xx", pol, path, res.OK, len(urls))
 	}
-	served, _ := servedSince(t, c, before, int64(res.Requests))
+	served, total := servedSince(t, c, before, int64(res.Requests))
+	busy := nodesBusy(t, c) - busyBefore
 	// A memory hit of the cluster is a request answered from a node's
 	// memory, its own or (peer fetch) another's, as the simulator counts
 	// it: the nodes' cache hits, less those that answered a peer's fetch,
@@ -199,7 +480,22 @@ func parityLive(t *testing.T, cfg Config, path, pol string, urls []string) ([]in
 			}
 		}
 	}
-	return served, hits / max(reqs, 1), names
+	return parityLiveRun{served: served, hit: hits / max(reqs, 1), names: names, took: res.Duration,
+		measured: sim.Measured{NodeBusy: busy / time.Duration(max(total, 1)),
+			InSystem: 16 * res.Duration / time.Duration(max(res.Requests, 1))}}
+}
+
+// nodesBusy is the nodes' summed time answering requests, from their last
+// status reports.
+func nodesBusy(t *testing.T, c *Cluster) time.Duration {
+	t.Helper()
+	var sum time.Duration
+	for _, n := range nodeInfos(t, c) {
+		if n.Status != nil {
+			sum += time.Duration(n.Status.BusyNanos)
+		}
+	}
+	return sum
 }
 
 // shares turns counts into percentages of their sum.

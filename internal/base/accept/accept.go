@@ -6,6 +6,11 @@
 // 5 ms doubling to 1 s, net/http's, reset by the next connection. HAProxy
 // likewise pauses a listener that runs out of descriptors instead of
 // closing it: a port that stops accepting on a transient error is an outage.
+//
+// Listeners served by net/http or another library (the admin API, a PoP's
+// edge, the DNS responder's TCP port) take their bounds here too (Limits,
+// Bound): a total and per-address connection bound, idle connections shed
+// to make room, header, read, idle and per-write timeouts.
 package accept
 
 import (

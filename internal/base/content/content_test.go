@@ -452,3 +452,33 @@ func TestHidden(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectKey checks that the spellings of one file an access log holds
+// fold to the file's table URL, and that a directory names its index file.
+func TestObjectKey(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"/a/b.gif", "/a/b.gif", true},
+		{"/cgi-bin/imagemap/countdown70?173,285", "/cgi-bin/imagemap/countdown70", true},
+		{"/./enviro/gif/access.gif", "/enviro/gif/access.gif", true},
+		{"/finance//brrow_1t.gif", "/finance/brrow_1t.gif", true},
+		{"/warn.gif%20width=20", "/warn.gif width=20", true},
+		{"/", "/index.html", true},
+		{"/?x", "/index.html", true},
+		{"/shuttle/countdown/", "/shuttle/countdown/index.html", true},
+		{"/shuttle/countdown", "/shuttle/countdown", true},
+		{"/a/..", "/index.html", true},
+		{"/../etc/passwd", "", false},
+		{"/a%zz", "", false},
+	} {
+		got, ok := ObjectKey(c.in)
+		if got != c.want || ok != c.ok {
+			t.Errorf("ObjectKey(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = ObjectKey("/docs/deep/c.js?q=1") }); n != 0 {
+		t.Errorf("ObjectKey of a clean file URL allocates %.0f times, want 0", n)
+	}
+}

@@ -123,3 +123,31 @@ func unhex(c byte) (byte, bool) {
 	}
 	return 0, false
 }
+
+// IndexFile is the file a node answers a directory with when the directory
+// has one (and caches under its own URL).
+const IndexFile = "index.html"
+
+// ObjectKey is the table URL of the file a request target names on a site
+// that holds it, what a node caches the answer under: CleanURL's key (no
+// query, escapes decoded, "//" and "/./" folded), and for a target that
+// names a directory explicitly ("/", a trailing "/") the directory's index
+// file. Many spellings of one file in a real access log ("/a?x=1",
+// "/./a", "/a%2Eb") are thus one object. The front keys its policies by it,
+// the simulator its policies and caches, and a site written from a trace
+// names its files by it, so that one file is one object on every side. A
+// target that is already a clean file URL is returned as is, without
+// allocating; ok is false for one no node would serve (CleanURL's errors).
+func ObjectKey(target string) (key string, ok bool) {
+	u, dir, err := CleanURL(target)
+	if err != nil {
+		return "", false
+	}
+	switch {
+	case u == "/":
+		return "/" + IndexFile, true
+	case dir:
+		return u + "/" + IndexFile, true
+	}
+	return u, true
+}

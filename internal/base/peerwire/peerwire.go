@@ -1,19 +1,30 @@
-// Package peerwire is the authenticated link between two PoPs:
-// a persistent TCP connection carrying length-prefixed, versioned
-// binary frames, every one sealed with AES-256-GCM under keys only holders of
-// the shared authentication seed can derive (seed 003 §3.1: a PoP joins the
-// DCDN only with the authentication seed).
+// Package peerwire is the authenticated link between two PoPs (and between
+// the nodes of one cluster): a persistent TCP connection carrying
+// length-prefixed, versioned binary frames, every one sealed with
+// AES-256-GCM under keys only holders of the shared authentication seed can
+// derive (seed 003 §3.1: a PoP joins the DCDN only with the authentication
+// seed).
 //
 // Handshake: the client sends its version, ID and a fresh nonce, the server
 // answers the same; then each side sends a sealed proof and checks the
 // other's, so the client with a wrong seed can say so and the server refuses,
-// counts and logs it. Keys are HKDF-SHA256(seed, salt = both nonces, info = direction,
-// sender ID, receiver ID), one per direction and per connection, so a frame
-// cannot be replayed on another connection or reflected back, and each frame
-// carries a sequence number that must be exactly the next one (TCP keeps
-// order, so anything else is a replay or a forgery). The length of a frame
-// is checked against the cap and a read deadline is set before its body is
-// read; nothing is decoded before the frame authenticates.
+// counts and logs it. Both keys are HKDF-SHA256(seed, salt = SHA-256 of the
+// two hellos, info = the direction), so they are bound to the whole
+// transcript (both IDs and both nonces) and to the role: the client-to-server
+// key is never the server-to-client key, even when a hello names the other
+// side's own ID, so a keyless peer cannot echo a side's proof or frames back
+// to it (a reflection attack, as on challenge-response protocols whose two
+// directions share a key). A hello naming the receiver's own ID, or echoing
+// its nonce, is refused outright. Each proof also names its role and the
+// transcript. Each frame carries a sequence number that must be exactly the
+// next one (TCP keeps order, so anything else is a replay or a forgery).
+//
+// Bounds: the handshake deadline holds from the first byte to the last
+// proof; until the peer has proved the seed only a proof-sized frame is
+// accepted; afterwards a frame's length is checked against the cap and its
+// buffer grows only as its bytes arrive, and buffers larger than a chunk
+// are not kept between frames, so an idle link costs little memory. Nothing
+// is decoded before the frame authenticates.
 package peerwire
 
 import (
@@ -34,7 +45,8 @@ import (
 )
 
 // Version is the frame format version; a peer speaking another is refused.
-const Version = 1
+// Version 2 binds keys and proofs to the role and the transcript.
+const Version = 2
 
 // Errors; each is wrapped with the peer's address.
 var (
@@ -46,6 +58,9 @@ var (
 	ErrTooLarge = errors.New("peerwire: frame exceeds the size cap")
 	// ErrVersion: the peer speaks another version.
 	ErrVersion = errors.New("peerwire: unsupported version")
+	// ErrOwnID: the peer's hello names this side's own ID or nonce: a
+	// reflection of this side's own messages, or two PoPs sharing a name.
+	ErrOwnID = errors.New("peerwire: the peer claims this side's own ID (a reflected handshake, or two peers with one ID)")
 )
 
 // Stats counts refusals; shared by every connection of a Config.
@@ -124,7 +139,8 @@ type Conn struct {
 	wmu     sync.Mutex
 	sendSeq uint64
 	recvSeq uint64
-	limit   int // frame cap: tiny until the peer has proved the seed
+	limit   int  // frame cap: proof-sized until the peer has proved the seed
+	shaking bool // in the handshake: its deadline holds, frames set none
 	hdr     [hdrLen]byte
 	rbuf    []byte
 	wbuf    []byte
@@ -132,9 +148,20 @@ type Conn struct {
 
 const (
 	nonceLen = 32
-	helloLen = 1 + 8 + nonceLen           // version, id, nonce
-	hdrLen   = 4 + 1 + 8                  // body length, version, sequence
-	proof    = "shoal peerwire handshake" // sealed in the first frame of each side
+	helloLen = 1 + 8 + nonceLen // version, id, nonce
+	hdrLen   = 4 + 1 + 8        // body length, version, sequence
+	// clientProof and serverProof open each side's first frame, followed by
+	// the transcript hash: a proof names its role, so neither can stand in
+	// for the other.
+	clientProof = "shoal peerwire v2 client proof"
+	serverProof = "shoal peerwire v2 server proof"
+	// maxKept is the largest frame buffer a link keeps between frames: a
+	// node peer link's 64 KiB chunk and its framing. Larger frames
+	// (digests, at most a few per period) get a buffer of their own.
+	maxKept = 96 << 10
+	// growStep is the first read buffer: a frame's buffer doubles from it
+	// as the frame's bytes arrive, never ahead of them.
+	growStep = 4 << 10
 )
 
 // Peer returns the authenticated peer's ID.
@@ -146,10 +173,10 @@ func (c *Conn) NetConn() net.Conn { return c.nc }
 // Close closes the connection.
 func (c *Conn) Close() error { return c.nc.Close() }
 
-func deriveKey(seed, salt []byte, from, to uint64) (cipher.AEAD, error) {
-	info := binary.BigEndian.AppendUint64([]byte("shoal peerwire v1 "), from)
-	info = binary.BigEndian.AppendUint64(info, to)
-	k, err := hkdf.Key(sha256.New, seed, salt, string(info), 32)
+// deriveKey returns the AEAD for one direction ("client to server" or
+// "server to client") of the connection whose transcript hash is th.
+func deriveKey(seed, th []byte, dir string) (cipher.AEAD, error) {
+	k, err := hkdf.Key(sha256.New, seed, th, "shoal peerwire v2 "+dir, 32)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +185,16 @@ func deriveKey(seed, salt []byte, from, to uint64) (cipher.AEAD, error) {
 		return nil, err
 	}
 	return cipher.NewGCM(b)
+}
+
+// transcript hashes the two hellos, client's first: both IDs, both
+// nonces and the version, everything each side said before its proof.
+func transcript(clientHello, serverHello []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte("shoal peerwire v2 transcript"))
+	h.Write(clientHello)
+	h.Write(serverHello)
+	return h.Sum(nil)
 }
 
 func hello(id uint64, nonce []byte) []byte {
@@ -177,7 +214,7 @@ func parseHello(b []byte) (uint64, []byte, error) {
 func Client(nc net.Conn, cfg *Config) (*Conn, error) { return handshake(nc, cfg, true) }
 
 // Server runs the handshake on an accepted connection. A peer without the
-// seed is refused, counted and logged.
+// seed, or claiming this side's own ID, is refused, counted and logged.
 func Server(nc net.Conn, cfg *Config) (*Conn, error) { return handshake(nc, cfg, false) }
 
 func handshake(nc net.Conn, cfg *Config, client bool) (*Conn, error) {
@@ -187,69 +224,109 @@ func handshake(nc net.Conn, cfg *Config, client bool) (*Conn, error) {
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = 1 << 20
 	}
+	// One deadline for the whole handshake: hellos and both proofs.
 	nc.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
 	defer nc.SetDeadline(time.Time{})
-	mine := make([]byte, nonceLen)
-	rand.Read(mine)
-	var theirs []byte
-	var peer uint64
-	fail := func(err error) (*Conn, error) {
-		return nil, fmt.Errorf("peer %s: %w", nc.RemoteAddr(), err)
-	}
-	in := make([]byte, helloLen)
-	if client {
-		if _, err := nc.Write(hello(cfg.Self, mine)); err != nil {
-			return fail(err)
-		}
-	}
-	if _, err := io.ReadFull(nc, in); err != nil {
-		return fail(fmt.Errorf("handshake: %w", err))
-	}
-	peer, theirs, err := parseHello(in)
-	if err != nil {
-		return fail(err)
-	}
-	if !client {
-		if _, err := nc.Write(hello(cfg.Self, mine)); err != nil {
-			return fail(err)
-		}
-	}
-	var salt []byte
-	if client {
-		salt = append(append(salt, mine...), theirs...)
-	} else {
-		salt = append(append(salt, theirs...), mine...)
-	}
-	// Until the peer has proved the seed, only the proof frame fits: an
-	// unauthenticated peer cannot make this side allocate a full frame.
-	c := &Conn{nc: nc, cfg: cfg, peer: peer, limit: len(proof) + 16}
-	if c.send, err = deriveKey(cfg.Seed, salt, cfg.Self, peer); err != nil {
-		return fail(err)
-	}
-	if c.recv, err = deriveKey(cfg.Seed, salt, peer, cfg.Self); err != nil {
-		return fail(err)
-	}
-	// Both sides prove at once, so that each learns of a wrong seed: the
-	// client to say so, the server to refuse, count and log.
-	if err := c.Send([]byte(proof)); err != nil {
-		return fail(err)
-	}
-	got, err := c.Recv()
-	if err == nil && string(got) != proof {
-		err = ErrAuth
+	c, th, err := exchangeHellos(nc, cfg, client)
+	if err == nil {
+		err = c.prove(th, client)
 	}
 	if err != nil {
-		if !client {
+		if !client && !errors.Is(err, errIO) {
 			cfg.stats().Refused.Add(1)
-			cfg.logf("peerwire: refused %s (claims PoP %x): %v", nc.RemoteAddr(), peer, err)
+			cfg.logf("peerwire: refused %s (claims PoP %x): %v", nc.RemoteAddr(), c.claimed(), err)
 		}
-		return nil, fmt.Errorf("handshake: %w", err) // err names the peer
+		return nil, fmt.Errorf("peer %s: handshake: %w", nc.RemoteAddr(), err)
 	}
 	if !client {
 		cfg.stats().Accepted.Add(1)
 	}
-	c.limit = cfg.MaxFrame
+	c.limit, c.shaking = cfg.MaxFrame, false
 	return c, nil
+}
+
+// errIO marks a handshake that failed on the wire (a closed or silent
+// connection) rather than on a refusal: not counted as refused.
+var errIO = errors.New("connection")
+
+// claimed returns the ID a (possibly refused) peer claimed; c may be nil.
+func (c *Conn) claimed() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.peer
+}
+
+// exchangeHellos sends and reads the hellos (the client speaks first),
+// refuses a hello that names this side's own ID or nonce, and derives the
+// connection's keys from the transcript. The returned Conn names the
+// claimed peer even on a refusal.
+func exchangeHellos(nc net.Conn, cfg *Config, client bool) (*Conn, []byte, error) {
+	mine := hello(cfg.Self, nil)
+	mine = append(mine, make([]byte, nonceLen)...)
+	rand.Read(mine[9:])
+	if client {
+		if _, err := nc.Write(mine); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", errIO, err)
+		}
+	}
+	in := make([]byte, helloLen)
+	if _, err := io.ReadFull(nc, in); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errIO, err)
+	}
+	peer, theirs, err := parseHello(in)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Until the peer has proved the seed, only the proof frame fits: an
+	// unauthenticated peer cannot make this side allocate a full frame.
+	c := &Conn{nc: nc, cfg: cfg, peer: peer, limit: len(clientProof) + sha256.Size + 16, shaking: true}
+	if peer == cfg.Self || string(theirs) == string(mine[9:]) {
+		return c, nil, ErrOwnID
+	}
+	if !client {
+		if _, err := nc.Write(mine); err != nil {
+			return c, nil, fmt.Errorf("%w: %w", errIO, err)
+		}
+	}
+	th := transcript(in, mine)
+	if client {
+		th = transcript(mine, in)
+	}
+	c2s, err := deriveKey(cfg.Seed, th, "client to server")
+	if err != nil {
+		return c, nil, err
+	}
+	s2c, err := deriveKey(cfg.Seed, th, "server to client")
+	if err != nil {
+		return c, nil, err
+	}
+	c.send, c.recv = s2c, c2s
+	if client {
+		c.send, c.recv = c2s, s2c
+	}
+	return c, th, nil
+}
+
+// prove sends this side's proof and checks the peer's. Both sides prove at
+// once, so that each learns of a wrong seed: the client to say so, the
+// server to refuse, count and log.
+func (c *Conn) prove(th []byte, client bool) error {
+	own, want := serverProof, clientProof
+	if client {
+		own, want = clientProof, serverProof
+	}
+	if err := c.Send(append([]byte(own), th...)); err != nil {
+		return fmt.Errorf("%w: %w", errIO, err)
+	}
+	got, err := c.Recv()
+	if err != nil {
+		return err
+	}
+	if string(got) != want+string(th) {
+		return ErrAuth
+	}
+	return nil
 }
 
 // Send seals payload in one frame.
@@ -266,8 +343,10 @@ func (c *Conn) Send(payload []byte) error {
 	b = append(b, Version)
 	b = binary.BigEndian.AppendUint64(b, c.sendSeq)
 	b = c.send.Seal(b, nonce(c.sendSeq), payload, b[:hdrLen])
-	c.wbuf = b
-	if c.cfg.WriteTimeout > 0 {
+	if cap(b) <= maxKept {
+		c.wbuf = b
+	}
+	if c.cfg.WriteTimeout > 0 && !c.shaking {
 		c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
 	}
 	if _, err := c.nc.Write(b); err != nil {
@@ -285,7 +364,7 @@ func nonce(seq uint64) []byte {
 // Recv reads and opens the next frame. The returned slice is valid until
 // the next Recv. Any error leaves the connection unusable: close it.
 func (c *Conn) Recv() ([]byte, error) {
-	if c.cfg.ReadTimeout > 0 {
+	if c.cfg.ReadTimeout > 0 && !c.shaking {
 		c.nc.SetReadDeadline(time.Now().Add(c.cfg.ReadTimeout))
 	}
 	if _, err := io.ReadFull(c.nc, c.hdr[:]); err != nil {
@@ -301,11 +380,8 @@ func (c *Conn) Recv() ([]byte, error) {
 		return nil, fmt.Errorf("peer %s: %w: %d > %d", c.nc.RemoteAddr(), ErrTooLarge, n, c.limit)
 	}
 	seq := binary.BigEndian.Uint64(c.hdr[5:])
-	if cap(c.rbuf) < n {
-		c.rbuf = make([]byte, n)
-	}
-	body := c.rbuf[:n]
-	if _, err := io.ReadFull(c.nc, body); err != nil {
+	body, err := c.readBody(n)
+	if err != nil {
 		return nil, fmt.Errorf("peer %s: %w", c.nc.RemoteAddr(), err)
 	}
 	out, err := c.recv.Open(body[:0], nonce(seq), body, c.hdr[:])
@@ -322,4 +398,28 @@ func (c *Conn) Recv() ([]byte, error) {
 	}
 	c.recvSeq = seq
 	return out, nil
+}
+
+// readBody reads an n-byte frame body into a buffer that grows (doubling
+// from growStep) only as bytes arrive, so a length is never believed ahead
+// of the bytes behind it. The buffer is kept for the next frame only up to
+// maxKept.
+func (c *Conn) readBody(n int) ([]byte, error) {
+	buf := c.rbuf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			nb := make([]byte, len(buf), min(n, max(2*cap(buf), growStep)))
+			copy(nb, buf)
+			buf = nb
+		}
+		m, err := io.ReadFull(c.nc, buf[len(buf):min(n, cap(buf))])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cap(buf) <= maxKept {
+		c.rbuf = buf
+	}
+	return buf, nil
 }

@@ -8,8 +8,12 @@ import (
 // AppendCLF appends r to dst as one Common Log Format line ending in '\n' and
 // returns the extended slice. ident and user are written as "-", an empty Host
 // as "-", Bytes < 0 as "-", and the time in r.Time's own zone; a VHost comes
-// first, as nginx's "$host $remote_addr ..." format. It does not
-// allocate when dst has room, so servers can use it for their access logs.
+// first, as nginx's "$host $remote_addr ..." format. In the request,
+// '"', '\\', control bytes and bytes from 0x7f up are written as \xHH, as
+// nginx writes $request: a client cannot end the quoted field early, forge
+// fields or lines, or make its line unparsable (and so absent from a
+// replay); ParseLine reads the escapes back. It does not allocate when dst
+// has room, so servers can use it for their access logs.
 func AppendCLF(dst []byte, r Record) []byte {
 	if r.VHost != "" {
 		// nginx's "$host $remote_addr - ..." layout, which the parser reads back.
@@ -24,12 +28,12 @@ func AppendCLF(dst []byte, r Record) []byte {
 	dst = append(dst, " - - ["...)
 	dst = appendCLFTime(dst, r.Time)
 	dst = append(dst, "] \""...)
-	dst = append(dst, r.Method...)
+	dst = appendEscaped(dst, r.Method)
 	dst = append(dst, ' ')
-	dst = append(dst, r.URL...)
+	dst = appendEscaped(dst, r.URL)
 	if r.Proto != "" {
 		dst = append(dst, ' ')
-		dst = append(dst, r.Proto...)
+		dst = appendEscaped(dst, r.Proto)
 	}
 	dst = append(dst, "\" "...)
 	dst = strconv.AppendInt(dst, int64(r.Status), 10)
@@ -71,4 +75,19 @@ func appendCLFTime(dst []byte, t time.Time) []byte {
 	dst = append(dst, ' ', sign)
 	dst = append2(dst, off/60)
 	return append2(dst, off%60)
+}
+
+// appendEscaped appends s with '"', '\\', control bytes and bytes from
+// 0x7f up as \xHH (upper-case hex).
+func appendEscaped(dst []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '"' || c == '\\' || c < 0x20 || c >= 0x7f {
+			dst = append(dst, '\\', 'x', hex[c>>4], hex[c&15])
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }

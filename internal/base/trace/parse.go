@@ -19,6 +19,7 @@
 package trace
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"time"
@@ -140,7 +141,7 @@ func (p *parser) parse(line []byte, f Format) (Record, error) {
 	}
 	line = line[:n]
 	// Control bytes are not rejected: the EPA trace logs URLs holding raw
-	// ^A..^U bytes and they round-trip through AppendCLF unchanged.
+	// ^A..^U bytes; they round-trip through AppendCLF as \xHH escapes.
 	switch f {
 	case CLF:
 		return p.parseCLF(line)
@@ -424,9 +425,42 @@ func (p *parser) parseRequest(r *Record, req []byte) error {
 		return errRequest
 	}
 	r.Method = method(m)
-	r.URL = p.str(rest)
+	if bytes.Contains(rest, []byte(`\x`)) {
+		r.URL = unescapeHex(rest)
+	} else {
+		r.URL = p.str(rest)
+	}
 	r.Proto = protocol(proto)
 	return nil
+}
+
+// unescapeHex decodes the \xHH escapes AppendCLF and nginx write in a
+// request; a backslash not followed by 'x' and two hex digits stays.
+func unescapeHex(b []byte) string {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' && i+3 < len(b) && b[i+1] == 'x' {
+			if hi, lo := unhex(b[i+2]), unhex(b[i+3]); hi >= 0 && lo >= 0 {
+				out = append(out, byte(hi<<4|lo))
+				i += 3
+				continue
+			}
+		}
+		out = append(out, b[i])
+	}
+	return string(out)
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c - 'a' + 10)
+	case 'A' <= c && c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return -1
 }
 
 // method and protocol return constant strings for the common values so the

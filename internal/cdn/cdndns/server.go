@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"shoal/internal/base/accept"
 )
 
 // Config is the server's settings; DefaultConfig gives the defaults. The
@@ -52,15 +54,20 @@ type Config struct {
 	// without EDNS gets 512 bytes. A longer answer is truncated (TC) and
 	// the resolver asks again over TCP.
 	MaxUDP uint16
+	// TCP bounds the TCP port's connections (accept.Limits: its
+	// connection counts; the timeouts are the server's own, 2 s per
+	// message and 5 s idle).
+	TCP accept.Limits
 }
 
 // DefaultConfig returns the defaults: the apex and www answered, TTL 20 s,
 // a PoP with under 5 % of its capacity left not answered, SOA serial 1,
 // refresh 1 h, retry 10 min, expire 14 d, negative TTL 60 s, SOA/NS TTL
-// 1 h, UDP answers up to 1232 bytes.
+// 1 h, UDP answers up to 1232 bytes, at most 256 TCP connections and 64
+// from one address (resolvers use TCP only for answers too long for UDP).
 func DefaultConfig() Config {
 	return Config{Names: []string{"@", "www"}, Serial: 1, Refresh: 3600, Retry: 600, Expire: 1209600, NegTTL: 60,
-		ZoneTTL: 3600, TTL: 20, MinServer: 0.05, MaxUDP: 1232}
+		ZoneTTL: 3600, TTL: 20, MinServer: 0.05, MaxUDP: 1232, TCP: accept.Limits{MaxConns: 256, MaxPerIP: 64}}
 }
 
 // Stats counts the answers: by the PoP answered, and by outcome (a
@@ -100,6 +107,9 @@ func Start(cfg Config, cov *Coverage, view func() View) (*Server, error) {
 	if cfg.MaxUDP < dns.MinMsgSize {
 		cfg.MaxUDP = d.MaxUDP
 	}
+	if cfg.TCP == (accept.Limits{}) {
+		cfg.TCP = d.TCP
+	}
 	cfg.Zone = dns.Fqdn(strings.ToLower(cfg.Zone))
 	if len(cfg.NS) == 0 {
 		host, _, err := net.SplitHostPort(cfg.Addr)
@@ -120,20 +130,20 @@ func Start(cfg Config, cov *Coverage, view func() View) (*Server, error) {
 	}
 	s.UDPAddr, s.TCPAddr = pc.LocalAddr().String(), ln.Addr().String()
 	h := dns.HandlerFunc(s.serve)
-	s.udp = &dns.Server{PacketConn: pc, Handler: h, MsgAcceptFunc: accept, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
-	s.tcp = &dns.Server{Listener: ln, Handler: h, MsgAcceptFunc: accept, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+	s.udp = &dns.Server{PacketConn: pc, Handler: h, MsgAcceptFunc: acceptRequests, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
+	s.tcp = &dns.Server{Listener: accept.Bound(ln, cfg.TCP), Handler: h, MsgAcceptFunc: acceptRequests, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 		IdleTimeout: func() time.Duration { return 5 * time.Second }}
 	go s.udp.ActivateAndServe()
 	go s.tcp.ActivateAndServe()
 	return s, nil
 }
 
-// accept lets every request through to serve, which answers NOTIMP,
+// acceptRequests lets every request through to serve, which answers NOTIMP,
 // FORMERR and the rest itself with the question echoed (miekg's default
 // answers FORMERR to a second OPT record only past two additional records,
 // and NOTIMP without the question); responses are dropped, as any answer
 // to them could be used to reflect traffic.
-func accept(h dns.Header) dns.MsgAcceptAction {
+func acceptRequests(h dns.Header) dns.MsgAcceptAction {
 	if h.Bits&(1<<15) != 0 {
 		return dns.MsgIgnore
 	}
@@ -197,6 +207,9 @@ func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	a := answerer{z: s.z, cov: s.cov, view: s.view, minServer: s.cfg.MinServer, maxUDP: s.cfg.MaxUDP}
 	m, out := a.respond(r, resolver)
+	// Compressed, an answer's owner is a pointer to the question's name:
+	// a reply to a 255-byte name stays within 512 bytes.
+	m.Compress = true
 	truncated := false
 	if udp {
 		size := dns.MinMsgSize

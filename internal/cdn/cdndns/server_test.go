@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -266,5 +268,51 @@ func TestWildcardAndConfig(t *testing.T) {
 			}
 			t.Errorf("names %v ns %v: %v, want an error with %q", c.names, c.ns, err, c.err)
 		}
+	}
+}
+
+// TestTCPConnectionsBounded: the TCP port keeps at most TCP.MaxPerIP
+// connections from one address; one more is closed at once, so a client
+// holding connections open cannot take the port's descriptors.
+func TestTCPConnectionsBounded(t *testing.T) {
+	cov, _ := NewCoverage(nil)
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.Zone = "127.0.0.1:0", "cdn.example"
+	cfg.TCP.MaxPerIP = 4
+	s, err := Start(cfg, cov, testView)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range 4 {
+		c, err := net.Dial("tcp", s.TCPAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	c, err := net.Dial("tcp", s.TCPAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(time.Second)) // well before the 2 s read timeout
+	if _, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+		t.Fatalf("a fifth connection from one address was kept (%v)", err)
+	}
+	// A TCP query on a kept connection is still answered.
+	m := new(dns.Msg)
+	m.SetQuestion("www.cdn.example.", dns.TypeA)
+	held[0].Close()
+	held = held[1:]
+	time.Sleep(50 * time.Millisecond)
+	if r, _, err := (&dns.Client{Net: "tcp"}).Exchange(m, s.TCPAddr); err != nil || r.Rcode != dns.RcodeSuccess {
+		t.Fatalf("tcp query with a slot free: %v %v", r, err)
 	}
 }

@@ -52,7 +52,8 @@ func (p *PoP) Pops() PopsView {
 	p.mu.Unlock()
 	s := p.wire.Stats
 	v.Wire = map[string]uint64{"accepted": s.Accepted.Load(), "refused": s.Refused.Load(), "replays": s.Replays.Load(),
-		"oversized": s.Oversized.Load(), "tampered": s.Tampered.Load()}
+		"oversized": s.Oversized.Load(), "tampered": s.Tampered.Load(),
+		"handshakes_refused": uint64(p.links.handshakesRefused.Load()), "links_refused": uint64(p.links.linksRefused.Load())}
 	return v
 }
 

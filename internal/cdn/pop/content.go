@@ -16,9 +16,12 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"shoal/internal/base/accept"
+	"shoal/internal/base/httpwire"
 	"shoal/internal/cdn/chord"
 	"shoal/internal/cdn/mbpp"
 	"shoal/internal/cdn/replica"
+	"shoal/internal/cluster/front"
 )
 
 // protoCDN frames carry the content messages between PoPs (JSON: small
@@ -102,10 +105,15 @@ func (p *PoP) startContent(cfg Config) error {
 	if c.origin == "" && p.Cluster != nil {
 		c.origin = strings.TrimSuffix(p.Cluster.URL, "/")
 	}
-	c.srv = &http.Server{Handler: http.HandlerFunc(c.serve), ReadHeaderTimeout: 10 * time.Second}
+	lim := cfg.EdgeLimits
+	if lim == (accept.Limits{}) {
+		lim = DefaultEdgeLimits(front.DescriptorLimit())
+	}
+	bl := accept.Bound(ln, lim)
+	c.srv = bl.HTTPServer(http.HandlerFunc(c.serve))
 	p.content = c
 	p.EdgeURL = c.edge
-	go c.srv.Serve(ln)
+	go c.srv.Serve(bl)
 	go c.roller(p.ctx)
 	return nil
 }
@@ -125,7 +133,13 @@ func (c *content) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "GET only", http.StatusMethodNotAllowed)
 		return
 	}
-	url := r.URL.Path
+	// One spelling of each path, with no dot-segment and no encoded slash,
+	// is the cache key and what the origin and peers are asked for.
+	url, err := httpwire.ForwardPath(r.URL.EscapedPath())
+	if err != nil {
+		http.Error(w, "bad path: encoded slash or backslash, control character or bad escape", http.StatusBadRequest)
+		return
+	}
 	c.mu.Lock()
 	hit := c.store.Request(url)
 	o := c.objs[url]

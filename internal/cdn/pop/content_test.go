@@ -1,11 +1,15 @@
 package pop
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -239,5 +243,107 @@ func TestRedirectOnceToABetterPoP(t *testing.T) {
 	}
 	if origin("/r") != 1 {
 		t.Fatalf("origin asked %d times", origin("/r"))
+	}
+}
+
+// TestEdgeListenerBounded: the edge closes a keep-alive connection left
+// idle past its idle timeout and keeps at most MaxPerIP connections from
+// one address (the others are closed at once), as the front does: idle
+// connections cannot hold the edge, or the PoP's descriptors.
+func TestEdgeListenerBounded(t *testing.T) {
+	pops, _ := contentRing(t, 1, func(c *Config) {
+		c.EdgeLimits = DefaultEdgeLimits(1024)
+		c.EdgeLimits.IdleTimeout, c.EdgeLimits.MaxPerIP = 300*time.Millisecond, 3
+	})
+	addr := strings.TrimPrefix(pops[0].EdgeURL, "http://")
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	read := func(c net.Conn) error {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET /e HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+		}
+		return err
+	}
+	var idle []net.Conn
+	for range 3 {
+		c := dial()
+		if err := read(c); err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	if err := read(dial()); err == nil {
+		t.Error("a fourth connection from one address was served (MaxPerIP 3)")
+	}
+	for _, c := range idle {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+			t.Fatalf("an idle keep-alive edge connection stayed open past the idle timeout (%v)", err)
+		}
+	}
+}
+
+// TestEdgeForwardsNormalisedPaths: the edge sends its origin paths free
+// of dot-segments however they were encoded, and refuses encoded slashes
+// (400) instead of decoding them into separators the origin would follow:
+// "/a%2f..%2f..%2fsecret" reached the origin as "/a/../../secret".
+func TestEdgeForwardsNormalisedPaths(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.RequestURI)
+		mu.Unlock()
+		fmt.Fprintf(w, "origin %s", r.RequestURI)
+	}))
+	defer origin.Close()
+	dir := t.TempDir()
+	seed := writeSeed(t, dir, "seed", "0123456789abcdef0123456789abcdef")
+	pops := startPoPs(t, 1, "n", seed, filepath.Join(dir, "data"), func(c *Config) { c.Edge, c.Origin = "127.0.0.1:0", origin.URL })
+	addr := strings.TrimPrefix(pops[0].EdgeURL, "http://")
+	raw := func(target string) (int, string) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", target)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", target, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, target := range []string{"/a%2f..%2f..%2fsecret", "/a%2F..%2Fsecret", "/a%5c..%5csecret"} {
+		if st, body := raw(target); st != http.StatusBadRequest {
+			t.Errorf("GET %s: %d %q, want 400", target, st, body)
+		}
+	}
+	for target, want := range map[string]string{
+		"/x/%2e%2e/y":      "/y",
+		"/x/./z/../w":      "/x/w",
+		"/%2E%2E/%2e%2e/v": "/v",
+	} {
+		if st, body := raw(target); st != 200 || body != "origin "+want {
+			t.Errorf("GET %s: %d %q, want the origin to see %s", target, st, body, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range seen {
+		if strings.Contains(p, "..") || strings.Contains(p, "/./") || strings.Contains(strings.ToLower(p), "%2f") || strings.Contains(p, "secret") {
+			t.Errorf("the origin saw %q", p)
+		}
 	}
 }

@@ -47,9 +47,19 @@ type links struct {
 	dialing map[string][][]byte
 	authErr map[string]error
 	closed  bool
+	// inbound counts accepted links still open; maxLinks bounds them
+	// (defaultMaxLinks; lowered by tests).
+	inbound, maxLinks int
+	// shaking counts handshakes in progress by remote address.
+	shaking map[string]int
+
+	// linksRefused counts authenticated peer connections closed because
+	// maxLinks accepted links were already open.
+	linksRefused atomic.Int64
 
 	// handshakesRefused counts peer connections closed because
-	// maxHandshakes were already waiting to authenticate.
+	// maxHandshakes (or maxHandshakesPerIP from their address) were
+	// already waiting to authenticate.
 	handshakesRefused atomic.Int64
 	// handshaking counts peer connections accepted and not yet
 	// authenticated or closed; it never exceeds maxHandshakes.
@@ -58,7 +68,8 @@ type links struct {
 
 func newLinks(cfg *peerwire.Config, log *slog.Logger) *links {
 	return &links{cfg: cfg, log: log, in: make(chan inbound, 1024), byID: map[uint64]*link{},
-		byAddr: map[string]*link{}, dialing: map[string][][]byte{}, authErr: map[string]error{}}
+		byAddr: map[string]*link{}, dialing: map[string][][]byte{}, authErr: map[string]error{},
+		maxLinks: defaultMaxLinks, shaking: map[string]int{}}
 }
 
 // dial connects and authenticates to addr now (used by a joiner, which must
@@ -92,11 +103,28 @@ func (ls *links) add(c *peerwire.Conn, addr string) *link {
 	ls.byID[l.peer] = l
 	if addr != "" {
 		ls.byAddr[addr] = l
+	} else {
+		ls.inbound++
 	}
 	ls.mu.Unlock()
 	go ls.reader(l)
 	go ls.writer(l)
 	return l
+}
+
+// addInbound adds an accepted link unless maxLinks accepted links are
+// already open; over the cap it is closed and counted.
+func (ls *links) addInbound(c *peerwire.Conn) {
+	ls.mu.Lock()
+	full := ls.inbound >= ls.maxLinks
+	ls.mu.Unlock()
+	if full {
+		ls.linksRefused.Add(1)
+		ls.log.Warn("peer link refused: too many accepted links", "peer", c.NetConn().RemoteAddr().String(), "max", ls.maxLinks)
+		c.Close()
+		return
+	}
+	ls.add(c, "")
 }
 
 // drop closes a link; its out channel is closed under ls.mu, where every
@@ -110,6 +138,9 @@ func (ls *links) drop(l *link) {
 		}
 		if l.addr != "" && ls.byAddr[l.addr] == l {
 			delete(ls.byAddr, l.addr)
+		}
+		if l.addr == "" {
+			ls.inbound--
 		}
 		close(l.out)
 		ls.mu.Unlock()
@@ -217,38 +248,85 @@ func (ls *links) each(f func(*link)) {
 }
 
 // maxHandshakes bounds the peer connections that have not yet proved the
-// seed: each costs a goroutine and a frame buffer for at most the handshake
-// timeout, so a stranger opening connections cannot make the PoP allocate
-// without bound. Authenticated links are bounded by the PoPs in the view.
-const maxHandshakes = 64
+// seed: each costs a goroutine and a proof-sized buffer for at most the
+// handshake timeout (which holds for the whole handshake), so a stranger
+// opening connections cannot make the PoP allocate without bound.
+// maxHandshakesPerIP keeps one address from taking every slot: a real PoP
+// dials a peer once at a time, so a handful per address is plenty, while
+// strangers on one address can no longer lock real PoPs out.
+const (
+	maxHandshakes      = 64
+	maxHandshakesPerIP = 8
+)
+
+// defaultMaxLinks bounds the authenticated links a PoP accepts (each holds
+// two goroutines and a 256-frame queue). A PoP dials and is dialled by
+// the PoPs of its view and Chord fingers, far fewer than this; the bound
+// only stops a holder of the seed from opening links without limit.
+const defaultMaxLinks = 512
 
 // serve accepts peers on ln until it is closed. Connections beyond
-// maxHandshakes unauthenticated ones are closed at once and counted; accept
-// errors such as EMFILE back off instead of ending the loop (internal/base/accept).
+// maxHandshakes unauthenticated ones, or maxHandshakesPerIP from one
+// address, are closed at once and counted; accept errors such as EMFILE
+// back off instead of ending the loop (internal/base/accept).
 func (ls *links) serve(ln net.Listener) {
 	pending := make(chan struct{}, maxHandshakes)
 	accept.Loop(ln, func(nc net.Conn) {
-		select {
-		case pending <- struct{}{}:
-		default:
+		ip := remoteIP(nc)
+		if !ls.reserve(ip, pending) {
 			ls.handshakesRefused.Add(1)
 			nc.Close()
 			return
 		}
-		ls.handshaking.Add(1)
 		go func() {
 			c, err := peerwire.Server(nc, ls.cfg)
-			ls.handshaking.Add(-1)
-			<-pending
+			ls.release(ip, pending)
 			if err != nil {
 				nc.Close()
 				return
 			}
-			ls.add(c, "")
+			ls.addInbound(c)
 		}()
 	}, func(err error, wait time.Duration) {
 		ls.log.Warn("peer accept", "err", err, "retry_in", wait)
 	})
+}
+
+// reserve takes a handshake slot for a connection from ip, if one is free
+// overall and ip holds fewer than maxHandshakesPerIP.
+func (ls *links) reserve(ip string, pending chan struct{}) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.shaking[ip] >= maxHandshakesPerIP {
+		return false
+	}
+	select {
+	case pending <- struct{}{}:
+	default:
+		return false
+	}
+	ls.shaking[ip]++
+	ls.handshaking.Add(1)
+	return true
+}
+
+// release gives back the slot reserve took.
+func (ls *links) release(ip string, pending chan struct{}) {
+	ls.mu.Lock()
+	if ls.shaking[ip]--; ls.shaking[ip] <= 0 {
+		delete(ls.shaking, ip)
+	}
+	ls.handshaking.Add(-1)
+	ls.mu.Unlock()
+	<-pending
+}
+
+// remoteIP is nc's remote address without the port.
+func remoteIP(nc net.Conn) string {
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return nc.RemoteAddr().String()
 }
 
 func (ls *links) close() {

@@ -30,11 +30,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"shoal/internal/base/accept"
 	"shoal/internal/base/peerwire"
 	"shoal/internal/cdn/cdndns"
 	"shoal/internal/cdn/chord"
 	"shoal/internal/cdn/mbpp"
 	"shoal/internal/cdn/replica"
+	"shoal/internal/cluster/front"
 	"shoal/internal/up"
 )
 
@@ -78,6 +80,9 @@ type Config struct {
 	// Origin is the HTTP origin of the content; "" is this PoP's own
 	// gateway (its site).
 	Origin string
+	// EdgeLimits bound the edge listener's connections and their time
+	// (DefaultEdgeLimits).
+	EdgeLimits accept.Limits
 	// CDN holds the replication constants (window, M, hot push).
 	CDN replica.Config
 	// Redirect sends a client whose PoP misses to a better-scoring PoP
@@ -98,7 +103,23 @@ func DefaultConfig() Config {
 		Chord:       chord.DefaultConfig(chord.Peer{}),
 		DNS:         cdndns.DefaultConfig(),
 		CDN:         replica.DefaultConfig(),
+		EdgeLimits:  DefaultEdgeLimits(front.DescriptorLimit()),
 	}
+}
+
+// DefaultEdgeLimits are the edge listener's bounds for a process limited
+// to nofile descriptors: an eighth of what the descriptor reserve leaves
+// (front.DefaultMaxClientConns keeps nofile/8, 32 to 1,024, back for the
+// admin API and listeners; the gateway's data plane and nodes in the same
+// process take most of the rest, and an edge client holds a second
+// descriptor while its miss is fetched), the front's 256 per address,
+// and the front's timeouts: a head within 10 s, a request within 60 s,
+// keep-alive closed after 60 s idle, a client that takes no bytes for
+// 60 s closed.
+func DefaultEdgeLimits(nofile int) accept.Limits {
+	reserve := min(max(nofile/8, 32), 1024)
+	return accept.Limits{MaxConns: max((nofile-reserve)/8, 16), MaxPerIP: front.DefaultMaxConnsPerIP,
+		HeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second}
 }
 
 // ErrRefused is wrapped when the DCDN does not accept this PoP.

@@ -1,6 +1,7 @@
 package pop
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"shoal/internal/base/peerwire"
 )
 
 func testConfig(t *testing.T, name, seed string, join []string, data string) Config {
@@ -205,4 +208,93 @@ func TestPeerPortBoundsStrangers(t *testing.T) {
 		t.Fatalf("a PoP with the seed could not join after the strangers left: %v", err)
 	}
 	b.Close()
+}
+
+// Slow hellos from one address hold at most maxHandshakesPerIP of the peer
+// port's handshake slots, so a PoP with the seed still joins while a
+// stranger keeps every connection it can half-open. Each stranger sends a
+// well-formed hello and then nothing: the handshake deadline, not the
+// longer frame read timeout, bounds how long each slot is held.
+func TestPeerPortSlowHellosFromOneAddress(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	seed := writeSeed(t, dir, "seed", "0123456789abcdef0123456789abcdef")
+	a, err := Start(testConfig(t, "a", seed, nil, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	for i := range maxHandshakes {
+		c, err := d.Dial("tcp", a.PeerAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		h := []byte{peerwire.Version}
+		h = binary.BigEndian.AppendUint64(h, uint64(1000+i))
+		c.Write(append(h, make([]byte, 32)...))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for a.links.handshaking.Load()+a.links.handshakesRefused.Load() < maxHandshakes {
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled hellos were never seen")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := a.links.handshaking.Load(); n > maxHandshakesPerIP {
+		t.Errorf("one address holds %d handshake slots, want at most %d", n, maxHandshakesPerIP)
+	}
+	b, err := Start(testConfig(t, "b", seed, []string{a.PeerAddr}, data))
+	if err != nil {
+		t.Fatalf("a PoP with the seed could not join while one address stalled %d hellos: %v", maxHandshakes, err)
+	}
+	b.Close()
+}
+
+// Authenticated inbound links are capped too: each holds two goroutines
+// and a queue, so even holders of the seed cannot open them without bound.
+// Links over the cap are closed at once and counted.
+func TestPeerPortCapsLinks(t *testing.T) {
+	dir := t.TempDir()
+	seed := writeSeed(t, dir, "seed", "0123456789abcdef0123456789abcdef")
+	a, err := Start(testConfig(t, "a", seed, nil, filepath.Join(dir, "data")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.links.mu.Lock()
+	a.links.maxLinks = 3
+	a.links.mu.Unlock()
+	key, _ := os.ReadFile(seed)
+	var open int
+	for i := range 6 {
+		nc, err := net.Dial("tcp", a.PeerAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		cfg := peerwire.DefaultConfig(uint64(100+i), key)
+		cfg.ReadTimeout = 500 * time.Millisecond
+		c, err := peerwire.Client(nc, &cfg)
+		if err != nil {
+			continue
+		}
+		// A link over the cap is closed by a at once; one it keeps stays
+		// open (a sends nothing to an ID outside its view).
+		for {
+			if _, err = c.Recv(); err != nil {
+				break
+			}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			open++
+		}
+	}
+	if open != 3 {
+		t.Errorf("%d links stayed open, want the cap of 3", open)
+	}
+	if n := a.Pops().Wire["links_refused"]; n != 3 {
+		t.Errorf("links_refused = %d, want 3", n)
+	}
 }

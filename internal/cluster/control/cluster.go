@@ -98,6 +98,9 @@ type Status struct {
 	BusyPercent   float64 `json:"busy_percent"`
 	CPUs          int     `json:"cpus"`
 	SharedProcess bool    `json:"shared_process"`
+	// BusyNanos is the node's time spent answering requests since it
+	// started (node.Status.BusyNanos).
+	BusyNanos int64 `json:"busy_ns"`
 	// Served is the node's answered file bytes and those from a memory
 	// (object_bytes, memory_bytes inline; cache.Served).
 	cache.Served
@@ -477,8 +480,8 @@ func (c *Cluster) Add(s NodeSpec) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if s.Weight < 0 {
-		return -1, fmt.Errorf("node %s: weight %d is negative", s.URL, s.Weight)
+	if err := checkWeight(s.Weight); err != nil {
+		return -1, fmt.Errorf("node %s: %w", s.URL, err)
 	}
 	if s.Weight == 0 {
 		s.Weight = 1
@@ -511,13 +514,24 @@ func (c *Cluster) Remove(i int) error {
 
 // SetWeight changes node i's weight; 0 drains it.
 func (c *Cluster) SetWeight(i, w int) error {
-	if w < 0 {
-		return fmt.Errorf("node %d: weight %d is negative", i, w)
+	if err := checkWeight(w); err != nil {
+		return fmt.Errorf("node %d: %w", i, err)
 	}
 	if err := c.update(i, func(n *policy.Node) { n.Weight = w }); err != nil {
 		return err
 	}
 	c.emit(Event{Node: i, Kind: "weight"})
+	return nil
+}
+
+// checkWeight refuses a weight below 0 or above policy.MaxWeight.
+func checkWeight(w int) error {
+	switch {
+	case w < 0:
+		return fmt.Errorf("weight %d is negative (0 drains a node)", w)
+	case w > policy.MaxWeight:
+		return fmt.Errorf("weight %d is above the largest, %d", w, policy.MaxWeight)
+	}
 	return nil
 }
 

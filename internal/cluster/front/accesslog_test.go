@@ -187,3 +187,31 @@ func BenchmarkRelayAccessLog(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestAccessLogEscapesTarget: a '"' in the request target is written as
+// \x22, as in header fields, so the line keeps its fields and parses back
+// for replay with the target the client sent.
+func TestAccessLogEscapesTarget(t *testing.T) {
+	be := namedBackend(t, "n0")
+	var buf testutil.SyncBuf
+	l := NewAccessLog(&buf, LogCommon)
+	addr, _, _ := startFront(t, Config{AccessLog: l}, be.URL)
+	c := dialFront(t, addr)
+	c.do("GET /q\"200\"x HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.do("GET /a\"b HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitLines(t, l, 2)
+	l.Close()
+	for i, line := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+		if strings.Count(line, `"`) != 2 {
+			t.Errorf("line %d has a quote of the client's: %s", i, line)
+		}
+		r, err := trace.ParseLine([]byte(line), trace.CLF)
+		if err != nil {
+			t.Errorf("line %d does not parse back: %v: %s", i, err, line)
+			continue
+		}
+		if i == 1 && r.URL != `/a"b` {
+			t.Errorf("parsed target %q, want /a\"b", r.URL)
+		}
+	}
+}

@@ -139,7 +139,7 @@ func (s *Server) newClientConn(c net.Conn) *clientConn {
 		cc.addr = remoteAddr(c)
 	}
 	s.mu.Lock()
-	if s.closing.Load() {
+	if s.drained {
 		s.mu.Unlock()
 		c.Close()
 		s.putClientConn(cc)
@@ -159,7 +159,11 @@ func (cc *clientConn) serve() {
 	s := cc.s
 	detached := false
 	defer func() {
-		if !detached {
+		switch {
+		case detached:
+		case s.closing.Load():
+			lingerClose(cc.c)
+		default:
 			cc.c.Close()
 		}
 		s.mu.Lock()
@@ -183,9 +187,6 @@ func (cc *clientConn) serve() {
 	}()
 	first := true
 	for {
-		if s.closing.Load() && cc.in.len() == 0 {
-			return
-		}
 		if !cc.readHead(first) {
 			return
 		}
@@ -206,9 +207,15 @@ func (cc *clientConn) serve() {
 func (cc *clientConn) readHead(first bool) bool {
 	s := cc.s
 	now := cc.now
-	if first {
+	switch {
+	case s.closing.Load():
+		// Shutting down: one more request may come until drainAt.
+		at := s.drainAt.Load()
+		cc.rdl.at = at
+		cc.c.SetReadDeadline(time.Unix(0, at))
+	case first:
 		cc.rdl.setRead(cc.c, now, s.cfg.HeaderTimeout)
-	} else if cc.in.len() == 0 {
+	case cc.in.len() == 0:
 		cc.rdl.setRead(cc.c, now, s.cfg.IdleTimeout)
 	}
 	started := cc.in.len() > 0
@@ -218,6 +225,9 @@ func (cc *clientConn) readHead(first bool) bool {
 			if err == nil {
 				if cc.state.Swap(connBusy) == connShed {
 					return false // closed by the idle shedder as it arrived
+				}
+				if s.closing.Load() {
+					cc.rdl.at = 0 // Shutdown moved the deadline: set it anew
 				}
 				return true
 			}
@@ -317,9 +327,10 @@ func (cc *clientConn) handle() Result {
 	if res.Retry {
 		res = Result{Status: cc.writeError(502, closeConn), Close: closeConn, Err: res.Err}
 	}
-	if !res.Detached && !res.Close && s.closing.Load() {
-		res.Close = true
-	}
+	// A response that went out with keep-alive just as Shutdown began is
+	// not followed by a close: the client may already be sending its next
+	// request, which readHead waits for and answers with "Connection:
+	// close" (closing it unread would reset it).
 	return s.finish(t, res, cc)
 }
 

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -233,10 +234,16 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*clientConn]struct{}
 	closing   atomic.Bool
-	done      chan struct{}
-	batch     *batcher // nil with Config.noBatch
-	relaying  atomic.Int64
-	janitor   sync.Once
+	drainAt   atomic.Int64 // with closing: when idle connections close (unix ns)
+	// serving counts Serve calls still accepting; drained is set (under
+	// mu) once Shutdown saw every connection gone, or by Close: no
+	// connection is taken on after it.
+	serving  sync.WaitGroup
+	drained  bool
+	done     chan struct{}
+	batch    *batcher // nil with Config.noBatch
+	relaying atomic.Int64
+	janitor  sync.Once
 
 	// Client connection limits (limits.go): open connections per address
 	// (under mu), the background shedder's wake-up, and its scratch.
@@ -293,7 +300,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.listeners[ln] = struct{}{}
+	s.serving.Add(1)
 	s.mu.Unlock()
+	defer s.serving.Done()
 	s.janitor.Do(func() {
 		go s.reap()
 		if s.cfg.MaxClientConns > 0 {
@@ -331,12 +340,30 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-// Shutdown stops accepting, closes idle client connections at once and
-// lets busy ones finish their current request (answered with
-// "Connection: close"), then closes pooled node connections. If ctx ends
-// first, the remaining connections are closed and ctx's error returned.
+// Shutdown stops accepting and drains the client connections: a busy one
+// finishes its request, answered with "Connection: close"; an idle
+// keep-alive one may still send one more request for up to drainIdle,
+// which is answered the same way, and is closed after that with a
+// lingering close (FIN first, then what the client still sent is read and
+// dropped), never on a request it has not read. Closing a connection with
+// a request unread in its receive buffer makes the kernel reset it, which
+// the client sees as a failed request: during a reload, which starts a new
+// server on the same socket and shuts this one down, no request is lost.
+// Then pooled node connections are closed. If ctx ends first, the
+// remaining connections are closed and ctx's error returned.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.beginClose()
+	// A connection an accept loop took just before its listener closed is
+	// served like the others: wait until every loop has handed its last
+	// one over, so none is closed unread.
+	loops := make(chan struct{})
+	go func() { s.serving.Wait(); close(loops) }()
+	select {
+	case <-loops:
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -353,11 +380,32 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// drainIdle is how long an idle keep-alive connection may still send one
+// request once Shutdown began (or IdleTimeout, if shorter): a client
+// reusing its connection sends it within milliseconds, and answering it
+// with "Connection: close" moves the client to a new connection without
+// an error; a connection quiet that long is closed.
+const drainIdle = time.Second
+
+// lingerClose closes c once the peer has seen the end of the stream:
+// shutdown(SHUT_WR) sends FIN, then what the client sends meanwhile (a
+// request that crossed the FIN) is read and dropped for at most a second,
+// so the close never resets a request the client is waiting on (nginx's
+// lingering_close).
+func lingerClose(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		io.Copy(io.Discard, io.LimitReader(c, 256<<10))
+	}
+	c.Close()
+}
+
 // Close closes listeners, every client connection and every pooled node
 // connection at once.
 func (s *Server) Close() error {
 	s.beginClose()
 	s.mu.Lock()
+	s.drained = true
 	for cc := range s.conns {
 		closeNow(cc.c)
 	}
@@ -369,6 +417,9 @@ func (s *Server) Close() error {
 func (s *Server) beginClose() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.closing.Load() {
+		s.drainAt.Store(time.Now().Add(min(drainIdle, s.cfg.IdleTimeout)).UnixNano())
+	}
 	if !s.closing.Swap(true) {
 		close(s.done)
 	}
@@ -377,15 +428,20 @@ func (s *Server) beginClose() {
 	}
 }
 
-// kickIdle wakes every client connection that is waiting for a request so it
-// sees the shutdown, and returns how many connections are still open.
+// kickIdle brings the read deadline of every client connection waiting
+// for a request forward to drainAt, so it sees the shutdown, and returns
+// how many connections are still open.
 func (s *Server) kickIdle() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	at := time.Unix(0, s.drainAt.Load())
 	for cc := range s.conns {
 		if cc.state.Load() == connIdle {
-			cc.c.SetReadDeadline(time.Unix(1, 0))
+			cc.c.SetReadDeadline(at)
 		}
+	}
+	if len(s.conns) == 0 {
+		s.drained = true
 	}
 	return len(s.conns)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/vhost"
 )
 
 var (
@@ -164,11 +165,20 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	out := append(cc.out[:0], req.Method...)
 	out = append(out, ' ')
 	// Absolute-form ("http://host/p") is meant for forward proxies; a
-	// node gets origin-form.
+	// node gets origin-form, and the target's authority as Host in place
+	// of the client's (RFC 9112 §3.2.2: the authority wins, and a proxy
+	// must not forward the received Host), so the node picks the site
+	// the front keyed the request by.
 	out = append(out, originForm(req.Target)...)
 	out = append(out, " HTTP/1.1\r\n"...)
+	authority := vhost.Authority(req.Target)
+	if authority != nil {
+		out = append(out, "Host: "...)
+		out = append(out, authority...)
+		out = append(out, "\r\n"...)
+	}
 	for i, h := range req.Headers {
-		if dropHeader(h.Name, cc.tokens) || isFetchHeader(h.Name) {
+		if dropHeader(h.Name, cc.tokens) || isFetchHeader(h.Name) || authority != nil && isHostHeader(h.Name) {
 			continue
 		}
 		if len(h.Name) == 6 && httpwire.EqualFold(h.Name, "expect") {
@@ -196,7 +206,7 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 		out = strconv.AppendInt(out, int64(f), 10)
 		out = append(out, "\r\n"...)
 	}
-	if !req.HasHost {
+	if !req.HasHost && authority == nil {
 		out = append(out, "Host: "...)
 		out = append(out, x.Backend.Addr...)
 		out = append(out, "\r\n"...)
@@ -204,6 +214,9 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 	cc.out = append(out, "\r\n"...)
 	return expect && req.HasBody()
 }
+
+// isHostHeader reports a Host field name.
+func isHostHeader(name []byte) bool { return len(name) == 4 && httpwire.EqualFold(name, "host") }
 
 // sendRequest writes the head in cc.out and streams the body, if any.
 func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error {

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -52,6 +53,42 @@ type Certs struct {
 	cur   atomic.Pointer[certSet]
 }
 
+// CertExpiry is one certificate's time left.
+type CertExpiry struct {
+	// File is the certificate's file; NotAfter its end of validity; Left
+	// the time from now to then.
+	File     string
+	NotAfter time.Time
+	Left     time.Duration
+}
+
+// ExpiryWarning is how long before its end a certificate is logged as
+// expiring (at load and reload); /metrics has the time left throughout.
+const ExpiryWarning = 21 * 24 * time.Hour
+
+// LogExpiring warns on log about each certificate with less than
+// ExpiryWarning left at now: at start and after each reload.
+func (c *Certs) LogExpiring(log *slog.Logger, now time.Time) {
+	for _, e := range c.Expiry(now) {
+		if e.Left < ExpiryWarning {
+			log.Warn("TLS certificate expires soon: renew it and send SIGHUP", "cert", e.File,
+				"not_after", e.NotAfter.UTC().Format(time.RFC3339), "days_left", int(e.Left.Hours()/24))
+		}
+	}
+}
+
+// Expiry returns each loaded certificate's time left at now, in the order
+// given, for /metrics (shoal_tls_certificate_expiry_seconds) and the
+// warning logged ahead of expiry.
+func (c *Certs) Expiry(now time.Time) []CertExpiry {
+	set := c.cur.Load()
+	out := make([]CertExpiry, len(set.list))
+	for i, cert := range set.list {
+		out[i] = CertExpiry{File: c.files[i].Cert, NotAfter: cert.Leaf.NotAfter, Left: cert.Leaf.NotAfter.Sub(now)}
+	}
+	return out
+}
+
 // certSet is one loaded generation of certificates.
 type certSet struct {
 	list   []*tls.Certificate
@@ -76,7 +113,14 @@ func LoadCerts(files []CertFiles) (*Certs, error) {
 // for new handshakes; sessions already established keep theirs. On any
 // error nothing changes and the error names the file, so a SIGHUP with a
 // half-copied certificate leaves the front serving the old one.
-func (c *Certs) Reload() error {
+//
+// A certificate outside its validity dates (expired, or not valid yet) is
+// refused like a broken file: every client would refuse it, and a renewal
+// copied over the file before its start date, or a stale one restored,
+// must not replace one that works.
+func (c *Certs) Reload() error { return c.reload(time.Now()) }
+
+func (c *Certs) reload(now time.Time) error {
 	set := &certSet{byName: map[string]*tls.Certificate{}}
 	for _, f := range c.files {
 		kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
@@ -89,6 +133,12 @@ func (c *Certs) Reload() error {
 				return fmt.Errorf("tls: certificate %s: %w", f.Cert, err)
 			}
 			kp.Leaf = leaf
+		}
+		if now.After(leaf.NotAfter) {
+			return fmt.Errorf("tls: certificate %s expired on %s", f.Cert, leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
+		if now.Before(leaf.NotBefore) {
+			return fmt.Errorf("tls: certificate %s is not valid before %s", f.Cert, leaf.NotBefore.UTC().Format(time.RFC3339))
 		}
 		cert := &kp
 		set.list = append(set.list, cert)
@@ -137,17 +187,32 @@ func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, er
 }
 
 // TLSConfig returns the server configuration the front uses: TLS 1.2 and
-// 1.3 only (RFC 8996 deprecates 1.0 and 1.1), Go's default cipher suites
-// (for 1.2 only ECDHE key exchange with AEAD ciphers — the Mozilla
-// "intermediate" profile; 1.3 has only AEAD suites) and curves (X25519
+// 1.3 only (RFC 8996 deprecates 1.0 and 1.1), for 1.2 only ECDHE key
+// exchange with AEAD ciphers (aeadSuites, the Mozilla "intermediate"
+// profile; 1.3 has only AEAD suites), Go's default curves (X25519
 // first), session tickets on, ALPN offering only http/1.1 (RFC 7301), since
 // the front speaks HTTP/1.1 and a client must not pick h2.
 func (c *Certs) TLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
+		CipherSuites:   aeadSuites,
 		NextProtos:     []string{"http/1.1"},
 		GetCertificate: c.GetCertificate,
 	}
+}
+
+// aeadSuites are the TLS 1.2 suites the front offers: ECDHE with AES-GCM
+// or ChaCha20-Poly1305 only, Mozilla's "intermediate" list. Go's defaults
+// still include the ECDHE AES-CBC-SHA suites (CBC with HMAC-SHA1,
+// mac-then-encrypt, the family of Lucky13), which no client that speaks
+// TLS 1.2 needs. TLS 1.3 suites are all AEAD and not configurable.
+var aeadSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
 // TLSListener wraps ln so that Serve gets TLS connections using certs. The

@@ -3,6 +3,7 @@ package front
 import (
 	"strings"
 
+	"shoal/internal/base/content"
 	"shoal/internal/base/httpwire"
 	"shoal/internal/base/vhost"
 )
@@ -21,15 +22,23 @@ func (cc *clientConn) setKey(req *httpwire.Request) {
 	cc.url = contentKey(cc.s.cfg.VHosts, req, cc.url, &cc.vh)
 }
 
-// contentKey returns the content key of req: its path, or with vm its
-// site + path. prev is the caller's last key, returned as is (no
-// allocation) when the key did not change; vh holds the reused buffers and
-// receives the site.
+// contentKey returns the content key of req: the object its path names
+// (content.ObjectKey: no query, escapes decoded, the spellings of one file
+// folded, a directory's index file), or with vm its site + that. The nodes
+// cache a file under that URL and the simulator keys its policies by the
+// same function, so a locality policy sends every spelling of one file to
+// one node's cache. A path no node would serve (a bad escape, ".." above
+// the root) keys as received; the node refuses it. prev is the caller's
+// last key, returned as is (no allocation) when the key did not change; vh
+// holds the reused buffers and receives the site.
 func contentKey(vm *vhost.Map, req *httpwire.Request, prev string, vh *vhostState) string {
-	p := req.Path()
+	p := bstr(req.Path()) // a view of the request: copied below before it is kept
+	if k, ok := content.ObjectKey(p); ok {
+		p = k
+	}
 	if vm == nil {
-		if string(p) != prev {
-			return string(p)
+		if p != prev {
+			return strings.Clone(p)
 		}
 		return prev
 	}
@@ -40,7 +49,7 @@ func contentKey(vm *vhost.Map, req *httpwire.Request, prev string, vh *vhostStat
 		host = a
 	}
 	vh.site, vh.hostBuf = vm.Site(vh.hostBuf, host)
-	vh.keyBuf = vhost.AppendKey(vh.keyBuf[:0], vh.site, p)
+	vh.keyBuf = append(vhost.AppendKey(vh.keyBuf[:0], vh.site, nil), p...)
 	if string(vh.keyBuf) != prev {
 		return string(vh.keyBuf)
 	}

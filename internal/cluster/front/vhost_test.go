@@ -3,7 +3,10 @@ package front
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,7 +182,9 @@ func TestContentKey(t *testing.T) {
 		{"GET /x HTTP/1.1\r\nHost: WWW.A.EXAMPLE:8080\r\n\r\n", "a.example/x"},
 		{"GET /x HTTP/1.1\r\nHost: other.example\r\n\r\n", "_default/x"},
 		{"GET http://a.example/y HTTP/1.1\r\nHost: other\r\n\r\n", "a.example/y"},
-		{"GET http://a.example HTTP/1.1\r\nHost: other\r\n\r\n", "a.example/"},
+		{"GET http://a.example HTTP/1.1\r\nHost: other\r\n\r\n", "a.example/index.html"},
+		{"GET /./d//e/?x HTTP/1.1\r\nHost: a.example\r\n\r\n", "a.example/d/e/index.html"},
+		{"GET /f%2Eg HTTP/1.1\r\nHost: a.example\r\n\r\n", "a.example/f.g"},
 		{"GET /z HTTP/1.0\r\n\r\n", "_default/z"},
 	}
 	var vh vhostState
@@ -191,7 +196,7 @@ func TestContentKey(t *testing.T) {
 		if got := contentKey(vm, &req, "", &vh); got != c.want {
 			t.Errorf("%q: key %q, want %q", c.head, got, c.want)
 		}
-		if got := contentKey(nil, &req, "", &vh); got != string(req.Path()) {
+		if got := contentKey(nil, &req, "", &vh); got != strings.TrimPrefix(c.want, vh.site) {
 			t.Errorf("%q without vhosts: key %q", c.head, got)
 		}
 	}
@@ -221,5 +226,26 @@ func TestInternalKeyWithVHosts(t *testing.T) {
 		if got := internalKey(c.key, c.vhosts); got != c.want {
 			t.Errorf("internalKey(%q, %v) = %v", c.key, c.vhosts, got)
 		}
+	}
+}
+
+// TestRelayAbsoluteFormSendsAuthorityAsHost: an absolute-form request is
+// relayed in origin-form with the target's authority as its only Host (RFC
+// 9112 §3.2.2), so the node answers for the site the front keyed it by;
+// the client's Host is not forwarded.
+func TestRelayAbsoluteFormSendsAuthorityAsHost(t *testing.T) {
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen-Host", r.Host)
+		fmt.Fprintf(w, "A %s", r.URL.Path)
+	}))
+	defer a.Close()
+	addr, _, _ := startFront(t, Config{}, a.URL)
+	c := dialFront(t, addr)
+	resp, body := c.do("GET http://b.example:8080/p?q=1 HTTP/1.1\r\nHost: a.example\r\n\r\n")
+	if resp.StatusCode != 200 || body != "A /p" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("X-Seen-Host"); got != "b.example:8080" {
+		t.Errorf("node saw Host %q, want the target's authority b.example:8080", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,7 @@ import (
 type publishState struct {
 	mu      sync.Mutex
 	version uint64 // site version being prepared, 0 when none
-	staged  *content.Staged
+	staged  []stagedSite
 	// peers is the staged version's membership (peer.MembersName), nil
 	// when its tree has none (a full copy, or no membership change to
 	// tell): adopted at commit.
@@ -49,9 +50,9 @@ func (s *Server) PreparePublish(v uint64, root string) error {
 	if v <= s.pub.currentVersion() {
 		return fmt.Errorf("node: prepare version %d: already at version %d", v, s.pub.currentVersion())
 	}
-	st, err := s.store.Prepare(root)
+	st, err := s.prepareSites(root)
 	if err != nil {
-		return fmt.Errorf("node: %w", err)
+		return fmt.Errorf("node: prepare version %d: %w", v, err)
 	}
 	ms, err := readMembers(root)
 	if err != nil {
@@ -99,7 +100,7 @@ func (s *Server) CommitPublish(v uint64) (content.Diff, error) {
 	if p.staged == nil || p.version != v {
 		return content.Diff{}, fmt.Errorf("node: commit version %d: not prepared (prepared: %d)", v, p.version)
 	}
-	d, err := s.store.Commit(p.staged)
+	d, err := s.commitSites(p.staged)
 	if err != nil {
 		return content.Diff{}, fmt.Errorf("node: %w", err)
 	}
@@ -115,7 +116,6 @@ func (s *Server) CommitPublish(v uint64) (content.Diff, error) {
 			s.cfg.Logger.Warn("the version names peers but this node has no cluster key: it cannot fetch the files it does not store", "version", v)
 		}
 	}
-	s.invalidate(d)
 	// Keep the fetched trees of this version and the one before (its
 	// files may still be going out); drop older ones.
 	for len(p.fetched) > 2 {
@@ -130,22 +130,103 @@ func (s *Server) CommitPublish(v uint64) (content.Diff, error) {
 // Rescan reads the node's own root (Config.Root, its symlinks resolved
 // again) and serves it at once, dropping changed objects from the cache:
 // for a single node, `shoal node --watch` and SIGHUP. A cluster publishes
-// with the two phases instead, so that its nodes switch together.
+// with the two phases instead, so that its nodes switch together. With
+// VHosts every site is reloaded from its own folder, all or none.
 func (s *Server) Rescan() (content.Diff, error) {
 	p := &s.pub
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	d, err := s.store.Publish(s.cfg.Root)
+	st, err := s.prepareSites(s.cfg.Root)
+	if err != nil {
+		return content.Diff{}, fmt.Errorf("node: rescan: %w", err)
+	}
+	d, err := s.commitSites(st)
 	if err != nil {
 		return content.Diff{}, fmt.Errorf("node: %w", err)
 	}
-	s.invalidate(d)
-	s.cfg.Logger.Info("site rescanned", "root", s.store.Root(),
+	s.cfg.Logger.Info("site rescanned", "root", s.cfg.Root,
 		"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed))
 	return d, nil
 }
 
-// invalidate drops changed and removed URLs from the memory cache.
+// stagedSite is one site's table of a version being prepared.
+type stagedSite struct {
+	site *vsite
+	st   *content.Staged
+}
+
+// prepareSites scans the tree root for every site this node serves: root
+// itself for a single site; with VHosts root/NAME for each site NAME,
+// each confined to its own folder, so a reload never serves one site's
+// files, or the folder of sites, under another's host. A version must hold
+// every site the node started with (sites are added and removed by a
+// restart, which rebuilds the host map); a new folder is logged and left
+// out. Any failure stages nothing.
+func (s *Server) prepareSites(root string) ([]stagedSite, error) {
+	if s.single != nil {
+		st, err := s.single.store.Prepare(root)
+		if err != nil {
+			return nil, err
+		}
+		return []stagedSite{{s.single, st}}, nil
+	}
+	names := make([]string, 0, len(s.sites))
+	for name := range s.sites {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	out := make([]stagedSite, 0, len(names))
+	for _, name := range names {
+		dir := filepath.Join(root, name)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("site %s: no folder %s in the new tree (sites are added and removed by a restart)", name, dir)
+		}
+		st, err := s.sites[name].store.Prepare(dir)
+		if err != nil {
+			return nil, fmt.Errorf("site %s: %w", name, err)
+		}
+		out = append(out, stagedSite{s.sites[name], st})
+	}
+	if ents, err := os.ReadDir(root); err == nil {
+		for _, e := range ents {
+			if n := e.Name(); e.IsDir() && !strings.HasPrefix(n, ".") && s.sites[n] == nil {
+				s.cfg.Logger.Warn("new site folder left out until the node restarts", "site", n, "root", root)
+			}
+		}
+	}
+	return out, nil
+}
+
+// commitSites switches every staged site to its new table and drops what
+// changed from the memory cache. The diff's URLs carry their site's name
+// with VHosts ("example.com/a.css"), as the cache keys do.
+func (s *Server) commitSites(staged []stagedSite) (content.Diff, error) {
+	if len(staged) == 0 {
+		return content.Diff{}, errors.New("commit: nothing prepared")
+	}
+	var all content.Diff
+	for _, ss := range staged {
+		d, err := ss.site.store.Commit(ss.st)
+		if err != nil {
+			return all, fmt.Errorf("site %q: %w", ss.site.name, err)
+		}
+		if n := ss.site.name; n != "" {
+			for _, l := range []*[]string{&d.Added, &d.Changed, &d.Removed} {
+				for i, u := range *l {
+					(*l)[i] = n + u
+				}
+			}
+		}
+		s.invalidate(d)
+		all.Added = append(all.Added, d.Added...)
+		all.Changed = append(all.Changed, d.Changed...)
+		all.Removed = append(all.Removed, d.Removed...)
+	}
+	return all, nil
+}
+
+// invalidate drops changed and removed URLs (cache keys) from the memory
+// cache.
 func (s *Server) invalidate(d content.Diff) {
 	if s.cache == nil {
 		return

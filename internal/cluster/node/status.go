@@ -49,6 +49,11 @@ type Status struct {
 	// SiteVersion is the published site version served (0: the tree the
 	// node started with), so an operator can see every node switched.
 	SiteVersion uint64 `json:"site_version"`
+	// BusyNanos is BusyPercent's numerator since start: the time spent
+	// answering requests, summed over connections, in nanoseconds. Its
+	// growth over that of Requests is the node's mean time on a request,
+	// what the simulator is calibrated with (sim.Measured.NodeBusy).
+	BusyNanos int64 `json:"busy_ns"`
 	// Served counts the file bytes answered and those that came from a
 	// memory (this node's cache or a peer's), inline as object_bytes and
 	// memory_bytes: the cluster's byte hit ratio is their sums' quotient.
@@ -78,7 +83,8 @@ func (s *Server) Status() Status {
 	}
 	mem := s.memoryBytes.Load() // first: every memory byte was an object byte before
 	st.Served = cache.Served{ObjectBytes: s.objectBytes.Load(), MemoryBytes: mem}
-	st.CPUPercent, st.BusyPercent = s.usage.percents(s.busy.Load())
+	st.BusyNanos = s.busy.Load()
+	st.CPUPercent, st.BusyPercent = s.usage.percents(st.BusyNanos)
 	if s.peer != nil {
 		ps := s.peer.Stats()
 		st.Peer = &ps

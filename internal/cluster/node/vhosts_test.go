@@ -80,3 +80,81 @@ func TestVHosts(t *testing.T) {
 		t.Fatal("alias to a missing site accepted")
 	}
 }
+
+// TestVHostsReloadKeepsSites: a rescan (SIGHUP, --watch) and a two-phase
+// publish of a virtual-hosts root reload every site from its own folder.
+// Treating the root as one site would serve /a.example/index.html under
+// any Host and 404 every site's own paths.
+func TestVHostsReloadKeepsSites(t *testing.T) {
+	root := t.TempDir()
+	testutil.WriteTree(t, root, map[string]string{
+		"a.example/index.html":    "site A",
+		"b.example/index.html":    "site B",
+		"b.example/index.html.br": "B compressed",
+	})
+	ts := start(t, root, func(c *Config) { c.VHosts = true })
+	check := func(when string, cases [][3]string) {
+		t.Helper()
+		c := ts.dial(t)
+		for _, tc := range cases {
+			c.send("GET " + tc[1] + " HTTP/1.1\r\nHost: " + tc[0] + "\r\n\r\n")
+			r := c.read(false)
+			want := 404
+			if tc[2] != "" {
+				want = 200
+			}
+			if r.status != want || (tc[2] != "" && r.body != tc[2]) {
+				t.Errorf("%s: Host %s %s: %d %q, want %d %q", when, tc[0], tc[1], r.status, r.body, want, tc[2])
+			}
+		}
+	}
+	before := [][3]string{
+		{"a.example", "/index.html", "site A"},
+		{"b.example", "/index.html", "site B"},
+		{"a.example", "/a.example/index.html", ""},
+		{"a.example", "/b.example/index.html.br", ""},
+		{"b.example", "/b.example/index.html", ""},
+	}
+	check("at start", before)
+
+	testutil.WriteTree(t, root, map[string]string{"a.example/index.html": "site A, edited"})
+	if _, err := ts.srv.Rescan(); err != nil {
+		t.Fatal(err)
+	}
+	after := [][3]string{
+		{"a.example", "/index.html", "site A, edited"},
+		{"b.example", "/index.html", "site B"},
+		{"a.example", "/a.example/index.html", ""},
+		{"a.example", "/b.example/index.html.br", ""},
+		{"b.example", "/b.example/index.html", ""},
+	}
+	check("after a rescan", after)
+
+	v := filepath.Join(t.TempDir(), "v2")
+	testutil.WriteTree(t, v, map[string]string{
+		"a.example/index.html": "site A, version 2",
+		"b.example/index.html": "site B, version 2",
+	})
+	if err := ts.srv.PreparePublish(2, v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.srv.CommitPublish(2); err != nil {
+		t.Fatal(err)
+	}
+	check("after a publish", [][3]string{
+		{"a.example", "/index.html", "site A, version 2"},
+		{"b.example", "/index.html", "site B, version 2"},
+		{"b.example", "/index.html.br", ""},
+		{"a.example", "/a.example/index.html", ""},
+		{"a.example", "/b.example/index.html", ""},
+	})
+
+	// A version that lacks a site the node serves is refused whole: no
+	// site switches.
+	v3 := filepath.Join(t.TempDir(), "v3")
+	testutil.WriteTree(t, v3, map[string]string{"a.example/index.html": "site A, version 3"})
+	if err := ts.srv.PreparePublish(3, v3); err == nil {
+		t.Error("a version without b.example was prepared")
+	}
+	check("after a refused publish", [][3]string{{"a.example", "/index.html", "site A, version 2"}})
+}

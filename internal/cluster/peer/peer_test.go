@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"shoal/internal/base/peerwire"
 )
 
 // fakeLocal serves objects from a map, and files (too large for its
@@ -286,7 +289,7 @@ func TestForgedPeerRefused(t *testing.T) {
 	if err := upgrade(nc, "x", time.Second); err != nil {
 		t.Fatal(err)
 	}
-	hello := append([]byte{1}, make([]byte, 8+32)...)
+	hello := append([]byte{peerwire.Version}, make([]byte, 8+32)...)
 	req := appendRequest([]byte{opGet}, &Request{URL: "/a", Size: int64(len(secret)), Key: "/a"})
 	nc.Write(hello)
 	nc.Write(req)
@@ -294,6 +297,45 @@ func TestForgedPeerRefused(t *testing.T) {
 	got, _ := io.ReadAll(nc)
 	if bytes.Contains(got, secret) || local.calls.Load() != 0 {
 		t.Errorf("raw forged request answered with the object (%d lookups)", local.calls.Load())
+	}
+}
+
+// TestReflectedPeerRefused: a client without the key upgrades, names the
+// owner's own ID in its hello and echoes the owner's proof back. The
+// handshake must be refused (counted) and no frame of the client's ever
+// decoded as a request: with one key for both directions the echo would
+// open and the link be accepted with the full frame cap.
+func TestReflectedPeerRefused(t *testing.T) {
+	local := &fakeLocal{objs: map[string][]byte{"/a": []byte("x")}}
+	_, owner := pair(t, local, testKey, testKey)
+	nc, err := net.Dial("tcp", owner.cfg.Peers[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := upgrade(nc, "x", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetDeadline(time.Now().Add(5 * time.Second))
+	hello := []byte{peerwire.Version}
+	hello = binary.BigEndian.AppendUint64(hello, 2) // the owner's own ID (index 1)
+	nc.Write(append(hello, make([]byte, 32)...))
+	if _, err := io.ReadFull(nc, make([]byte, len(hello)+32)); err == nil {
+		h := make([]byte, 13)
+		if _, err := io.ReadFull(nc, h); err == nil {
+			b := make([]byte, binary.BigEndian.Uint32(h))
+			io.ReadFull(nc, b)
+			f := append(h, b...)
+			nc.Write(f)
+			nc.Write(f)
+		}
+	}
+	io.Copy(io.Discard, nc) // until the owner closes
+	for end := time.Now().Add(5 * time.Second); owner.Stats().Refused == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	if r := owner.Stats().Refused; r != 1 {
+		t.Errorf("owner refused %d reflected handshakes, want 1 (accepted: %d)", r, owner.wst.Accepted.Load())
 	}
 }
 

@@ -64,7 +64,8 @@ type Node struct {
 	// Name identifies the node in logs and tables (its URL in the front).
 	Name string
 	// Weight is the configured, or feedback-adjusted, capacity weight. 0 drains
-	// the node: it gets no new requests but in-flight ones finish.
+	// the node: it gets no new requests but in-flight ones finish. A
+	// configured weight is at most MaxWeight.
 	Weight int
 	// Group names the node's capacity class for gwrr.
 	Group string
@@ -81,6 +82,13 @@ type Node struct {
 	// the front's health checks or the simulator; dfwrr steers by it.
 	Load float64
 }
+
+// MaxWeight bounds a configured node weight, HAProxy's bound for a server
+// weight. The weighted policies sum weights and scale them (dfwrr by up to
+// MaxWeightScale, gwrr over a group) in machine integers: an unbounded
+// weight such as math.MaxInt64 overflowed those sums and made every
+// request 503. Ratios up to 256:1 cover any real difference in capacity.
+const MaxWeight = 256
 
 // Usable reports whether the node may receive a new request.
 func (n *Node) Usable() bool { return n.Up && !n.Removed && n.Weight > 0 }

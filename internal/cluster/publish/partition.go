@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -239,7 +240,12 @@ func linkOrCopy(src, dst string, mt time.Time) error {
 	if err := os.Link(src, dst); err == nil {
 		return nil
 	}
-	if _, err := copyFile(src, dst, 0o444); err != nil {
+	in, err := os.Open(src) // our own version tree, not the operator's folder
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if _, err := copyFile(context.Background(), in, dst, 0o444); err != nil {
 		return err
 	}
 	return os.Chtimes(dst, mt, mt)

@@ -74,6 +74,10 @@ type Config struct {
 	// Timeout bounds each phase on each node. Default 30 s for prepare
 	// (a scan of a large tree), and the same for commit.
 	Timeout time.Duration
+	// SnapshotTimeout bounds the copy of the site into its version folder
+	// (it holds the publish lock, so a stuck or endless tree must not hold
+	// it for ever). Default 10 minutes: a few GB of changed files.
+	SnapshotTimeout time.Duration
 	// Nodes returns the participants of a publish, read at its start.
 	Nodes func() []Participant
 	// OnCommit, when set, is told the new version's tree and what changed
@@ -165,6 +169,9 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
+	if cfg.SnapshotTimeout <= 0 {
+		cfg.SnapshotTimeout = 10 * time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -249,7 +256,9 @@ func (c *Coordinator) Seed(dir string, nodes []placement.Node) ([]string, Result
 	defer c.mu.Unlock()
 	v := c.version + 1
 	res := Result{Version: v, Root: filepath.Join(c.cfg.Versions, versionDir(v)), Nodes: len(nodes)}
-	st, err := snapshot(dir, res.Root, c.current, c.ours)
+	sctx, cancel := context.WithTimeout(context.Background(), c.cfg.SnapshotTimeout)
+	st, err := snapshot(sctx, dir, res.Root, c.current, c.ours)
+	cancel()
 	if err != nil {
 		return nil, Result{}, fmt.Errorf("publish: %w", err)
 	}
@@ -304,7 +313,9 @@ func (c *Coordinator) publish(ctx context.Context, dir string) (Result, error) {
 	// started with may be the operator's working folder, where a file
 	// truncated and rewritten in place would change a linked version.
 	prev := c.current
-	st, err := snapshot(dir, res.Root, prev, c.ours)
+	sctx, cancel := context.WithTimeout(ctx, c.cfg.SnapshotTimeout)
+	st, err := snapshot(sctx, dir, res.Root, prev, c.ours)
+	cancel()
 	if err != nil {
 		return Result{}, fmt.Errorf("publish: %w", err)
 	}

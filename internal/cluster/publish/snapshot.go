@@ -2,13 +2,14 @@ package publish
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
+	"syscall"
 	"time"
 
 	"shoal/internal/base/content"
@@ -32,13 +33,28 @@ type snapshotStats struct {
 // content table would; symlinks to regular files inside src are copied as
 // the files they point to, others skipped. The tree is written to dst+".tmp"
 // and renamed into place, so a half-written version never has its name.
-func snapshot(src, dst, prev string, link bool) (snapshotStats, error) {
+//
+// src may be edited, even by someone hostile, while this runs: every
+// folder is read and every file opened through an os.Root on src (openat
+// with O_NOFOLLOW on each component, links resolved inside the root and
+// refused when they leave it), files with O_NONBLOCK so that a FIFO or
+// device swapped in for a file cannot block the open, and what was opened
+// is checked with fstat to be a regular file and is the only thing read.
+// A file swapped for a link to outside src, or for anything but a regular
+// file, is skipped. ctx bounds the whole snapshot: past its deadline the
+// copy stops between two blocks and nothing is left behind.
+func snapshot(ctx context.Context, src, dst, prev string, link bool) (snapshotStats, error) {
 	var st snapshotStats
 	real, err := filepath.EvalSymlinks(src)
 	if err != nil {
 		return st, fmt.Errorf("site %s: %w", src, err)
 	}
-	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+	root, err := os.OpenRoot(real)
+	if err != nil {
+		return st, fmt.Errorf("site %s: %w", src, err)
+	}
+	defer root.Close()
+	if fi, err := root.Stat("."); err != nil || !fi.IsDir() {
 		return st, fmt.Errorf("site %s: not a directory", src)
 	}
 	tmp := dst + ".tmp"
@@ -46,11 +62,14 @@ func snapshot(src, dst, prev string, link bool) (snapshotStats, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return st, fmt.Errorf("version folder: %w", err)
 	}
-	err = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if p == real {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if rel == "." {
 			return nil
 		}
 		if content.Hidden(d.Name()) {
@@ -59,31 +78,14 @@ func snapshot(src, dst, prev string, link bool) (snapshotStats, error) {
 			}
 			return nil
 		}
-		rel, err := filepath.Rel(real, p)
-		if err != nil {
-			return err
-		}
-		out := filepath.Join(tmp, rel)
+		out := filepath.Join(tmp, filepath.FromSlash(rel))
 		switch mode := d.Type(); {
 		case mode.IsDir():
 			return os.Mkdir(out, 0o755)
-		case mode&fs.ModeSymlink != 0:
-			target, err := filepath.EvalSymlinks(p)
-			if err != nil {
-				return nil // dangling: the content table skips it too
-			}
-			if r, err := filepath.Rel(real, target); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
-				return nil // leaves the site
-			}
-			if fi, err := os.Stat(target); err != nil || !fi.Mode().IsRegular() {
-				return nil
-			}
-			p = target
-		case !mode.IsRegular():
-			return nil
+		case mode&fs.ModeSymlink == 0 && !mode.IsRegular():
+			return nil // FIFOs, sockets, devices
 		}
-		st.Files++
-		return placeFile(p, out, filepath.Join(prev, rel), link, &st)
+		return placeFile(ctx, root, rel, out, filepath.Join(prev, filepath.FromSlash(rel)), link, &st)
 	})
 	if err != nil {
 		os.RemoveAll(tmp)
@@ -96,20 +98,41 @@ func snapshot(src, dst, prev string, link bool) (snapshotStats, error) {
 	return st, nil
 }
 
-// placeFile puts the file src at out: a hard link to old when old holds
-// the same bytes with the same size and time, a copy otherwise.
-func placeFile(src, out, old string, link bool, st *snapshotStats) error {
-	fi, err := os.Stat(src)
+// openRegular opens rel inside root for reading, without blocking and
+// without leaving root, and returns it with its fstat only when it is a
+// regular file; (nil, nil, nil) means "not a file to publish": a link
+// leaving the site, dangling or naming a folder, a FIFO, a device, or a
+// name gone since the walk listed it.
+func openRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		return nil, nil, nil
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// placeFile puts the file rel of root at out: a hard link to old when old
+// holds the same bytes with the same size and time, a copy otherwise.
+// Only the descriptor opened once (openRegular) is read.
+func placeFile(ctx context.Context, root *os.Root, rel, out, old string, link bool, st *snapshotStats) error {
+	f, fi, err := openRegular(root, rel)
+	if f == nil {
 		return err
 	}
+	defer f.Close()
+	st.Files++
 	ofi, oerr := os.Stat(old)
 	sameSize := oerr == nil && ofi.Mode().IsRegular() && ofi.Size() == fi.Size()
 	same := false
 	if sameSize {
 		if os.SameFile(fi, ofi) {
 			same = true // a republish of the served tree (Rebalance)
-		} else if same, err = sameBytes(src, old); err != nil {
+		} else if same, err = sameBytes(f, old); err != nil {
 			return err
 		}
 		if same && link {
@@ -120,8 +143,11 @@ func placeFile(src, out, old string, link bool, st *snapshotStats) error {
 			}
 			// Another filesystem: copy below.
 		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
 	}
-	n, err := copyFile(src, out, fi.Mode().Perm()|0o444)
+	n, err := copyFile(ctx, f, out, fi.Mode().Perm()|0o444)
 	if err != nil {
 		return err
 	}
@@ -140,30 +166,34 @@ func placeFile(src, out, old string, link bool, st *snapshotStats) error {
 	return os.Chtimes(out, mt, mt)
 }
 
-func copyFile(src, dst string, perm fs.FileMode) (int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
+// copyFile copies in to a new file dst, checking ctx between blocks.
+func copyFile(ctx context.Context, in io.Reader, dst string, perm fs.FileMode) (int64, error) {
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
 	if err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(out, in)
+	n, err := io.Copy(out, ctxReader{ctx, in})
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	return n, err
 }
 
-// sameBytes compares two files of equal size.
-func sameBytes(a, b string) (bool, error) {
-	fa, err := os.Open(a)
-	if err != nil {
-		return false, err
+// ctxReader ends a read with ctx's error once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
 	}
-	defer fa.Close()
+	return c.r.Read(p)
+}
+
+// sameBytes compares the opened file fa with the file at b (of equal size).
+func sameBytes(fa io.Reader, b string) (bool, error) {
 	fb, err := os.Open(b)
 	if err != nil {
 		return false, err

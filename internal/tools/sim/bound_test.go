@@ -34,35 +34,36 @@ func nasaFingerprint(tb testing.TB, pc policy.Config) string {
 }
 
 // nasaUnbounded is nasaFingerprint as the policies gave it before their
-// per-URL tables were bounded (main at f001268, tables unbounded).
-const nasaUnbounded = `lru lard/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 t=488117616000
-lru lard/4 req=33343 mem=26867 peer=0 disk=6476 hand=33343 rej=0 t=78004072000
-lru lard/8 req=33343 mem=28851 peer=0 disk=4492 hand=33343 rej=0 t=30289842000
-lru lardr/1 req=33343 mem=21413 peer=0 disk=11930 hand=33343 rej=0 t=488117616000
-lru lardr/4 req=33343 mem=26867 peer=0 disk=6476 hand=33343 rej=0 t=78004072000
-lru lardr/8 req=33343 mem=28851 peer=0 disk=4492 hand=33343 rej=0 t=30289842000
-lru tbccrd/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 t=488117400000
-lru tbccrd/4 req=33343 mem=26855 peer=0 disk=6488 hand=24841 rej=0 t=77342770000
-lru tbccrd/8 req=33343 mem=28878 peer=0 disk=4465 hand=28713 rej=0 t=29883170000
-lru weblins/1 req=33343 mem=21413 peer=0 disk=11930 hand=0 rej=0 t=488117390000
-lru weblins/4 req=33343 mem=19957 peer=5566 disk=7820 hand=910 rej=0 t=94111965000
-lru weblins/8 req=33343 mem=18341 peer=9140 disk=5862 hand=1046 rej=0 t=40101295000
-cgdsf lard/1 req=33343 mem=27163 peer=0 disk=6180 hand=33343 rej=0 t=324376736000
-cgdsf lard/4 req=33343 mem=29677 peer=0 disk=3666 hand=33343 rej=0 t=57217184000
-cgdsf lard/8 req=33343 mem=30602 peer=0 disk=2741 hand=33343 rej=0 t=23952272000
-cgdsf lardr/1 req=33343 mem=27163 peer=0 disk=6180 hand=33343 rej=0 t=324376736000
-cgdsf lardr/4 req=33343 mem=29677 peer=0 disk=3666 hand=33343 rej=0 t=57217184000
-cgdsf lardr/8 req=33343 mem=30602 peer=0 disk=2741 hand=33343 rej=0 t=23952272000
-cgdsf tbccrd/1 req=33343 mem=27163 peer=0 disk=6180 hand=0 rej=0 t=324376520000
-cgdsf tbccrd/4 req=33343 mem=29676 peer=0 disk=3667 hand=24792 rej=0 t=57568390000
-cgdsf tbccrd/8 req=33343 mem=30598 peer=0 disk=2745 hand=28964 rej=0 t=23700860000
-cgdsf weblins/1 req=33343 mem=27163 peer=0 disk=6180 hand=0 rej=0 t=324376510000
-cgdsf weblins/4 req=33343 mem=19952 peer=7770 disk=5621 hand=904 rej=0 t=79438440000
-cgdsf weblins/8 req=33343 mem=17394 peer=11216 disk=4733 hand=1052 rej=0 t=36754460000
+// per-URL tables were bounded (main at f001268, tables unbounded), with
+// requests keyed by the file they name (content.ObjectKey) since then.
+const nasaUnbounded = `lru lard/1 req=33612 mem=21745 peer=0 disk=11867 hand=33612 rej=0 t=486274306000
+lru lard/4 req=33612 mem=27256 peer=0 disk=6356 hand=33612 rej=0 t=76928348000
+lru lard/8 req=33612 mem=29288 peer=0 disk=4324 hand=33612 rej=0 t=29651284000
+lru lardr/1 req=33612 mem=21745 peer=0 disk=11867 hand=33612 rej=0 t=486274306000
+lru lardr/4 req=33612 mem=27256 peer=0 disk=6356 hand=33612 rej=0 t=76928348000
+lru lardr/8 req=33612 mem=29288 peer=0 disk=4324 hand=33612 rej=0 t=29651284000
+lru tbccrd/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 t=486274090000
+lru tbccrd/4 req=33612 mem=27256 peer=0 disk=6356 hand=24791 rej=0 t=76311430000
+lru tbccrd/8 req=33612 mem=29255 peer=0 disk=4357 hand=28964 rej=0 t=29876130000
+lru weblins/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 t=486274080000
+lru weblins/4 req=33612 mem=20355 peer=5430 disk=7827 hand=904 rej=0 t=106163480000
+lru weblins/8 req=33612 mem=18639 peer=9289 disk=5684 hand=1047 rej=0 t=43447500000
+cgdsf lard/1 req=33612 mem=27576 peer=0 disk=6036 hand=33612 rej=0 t=320047356000
+cgdsf lard/4 req=33612 mem=30085 peer=0 disk=3527 hand=33612 rej=0 t=57280244000
+cgdsf lard/8 req=33612 mem=30981 peer=0 disk=2631 hand=33612 rej=0 t=23403472000
+cgdsf lardr/1 req=33612 mem=27576 peer=0 disk=6036 hand=33612 rej=0 t=320047356000
+cgdsf lardr/4 req=33612 mem=30085 peer=0 disk=3527 hand=33612 rej=0 t=57280244000
+cgdsf lardr/8 req=33612 mem=30981 peer=0 disk=2631 hand=33612 rej=0 t=23403472000
+cgdsf tbccrd/1 req=33612 mem=27576 peer=0 disk=6036 hand=0 rej=0 t=320047140000
+cgdsf tbccrd/4 req=33612 mem=30063 peer=0 disk=3549 hand=24988 rej=0 t=56601430000
+cgdsf tbccrd/8 req=33612 mem=30986 peer=0 disk=2626 hand=29222 rej=0 t=23239005000
+cgdsf weblins/1 req=33612 mem=27576 peer=0 disk=6036 hand=0 rej=0 t=320047130000
+cgdsf weblins/4 req=33612 mem=20190 peer=7709 disk=5713 hand=911 rej=0 t=85972885000
+cgdsf weblins/8 req=33612 mem=17706 peer=11287 disk=4619 hand=1042 rej=0 t=38982815000
 `
 
 // TestNASABoundedTablesIdentical: with the URL-table bound at or above the
-// trace's 2,247 unique URLs nothing is ever evicted, so the simulation gives
+// trace's unique objects (1,705 files) nothing is ever evicted, so the simulation gives
 // exactly the results of the unbounded tables; a bound below it changes them
 // (the knob reaches the policies the simulator runs).
 func TestNASABoundedTablesIdentical(t *testing.T) {

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -67,6 +68,17 @@ type Costs struct {
 	// PeerPer512 is the node CPU, on each side, to move 512 bytes between two
 	// nodes' memories (weblins' cooperative fetch).
 	PeerPer512 time.Duration `toml:"peer_per_512"`
+	// Delivery is the time from a node's last CPU job on a request to the
+	// client holding the whole response: the network between them, a
+	// relaying front's copy, the client reading it. The request still
+	// counts in its node's Node.Active meanwhile, as a live front counts a
+	// request from its dispatch to the end of the response, but no CPU or
+	// disk is busy (every request has its own). Default 0: the seeds'
+	// model (seed 000 §3.3, Pai et al. 1998), in which a node's CPU time is
+	// a response's whole life. With clients far away, or a front that
+	// costs more than the nodes, it dominates, and a load-aware policy then
+	// sees loads that follow the request rates more than the nodes' costs.
+	Delivery time.Duration `toml:"delivery"`
 	// NoCacheAbove: objects larger than this many bytes are never cached and
 	// always read from disk (seed 000 §3.3.1: 500 KB).
 	NoCacheAbove int64 `toml:"no_cache_above"`
@@ -178,6 +190,7 @@ func (c *Costs) Fields() []CostField {
 		d("handoff_out", "node CPU to hand a connection off", &c.HandoffOut),
 		d("handoff_in", "node CPU to take a handed-off connection", &c.HandoffIn),
 		d("peer_per_512", "node CPU per 512 B of peer-memory fetch, each side", &c.PeerPer512),
+		d("delivery", "time from a node's last CPU job to the client holding the response; the request stays in the node's load", &c.Delivery),
 		i("no_cache_above", "objects above this many bytes always go to disk", &c.NoCacheAbove),
 		d("t_transfer", "front CPU per forwarded packet", &c.Ttransfer),
 		d("t_conn", "front CPU per accepted connection (l7)", &c.Tconn),
@@ -270,4 +283,22 @@ func DefaultPath(t policy.Traits) Path {
 		return PathL7
 	}
 	return PathL4
+}
+
+// Scaled returns c with every time cost multiplied by f (> 0), byte costs
+// unchanged: the same cluster on hardware f times slower (f < 1: faster).
+// In throughput mode every event time scales by f, so a run's counts stay
+// those of c except where a policy acts on a period of real time (dfwrr's
+// load feedback and weblins' popular-set rebuild every Period, LARD/R's K,
+// the nodes' cache digests): those see f⁻¹ times as many periods. A
+// prediction of a live cluster therefore needs costs at that cluster's
+// speed, and Scaled by the ratio of its measured elapsed time to the
+// simulated one gives them (docs/parity.md).
+func (c Costs) Scaled(f float64) Costs {
+	for _, fd := range c.Fields() {
+		if fd.Dur != nil {
+			*fd.Dur = time.Duration(math.Round(float64(*fd.Dur) * f))
+		}
+	}
+	return c
 }

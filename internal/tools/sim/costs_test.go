@@ -80,3 +80,32 @@ func TestParsePath(t *testing.T) {
 		t.Error("l3 accepted")
 	}
 }
+
+// TestCostsScaled: time costs scale, byte costs do not, and a run on
+// scaled costs takes f times the virtual time with the same counts when no
+// policy acts on a period (wrr, urlhash).
+func TestCostsScaled(t *testing.T) {
+	c := DefaultCosts().Scaled(0.5)
+	if c.DiskLatency != 14*time.Millisecond || c.ConnSetup != 72500*time.Nanosecond || c.Tconn != 60*time.Microsecond {
+		t.Errorf("scaled times: disk %v setup %v tconn %v, want 14ms 72.5µs 60µs", c.DiskLatency, c.ConnSetup, c.Tconn)
+	}
+	if c.NoCacheAbove != 500<<10 || c.QueryBytes != 84 {
+		t.Errorf("byte costs changed: %d %d", c.NoCacheAbove, c.QueryBytes)
+	}
+	acc := []Access{{URL: "/a", Size: 9000}, {URL: "/b", Size: 100}, {URL: "/a", Size: 9000}, {URL: "/c", Size: 60 << 10}, {URL: "/b", Size: 100}}
+	for _, pol := range []string{"wrr", "urlhash"} {
+		def := DefaultCosts()
+		a, err := Run(Config{Policy: pol, Nodes: 2, PerNode: 1, Costs: &def}, NewSliceSource(acc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Run(Config{Policy: pol, Nodes: 2, PerNode: 1, Costs: &c}, NewSliceSource(acc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.MemHits != b.MemHits || a.DiskReads != b.DiskReads || b.Elapsed != a.Elapsed/2 {
+			t.Errorf("%s: default %d hits %d reads in %v, scaled 0.5 %d hits %d reads in %v", pol,
+				a.MemHits, a.DiskReads, a.Elapsed, b.MemHits, b.DiskReads, b.Elapsed)
+		}
+	}
+}

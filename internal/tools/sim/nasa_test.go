@@ -37,7 +37,7 @@ func nasaAccesses(tb testing.TB) []Access {
 			return
 		}
 		defer r.Close()
-		nasa.acc, nasa.err = Load(NewTraceSource(r, sizes))
+		nasa.acc, nasa.err = Load(NewTraceSource(r, ObjectSizes(sizes)))
 	})
 	if nasa.err != nil {
 		tb.Fatal(nasa.err)

@@ -23,7 +23,8 @@
 //     behind an l7 front), then the object comes from its cache, from a
 //     peer's memory (Decision.Fetch; the peer reads its disk first if it
 //     misses) or from its disk, and the node pays the transmit and teardown;
-//  4. on completion: Cluster.Finish, Policy.Done, ConnCloser.CloseConn.
+//  4. after Costs.Delivery more (default 0), the client has the response:
+//     Cluster.Finish, Policy.Done, ConnCloser.CloseConn.
 //
 // Every trace request is its own connection (no keep-alive: the 1995 traces
 // are HTTP/1.0), with Request.Conn = its sequence number. An object is added
@@ -232,7 +233,8 @@ const (
 	evEntry                 // serving node's setup done: start the fetch or disk read
 	evPeerSend              // owner finished sending the object
 	evDisk                  // disk read done: transmit
-	evDone                  // last CPU job done: request complete
+	evDone                  // last CPU job done: deliver (Costs.Delivery), or complete
+	evClient                // the client has the response: request complete
 )
 
 // source of a request's object
@@ -638,6 +640,14 @@ func (s *sim) run() error {
 			d := int64(s.c.Transmit(r.pr.Size) + s.c.ConnTeardown)
 			s.q.push(n.cpu.serve(s.now, d), evDone, i)
 		case evDone:
+			if r.node >= 0 && s.c.Delivery > 0 {
+				s.q.push(s.now+int64(s.c.Delivery), evClient, i)
+				break
+			}
+			if err := s.complete(i, r); err != nil {
+				return err
+			}
+		case evClient:
 			if err := s.complete(i, r); err != nil {
 				return err
 			}

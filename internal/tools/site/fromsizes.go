@@ -16,9 +16,10 @@ import (
 // FromSizes writes a site whose files are exactly the URLs of sizes, each
 // with its size in bytes, so that a real access log (trace.Sizes) can be
 // replayed against a live cluster and hit real files: the NASA trace served
-// by `shoal up --site-from-trace`. A URL ending in "/" becomes that
-// directory's index.html. URLs that cannot be files are skipped and counted:
-// ones content.CleanURL refuses, hidden names, zero sizes, and a file whose
+// by `shoal up --site-from-trace`. Each file is named by content.ObjectKey
+// (the key the simulator and the front use too): a URL ending in "/"
+// becomes that directory's index.html, a query is dropped. URLs that cannot
+// be files are skipped and counted: ones content.ObjectKey refuses, hidden names, zero sizes, and a file whose
 // name is also a directory prefix of another URL (the directory wins, since
 // it holds more of the trace). Existing files of the right size are kept, so
 // a second run is fast. Like Generate, it refuses a non-empty directory that
@@ -40,13 +41,10 @@ func FromSizes(dir string, sizes map[string]int64) (written, skipped int, err er
 	files := map[string]int64{}
 	dirs := map[string]bool{"/": true}
 	for raw, size := range sizes {
-		u, isDir, err := content.CleanURL(raw)
-		if err != nil || size <= 0 || strings.Contains(u, "/.") {
+		u, ok := content.ObjectKey(raw)
+		if !ok || size <= 0 || strings.Contains(u, "/.") {
 			skipped++
 			continue
-		}
-		if isDir || u == "/" {
-			u = path.Join(u, "index.html")
 		}
 		files[u] = max(files[u], size)
 		for d := path.Dir(u); d != "/"; d = path.Dir(d) {
