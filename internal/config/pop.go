@@ -94,6 +94,7 @@ type PopMBPP struct {
 	ServerDeadband float64  `toml:"server_deadband"`
 	PublishLinks   int      `toml:"publish_links"`
 	WatchdogRounds int      `toml:"watchdog_rounds"`
+	EstimateRTT    bool     `toml:"estimate_rtt"`
 }
 
 // PopChord is [chord]: see internal/cdn/chord.Config.

@@ -80,6 +80,14 @@ type Config struct {
 	// ServerDeadband is the absolute change of server performance (0..1)
 	// below which the entry is not sent again.
 	ServerDeadband float64
+	// EstimateRTT ranks a peer this PoP has not measured by an estimate
+	// read off the view — the shortest path through one PoP it has
+	// measured and whose link to the peer is published (EstimateRTT on
+	// Node) — instead of giving it no link performance. Off is the seed's
+	// algorithm (a PoP ranks by what it measured, §3.2); at 1,000 PoPs a
+	// PoP has measured a tenth of the others, and the estimate is the
+	// improvement measured in docs/cdn.md.
+	EstimateRTT bool
 
 	// Accept decides, at every PoP the join proposal passes, whether the
 	// newcomer is accepted (seed 003 §3.1: a PoP joins with the

@@ -451,3 +451,49 @@ func TestScoreFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateRTT: a peer this PoP never measured is estimated through a
+// PoP it measured and a link either of them published, the shortest such
+// path; routing uses the estimate only with Config.EstimateRTT.
+func TestEstimateRTT(t *testing.T) {
+	ms := time.Millisecond
+	for _, on := range []bool{false, true} {
+		cfg := testConfig(1)
+		cfg.EstimateRTT = on
+		a, err := NewFounder(cfg, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.view[2] = &Entry{ID: 2, Inc: 1, Alive: true, Server: 1, Links: Links{{Peer: 3, RTT: 20 * ms}}}
+		a.view[3] = &Entry{ID: 3, Inc: 1, Alive: true, Server: 1}
+		a.view[4] = &Entry{ID: 4, Inc: 1, Alive: true, Server: 1, Links: Links{{Peer: 3, RTT: 5 * ms}}}
+		a.view[5] = &Entry{ID: 5, Inc: 1, Alive: true, Server: 1, Links: Links{{Peer: 2, RTT: 7 * ms}, {Peer: 4, RTT: 1 * ms}}}
+		a.view[6] = &Entry{ID: 6, Inc: 1, Alive: true, Server: 1}
+		a.SampleRTT(2, 10*ms)
+		a.SampleRTT(4, 40*ms)
+		for _, c := range []struct {
+			peer ID
+			want time.Duration
+			ok   bool
+		}{
+			{3, 30 * ms, true}, // via 2 (10+20) rather than via 4 (40+5)
+			{5, 17 * ms, true}, // via 2, whose link 5 publishes (10+7); via 4 is 41
+			{6, 0, false},      // no path in the view
+		} {
+			if got, ok := a.EstimateRTT(c.peer); got != c.want || ok != c.ok {
+				t.Errorf("EstimateRTT(%d) = %v %v, want %v %v", c.peer, got, ok, c.want, c.ok)
+			}
+		}
+		v, _ := a.Peer(3, epoch)
+		want := Score(&cfg, false, true, 0, false, 1)
+		if on {
+			want = Score(&cfg, false, true, 30*ms, true, 1)
+		}
+		if v.Score != want || v.Estimated != on {
+			t.Errorf("EstimateRTT=%v: peer 3 scores %v (estimated %v), want %v", on, v.Score, v.Estimated, want)
+		}
+		if _, ok := a.RTTTo(3); ok {
+			t.Errorf("RTTTo(3) reports a measurement it does not have")
+		}
+	}
+}

@@ -208,11 +208,14 @@ type PeerView struct {
 	Inc     uint32        `json:"incarnation"`
 	RTT     time.Duration `json:"-"`
 	RTTms   float64       `json:"rtt_ms"`
-	Server  float64       `json:"server_perf"`
-	Score   float64       `json:"score"`
-	Age     time.Duration `json:"-"`
-	AgeS    float64       `json:"age_s"`
-	Self    bool          `json:"self"`
+	// Estimated is set when RTT is Config.EstimateRTT's estimate, not a
+	// measurement.
+	Estimated bool          `json:"rtt_estimated,omitempty"`
+	Server    float64       `json:"server_perf"`
+	Score     float64       `json:"score"`
+	Age       time.Duration `json:"-"`
+	AgeS      float64       `json:"age_s"`
+	Self      bool          `json:"self"`
 }
 
 // score is serv of seed 003 §2 (5) for peer e seen from this PoP.
@@ -266,16 +269,54 @@ func (n *Node) rttTo(peer ID) (time.Duration, bool) {
 	return 0, false
 }
 
+// routeRTT is the link RTT routing ranks peer by: 0 for this PoP, its
+// measurement (rttTo), else with Config.EstimateRTT the estimate (est set).
+func (n *Node) routeRTT(peer ID) (rtt time.Duration, ok, est bool) {
+	if peer == n.cfg.Self {
+		return 0, true, false
+	}
+	if rtt, ok = n.rttTo(peer); ok || !n.cfg.EstimateRTT {
+		return rtt, ok, false
+	}
+	rtt, ok = n.EstimateRTT(peer)
+	return rtt, ok, ok
+}
+
+// EstimateRTT estimates the RTT to a peer this PoP has not measured from
+// the view: the shortest path through one live PoP x it has measured, its
+// own RTT to x plus the link between x and the peer that x or the peer
+// publishes (each PoP publishes its PublishLinks nearest, so x is a PoP
+// near the peer that this PoP happens to know). It is an upper bound when
+// delays obey the triangle inequality, and nearly exact for a peer next to
+// a measured PoP; ok is false when no such path is in the view.
+func (n *Node) EstimateRTT(peer ID) (time.Duration, bool) {
+	pe := n.view[peer]
+	best, found := time.Duration(0), false
+	for x, r := range n.rtt {
+		if x == peer || !n.Alive(x) {
+			continue
+		}
+		l, ok := Link{}, false
+		if e := n.view[x]; e != nil {
+			l, ok = e.Links.Get(peer)
+		}
+		if !ok && pe != nil {
+			l, ok = pe.Links.Get(x)
+		}
+		if ok && (!found || r+l.RTT < best) {
+			best, found = r+l.RTT, true
+		}
+	}
+	return best, found
+}
+
 // View returns this PoP's performance view, ordered by ID.
 func (n *Node) View(now time.Time) []PeerView {
 	out := make([]PeerView, 0, len(n.view))
 	for _, e := range n.view {
-		rtt, ok := n.rttTo(e.ID)
-		if e.ID == n.cfg.Self {
-			rtt, ok = 0, true
-		}
+		rtt, ok, est := n.routeRTT(e.ID)
 		v := PeerView{ID: e.ID, Name: e.Name, Addr: e.Addr, Gateway: e.Gateway, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
-			RTTms: float64(rtt) / 1e6, Server: e.Server, Score: n.score(e, rtt, ok), Self: e.ID == n.cfg.Self}
+			RTTms: float64(rtt) / 1e6, Estimated: est, Server: e.Server, Score: n.score(e, rtt, ok), Self: e.ID == n.cfg.Self}
 		if !e.heard.IsZero() {
 			v.Age = now.Sub(e.heard)
 			v.AgeS = v.Age.Seconds()
@@ -293,12 +334,9 @@ func (n *Node) Peer(id ID, now time.Time) (PeerView, bool) {
 	if e == nil {
 		return PeerView{}, false
 	}
-	rtt, ok := n.rttTo(id)
-	if id == n.cfg.Self {
-		rtt, ok = 0, true
-	}
+	rtt, ok, est := n.routeRTT(id)
 	v := PeerView{ID: id, Name: e.Name, Addr: e.Addr, Gateway: e.Gateway, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
-		RTTms: float64(rtt) / 1e6, Server: e.Server, Score: n.score(e, rtt, ok), Self: id == n.cfg.Self}
+		RTTms: float64(rtt) / 1e6, Estimated: est, Server: e.Server, Score: n.score(e, rtt, ok), Self: id == n.cfg.Self}
 	if !e.heard.IsZero() {
 		v.Age = now.Sub(e.heard)
 		v.AgeS = v.Age.Seconds()
