@@ -37,6 +37,9 @@ type nodeFlags struct {
 	readTO, idleTO, sendTO, shutdownTO, digestPeriod                *time.Duration
 	vhosts, noPre, logHealth, watch, printConfig                    *bool
 	aliases                                                         aliasFlag
+	origins                                                         originFlag
+	data                                                            *string
+	diskMB                                                          *int64
 	logf                                                            *logFlags
 	repair                                                          *repairFlags
 }
@@ -56,6 +59,9 @@ func addNodeFlags(fs *flag.FlagSet, def config.NodeServer) *nodeFlags {
 		vhosts:    fs.Bool("vhosts", def.VHosts, "DIR holds one folder per host name (DIR/example.com/, DIR/_default/ for other hosts)"),
 	}
 	fs.Var(&nf.aliases, "alias", "with --vhosts: NAME=SITE serves host NAME from DIR/SITE (repeatable)")
+	fs.Var(&nf.origins, "origin", "cache mode: be an HTTP cache in front of this origin instead of serving --root (URL, or HOST=URL for one host; repeatable)")
+	nf.data = fs.String("data", def.Data, "cache mode: folder of the stored responses (default: a temporary one)")
+	nf.diskMB = fs.Int64("disk-mb", def.DiskMB, "cache mode: bound of the stored responses on disk, MiB")
 	nf.noPre = fs.Bool("no-precompressed", def.NoPrecompressed, "never serve name.br / name.gz in place of name (see 'shoal compress')")
 	nf.accessLog = fs.String("access-log", def.AccessLog, "Common Log Format access log file, or - for stdout (default off)")
 	nf.trusted = fs.String("trusted-fronts", strings.Join(def.TrustedFronts, ","), "comma-separated addresses or CIDRs of fronts whose X-Forwarded-For names the client in the access log (default: none)")
@@ -96,10 +102,13 @@ func runNode(args []string) error {
 		if nf.aliases.m == nil { // --alias given: the command line's list wins
 			nf.aliases.m = nc.Aliases
 		}
+		if !nf.origins.set { // as for --alias
+			nf.origins.def, nf.origins.hosts = nc.Origin, nc.Origins
+		}
 	}
-	if *nf.root == "" {
+	if *nf.root == "" && len(nf.origins.specs()) == 0 {
 		fs.Usage()
-		return errors.New("--root is required")
+		return errors.New("--root is required (or --origin, for a cache)")
 	}
 	if *nf.cacheMB < 0 || *nf.maxKB < 0 {
 		return fmt.Errorf("--cache-mb %d, --max-object-kb %d: sizes cannot be negative (0 turns the cache off)", *nf.cacheMB, *nf.maxKB)
@@ -125,7 +134,11 @@ func runNode(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *nf.listen, err)
 	}
-	logger.Info("node serving", "root", *nf.root, "addr", ln.Addr().String(), "cache", *nf.policy, "cache_mb", *nf.cacheMB)
+	if cfg.Edge.Upstream != nil {
+		logger.Info("node caching", "origin", strings.Join(nf.origins.specs(), ","), "addr", ln.Addr().String(), "cache_mb", *nf.cacheMB, "data", *nf.data, "disk_mb", *nf.diskMB)
+	} else {
+		logger.Info("node serving", "root", *nf.root, "addr", ln.Addr().String(), "cache", *nf.policy, "cache_mb", *nf.cacheMB)
+	}
 	if err := startPassFDNode(srv, cfg.HandoffSocket, logger.Info); err != nil {
 		ln.Close()
 		return err
@@ -170,6 +183,14 @@ func (nf *nodeFlags) config(logger *slog.Logger) (cfg node.Config, closeLog func
 	}
 	if *nf.cacheMB == 0 {
 		cfg.CacheBytes = -1
+	}
+	if specs := nf.origins.specs(); len(specs) > 0 {
+		up, err := node.ParseOrigins(specs)
+		if err != nil {
+			return cfg, closeLog, fmt.Errorf("--origin: %w", err)
+		}
+		cfg.Root = ""
+		cfg.Edge = node.EdgeConfig{Upstream: up, DataDir: *nf.data, DiskBytes: *nf.diskMB << 20}
 	}
 	switch *nf.accessLog {
 	case "":

@@ -54,6 +54,10 @@ func popConfig(f config.Pop, c pop.Config) pop.Config {
 	c.DNS, c.Coverage = popDNS(f.DNS, c.DNS), f.DNS.Coverage
 	k := f.Content
 	c.Edge, c.Origin, c.Redirect = k.Edge, k.Origin, k.Redirect
+	if k.Edge == "" {
+		o := originFlag{def: k.Origin, hosts: k.Origins}
+		c.Origins = o.specs()
+	}
 	c.CDN.Window, c.CDN.MinRequests, c.CDN.HotTop, c.CDN.HotMin, c.CDN.DirTTL = k.Window.Duration, k.MinRequests, k.HotTop, k.HotMin, k.DirTTL.Duration
 	return c
 }
@@ -100,8 +104,9 @@ func runPop(args []string) error {
 	coverage := fs.String("coverage", f.DNS.Coverage, "coverage-zone file: address prefix → PoP name (CSV \"prefix,pop\" or JSON); clients by EDNS Client Subnet or resolver address")
 	edge := fs.String("edge", f.Content.Edge, "content tier HTTP address: misses fetched from the best PoP holding them (Chord directory), via the key's home PoP as shield, then --origin; empty: off")
 	redirect := fs.Bool("redirect", f.Content.Redirect, "on a miss, send the client (HTTP 302, once) to a PoP holding the content whose MBPP score beats this one's")
-	originURL := fs.String("origin", f.Content.Origin, "origin URL of the content (default: this PoP's own gateway and site)")
-	data := fs.String("data", "", "folder for the generated sample site (default: your cache folder/shoal)")
+	origins := &originFlag{def: f.Content.Origin, hosts: f.Content.Origins}
+	fs.Var(origins, "origin", "the origin whose content the PoP's nodes cache (URL, or HOST=URL for one host; repeatable); with --edge, the content tier's origin (default: this PoP's own gateway and site)")
+	data := fs.String("data", "", "folder for the generated sample site, and the nodes' stored responses with --origin (default: your cache folder/shoal; stored responses: temporary)")
 	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
 	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
@@ -150,7 +155,7 @@ func runPop(args []string) error {
 		case "edge":
 			f.Content.Edge = *edge
 		case "origin":
-			f.Content.Origin = *originURL
+			f.Content.Origin, f.Content.Origins = origins.def, origins.hosts
 		case "redirect":
 			f.Content.Redirect = *redirect
 		}
@@ -164,6 +169,9 @@ func runPop(args []string) error {
 	}
 	c := popConfig(f, def)
 	c.Cluster.DataDir, c.Cluster.AdminTokenFile = *data, *tokenFile
+	if *data != "" {
+		c.EdgeData = filepath.Join(*data, "edge", c.Name)
+	}
 	c.Logger, c.Cluster.Logger = logger, logger
 	p, err := pop.Start(c)
 	if err != nil {
@@ -178,6 +186,10 @@ func runPop(args []string) error {
 	}
 	if p.EdgeURL != "" {
 		fmt.Printf("  content edge %s (purge: POST %s/purge?url=/path)\n", p.EdgeURL, p.AdminURL)
+	}
+	if len(c.Origins) > 0 && c.Edge == "" {
+		fmt.Printf("  caching %s on %d nodes (X-Cache and Cache-Status on each response say what the cache did)\n",
+			strings.Join(c.Origins, ", "), c.Cluster.Nodes)
 	}
 	return waitAndStopAfter(func(ctx context.Context) error { return p.Shutdown(ctx) }, p.Err(), *shutdownTO)
 }

@@ -175,6 +175,9 @@ func TestNodeTemplateIsDefaults(t *testing.T) {
 	if len(n.Aliases) == 0 {
 		n.Aliases = nil // and its empty [aliases] table as an empty map
 	}
+	if len(n.Origins) == 0 {
+		n.Origins = nil // [origins] too
+	}
 	if len(n.Peer.Peers) == 0 {
 		n.Peer.Peers = nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"shoal/internal/base/store"
 	"shoal/internal/cluster/handoff"
 	"shoal/internal/cluster/node"
 	"shoal/internal/cluster/peer"
@@ -17,8 +18,21 @@ import (
 // NodeServer is the configuration of `shoal node` (`--config FILE`): one
 // key per flag, the flag given on the command line winning over the file.
 type NodeServer struct {
-	// Root is the site root directory. Required, here or as --root.
+	// Root is the site root directory. Required, here or as --root,
+	// unless Origin or Origins make the node a cache.
 	Root string `toml:"root"`
+	// Origin makes the node an HTTP cache in front of this origin (cache
+	// mode, node.EdgeConfig) instead of a file server. Default "": off.
+	Origin string `toml:"origin"`
+	// Origins maps a host name to its own origin in cache mode
+	// ("example.com" = "http://10.0.0.1:8080"). Default none.
+	Origins map[string]string `toml:"origins"`
+	// Data holds cache mode's stored responses (the disk tier); "" keeps
+	// them in a temporary folder removed at exit. Default "".
+	Data string `toml:"data"`
+	// DiskMB bounds cache mode's disk tier in MiB. Default 1024
+	// (store.DefaultDiskBytes).
+	DiskMB int64 `toml:"disk_mb"`
 	// Listen is the HTTP listen address. Default "127.0.0.1:8081".
 	Listen string `toml:"listen"`
 	// CacheMB is the memory cache budget in MiB; 0 turns the cache off.
@@ -118,6 +132,7 @@ func DefaultNode() NodeServer {
 	return NodeServer{
 		Listen:          "127.0.0.1:8081",
 		CacheMB:         node.DefaultCacheBytes >> 20,
+		DiskMB:          store.DefaultDiskBytes >> 20,
 		Cache:           node.DefaultCachePolicy,
 		MaxObjectKB:     node.DefaultMaxObject >> 10,
 		ReadTimeout:     Duration{node.DefaultReadTimeout},
@@ -160,6 +175,9 @@ watch = false                  # serve changes to root as they happen (single no
 max_ranges = 200               # a request for more byte ranges gets the whole file
 no_precompressed = false       # never serve name.br / name.gz in place of name
 vhosts = false                 # root holds one folder per host name (root/example.com/, root/_default/)
+origin = ""                    # cache mode: an HTTP cache in front of this origin URL instead of root; "" off
+data = ""                      # cache mode: folder of the stored responses; "" a temporary one
+disk_mb = 1024                 # cache mode: disk tier bound in MiB
 
 [repair]                       # the repair path's handoff port (needs CAP_NET_ADMIN, the VIP on lo)
 key_file = ""                  # HMAC key shared with the front
@@ -173,6 +191,9 @@ digest_period = "2s"           # how often the cache digest (a Bloom filter) goe
 
 [aliases]                      # with vhosts: other host names served from a site's folder
 # "www.example.com" = "example.com"
+
+[origins]                      # cache mode: the origin of one host name
+# "example.com" = "http://10.0.0.1:8080"
 `
 
 // LoadNode reads and validates a node configuration file; keys the file

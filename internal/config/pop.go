@@ -47,16 +47,20 @@ type Pop struct {
 }
 
 // PopContent is [content]: see internal/cdn/replica.Config. Edge is the content
-// HTTP address; Origin the origin URL ("" = the PoP's own gateway).
+// HTTP address; Origin the origin URL ("" = the PoP's own gateway). Without
+// Edge, Origin and Origins make the PoP's nodes HTTP caches in front of
+// the origin (cache mode): Origin answers every host, Origins maps a host
+// name to its own origin ("example.com" = "http://10.0.0.1:8080").
 type PopContent struct {
-	Edge        string   `toml:"edge"`
-	Origin      string   `toml:"origin"`
-	Window      Duration `toml:"window"`
-	MinRequests int      `toml:"min_requests"`
-	HotTop      int      `toml:"hot_top"`
-	HotMin      int      `toml:"hot_min"`
-	DirTTL      Duration `toml:"dir_ttl"`
-	Redirect    bool     `toml:"redirect"`
+	Edge        string            `toml:"edge"`
+	Origin      string            `toml:"origin"`
+	Origins     map[string]string `toml:"origins"`
+	Window      Duration          `toml:"window"`
+	MinRequests int               `toml:"min_requests"`
+	HotTop      int               `toml:"hot_top"`
+	HotMin      int               `toml:"hot_min"`
+	DirTTL      Duration          `toml:"dir_ttl"`
+	Redirect    bool              `toml:"redirect"`
 }
 
 // PopDNS is [dns]: see internal/cdn/cdndns.Config. Coverage is the file of
@@ -186,6 +190,15 @@ func (p *Pop) validate(name string, data []byte) []error {
 		if c.Origin != "" && !strings.HasPrefix(c.Origin, "http://") && !strings.HasPrefix(c.Origin, "https://") {
 			bad([]string{"content", "origin"}, fmt.Sprintf("content.origin %q is not an http(s) URL", c.Origin), "use origin = \"http://origin.example:8080\" or leave it empty for the PoP's own site")
 		}
+	}
+	for host, u := range p.Content.Origins {
+		if host == "" || strings.Contains(host, "/") || (!strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://")) {
+			bad([]string{"content", "origins"}, fmt.Sprintf("content.origins %q = %q: want a host name and an http(s) URL", host, u),
+				"use \"example.com\" = \"http://origin.example:8080\"")
+		}
+	}
+	if c := p.Content; c.Edge == "" && c.Origin != "" && !strings.HasPrefix(c.Origin, "http://") && !strings.HasPrefix(c.Origin, "https://") {
+		bad([]string{"content", "origin"}, fmt.Sprintf("content.origin %q is not an http(s) URL", c.Origin), "use origin = \"http://origin.example:8080\"")
 	}
 	m := p.MBPP
 	if m.Hold.Duration <= 0 || m.AckTimeout.Duration <= 0 || m.RTTRef.Duration <= 0 {

@@ -79,6 +79,9 @@ type Config struct {
 	Sizes *content.Store
 	// VHosts keys the policies' tables by site + path; nil: one site.
 	VHosts *vhost.Map
+	// CacheKeys keys them by host + path + query, for nodes in cache mode
+	// (front.Config.CacheKeys).
+	CacheKeys bool
 	// AccessLog, when not nil, receives a line per request; the caller
 	// opens and closes it.
 	AccessLog *front.AccessLog
@@ -191,6 +194,7 @@ func (g *Gateway) serverConfig(fc config.Front) front.Config {
 	}
 	return front.Config{
 		VHosts:         g.cfg.VHosts,
+		CacheKeys:      g.cfg.CacheKeys,
 		MaxHeadBytes:   fc.Limits.MaxHeaderBytes,
 		HeaderTimeout:  fc.Limits.HeaderTimeout.Duration,
 		IdleTimeout:    fc.Limits.IdleTimeout.Duration,

@@ -114,6 +114,12 @@ type Config struct {
 	// `shoal pop` serves its rings' state beside the cluster's. Default none.
 	AdminRoutes map[string]http.Handler
 	Collectors  []prometheus.Collector
+	// Edge, when set, runs every node in cache mode (an HTTP cache in
+	// front of an upstream, node.EdgeConfig) with the configuration it
+	// returns for node i, and the front keys its policies by host, path
+	// and query (front.Config.CacheKeys): no site is generated or served.
+	// Default nil: the nodes serve Site.
+	Edge func(i int) node.EdgeConfig
 }
 
 // DefaultPolicy is the policy `shoal up` uses unless told otherwise:
@@ -279,6 +285,9 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	if cfg.VHosts && cfg.Redirect {
 		return nil, errors.New("--vhosts works with the relay and passfd paths")
+	}
+	if cfg.Edge != nil {
+		return startEdge(cfg)
 	}
 	root, info, vm, err := prepareRoot(&cfg)
 	if err != nil {

@@ -83,6 +83,14 @@ type Config struct {
 	// EdgeLimits bound the edge listener's connections and their time
 	// (DefaultEdgeLimits).
 	EdgeLimits accept.Limits
+	// Origins, without Edge, makes the PoP's nodes HTTP caches in front of
+	// these origins (node cache mode, edge.go): "URL" answers every host,
+	// "HOST=URL" one host. The gateway then serves the origins' content,
+	// not a sample site. Default none.
+	Origins []string
+	// EdgeData holds the nodes' stored responses (EdgeData/node-N) when
+	// Origins is set; "" keeps them in temporary folders.
+	EdgeData string
 	// CDN holds the replication constants (window, M, hot push).
 	CDN replica.Config
 	// Redirect sends a client whose PoP misses to a better-scoring PoP
@@ -293,6 +301,13 @@ func (p *PoP) startServices() error {
 		"POST /purge":  http.HandlerFunc(p.servePurge),
 	}
 	cc.Collectors = []prometheus.Collector{&collector{p: p}}
+	if len(cfg.Origins) > 0 && cfg.Edge == "" {
+		edge, err := p.edgeNodes()
+		if err != nil {
+			return fmt.Errorf("pop %s: %w", cfg.Name, err)
+		}
+		cc.Edge = edge
+	}
 	cl, err := up.Start(cc)
 	if err != nil {
 		return fmt.Errorf("pop %s: %w", cfg.Name, err)

@@ -306,7 +306,7 @@ func (cc *clientConn) handle() Result {
 	cc.setKey(req) // cc.url: the path, or site + path with VHosts (vhost.go)
 	t.site = cc.vh.site
 	closeConn := req.Close || req.HasBody()
-	if internalKey(cc.url, cc.s.cfg.VHosts != nil) { // the nodes' /.shoal/ space is not public
+	if internalKey(cc.url, cc.s.cfg.VHosts != nil || cc.s.cfg.CacheKeys) { // the nodes' /.shoal/ space is not public
 		return s.finish(t, Result{Status: cc.writeError(404, closeConn), Close: closeConn}, cc)
 	}
 	// The policy request lives in cc: passed to the policy interface it

@@ -252,8 +252,12 @@ func (s *Server) routeRaw(rr *rawRoute) bool {
 	if m.id == 0 {
 		m.id = s.nextConn.Add(1)
 	}
-	rr.url = contentKey(s.cfg.VHosts, req, rr.url, &rr.vh)
-	if internalKey(rr.url, s.cfg.VHosts != nil) {
+	if s.cfg.CacheKeys {
+		rr.url = cacheKey(req, rr.url, &rr.vh)
+	} else {
+		rr.url = contentKey(s.cfg.VHosts, req, rr.url, &rr.vh)
+	}
+	if internalKey(rr.url, s.cfg.VHosts != nil || s.cfg.CacheKeys) {
 		if !m.returned {
 			m.id = 0 // the normal path answers 404 under an id of its own
 		}

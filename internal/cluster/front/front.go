@@ -124,7 +124,13 @@ type Config struct {
 	// sites share the "_default" key space (vhost.Map), which bounds every
 	// table and metric. Nil (the default): keys are paths.
 	VHosts *vhost.Map
-	Logger *slog.Logger
+	// CacheKeys keys the policies' tables by the lower-cased host and the
+	// request-target's path and query ("example.com/a?b=1"), the identity of
+	// a response for nodes in cache mode (an HTTP cache keys on the whole
+	// URL, so two queries are two objects to place). It takes precedence
+	// over VHosts. Default false: keys are paths.
+	CacheKeys bool
+	Logger    *slog.Logger
 
 	// Knobs for tests and benchmarks only, unexported so that no operator
 	// turns them: noFastAccept keeps every connection off the raw accept

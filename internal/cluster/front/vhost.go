@@ -17,9 +17,60 @@ type vhostState struct {
 	keyBuf  []byte
 }
 
-// setKey sets cc.url to the content key of req (contentKey).
+// setKey sets cc.url to the content key of req (contentKey, or cacheKey
+// with Config.CacheKeys).
 func (cc *clientConn) setKey(req *httpwire.Request) {
+	if cc.s.cfg.CacheKeys {
+		cc.url = cacheKey(req, cc.url, &cc.vh)
+		return
+	}
 	cc.url = contentKey(cc.s.cfg.VHosts, req, cc.url, &cc.vh)
+}
+
+// cacheKey returns the cache-mode content key of req: the lower-cased host
+// (the absolute-form target's authority, else Host) followed by the
+// request-target's path and query. prev is returned as is (no allocation)
+// when the key did not change.
+func cacheKey(req *httpwire.Request, prev string, vh *vhostState) string {
+	host := req.Host
+	if a := vhost.Authority(req.Target); a != nil {
+		host = a
+	}
+	k := vh.keyBuf[:0]
+	for _, c := range host {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		k = append(k, c)
+	}
+	t := req.Target
+	if len(t) > 0 && t[0] != '/' {
+		p := req.Path() // the path of an absolute-form target
+		if i := indexByte(t, '?'); i >= 0 {
+			k = append(append(k, p...), t[i:]...)
+		} else {
+			k = append(k, p...)
+		}
+	} else {
+		k = append(k, t...)
+	}
+	if i := indexByte(k, '#'); i >= 0 {
+		k = k[:i]
+	}
+	vh.keyBuf = k
+	if string(k) != prev {
+		return string(k)
+	}
+	return prev
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
 }
 
 // contentKey returns the content key of req: the object its path names

@@ -249,3 +249,35 @@ func TestRelayAbsoluteFormSendsAuthorityAsHost(t *testing.T) {
 		t.Errorf("node saw Host %q, want the target's authority b.example:8080", got)
 	}
 }
+
+// TestCacheKey: with Config.CacheKeys the key is the lower-cased host and
+// the path and query, the absolute form's authority winning over Host, and
+// a repeated key costs no allocation.
+func TestCacheKey(t *testing.T) {
+	cases := []struct{ head, want string }{
+		{"GET /a?b=1 HTTP/1.1\r\nHost: Example.COM\r\n\r\n", "example.com/a?b=1"},
+		{"GET /a?b=2 HTTP/1.1\r\nHost: example.com\r\n\r\n", "example.com/a?b=2"},
+		{"GET http://A.example/y?q HTTP/1.1\r\nHost: other\r\n\r\n", "a.example/y?q"},
+		{"GET http://a.example HTTP/1.1\r\nHost: other\r\n\r\n", "a.example/"},
+		{"GET /.shoal/status HTTP/1.1\r\nHost: h:8080\r\n\r\n", "h:8080/.shoal/status"},
+	}
+	var vh vhostState
+	for _, c := range cases {
+		var req httpwire.Request
+		if _, err := httpwire.ParseRequest([]byte(c.head), &req); err != nil {
+			t.Fatal(err)
+		}
+		if got := cacheKey(&req, "", &vh); got != c.want {
+			t.Errorf("%q: key %q, want %q", c.head, got, c.want)
+		}
+	}
+	if !internalKey("h:8080/.shoal/status", true) {
+		t.Error("a cache key into /.shoal/ is public")
+	}
+	var req httpwire.Request
+	httpwire.ParseRequest([]byte(cases[0].head), &req)
+	prev := cacheKey(&req, "", &vh)
+	if n := testing.AllocsPerRun(100, func() { prev = cacheKey(&req, prev, &vh) }); n != 0 {
+		t.Errorf("repeated key allocates %v", n)
+	}
+}

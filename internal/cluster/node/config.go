@@ -28,6 +28,10 @@
 // multipart/byteranges (ranges.go), and precompressed "name.br" / "name.gz"
 // served as nginx's brotli_static and gzip_static (encoding.go).
 //
+// In cache mode (Config.Edge, edge*.go) the node is instead an HTTP cache
+// in front of an upstream: every method is forwarded, and responses are
+// stored and answered as internal/base/httpcache decides (docs/cdn.md).
+//
 // Deliberate limits: request bodies are not read (a GET/HEAD with a body small
 // enough to be already buffered is skipped, otherwise the connection closes
 // after the response).
@@ -146,6 +150,10 @@ type Config struct {
 	// Default off. With CachePolicy "cgdsf" and no CachedElsewhere, the
 	// peers' digests answer CachedElsewhere.
 	Peer peer.Config
+	// Edge turns the node into an HTTP cache in front of an upstream
+	// (cache mode, edge.go) when it has an Upstream: Root is then not
+	// needed and no site is served. Default off.
+	Edge EdgeConfig
 }
 
 // Defaults for Config.

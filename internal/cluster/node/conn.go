@@ -308,6 +308,9 @@ func (c *conn) handle(now time.Time) bool {
 	c.site = nil
 	c.hint, c.handHint = c.handHint, -1
 	closeAfter := req.Close || c.s.draining.Load()
+	if c.s.edge != nil {
+		return c.serveEdge(now, closeAfter) // cache mode (edge_serve.go)
+	}
 	if req.HasBody() {
 		// Bodies are not used; skip one that is already buffered, else
 		// answer and close rather than read it.

@@ -66,11 +66,15 @@ type Server struct {
 	sizeIdx sizeIndexCache
 	pub     publishState // two-phase publish (publish.go)
 	peer    *peer.Host   // peer fetch and cache digests, nil when off (peer.go)
+	edge    *edge        // cache mode (Config.Edge), nil when off (edge.go)
 }
 
 // New checks cfg, scans the site root and builds the cache.
 func New(cfg Config) (*Server, error) {
 	cfg.withDefaults()
+	if cfg.Edge.Upstream != nil {
+		return newCacheMode(cfg)
+	}
 	if cfg.Root == "" {
 		return nil, errors.New("node: Config.Root is required")
 	}
@@ -237,6 +241,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	if s.peer != nil {
 		s.peer.Close()
+	}
+	if s.edge != nil {
+		s.edge.close()
 	}
 	s.stopOnce.Do(func() { close(s.stopSweep) })
 	<-s.done

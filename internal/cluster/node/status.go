@@ -61,6 +61,9 @@ type Status struct {
 	// Peer counts fetches from peers' memories and the cache digests
 	// exchanged (peer.go); absent when peer cooperation is off.
 	Peer *peer.Stats `json:"peer,omitempty"`
+	// Edge counts a cache-mode node's hits, misses, revalidations and
+	// upstream bytes (edge.go); absent when cache mode is off.
+	Edge *EdgeStats `json:"edge,omitempty"`
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -76,10 +79,16 @@ func (s *Server) Status() Status {
 		RSSBytes:          rssBytes(),
 		Goroutines:        runtime.NumGoroutine(),
 		HandoffSocket:     s.cfg.HandoffSocket,
-		ContentVersion:    s.store.Version(),
 		ConnsRefused:      s.refused.Load(),
 		IdleClosed:        s.shed.Load(),
 		SiteVersion:       s.SiteVersion(),
+	}
+	if s.store != nil {
+		st.ContentVersion = s.store.Version()
+	}
+	if s.edge != nil {
+		es := s.edge.Stats()
+		st.Edge = &es
 	}
 	mem := s.memoryBytes.Load() // first: every memory byte was an object byte before
 	st.Served = cache.Served{ObjectBytes: s.objectBytes.Load(), MemoryBytes: mem}
