@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/front"
 	"shoal/internal/cluster/node"
 	"shoal/internal/gateway"
 )
@@ -36,7 +38,11 @@ func startEdge(cfg Config) (*Cluster, error) {
 		c.NodeURLs = append(c.NodeURLs, "http://"+ln.Addr().String())
 		go c.watch(func() error { return n.Serve(ln) })
 	}
-	if err := c.startGateway(gateway.Config{Path: redirectPath(cfg.Redirect), CacheKeys: true}, true); err != nil {
+	path := redirectPath(cfg.Redirect)
+	if path == nil {
+		path = front.Local(c.serveLocal)
+	}
+	if err := c.startGateway(gateway.Config{Path: path, CacheKeys: true}, true); err != nil {
 		return nil, err
 	}
 	if err := c.serve(); err != nil {
@@ -44,6 +50,17 @@ func startEdge(cfg Config) (*Cluster, error) {
 	}
 	ok = true
 	return c, nil
+}
+
+// serveLocal hands a request the gateway read to the chosen in-process
+// node, which answers it on the client's connection when it is a fresh
+// hit (node.Server.ServeLocal; front.Local relays the rest).
+func (c *Cluster) serveLocal(b *control.Backend, r front.LocalRequest) front.LocalAnswer {
+	if b.Index < 0 || b.Index >= len(c.nodes) || c.NodeURLs[b.Index] != b.URL {
+		return front.LocalAnswer{}
+	}
+	a := c.nodes[b.Index].ServeLocal(r.Conn, r.Req, r.Now, r.Close, r.WriteTimeout)
+	return front.LocalAnswer{Handled: a.Handled, Status: a.Status, Size: a.Size, Body: a.Body, Sent: a.Sent, Close: !a.Keep, Err: a.Err}
 }
 
 // Nodes returns the cluster's nodes (in-process clusters only): the CDN

@@ -94,6 +94,8 @@ type edge struct {
 	// plainGet and plainHead are httpcache's view of a GET and a HEAD
 	// without caching fields (edgeFastHit's requests).
 	plainGet, plainHead httpcache.Request
+	// local holds the conns ServeLocal lends to a front's requests.
+	local sync.Pool
 
 	mu      sync.Mutex
 	flights map[string]*flight // fetches in progress, by the key they will store

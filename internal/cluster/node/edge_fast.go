@@ -26,32 +26,7 @@ import (
 // so the store counts the request once.
 func (c *conn) edgeFastHit(now time.Time, closeAfter bool) (done, keep bool) {
 	e := c.s.edge
-	req := &c.req
-	var rq *httpcache.Request
-	switch bstr(req.Method) {
-	case "GET":
-		rq = &e.plainGet
-	case "HEAD":
-		rq = &e.plainHead
-	default:
-		return false, false
-	}
-	t := req.Target
-	if req.HasBody() || len(t) == 0 || t[0] != '/' || !plainRequest(req.Headers) {
-		return false, false
-	}
-	path := t
-	if i := bytes.IndexByte(t, '?'); i >= 0 {
-		if bytes.IndexByte(t[i:], '#') >= 0 {
-			return false, false
-		}
-		path = t[:i]
-	}
-	if !httpwire.ForwardPathUnchanged(path) {
-		return false, false
-	}
-	c.scratch = httpcache.AppendKey(c.scratch[:0], e.cfg.Scheme, bstr(req.Host), bstr(t))
-	de, ok := e.decoded.find(bstr(c.scratch))
+	rq, de, ok := c.edgeFastFind()
 	if !ok {
 		return false, false
 	}
@@ -61,9 +36,9 @@ func (c *conn) edgeFastHit(now time.Time, closeAfter bool) (done, keep bool) {
 		return false, false // evicted since: the normal path fetches
 	}
 	cr := de.cr
-	if meta := hd.Meta(); len(meta) != len(de.meta) || len(meta) == 0 || &meta[0] != &de.meta[0] {
+	if !sameMeta(hd.Meta(), de.meta) {
 		var err error
-		if cr, err = e.decoded.get(key, meta); err != nil {
+		if cr, err = e.decoded.get(key, hd.Meta()); err != nil {
 			hd.Release() // a Vary marker now, or unreadable: the normal path sorts it out
 			return false, false
 		}
@@ -72,11 +47,56 @@ func (c *conn) edgeFastHit(now time.Time, closeAfter bool) (done, keep bool) {
 	if d.Action != httpcache.Serve {
 		return true, c.edgeSlowWith(key, cr, hd, now, closeAfter)
 	}
-	e.hit(key)
+	return true, c.edgeWriteHit(rq, key, cr, &hd, d, now, closeAfter)
+}
+
+// edgeFastFind is the lookup of edgeFastHit without the store: the
+// request as httpcache sees it and the decoded entry of its key, if the
+// request is plain enough and its response was hit before.
+func (c *conn) edgeFastFind() (*httpcache.Request, decodedEntry, bool) {
+	e := c.s.edge
+	req := &c.req
+	var rq *httpcache.Request
+	switch bstr(req.Method) {
+	case "GET":
+		rq = &e.plainGet
+	case "HEAD":
+		rq = &e.plainHead
+	default:
+		return nil, decodedEntry{}, false
+	}
+	t := req.Target
+	if req.HasBody() || len(t) == 0 || t[0] != '/' || !plainRequest(req.Headers) {
+		return nil, decodedEntry{}, false
+	}
+	path := t
+	if i := bytes.IndexByte(t, '?'); i >= 0 {
+		if bytes.IndexByte(t[i:], '#') >= 0 {
+			return nil, decodedEntry{}, false
+		}
+		path = t[:i]
+	}
+	if !httpwire.ForwardPathUnchanged(path) {
+		return nil, decodedEntry{}, false
+	}
+	c.scratch = httpcache.AppendKey(c.scratch[:0], e.cfg.Scheme, bstr(req.Host), bstr(t))
+	de, ok := e.decoded.find(bstr(c.scratch))
+	return rq, de, ok
+}
+
+// sameMeta reports whether a and b are the same metadata bytes (the
+// decoded cache's test: the store hands out new bytes when they change).
+func sameMeta(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
+}
+
+// edgeWriteHit answers a fresh hit (d says Serve) and releases hd.
+func (c *conn) edgeWriteHit(rq *httpcache.Request, key string, cr *cachedResp, hd *store.Handle, d httpcache.Decision, now time.Time, closeAfter bool) bool {
+	c.s.edge.hit(key)
 	r := edgeReq{method: rq.Method}
-	keep = c.writeStored(&r, cr, &hd, d.Age, httpcache.CacheStatus{Hit: true, TTL: d.TTL, HasTTL: true}, "HIT", now, closeAfter)
+	keep := c.writeStored(&r, cr, hd, d.Age, httpcache.CacheStatus{Hit: true, TTL: d.TTL, HasTTL: true}, "HIT", now, closeAfter)
 	hd.Release()
-	return true, keep && !closeAfter
+	return keep && !closeAfter
 }
 
 // edgeSlowWith answers the current request on the normal path with the
