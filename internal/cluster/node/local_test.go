@@ -63,7 +63,7 @@ func TestServeLocal(t *testing.T) {
 	}
 	before = s.EdgeStats().Hits
 	for _, raw := range []string{
-		"GET /other HTTP/1.1\r\nHost: bench\r\n\r\n",                           // never stored
+		"GET /other HTTP/1.1\r\nHost: bench\r\n\r\n",                            // never stored
 		"GET /f.bin HTTP/1.1\r\nHost: bench\r\nCache-Control: no-cache\r\n\r\n", // a request directive
 		"GET /f.bin HTTP/1.1\r\nHost: bench\r\nRange: bytes=0-1\r\n\r\n",
 		"GET /.shoal/status HTTP/1.1\r\nHost: bench\r\n\r\n",
