@@ -47,6 +47,9 @@ NICE=${NICE:--10}
 PROFILE=${PROFILE:-0}
 VARNISH_MAX_THREADS=${VARNISH_MAX_THREADS:-$((CONNS + 16))}
 SHOAL_ARGS=${SHOAL_ARGS:-}
+# nginx reads a hit from its cache file: open_file_cache keeps the file
+# open between hits (no openat and close per request), its fastest setting.
+NGINX_EXTRA=${NGINX_EXTRA-"open_file_cache max=1000 inactive=60s; open_file_cache_valid 60s;"}
 BASE=${PORT_BASE:-$((20000 + (RANDOM % 2000) * 10))}
 ORIG=127.0.0.1:$BASE SHO=127.0.0.1:$((BASE + 1)) VAR=127.0.0.1:$((BASE + 2)) NGX=127.0.0.1:$((BASE + 3))
 PEERP=127.0.0.1:$((BASE + 4)) ADMP=127.0.0.1:$((BASE + 5))
@@ -99,6 +102,7 @@ nginx_conf cache "	proxy_cache_path $W/nginx-cache levels=1:2 keys_zone=c:10m ma
 		location / {
 			proxy_pass http://$ORIG;
 			proxy_cache c;
+			$NGINX_EXTRA
 			proxy_http_version 1.1;
 			proxy_set_header Connection \"\";
 			add_header X-Cache \$upstream_cache_status;
@@ -171,7 +175,16 @@ treeticks() {
 	echo "$t"
 }
 
-# threads PID: every thread of PID and its descendants.
+# procs PID: PID and its descendants (perf stat -p takes processes and
+# counts all their threads; given thread IDs it double-counts).
+procs() {
+	local p
+	echo "$1"
+	for p in $(pgrep -P "$1" || true); do procs "$p"; done
+}
+
+# threads PID: every thread of PID and its descendants (strace -p takes
+# one thread each).
 threads() {
 	local p
 	ls "/proc/$1/task"
@@ -204,7 +217,7 @@ profile() {
 	pid=$(eval echo "\$PID_$1")
 	addr=$(addr_of "$1")
 	if command -v perf >/dev/null; then
-		perf stat -e task-clock,context-switches -x, -o "$W/perf.$1" -p "$(threads "$pid" | paste -sd,)" \
+		perf stat -e task-clock,context-switches -x, -o "$W/perf.$1" -p "$(procs "$pid" | paste -sd,)" \
 			-- nice -n "$NICE" taskset -c "$LOAD_CORE" wrk -t1 -c"$CONNS" -d"$DURATION" "http://$addr/1k" >"$W/wrk.$1"
 		reqs=$(awk '/requests in/ {print $1}' "$W/wrk.$1")
 		awk -F, -v n="$reqs" -v w="$1" '$3 == "task-clock" {printf "  %s perf: %.2f µs task-clock/req", w, $1 * 1000 / n}
