@@ -12,6 +12,8 @@
 #   tls      `shoal front` vs HAProxy terminating TLS with one certificate,
 #            1 KB, keep-alive and a new connection per request
 #            (bench/tls-vs-haproxy.sh; not in the default ONLY, run ONLY=tls)
+#   h2       `shoal front` vs HAProxy's HTTP/2 front over TLS, 1 KB, h2load
+#            16 connections × 10 streams (bench/h2-vs-haproxy.sh; run ONLY=h2)
 #
 # Servers run pinned to one core (taskset), one at a time; the load
 # generator (wrk -t1 -c$CONNS; `shoal bench http` for handoff, which is how
@@ -39,7 +41,7 @@
 #   HANDOFF_CONNS=32  `shoal bench http` connections for handoff
 #   SIZES="1k 64k 1m" object sizes (node, front)
 #   HANDOFF_SIZES="1k 100k 1m"  the sizes bench/handoff-cpu.sh serves
-#   ONLY="node front handoff"  which comparisons to run (also: tls)
+#   ONLY="node front handoff"  which comparisons to run (also: tls, h2)
 #   LAYOUTS="0:1 1:0" core layouts SERVER:LOAD, each runs the whole matrix
 #   SERVER_CPU=0 CLIENT_CPU=1  one layout only (sets LAYOUTS to it)
 #   NICE=-10          niceness of servers and load (node, front; as root)
@@ -70,7 +72,9 @@ start=$(date +%s)
 
 # --- tools -------------------------------------------------------------------
 missing=()
-for t in nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux curl:curl python3:python3 openssl:openssl; do
+tools="nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux curl:curl python3:python3 openssl:openssl"
+case " $ONLY " in *" h2 "*) tools="$tools h2load:nghttp2-client" ;; esac
+for t in $tools; do
 	command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
 done
 if ((${#missing[@]})); then
@@ -185,6 +189,10 @@ for layout in $LAYOUTS; do
 	if want tls; then
 		comparison tls "front vs HAProxy over TLS" bench/tls-vs-haproxy.sh SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" \
 			CONNS="$CONNS" PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE"
+	fi
+	if want h2; then
+		comparison h2 "front vs HAProxy over HTTP/2" bench/h2-vs-haproxy.sh SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" \
+			PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE"
 	fi
 
 	# handoff-cpu.sh prints only medians, so it runs once per round (RUNS=1) and

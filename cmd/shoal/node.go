@@ -41,6 +41,7 @@ type nodeFlags struct {
 	origins                                                         originFlag
 	data                                                            *string
 	diskMB                                                          *int64
+	memory                                                          sizeFlag
 	logf                                                            *logFlags
 	// logFile is the --access-log file, which SIGUSR1 and SIGHUP reopen;
 	// nil when off or on stdout.
@@ -52,9 +53,9 @@ func addNodeFlags(fs *flag.FlagSet, def config.NodeServer) *nodeFlags {
 	nf := &nodeFlags{
 		root:      fs.String("root", "", "site root directory (required)"),
 		listen:    fs.String("listen", def.Listen, "listen address"),
-		cacheMB:   fs.Int64("cache-mb", def.CacheMB, "memory cache budget in MiB (0 disables)"),
+		cacheMB:   fs.Int64("cache-mb", def.CacheMB, "memory cache budget in MiB (0 disables; default: the memory cgroup's limit less the process's own, else 64)"),
 		policy:    fs.String("cache", def.Cache, "cache replacement policy: lru, gdsf or cgdsf"),
-		maxKB:     fs.Int64("max-object-kb", def.MaxObjectKB, "files above this size are never cached (sendfile)"),
+		maxKB:     fs.Int64("max-object-kb", def.MaxObjectKB, "files above this size are never held in memory (sendfile; 0: an eighth of the cache, at least 500)"),
 		readTO:    fs.Duration("read-timeout", def.ReadTimeout.Duration, "limit for reading one request head"),
 		idleTO:    fs.Duration("idle-timeout", def.IdleTimeout.Duration, "limit for an idle keep-alive connection"),
 		maxConns:  fs.Int("max-conns", def.MaxConns, "open client connections, handed-off ones included; idle ones are closed first at it (0: from RLIMIT_NOFILE, -1: no limit)"),
@@ -66,6 +67,7 @@ func addNodeFlags(fs *flag.FlagSet, def config.NodeServer) *nodeFlags {
 	fs.Var(&nf.origins, "origin", "cache mode: be an HTTP cache in front of this origin instead of serving --root (URL, or HOST=URL for one host; repeatable)")
 	nf.data = fs.String("data", def.Data, "cache mode: folder of the stored responses (default: a temporary one)")
 	nf.diskMB = fs.Int64("disk-mb", def.DiskMB, "cache mode: bound of the stored responses on disk, MiB")
+	fs.Var(&nf.memory, "memory", "the memory this node may use (e.g. 36MiB), which sizes its cache and the Go runtime's limit; default: its memory cgroup's limit")
 	nf.noPre = fs.Bool("no-precompressed", def.NoPrecompressed, "never serve name.br / name.gz in place of name (see 'shoal compress')")
 	nf.accessLog = fs.String("access-log", def.AccessLog, "Common Log Format access log file, or - for stdout (default off)")
 	nf.trusted = fs.String("trusted-fronts", strings.Join(def.TrustedFronts, ","), "comma-separated addresses or CIDRs of fronts whose X-Forwarded-For names the client in the access log (default: none)")
@@ -130,6 +132,7 @@ func runNode(args []string) error {
 		return err
 	}
 	defer closeLog()
+	nf.planMemory(fs, &cfg)
 	srv, err := node.New(cfg)
 	if err != nil {
 		return err
@@ -148,7 +151,23 @@ func runNode(args []string) error {
 		return err
 	}
 	defer closeRepair()
-	return nf.serve(srv, ln, logger, stopHUP)
+	mem := []any{"cache_mb", float64(max(cfg.CacheBytes, 0)) / (1 << 20), "memory_limit_mb", cfg.Memory.Limit >> 20,
+		"memory_source", cfg.Memory.Source, "go_limit_mb", cfg.Memory.GoLimit >> 20}
+	return nf.serve(srv, ln, logger, stopHUP, mem)
+}
+
+// planMemory sizes the node's store and the Go runtime's limit from
+// --memory or the memory cgroup's limit (memory.go); --cache-mb, given on
+// the command line or in the configuration file, wins for the store.
+func (nf *nodeFlags) planMemory(fs *flag.FlagSet, cfg *node.Config) {
+	cacheSet, explicit := flagSet(fs, "cache-mb"), int64(0)
+	if cacheSet {
+		explicit = *nf.cacheMB << 20
+	}
+	cfg.Memory = planMemory(nf.memory, 1, explicit, cfg.Logger)
+	if !cacheSet && cfg.Memory.Store > 0 {
+		cfg.CacheBytes = cfg.Memory.Store // sized from the limit
+	}
 }
 
 // config is the node's configuration from the flags; closeLog closes the
@@ -208,8 +227,9 @@ func (nf *nodeFlags) config(logger *slog.Logger) (cfg node.Config, closeLog func
 
 // serve runs srv on ln until SIGTERM or SIGINT (then a graceful
 // shutdown); SIGHUP, and with --watch a change under --root, rescans;
-// SIGUSR1 reopens the access log (signals.go).
-func (nf *nodeFlags) serve(srv *node.Server, ln net.Listener, logger *slog.Logger, stopHUP func()) error {
+// SIGUSR1 reopens the access log (signals.go). mem, the memory plan's
+// figures, goes on the start-up line.
+func (nf *nodeFlags) serve(srv *node.Server, ln net.Listener, logger *slog.Logger, stopHUP func(), mem []any) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
@@ -219,9 +239,9 @@ func (nf *nodeFlags) serve(srv *node.Server, ln net.Listener, logger *slog.Logge
 	// Logged once the signals are ours: a script that waits for this line
 	// and then rotates the log must not meet the start-up handler.
 	if specs := nf.origins.specs(); len(specs) > 0 {
-		logger.Info("node caching", "origin", strings.Join(specs, ","), "addr", ln.Addr().String(), "cache_mb", *nf.cacheMB, "data", *nf.data, "disk_mb", *nf.diskMB)
+		logger.Info("node caching", append([]any{"origin", strings.Join(specs, ","), "addr", ln.Addr().String(), "data", *nf.data, "disk_mb", *nf.diskMB}, mem...)...)
 	} else {
-		logger.Info("node serving", "root", *nf.root, "addr", ln.Addr().String(), "cache", *nf.policy, "cache_mb", *nf.cacheMB)
+		logger.Info("node serving", append([]any{"root", *nf.root, "addr", ln.Addr().String(), "cache", *nf.policy}, mem...)...)
 	}
 	if *nf.watch {
 		wctx, wcancel := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,8 +14,10 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/cdn/chord"
 	"shoal/internal/cdn/pop"
 	"shoal/internal/config"
+	"shoal/internal/up"
 )
 
 func init() {
@@ -27,6 +30,7 @@ func popFile(c pop.Config) config.Pop {
 	d := func(v time.Duration) config.Duration { return config.Duration{Duration: v} }
 	return config.Pop{Name: c.Name, Peer: c.Peer, Join: c.Join, SeedFile: c.SeedFile, JoinTimeout: d(c.JoinTimeout),
 		Listen: c.Cluster.Listen, Admin: c.Cluster.Admin, Nodes: c.Cluster.Nodes, CacheMB: c.Cluster.CacheMB,
+		TLS: c.Cluster.TLS, Protocols: popProtocols(c.Cluster.Protocols),
 		MBPP: config.PopMBPP{Hold: d(c.MBPP.Hold), AckTimeout: d(c.MBPP.AckTimeout), Retries: c.MBPP.Retries,
 			LearningFactor: c.MBPP.LearningFactor, WeightLink: c.MBPP.WeightLink, WeightServer: c.MBPP.WeightServer,
 			LocalBonus: c.MBPP.LocalBonus, RTTRef: d(c.MBPP.RTTRef), RTTDeadband: c.MBPP.RTTDeadband,
@@ -38,9 +42,26 @@ func popFile(c pop.Config) config.Pop {
 			HotTop: c.CDN.HotTop, HotMin: c.CDN.HotMin, DirTTL: d(c.CDN.DirTTL), Redirect: c.Redirect}}
 }
 
+// popProtocols is p with config.DefaultFront's [protocols] in its zero
+// fields, so --print-config shows every default.
+func popProtocols(p config.Protocols) config.Protocols {
+	d := config.DefaultFront().Protocols
+	if p.HTTP2 == nil {
+		p.HTTP2 = d.HTTP2
+	}
+	if p.MaxConcurrentStreams == 0 {
+		p.MaxConcurrentStreams = d.MaxConcurrentStreams
+	}
+	if p.ProxyProtocolFrom == nil {
+		p.ProxyProtocolFrom = []string{}
+	}
+	return p
+}
+
 func popConfig(f config.Pop, c pop.Config) pop.Config {
 	c.Name, c.Peer, c.Join, c.SeedFile, c.JoinTimeout = f.Name, f.Peer, f.Join, f.SeedFile, f.JoinTimeout.Duration
 	c.Cluster.Listen, c.Cluster.Admin, c.Cluster.Nodes, c.Cluster.CacheMB = f.Listen, f.Admin, f.Nodes, f.CacheMB
+	c.Cluster.TLS, c.Cluster.Protocols = f.TLS, f.Protocols
 	m := &c.MBPP
 	m.Hold, m.AckTimeout, m.Retries, m.LearningFactor = f.MBPP.Hold.Duration, f.MBPP.AckTimeout.Duration, f.MBPP.Retries, f.MBPP.LearningFactor
 	m.WeightLink, m.WeightServer, m.LocalBonus, m.RTTRef = f.MBPP.WeightLink, f.MBPP.WeightServer, f.MBPP.LocalBonus, f.MBPP.RTTRef.Duration
@@ -50,10 +71,8 @@ func popConfig(f config.Pop, c pop.Config) pop.Config {
 	c.DNS.Addr, c.DNS.Zone, c.Coverage, c.DNS.TTL, c.DNS.MinServer = f.DNS.Addr, f.DNS.Zone, f.DNS.Coverage, uint32(f.DNS.TTL), f.DNS.MinServer
 	k := f.Content
 	c.Edge, c.Origin, c.Redirect = k.Edge, k.Origin, k.Redirect
-	if k.Edge == "" {
-		o := originFlag{def: k.Origin, hosts: k.Origins}
-		c.Origins = o.specs()
-	}
+	o := originFlag{def: k.Origin, hosts: k.Origins}
+	c.Origins = o.specs()
 	c.CDN.Window, c.CDN.MinRequests, c.CDN.HotTop, c.CDN.HotMin, c.CDN.DirTTL = k.Window.Duration, k.MinRequests, k.HotTop, k.HotMin, k.DirTTL.Duration
 	return c
 }
@@ -79,12 +98,16 @@ func runPop(args []string) error {
 	dnsAddr := fs.String("dns", f.DNS.Addr, "authoritative DNS listen address (UDP and TCP) for --zone; empty: no DNS")
 	zone := fs.String("zone", f.DNS.Zone, "the CDN's DNS zone, e.g. cdn.example.: A/AAAA for its names answer the best PoP for the client")
 	coverage := fs.String("coverage", f.DNS.Coverage, "coverage-zone file: address prefix → PoP name (CSV \"prefix,pop\" or JSON); clients by EDNS Client Subnet or resolver address")
-	edge := fs.String("edge", f.Content.Edge, "content tier HTTP address: misses fetched from the best PoP holding them (Chord directory), via the key's home PoP as shield, then --origin; empty: off")
+	edge := fs.String("edge", f.Content.Edge, "gone: the gateway (--listen) serves the CDN's content (give --origin)")
 	redirect := fs.Bool("redirect", f.Content.Redirect, "on a miss, send the client (HTTP 302, once) to a PoP holding the content whose MBPP score beats this one's")
 	origins := &originFlag{def: f.Content.Origin, hosts: f.Content.Origins}
-	fs.Var(origins, "origin", "the origin whose content the PoP's nodes cache (URL, or HOST=URL for one host; repeatable); with --edge, the content tier's origin (default: this PoP's own gateway and site)")
+	fs.Var(origins, "origin", "the CDN's origin (URL, or HOST=URL for one host; repeatable): the nodes cache it, and a miss goes to a PoP holding the content, the key's home PoP (shield), then the origin; empty: serve the sample site")
 	data := fs.String("data", "", "folder for the generated sample site, and the nodes' stored responses with --origin (default: your cache folder/shoal; stored responses: temporary)")
 	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
+	tls := fs.Bool("tls", f.TLS, "serve the gateway over HTTPS with a self-signed certificate kept in the --data folder (clients: curl -k)")
+	var pk protocolKeys
+	protos := f.Protocols
+	bindProtocols(fs, &protos, f.Protocols, &pk)
 	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -129,8 +152,17 @@ func runPop(args []string) error {
 			f.Content.Origin, f.Content.Origins = origins.def, origins.hosts
 		case "redirect":
 			f.Content.Redirect = *redirect
+		case "tls":
+			f.TLS = *tls
+		case "h2c":
+			f.Protocols.H2C = protos.H2C
+		case "http3":
+			f.Protocols.HTTP3 = protos.HTTP3
+		case "max-concurrent-streams":
+			f.Protocols.MaxConcurrentStreams = protos.MaxConcurrentStreams
 		}
 	})
+	pk.convert(&f.Protocols, func(name string) bool { return fs.Lookup(name) != nil && flagGiven(fs, name) })
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -153,7 +185,7 @@ func runPop(args []string) error {
 }
 
 // printPop is what `shoal pop` prints once the PoP is up: its addresses,
-// the admin token's file and, with an edge, the purge command with the
+// the admin token's file and, with an origin, the purge command with the
 // headers the admin API wants.
 func printPop(p *pop.PoP, c pop.Config) {
 	fmt.Printf("PoP %s (%016x) is up: gateway %s  admin %s/pops  peer %s\n", c.Name, p.ID, p.Cluster.URL, p.AdminURL, p.PeerAddr)
@@ -163,16 +195,17 @@ func printPop(p *pop.PoP, c pop.Config) {
 	if p.DNS != nil {
 		fmt.Printf("  DNS for %s on %s\n", c.DNS.Zone, p.DNS.UDPAddr)
 	}
-	if p.EdgeURL != "" && p.AdminURL != "" {
-		fmt.Printf("  content edge %s; purge a URL from every PoP:\n", p.EdgeURL)
+	if len(c.Origins) == 0 {
+		return
+	}
+	fmt.Printf("  caching %s on %d nodes (X-Cache and Cache-Status on each response say what the caches did; GET %s/content counts)\n",
+		strings.Join(c.Origins, ", "), c.Cluster.Nodes, p.AdminURL)
+	if p.AdminURL != "" {
+		fmt.Printf("  purge a URL from every PoP (or prefix=, tag=; soft=1):\n")
 		fmt.Printf("    curl -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/json' -X POST '%s/purge?url=/index.html'\n",
 			p.AdminTokenFile, p.AdminURL)
-	} else if p.EdgeURL != "" {
-		fmt.Printf("  content edge %s (no admin API, so no purge)\n", p.EdgeURL)
-	}
-	if len(c.Origins) > 0 && c.Edge == "" {
-		fmt.Printf("  caching %s on %d nodes (X-Cache and Cache-Status on each response say what the cache did)\n",
-			strings.Join(c.Origins, ", "), c.Cluster.Nodes)
+	} else {
+		fmt.Printf("  (no admin API, so no purge)\n")
 	}
 }
 
@@ -204,7 +237,107 @@ func waitAndStopAfter(stop func(context.Context) error, errc <-chan error, timeo
 // process, for scripts and tests.
 type popState struct {
 	SeedFile string         `json:"seed_file"`
+	Origin   string         `json:"origin"`
 	PoPs     []popStateItem `json:"pops"`
+}
+
+// ringMember is one PoP's place in the rings as waitRings reads it: its
+// ID, how many PoPs its MBPP view holds alive, its Chord successor.
+type ringMember struct {
+	id, succ uint64
+	members  int
+}
+
+// ringsFormed reports whether every PoP sees all of them in MBPP and the
+// Chord successors go round all of them in one cycle: until then a miss
+// may not find its key's home, and the demo's second GET would go to the
+// origin.
+func ringsFormed(ms []ringMember) bool {
+	next := map[uint64]uint64{}
+	for _, m := range ms {
+		if m.members != len(ms) {
+			return false
+		}
+		next[m.id] = m.succ
+	}
+	if len(ms) == 0 {
+		return false
+	}
+	seen := map[uint64]bool{}
+	for id := ms[0].id; !seen[id]; id = next[id] {
+		if _, ok := next[id]; !ok {
+			return false
+		}
+		seen[id] = true
+	}
+	return len(seen) == len(ms)
+}
+
+// waitRings polls read until the rings are formed, or fails after limit.
+func waitRings(read func() ([]ringMember, error), limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ms, err := read()
+		if err == nil && ringsFormed(ms) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the PoPs' rings did not form within %v (%v)", limit, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// tryPath is the file `shoal up --pops` suggests fetching.
+const tryPath = "/docs/index.html"
+
+// tryPoPs picks the two PoPs the demo fetches tryPath at: the second is
+// not the file's home PoP (which keeps a copy as shield whenever another
+// PoP misses), so that its first GET is a fetch from a PoP holding the
+// copy, not a hit; the first is any other.
+func tryPoPs(st popState) (first, second int) {
+	ids := make([]chord.ID, len(st.PoPs))
+	for i, p := range st.PoPs {
+		ids[i] = chord.Hash(p.Name)
+	}
+	key := chord.ContentKey("", pop.Key("", tryPath))
+	// The home is the key's successor: the smallest ID at or after it,
+	// else (past the top of the ring) the smallest of all.
+	home, lowest := -1, 0
+	for i, id := range ids {
+		if id < ids[lowest] {
+			lowest = i
+		}
+		if id >= key && (home < 0 || id < ids[home]) {
+			home = i
+		}
+	}
+	if home < 0 {
+		home = lowest
+	}
+	second = (home + 1) % len(ids)
+	first = (second + 1) % len(ids)
+	return first, second
+}
+
+// printTryCDN says how to see the CDN at work: the same file at one PoP,
+// then twice at another (a copy fetched from a PoP holding it, then a
+// hit), by each answer's X-Cache and Cache-Status (RFC 9211: each PoP's
+// cache adds its entry, named after the PoP, to the upstream's).
+func printTryCDN(st popState) {
+	if len(st.PoPs) < 2 {
+		return
+	}
+	a, b := tryPoPs(st)
+	g := func(i int) string { return strings.TrimSuffix(st.PoPs[i].Gateway, "/") }
+	fmt.Printf("  Try it: the same file at %s, then twice at %s:\n", st.PoPs[a].Name, st.PoPs[b].Name)
+	for _, i := range []int{a, b, b} {
+		fmt.Printf("    curl -s -o /dev/null -D - %s%s | grep -iE '^(x-cache|cache-status)'\n", g(i), tryPath)
+	}
+	fmt.Printf("  The first is a MISS fetched from the origin (Cache-Status: the file's home PoP, then %s);\n"+
+		"  the second a MISS whose Cache-Status holds another PoP's hit before %s's own entry: a copy from that PoP, not the origin;\n"+
+		"  the third a HIT. Counters: %s/content (remote_fetches, shield_fetches, origin_fetches); dashboard %s/\n",
+		st.PoPs[a].Name, st.PoPs[b].Name, st.PoPs[b].Admin, st.PoPs[b].Admin)
 }
 
 type popStateItem struct {
@@ -238,29 +371,50 @@ func popsSeed(n int) (dir, seedFile string, err error) {
 	return dir, seedFile, nil
 }
 
+// popsRun is what `shoal up --pops N` was asked for.
+type popsRun struct {
+	n, nodes, cacheMB int
+	state, dataDir    string
+	// origin is the CDN's origin; "" starts one (up.StartOrigin).
+	origin string
+}
+
 // runUpPops starts n PoPs in this process on loopback, each with its own
-// nodes and sample site, the first founding the DCDN and the others joining
-// it, all with one fresh seed.
-func runUpPops(n int, stateFile, dataDir string, nodes, cacheMB int) error {
+// nodes, the first founding the DCDN and the others joining it, all with
+// one fresh seed, in front of the origin (started here when none is
+// given).
+func runUpPops(r popsRun) error {
+	n := r.n
 	dir, seedFile, err := popsSeed(n)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	var pops []*pop.PoP
+	var origin *up.Origin
 	stopAll := func(ctx context.Context) error {
 		for i := len(pops) - 1; i >= 0; i-- {
 			pops[i].Shutdown(ctx)
 		}
+		if origin != nil {
+			origin.Shutdown(ctx)
+		}
 		return nil
 	}
-	st := popState{SeedFile: seedFile}
+	if r.origin == "" {
+		if origin, err = up.StartOrigin(r.dataDir, "127.0.0.1:0", slog.Default()); err != nil {
+			return err
+		}
+		r.origin = origin.URL
+		fmt.Printf("  origin: %s (a node serving the sample site, %s)\n", origin.URL, origin.Root)
+	}
+	st := popState{SeedFile: seedFile, Origin: r.origin}
 	for i := range n {
 		c := pop.DefaultConfig()
 		c.Name = fmt.Sprintf("pop%d", i+1)
-		c.Peer, c.SeedFile = "127.0.0.1:0", seedFile
-		c.Cluster.Listen, c.Cluster.Admin, c.Cluster.DataDir = "127.0.0.1:0", "127.0.0.1:0", dataDir
-		c.Cluster.Nodes, c.Cluster.CacheMB = nodes, cacheMB
+		c.Peer, c.SeedFile, c.Origins = "127.0.0.1:0", seedFile, strings.Split(r.origin, ",")
+		c.Cluster.Listen, c.Cluster.Admin, c.Cluster.DataDir = "127.0.0.1:0", "127.0.0.1:0", r.dataDir
+		c.Cluster.Nodes, c.Cluster.CacheMB = r.nodes, r.cacheMB
 		if i > 0 {
 			c.Join = []string{pops[0].PeerAddr}
 		}
@@ -274,10 +428,25 @@ func runUpPops(n int, stateFile, dataDir string, nodes, cacheMB int) error {
 		st.PoPs = append(st.PoPs, popStateItem{Name: c.Name, ID: fmt.Sprintf("%016x", p.ID), Gateway: p.Cluster.URL,
 			Admin: p.AdminURL, Peer: p.PeerAddr, Nodes: p.Cluster.NodeURLs, PID: os.Getpid()})
 	}
-	fmt.Printf("shoal is up: %d PoPs on loopback joined by MBPP and Chord (on loopback: as root it runs them in a WAN lab with delays). Ctrl-C stops it.\n", n)
-	if stateFile != "" {
+	if err := waitRings(func() ([]ringMember, error) {
+		var ms []ringMember
+		for _, p := range pops {
+			m := ringMember{id: p.ID, members: p.Pops().Members}
+			if s := p.Chord().Successors; len(s) > 0 {
+				m.succ = uint64(s[0].ID)
+			}
+			ms = append(ms, m)
+		}
+		return ms, nil
+	}, 60*time.Second); err != nil {
+		stopAll(context.Background())
+		return err
+	}
+	fmt.Printf("shoal is up: %d PoPs on loopback joined by MBPP and Chord, in front of %s (on loopback: as root it runs them in a WAN lab with delays). Ctrl-C stops it.\n", n, r.origin)
+	printTryCDN(st)
+	if r.state != "" {
 		b, _ := json.MarshalIndent(st, "", "  ")
-		if err := os.WriteFile(stateFile, append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(r.state, append(b, '\n'), 0o644); err != nil {
 			stopAll(context.Background())
 			return fmt.Errorf("--state: %w", err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"shoal/internal/cdn/chord"
 	"shoal/internal/cdn/pop"
 )
 
@@ -94,5 +96,47 @@ func TestPopFileCarriesEveryMBPPKnob(t *testing.T) {
 	got.Accept, m.Accept = nil, nil // a func: not a knob
 	if !reflect.DeepEqual(got, *m) {
 		t.Errorf("MBPP through the file form:\n got %+v\nwant %+v", got, *m)
+	}
+}
+
+// TestTryPoPsAvoidsTheHome: the demo's second PoP is never the file's home
+// (it would hold the shield copy already), checked against a brute-force
+// successor over many sets of names.
+func TestTryPoPsAvoidsTheHome(t *testing.T) {
+	key := chord.ContentKey("", pop.Key("", tryPath))
+	for n := 2; n <= 6; n++ {
+		for k := range 20 {
+			var st popState
+			for i := range n {
+				st.PoPs = append(st.PoPs, popStateItem{Name: fmt.Sprintf("p%d-%d", k, i)})
+			}
+			best, bestD := -1, uint64(0)
+			for i, p := range st.PoPs {
+				if d := uint64(chord.Hash(p.Name)) - uint64(key); best < 0 || d < bestD {
+					best, bestD = i, d
+				}
+			}
+			a, b := tryPoPs(st)
+			if b == best || a == b {
+				t.Fatalf("n=%d: first %d, second %d, home %d", n, a, b, best)
+			}
+		}
+	}
+}
+
+func TestRingsFormed(t *testing.T) {
+	for _, tc := range []struct {
+		ms   []ringMember
+		want bool
+	}{
+		{[]ringMember{{1, 2, 3}, {2, 3, 3}, {3, 1, 3}}, true},
+		{[]ringMember{{1, 2, 3}, {2, 1, 3}, {3, 1, 3}}, false}, // 3 is outside the cycle
+		{[]ringMember{{1, 2, 3}, {2, 3, 2}, {3, 1, 3}}, false}, // 2 does not see all yet
+		{[]ringMember{{1, 0, 3}, {2, 3, 3}, {3, 1, 3}}, false}, // 1 has no successor
+		{nil, false},
+	} {
+		if got := ringsFormed(tc.ms); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.ms, got, tc.want)
+		}
 	}
 }

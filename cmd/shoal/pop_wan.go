@@ -6,14 +6,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
 	"shoal/internal/admin"
+	"shoal/internal/cdn/pop"
 	"shoal/internal/cdn/wan"
+	"shoal/internal/up"
 )
 
 // defaultMatrix is the delay matrix of `sudo shoal up --pops N`: PoPs on a
@@ -34,7 +38,8 @@ func defaultMatrix(n int) wan.Matrix {
 // runUpPopsWAN runs n `shoal pop` processes, each in its own network
 // namespace of a WAN lab (internal/cdn/wan) with the default delay matrix; this
 // host reaches them on 10.77.0.0/24.
-func runUpPopsWAN(n int, stateFile, dataDir string, nodes, cacheMB int) error {
+func runUpPopsWAN(r popsRun) error {
+	n := r.n
 	dir, seedFile, err := popsSeed(n)
 	if err != nil {
 		return err
@@ -57,22 +62,35 @@ func runUpPopsWAN(n int, stateFile, dataDir string, nodes, cacheMB int) error {
 		return fmt.Errorf("WAN lab: %w (sudo shoal up --pops N --loopback avoids it)", err)
 	}
 	var procs []*os.Process
-	stopAll := func(context.Context) error {
+	var origin *up.Origin
+	stopAll := func(ctx context.Context) error {
 		for _, p := range procs {
 			p.Signal(os.Interrupt)
 		}
 		for _, p := range procs {
 			p.Wait()
 		}
+		if origin != nil {
+			origin.Shutdown(ctx)
+		}
 		return w.Close()
 	}
-	st := popState{SeedFile: seedFile}
+	if r.origin == "" {
+		// The origin is on this host, which the PoPs reach on the lab.
+		if origin, err = up.StartOrigin(r.dataDir, wan.HostAddr.String()+":0", slog.Default()); err != nil {
+			w.Close()
+			return err
+		}
+		r.origin = origin.URL
+		fmt.Printf("  origin: %s (a node serving the sample site, %s)\n", origin.URL, origin.Root)
+	}
+	st := popState{SeedFile: seedFile, Origin: r.origin}
 	for i := range n {
 		a := wan.Addr(i).String()
 		args := []string{"pop", "--name", fmt.Sprintf("pop%d", i+1), "--seed-file", seedFile, "--peer", a + ":7946",
-			"--listen", a + ":8080", "--admin", a + ":9090", "--admin-token-file", tokenFile, "--nodes", fmt.Sprint(nodes), "--cache-mb", fmt.Sprint(cacheMB)}
-		if dataDir != "" {
-			args = append(args, "--data", dataDir)
+			"--listen", a + ":8080", "--admin", a + ":9090", "--admin-token-file", tokenFile, "--nodes", fmt.Sprint(r.nodes), "--cache-mb", fmt.Sprint(r.cacheMB), "--origin", r.origin}
+		if r.dataDir != "" {
+			args = append(args, "--data", r.dataDir)
 		}
 		if i > 0 {
 			args = append(args, "--join", wan.Addr(0).String()+":7946")
@@ -96,17 +114,56 @@ func runUpPopsWAN(n int, stateFile, dataDir string, nodes, cacheMB int) error {
 		st.PoPs = append(st.PoPs, popStateItem{Name: fmt.Sprintf("pop%d", i+1), Gateway: "http://" + a + ":8080/",
 			Admin: adminURL, Peer: a + ":7946", PID: cmd.Process.Pid})
 	}
+	if err := waitRings(func() ([]ringMember, error) { return readRings(st, token) }, 60*time.Second); err != nil {
+		stopAll(context.Background())
+		return err
+	}
 	fmt.Printf("shoal is up: %d PoPs in a WAN lab (root): namespaces %s%s-*, RTT between pop i and j = 10 + 15·|i−j| ms;\n"+
 		"  this host is %s on it; admin reads need the token: curl -H \"Authorization: Bearer $(cat %s)\" ADMIN/pops\n"+
 		"  If shoal is killed: ip netns del <each namespace>. Ctrl-C stops it.\n", n, wan.Prefix, w.ID, wan.HostAddr, tokenFile)
-	if stateFile != "" {
+	printTryCDN(st)
+	if r.state != "" {
 		b, _ := json.MarshalIndent(st, "", "  ")
-		if err := os.WriteFile(stateFile, append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(r.state, append(b, '\n'), 0o644); err != nil {
 			stopAll(context.Background())
 			return fmt.Errorf("--state: %w", err)
 		}
 	}
 	return waitAndStop(stopAll, nil)
+}
+
+// readRings reads each PoP's view size and Chord successor from its admin
+// API.
+func readRings(st popState, token string) ([]ringMember, error) {
+	c := &http.Client{Timeout: time.Second}
+	get := func(url string, v any) error {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		r, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		defer r.Body.Close()
+		return json.NewDecoder(r.Body).Decode(v)
+	}
+	var ms []ringMember
+	for _, p := range st.PoPs {
+		var pv pop.PopsView
+		var cv pop.ChordView
+		if err := get(p.Admin+"/pops", &pv); err != nil {
+			return nil, err
+		}
+		if err := get(p.Admin+"/chord", &cv); err != nil {
+			return nil, err
+		}
+		id, _ := strconv.ParseUint(pv.ID, 16, 64)
+		m := ringMember{id: id, members: pv.Members}
+		if len(cv.Successors) > 0 {
+			m.succ = uint64(cv.Successors[0].ID)
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
 }
 
 func waitJoined(adminURL, token string, limit time.Duration) error {

@@ -4,6 +4,6 @@ package main
 
 import "errors"
 
-func runUpPopsWAN(int, string, string, int, int) error {
+func runUpPopsWAN(popsRun) error {
 	return errors.New("the WAN lab needs Linux; use --loopback")
 }

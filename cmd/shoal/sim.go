@@ -18,6 +18,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"shoal/internal/base/store"
 	"shoal/internal/base/trace"
 	"shoal/internal/cluster/policy"
 	"shoal/internal/tools/sim"
@@ -31,10 +32,12 @@ func init() {
 type simFlags struct {
 	tracePath, policies, nodes, cachePol, gdsfCost, front, costsFile, plotOut *string
 	cacheMB, timeScale                                                        *float64
-	replicas, popularN, perNode, parallel                                     *int
+	replicas, popularN, perNode, parallel, connReqs                           *int
 	seed                                                                      *uint64
 	digestPeriod                                                              *time.Duration
 	asJSON, asCSV                                                             *bool
+	// memory is each node's memory (--memory), the cache planned from it.
+	memory sizeFlag
 	// costFields are the --cost.* flags, bound to a cost model of their own.
 	costFields []sim.CostField
 }
@@ -48,10 +51,11 @@ func addSimFlags(fs *flag.FlagSet) *simFlags {
 		replicas:     fs.Int("replicas", 0, "nodes that store each file on disk (partitioned storage, as shoal up --replicas); the others fetch it from a holder; 0 = every node"),
 		cachePol:     fs.String("cache", "lru", "node cache replacement: lru, gdsf or cgdsf"),
 		digestPeriod: fs.Duration("digest-period", 0, "cgdsf: the nodes' cache digests are rebuilt every this much virtual time (0 = the nodes' default, 2s; negative = read the other caches exactly)"),
-		gdsfCost:     fs.String("gdsf-cost", "node", "gdsf/cgdsf cost C: node (the live nodes': 1, or 1/10 when cached elsewhere) or disk (disk read time, or a peer fetch's)"),
+		gdsfCost:     fs.String("gdsf-cost", "node", "gdsf/cgdsf cost C: node (the live nodes': a disk read and its transfer, 1 + size/41666, or a tenth when cached elsewhere) or disk (the model's disk read time, or a peer fetch's)"),
 		popularN:     fs.Int("popular-n", 0, "weblins: the replicated popular set is this many files, as on a live front (default 0: the files that fill an eighth of a node's cache)"),
 		seed:         fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output"),
 		front:        fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)"),
+		connReqs:     fs.Int("conn-requests", 0, "consecutive requests per keep-alive client connection (0 or 1: one connection per request, as HTTP/1.0 traces); later requests start on their predecessor's node and a decision for another node moves the connection (moves_per_request)"),
 		perNode:      fs.Int("per-node", 0, "throughput mode: requests in the system per node (0: LARD's admission bound S = (n-1)*T_high + T_low - 1 for the whole cluster)"),
 		timeScale:    fs.Float64("time-scale", 0, "latency mode: replay at trace timestamps × this factor (0 = throughput mode)"),
 		costsFile:    fs.String("costs", "", "TOML file overriding cost-model fields (keys as the --cost.* flags)"),
@@ -60,6 +64,7 @@ func addSimFlags(fs *flag.FlagSet) *simFlags {
 		asCSV:        fs.Bool("csv", false, "print the rows as CSV on stdout"),
 		plotOut:      fs.String("plot", "", "write throughput and miss-ratio plots (two panels) to NAME.svg and NAME.png"),
 	}
+	fs.Var(&sf.memory, "memory", "each node's memory (e.g. 36MiB, as its cgroup's limit): the cache is what a live node plans from it, its own overhead left out (instead of --cache-mb)")
 	flagCosts := sim.DefaultCosts()
 	sf.costFields = flagCosts.Fields()
 	for _, f := range sf.costFields {
@@ -208,8 +213,12 @@ func (sf *simFlags) config(fs *flag.FlagSet) (sim.Config, error) {
 	if err := costs.Validate(); err != nil {
 		return sim.Config{}, err
 	}
-	base := sim.Config{CacheBytes: int64(*sf.cacheMB * (1 << 20)), Cache: *sf.cachePol, DigestPeriod: *sf.digestPeriod,
-		GDSFCost: gdsfCost, Costs: &costs, Path: path, PerNode: *sf.perNode, TimeScale: *sf.timeScale, Seed: *sf.seed, Replicas: *sf.replicas}
+	base := sim.Config{CacheBytes: int64(*sf.cacheMB * (1 << 20)), MemoryBytes: sf.memory.n, Cache: *sf.cachePol, DigestPeriod: *sf.digestPeriod,
+		GDSFCost: gdsfCost, Costs: &costs, Path: path, PerNode: *sf.perNode, TimeScale: *sf.timeScale, Seed: *sf.seed, Replicas: *sf.replicas,
+		ConnRequests: *sf.connReqs}
+	if sf.memory.set {
+		base.CacheBytes = 0 // planned from MemoryBytes
+	}
 	base.PolicyConfig.PopularN = *sf.popularN
 	return base, nil
 }
@@ -231,14 +240,14 @@ func (sf *simFlags) report(results []sim.Result, nNodes int, skipped int64, took
 	default:
 		writeSimTable(os.Stdout, rows)
 		fmt.Printf("\n%s: %d requests replayed per run (%d skipped: URL never answered 200, no size); %.4g MiB cache per node (%s); simulated in %v\n",
-			*sf.tracePath, rows[0].Requests, skipped, *sf.cacheMB, *sf.cachePol, took.Round(time.Millisecond))
+			*sf.tracePath, rows[0].Requests, skipped, sf.cachePerNodeMB(), *sf.cachePol, took.Round(time.Millisecond))
 		if *sf.timeScale == 0 {
 			fmt.Printf("throughput mode: %s requests in the system at %s nodes\n", simWindows(results, nNodes), *sf.nodes)
 		}
 	}
 	if *sf.plotOut != "" {
 		svg, png := sim.PlotPaths(*sf.plotOut)
-		title := fmt.Sprintf("(%.4g MiB/node, %s)", *sf.cacheMB, *sf.cachePol)
+		title := fmt.Sprintf("(%.4g MiB/node, %s)", sf.cachePerNodeMB(), *sf.cachePol)
 		if err := sim.Plot(rows, title, svg, png); err != nil {
 			return err
 		}
@@ -309,6 +318,7 @@ var simColumns = []simColumn{
 	{"hit_ratio", "hit", func(r sim.Row) string { return fixed(r.HitRatio, 4) }},
 	{"byte_hit_ratio", "byte hit", func(r sim.Row) string { return fixed(r.ByteHitRatio, 4) }},
 	{"fetch_bytes_per_request", "peer fetch B/req", func(r sim.Row) string { return fixed(r.FetchBytesPerRequest, 1) }},
+	{"moves_per_request", "moves/req", func(r sim.Row) string { return fixed(r.MovesPerRequest, 3) }},
 }
 
 // simRecord is r's values in simColumns' order.
@@ -349,4 +359,14 @@ func writeSimTable(w io.Writer, rows []sim.Row) {
 		fmt.Fprintln(tw, strings.Join(simRecord(r), "\t")+"\t")
 	}
 	tw.Flush()
+}
+
+// cachePerNodeMB is the cache per node the simulator runs with, in MiB:
+// planned from --memory when given (store.PlanMemory, as a live node
+// plans it), else --cache-mb.
+func (sf *simFlags) cachePerNodeMB() float64 {
+	if sf.memory.set {
+		return float64(store.PlanMemory(sf.memory.n, "", 1).Store) / (1 << 20)
+	}
+	return *sf.cacheMB
 }

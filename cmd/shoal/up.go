@@ -28,11 +28,14 @@ func init() {
 
 // upFlags are the flags of `shoal up` that are not fields of up.Config.
 type upFlags struct {
-	diskWeights, path, accessLog, accessLogFormat, state *string
-	verbose, loopback                                    *bool
-	shutdownTO                                           *time.Duration
-	pops                                                 *int
-	logf                                                 *logFlags
+	diskWeights, path, accessLog, accessLogFormat, state, moves *string
+	verbose, loopback                                           *bool
+	shutdownTO                                                  *time.Duration
+	pops                                                        *int
+	origin                                                      *string
+	logf                                                        *logFlags
+	memory                                                      sizeFlag
+	protocols                                                   protocolKeys
 }
 
 // addUpFlags defines the flags of `shoal up` on fs, those of up.Config
@@ -46,7 +49,7 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	fs.StringVar(&c.Site, "site", "", "serve this directory instead of the generated sample site")
 	fs.StringVar(&c.SiteFromTrace, "site-from-trace", "", "serve a site whose files are the URLs of this access log (CLF, .gz ok), to replay it")
 	fs.StringVar(&c.DataDir, "data", "", "folder for generated sites (default: your cache folder/shoal)")
-	fs.IntVar(&c.CacheMB, "cache-mb", d.CacheMB, "memory cache per node, MiB")
+	fs.IntVar(&c.CacheMB, "cache-mb", d.CacheMB, "memory cache per node, MiB (0: split --memory or the memory cgroup's limit between the nodes, else 64)")
 	fs.StringVar(&c.Cache, "cache", d.Cache, "node cache replacement: lru, gdsf or cgdsf")
 	fs.DurationVar(&c.DigestPeriod, "digest-period", 0, "how often each node sends its cache digest (cgdsf) to the others (0: the nodes' default, 2s)")
 	fs.IntVar(&c.Replicas, "replicas", 0, "nodes that store each file (partitioned storage; the others fetch it from a holder); 0 = every node a full copy")
@@ -62,14 +65,18 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
 	fs.BoolVar(&c.TLS, "tls", false, "serve HTTPS with a self-signed certificate for localhost and 127.0.0.1 kept in the --data folder (clients: curl -k, shoal bench http --insecure); "+
 		"with passfd or hybrid every request is relayed")
+	uf.moves = fs.String("moves", "nodes", "--path passfd under a policy that shares its URL table (tbccrd): nodes (they move a connection to the node its next request belongs to, by the table) or front (every later request goes back to the front, which passes it on)")
 	uf.verbose = fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	uf.accessLog = fs.String("access-log", "", "the front's access log file, - for stdout (default off)")
 	uf.accessLogFormat = fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", "))
 	uf.shutdownTO = fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
 	uf.logf = addLogFlags(fs)
+	bindProtocols(fs, &c.Protocols, def.Protocols, &uf.protocols)
 	uf.pops = fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
 	uf.state = fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
 	uf.loopback = fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
+	uf.origin = fs.String("origin", "", "--pops: the CDN's origin (URL, or HOST=URL,...); empty starts one, a node serving the sample site")
+	fs.Var(&uf.memory, "memory", "the memory the cluster may use (e.g. 144MiB), split between the nodes' caches and the Go runtime; default: the memory cgroup's limit")
 	return uf
 }
 
@@ -84,11 +91,13 @@ func runUp(args []string) error {
 	if err := uf.check(&c); err != nil {
 		return err
 	}
+	c.Memory = uf.memory.n
 	if *uf.pops > 0 {
+		r := popsRun{n: *uf.pops, state: *uf.state, dataDir: c.DataDir, nodes: c.Nodes, cacheMB: c.CacheMB, origin: *uf.origin}
 		if os.Geteuid() == 0 && !*uf.loopback {
-			return runUpPopsWAN(*uf.pops, *uf.state, c.DataDir, c.Nodes, c.CacheMB)
+			return runUpPopsWAN(r)
 		}
-		return runUpPops(*uf.pops, *uf.state, c.DataDir, c.Nodes, c.CacheMB)
+		return runUpPops(r)
 	}
 	logger, err := uf.logf.logger(os.Stderr, "up", "", "")
 	if err != nil {
@@ -117,6 +126,9 @@ func runUp(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *uf.path == "relay" || *uf.path == "redirect" {
+		applyGoPlan(&cl.Config.MemoryPlan) // in-process nodes: one runtime for all
+	}
 	printUp(cl, lab, *uf.path)
 	var runErr error
 wait:
@@ -143,8 +155,13 @@ wait:
 	return runErr
 }
 
-// check reads --disk-weights into c and refuses combinations that cannot work.
+// check reads --disk-weights and the [protocols] flags into c and refuses
+// combinations that cannot work.
 func (uf *upFlags) check(c *up.Config) error {
+	uf.protocols.convert(&c.Protocols, func(string) bool { return true })
+	if err := checkProtocols(c.Protocols, c.TLS); err != nil {
+		return err
+	}
 	for _, w := range strings.Split(*uf.diskWeights, ",") {
 		if w = strings.TrimSpace(w); w == "" {
 			continue
@@ -190,7 +207,12 @@ func (uf *upFlags) start(c up.Config) (cl *up.Cluster, lab *up.Repair, shutdown 
 		}
 	default:
 		var p *up.Procs
-		if p, err = up.StartProcs(c, up.ProcsConfig{Path: *uf.path}); err == nil {
+		var pc up.ProcsConfig
+		if pc.Moves, err = front.ParseMoveMode(*uf.moves); err != nil {
+			return nil, nil, nil, err
+		}
+		pc.Path = *uf.path
+		if p, err = up.StartProcs(c, pc); err == nil {
 			cl, shutdown = p.Cluster, p.Shutdown
 		}
 	}
@@ -207,7 +229,13 @@ func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 	if cl.TLSCert != "" {
 		fmt.Printf("  self-signed certificate %s: curl -k %s, shoal bench http --insecure --url %s\n", cl.TLSCert, cl.URL, cl.URL)
 	}
+	if cl.HTTP3Addr != "" {
+		fmt.Printf("  HTTP/3 (QUIC) on udp %s, advertised with Alt-Svc\n", cl.HTTP3Addr)
+	}
 	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, path, c.CacheMB, c.Cache, cl.SiteInfo)
+	if p := c.MemoryPlan; p.Limit > 0 {
+		fmt.Printf("  memory: %d MiB from %s, split between %d nodes' caches and the Go runtime's limit of %d MiB\n", p.Limit>>20, p.Source, p.Nodes, p.GoLimit>>20)
+	}
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)
 		reads := ""

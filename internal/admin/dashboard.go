@@ -82,6 +82,8 @@ type Snapshot struct {
 	Decisions map[string]uint64 `json:"decisions"`
 	// Stats is what GET /stats serves, nil with no front attached.
 	Stats *Stats `json:"stats"`
+	// CDN is the PoP's content figures, nil unless the API serves a PoP.
+	CDN *CDN `json:"cdn,omitempty"`
 }
 
 // NodeSnapshot is one node in a Snapshot: the control plane's view
@@ -130,6 +132,10 @@ func (s *Server) snapshot() Snapshot {
 			st := FrontStats((*f)())
 			snap.Stats = &st
 		}
+	}
+	if f := s.cdn.Load(); f != nil {
+		c := (*f)()
+		snap.CDN = &c
 	}
 	for _, n := range s.cl.Nodes() {
 		ns := nodeSnapshot(n)

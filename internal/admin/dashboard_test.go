@@ -116,3 +116,31 @@ func TestDashboardSelfContained(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDashboardCDN: a PoP's figures appear in dashboard.json once SetCDN
+// is called, and not before (a cluster's dashboard has no CDN section).
+func TestDashboardCDN(t *testing.T) {
+	cl, srv := setup(t)
+	s := NewConfig(cl, NewMetrics(cl, "table"), Config{Token: testToken})
+	srv.Config.Handler = s
+	read := func() Snapshot {
+		t.Helper()
+		resp, body := get(t, srv.URL+"/dashboard.json", "Sec-Fetch-Site", "same-origin")
+		var snap Snapshot
+		if err := json.Unmarshal([]byte(body), &snap); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("GET /dashboard.json = %d %v %s", resp.StatusCode, err, body)
+		}
+		return snap
+	}
+	if snap := read(); snap.CDN != nil {
+		t.Fatalf("cluster snapshot has a CDN part: %+v", snap.CDN)
+	}
+	s.SetCDN(func() CDN {
+		return CDN{PoP: "pop1", Counts: map[string]uint64{"hits": 7, "origin_bytes": 1024},
+			PoPs: []CDNPoP{{Name: "pop1", Alive: true, Self: true, Score: 0.9}, {Name: "pop2", Score: 0}}}
+	})
+	snap := read()
+	if c := snap.CDN; c == nil || c.PoP != "pop1" || c.Counts["hits"] != 7 || c.Counts["origin_bytes"] != 1024 || len(c.PoPs) != 2 || c.PoPs[1].Alive {
+		t.Fatalf("CDN part %+v", snap.CDN)
+	}
+}

@@ -36,12 +36,18 @@ type NodeServer struct {
 	// Listen is the HTTP listen address. Default "127.0.0.1:8081".
 	Listen string `toml:"listen"`
 	// CacheMB is the memory cache budget in MiB; 0 turns the cache off.
-	// Default 64 (node.DefaultCacheBytes).
+	// Default 64 (node.DefaultCacheBytes); the command line's default is
+	// the memory cgroup's limit less the process's own memory, but a
+	// configuration file always sets it.
 	CacheMB int64 `toml:"cache_mb"`
+	// Memory is the memory the node may use ("36MiB"), which sizes its
+	// cache and the Go runtime's limit. Default "": its memory cgroup's
+	// limit, if any.
+	Memory string `toml:"memory"`
 	// Cache is the replacement policy: lru, gdsf or cgdsf. Default "gdsf".
 	Cache string `toml:"cache"`
-	// MaxObjectKB: files above this size are never cached (sendfile).
-	// Default 500.
+	// MaxObjectKB: files above this size are never held in memory
+	// (sendfile). Default 0: an eighth of the cache, at least 500.
 	MaxObjectKB int64 `toml:"max_object_kb"`
 	// ReadTimeout limits reading one request head. Default "10s".
 	ReadTimeout Duration `toml:"read_timeout"`
@@ -156,8 +162,9 @@ const NodeTemplate = `# shoal node configuration. Every key but root is optional
 root = "/srv/www"              # site root directory (required)
 listen = "127.0.0.1:8081"      # HTTP listen address
 cache_mb = 64                  # memory cache budget in MiB (0: off)
+memory = ""                    # memory the node may use ("36MiB"), sizing the cache and Go's limit; "": the memory cgroup's limit
 cache = "gdsf"                 # replacement policy: lru, gdsf or cgdsf
-max_object_kb = 500            # files above this are never cached (sendfile)
+max_object_kb = 0              # files above this are never held in memory (sendfile); 0: an eighth of the cache, at least 500
 read_timeout = "10s"           # limit for reading one request head
 idle_timeout = "1m0s"          # closes an idle keep-alive connection
 max_conns = 0                  # open connections, handed-off ones included; 0: from RLIMIT_NOFILE, -1: no limit

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"shoal/internal/cluster/front"
 )
 
 // Pop is the configuration file of `shoal pop` (SPEC §5). Its
@@ -29,9 +31,16 @@ type Pop struct {
 	// /pops, /chord and /metrics ("off" disables it).
 	Listen string `toml:"listen"`
 	Admin  string `toml:"admin"`
-	// Nodes is the number of in-process nodes; CacheMB each one's cache.
+	// Nodes is the number of in-process nodes; CacheMB each one's cache
+	// (0: the process's memory cgroup limit split between them, else 64).
 	Nodes   int `toml:"nodes"`
 	CacheMB int `toml:"cache_mb"`
+	// TLS serves the gateway over HTTPS with a self-signed certificate
+	// kept in the data folder, as `shoal up --tls` does.
+	TLS bool `toml:"tls"`
+	// Protocols are the gateway's [protocols], as a front's (HTTP/2, h2c,
+	// HTTP/3, PROXY protocol sources, stream limit).
+	Protocols Protocols `toml:"protocols"`
 	// MBPP holds the ring protocol's constants (seed 003 §2).
 	MBPP PopMBPP `toml:"mbpp"`
 	// Chord holds the Chord periods.
@@ -141,8 +150,14 @@ func (p *Pop) validate(name string, data []byte) []error {
 	if p.Nodes < 1 || p.Nodes > 64 {
 		bad([]string{"nodes"}, fmt.Sprintf("nodes = %d", p.Nodes), "use 1 to 64")
 	}
-	if p.CacheMB < 1 {
-		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb = %d", p.CacheMB), "use a positive size in MiB")
+	if p.CacheMB < 0 {
+		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb = %d", p.CacheMB), "use a size in MiB (0: from the memory cgroup's limit)")
+	}
+	if _, err := front.ParsePrefixes(p.Protocols.ProxyProtocolFrom); err != nil {
+		bad([]string{"protocols", "proxy_protocol_from"}, "proxy_protocol_from: "+err.Error(), "list addresses or networks such as \"10.0.0.0/8\"")
+	}
+	if p.Protocols.HTTP3 && !p.TLS {
+		bad([]string{"protocols", "http3"}, "http3 needs TLS", "set tls = true (or --tls): QUIC carries TLS 1.3 itself")
 	}
 	if d := p.DNS; d.Addr != "" {
 		if d.Zone == "" {

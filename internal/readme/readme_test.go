@@ -170,8 +170,10 @@ stop_all
 stop_all
 `},
 	{name: "CDN purge", netns: true, readme: []string{"(umask 077; head -c 32 /dev/urandom > seed)              # the CDN's shared secret\n" +
-		"shoal pop --name paris --seed-file seed --edge 127.0.0.1:8081 &\n" +
-		"curl -s --retry 20 --retry-connrefused http://127.0.0.1:8081/index.html >/dev/null   # a miss: fetched, then kept\n" +
+		"mkdir -p site && echo 'hello from the origin' > site/index.html\n" +
+		"shoal node --root site --listen 127.0.0.1:9000 &         # the origin: any web server\n" +
+		"shoal pop --name paris --seed-file seed --origin http://127.0.0.1:9000 &\n" +
+		"curl -s --retry 20 --retry-connrefused http://127.0.0.1:8080/index.html >/dev/null   # a miss: fetched, then kept\n" +
 		"curl -H \"Authorization: Bearer $(cat ~/.cache/shoal/admin.token)\" -H 'Content-Type: application/json' \\\n" +
 		"     -X POST 'http://127.0.0.1:9090/purge?url=/index.html'\n"},
 		script: `
@@ -205,8 +207,8 @@ var exempt = map[string]string{
 	"sudo shoal lab up --nodes 3":                        "builds the root-only namespace lab shared with other tests; internal/up's repair tests build it",
 	"sudo shoal lab down --all":                          "removes every lab on the host, other tests' included",
 	"sudo shoal up --path repair":                        "the root-only repair lab; TestStartRepair (internal/up) runs it",
-	"sudo shoal up --pops 3":                             "the root-only PoP namespaces behind a WAN switch; TestPopCommand (cmd/shoal) covers the PoPs",
-	"shoal up --pops 3":                                  "as root — which this test needs for its namespaces — it is the namespace form above",
+	"sudo shoal up --pops 3":                             "the root-only PoP namespaces behind a WAN switch; TestUpPopsIsACDN (cmd/shoal) runs it and follows its curl lines",
+	"shoal up --pops 3":                                  "TestUpPopsIsACDN (cmd/shoal) runs it and follows the curl lines it prints",
 	"shoal front --vhosts example.com,example.org":       "the flag alone: a front needs --nodes",
 	"shoal front --tls-cert site.crt --tls-key site.key": "the flags alone: a certificate of the reader's and --nodes",
 	"shoal pop --name paris --seed-file seed --peer 10.0.0.1:7946 --join 10.0.0.2:7946": "addresses of two hosts",

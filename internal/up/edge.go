@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 
+	"shoal/internal/admin"
 	"shoal/internal/base/sysmon"
 	"shoal/internal/cluster/control"
 	"shoal/internal/cluster/front"
@@ -58,10 +59,10 @@ func startEdge(cfg Config) (*Cluster, error) {
 // (internal/base/sysmon), as `shoal front` does and `shoal up` does not:
 // a cache hit is answered on the gateway's goroutine from memory (the
 // local path), and sysmon's wake-ups every 20 µs took about 8 % of a
-// PoP's CPU under a load of hits (perf, bench/edge-vs-varnish.sh). A node's blocking file I/O
-// (a disk-tier hit, a miss being stored) then waits for an idle moment of
-// the core to get its P taken away, which on a PoP's own machine comes at
-// once.
+// PoP's CPU under a load of hits (perf, bench/edge-vs-varnish.sh). A
+// node's blocking file I/O (a disk-tier hit, a miss being stored) then
+// waits for an idle moment of the core to get its P taken away, which on
+// a PoP's own machine comes at once.
 func idleSysmon(cfg Config) {
 	if tid, err := sysmon.Idle(); err != nil {
 		cfg.Logger.Debug("sysmon thread left at normal priority", "err", err)
@@ -84,3 +85,12 @@ func (c *Cluster) serveLocal(b *control.Backend, r front.LocalRequest) front.Loc
 // Nodes returns the cluster's nodes (in-process clusters only): the CDN
 // tier reaches its cache-mode nodes' stores through them.
 func (c *Cluster) Nodes() []*node.Server { return c.nodes }
+
+// Admin returns the admin API's handler, nil when it is off: `shoal pop`
+// adds its CDN figures to the dashboard through it.
+func (c *Cluster) Admin() *admin.Server {
+	if c.gw == nil {
+		return nil
+	}
+	return c.gw.Admin
+}

@@ -28,6 +28,7 @@ import (
 
 	"shoal/internal/admin"
 	"shoal/internal/base/content"
+	"shoal/internal/base/store"
 	"shoal/internal/base/trace"
 	"shoal/internal/cluster/control"
 	"shoal/internal/cluster/front"
@@ -62,8 +63,18 @@ type Config struct {
 	SiteFromTrace string
 	// DataDir holds generated sites. Default: the user's cache folder/shoal.
 	DataDir string
-	// CacheMB is each node's memory cache budget in MiB. Default 64.
+	// CacheMB is each node's memory cache budget in MiB. Default 0: sized
+	// from Memory or the memory cgroup's limit (memory.go), else
+	// DefaultCacheMB.
 	CacheMB int
+	// Memory is the memory the whole cluster's processes may use, split
+	// between the nodes' caches when CacheMB is 0. Default 0: the memory
+	// cgroup's limit, if any.
+	Memory int64
+	// MemoryPlan is how the memory was planned (filled in by Start):
+	// zero when CacheMB was given or no limit was known. Its GoLimit is
+	// for in-process nodes' shared runtime.
+	MemoryPlan store.Plan
 	// Cache is the nodes' replacement policy: lru, gdsf or cgdsf. Default gdsf.
 	Cache string
 	// Policy is the front's distribution policy. Default DefaultPolicy.
@@ -92,9 +103,16 @@ type Config struct {
 	SendTimeout   time.Duration
 	MaxConns      int
 	MaxConnsPerIP int
+	// IdleTimeout closes a keep-alive client connection idle this long
+	// (front.Config.IdleTimeout). Default 0: the front's, 60 s.
+	IdleTimeout time.Duration
 	// TLS makes the front serve HTTPS with a self-signed certificate in
 	// DataDir/tls (listenTLS). Default false.
 	TLS bool
+	// Protocols are the front's [protocols] keys (HTTP/2, h2c, HTTP/3,
+	// PROXY protocol sources, stream limit); zero fields take
+	// config.DefaultFront's. HTTP/3 needs TLS.
+	Protocols config.Protocols
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// AccessLog, when set, is the front's access log (front.AccessLog);
@@ -131,7 +149,7 @@ const DefaultPolicy = "tbccrd"
 // DefaultConfig returns `shoal up`'s defaults: Config's zero fields
 // take these values.
 func DefaultConfig() Config {
-	return Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 4, CacheMB: 64, Cache: "gdsf", Policy: DefaultPolicy,
+	return Config{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", Nodes: 4, Cache: "gdsf", Policy: DefaultPolicy,
 		HealthInterval: config.DefaultFront().Health.Interval.Duration}
 }
 
@@ -149,9 +167,7 @@ func (c *Config) fill() error {
 	if c.Nodes < 1 || c.Nodes > 64 {
 		return fmt.Errorf("--nodes %d: want 1 to 64", c.Nodes)
 	}
-	if c.CacheMB == 0 {
-		c.CacheMB = d.CacheMB
-	}
+	c.planMemory()
 	if c.CacheMB < 0 {
 		return fmt.Errorf("--cache-mb %d: want a positive size", c.CacheMB)
 	}
@@ -226,6 +242,9 @@ type Cluster struct {
 	URL string
 	// AdminURL is the admin API's base URL, "" when off.
 	AdminURL string
+	// HTTP3Addr is the UDP address HTTP/3 is served on (Config.Protocols
+	// HTTP3), "" when off.
+	HTTP3Addr string
 	// AdminTokenFile holds the bearer token the admin API wants for
 	// changes (and, off loopback, for reads), "" when off.
 	AdminTokenFile string
@@ -277,7 +296,9 @@ var loopbackFronts = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.
 // budget and evict in the nodes' order (policy.Config.NodeCache), as the
 // simulator's mirrors follow its nodes.
 func (c *Config) policyConfig() policy.Config {
-	return policy.Config{CacheBytes: int64(c.CacheMB) << 20, NodeCache: c.Cache}
+	budget := int64(c.CacheMB) << 20
+	return policy.Config{CacheBytes: budget, NodeCache: c.Cache, NoCacheAbove: store.Config{MemoryBytes: budget}.DefaultMaxObject(),
+		NodeFootprint: func(size int64) int64 { return store.Footprint(size, 0) }}
 }
 
 // Start brings the cluster up and returns once every listener is open.
@@ -344,7 +365,7 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 	}
 	for i, ln := range lns {
-		n, err := node.New(node.Config{Root: roots[i], VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
+		n, err := node.New(node.Config{Root: roots[i], VHosts: cfg.VHosts, CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache, Memory: cfg.MemoryPlan,
 			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts,
 			Peer: peer.Config{Self: i, Peers: addrs, Key: key, DigestPeriod: cfg.DigestPeriod}})
 		if err != nil {
@@ -401,12 +422,23 @@ func (c *Config) frontConfig(urls []string, sharedProcess bool) config.Front {
 	if c.SendTimeout != 0 {
 		fc.Limits.SendTimeout.Duration = c.SendTimeout
 	}
+	if c.IdleTimeout != 0 {
+		fc.Limits.IdleTimeout.Duration = c.IdleTimeout
+	}
 	fc.Limits.MaxConns, fc.Limits.MaxConnsPerIP = c.MaxConns, c.MaxConnsPerIP
 	if c.MaxConns == 0 && sharedProcess {
 		fc.Limits.MaxConns = max(front.DefaultMaxClientConns(front.DescriptorLimit())/2, 1)
 	}
 	off := false // the nodes may share the process: its monitor thread is theirs too
 	fc.SysmonIdle = &off
+	p := c.Protocols
+	if p.HTTP2 != nil {
+		fc.Protocols.HTTP2 = p.HTTP2
+	}
+	if p.MaxConcurrentStreams != 0 {
+		fc.Protocols.MaxConcurrentStreams = p.MaxConcurrentStreams
+	}
+	fc.Protocols.H2C, fc.Protocols.HTTP3, fc.Protocols.ProxyProtocolFrom = p.H2C, p.HTTP3, p.ProxyProtocolFrom
 	return fc
 }
 
@@ -453,7 +485,11 @@ func (c *Cluster) serve() error {
 		rebalance = c.rebalance
 	}
 	c.gw.SetPublisher(c.Publisher, false, rebalance)
-	return c.gw.Start()
+	if err := c.gw.Start(); err != nil {
+		return err
+	}
+	c.HTTP3Addr = c.gw.HTTP3Addr()
+	return nil
 }
 
 // prepareSite returns the site root to serve and a one-line description.

@@ -129,6 +129,42 @@ function nodes(snap, dt) {
   spark($('nodes-chart'), lines, classes);
 }
 
+// cdn shows a PoP's content figures (dashboard.json's cdn, absent unless
+// the admin API serves a PoP): counters exactly, with the hit ratio and the
+// origin's byte rate over the last interval.
+function cdn(snap, dt) {
+  const c = snap.cdn;
+  $('cdn').hidden = !c;
+  if (!c) return;
+  const n = c.counts || {}, p = (prev && prev.cdn && prev.cdn.counts) || null;
+  const per = (k) => (p && dt > 0) ? ((n[k] || 0) - (p[k] || 0)) / dt : null;
+  const v = (k) => int(n[k] || 0);
+  const served = (n.hits || 0) + (n.misses || 0) + (n.revalidated || 0) + (n.stale || 0);
+  $('cdn-pop').textContent = c.pop;
+  kv($('cdn-cache'), [
+    ['hit ratio', pct(served ? ((n.hits || 0) + (n.stale || 0)) / served : null), ''],
+    ['hits', v('hits'), 'cdn.counts.hits'],
+    ['misses', v('misses'), 'cdn.counts.misses'],
+    ['revalidated', v('revalidated'), 'cdn.counts.revalidated'],
+    ['stale served', v('stale'), 'cdn.counts.stale'],
+    ['bytes from origin', bytes(n.origin_bytes || 0), 'cdn.counts.origin_bytes'],
+    ['origin bytes/s', per('origin_bytes') == null ? '–' : bytes(per('origin_bytes')) + '/s', ''],
+  ]);
+  kv($('cdn-chain'), ['remote_fetches', 'shield_fetches', 'origin_fetches', 'shield_served', 'redirects', 'tombstoned', 'peer_errors', 'origin_errors']
+    .map((k) => [k.replace(/_/g, ' '), v(k), 'cdn.counts.' + k]));
+  kv($('cdn-dir'), ['stored', 'evictions', 'registrations', 'handed_over', 'pushes_sent', 'pushes_received', 'purges', 'purged_objects', 'purge_syncs']
+    .map((k) => [k.replace(/_/g, ' '), v(k), 'cdn.counts.' + k]));
+  const body = $('cdn-pops').tBodies[0];
+  while (body.rows.length > c.pops.length) body.deleteRow(-1);
+  c.pops.forEach((q, i) => {
+    const tr = body.rows[i] || body.insertRow();
+    cell(tr, 'name', q.name + (q.self ? ' (this PoP)' : ''));
+    cell(tr, 'health', q.alive ? 'alive' : 'dead').dataset.up = q.alive;
+    cell(tr, 'score', q.score.toFixed(3)).classList.add('n');
+    cell(tr, 'rtt', q.self ? '–' : q.rtt_ms.toFixed(1)).classList.add('n');
+  });
+}
+
 function render(snap) {
   const st = snap.stats || {};
   const dt = prev ? (snap.time - prev.time) / 1000 : 0;
@@ -159,10 +195,12 @@ function render(snap) {
   spark($('conns-chart'), [push('conns', st.conns_active)]);
   spark($('errs-chart'), [push('errs', errs)], ['bad']);
   nodes(snap, dt);
+  cdn(snap, dt);
 
   const total = Object.values(st.paths || {}).reduce((a, b) => a + b, 0);
   kv($('paths'), Object.keys(st.paths || {}).sort().map((p) =>
     [p + (total ? ' (' + pct(st.paths[p] / total) + ')' : ''), int(st.paths[p]), 'stats.paths.' + p]));
+  kv($('protocols'), protocols(st.protocols || {}));
   kv($('status'), Object.keys(st.status || {}).sort().map((c) => [c, int(st.status[c]), 'stats.status.' + c]));
   kv($('decisions'), ['node', 'handoff', 'none'].map((d) => [d, int(snap.decisions[d] || 0), 'decisions.' + d]));
   // The main handoff counters always, the rarer ones once they are not 0.
@@ -194,6 +232,25 @@ function render(snap) {
       ['  ' + k.replace(/_/g, ' '), int(v), 'stats.answers.' + k]),
   ]);
   prev = snap;
+}
+
+// protocols lists requests by the protocol clients spoke, with shares,
+// then HTTP/2 and HTTP/3 connections and the PROXY headers once not 0.
+function protocols(p) {
+  const req = p.requests || {};
+  const total = Object.values(req).reduce((a, b) => a + b, 0);
+  const rows = ['h1', 'h2', 'h3'].map((k) =>
+    [k + (total ? ' (' + pct((req[k] || 0) / total) + ')' : ''), int(req[k] || 0), 'stats.protocols.requests.' + k]);
+  for (const [k, v] of Object.entries(p.connections || {})) {
+    if (v) rows.push([k + ' connections', int(v), 'stats.protocols.connections.' + k]);
+  }
+  for (const [k, v] of Object.entries(p.http2 || {})) {
+    if (v) rows.push(['h2 ' + k.replace(/_/g, ' '), int(v), 'stats.protocols.http2.' + k]);
+  }
+  for (const [k, v] of Object.entries(p.proxy || {})) {
+    if (v) rows.push(['PROXY ' + k, int(v), 'stats.protocols.proxy.' + k]);
+  }
+  return rows;
 }
 
 function live(state, text) {

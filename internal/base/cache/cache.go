@@ -111,6 +111,21 @@ type Config[V any] struct {
 	PeerCost func(key string, size int64) float64
 }
 
+// DiskBytesPerIO is the size at which a disk read's transfer costs as much
+// as the read itself on a cloud volume's baseline: 125 MB/s over 3,000
+// IOPS (a gp3 volume's; the throttled disk of docs/benchmarks.md).
+const DiskBytesPerIO = 125_000_000 / 3000
+
+// DiskCost is a GDSF retrieval cost C for objects read from a disk: one
+// I/O plus the transfer, in I/Os (1 + size/DiskBytesPerIO). It has the
+// shape of Cao and Irani's "packet" cost (2 + size/536) that Cherkasova
+// evaluates GDSF with (HPL-98-69R1 §4): GDSF keeps small popular objects
+// first, as with C = 1, while a large object's priority F·C/S tends to
+// F/DiskBytesPerIO, its frequency, so the popular large files that make
+// most of the disk's bytes stay too. The nodes' object stores and the
+// front's mirrors of them use it.
+func DiskCost(_ string, size int64) float64 { return 1 + float64(max(size, 0))/DiskBytesPerIO }
+
 // Policy names accepted by New.
 const (
 	LRU   = "lru"

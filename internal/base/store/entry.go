@@ -174,7 +174,9 @@ func (s *Store) unlock() {
 	s.mu.Unlock()
 	for _, x := range g {
 		if x.f != nil {
-			dropCache(x.f, 0, 0)
+			if s.cfg.MemoryBytes > 0 || x.e.kind == kindStored {
+				dropCache(x.f, 0, 0) // without a memory tier the kernel keeps what it likes
+			}
 			x.f.Close()
 		}
 		if x.unlink != "" {
@@ -228,6 +230,7 @@ func (s *Store) Link(key string, f *os.File, size int64, meta []byte, val any) (
 	if old := s.idx[key]; old != nil {
 		s.drop(old, false)
 	}
+	s.st.MissBytes += size
 	s.admit(e)
 	if e.inMem {
 		s.idx[key] = e
@@ -255,4 +258,49 @@ func (s *Store) Keys() []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// Hold makes key's entry a body the caller has in memory (a body fetched
+// from a peer, of a file this node does not store), with metadata meta and
+// value val, if the memory tier's policy admits it; it reports whether it
+// did. The store copies body: into the arena when it is small, else into
+// an anonymous memory file (memfd) that sendfile reads like any other.
+// Like a linked entry, a held one exists only in the memory tier.
+func (s *Store) Hold(key string, body, meta []byte, val any) bool {
+	size := int64(len(body))
+	if len(key) == 0 || len(key) > MaxKey || s.mem == nil || size > s.cfg.MaxObject {
+		return false
+	}
+	if s.arena == nil || size > s.cfg.InlineMax {
+		f, err := memFile(key, body)
+		if err != nil {
+			s.cfg.Logger.Warn("store: hold a body in memory", "key", key, "err", err)
+			return false
+		}
+		h, err := s.Link(key, f, size, meta, val)
+		kept := err == nil && h.InMemory()
+		h.Release()
+		return kept
+	}
+	e := &entry{key: key, kind: kindLinked, size: size, meta: meta, val: val, fd: -1, first: -1}
+	s.mu.Lock()
+	defer s.unlock()
+	if s.closed {
+		return false
+	}
+	if old := s.idx[key]; old != nil {
+		s.drop(old, false)
+	}
+	s.st.MissBytes += size
+	s.admit(e)
+	if e.first >= 0 {
+		s.arena.copyIn(e.first, body)
+		e.ready = true
+	}
+	if !e.ready {
+		s.drop(e, false)
+		return false
+	}
+	s.idx[key] = e
+	return true
 }

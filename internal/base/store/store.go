@@ -93,13 +93,22 @@ type Config struct {
 	// or cache.CGDSF. Default cache.GDSF.
 	Policy string
 	// MaxObject is the largest body the memory tier admits. Default
-	// MemoryBytes/DefaultMaxObjectShare: large files are cached when they
-	// fit, the policy weighing their size (GDSF) against the rest.
+	// DefaultMaxObject: an eighth of MemoryBytes, at least 500 KB, so large
+	// files are cached when they fit, the policy weighing their size
+	// (GDSF) against the rest.
 	MaxObject int64
 	// InlineMax is the largest body held ready in the off-heap arena;
 	// larger ones are served from the page cache with sendfile. Default
 	// DefaultInlineMax; negative: nothing inline.
 	InlineMax int64
+	// InlineBytes bounds the arena, part of MemoryBytes: a body that finds
+	// it full stays in the page cache. Default (0) and at most MemoryBytes.
+	// The arena is anonymous memory the kernel cannot reclaim, so a budget
+	// planned from a cgroup's limit bounds it (Plan.Inline).
+	InlineBytes int64
+	// Cost is GDSF's retrieval cost of a body (cache.Config.Cost). Default
+	// cache.DiskCost: a disk read and its transfer.
+	Cost func(key string, size int64) float64
 	// CachedElsewhere and PeerCost are cluster GDSF's (cache.Config).
 	CachedElsewhere func(key string) bool
 	PeerCost        func(key string, size int64) float64
@@ -117,6 +126,7 @@ const (
 	DefaultDiskBytes      = 1 << 30
 	DefaultMemoryBytes    = 64 << 20
 	DefaultMaxObjectShare = 8
+	MinMaxObject          = 500 << 10
 	DefaultInlineMax      = 16 << 10
 )
 
@@ -137,6 +147,15 @@ var (
 	ErrClosed   = errors.New("store: closed")
 )
 
+// DefaultMaxObject is MaxObject's default for c's MemoryBytes: an eighth
+// of the budget (DefaultMaxObjectShare), and at least MinMaxObject (TB-CCRD's
+// 500 KB threshold, seed 000) when the budget holds it. The simulator asks
+// it too, to admit what live nodes admit.
+func (c Config) DefaultMaxObject() int64 {
+	m := max(c.MemoryBytes, 0)
+	return min(max(m/DefaultMaxObjectShare, MinMaxObject), m)
+}
+
 func (c *Config) withDefaults() {
 	if c.DiskBytes <= 0 {
 		c.DiskBytes = DefaultDiskBytes
@@ -147,11 +166,17 @@ func (c *Config) withDefaults() {
 	if c.Policy == "" {
 		c.Policy = cache.GDSF
 	}
+	if c.Cost == nil {
+		c.Cost = cache.DiskCost
+	}
 	if c.MaxObject <= 0 && c.MemoryBytes > 0 {
-		c.MaxObject = c.MemoryBytes / DefaultMaxObjectShare
+		c.MaxObject = c.DefaultMaxObject()
 	}
 	if c.InlineMax == 0 {
 		c.InlineMax = DefaultInlineMax
+	}
+	if c.InlineBytes <= 0 || c.InlineBytes > c.MemoryBytes {
+		c.InlineBytes = c.MemoryBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -161,24 +186,34 @@ func (c *Config) withDefaults() {
 // Stats counts a store's traffic and contents.
 type Stats struct {
 	// Hits and Misses count Get; a hit is a MemoryHit when the body was in
-	// the memory tier, else a DiskHit. HitBytes sums the hits' body sizes.
-	Hits, Misses, MemoryHits, DiskHits int64
-	HitBytes                           int64
+	// the memory tier, else a DiskHit. HitBytes sums the hits' body sizes,
+	// MemoryHitBytes those of the memory hits; MissBytes sums the bodies
+	// that came in from outside (Link, Hold, Put): the byte hit ratio is
+	// MemoryHitBytes/(MemoryHitBytes+MissBytes).
+	Hits           int64 `json:"hits"`
+	Misses         int64 `json:"misses"`
+	MemoryHits     int64 `json:"memory_hits"`
+	DiskHits       int64 `json:"disk_hits"`
+	HitBytes       int64 `json:"hit_bytes"`
+	MemoryHitBytes int64 `json:"memory_hit_bytes"`
+	MissBytes      int64 `json:"miss_bytes"`
 	// MemoryObjects and MemoryBytes are the memory tier's entries and their
 	// Footprint; InlineBytes the arena blocks in use (memory-tier bodies
 	// and bodies still read by handles after eviction).
-	MemoryObjects int
-	MemoryBytes   int64
-	InlineBytes   int64
+	MemoryObjects int   `json:"memory_objects"`
+	MemoryBytes   int64 `json:"memory_bytes"`
+	InlineBytes   int64 `json:"inline_bytes"`
 	// DiskObjects and DiskBytes are the disk tier's stored entries and
 	// their files' blocks.
-	DiskObjects int
-	DiskBytes   int64
+	DiskObjects int   `json:"disk_objects"`
+	DiskBytes   int64 `json:"disk_bytes"`
 	// Evictions counts entries pushed out of the memory tier,
 	// DiskEvictions those pushed out of the disk tier.
-	Evictions, DiskEvictions int64
+	Evictions     int64 `json:"evictions"`
+	DiskEvictions int64 `json:"disk_evictions"`
 	// MemoryCapacity and DiskCapacity are the budgets in use.
-	MemoryCapacity, DiskCapacity int64
+	MemoryCapacity int64 `json:"memory_capacity"`
+	DiskCapacity   int64 `json:"disk_capacity"`
 }
 
 // Store is the object store. It is safe for concurrent use.
@@ -216,16 +251,16 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, idx: make(map[string]*entry)}
 	if cfg.MemoryBytes > 0 {
 		c, err := cache.New(cache.Config[*entry]{
-			Policy: cfg.Policy, Capacity: cfg.MemoryBytes, MaxObject: cfg.MaxObject + footprintExtra,
-			OnEvict:         s.memEvicted,
-			CachedElsewhere: cfg.CachedElsewhere, PeerCost: cfg.PeerCost,
+			Policy: cfg.Policy, Capacity: cfg.MemoryBytes, MaxObject: Footprint(cfg.MaxObject, MaxMeta),
+			OnEvict: s.memEvicted,
+			Cost:    cfg.Cost, CachedElsewhere: cfg.CachedElsewhere, PeerCost: cfg.PeerCost,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("store: memory tier: %w", err)
 		}
 		s.mem = c
 		if cfg.InlineMax > 0 {
-			if s.arena, err = newArena(cfg.MemoryBytes); err != nil {
+			if s.arena, err = newArena(cfg.InlineBytes); err != nil {
 				return nil, fmt.Errorf("store: %w", err)
 			}
 		}
@@ -264,6 +299,7 @@ func (s *Store) Get(key string) (Handle, bool) {
 	s.st.HitBytes += e.size
 	if e.inMem {
 		s.st.MemoryHits++
+		s.st.MemoryHitBytes += e.size
 		s.mem.Get(key)
 	} else {
 		s.st.DiskHits++

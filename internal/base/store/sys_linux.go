@@ -81,3 +81,18 @@ func sendfile(out, in int, off *int64, n int) (int, error) {
 }
 
 const haveSendfile = true
+
+// memFile returns an anonymous memory file holding body: page cache that
+// no disk backs, freed when the file is closed.
+func memFile(name string, body []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate("shoal-store", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(body); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}

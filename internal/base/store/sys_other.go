@@ -21,3 +21,16 @@ func sendfile(out, in int, off *int64, n int) (int, error) {
 }
 
 const haveSendfile = false
+
+func memFile(name string, body []byte) (*os.File, error) {
+	f, err := os.CreateTemp("", "shoal-store-")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	if _, err := f.Write(body); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}

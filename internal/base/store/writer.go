@@ -198,6 +198,7 @@ func (w *Writer) install(id uint64) {
 	if old := s.idx[w.key]; old != nil {
 		s.drop(old, false)
 	}
+	s.st.MissBytes += w.n
 	if s.closed || !s.disk.Add(w.key, e, diskSize(e.off, e.size)) {
 		e.dead = true
 		s.release(e, false)

@@ -17,7 +17,6 @@ package cdnsim
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -57,11 +56,6 @@ type Config struct {
 	// FetchTimeout is what a client or PoP loses trying a PoP that is
 	// dead but still alive in the view (a connect timeout).
 	FetchTimeout time.Duration
-	// ShieldStretch bounds the detour through the key's home PoP: a miss
-	// nobody holds goes through the home (shield) when ingress→home→origin
-	// is at most ShieldStretch × ingress→origin, else straight to the
-	// origin (a shield half a world away would double the client's wait).
-	ShieldStretch float64
 	// CapacityRPS is the request rate at which a PoP's server performance
 	// reaches 0 (it is 1 − rate/capacity).
 	CapacityRPS float64
@@ -90,7 +84,7 @@ func DefaultConfig() Config {
 	return Config{
 		PoPs: 100, View: "mbpp", Ring: "hash",
 		MBPP: mbpp.DefaultConfig(0, "", ""), Chord: ch, CDN: replica.DefaultConfig(), Gossip: DefaultGossipConfig(),
-		Origin: "orlando", KillAt: 0.5, FetchTimeout: time.Second, ShieldStretch: 1.5, CapacityRPS: 200,
+		Origin: "orlando", KillAt: 0.5, FetchTimeout: time.Second, CapacityRPS: 200,
 		SampleEvery: 10 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1, ChordRTT: true,
 	}
 }
@@ -143,6 +137,7 @@ const (
 	evRoll
 	evKill
 	evCheck
+	evRefresh
 )
 
 // event is one thing to happen at a virtual time. Events live in a slab
@@ -234,9 +229,8 @@ type popState struct {
 	ch    *chord.Node
 	gs    *gossipNode
 	rtt   map[int]time.Duration // gossip mode: own link samples
-	store *replica.Store
+	store *replica.Table[string]
 	dir   *chord.Directory
-	home  map[string]int // where each held URL is registered
 	dead  bool
 	load  int
 	due   [3]time.Time
@@ -304,7 +298,7 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 	locs := s.rng.Perm(m.Len())[:cfg.PoPs]
 	for i, loc := range locs {
 		name := "pop-" + strconv.Itoa(i) + "-" + m.Names[loc]
-		p := &popState{idx: i, loc: loc, name: name, addr: "p" + strconv.Itoa(i), home: map[string]int{},
+		p := &popState{idx: i, loc: loc, name: name, addr: "p" + strconv.Itoa(i),
 			dir: chord.NewDirectory(1<<20, 64), rtt: map[int]time.Duration{}}
 		p.cid = chord.Hash(name)
 		p.mid = mbpp.ID(p.cid)
@@ -390,7 +384,7 @@ func (s *sim) start() error {
 	for i, p := range s.pops {
 		at := s.now.Add(time.Duration(i) * s.cfg.JoinGap)
 		var err error
-		if p.store, err = replica.NewStore(s.cfg.CDN, at); err != nil {
+		if p.store, err = replica.NewTable[string](s.cfg.CDN, at); err != nil {
 			return err
 		}
 		cc := s.cfg.Chord
@@ -621,6 +615,9 @@ func (s *sim) do(e *event) {
 	case evRoll:
 		s.roll()
 		s.push(event{at: s.now.Add(s.cfg.CDN.Window), kind: evRoll})
+	case evRefresh:
+		s.refresh()
+		s.push(event{at: s.now.Add(s.cfg.CDN.RefreshEvery()), kind: evRefresh})
 	case evKill:
 		s.pops[s.victim].dead = true
 		s.killed = s.now
@@ -705,30 +702,37 @@ func (s *sim) aliveIn(i, j int) bool {
 
 // candidate is PoP j as PoP i's view sees it, with the entry's age; it
 // also starts a probe when i has no RTT to j (seed 003 §2 (1): explicit
-// probes where there is no connection to sample).
+// probes where there is no connection to sample). Its ID is pid(j).
 func (s *sim) candidate(i, j int) (replica.Candidate, time.Duration) {
 	p := s.pops[i]
 	if p.mb != nil {
 		v, ok := p.mb.Peer(s.pops[j].mid, s.now)
 		if !ok {
-			return replica.Candidate{ID: uint64(j)}, 0
+			return replica.Candidate{ID: pid(j)}, 0
 		}
-		if _, has := p.mb.RTTTo(s.pops[j].mid); !has {
+		if _, has := p.mb.RTTTo(s.pops[j].mid); !has && i != j {
 			s.probe(i, j)
 		}
-		return replica.Candidate{ID: uint64(j), Alive: v.Alive, Score: v.Score}, s.age(i, j)
+		return replica.Candidate{ID: pid(j), Alive: v.Alive, Score: v.Score}, s.age(i, j)
 	}
 	e := p.gs.view[j]
 	if e == nil {
-		return replica.Candidate{ID: uint64(j)}, 0
+		return replica.Candidate{ID: pid(j)}, 0
 	}
 	rtt, has := p.rtt[j]
-	if !has {
+	if !has && i != j {
 		s.probe(i, j)
 	}
-	return replica.Candidate{ID: uint64(j), Alive: e.alive,
+	return replica.Candidate{ID: pid(j), Alive: e.alive,
 		Score: mbpp.Score(&s.cfg.MBPP, i == j, e.alive, rtt, has, e.server)}, s.age(i, j)
 }
+
+// pid is PoP j's ID in internal/cdn/replica, whose plans and registrations
+// keep 0 for "none" (the origin, an unknown home).
+func pid(j int) uint64 { return uint64(j) + 1 }
+
+// idx is pid's inverse.
+func idx(id uint64) int { return int(id) - 1 }
 
 func (s *sim) probe(i, j int) {
 	s.res.Probes++
@@ -786,18 +790,26 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 	return home, found
 }
 
-func (s *sim) register(i, home int, url string) {
-	if home < 0 {
-		return
+// send delivers PoP i's registration messages to the homes' directories
+// (a registration is one message, short against the TTL: delivered now).
+func (s *sim) send(i int, regs []replica.Reg[string]) {
+	for _, r := range regs {
+		h := idx(r.Home)
+		if h < 0 || h >= len(s.pops) || s.pops[h].dead {
+			continue
+		}
+		if r.Op == replica.Register {
+			s.pops[h].dir.Add(s.now, chord.Hash(r.Key), strconv.Itoa(i), s.cfg.CDN.DirTTL)
+		} else {
+			s.pops[h].dir.Remove(chord.Hash(r.Key), strconv.Itoa(i))
+		}
 	}
-	s.pops[i].home[url] = home
-	s.pops[home].dir.Add(s.now, chord.Hash(url), strconv.Itoa(i), s.cfg.CDN.DirTTL)
 }
 
-func (s *sim) keep(i int, url string, size int64, home int, counted bool) {
-	if s.pops[i].store.Add(s.now, url, size, counted) {
-		s.register(i, home, url)
-	}
+// keep stores a copy at PoP i (home -1: unknown) and registers it.
+func (s *sim) keep(i int, url string, home int, counted bool) {
+	s.pops[i].store.Add(s.now, url, counted)
+	s.send(i, s.pops[i].store.Hold(s.now, url, pid(home)))
 }
 
 // replay feeds the workload's requests in time order between the events.
@@ -806,6 +818,7 @@ func (s *sim) replay() {
 	s.counting = true
 	c0 := s.cycles()
 	s.push(event{at: start.Add(s.cfg.CDN.Window), kind: evRoll})
+	s.push(event{at: start.Add(s.cfg.CDN.RefreshEvery()), kind: evRefresh})
 	for _, p := range s.pops {
 		p.store.Roll(start.Add(s.cfg.CDN.Window)) // align every window to the workload's start
 	}
@@ -863,31 +876,49 @@ func (s *sim) cycles() uint64 {
 
 func (s *sim) rttLoc(loc, i int) float64 { return s.m.RTT(loc, s.pops[i].loc) }
 
-// baselines returns what the client's RTT would be with an oracle (the
-// nearest live PoP holding the content, else the origin) and with a live
-// PoP picked at random: the two yardsticks serve's routing is compared with.
-func (s *sim) baselines(r Request) (oracle, random float64) {
-	c := r.Client
-	oracle = s.m.RTT(c, s.origin)
-	for _, j := range s.order[c] {
+// serve routes one request (client to PoP, then content across
+// PoPs) and returns the client's RTT in ms, the oracle's and a random
+// PoP's, whether the client's PoP held the content and whether the origin
+// was asked.
+func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool) {
+	oracle, random = s.oracle(r), s.random(r.Client)
+	ing, penalty := s.ingress(r.Client)
+	p := s.pops[ing]
+	p.load++
+	base := penalty + s.rttLoc(r.Client, ing)
+	if p.store.Request(r.URL) {
+		return base, oracle, random, true, false
+	}
+	cost, origin := s.miss(ing, r)
+	return base + cost, oracle, random, false, origin
+}
+
+// oracle is the RTT to the nearest live PoP holding r's content, else to
+// the origin.
+func (s *sim) oracle(r Request) float64 {
+	best := s.m.RTT(r.Client, s.origin)
+	for _, j := range s.order[r.Client] {
 		if !s.pops[j].dead && s.pops[j].store.Has(r.URL) {
-			oracle = min(oracle, s.rttLoc(c, int(j)))
-			break
+			return min(best, s.rttLoc(r.Client, int(j)))
 		}
 	}
+	return best
+}
+
+// random is the RTT to a live PoP drawn at random.
+func (s *sim) random(c int) float64 {
 	for {
 		j := s.rng.IntN(len(s.pops))
 		if !s.pops[j].dead {
-			return oracle, s.rttLoc(c, j)
+			return s.rttLoc(c, j)
 		}
 	}
 }
 
-// ingress is the DNS step for client location c: the nearest live PoP
-// answers (anycast) with the nearest PoP alive in its view; each PoP that
-// view still lists but that is dead costs the client a fetch timeout,
-// returned as penalty in ms.
-func (s *sim) ingress(c int) (ing int, penalty float64) {
+// ingress is the PoP a client reaches: DNS is answered by the nearest live
+// PoP (anycast), with the nearest PoP alive in its view; a PoP dead but not
+// yet known dead costs a timeout, returned as the penalty in ms.
+func (s *sim) ingress(c int) (int, float64) {
 	ord := s.order[c]
 	dnsPoP := -1
 	for _, j := range ord {
@@ -896,45 +927,40 @@ func (s *sim) ingress(c int) (ing int, penalty float64) {
 			break
 		}
 	}
-	ing = -1
+	penalty := 0.0
 	for _, j := range ord {
 		if !s.aliveIn(dnsPoP, int(j)) {
 			continue
 		}
 		if s.pops[j].dead {
-			penalty += float64(s.cfg.FetchTimeout) / 1e6
+			penalty += s.timeoutMs()
 			s.res.DeadTries++
 			continue
 		}
-		ing = int(j)
-		break
+		return int(j), penalty
 	}
-	return ing, penalty
+	return dnsPoP, penalty
 }
 
-// serve routes one request (client to PoP, then content across
-// PoPs) and returns the client's RTT in ms, the oracle's and a random
-// PoP's, whether the client's PoP held the content and whether the origin
-// was asked.
-func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool) {
-	c := r.Client
-	oracle, random = s.baselines(r)
-	ing, penalty := s.ingress(c)
+func (s *sim) timeoutMs() float64 { return float64(s.cfg.FetchTimeout) / 1e6 }
+
+func dur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
+// miss fetches r's content for PoP ing along replica's plan (the same the
+// live PoPs follow): holders best score first, the key's home as shield,
+// the origin. It returns the cost in ms and whether the origin was asked.
+func (s *sim) miss(ing int, r Request) (float64, bool) {
 	p := s.pops[ing]
-	p.load++
-	base := penalty + s.rttLoc(c, ing)
-	if p.store.Request(r.URL) {
-		return base, oracle, random, true, false
-	}
 	key := chord.Hash(r.URL)
 	home, ok := s.lookup(ing, key)
 	if !ok {
 		s.res.LookupFails++
-		s.keep(ing, r.URL, r.Size, -1, true)
-		return base + s.m.RTT(p.loc, s.origin), oracle, random, false, true
+		s.keep(ing, r.URL, -1, true)
+		return s.m.RTT(p.loc, s.origin), true
 	}
-	// The best-scoring live holder in the ingress PoP's view.
-	var cs []replica.Candidate
+	m := replica.Miss{Self: pid(ing), SelfOrigin: dur(s.m.RTT(p.loc, s.origin)),
+		SelfHome: s.ms(ing, home), HomeOrigin: dur(s.m.RTT(s.pops[home].loc, s.origin))}
+	m.Home, _ = s.candidate(ing, home)
 	ages := map[uint64]time.Duration{}
 	for _, h := range s.pops[home].dir.Holders(s.now, key) {
 		j, _ := strconv.Atoi(h)
@@ -942,64 +968,72 @@ func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool
 			continue
 		}
 		cand, age := s.candidate(ing, j)
-		cs = append(cs, cand)
+		m.Holders = append(m.Holders, cand)
 		ages[cand.ID] = age
 	}
-	for _, cand := range replica.Rank(cs) {
-		j := int(cand.ID)
-		s.staleSum += ages[cand.ID].Seconds()
-		s.staleN++
-		if s.pops[j].dead {
-			base += float64(s.cfg.FetchTimeout) / 1e6
-			s.res.DeadTries++
-			continue
+	cost := 0.0
+	for _, st := range s.cfg.CDN.Plan(m) {
+		j := idx(st.PoP)
+		switch st.Source {
+		case replica.Remote:
+			s.staleSum += ages[st.PoP].Seconds()
+			s.staleN++
+			if s.pops[j].dead {
+				cost += s.timeoutMs()
+				s.res.DeadTries++
+				continue
+			}
+			if !s.pops[j].store.Request(r.URL) {
+				continue // evicted since it registered
+			}
+			s.pops[j].load++
+			s.res.RemoteFetches++
+			s.keep(ing, r.URL, home, true)
+			return cost + float64(s.ms(ing, j))/1e6, false
+		case replica.Shield:
+			if s.pops[j].dead {
+				cost += s.timeoutMs()
+				s.res.DeadTries++
+				continue
+			}
+			c, origin := s.shield(j, r)
+			s.keep(ing, r.URL, home, true)
+			return cost + float64(s.ms(ing, j))/1e6 + c, origin
+		case replica.Origin:
+			s.keep(ing, r.URL, home, true)
+			return cost + s.m.RTT(p.loc, s.origin), true
 		}
-		if !s.pops[j].store.Request(r.URL) {
-			continue // evicted since it registered
-		}
-		s.pops[j].load++
-		s.res.RemoteFetches++
-		s.keep(ing, r.URL, r.Size, home, true)
-		return base + float64(s.ms(ing, j))/1e6, oracle, random, false, false
 	}
-	// Nobody holds it: through the key's home PoP acting as shield, if
-	// that is not too long a detour.
-	if home == ing || s.pops[home].dead ||
-		s.rttLoc(p.loc, home)+s.m.RTT(s.pops[home].loc, s.origin) > s.cfg.ShieldStretch*s.m.RTT(p.loc, s.origin) {
-		s.keep(ing, r.URL, r.Size, home, true)
-		return base + s.m.RTT(p.loc, s.origin), oracle, random, false, true
-	}
-	h := s.pops[home]
-	h.load++
-	s.res.ShieldFetches++
-	cost := base + float64(s.ms(ing, home))/1e6
-	if !h.store.Request(r.URL) {
-		origin = true
-		cost += s.m.RTT(h.loc, s.origin)
-		s.keep(home, r.URL, r.Size, home, true)
-	}
-	s.keep(ing, r.URL, r.Size, home, true)
-	return cost, oracle, random, false, origin
+	return cost, false // unreachable: a plan ends at the origin
 }
 
-// roll ends every PoP's window: evictions leave the directory, hot
-// content is pushed to every live PoP, kept copies re-register.
+// shield serves r at the key's home h for another PoP's miss: from its
+// copy, else from the origin (the plan of a shield request), keeping it.
+func (s *sim) shield(h int, r Request) (float64, bool) {
+	p := s.pops[h]
+	p.load++
+	s.res.ShieldFetches++
+	if p.store.Request(r.URL) {
+		return 0, false
+	}
+	s.keep(h, r.URL, h, true)
+	return s.m.RTT(p.loc, s.origin), true
+}
+
+// roll ends every PoP's window: evictions leave the directory and hot
+// content is pushed to every live PoP that lacks it.
 func (s *sim) roll() {
 	for i, p := range s.pops {
 		if p.dead {
 			continue
 		}
-		evicted, hot := p.store.Roll(s.now)
-		for _, u := range evicted {
-			s.res.Evictions++
-			if h, ok := p.home[u]; ok {
-				s.pops[h].dir.Remove(chord.Hash(u), strconv.Itoa(i))
-				delete(p.home, u)
-			}
-		}
+		evicted, hot, regs := p.store.Roll(s.now)
+		s.res.Evictions += uint64(len(evicted))
+		s.send(i, regs)
 		for _, u := range hot {
-			home, ok := p.home[u]
-			if !ok || s.pops[home].dead {
+			home := idx(p.store.Home(u))
+			if home < 0 || s.pops[home].dead {
+				var ok bool
 				if home, ok = s.lookup(i, chord.Hash(u)); !ok {
 					continue
 				}
@@ -1009,24 +1043,31 @@ func (s *sim) roll() {
 					continue
 				}
 				s.res.Pushes++
-				s.keep(j, u, 0, home, false)
+				s.keep(j, u, home, false)
 			}
 		}
 	}
+}
+
+// refresh registers again what each PoP holds whose registration is due
+// (replica.Holdings.Due), at the home it was registered at while that home
+// still owns the key, else at the owner a lookup finds: the live PoP's
+// rule, where the old home answers that the key is no longer its own.
+func (s *sim) refresh() {
 	for i, p := range s.pops {
 		if p.dead {
 			continue
 		}
-		for _, u := range slices.Sorted(maps.Keys(p.home)) {
-			h := p.home[u]
-			if s.pops[h].dead {
-				if nh, ok := s.lookup(i, chord.Hash(u)); ok {
-					h = nh
-				} else {
+		for _, u := range p.store.RegDue(s.now) {
+			key := chord.Hash(u)
+			h := idx(p.store.Home(u))
+			if h < 0 || s.pops[h].dead || !s.pops[h].ch.Owns(key) {
+				var ok bool
+				if h, ok = s.lookup(i, key); !ok {
 					continue
 				}
 			}
-			s.register(i, h, u)
+			s.send(i, p.store.Hold(s.now, u, pid(h)))
 		}
 	}
 }

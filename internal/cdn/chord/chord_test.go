@@ -380,3 +380,79 @@ func TestDirectory(t *testing.T) {
 }
 
 var raceEnabled bool
+
+// TestOwnsIsTheKeysSuccessor: on a converged ring of 16, every key is owned
+// by exactly one node, the first at or after it on the circle.
+func TestOwnsIsTheKeysSuccessor(t *testing.T) {
+	v := newVnet(t, 5)
+	for range 16 {
+		v.join()
+		v.run(20 * time.Millisecond)
+	}
+	v.converge(time.Minute)
+	ids := v.live()
+	slices.Sort(ids)
+	for _, k := range v.keys(500) {
+		i, _ := slices.BinarySearch(ids, k)
+		want := ids[i%len(ids)]
+		var owners []ID
+		for _, id := range ids {
+			if v.nodes[id].Owns(k) {
+				owners = append(owners, id)
+			}
+		}
+		if len(owners) != 1 || owners[0] != want {
+			t.Fatalf("key %x: owners %x, want %x", k, owners, want)
+		}
+	}
+}
+
+// TestDirectoryHandOver: Take removes the moved keys' live entries, and
+// Put at the new home keeps each expiry.
+func TestDirectoryHandOver(t *testing.T) {
+	d := NewDirectory(10, 10)
+	d.Add(epoch, 5, "popA", time.Minute)
+	d.Add(epoch, 5, "popB", time.Second)
+	d.Add(epoch, 9, "popA", time.Minute)
+	now := epoch.Add(2 * time.Second) // popB's entry has expired
+	got := d.Take(now, func(k ID) bool { return k < 7 })
+	want := []Entry{{Key: 5, Holder: "popA", Expires: epoch.Add(time.Minute)}}
+	if !reflect.DeepEqual(got, want) || d.Len() != 1 {
+		t.Fatalf("take: %v (len %d), want %v", got, d.Len(), want)
+	}
+	n := NewDirectory(10, 10)
+	n.Put(now, got)
+	if h := n.Holders(epoch.Add(59*time.Second), 5); !reflect.DeepEqual(h, []string{"popA"}) {
+		t.Fatalf("new home before expiry: %v", h)
+	}
+	if h := n.Holders(epoch.Add(time.Minute), 5); h != nil {
+		t.Fatalf("new home after expiry: %v (the expiry moved with the entry)", h)
+	}
+}
+
+// TestDirectoryHolders: many holders of one key, removal of the inline
+// first, re-adding refreshes rather than duplicates, and the per-key bound
+// evicts the holder closest to expiry.
+func TestDirectoryHolders(t *testing.T) {
+	d := NewDirectory(10, 3)
+	for i, h := range []string{"a", "b", "c"} {
+		d.Add(epoch, 1, h, time.Duration(i+1)*time.Minute)
+	}
+	d.Add(epoch, 1, "a", 10*time.Minute) // refresh, not a fourth
+	if got := d.Holders(epoch, 1); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
+		t.Fatalf("holders %v", got)
+	}
+	d.Remove(1, "a") // the inline one
+	if got := d.Holders(epoch, 1); !reflect.DeepEqual(got, []string{"b", "c"}) {
+		t.Fatalf("after removing a: %v", got)
+	}
+	d.Add(epoch, 1, "a", 10*time.Minute)
+	d.Add(epoch, 1, "d", 10*time.Minute) // full: b, expiring first (2 min), goes
+	if got := d.Holders(epoch, 1); !reflect.DeepEqual(got, []string{"a", "c", "d"}) {
+		t.Fatalf("bounded: %v, want b evicted (closest to expiry)", got)
+	}
+	d.Expire(epoch.Add(5 * time.Minute))
+	if got := d.Holders(epoch, 1); !reflect.DeepEqual(got, []string{"a", "d"}) || d.Len() != 1 {
+		t.Fatalf("after expiry: %v len %d", got, d.Len())
+	}
+}

@@ -168,6 +168,18 @@ func (n *Node) Successors() []Peer { return slices.Clone(n.succ) }
 // Predecessor returns the predecessor, if known.
 func (n *Node) Predecessor() (Peer, bool) { return n.pred, n.hasPred }
 
+// Owns reports whether key falls in (predecessor, self], the keys this node
+// is the home of (Chord §4: a key belongs to its successor). With no
+// predecessor known it claims the key: a lone node owns everything, and a
+// claim made during repair is corrected when the registering PoP's next
+// refresh asks again.
+func (n *Node) Owns(key ID) bool {
+	if !n.hasPred {
+		return true
+	}
+	return betweenIncl(n.pred.ID, key, n.cfg.Self.ID)
+}
+
 // Fingers returns the distinct finger table entries with their index.
 func (n *Node) Fingers() map[int]Peer {
 	out := map[int]Peer{}

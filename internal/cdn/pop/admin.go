@@ -112,12 +112,16 @@ var (
 	descHops    = prometheus.NewDesc("shoal_pop_chord_lookup_hops_total", "Chord lookup hops made by this PoP.", nil, nil)
 	descWire    = prometheus.NewDesc("shoal_pop_peerwire_total", "Peer links and refused frames.", []string{"event"}, nil)
 	descDNS     = prometheus.NewDesc("shoal_pop_dns_answers_total", "DNS answers by the PoP answered.", []string{"answer"}, nil)
-	descContent = prometheus.NewDesc("shoal_pop_content_total", "Content tier events: hits, misses, fetches, collapsed, remote/shield/origin fetches, pushes, purges, evictions.", []string{"event"}, nil)
+	descContent = prometheus.NewDesc("shoal_pop_content_total", "Content tier events of this PoP: its nodes' hits, misses, revalidated and stale (served stale); origin_bytes; the miss chain's remote, shield and origin fetches; pushes, purges, evictions, registrations.", []string{"pop", "event"}, nil)
+	descHeld    = prometheus.NewDesc("shoal_pop_content_held", "Content this PoP holds now: objects (keys its nodes hold), directory_keys (keys it is home for), purge_log (purges kept as tombstones).", []string{"pop", "what"}, nil)
 	descDNSWhy  = prometheus.NewDesc("shoal_pop_dns_queries_total", "DNS queries by outcome (coverage, score, fallback, no_pop, refused, ecs).", []string{"outcome"}, nil)
 )
 
+// gaugeCounts are the figures of cdnCounts that are levels, not counts.
+var gaugeCounts = map[string]bool{"objects": true, "directory_keys": true, "purge_log": true}
+
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAlive, descRTT, descServer, descScore, descAge, descMBPP, descMembers, descSuccs, descFingers, descHops, descWire, descDNS, descDNSWhy, descContent} {
+	for _, d := range []*prometheus.Desc{descAlive, descRTT, descServer, descScore, descAge, descMBPP, descMembers, descSuccs, descFingers, descHops, descWire, descDNS, descDNSWhy, descContent, descHeld} {
 		ch <- d
 	}
 }
@@ -150,9 +154,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range v.Wire {
 		ch <- prometheus.MustNewConstMetric(descWire, prometheus.CounterValue, float64(n), k)
 	}
-	if c.p.content != nil {
-		for k, n := range c.p.ContentStats().Counts {
-			ch <- prometheus.MustNewConstMetric(descContent, prometheus.CounterValue, float64(n), k)
+	if c.p.cm != nil {
+		for k, n := range c.p.cdnCounts() {
+			if gaugeCounts[k] {
+				ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(n), c.p.cfg.Name, k)
+			} else {
+				ch <- prometheus.MustNewConstMetric(descContent, prometheus.CounterValue, float64(n), c.p.cfg.Name, k)
+			}
 		}
 	}
 	if c.p.DNS != nil {

@@ -15,82 +15,36 @@ import (
 	"time"
 
 	"shoal/internal/cdn/chord"
+	"shoal/internal/cdn/replica"
 )
 
-// contentRing starts n PoPs with the content tier over one origin that
-// counts its requests per path (and takes 100 ms, so concurrent misses
-// overlap).
+// The content tier's tests from before the nodes stored the copies, on
+// the new path: the PoPs' gateways are the edge, their nodes the store.
+
+// contentRing starts n PoPs in cache mode over one counting origin.
 func contentRing(t *testing.T, n int, tune func(*Config)) ([]*PoP, func(string) int) {
-	t.Helper()
-	var mu sync.Mutex
-	hits := map[string]int{}
-	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hits[r.URL.Path]++
-		mu.Unlock()
-		time.Sleep(100 * time.Millisecond)
-		fmt.Fprintf(w, "body of %s", r.URL.Path)
-	}))
-	t.Cleanup(origin.Close)
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	seed := writeSeed(t, dir, "seed", "0123456789abcdef0123456789abcdef")
-	pops := startPoPs(t, n, "c", seed, data, func(c *Config) {
-		c.Edge, c.Origin = "127.0.0.1:0", origin.URL
-		if tune != nil {
-			tune(c)
-		}
-	})
-	// Wait for one view and one Chord ring.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok := true
-		for _, p := range pops {
-			if p.Pops().Members != n || len(p.Chord().Successors) == 0 {
-				ok = false
-			}
-		}
-		seen := map[uint64]bool{}
-		cur := pops[0]
-		for range n {
-			if cur == nil {
-				break
-			}
-			seen[cur.ID] = true
-			s := cur.Chord().Successors
-			next := cur
-			if len(s) > 0 {
-				for _, q := range pops {
-					if q.ID == uint64(s[0].ID) {
-						next = q
-					}
-				}
-			}
-			cur = next
-		}
-		if ok && len(seen) == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("ring not formed")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return pops, func(path string) int { mu.Lock(); defer mu.Unlock(); return hits[path] }
+	return cacheRing(t, n, tune)
 }
 
-func get(t *testing.T, p *PoP, path string) (string, string) {
-	t.Helper()
-	r, err := http.Get(p.EdgeURL + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	b, _ := io.ReadAll(r.Body)
-	if r.StatusCode != 200 {
-		t.Fatalf("GET %s at %s: %s %s", path, p.cfg.Name, r.Status, b)
-	}
-	return string(b), r.Header.Get("X-Shoal-Cache")
+// gateway is p's gateway URL without the trailing slash.
+func gateway(p *PoP) string { return strings.TrimSuffix(p.Cluster.URL, "/") }
+
+func get(t *testing.T, p *PoP, path string) (string, string) { return gwGet(t, p, path) }
+
+// holds reports whether p holds path (its window table and a node).
+func holds(p *PoP, path string) bool {
+	key := Key("127.0.0.1", path)
+	p.cm.m.mu.Lock()
+	held := p.cm.m.store.Has(HashKey(key))
+	p.cm.m.mu.Unlock()
+	return held && p.cm.cache.heldAnywhere("http://"+strings.TrimPrefix(gateway(p), "http://")+path)
+}
+
+// drop removes p's copy of path from its nodes and its table.
+func drop(p *PoP, path string) {
+	key := Key("127.0.0.1", path)
+	p.cm.cache.Drop([]uint64{HashKey(key)})
+	p.cm.m.Evicted(key)
 }
 
 // TestContentAcrossPoPs: content fetched at one PoP is then served by
@@ -102,7 +56,7 @@ func TestContentAcrossPoPs(t *testing.T) {
 	a, c := pops[0], pops[2]
 	// b is a PoP that is neither a nor /x's home (the home keeps a copy
 	// as shield when a fetches through it).
-	owner, err := a.lookup(t.Context(), chord.ContentKey("", "/x"))
+	owner, err := a.lookup(t.Context(), chord.ContentKey("", Key("127.0.0.1", "/x")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +84,7 @@ func TestContentAcrossPoPs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := http.Get(c.EdgeURL + "/hot")
+			r, err := http.Get(gateway(c) + "/hot")
 			if err == nil {
 				io.Copy(io.Discard, r.Body)
 				r.Body.Close()
@@ -143,17 +97,13 @@ func TestContentAcrossPoPs(t *testing.T) {
 	}
 	t.Logf("c after 50 concurrent misses: %v", c.ContentStats().Counts)
 
-	var res PurgeResult
-	res, err = a.Purge(t.Context(), "/x", false)
+	res, err := a.Purge(t.Context(), replica.Purge{URL: "/x"})
 	if err != nil || len(res.Confirmed) != 3 || len(res.Missing) != 0 {
 		t.Fatalf("purge: %+v %v", res, err)
 	}
 	t.Logf("purge confirmed by %v in %.3f s", res.Confirmed, res.Seconds)
 	for _, p := range pops {
-		p.content.mu.Lock()
-		held := p.content.store.Has("/x")
-		p.content.mu.Unlock()
-		if held {
+		if holds(p, "/x") {
 			t.Fatalf("%s still holds /x after the purge", p.cfg.Name)
 		}
 	}
@@ -175,11 +125,9 @@ func TestHotPushReachesEveryPoP(t *testing.T) {
 	for {
 		all := true
 		for _, p := range pops[1:] {
-			p.content.mu.Lock()
-			if !p.content.store.Has("/popular") {
+			if !holds(p, "/popular") {
 				all = false
 			}
-			p.content.mu.Unlock()
 		}
 		if all {
 			break
@@ -199,7 +147,7 @@ func TestHotPushReachesEveryPoP(t *testing.T) {
 // request that carries the marker is served, never redirected again.
 func TestRedirectOnceToABetterPoP(t *testing.T) {
 	pops, origin := contentRing(t, 2, func(c *Config) {
-		if c.Name == "c1" {
+		if c.Name == "m1" {
 			c.Redirect, c.MBPP.LocalBonus = true, -1
 		}
 	})
@@ -209,7 +157,7 @@ func TestRedirectOnceToABetterPoP(t *testing.T) {
 	var loc string
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r, err := noFollow.Get(b.EdgeURL + "/r")
+		r, err := noFollow.Get(gateway(b) + "/r")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,18 +170,14 @@ func TestRedirectOnceToABetterPoP(t *testing.T) {
 			t.Fatalf("b never redirected: %s (%v)", r.Status, b.ContentStats().Counts)
 		}
 		time.Sleep(100 * time.Millisecond)
-		b.content.mu.Lock()
-		b.content.store.Remove("/r") // b keeps copies; keep it missing for the test
-		b.content.mu.Unlock()
+		drop(b, "/r") // b keeps copies; keep it missing for the test
 	}
-	if loc != a.EdgeURL+"/r?shoal_r=1" {
-		t.Fatalf("redirect to %q, want a's edge with the marker", loc)
+	if loc != gateway(a)+"/r?shoal_r=1" {
+		t.Fatalf("redirect to %q, want a's gateway with the marker", loc)
 	}
 	// With the marker b serves (fetching if it must): no second redirect.
-	b.content.mu.Lock()
-	b.content.store.Remove("/r")
-	b.content.mu.Unlock()
-	r, err := noFollow.Get(b.EdgeURL + "/r?shoal_r=1")
+	drop(b, "/r")
+	r, err := noFollow.Get(gateway(b) + "/r?shoal_r=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,16 +190,17 @@ func TestRedirectOnceToABetterPoP(t *testing.T) {
 	}
 }
 
-// TestEdgeListenerBounded: the edge closes a keep-alive connection left
-// idle past its idle timeout and keeps at most MaxPerIP connections from
-// one address (the others are closed at once), as the front does: idle
-// connections cannot hold the edge, or the PoP's descriptors.
-func TestEdgeListenerBounded(t *testing.T) {
+// TestGatewayBounded: the PoP's one address, its gateway, closes a
+// keep-alive connection left idle past its idle timeout and keeps at most
+// MaxConnsPerIP connections from one address (the others are closed at
+// once): idle connections cannot hold the PoP, or its descriptors. (Once
+// the old edge listener's test; the gateway is the front, whose limits
+// these are.)
+func TestGatewayBounded(t *testing.T) {
 	pops, _ := contentRing(t, 1, func(c *Config) {
-		c.EdgeLimits = DefaultEdgeLimits(1024)
-		c.EdgeLimits.IdleTimeout, c.EdgeLimits.MaxPerIP = 300*time.Millisecond, 3
+		c.Cluster.IdleTimeout, c.Cluster.MaxConnsPerIP = 300*time.Millisecond, 3
 	})
-	addr := strings.TrimPrefix(pops[0].EdgeURL, "http://")
+	addr := strings.TrimPrefix(gateway(pops[0]), "http://")
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -270,6 +215,9 @@ func TestEdgeListenerBounded(t *testing.T) {
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != 200 {
+				err = fmt.Errorf("status %s", resp.Status)
+			}
 		}
 		return err
 	}
@@ -282,21 +230,21 @@ func TestEdgeListenerBounded(t *testing.T) {
 		idle = append(idle, c)
 	}
 	if err := read(dial()); err == nil {
-		t.Error("a fourth connection from one address was served (MaxPerIP 3)")
+		t.Error("a fourth connection from one address was served (MaxConnsPerIP 3)")
 	}
 	for _, c := range idle {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
-			t.Fatalf("an idle keep-alive edge connection stayed open past the idle timeout (%v)", err)
+			t.Fatalf("an idle keep-alive connection stayed open past the idle timeout (%v)", err)
 		}
 	}
 }
 
-// TestEdgeForwardsNormalisedPaths: the edge sends its origin paths free
+// TestGatewayForwardsNormalisedPaths: the PoP sends its origin paths free
 // of dot-segments however they were encoded, and refuses encoded slashes
 // (400) instead of decoding them into separators the origin would follow:
-// "/a%2f..%2f..%2fsecret" reached the origin as "/a/../../secret".
-func TestEdgeForwardsNormalisedPaths(t *testing.T) {
+// "/a%2f..%2f..%2fsecret" once reached the origin as "/a/../../secret".
+func TestGatewayForwardsNormalisedPaths(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -308,8 +256,8 @@ func TestEdgeForwardsNormalisedPaths(t *testing.T) {
 	defer origin.Close()
 	dir := t.TempDir()
 	seed := writeSeed(t, dir, "seed", "0123456789abcdef0123456789abcdef")
-	pops := startPoPs(t, 1, "n", seed, filepath.Join(dir, "data"), func(c *Config) { c.Edge, c.Origin = "127.0.0.1:0", origin.URL })
-	addr := strings.TrimPrefix(pops[0].EdgeURL, "http://")
+	pops := startPoPs(t, 1, "n", seed, filepath.Join(dir, "data"), func(c *Config) { c.Origins = []string{origin.URL} })
+	addr := strings.TrimPrefix(gateway(pops[0]), "http://")
 	raw := func(target string) (int, string) {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {

@@ -4,12 +4,15 @@ package pop
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +21,12 @@ import (
 	"github.com/miekg/dns"
 
 	"shoal/internal/cdn/wan"
+	"shoal/internal/cluster/node"
+	"shoal/internal/tools/site"
 )
 
 // fetchIn GETs url from inside namespace i (HTTP/1.0 on a connection
-// dialled there) and returns status, X-Shoal-Cache and body.
+// dialled there) and returns status, X-Cache and body.
 func (l *lab) fetchIn(i int, method, url string) (int, string, string, error) {
 	var code int
 	var how, body string
@@ -32,8 +37,8 @@ func (l *lab) fetchIn(i int, method, url string) (int, string, string, error) {
 		}
 		defer c.Close()
 		extra := ""
-		if method == "GETLOCAL" { // a peer's request: 200 only if held there
-			method, extra = "GET", "X-Shoal-Peer: local\r\n\r\n"
+		if method == "GETLOCAL" { // a holder's question: 200 only if held there (RFC 9111 only-if-cached)
+			method, extra = "GET", "Cache-Control: only-if-cached\r\n\r\n"
 		} else if method == "POST" {
 			extra = "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 		} else {
@@ -46,7 +51,7 @@ func (l *lab) fetchIn(i int, method, url string) (int, string, string, error) {
 		}
 		defer r.Body.Close()
 		b, _ := io.ReadAll(r.Body)
-		code, how, body = r.StatusCode, r.Header.Get("X-Shoal-Cache"), string(b)
+		code, how, body = r.StatusCode, r.Header.Get("X-Cache"), string(b)
 		return nil
 	})
 	return code, how, body, err
@@ -77,7 +82,8 @@ func (l *lab) digIn(i, j int, subnet string) (string, error) {
 }
 
 // TestLabCDN is the CDN lab: five PoPs over the WAN switch, each with the
-// content tier and DNS, the origin being pop0's own site.
+// content tier on its nodes and DNS, the origin being a shoal node serving
+// the sample site in pop0's namespace.
 func TestLabCDN(t *testing.T) {
 	l := newLab(t)
 	dir := l.dir
@@ -87,13 +93,13 @@ func TestLabCDN(t *testing.T) {
 		fmt.Fprintf(&cov, "198.51.%d.0/24,pop%d\n", i, i)
 	}
 	covFile := writeSeed(t, dir, "coverage.csv", cov.String())
-	origin := "http://" + wan.Addr(0).String() + ":8080"
+	originCmd, origin := l.startOrigin(0)
 	start := func(i int) *exec.Cmd {
 		a := wan.Addr(i).String()
 		// A 3 s replication window, hot at 3 requests: hot push shows
 		// within the test.
 		conf := writeSeed(t, dir, fmt.Sprintf("pop%d.toml", i), fmt.Sprintf("name = \"pop%d\"\nseed_file = %q\n[content]\nwindow = \"3s\"\nhot_min = 3\ndir_ttl = \"1m\"\n", i, l.seed))
-		return l.start(i, l.seed, i > 0, "--config", conf, "--edge", a+":8081", "--origin", origin,
+		return l.start(i, l.seed, i > 0, "--config", conf, "--origin", origin,
 			"--dns", a+":5353", "--zone", "cdn.lab.", "--coverage", covFile)
 	}
 	all := []int{0, 1, 2, 3, 4}
@@ -101,6 +107,7 @@ func TestLabCDN(t *testing.T) {
 		l.procs = append(l.procs, start(i))
 		l.waitUp(i)
 	}
+	l.procs = append(l.procs, originCmd) // after the PoPs: procs[i] is pop i
 	l.until("views converge", 60*time.Second, func() bool {
 		vs := l.views(all)
 		for _, i := range all {
@@ -110,7 +117,7 @@ func TestLabCDN(t *testing.T) {
 		}
 		return true
 	})
-	edge := func(i int) string { return "http://" + wan.Addr(i).String() + ":8081" }
+	edge := func(i int) string { return "http://" + wan.Addr(i).String() + ":8080" }
 
 	// DNS: the prefix's PoP, from any PoP's responder (once every PoP has
 	// reported its server performance round the ring).
@@ -125,7 +132,7 @@ func TestLabCDN(t *testing.T) {
 	})
 
 	// Far content: /docs/index.html asked at pop0 (next to the origin),
-	// then at pop4 (80 ms away): fetched once across the WAN, then local.
+	// then at pop4 (80 ms away): fetched from a PoP holding it, then local.
 	if code, how, _, err := l.fetchIn(0, "GET", edge(0)+"/docs/index.html"); err != nil || code != 200 || how != "MISS" {
 		t.Fatalf("pop0 first GET: %d %s %v", code, how, err)
 	}
@@ -205,3 +212,25 @@ func TestLabCDN(t *testing.T) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// startOrigin runs a shoal node serving the sample site (fresh for five
+// minutes) in namespace i on port 8090, and returns it and its URL; the
+// caller adds it to l.procs.
+func (l *lab) startOrigin(i int) (*exec.Cmd, string) {
+	root := filepath.Join(l.dir, "origin-site")
+	if _, err := site.Generate(root, site.Config{}); err != nil {
+		l.t.Fatal(err)
+	}
+	rules := "[[headers]]\nmatch = \"/\"\ncache_control = \"public, max-age=300\"\n"
+	if err := os.WriteFile(filepath.Join(root, node.SiteFile), []byte(rules), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+	addr := wan.Addr(i).String() + ":8090"
+	cmd := l.w.Exec(context.Background(), i, l.bin, "node", "--root", root, "--listen", addr, "--cache-mb", "8")
+	out, _ := os.Create(filepath.Join(l.dir, "origin.log"))
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	return cmd, "http://" + addr
+}

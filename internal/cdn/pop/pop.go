@@ -29,13 +29,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"shoal/internal/base/accept"
 	"shoal/internal/base/peerwire"
 	"shoal/internal/cdn/cdndns"
 	"shoal/internal/cdn/chord"
 	"shoal/internal/cdn/mbpp"
 	"shoal/internal/cdn/replica"
-	"shoal/internal/cluster/front"
 	"shoal/internal/up"
 )
 
@@ -67,20 +65,15 @@ type Config struct {
 	// DNS.Addr is empty); Coverage the file of prefixes → PoP names.
 	DNS      cdndns.Config
 	Coverage string
-	// Edge is the content tier's HTTP address (misses looked up
-	// in Chord and fetched from the best PoP holding them, through the
-	// key's home as shield, then Origin); "" turns the content tier off.
-	Edge string
-	// Origin is the HTTP origin of the content; "" is this PoP's own
-	// gateway (its site).
-	Origin string
-	// EdgeLimits bound the edge listener's connections and their time
-	// (DefaultEdgeLimits).
-	EdgeLimits accept.Limits
-	// Origins, without Edge, makes the PoP's nodes HTTP caches in front of
-	// these origins (node cache mode, edge.go): "URL" answers every host,
+	// Edge and Origin are gone (the PoP's content tier is its nodes): a
+	// PoP started with Edge set refuses to start and says so.
+	Edge, Origin string
+	// Origins makes the PoP's nodes HTTP caches in front of these
+	// origins (node cache mode, edge.go): "URL" answers every host,
 	// "HOST=URL" one host. The gateway then serves the origins' content,
-	// not a sample site. Default none.
+	// not a sample site, and a node's miss goes through the PoP's miss
+	// chain (cachemode.go): a PoP holding the content, the key's home PoP
+	// as shield, the origin. Default none.
 	Origins []string
 	// EdgeData holds the nodes' stored responses (EdgeData/node-N) when
 	// Origins is set; "" keeps them in temporary folders.
@@ -105,23 +98,7 @@ func DefaultConfig() Config {
 		Chord:       chord.DefaultConfig(chord.Peer{}),
 		DNS:         cdndns.DefaultConfig(),
 		CDN:         replica.DefaultConfig(),
-		EdgeLimits:  DefaultEdgeLimits(front.DescriptorLimit()),
 	}
-}
-
-// DefaultEdgeLimits are the edge listener's bounds for a process limited
-// to nofile descriptors: an eighth of what the descriptor reserve leaves
-// (front.DefaultMaxClientConns keeps nofile/8, 32 to 1,024, back for the
-// admin API and listeners; the gateway's data plane and nodes in the same
-// process take most of the rest, and an edge client holds a second
-// descriptor while its miss is fetched), the front's 256 per address,
-// and the front's timeouts: a head within 10 s, a request within 60 s,
-// keep-alive closed after 60 s idle, a client that takes no bytes for
-// 60 s closed.
-func DefaultEdgeLimits(nofile int) accept.Limits {
-	reserve := min(max(nofile/8, 32), 1024)
-	return accept.Limits{MaxConns: max((nofile-reserve)/8, 16), MaxPerIP: front.DefaultMaxConnsPerIP,
-		HeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second}
 }
 
 // ErrRefused is wrapped when the DCDN does not accept this PoP.
@@ -148,10 +125,8 @@ type PoP struct {
 	links  *links
 	peerLn net.Listener
 	// DNS is the running responder, nil when off.
-	DNS *cdndns.Server
-	// EdgeURL is the content tier's address ("" when off).
-	EdgeURL string
-	content *content
+	DNS     *cdndns.Server
+	cm      *cacheMode // the content tier on the nodes (cachemode.go), nil when off
 	lookups map[uint64]chan chord.Result
 	ctx     context.Context
 
@@ -294,12 +269,17 @@ func (p *PoP) startServices() error {
 		"POST /purge":  http.HandlerFunc(p.servePurge),
 	}
 	cc.Collectors = []prometheus.Collector{&collector{p: p}}
-	if len(cfg.Origins) > 0 && cfg.Edge == "" {
+	if cfg.Edge != "" {
+		return fmt.Errorf("pop %s: --edge is gone: the gateway (--listen) serves the CDN's content; name the origin with --origin", cfg.Name)
+	}
+	if len(cfg.Origins) > 0 {
 		edge, err := p.edgeNodes()
 		if err != nil {
 			return fmt.Errorf("pop %s: %w", cfg.Name, err)
 		}
-		cc.Edge = edge
+		if cc.Edge, err = p.prepareCacheMode(cfg, edge); err != nil {
+			return err
+		}
 	}
 	cl, err := up.Start(cc)
 	if err != nil {
@@ -312,9 +292,10 @@ func (p *PoP) startServices() error {
 	if p.AdminURL != "" {
 		p.AdminTokenFile = cl.AdminTokenFile
 	}
-	if cfg.Edge != "" {
-		if err := p.startContent(cfg); err != nil {
-			return err
+	if p.cm != nil {
+		p.startCacheMode(cl)
+		if a := cl.Admin(); a != nil {
+			a.SetCDN(p.cdnSnapshot)
 		}
 	}
 	if cfg.DNS.Addr != "" {
@@ -586,9 +567,6 @@ func (p *PoP) Shutdown(ctx context.Context) error {
 	p.links.close()
 	if p.DNS != nil {
 		p.DNS.Close()
-	}
-	if p.content != nil {
-		p.content.srv.Close()
 	}
 	if p.Cluster != nil {
 		errs = append(errs, p.Cluster.Shutdown(ctx))

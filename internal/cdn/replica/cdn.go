@@ -1,10 +1,16 @@
 // Package replica is the content logic of a PoP in the CDN tier (SPEC §5, seed
-// 003 §1 and §3.1): which copies a PoP keeps, which it evicts, which are hot
-// enough to push to every PoP, and which PoP a miss is fetched from.
+// 003 §1 and §3.1), written once for the live PoPs and the simulator: which
+// copies a PoP keeps and which it evicts (Store: fewer than M requests in a
+// window), which are hot enough to push to every PoP (Store.Roll), where a
+// miss is fetched from (Config.Plan: best-scoring holder, the key's home as
+// shield, the origin) and where a client is redirected (Better), how the
+// Chord directory is kept true from the holder's side (Holdings: register,
+// refresh, move, unregister), and purges with their tombstones (PurgeLog).
 //
-// Like internal/cdn/mbpp and internal/cdn/chord it is a pure state machine: every call
-// takes the time, nothing reads a clock or does I/O, so `shoal pop`, the tests
-// and the CDN simulator (internal/cdn/cdnsim) run the same code.
+// Like internal/cdn/mbpp and internal/cdn/chord it is a pure state machine:
+// every call takes the time, nothing reads a clock or does I/O, so `shoal
+// pop`, the tests and the CDN simulator (internal/cdn/cdnsim) run the same
+// code.
 package replica
 
 import (
@@ -34,13 +40,32 @@ type Config struct {
 	// DirTTL is how long a holder's registration in the key's directory
 	// lasts (chord.Directory) unless refreshed.
 	DirTTL time.Duration
+	// ShieldStretch bounds the detour through the key's home PoP (Plan): a
+	// miss nobody holds goes through the home as shield when self→home→
+	// origin is at most ShieldStretch × self→origin, else straight to the
+	// origin (a shield half a world away would double the client's wait).
+	// 0 always takes the shield; an unknown RTT takes it too.
+	ShieldStretch float64
+	// PurgeRetention is how long a purge is kept as a tombstone: a PoP
+	// away for less catches up on its return; one away for longer starts
+	// over. MaxPurges bounds the log whatever the rate of purges.
+	PurgeRetention time.Duration
+	MaxPurges      int
+	// PurgeMargin is how long after a purge a copy still counts as made
+	// before it (PurgeLog.Tombstone): the clock skew tolerated between
+	// PoPs and the origin, erring towards a fresh fetch.
+	PurgeMargin time.Duration
 }
 
 // DefaultConfig returns the defaults: an hour's window (web popularity is
 // diurnal; a shorter window evicts what the next hour asks again), M = 1
-// (keep what was asked at all), the top 10 pushed when asked ≥ 5 times.
+// (keep what was asked at all), the top 10 pushed when asked ≥ 5 times; a
+// shield detour of at most 1.5× the direct path; purges kept a day (longer
+// than a PoP is expected to be away and come back with its disk), at most
+// 100,000 of them, with 2 s of clock skew tolerated.
 func DefaultConfig() Config {
-	return Config{Window: time.Hour, MinRequests: 1, HotTop: 10, HotMin: 5, DirTTL: 2 * time.Hour}
+	return Config{Window: time.Hour, MinRequests: 1, HotTop: 10, HotMin: 5, DirTTL: 2 * time.Hour,
+		ShieldStretch: 1.5, PurgeRetention: 24 * time.Hour, MaxPurges: 100_000, PurgeMargin: 2 * time.Second}
 }
 
 // Validate reports the first value that makes no sense.
@@ -52,147 +77,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cdn: min requests, hot top and hot min must be ≥ 0")
 	case c.DirTTL < c.Window:
 		return fmt.Errorf("cdn: directory TTL %v shorter than the window %v: holders would vanish between refreshes", c.DirTTL, c.Window)
+	case c.ShieldStretch < 0, c.PurgeRetention <= 0, c.MaxPurges < 1, c.PurgeMargin < 0:
+		return fmt.Errorf("cdn: shield stretch and purge margin must be ≥ 0, purge retention and max purges > 0")
 	}
 	return nil
-}
-
-type object struct {
-	since time.Time // when this copy was stored
-	count int       // requests in the current window
-	size  int64
-}
-
-// Stats counts what a Store did.
-type Stats struct {
-	Stored, Evicted, Purged, Hits, Misses uint64
-}
-
-// Store is the content table of one PoP: the objects it holds and their
-// request counts in the current window. Keys are URLs (site + path).
-type Store struct {
-	cfg         Config
-	objs        map[string]*object
-	windowStart time.Time
-	stats       Stats
-}
-
-// NewStore returns an empty store whose first window starts at now.
-func NewStore(cfg Config, now time.Time) (*Store, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return &Store{cfg: cfg, objs: map[string]*object{}, windowStart: now}, nil
-}
-
-// Request counts one request for url and reports whether this PoP holds it.
-func (s *Store) Request(url string) bool {
-	o := s.objs[url]
-	if o == nil {
-		s.stats.Misses++
-		return false
-	}
-	o.count++
-	s.stats.Hits++
-	return true
-}
-
-// Has reports whether this PoP holds url, without counting a request.
-func (s *Store) Has(url string) bool { return s.objs[url] != nil }
-
-// Add stores a copy of url (passive replication, a push, or the shield's
-// copy); it reports whether the copy is new, so the caller registers it in
-// the directory. The request that caused it counts when counted is true.
-func (s *Store) Add(now time.Time, url string, size int64, counted bool) bool {
-	o := s.objs[url]
-	isNew := o == nil
-	if isNew {
-		o = &object{since: now, size: size}
-		s.objs[url] = o
-		s.stats.Stored++
-	}
-	if counted {
-		o.count++
-	}
-	return isNew
-}
-
-// Remove drops url (purge); it reports whether it was held.
-func (s *Store) Remove(url string) bool {
-	if s.objs[url] == nil {
-		return false
-	}
-	delete(s.objs, url)
-	s.stats.Purged++
-	return true
-}
-
-// RemovePrefix drops every URL starting with prefix (purge by prefix) and
-// returns them sorted.
-func (s *Store) RemovePrefix(prefix string) []string {
-	var out []string
-	for u := range s.objs {
-		if len(u) >= len(prefix) && u[:len(prefix)] == prefix {
-			out = append(out, u)
-		}
-	}
-	for _, u := range out {
-		delete(s.objs, u)
-		s.stats.Purged++
-	}
-	slices.Sort(out)
-	return out
-}
-
-// Len returns the number of objects held.
-func (s *Store) Len() int { return len(s.objs) }
-
-// Stats returns the counters.
-func (s *Store) Stats() Stats { return s.stats }
-
-// Due returns when the current window ends (Roll is due).
-func (s *Store) Due() time.Time { return s.windowStart.Add(s.cfg.Window) }
-
-// Roll ends the window if it is over: it evicts the objects stored before
-// the window began and asked fewer than MinRequests times in it, returns
-// them (to be removed from the directory) and the hot objects (to push),
-// both sorted, and starts a new window. Before the window ends it does
-// nothing.
-func (s *Store) Roll(now time.Time) (evicted, hot []string) {
-	if now.Before(s.Due()) {
-		return nil, nil
-	}
-	type kc struct {
-		url   string
-		count int
-	}
-	var hots []kc
-	for u, o := range s.objs {
-		if s.cfg.HotTop > 0 && o.count >= max(s.cfg.HotMin, 1) {
-			hots = append(hots, kc{u, o.count})
-		}
-		if o.count < s.cfg.MinRequests && o.since.Before(s.windowStart) {
-			evicted = append(evicted, u)
-		}
-		o.count = 0
-	}
-	for _, u := range evicted {
-		delete(s.objs, u)
-		s.stats.Evicted++
-	}
-	slices.SortFunc(hots, func(a, b kc) int {
-		if c := cmp.Compare(b.count, a.count); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.url, b.url)
-	})
-	for i := 0; i < len(hots) && i < s.cfg.HotTop; i++ {
-		hot = append(hot, hots[i].url)
-	}
-	slices.Sort(evicted)
-	// A late roll starts the window at now, not at the old boundary, so
-	// that a long pause does not make every later roll immediate.
-	s.windowStart = now
-	return evicted, hot
 }
 
 // Candidate is a PoP that holds wanted content, as the routing PoP's view

@@ -49,6 +49,14 @@ type PassFDConfig struct {
 	// (SO_PEERCRED of the listening process); others are refused and
 	// relayed. Nil or negative: the front's own effective uid.
 	HandoffUID *int
+	// Moves says who moves a connection whose next request belongs to
+	// another node, under a policy that shares its URL table (tbccrd):
+	// the nodes, by the table (MovesNodes, default; passfd_tag.go), or the
+	// front after each request (MovesFront).
+	Moves MoveMode
+	// TagFlush is how long the front gathers changes of the shared table
+	// before pushing them to the nodes. Default DefaultTagFlush (1 ms).
+	TagFlush time.Duration
 }
 
 // trust returns the socket trust cfg configures, defaults filled in.
@@ -103,6 +111,14 @@ type HandoffStats struct {
 	// handoff path (passfd, hybrid, repair) relayed instead: the TLS
 	// session cannot follow the socket without kTLS (tls.go).
 	FallbackTLS uint64
+	// FallbackStream counts HTTP/2 and HTTP/3 requests a handoff path
+	// relayed instead: a stream shares its connection with others, so its
+	// socket cannot move; each stream is relayed on its own (mux.go).
+	FallbackStream uint64
+	// FallbackProxy counts requests a handoff path relayed because their
+	// connection's client address came in a PROXY header: a node given the
+	// socket would see the balancer's address (proxyproto.go).
+	FallbackProxy uint64
 	// FastPassed counts connections passed straight from the raw accept
 	// loop (fastaccept.go; included in Passed); FastFallback those the loop
 	// gave to the normal path (partial head, refusal, no socket, …);
@@ -114,6 +130,8 @@ type HandoffStats struct {
 	// FrontCPUPercent is the front's last sampled CPU use (100 = one core),
 	// when the hybrid rule samples it.
 	FrontCPUPercent float64
+	// Tag counts tag mode's work (passfd_tag.go).
+	Tag TagStats
 }
 
 // PassFD returns the same-host handoff data path (SPEC §4): the front
@@ -139,7 +157,7 @@ func PassFD(cfg PassFDConfig) DataPath {
 		t.Dir = "" // relInside refuses everything
 	}
 	return &passfdPath{cfg: cfg, trust: t, clients: map[string]*handoff.FDClient{}, out: map[string]map[uint64]struct{}{},
-		warned: map[string]bool{}}
+		warned: map[string]bool{}, tag: newTagState()}
 }
 
 type passfdPath struct {
@@ -157,6 +175,8 @@ type passfdPath struct {
 	// warned holds the node socket paths whose refusal was logged (one
 	// line per socket, not per request); cleared when maxWarned is reached.
 	warned map[string]bool
+	// tag is tag mode's state (passfd_tag.go).
+	tag *tagState
 }
 
 // maxWarned bounds passfdPath.warned.
@@ -209,6 +229,7 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 			s.cl.Release(r.Header.Conn)
 			p.adopt(s, r)
 		},
+		OnNotes: func(_ handoff.FDHeader, data []byte) { p.applyNotes(s, path, data) },
 		OnEnded: func(h handoff.FDHeader) {
 			s.ctr.ended.Add(1)
 			p.settle(path, h.Conn)
@@ -219,6 +240,9 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 			p.mu.Lock()
 			lost := p.out[path]
 			delete(p.out, path)
+			for id := range lost {
+				delete(p.tag.conns, id)
+			}
 			p.mu.Unlock()
 			releaseSocket(s, path)
 			for id := range lost {
@@ -245,18 +269,26 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 // request; settle forgets it when it comes back or ends.
 func (p *passfdPath) owe(path string, id uint64) {
 	p.mu.Lock()
+	p.oweLocked(path, id)
+	p.mu.Unlock()
+}
+
+// oweLocked is owe with p.mu held.
+func (p *passfdPath) oweLocked(path string, id uint64) {
 	m := p.out[path]
 	if m == nil {
 		m = map[uint64]struct{}{}
 		p.out[path] = m
 	}
 	m[id] = struct{}{}
-	p.mu.Unlock()
 }
 
+// settle forgets connection id, owed by the node at path or, in tag mode,
+// wherever the nodes moved it.
 func (p *passfdPath) settle(path string, id uint64) {
 	p.mu.Lock()
 	delete(p.out[path], id)
+	p.untrack(id)
 	p.mu.Unlock()
 }
 
@@ -292,7 +324,20 @@ func (p *passfdPath) send(s *Server, b *control.Backend, d policy.Decision, sock
 		Fetch: handoff.FetchOf(d.Fetch, d.Node)}
 	if back {
 		h.Flags = handoff.FDFlagReturn
-		p.owe(sock, id) // before the send: the node may return it at once
+		tag := p.tagOn(s)
+		if tag {
+			h.Flags = handoff.FDFlagTag
+		}
+		// Before the send: the node may return it at once.
+		p.mu.Lock()
+		p.oweLocked(sock, id)
+		if tag {
+			p.track(id, b.Index, sock, moves)
+		}
+		p.mu.Unlock()
+		if tag {
+			p.kickPush()
+		}
 	}
 	s.cl.Hold(b, id)
 	c := p.client(s, sock)
@@ -377,6 +422,13 @@ func (p *passfdPath) moveRaw(s *Server, t *ticket, m *rawMove) rawOutcome {
 		return rawRelay
 	}
 	rawClose(m.fd) // the node holds the connection now
+	if m.returned && p.tag.on.Load() > 0 {
+		s.ctr.tag.asked.Add(1)
+		if t.b.Index != m.holder {
+			s.ctr.tag.rehomed.Add(1)
+		}
+		s.cl.TagAsked(t.pr.URL) // so the node asks once per URL
+	}
 	if !back && !m.returned {
 		s.cl.CloseConn(m.id) // as the normal path does when it lets go
 	}

@@ -28,7 +28,7 @@ func TestScanLeavesCacheBounded(t *testing.T) {
 			}
 		}
 	}
-	if n := ts.srv.cache.Len(); n != 1 {
+	if n := ts.srv.objs.Stats().MemoryObjects; n != 1 {
 		t.Errorf("%d objects cached after 1,500 refused paths and 500 spellings of /hello.txt, want 1", n)
 	}
 }

@@ -1,16 +1,16 @@
 // Package node is shoal's back-end web server (SPEC §1, role "node"): an
-// HTTP/1.1 static file server over a content.Store with a byte-budgeted
-// memory cache in front of the disk.
+// HTTP/1.1 static file server over a content.Store whose bodies are held in
+// memory by the node's object store (internal/base/store) as its
+// byte-budgeted replacement policy decides.
 //
 // It does not use net/http. Each connection is served by one goroutine that
 // reads into its own fixed buffer, parses every complete request head in it
 // with httpwire (pipelining), and answers the whole batch with one write.
-// Cached objects carry their response head prebuilt at insert time, so a hit
-// costs a map lookup, a few appends and one write syscall (one buffer for
-// small objects, writev through net.Buffers for larger ones). Files above the
-// cache's size threshold (500 KB as in TB-CCRD, seed 000) and cache misses of
-// large files stream with sendfile(2) (io.Copy from *os.File into
-// *net.TCPConn). Timeouts are enforced by one sweeper goroutine that closes
+// Cached objects carry their response head prebuilt at insert time, and no
+// body is on the Go heap: a hit on a small body copies it from the store's
+// off-heap arena into the batch (one write for the response), a larger one
+// goes with sendfile(2) from the page cache after the head (serve.go), and
+// a hit allocates nothing. Timeouts are enforced by one sweeper goroutine that closes
 // connections whose state has not changed in time, instead of re-arming a
 // runtime timer on every request.
 //
@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/store"
 	"shoal/internal/cluster/peer"
 )
 
@@ -51,14 +52,28 @@ import (
 type Config struct {
 	// Root is the site root directory (required).
 	Root string
-	// CacheBytes is the memory cache budget in bytes. Default 64 MiB;
-	// negative disables the cache.
+	// CacheBytes is the memory budget of the node's object store (its
+	// memory tier: bodies in its off-heap arena and in the page cache,
+	// internal/base/store). Default 64 MiB; negative disables it (the
+	// kernel then keeps what it likes in the page cache). `shoal node`
+	// sizes it from the memory cgroup's limit (store.PlanMemory).
 	CacheBytes int64
 	// CachePolicy is "lru", "gdsf" or "cgdsf" (SPEC §2). Default "gdsf".
 	CachePolicy string
-	// MaxObject is the size above which files are never cached and always
-	// streamed with sendfile. Default 500 KiB (TB-CCRD's threshold, seed 000).
+	// MaxObject is the size above which files are never held in memory
+	// (streamed with sendfile, their pages dropped after). Default 0: an
+	// eighth of CacheBytes, at least 500 KB (store.Config.DefaultMaxObject),
+	// so large files are cached when they fit, weighed by the replacement
+	// policy.
 	MaxObject int64
+	// DataDir holds the object store's disk tier (stored responses);
+	// DataBytes bounds it (default store.DefaultDiskBytes). Default "":
+	// no disk tier, the site files being the node's disk.
+	DataDir   string
+	DataBytes int64
+	// Memory is how the node's memory was planned, reported in the status
+	// (Status.Memory); `shoal node` fills it in. Default zero: not planned.
+	Memory store.Plan
 	// CachedElsewhere tells cgdsf whether another node's memory holds a URL
 	// (SPEC §2, Weblins). Nil means "no", which makes cgdsf behave as GDSF.
 	CachedElsewhere func(url string) bool
@@ -160,7 +175,7 @@ type Config struct {
 const (
 	DefaultCacheBytes   = 64 << 20
 	DefaultCachePolicy  = "gdsf"
-	DefaultMaxObject    = 500 << 10
+	DefaultMaxObject    = 0
 	DefaultReadTimeout  = 10 * time.Second
 	DefaultIdleTimeout  = 60 * time.Second
 	DefaultWriteTimeout = 60 * time.Second
@@ -173,9 +188,6 @@ func (c *Config) withDefaults() {
 	}
 	if c.CachePolicy == "" {
 		c.CachePolicy = DefaultCachePolicy
-	}
-	if c.MaxObject <= 0 {
-		c.MaxObject = DefaultMaxObject
 	}
 	if c.ReadTimeout <= 0 {
 		c.ReadTimeout = DefaultReadTimeout

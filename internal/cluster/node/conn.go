@@ -2,10 +2,8 @@ package node
 
 import (
 	"errors"
-	"io"
 	"net"
-	"os"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -13,6 +11,7 @@ import (
 	"shoal/internal/base/cache"
 	"shoal/internal/base/content"
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/store"
 	"shoal/internal/base/trace"
 	"shoal/internal/cluster/peer"
 )
@@ -31,8 +30,6 @@ const (
 	inlineBody = 16 << 10
 	// flushAt bounds the output buffered for a pipelined batch.
 	flushAt = 64 << 10
-	// sendChunk is the sendfile chunk between write-progress updates.
-	sendChunk = 4 << 20
 	// statusPath answers with the node's status JSON, on operator
 	// connections only (conn.operator). Dot-names are never in the content
 	// table, so it cannot shadow a file, and elsewhere it is a 404.
@@ -44,6 +41,30 @@ var (
 	connectionClose     = []byte("Connection: close\r\n")
 	connectionKeepAlive = []byte("Connection: keep-alive\r\n")
 )
+
+// bufPool recycles connections' buffers: a connection handed over by a
+// front (passfd) may serve one request, and its 13 KiB read buffer should
+// not be garbage after it. Buffers of another capacity than the pool's
+// (grown ones) are dropped.
+type bufPool struct {
+	p    sync.Pool
+	size atomic.Int64 // the capacity the pool holds, set by the first get
+}
+
+func (b *bufPool) get(n int) []byte {
+	b.size.CompareAndSwap(0, int64(n))
+	if v, ok := b.p.Get().(*[]byte); ok && len(*v) == n {
+		return *v
+	}
+	return make([]byte, n)
+}
+
+func (b *bufPool) put(buf []byte) {
+	if buf != nil && int64(cap(buf)) == b.size.Load() {
+		buf = buf[:cap(buf)]
+		b.p.Put(&buf)
+	}
+}
 
 // conn is one client connection, served by one goroutine.
 type conn struct {
@@ -64,11 +85,12 @@ type conn struct {
 	spans   []httpwire.Span // ranges of the current request (ranges.go)
 	scratch []byte          // names and keys built per request without allocating
 
-	out      []byte      // response bytes for the current batch
-	bufs     net.Buffers // segments for writev when large bodies are not copied
-	wbufs    net.Buffers // scratch that WriteTo consumes
-	segStart int         // start of out not yet referenced by bufs
-	lr       io.LimitedReader
+	out      []byte        // response bytes for the current batch
+	bufs     net.Buffers   // segments for writev when large bodies are not copied
+	wbufs    net.Buffers   // scratch that WriteTo consumes
+	segStart int           // start of out not yet referenced by bufs
+	rep      reply         // the file response being put together (serve.go)
+	snd      *store.Sender // sends store bodies to nc, made on first use
 	logLine  []byte
 
 	state atomic.Int32
@@ -101,8 +123,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
 		s:   s,
 		nc:  nc,
-		buf: make([]byte, s.cfg.MaxHead+4096),
-		out: make([]byte, 0, 4096),
+		buf: s.connBufs.get(s.cfg.MaxHead + 4096),
+		out: s.outBufs.get(4096)[:0],
 
 		handHint: -1,
 	}
@@ -164,10 +186,13 @@ func (c *conn) serve() {
 		if c.peerUp {
 			c.s.untrack(c)
 			c.servePeer()
-			return
+		} else {
+			c.nc.Close()
+			c.s.untrack(c)
 		}
-		c.nc.Close()
-		c.s.untrack(c)
+		c.s.connBufs.put(c.buf)
+		c.s.outBufs.put(c.out)
+		c.buf, c.out = nil, nil
 	}()
 	st := stIdle // the zero state; Shutdown may already have closed it
 	headStart := c.since.Load()
@@ -226,6 +251,10 @@ func (c *conn) process(now time.Time) bool {
 			}
 			c.simple(status, "", now, true, false, reason)
 			keep = false
+			break
+		}
+		if c.tagAway() {
+			keep = false // moved on (handoff.go)
 			break
 		}
 		c.r += n
@@ -463,154 +492,6 @@ func (c *conn) logRequest(now time.Time, status int, bodyBytes int64) {
 	c.logLine = trace.AppendCLF(c.logLine, trace.Record{
 		VHost: vh, Host: host, Time: now, Method: method, URL: target, Proto: proto, Status: status, Bytes: bodyBytes,
 	})
-}
-
-// serveFile answers GET/HEAD for a file of tbl: from the cache when it
-// fits, otherwise with sendfile. It picks a precompressed variant
-// (encoding.go), evaluates preconditions (precond.go) and ranges
-// (ranges.go) against the representation it picked. Files are opened with
-// tbl.OpenFile, confined to the root at open time, and before any response
-// byte, so a file that cannot be opened safely (swapped for a symlink or a
-// FIFO since the scan) gets a clean 404.
-func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, closeAfter, head bool) bool {
-	req := &c.req
-	c.cond.scan(req.Headers)
-	sel, coding, vary := c.selectEncoding(tbl, e, c.cond.acceptEncoding)
-	ctype := c.site.rules.contentType(e)
-	var rule *headerRule
-	var o *object
-	mem := false // o came from a memory: this node's cache or a peer's
-	if c.s.cache != nil && sel.Size <= c.s.cfg.MaxObject {
-		key := c.cacheKey(e, coding)
-		var done, keep bool
-		if v, ok := c.s.cache.Get(key); ok && v.etag == sel.ETag && v.vary == vary {
-			o, rule, mem = v, v.rule, true
-		} else if o, mem, done, keep = c.fromPeer(tbl, e, sel, key, ctype, coding, vary, c.site.rules.rule(e.URL), now, closeAfter, head); done {
-			return keep
-		} else if o != nil {
-			rule = o.rule
-		} else if sel.Remote {
-			return c.noHolder(sel, now, closeAfter, head)
-		} else {
-			body, err := readSmall(tbl, sel)
-			if err != nil {
-				c.s.cfg.Logger.Warn("read file", "url", sel.URL, "err", err)
-				c.simple(404, "", now, closeAfter, head, "not found")
-				return !closeAfter
-			}
-			rule = c.site.rules.rule(e.URL)
-			o = buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
-			o.rule = rule
-			if coding != "" || c.site.name != "" {
-				key = strings.Clone(key) // a view of c.scratch until now
-			}
-			c.s.cache.Add(key, o, o.cost())
-		}
-	}
-	if o == nil && sel.Remote && !head && precondition(req, &c.cond, sel.ETag, sel.ModTime, now) == 0 {
-		// Stored elsewhere and not cacheable here: streamed from a holder,
-		// never held whole (peerstream.go); a HEAD, a 304/412 or a 416 is
-		// answered below from the table.
-		if done, keep := c.streamRemote(e, sel, c.cacheKey(e, coding), ctype, coding, vary, c.site.rules.rule(e.URL), now, closeAfter); done {
-			return keep
-		}
-	}
-	if o == nil && c.site.rules.headers != nil {
-		rule = c.site.rules.rule(e.URL)
-	}
-	lastMod := ""
-	if o != nil {
-		lastMod = o.lastMod
-	} else {
-		lastMod = string(httpwire.AppendHTTPDate(nil, sel.ModTime))
-	}
-
-	switch precondition(req, &c.cond, sel.ETag, sel.ModTime, now) {
-	case 412:
-		c.simple(412, "", now, closeAfter, head, "precondition failed")
-		return !closeAfter
-	case 304:
-		// RFC 9110 §15.4.5: the validators and Vary a 200 would carry;
-		// like nginx, no Content-Encoding or Accept-Ranges.
-		c.out = httpwire.AppendStatusLine(c.out, 304)
-		c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, "", vary)
-		c.out = appendRule(c.out, rule, now)
-		c.finish(now, closeAfter)
-		c.logRequest(now, 304, 0)
-		return !closeAfter
-	}
-
-	first, last, kind := int64(0), sel.Size-1, httpwire.RangeNone
-	if req.Range != nil && ifRangeOK(c.cond.ifRange, sel.ETag, sel.ModTime) {
-		c.spans, kind = httpwire.ParseRanges(req.Range, sel.Size, c.s.cfg.MaxRanges, c.spans)
-	}
-	var f *os.File // the file to sendfile from, opened before the head
-	if o == nil && !head && kind != httpwire.RangeUnsatisfiable && sel.Size > 0 {
-		var err error
-		if f, err = tbl.OpenFile(sel); err != nil {
-			c.s.cfg.Logger.Warn("open file", "url", sel.URL, "err", err)
-			c.simple(404, "", now, closeAfter, head, "not found")
-			return !closeAfter
-		}
-	}
-	switch kind {
-	case httpwire.RangeUnsatisfiable:
-		c.out = httpwire.AppendStatusLine(c.out, 416)
-		c.out = httpwire.AppendHeader(c.out, "Server", c.s.cfg.ServerName)
-		c.out = append(c.out, "Content-Range: bytes */"...)
-		c.out = appendInt(c.out, sel.Size)
-		c.out = append(c.out, "\r\nContent-Length: 0\r\n"...)
-		c.finish(now, closeAfter)
-		c.logRequest(now, 416, 0)
-		return !closeAfter
-	case httpwire.RangeMulti:
-		return c.serveMultipart(o, f, sel, ctype, coding, vary, rule, lastMod, now, closeAfter, head)
-	case httpwire.RangeSingle:
-		// Like nginx, a 206 carries no Accept-Ranges (RFC 9110 §14.3
-		// makes it optional).
-		first, last = c.spans[0].Start, c.spans[0].End-1
-		c.out = httpwire.AppendStatusLine(c.out, 206)
-		c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
-		c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", last-first+1)
-		c.out = httpwire.AppendContentRange(c.out, first, last, sel.Size)
-		c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
-		c.out = appendRule(c.out, rule, now)
-		c.finish(now, closeAfter)
-	default: // the whole representation
-		if o != nil {
-			c.out = append(c.out, o.head...)
-		} else {
-			c.out = httpwire.AppendStatusLine(c.out, 200)
-			c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
-			c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", sel.Size)
-			c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
-			c.out = httpwire.AppendHeader(c.out, "Accept-Ranges", "bytes")
-		}
-		c.out = appendRule(c.out, rule, now)
-		c.finish(now, closeAfter)
-	}
-	status := 200
-	if kind == httpwire.RangeSingle {
-		status = 206
-	}
-	length := last - first + 1
-	if head || length <= 0 {
-		if f != nil {
-			f.Close()
-		}
-		c.logRequest(now, status, 0)
-		return !closeAfter
-	}
-	c.logRequest(now, status, length)
-	c.served.ObjectBytes += length
-	if mem {
-		c.served.MemoryBytes += length
-	}
-	if o != nil {
-		c.appendBody(o.body[first : last+1])
-		return !closeAfter
-	}
-	return c.sendFile(f, first, length) && !closeAfter
 }
 
 func appendInt(dst []byte, n int64) []byte {

@@ -52,6 +52,10 @@ type EdgeConfig struct {
 	// store (the CDN tier counts requests per copy for replication); nil:
 	// nobody is told. It runs on the request's goroutine: keep it short.
 	OnHit func(key string)
+	// OnStored is told the primary cache key of each response committed to
+	// the store (the CDN tier registers the copy in its directory); nil:
+	// nobody is told.
+	OnStored func(key string)
 }
 
 // Defaults for EdgeConfig.
@@ -359,6 +363,12 @@ func newCacheMode(cfg Config) (*Server, error) {
 	var err error
 	if s.edge, err = newEdge(cfg.Edge, cfg.CacheBytes, cfg.Logger); err != nil {
 		return nil, err
+	}
+	// The edge's store is the node's one object store: its status,
+	// digest and shutdown see the stored responses.
+	s.objs, s.maxObject = s.edge.store, -1
+	if sc := s.objs.Config(); sc.MemoryBytes > 0 {
+		s.maxObject = sc.MaxObject
 	}
 	if cfg.AccessLog != nil {
 		s.logBuf = bufio.NewWriterSize(cfg.AccessLog, 64<<10)

@@ -119,7 +119,9 @@ func (e *edge) fetch(j *fetchJob, ch chan<- fetched) {
 		pr, pw = io.Pipe()
 	}
 	ch <- fetched{resp: resp, st: st, stored: w != nil, body: pr}
-	e.copyBody(&idleReader{r: resp.Body, t: idle, d: e.cfg.UpstreamIdle}, w, pw)
+	if e.copyBody(&idleReader{r: resp.Body, t: idle, d: e.cfg.UpstreamIdle}, w, pw) && e.cfg.OnStored != nil {
+		e.cfg.OnStored(j.primary)
+	}
 }
 
 // idleReader restarts an idle timer at each read that returns bytes.
@@ -169,14 +171,15 @@ func (e *edge) putMeta(key string, st *httpcache.Stored) {
 
 // copyBody copies the upstream body to the store writer and the pipe. A
 // failed pipe write (the client went away) stops only the pipe; a failed
-// store write aborts the entry; an upstream error aborts both.
-func (e *edge) copyBody(body io.Reader, w *store.Writer, pw *io.PipeWriter) {
+// store write aborts the entry; an upstream error aborts both. It reports
+// whether the entry was committed.
+func (e *edge) copyBody(body io.Reader, w *store.Writer, pw *io.PipeWriter) (stored bool) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
 	for {
 		if w == nil && pw == nil {
-			return
+			return false
 		}
 		n, err := body.Read(buf)
 		if n > 0 {
@@ -196,11 +199,12 @@ func (e *edge) copyBody(body io.Reader, w *store.Writer, pw *io.PipeWriter) {
 		if err == io.EOF {
 			if w != nil && w.Commit() == nil {
 				e.stored.Add(1)
+				stored = true
 			}
 			if pw != nil {
 				pw.Close()
 			}
-			return
+			return stored
 		}
 		if err != nil {
 			if w != nil {
@@ -209,7 +213,7 @@ func (e *edge) copyBody(body io.Reader, w *store.Writer, pw *io.PipeWriter) {
 			if pw != nil {
 				pw.CloseWithError(err)
 			}
-			return
+			return false
 		}
 	}
 }

@@ -189,21 +189,20 @@ func appendRepHeaders(dst []byte, server, etag, lastMod, coding string, vary boo
 	return dst
 }
 
-// buildObject is the cacheable form of a representation: sel's bytes,
-// sent with the content type of the name they answer for.
-func buildObject(server string, sel *content.Entry, ctype, coding string, vary bool, body []byte) *object {
+// buildObject is the cacheable form of a representation of size bytes,
+// sel, sent with the content type of the name it answers for.
+func buildObject(server string, sel *content.Entry, ctype, coding string, vary bool, size int64) *object {
 	o := &object{
 		etag:    sel.ETag,
 		lastMod: string(httpwire.AppendHTTPDate(nil, sel.ModTime)),
 		ctype:   ctype,
 		coding:  coding,
 		vary:    vary,
-		body:    body,
 	}
 	h := make([]byte, 0, 256)
 	h = httpwire.AppendStatusLine(h, 200)
 	h = httpwire.AppendHeader(h, "Content-Type", o.ctype)
-	h = httpwire.AppendHeaderInt(h, "Content-Length", int64(len(body)))
+	h = httpwire.AppendHeaderInt(h, "Content-Length", size)
 	h = appendRepHeaders(h, server, o.etag, o.lastMod, coding, vary)
 	h = httpwire.AppendHeader(h, "Accept-Ranges", "bytes")
 	o.head = h

@@ -131,7 +131,7 @@ func TestPartitionedFetchFromHolders(t *testing.T) {
 	}
 	// Node 1 down: node 0 gets /d/b.bin (holders 1, 2) from node 2.
 	shut(ns[1].srv)
-	ns[0].srv.cache.Remove("/d/b.bin")
+	ns[0].srv.objs.Remove("/d/b.bin")
 	c = ns[0].dial(t)
 	c.send(get("/d/b.bin"))
 	if r := c.read(false); r.status != 200 || r.body != string(bodies["/d/b.bin"]) {
@@ -139,7 +139,7 @@ func TestPartitionedFetchFromHolders(t *testing.T) {
 	}
 	// Both holders of c.txt down: 502.
 	shut(ns[2].srv)
-	ns[0].srv.cache.Remove("/c.txt")
+	ns[0].srv.objs.Remove("/c.txt")
 	c.send(get("/c.txt"))
 	if r := c.read(false); r.status != 502 {
 		t.Errorf("no holder up: status %d, want 502", r.status)
@@ -168,7 +168,7 @@ func TestPartitionedHintWins(t *testing.T) {
 	}
 	// The body streams to the client before node 1 keeps its copy: wait
 	// for the copy, or the hint below may find it not there yet.
-	for end := time.Now().Add(5 * time.Second); ns[1].srv.cache.Len() == 0; time.Sleep(time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); ns[1].srv.objs.Stats().MemoryObjects == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("node 1 never kept /h.txt")
 		}

@@ -58,65 +58,56 @@ func (s *Server) PeerStats() peer.Stats {
 	return s.peer.Stats()
 }
 
-// CacheKeys implements peer.Local: every key in the memory cache.
-func (s *Server) CacheKeys(add func(key string)) {
-	if k, ok := s.cache.(interface{ Keys(func(string)) }); ok {
-		k.Keys(add)
-	}
-}
+// CacheKeys implements peer.Local: every key in the memory tier of the
+// object store.
+func (s *Server) CacheKeys(add func(key string)) { s.objs.MemoryKeys(add) }
 
-// PeerObject implements peer.Local: a peer asks for r. It comes from the
-// cache, or else from the disk, and is then cached here (this node is the
-// object's owner in Weblins' terms).
+// PeerObject implements peer.Local for what PeerFile leaves to it, which
+// is nothing: PeerFile lends every body the node can send. It reads the
+// body whole, for a peer host that would ask anyway.
 func (s *Server) PeerObject(r peer.Request) ([]byte, bool, error) {
-	site, tbl, e, sel, vary, err := s.peerSelect(r)
+	rc, size, err := s.PeerFile(r)
 	if err != nil {
 		return nil, false, err
 	}
-	if s.cache == nil || sel.Size > s.cfg.MaxObject {
-		if sel.Remote {
-			return nil, false, peer.ErrNotFound // stored elsewhere: the asker tries the next holder
-		}
-		// A holder of a partitioned site serves what it stores, cacheable
-		// or not; it keeps no copy of what it would not cache.
-		body, err := readSmall(tbl, sel)
-		return body, false, err
+	defer rc.Close()
+	body := make([]byte, size)
+	if _, err := io.ReadFull(rc, body); err != nil {
+		return nil, false, fmt.Errorf("node: read %s for a peer: %w", r.URL, err)
+	}
+	m, _ := rc.(interface{ FromMemory() bool })
+	return body, m != nil && m.FromMemory(), nil
+}
+
+// PeerFile implements peer.Local: a peer asks for r. The body comes from
+// the object store, or else from the disk, and is then offered to the
+// store (this node is the object's owner in Weblins' terms); the peer host
+// reads it in chunks without the node ever holding it on the Go heap. The
+// reader tells whether the body was in memory (FromMemory).
+func (s *Server) PeerFile(r peer.Request) (io.ReadCloser, int64, error) {
+	site, tbl, e, sel, vary, err := s.peerSelect(r)
+	if err != nil {
+		return nil, 0, err
 	}
 	key := peerCacheKey(site.name, e.URL, r.Coding)
-	if v, ok := s.cache.Get(key); ok && v.etag == sel.ETag {
-		return v.body, true, nil
+	if h, o := s.cached(key, sel, vary); o != nil {
+		return &handleReader{h: h, mem: true}, sel.Size, nil
 	}
 	if sel.Remote {
 		// Not in memory and not on this disk: never fetch on a peer's
 		// behalf (no chains, no loops); the asker tries a holder.
-		return nil, false, peer.ErrNotFound
+		return nil, 0, peer.ErrNotFound
 	}
-	body, err := readSmall(tbl, sel)
+	var o *object
+	if sel.Size <= s.maxObject {
+		o = buildObject(s.cfg.ServerName, sel, site.rules.contentType(e), r.Coding, vary, sel.Size)
+		o.rule = site.rules.rule(e.URL)
+	}
+	h, err := s.link(tbl, sel, key, o)
 	if err != nil {
-		return nil, false, err
-	}
-	o := buildObject(s.cfg.ServerName, sel, site.rules.contentType(e), r.Coding, vary, body)
-	o.rule = site.rules.rule(e.URL)
-	s.cache.Add(key, o, o.cost())
-	return body, false, nil
-}
-
-// PeerFile implements peer.Local: a file this node stores but would not
-// cache (above MaxObject, or no cache) is lent open, for the peer host to
-// send in chunks without ever holding it; anything else is PeerObject's.
-func (s *Server) PeerFile(r peer.Request) (io.ReadCloser, int64, error) {
-	_, tbl, _, sel, _, err := s.peerSelect(r)
-	if err != nil || (s.cache != nil && sel.Size <= s.cfg.MaxObject) {
 		return nil, 0, err
 	}
-	if sel.Remote {
-		return nil, 0, peer.ErrNotFound // stored elsewhere: the asker tries the next holder
-	}
-	f, err := tbl.OpenFile(sel)
-	if err != nil {
-		return nil, 0, fmt.Errorf("node: %w", err)
-	}
-	return f, sel.Size, nil
+	return &handleReader{h: h}, sel.Size, nil
 }
 
 // peerSelect finds the representation a peer's request names: the site,
@@ -235,7 +226,7 @@ func headerHint(hs []httpwire.Header) int {
 // file this node does not store (a partitioned site, content.Entry.Remote),
 // each of its holders in placement order until one answers. done means the
 // response was sent (streamed; keep is then serveFile's result). Otherwise
-// o is the fetched object for serveFile to answer from (a HEAD, a range, a
+// o and body are the fetched object for serveFile to answer from (a HEAD, a range, a
 // precondition), or nil: no candidate, or every fetch failed before any
 // byte went out; serveFile then reads the disk, or answers 502 for a
 // Remote file. A hinted fetch of a file this node stores is not cached
@@ -244,9 +235,9 @@ func headerHint(hs []httpwire.Header) int {
 // that o came from the peer's memory (it did not read its disk), for
 // Status.Served.
 func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, coding string, vary bool,
-	rule *headerRule, now time.Time, closeAfter, head bool) (o *object, mem, done, keep bool) {
+	rule *headerRule, now time.Time, closeAfter, head bool) (o *object, body []byte, mem, done, keep bool) {
 	if c.s.peer == nil {
-		return nil, false, false, false
+		return nil, nil, false, false, false
 	}
 	var candBuf [8]int
 	cs := candBuf[:0]
@@ -257,7 +248,7 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		cs = c.s.holderPeers(cs, sel)
 	}
 	if len(cs) == 0 {
-		return nil, false, false, false
+		return nil, nil, false, false, false
 	}
 	req := &c.req
 	r := peer.Request{Site: c.site.name, URL: e.URL, Coding: coding, ETag: sel.ETag, Size: sel.Size, Key: key}
@@ -265,15 +256,24 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 	if !plain {
 		body, mem, err := c.s.fetchAny(cs, r, nil)
 		if err != nil {
-			return nil, false, false, false
+			return nil, nil, false, false, false
 		}
-		o = buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
+		o = buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, int64(len(body)))
 		o.rule = rule
-		c.s.keepRemote(sel, key, o)
-		return o, mem, false, false
+		c.s.keepRemote(sel, key, o, body)
+		return o, body, mem, false, false
 	}
-	// A plain 200: the head goes out with the first chunk, each chunk as
-	// it arrives.
+	done, keep = c.relayFetch(tbl, sel, cs, r, ctype, coding, vary, rule, now, closeAfter)
+	return nil, nil, false, done, keep
+}
+
+// relayFetch answers a plain 200 from the first of cs that has r: the head
+// goes out with the first chunk, each chunk as it arrives. done false
+// means nothing went out (the caller reads the disk); otherwise keep is
+// serveFile's result.
+func (c *conn) relayFetch(tbl *content.Table, sel *content.Entry, cs []int, r peer.Request, ctype, coding string, vary bool,
+	rule *headerRule, now time.Time, closeAfter bool) (done, keep bool) {
+	key := r.Key
 	mark, seg, nbufs := len(c.out), c.segStart, len(c.bufs)
 	c.out = httpwire.AppendStatusLine(c.out, 200)
 	c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
@@ -302,9 +302,9 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		c.since.Store(time.Now().UnixNano()) // progress, for WriteTimeout
 	}
 	var body []byte
+	var mem bool
 	var err error
 	k := 0
-	mem = false
 	for ; k < len(cs); k++ {
 		if body, mem, _, err = c.s.peer.Fetch(cs[k], r, sink); err == nil || started {
 			break
@@ -316,7 +316,7 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 		c.out, c.segStart = c.out[:mark], seg
 		clear(c.bufs[nbufs:])
 		c.bufs = c.bufs[:nbufs]
-		return nil, false, false, false
+		return false, false
 	}
 	c.logRequest(now, 200, sel.Size)
 	c.served.ObjectBytes += sel.Size
@@ -331,32 +331,32 @@ func (c *conn) fromPeer(tbl *content.Table, e, sel *content.Entry, key, ctype, c
 			body, rerr = readSmall(tbl, sel)
 		}
 		if rerr != nil || werr != nil {
-			return nil, false, true, false
+			return true, false
 		}
 	} else if mem {
 		c.served.MemoryBytes += sel.Size
 	}
 	if sel.Remote {
-		o := buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, body)
+		o := buildObject(c.s.cfg.ServerName, sel, ctype, coding, vary, int64(len(body)))
 		o.rule = rule
-		c.s.keepRemote(sel, key, o)
+		c.s.keepRemote(sel, key, o, body)
 	}
 	if werr != nil {
-		return nil, false, true, false
+		return true, false
 	}
 	if !started {
 		// Another request's fetch brought the bytes (collapsed).
 		c.appendBody(body)
-		return nil, false, true, !closeAfter
+		return true, !closeAfter
 	}
 	if sent < int64(len(body)) {
 		n, err := c.nc.Write(body[sent:])
 		c.nbytes += int64(n)
 		if err != nil {
-			return nil, false, true, false
+			return true, false
 		}
 	}
-	return nil, false, true, !closeAfter
+	return true, !closeAfter
 }
 
 // holderPeers appends to cs the peer indices of sel's holders (placement
@@ -385,14 +385,14 @@ func (s *Server) fetchAny(cs []int, r peer.Request, sink func([]byte)) (body []b
 	return nil, false, err
 }
 
-// keepRemote offers a fetched object of a file this node does not store to
-// the memory cache (whose replacement policy decides); other fetched
-// objects are not kept (seed 001).
-func (s *Server) keepRemote(sel *content.Entry, key string, o *object) {
-	if !sel.Remote || s.cache == nil || sel.Size > s.cfg.MaxObject {
+// keepRemote offers a fetched body of a file this node does not store to
+// the object store's memory tier (whose replacement policy decides); other
+// fetched bodies are not kept (seed 001).
+func (s *Server) keepRemote(sel *content.Entry, key string, o *object, body []byte) {
+	if !sel.Remote || int64(len(body)) > s.maxObject {
 		return
 	}
-	s.cache.Add(strings.Clone(key), o, o.cost())
+	s.objs.Hold(strings.Clone(key), body, nil, o)
 }
 
 // noHolder answers for a file of a partitioned site that no holder could

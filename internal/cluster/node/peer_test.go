@@ -53,7 +53,7 @@ func startPeers(t *testing.T, root string, n int, mod func(i int, c *Config)) []
 	}
 	var out []*testServer
 	for i := range n {
-		cfg := Config{Root: root, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		cfg := Config{Root: root, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxObject: 500 << 10,
 			TrustedFronts: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 			Peer:          peer.Config{Self: i, Peers: addrs, Key: peerKey, DigestPeriod: -1}}
 		if mod != nil {
@@ -101,12 +101,12 @@ func TestPeerFetchRelay(t *testing.T) {
 	if st := ns[0].srv.Status(); st.Peer == nil || st.Peer.Fetches != 3 {
 		t.Errorf("status report's peer section: %+v", st.Peer)
 	}
-	if n := ns[0].srv.cache.Len(); n != 0 {
+	if n := ns[0].srv.objs.Stats().MemoryObjects; n != 0 {
 		t.Errorf("node 0 caches %d objects after fetching, want 0 (the owner holds the copy)", n)
 	}
 	c.send(get("/small.bin"))
-	if r := c.read(false); r.body != string(want) || ns[0].srv.PeerStats().Fetches != 3 || ns[0].srv.cache.Len() != 1 {
-		t.Errorf("without the header: fetches %d, cache %d", ns[0].srv.PeerStats().Fetches, ns[0].srv.cache.Len())
+	if r := c.read(false); r.body != string(want) || ns[0].srv.PeerStats().Fetches != 3 || ns[0].srv.objs.Stats().MemoryObjects != 1 {
+		t.Errorf("without the header: fetches %d, cache %d", ns[0].srv.PeerStats().Fetches, ns[0].srv.objs.Stats().MemoryObjects)
 	}
 }
 
@@ -197,8 +197,8 @@ func TestPeerFetchPassfd(t *testing.T) {
 		}
 	}
 	a, b := ns[0].srv.PeerStats(), ns[1].srv.PeerStats()
-	if a.Fetches != 2 || b.Served != 2 || b.ServedDisk != 1 || ns[0].srv.cache.Len() != 1 {
-		t.Errorf("node 0 %+v (cache %d), node 1 %+v", a, ns[0].srv.cache.Len(), b)
+	if a.Fetches != 2 || b.Served != 2 || b.ServedDisk != 1 || ns[0].srv.objs.Stats().MemoryObjects != 1 {
+		t.Errorf("node 0 %+v (cache %d), node 1 %+v", a, ns[0].srv.objs.Stats().MemoryObjects, b)
 	}
 }
 

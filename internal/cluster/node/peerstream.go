@@ -59,11 +59,55 @@ func (c *conn) streamRemote(e, sel *content.Entry, key, ctype, coding string, va
 	if len(cs) == 0 {
 		return true, c.noHolder(sel, now, closeAfter, false)
 	}
-	lastMod := string(httpwire.AppendHTTPDate(nil, sel.ModTime))
 	mark, seg, nbufs := len(c.out), c.segStart, len(c.bufs)
-	var bnd [20]byte
-	status, length := 200, sel.Size
-	switch kind {
+	rs := &rangeSink{c: c, kind: kind, ctype: ctype, size: sel.Size, end: c.spans[len(c.spans)-1].End}
+	status, length := c.remoteHead(rs, sel, ctype, coding, vary, rule, now, closeAfter)
+	r := peer.Request{Site: c.site.name, URL: e.URL, Coding: coding, ETag: sel.ETag, Size: sel.Size, Key: key}
+	var err error
+	for _, i := range cs {
+		rs.at = 0
+		_, err = c.s.peer.Stream(i, r, rs.write)
+		if errors.Is(err, errEnough) {
+			err = nil
+		}
+		if err == nil || errors.Is(err, errClientGone) {
+			break
+		}
+		c.s.cfg.Logger.Debug("peer stream", "url", sel.URL, "peer", i, "done", rs.done, "err", err)
+	}
+	switch {
+	case err == nil:
+		if kind == httpwire.RangeMulti {
+			c.out = append(c.out, "\r\n--"...)
+			c.out = append(c.out, rs.bnd[:]...)
+			c.out = append(c.out, "--\r\n"...)
+		}
+		c.logRequest(now, status, length)
+		c.served.ObjectBytes += length // from a holder's disk, not a memory
+		return true, !closeAfter
+	case !rs.started:
+		// Nothing went out: take the head back and answer 502.
+		c.out, c.segStart = c.out[:mark], seg
+		clear(c.bufs[nbufs:])
+		c.bufs = c.bufs[:nbufs]
+		return true, c.noHolder(sel, now, closeAfter, false)
+	default:
+		// Part of the body went out and no holder could finish it: the
+		// connection closes short of Content-Length.
+		c.s.cfg.Logger.Warn("peer stream failed midway; closing the client connection", "url", sel.URL, "sent", rs.done, "err", err)
+		c.logRequest(now, status, length)
+		c.served.ObjectBytes += length // from a holder's disk, not a memory
+		return true, false
+	}
+}
+
+// remoteHead appends the response head for the ranges c.spans of kind
+// rs.kind (a multipart boundary goes to rs.bnd) and returns the status and
+// the body length.
+func (c *conn) remoteHead(rs *rangeSink, sel *content.Entry, ctype, coding string, vary bool, rule *headerRule,
+	now time.Time, closeAfter bool) (status int, length int64) {
+	status, length = 200, sel.Size
+	switch rs.kind {
 	case httpwire.RangeSingle:
 		// Like serveFile: a 206 carries no Accept-Ranges.
 		s := c.spans[0]
@@ -75,19 +119,19 @@ func (c *conn) streamRemote(e, sel *content.Entry, key, ctype, coding string, va
 	case httpwire.RangeMulti:
 		// serveMultipart's layout and boundary.
 		n := c.s.boundary.Add(1)
-		for i := len(bnd) - 1; i >= 0; i-- {
-			bnd[i] = byte('0' + n%10)
+		for i := len(rs.bnd) - 1; i >= 0; i-- {
+			rs.bnd[i] = byte('0' + n%10)
 			n /= 10
 		}
-		length = int64(len("\r\n--") + len(bnd) + len("--\r\n"))
+		length = int64(len("\r\n--") + len(rs.bnd) + len("--\r\n"))
 		for _, s := range c.spans {
-			c.scratch = appendPartHead(c.scratch[:0], bnd[:], ctype, s, sel.Size)
+			c.scratch = appendPartHead(c.scratch[:0], rs.bnd[:], ctype, s, sel.Size)
 			length += int64(len(c.scratch)) + s.Len()
 		}
 		status = 206
 		c.out = httpwire.AppendStatusLine(c.out, 206)
 		c.out = append(c.out, "Content-Type: multipart/byteranges; boundary="...)
-		c.out = append(c.out, bnd[:]...)
+		c.out = append(c.out, rs.bnd[:]...)
 		c.out = append(c.out, crlf...)
 		c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", length)
 	default:
@@ -95,92 +139,69 @@ func (c *conn) streamRemote(e, sel *content.Entry, key, ctype, coding string, va
 		c.out = httpwire.AppendHeader(c.out, "Content-Type", ctype)
 		c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", sel.Size)
 	}
-	c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
-	if kind == httpwire.RangeNone {
+	c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, string(httpwire.AppendHTTPDate(nil, sel.ModTime)), coding, vary)
+	if rs.kind == httpwire.RangeNone {
 		c.out = httpwire.AppendHeader(c.out, "Accept-Ranges", "bytes")
 	}
 	c.out = appendRule(c.out, rule, now)
 	c.finish(now, closeAfter)
+	return status, length
+}
 
-	// done counts the representation's bytes already dealt with (sent when
-	// in a span, skipped otherwise), across holders; at is the current
-	// holder's position; si the span being sent, open whether its part
-	// head went out.
-	var done, at int64
-	si, open, started := 0, false, false
-	end := c.spans[len(c.spans)-1].End
-	sink := func(chunk []byte) error {
-		cs, ce := at, at+int64(len(chunk))
-		at = ce
-		for done < ce && si < len(c.spans) {
-			s := c.spans[si]
-			lo, hi := max(cs, done, s.Start), min(ce, s.End)
-			if lo >= hi {
-				if ce <= s.Start {
-					break
-				}
-				si, open = si+1, false
-				continue
+// rangeSink cuts the spans c.spans out of a holder's stream and writes
+// them to the client (peer.Host.Stream's sink), across holders: done
+// counts the representation's bytes already dealt with (sent when in a
+// span, skipped otherwise), at is the current holder's position, si the
+// span being sent, open whether its part head went out.
+type rangeSink struct {
+	c        *conn
+	kind     httpwire.RangeKind
+	ctype    string
+	size     int64
+	end      int64 // the last span's end: the stream is stopped there
+	bnd      [20]byte
+	done, at int64
+	si       int
+	open     bool
+	started  bool // a body byte (or part head) went to the client
+}
+
+// write handles one chunk of the stream.
+func (rs *rangeSink) write(chunk []byte) error {
+	c := rs.c
+	cs, ce := rs.at, rs.at+int64(len(chunk))
+	rs.at = ce
+	for rs.done < ce && rs.si < len(c.spans) {
+		s := c.spans[rs.si]
+		lo, hi := max(cs, rs.done, s.Start), min(ce, s.End)
+		if lo >= hi {
+			if ce <= s.Start {
+				break
 			}
-			if kind == httpwire.RangeMulti && !open {
-				c.out = appendPartHead(c.out, bnd[:], ctype, s, sel.Size)
-				open = true
-			}
-			if !started || len(c.out) > 0 {
-				started = true
-				if c.flush() != nil {
-					return errClientGone
-				}
-			}
-			n, err := c.nc.Write(chunk[lo-cs : hi-cs])
-			c.nbytes += int64(n)
-			c.since.Store(time.Now().UnixNano()) // progress, for WriteTimeout
-			if err != nil {
+			rs.si, rs.open = rs.si+1, false
+			continue
+		}
+		if rs.kind == httpwire.RangeMulti && !rs.open {
+			c.out = appendPartHead(c.out, rs.bnd[:], rs.ctype, s, rs.size)
+			rs.open = true
+		}
+		if !rs.started || len(c.out) > 0 {
+			rs.started = true
+			if c.flush() != nil {
 				return errClientGone
 			}
-			done = hi
 		}
-		done = max(done, ce)
-		if done >= end && at < sel.Size {
-			return errEnough // the rest is not wanted: stop the holder
+		n, err := c.nc.Write(chunk[lo-cs : hi-cs])
+		c.nbytes += int64(n)
+		c.since.Store(time.Now().UnixNano()) // progress, for WriteTimeout
+		if err != nil {
+			return errClientGone
 		}
-		return nil
+		rs.done = hi
 	}
-	r := peer.Request{Site: c.site.name, URL: e.URL, Coding: coding, ETag: sel.ETag, Size: sel.Size, Key: key}
-	var err error
-	for _, i := range cs {
-		at = 0
-		_, err = c.s.peer.Stream(i, r, sink)
-		if errors.Is(err, errEnough) {
-			err = nil
-		}
-		if err == nil || errors.Is(err, errClientGone) {
-			break
-		}
-		c.s.cfg.Logger.Debug("peer stream", "url", sel.URL, "peer", i, "done", done, "err", err)
+	rs.done = max(rs.done, ce)
+	if rs.done >= rs.end && rs.at < rs.size {
+		return errEnough // the rest is not wanted: stop the holder
 	}
-	switch {
-	case err == nil:
-		if kind == httpwire.RangeMulti {
-			c.out = append(c.out, "\r\n--"...)
-			c.out = append(c.out, bnd[:]...)
-			c.out = append(c.out, "--\r\n"...)
-		}
-		c.logRequest(now, status, length)
-		c.served.ObjectBytes += length // from a holder's disk, not a memory
-		return true, !closeAfter
-	case !started:
-		// Nothing went out: take the head back and answer 502.
-		c.out, c.segStart = c.out[:mark], seg
-		clear(c.bufs[nbufs:])
-		c.bufs = c.bufs[:nbufs]
-		return true, c.noHolder(sel, now, closeAfter, false)
-	default:
-		// Part of the body went out and no holder could finish it: the
-		// connection closes short of Content-Length.
-		c.s.cfg.Logger.Warn("peer stream failed midway; closing the client connection", "url", sel.URL, "sent", done, "err", err)
-		c.logRequest(now, status, length)
-		c.served.ObjectBytes += length // from a holder's disk, not a memory
-		return true, false
-	}
+	return nil
 }

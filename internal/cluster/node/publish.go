@@ -287,17 +287,14 @@ func (s *Server) commitSites(staged []stagedSite) (content.Diff, error) {
 	return all, nil
 }
 
-// invalidate drops changed and removed URLs (cache keys) from the memory
-// cache.
+// invalidate drops changed and removed URLs (cache keys) from the object
+// store.
 func (s *Server) invalidate(d content.Diff) {
-	if s.cache == nil {
-		return
-	}
 	for _, u := range d.Changed {
-		s.cache.Remove(u)
+		s.objs.Remove(u)
 	}
 	for _, u := range d.Removed {
-		s.cache.Remove(u)
+		s.objs.Remove(u)
 	}
 }
 

@@ -16,7 +16,7 @@ func TestRescanAndTwoPhase(t *testing.T) {
 	if r := c.read(false); r.body != helloBody {
 		t.Fatalf("before: %q", r.body)
 	}
-	if n := ts.srv.cache.Len(); n != 1 {
+	if n := ts.srv.objs.Stats().MemoryObjects; n != 1 {
 		t.Fatalf("cache holds %d objects, want 1", n)
 	}
 	os.WriteFile(filepath.Join(root, "hello.txt"), []byte("edited in place, longer\n"), 0o644)
@@ -24,7 +24,7 @@ func TestRescanAndTwoPhase(t *testing.T) {
 	if err != nil || len(d.Changed) == 0 {
 		t.Fatalf("rescan: %+v %v", d, err)
 	}
-	if n := ts.srv.cache.Len(); n != 0 {
+	if n := ts.srv.objs.Stats().MemoryObjects; n != 0 {
 		t.Errorf("changed object still cached (%d objects)", n)
 	}
 	c.send(get("/hello.txt"))

@@ -1,11 +1,8 @@
 package node
 
 import (
-	"io"
-	"os"
 	"time"
 
-	"shoal/internal/base/content"
 	"shoal/internal/base/httpwire"
 )
 
@@ -13,14 +10,11 @@ import (
 // multipart/byteranges body (RFC 9110 §14.6) laid out as nginx lays it out:
 // each part is CRLF "--" boundary CRLF, Content-Type, Content-Range, a blank
 // line and the bytes; the body ends with CRLF "--" boundary "--" CRLF. The
-// boundary is a 20-digit counter, like nginx's. Cached bodies are sliced in
-// place; others go out part by part with sendfile from f, opened (and
-// confined to the root) before the head; serveMultipart closes it. The ranges are c.spans,
-// already checked and coalesced by httpwire.ParseRanges.
-func (c *conn) serveMultipart(o *object, f *os.File, sel *content.Entry, ctype, coding string, vary bool, rule *headerRule, lastMod string, now time.Time, closeAfter, head bool) bool {
-	if f != nil {
-		defer f.Close()
-	}
+// boundary is a 20-digit counter, like nginx's. Each part's bytes come
+// from r's body (sendBody). The ranges are c.spans, already checked and
+// coalesced by httpwire.ParseRanges.
+func (c *conn) serveMultipart(r *reply, lastMod string, now time.Time, closeAfter, head bool) bool {
+	sel, ctype := r.sel, r.ctype
 	var bnd [20]byte
 	n := c.s.boundary.Add(1)
 	for i := len(bnd) - 1; i >= 0; i-- {
@@ -39,8 +33,8 @@ func (c *conn) serveMultipart(o *object, f *os.File, sel *content.Entry, ctype, 
 	c.out = append(c.out, bnd[:]...)
 	c.out = append(c.out, crlf...)
 	c.out = httpwire.AppendHeaderInt(c.out, "Content-Length", total)
-	c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, coding, vary)
-	c.out = appendRule(c.out, rule, now)
+	c.out = appendRepHeaders(c.out, c.s.cfg.ServerName, sel.ETag, lastMod, r.coding, r.vary)
+	c.out = appendRule(c.out, r.rule, now)
 	c.finish(now, closeAfter)
 	if head {
 		c.logRequest(now, 206, 0)
@@ -49,9 +43,7 @@ func (c *conn) serveMultipart(o *object, f *os.File, sel *content.Entry, ctype, 
 	c.logRequest(now, 206, total)
 	for _, s := range c.spans {
 		c.out = appendPartHead(c.out, bnd[:], ctype, s, sel.Size)
-		if o != nil {
-			c.appendBody(o.body[s.Start:s.End])
-		} else if f == nil || !c.sendPart(f, s.Start, s.Len()) {
+		if !c.sendBody(r, s.Start, s.Len()) {
 			return false
 		}
 	}
@@ -85,15 +77,4 @@ func (c *conn) appendBody(body []byte) {
 	}
 	c.bufs = append(c.bufs, c.out[c.segStart:], body)
 	c.segStart = len(c.out)
-}
-
-// sendPart flushes the pending output and streams length bytes of f from
-// offset with sendfile(2), leaving f open for the next part (sendFile
-// closes it). A short copy (the file shrank) ends the connection.
-func (c *conn) sendPart(f *os.File, offset, length int64) bool {
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		c.flush()
-		return false
-	}
-	return c.copyFile(f, length)
 }

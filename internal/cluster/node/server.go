@@ -14,6 +14,7 @@ import (
 	"shoal/internal/base/cache"
 	"shoal/internal/base/content"
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/store"
 	"shoal/internal/base/vhost"
 	"shoal/internal/cluster/peer"
 )
@@ -24,11 +25,15 @@ var ErrServerClosed = errors.New("node: server closed")
 // Server is one node's HTTP/1.1 server. Create it with New; it is safe for
 // concurrent use, and one Server may Serve several listeners.
 type Server struct {
-	cfg    Config
-	store  *content.Store
-	cache  cache.Cache[*object] // nil when disabled
-	parser httpwire.Parser
-	dates  httpwire.DateCache
+	cfg   Config
+	store *content.Store
+	// objs is the object store (internal/base/store): the bodies of the
+	// representations served, in memory as its policy decides. maxObject
+	// is the largest body its memory tier admits, -1 when it has none.
+	objs      *store.Store
+	maxObject int64
+	parser    httpwire.Parser
+	dates     httpwire.DateCache
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -57,6 +62,9 @@ type Server struct {
 	shed      atomic.Int64      // idle connections closed to make room
 
 	shedCand []idleConn // makeRoom's scratch, under mu
+	// connBufs and outBufs recycle the connections' read and output
+	// buffers (conn.go).
+	connBufs, outBufs bufPool
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
@@ -82,21 +90,21 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	var store *content.Store
+	var cstore *content.Store
 	switch {
 	case single != nil:
-		store = single.store
+		cstore = single.store
 	case sites[vhost.Default] != nil:
-		store = sites[vhost.Default].store
+		cstore = sites[vhost.Default].store
 	default:
 		for _, st := range sites {
-			store = st.store
+			cstore = st.store
 			break
 		}
 	}
 	s := &Server{
 		cfg:       cfg,
-		store:     store,
+		store:     cstore,
 		parser:    httpwire.Parser{MaxHead: cfg.MaxHead, MaxHeaders: cfg.MaxHeaders},
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
@@ -110,17 +118,17 @@ func New(cfg Config) (*Server, error) {
 	if elsewhere == nil && peerEnabled(&cfg) && cfg.CachePolicy == cache.CGDSF {
 		elsewhere = func(key string) bool { return s.peer.CachedElsewhere(key) }
 	}
-	if cfg.CacheBytes > 0 {
-		c, err := cache.New(cache.Config[*object]{
-			Policy:          cfg.CachePolicy,
-			Capacity:        cfg.CacheBytes,
-			MaxObject:       cfg.MaxObject + 4096, // room for the prebuilt head
-			CachedElsewhere: elsewhere,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("node: cache: %w", err)
-		}
-		s.cache = cache.NewSync(c)
+	objs, err := store.Open(store.Config{
+		Dir: cfg.DataDir, DiskBytes: cfg.DataBytes,
+		MemoryBytes: cfg.CacheBytes, InlineBytes: cfg.Memory.Inline, Policy: cfg.CachePolicy, MaxObject: cfg.MaxObject,
+		CachedElsewhere: elsewhere, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	s.objs, s.maxObject = objs, -1
+	if sc := objs.Config(); sc.MemoryBytes > 0 {
+		s.maxObject = sc.MaxObject
 	}
 	if cfg.AccessLog != nil {
 		s.logBuf = bufio.NewWriterSize(cfg.AccessLog, 64<<10)
@@ -134,6 +142,10 @@ func New(cfg Config) (*Server, error) {
 	go s.sweep()
 	return s, nil
 }
+
+// Objects returns the node's object store: the one index of the bodies it
+// serves, site files and stored responses alike.
+func (s *Server) Objects() *store.Store { return s.objs }
 
 // Store returns the content store the server answers from (for Publish);
 // with VHosts, the _default site's (or some site's when there is none).
@@ -245,6 +257,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.edge != nil {
 		s.edge.close()
 	}
+	s.objs.Close()
 	s.stopOnce.Do(func() { close(s.stopSweep) })
 	<-s.done
 	s.flushLog()

@@ -266,6 +266,10 @@ func (s *siteRules) contentType(e *content.Entry) string {
 	return e.ContentType
 }
 
+// maxErrorPage is the largest error page served; a larger file named as
+// one is not read (the built-in text answers).
+const maxErrorPage = 1 << 20
+
 // errorPage answers status with the site's page for it when it has one and
 // reports whether it did. The page is served like a file (through the
 // cache) but with the error status and without validators.
@@ -278,16 +282,19 @@ func (c *conn) errorPage(tbl *content.Table, status int, now time.Time, closeAft
 	if e == nil || e.IsDir {
 		return false
 	}
+	if e.Size > maxErrorPage {
+		return false // an error page is small; refuse to read a huge one
+	}
 	var body []byte
-	if c.s.cache != nil && e.Size <= c.s.cfg.MaxObject {
-		if v, ok := c.s.cache.Get(c.cacheKey(e, "")); ok && v.etag == e.ETag {
-			body = v.body
+	if h, o := c.s.cached(c.cacheKey(e, ""), e, false); o != nil {
+		body = make([]byte, e.Size)
+		_, err := h.ReadAt(body, 0)
+		h.Release()
+		if err != nil {
+			body = nil
 		}
 	}
 	if body == nil {
-		if e.Size > c.s.cfg.MaxObject {
-			return false // an error page is small; refuse to read a huge one
-		}
 		b, err := readSmall(tbl, e)
 		if err != nil {
 			return false

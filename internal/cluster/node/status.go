@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"syscall"
 	"time"
 
 	"shoal/internal/base/cache"
+	"shoal/internal/base/store"
 	"shoal/internal/cluster/peer"
 )
 
@@ -64,6 +67,45 @@ type Status struct {
 	// Edge counts a cache-mode node's hits, misses, revalidations and
 	// upstream bytes (edge.go); absent when cache mode is off.
 	Edge *EdgeStats `json:"edge,omitempty"`
+	// Memory is how the node's memory was planned and what its object
+	// store holds, by tier.
+	Memory *MemoryStatus `json:"memory,omitempty"`
+}
+
+// MemoryStatus is the memory part of Status: the plan the node was
+// started with (from its cgroup's limit, or flags), the Go runtime's
+// memory limit in force, and the object store's counters.
+type MemoryStatus struct {
+	Plan    store.Plan  `json:"plan"`
+	GoLimit int64       `json:"go_limit_bytes"`
+	Store   store.Stats `json:"store"`
+	// GCCPUSeconds is the Go collector's CPU time since the process
+	// started (runtime/metrics' estimate), CPUSeconds the process's
+	// (getrusage): their quotient between two reports is the share of the
+	// CPU the collector took. HeapBytes is the Go heap in use.
+	GCCPUSeconds float64 `json:"gc_cpu_seconds"`
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	HeapBytes    int64   `json:"heap_bytes"`
+}
+
+// goMetrics are the runtime/metrics samples MemoryStatus reports.
+var goMetrics = [...]string{"/cpu/classes/gc/total:cpu-seconds", "/memory/classes/heap/objects:bytes"}
+
+// memoryStatus reads the memory part of the status.
+func (s *Server) memoryStatus(st store.Stats) *MemoryStatus {
+	ms := &MemoryStatus{Plan: s.cfg.Memory, Store: st, GoLimit: debug.SetMemoryLimit(-1), CPUSeconds: cpuTime().Seconds()}
+	var samples [len(goMetrics)]metrics.Sample
+	for i, name := range goMetrics {
+		samples[i].Name = name
+	}
+	metrics.Read(samples[:])
+	if v := samples[0].Value; v.Kind() == metrics.KindFloat64 {
+		ms.GCCPUSeconds = v.Float64()
+	}
+	if v := samples[1].Value; v.Kind() == metrics.KindUint64 {
+		ms.HeapBytes = int64(v.Uint64())
+	}
+	return ms
 }
 
 // Status returns the current resource report. CPU percent is measured
@@ -98,14 +140,12 @@ func (s *Server) Status() Status {
 		ps := s.peer.Stats()
 		st.Peer = &ps
 	}
-	if s.cache != nil {
-		cs := s.cache.Stats()
-		st.CacheObjects = s.cache.Len()
-		st.CacheBytes = s.cache.Bytes()
-		st.CacheHitRatio = cs.ObjectHitRatio()
-		st.ByteHitRatio = cs.ByteHitRatio()
-		st.CacheHits, st.CacheMisses = cs.Hits, cs.Misses
-	}
+	ost := s.objs.Stats()
+	st.CacheObjects, st.CacheBytes = ost.MemoryObjects, ost.MemoryBytes
+	st.CacheHits, st.CacheMisses = ost.MemoryHits, ost.Misses+ost.DiskHits
+	cs := cache.Stats{Hits: st.CacheHits, Misses: st.CacheMisses, HitBytes: ost.MemoryHitBytes, MissBytes: ost.MissBytes}
+	st.CacheHitRatio, st.ByteHitRatio = cs.ObjectHitRatio(), cs.ByteHitRatio()
+	st.Memory = s.memoryStatus(ost)
 	return st
 }
 

@@ -58,7 +58,7 @@ func TestVHosts(t *testing.T) {
 	}
 	// One cache object per site's file: A, B, C and default index.html and
 	// A's only-a.txt (keys "a.example/index.html", ...).
-	if n := ts.srv.cache.Len(); n != 5 {
+	if n := ts.srv.objs.Stats().MemoryObjects; n != 5 {
 		t.Fatalf("cache holds %d objects, want 5", n)
 	}
 	ts.srv.Shutdown(t.Context())

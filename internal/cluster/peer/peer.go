@@ -124,11 +124,12 @@ type Local interface {
 	// memory hit. ErrNotFound when r names no file, ErrVersion when the
 	// file's ETag is not r.ETag.
 	PeerObject(r Request) (body []byte, mem bool, err error)
-	// PeerFile opens r's file when this node would not keep it in memory
-	// (too large for its cache), returning it and its size: the host
-	// reads it in Chunk pieces, never whole, and closes it. It returns a
-	// nil file (and no error) when PeerObject should answer; ErrNotFound
-	// and ErrVersion as PeerObject.
+	// PeerFile lends r's body as a reader, with its size: the host reads
+	// it in Chunk pieces, never whole, and closes it. A reader with a
+	// FromMemory() bool method that answers true was in the node's memory
+	// (the answer says so, as PeerObject's mem); any other was read from
+	// disk. It returns a nil reader (and no error) when PeerObject should
+	// answer; ErrNotFound and ErrVersion as PeerObject.
 	PeerFile(r Request) (f io.ReadCloser, size int64, err error)
 	// CacheKeys calls add with every key in the memory cache.
 	CacheKeys(add func(key string))
@@ -472,7 +473,8 @@ func (h *Host) serveGet(c *peerwire.Conn, p []byte, out []byte) ([]byte, error) 
 	f, size, err := h.local.PeerFile(r)
 	if f != nil {
 		defer f.Close()
-		return h.serveFile(c, f, size, out)
+		m, _ := f.(interface{ FromMemory() bool })
+		return h.serveFile(c, f, size, m != nil && m.FromMemory(), out)
 	}
 	var body []byte
 	mem := false
@@ -514,21 +516,28 @@ func (h *Host) serveGet(c *peerwire.Conn, p []byte, out []byte) ([]byte, error) 
 	return out, nil
 }
 
-// serveFile sends size bytes of f like serveGet sends a body read from
-// disk (stOKDisk), reading each chunk straight into out (grown once to a
-// frame, and kept for the connection's next answers): the holder never
-// holds the file. A file shorter than size (it shrank since the scan) ends
-// the connection mid-answer, so the asker never takes a short body for the
+// serveFile sends size bytes of f like serveGet sends a body (stOK when
+// mem, the body being in the node's memory, else stOKDisk), reading each
+// chunk straight into out (grown once to a frame, and kept for the
+// connection's next answers): the holder never holds the whole body on
+// its heap. A file shorter than size (it shrank since the scan) ends the
+// connection mid-answer, so the asker never takes a short body for the
 // object.
-func (h *Host) serveFile(c *peerwire.Conn, f io.Reader, size int64, out []byte) ([]byte, error) {
+func (h *Host) serveFile(c *peerwire.Conn, f io.Reader, size int64, mem bool, out []byte) ([]byte, error) {
 	if cap(out) < 9+Chunk {
 		out = make([]byte, 0, 9+Chunk)
 	}
-	out = append(out[:0], stOKDisk)
+	st := byte(stOKDisk)
+	if mem {
+		st = stOK
+	}
+	out = append(out[:0], st)
 	out = binary.BigEndian.AppendUint64(out, uint64(size))
 	h.served.Add(1)
 	h.servedBytes.Add(uint64(size)) // before sending, as serveGet counts
-	h.servedDisk.Add(1)
+	if !mem {
+		h.servedDisk.Add(1)
+	}
 	first := int(min(size, Chunk))
 	if _, err := io.ReadFull(f, out[9:9+first]); err != nil {
 		return out, fmt.Errorf("peer: read: %w", err)

@@ -76,10 +76,15 @@ type Config struct {
 	// NewReplacer builds the replacement order of one node's mirrored cache.
 	// Default: NodeCache's order.
 	NewReplacer func(node int) Replacer `toml:"-"`
+	// NodeFootprint is what an object of a given size costs a node's cache
+	// budget, for the mirrors' accounting: shoal nodes charge whole pages
+	// and their entry (store.Footprint), which Tuning.Config and `shoal up`
+	// set when they mirror shoal nodes. Default nil: the size itself.
+	NodeFootprint func(size int64) int64 `toml:"-"`
 	// NodeCache is the nodes' cache replacement policy, "lru", "gdsf" or
 	// "cgdsf" (internal/base/cache; the nodes' --cache), whose order tbccrd's and
 	// weblins' mirrors of the node caches follow when NewReplacer is not set
-	// (NodeCacheMirrors, with the nodes' GDSF cost of 1): a mirror evicting
+	// (NodeCacheMirrors, with the nodes' GDSF cost, cache.DiskCost): a mirror evicting
 	// in another order than its nodes believes objects cached that the nodes
 	// dropped. Default "" = lru (seed 000 §3.3.1); `shoal up`
 	// sets its nodes' policy, a `shoal front` takes [tuning] node_cache.
@@ -143,7 +148,7 @@ func (c *Config) fill() {
 	if c.NewReplacer == nil && c.NodeCache != "" && c.NodeCache != cache.LRU {
 		budgets := slices.Clone(c.NodeCacheBytes)
 		budget := c.CacheBytes
-		c.NewReplacer = nodeCacheMirrors(cache.Config[struct{}]{Policy: c.NodeCache, Capacity: budget}, func(i int) int64 {
+		c.NewReplacer = nodeCacheMirrors(cache.Config[struct{}]{Policy: c.NodeCache, Capacity: budget, Cost: cache.DiskCost}, func(i int) int64 {
 			if i < len(budgets) && budgets[i] > 0 {
 				return budgets[i]
 			}

@@ -29,6 +29,10 @@ type urlTable struct {
 	onDrop func(id int32)
 	// storage is the Cluster.Storage the disk flags were last set from.
 	storage *Storage
+	// onCache, if set, is told the URL of every row whose cache_hit flag
+	// changes on some node (tbccrd's shared tag table, tbccrd_tag.go); it
+	// runs before a dropped row forgets its URL.
+	onCache func(url string)
 }
 
 type urlRow struct {
@@ -175,13 +179,25 @@ func (t *urlTable) cached(id int32, node int) bool {
 	return node < len(c) && c[node].cache
 }
 
+// charge is what an object of size bytes costs a node's budget
+// (Config.NodeFootprint); an unknown size (negative) costs nothing.
+func (t *urlTable) charge(size int64) int64 {
+	if size < 0 {
+		return 0
+	}
+	if f := t.cfg.NodeFootprint; f != nil {
+		return f(size)
+	}
+	return size
+}
+
 // insert caches id on node (or refreshes it), then evicts in replacement
 // order while the node's Σ size exceeds its budget, clearing the victims'
 // cache_hit flags. It reports whether id is cached afterwards (not if it is
 // above the no-cache threshold or the budget, or was itself the victim).
 func (t *urlTable) insert(id int32, node int, now time.Duration) bool {
 	e := &t.rows[id]
-	size := max(e.size, 0)
+	size := t.charge(e.size)
 	nc := &t.caches[node]
 	if e.size > t.noCache || size > nc.limit {
 		t.remove(id, node)
@@ -192,6 +208,9 @@ func (t *urlTable) insert(id int32, node int, now time.Duration) bool {
 		return true
 	}
 	e.cells[node].cache = true
+	if t.onCache != nil {
+		t.onCache(e.url)
+	}
 	nc.used += size
 	nc.objects++
 	nc.repl.Add(id, size, now)
@@ -225,8 +244,11 @@ func (t *urlTable) remove(id int32, node int) bool {
 		return false
 	}
 	e.cells[node].cache = false
+	if t.onCache != nil {
+		t.onCache(e.url)
+	}
 	nc := &t.caches[node]
-	nc.used -= max(e.size, 0)
+	nc.used -= t.charge(e.size)
 	nc.objects--
 	nc.repl.Remove(id)
 	return true
@@ -240,20 +262,20 @@ func (t *urlTable) setSize(id int32, size int64) {
 	if e.size == size {
 		return
 	}
-	old := max(e.size, 0)
+	old := t.charge(e.size)
 	e.size = size
 	for i := range e.cells {
 		if !e.cells[i].cache {
 			continue
 		}
 		nc := &t.caches[i]
-		nc.used += max(size, 0) - old
-		if size > t.noCache || size > nc.limit {
+		nc.used += t.charge(size) - old
+		if size > t.noCache || t.charge(size) > nc.limit {
 			t.remove(id, i)
 			continue
 		}
 		if rs, ok := nc.repl.(Resizer); ok {
-			rs.Resize(id, max(size, 0))
+			rs.Resize(id, t.charge(size))
 		}
 		t.evict(i)
 	}

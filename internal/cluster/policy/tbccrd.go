@@ -51,6 +51,7 @@ type TBCCRD struct {
 	t         *urlTable
 	self      int // node holding the current request's connection, -1
 	nextSweep time.Duration
+	tags      *tagLog // the changes of the tag table the nodes share; nil until TagUpdates
 }
 
 type tbConn struct {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"shoal/internal/base/store"
 )
 
 // Traits is what a policy says about itself, so that the front, the
@@ -207,8 +209,23 @@ type Tuning struct {
 	MaxURLMB      int64          `toml:"max_url_mb"`
 }
 
-// Config converts the tuning to a policy Config.
+// Config converts the tuning to a policy Config. With node_cache set the
+// nodes are shoal nodes whose object stores the mirrors follow: objects
+// cost them store.Footprint, and unless no_cache_kb says otherwise they
+// admit up to an eighth of their budget, at least 500 KB
+// (store.Config.DefaultMaxObject).
 func (t Tuning) Config() Config {
+	c := t.config()
+	if t.NodeCache != "" {
+		c.NodeFootprint = func(size int64) int64 { return store.Footprint(size, 0) }
+		if c.NoCacheAbove == 0 && c.CacheBytes > 0 {
+			c.NoCacheAbove = store.Config{MemoryBytes: c.CacheBytes}.DefaultMaxObject()
+		}
+	}
+	return c
+}
+
+func (t Tuning) config() Config {
 	return Config{
 		Seed: t.Seed, Epsilon: t.Epsilon, VirtualNodes: t.VirtualNodes,
 		TLow: t.TLow, THigh: t.THigh, K: t.K, Period: t.Period,

@@ -80,7 +80,9 @@ type Costs struct {
 	// sees loads that follow the request rates more than the nodes' costs.
 	Delivery time.Duration `toml:"delivery"`
 	// NoCacheAbove: objects larger than this many bytes are never cached and
-	// always read from disk (seed 000 §3.3.1: 500 KB).
+	// always read from disk (seed 000 §3.3.1: 500 KB). 0 (the default) is
+	// what live nodes admit: an eighth of the node's cache, at least 500 KB
+	// (store.DefaultMaxObjectShare), so large files are cached too.
 	NoCacheAbove int64 `toml:"no_cache_above"`
 
 	// Ttransfer is the front CPU to forward one packet.
@@ -115,7 +117,7 @@ func DefaultCosts() Costs {
 		HandoffOut:      120 * time.Microsecond,
 		HandoffIn:       145 * time.Microsecond,
 		PeerPer512:      40 * time.Microsecond,
-		NoCacheAbove:    500 << 10,
+		NoCacheAbove:    0,
 		Ttransfer:       8 * time.Microsecond,
 		Tconn:           120 * time.Microsecond,
 		Thandoff:        120 * time.Microsecond,

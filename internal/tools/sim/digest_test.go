@@ -76,11 +76,12 @@ func TestDigestDefault(t *testing.T) {
 
 // TestGDSFCost: which object a node's cache evicts under each cost model.
 // Capacity 410 B; node 1 caches /a (10 B); node 0 caches /a (10 B) and /b
-// (400 B), then /c (10 B) needs room. H = F·C/S with F = 1, L = 0:
+// (400 B), then /c (10 B) needs room (nothing is refused as too large).
+// H = F·C/S with F = 1, L = 0; the node cost is cache.DiskCost, 1 + S/41666:
 //
-//	node cost, cgdsf: /a is a duplicate, C = 1/10: H = 0.01; /b: 1/400 = 0.0025 → /b goes
+//	node cost, cgdsf: /a is a duplicate, C ≈ 1/10: H ≈ 0.01; /b: 1.01/400 ≈ 0.0025 → /b goes
 //	disk cost, cgdsf: /a C = 2·40 µs = 0.08 ms: H = 0.008; /b C = Disk(400) = 28.41 ms: H = 0.071 → /a goes
-//	node cost, gdsf: /a H = 1/10 = 0.1; /b 0.0025 → /b goes
+//	node cost, gdsf: /a H ≈ 1/10 = 0.1; /b ≈ 0.0025 → /b goes
 //	disk cost, gdsf: /a H = 28.41/10 = 2.841; /b 0.071 → /b goes
 func TestGDSFCost(t *testing.T) {
 	cases := []struct {
@@ -92,7 +93,9 @@ func TestGDSFCost(t *testing.T) {
 		{"gdsf", GDSFDisk, "/b"},
 	}
 	for _, c := range cases {
-		sm, err := newSim(Config{Policy: "wrr", Nodes: 2, Cache: c.cache, CacheBytes: 410, GDSFCost: c.cost, DigestPeriod: -1},
+		costs := DefaultCosts()
+		costs.NoCacheAbove = 1 << 20
+		sm, err := newSim(Config{Policy: "wrr", Nodes: 2, Cache: c.cache, CacheBytes: 410, GDSFCost: c.cost, DigestPeriod: -1, Costs: &costs},
 			NewSliceSource(nil))
 		if err != nil {
 			t.Fatal(err)

@@ -92,11 +92,15 @@ func TestNodeCostCheck(t *testing.T) {
 }
 
 // TestBigFilesAlwaysDisk: an object above NoCacheAbove is read from disk on
-// every request however large the cache; one just below it is cached.
+// every request however large the cache; one just below it is cached. By
+// default the threshold is the live nodes' (an eighth of the cache, 8 MiB
+// here); seed 000's 500 KB is set explicitly.
 func TestBigFilesAlwaysDisk(t *testing.T) {
+	costs := DefaultCosts()
+	costs.NoCacheAbove = 500 << 10
 	for _, pol := range []string{"wrr", "lard", "tbccrd", "weblins"} {
 		a := append(repeat("/big", 500<<10+1, 10), repeat("/ok", 500<<10, 10)...)
-		res, err := Run(Config{Policy: pol, Nodes: 2, CacheBytes: 64 << 20}, NewSliceSource(a))
+		res, err := Run(Config{Policy: pol, Nodes: 2, CacheBytes: 64 << 20, Costs: &costs}, NewSliceSource(a))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,6 +111,29 @@ func TestBigFilesAlwaysDisk(t *testing.T) {
 		if res.DiskReads < 10 || res.DiskReads > 12 {
 			t.Errorf("%s: disk reads %d, want 10 + (1 or 2)", pol, res.DiskReads)
 		}
+		// The default threshold (8 MiB) caches /big too.
+		res, err = Run(Config{Policy: pol, Nodes: 2, CacheBytes: 64 << 20}, NewSliceSource(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.BigToDisk != 0 || res.DiskReads > 4 {
+			t.Errorf("%s, default threshold: BigToDisk %d, disk reads %d; want 0 and at most 4", pol, res.BigToDisk, res.DiskReads)
+		}
+	}
+}
+
+// TestMemoryBytes: a node given its memory caches what a live node plans
+// from it (its own overhead left out), and admits up to an eighth of that.
+func TestMemoryBytes(t *testing.T) {
+	sm, err := newSim(Config{Policy: "wrr", Nodes: 1, MemoryBytes: 36 << 20}, NewSliceSource(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sm.nodes[0].cache.Capacity(); c != 26<<20 {
+		t.Errorf("cache %d MiB, want 26 (36 less the 10 MiB process overhead)", c>>20)
+	}
+	if sm.c.NoCacheAbove != 26<<20/8 {
+		t.Errorf("no-cache threshold %d, want 3.25 MiB", sm.c.NoCacheAbove)
 	}
 }
 

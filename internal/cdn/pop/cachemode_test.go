@@ -1,0 +1,228 @@
+package pop
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shoal/internal/cdn/chord"
+	"shoal/internal/cdn/replica"
+)
+
+// cacheRing starts n PoPs whose nodes are caches in front of one origin
+// that counts its requests per path (and takes 100 ms, so concurrent
+// misses overlap); its responses are fresh for a minute.
+func cacheRing(t *testing.T, n int, tune func(*Config)) ([]*PoP, func(string) int) {
+	t.Helper()
+	var mu sync.Mutex
+	hits := map[string]int{}
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		time.Sleep(100 * time.Millisecond)
+		w.Header().Set("Cache-Control", "max-age=60")
+		fmt.Fprintf(w, "body of %s", r.URL.Path)
+	}))
+	t.Cleanup(origin.Close)
+	dir := t.TempDir()
+	seed := writeSeed(t, dir, "seed", "0123456789abcdef0123456789abcdef")
+	pops := startPoPs(t, n, "m", seed, filepath.Join(dir, "data"), func(c *Config) {
+		c.Origins = []string{origin.URL}
+		c.Cluster.Nodes = 2
+		if tune != nil {
+			tune(c)
+		}
+	})
+	waitRing(t, pops)
+	return pops, func(path string) int { mu.Lock(); defer mu.Unlock(); return hits[path] }
+}
+
+// waitRing waits for one MBPP view and one Chord ring over pops.
+func waitRing(t *testing.T, pops []*PoP) {
+	t.Helper()
+	n := len(pops)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok := true
+		for _, p := range pops {
+			if p.Pops().Members != n || len(p.Chord().Successors) == 0 {
+				ok = false
+			}
+		}
+		seen := map[uint64]bool{}
+		cur := pops[0]
+		for range n {
+			seen[cur.ID] = true
+			if s := cur.Chord().Successors; len(s) > 0 {
+				for _, q := range pops {
+					if q.ID == uint64(s[0].ID) {
+						cur = q
+					}
+				}
+			}
+		}
+		if ok && len(seen) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ring not formed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// gwGet GETs path at p's gateway and returns the body and X-Cache.
+func gwGet(t *testing.T, p *PoP, path string) (string, string) {
+	t.Helper()
+	r, err := http.Get(strings.TrimSuffix(p.Cluster.URL, "/") + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	if r.StatusCode != 200 {
+		t.Fatalf("GET %s at %s: %s %s", path, p.cfg.Name, r.Status, b)
+	}
+	return string(b), r.Header.Get("X-Cache")
+}
+
+// TestCacheModeAcrossPoPs: the PoPs' nodes store; a file fetched at one
+// PoP is then fetched by another from a PoP holding it (not the origin)
+// and hit there the third time; 50 concurrent misses cost one origin
+// fetch; a purge is confirmed by every PoP and the next GET goes to the
+// origin.
+func TestCacheModeAcrossPoPs(t *testing.T) {
+	pops, origin := cacheRing(t, 3, nil)
+	owner, err := pops[0].lookup(t.Context(), chord.ContentKey("", Key("127.0.0.1", "/x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b *PoP
+	for _, p := range pops {
+		if p.ID != uint64(owner.ID) {
+			if a == nil {
+				a = p
+			} else {
+				b = p
+			}
+		}
+	}
+	if body, how := gwGet(t, a, "/x"); body != "body of /x" || how != "MISS" || origin("/x") != 1 {
+		t.Fatalf("first GET at %s: %q %s, origin %d", a.cfg.Name, body, how, origin("/x"))
+	}
+	// The node registers its copy once stored, which may be just after
+	// the client has its answer: wait until the home lists a.
+	var home *PoP
+	for _, p := range pops {
+		if p.ID == uint64(owner.ID) {
+			home = p
+		}
+	}
+	eventually(t, "a listed at the home", func() bool {
+		home.cm.m.mu.Lock()
+		defer home.cm.m.mu.Unlock()
+		return len(home.cm.m.dir.Holders(time.Now(), chord.ID(HashKey(Key("127.0.0.1", "/x"))))) == 1
+	})
+	if _, how := gwGet(t, b, "/x"); how != "MISS" || origin("/x") != 1 {
+		t.Fatalf("GET at %s: %s, origin asked %d times", b.cfg.Name, how, origin("/x"))
+	}
+	if st := b.ContentStats().Counts; st["remote_fetches"] != 1 {
+		t.Fatalf("%s: %v (want one remote fetch)", b.cfg.Name, st)
+	}
+	if _, how := gwGet(t, b, "/x"); how != "HIT" {
+		t.Fatalf("third GET at %s: %s, want HIT", b.cfg.Name, how)
+	}
+	c := pops[2]
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := http.Get(strings.TrimSuffix(c.Cluster.URL, "/") + "/hot"); err == nil {
+				io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := origin("/hot"); n != 1 {
+		t.Fatalf("50 concurrent misses: %d origin fetches, want 1", n)
+	}
+	res, err := a.cm.m.issuePurge(t.Context(), parsePurgeQuery(t, "url=/x"))
+	if err != nil || len(res.Confirmed) != 3 || len(res.Missing) != 0 {
+		t.Fatalf("purge: %+v %v", res, err)
+	}
+	if _, how := gwGet(t, b, "/x"); how != "MISS" || origin("/x") != 2 {
+		t.Fatalf("after purge: %s, origin %d (want a fresh origin fetch)", how, origin("/x"))
+	}
+}
+
+func parsePurgeQuery(t *testing.T, q string) replica.Purge {
+	t.Helper()
+	r := httptest.NewRequest("POST", "/purge?"+q, nil)
+	p, err := parsePurge(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestContentMetrics: a PoP's /metrics carries its content figures by
+// name: hits and misses at this PoP, and the bytes its misses took from the
+// origin ("body of /m", 10 bytes, fetched by whichever PoP is the key's
+// home); its dashboard.json has a CDN part.
+func TestContentMetrics(t *testing.T) {
+	pops, _ := cacheRing(t, 2, nil)
+	p := pops[0]
+	gwGet(t, p, "/m")
+	gwGet(t, p, "/m")
+	metric := func(q *PoP, series string) float64 {
+		t.Helper()
+		r, err := http.Get(q.AdminURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, series+" "); ok {
+				var f float64
+				fmt.Sscan(v, &f)
+				return f
+			}
+		}
+		t.Fatalf("%s: no %s in /metrics", q.cfg.Name, series)
+		return 0
+	}
+	if h := metric(p, `shoal_pop_content_total{event="hits",pop="m0"}`); h != 1 {
+		t.Errorf("hits %v, want 1", h)
+	}
+	if m := metric(p, `shoal_pop_content_total{event="misses",pop="m0"}`); m < 1 {
+		t.Errorf("misses %v, want ≥ 1", m)
+	}
+	if o := metric(p, `shoal_pop_content_held{pop="m0",what="objects"}`); o != 1 {
+		t.Errorf("objects held %v, want 1", o)
+	}
+	ob := metric(pops[0], `shoal_pop_content_total{event="origin_bytes",pop="m0"}`) +
+		metric(pops[1], `shoal_pop_content_total{event="origin_bytes",pop="m1"}`)
+	if ob != 10 {
+		t.Errorf("bytes from the origin: %v in all, want 10", ob)
+	}
+	var snap struct {
+		CDN *struct {
+			PoP    string            `json:"pop"`
+			Counts map[string]uint64 `json:"counts"`
+		} `json:"cdn"`
+	}
+	getJSON(t, p.AdminURL+"/dashboard.json", &snap)
+	if snap.CDN == nil || snap.CDN.PoP != "m0" || snap.CDN.Counts["hits"] != 1 {
+		t.Fatalf("dashboard.json CDN part: %+v", snap.CDN)
+	}
+}

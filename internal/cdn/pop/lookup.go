@@ -1,0 +1,68 @@
+package pop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"shoal/internal/cdn/chord"
+)
+
+// onCDN hands a content frame from PoP from to the content manager.
+func (p *PoP) onCDN(from uint64, body []byte) {
+	if p.cm != nil {
+		p.cm.m.onCDNFrame(from, body)
+	}
+}
+
+// lookup finds the owner of key with Chord and waits for the answer.
+func (p *PoP) lookup(ctx context.Context, key chord.ID) (chord.Peer, error) {
+	ch := make(chan chord.Result, 1)
+	p.mu.Lock()
+	if p.ch == nil {
+		p.mu.Unlock()
+		return chord.Peer{}, errors.New("pop: not in the Chord ring yet")
+	}
+	id, out := p.ch.Lookup(time.Now(), key)
+	p.lookups[id] = ch
+	p.deliverLocked()
+	p.mu.Unlock()
+	p.sendChord(out)
+	p.poke()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	defer func() {
+		p.mu.Lock()
+		delete(p.lookups, id)
+		p.mu.Unlock()
+	}()
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return chord.Peer{}, r.Err
+		}
+		return r.Owner, nil
+	case <-ctx.Done():
+		return chord.Peer{}, fmt.Errorf("chord lookup: %w", ctx.Err())
+	}
+}
+
+// deliverLocked hands finished lookups to their waiters; p.mu is held.
+func (p *PoP) deliverLocked() {
+	if p.ch == nil {
+		return
+	}
+	for _, r := range p.ch.TakeResults() {
+		if ch := p.lookups[r.Lookup]; ch != nil {
+			ch <- r
+		}
+	}
+}
+
+func (p *PoP) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
