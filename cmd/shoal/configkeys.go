@@ -35,6 +35,7 @@ var frontFlagKeys = map[string]string{
 	"sysmon-idle":            "sysmon_idle",
 	"handoff-dir":            "handoff_dir",
 	"handoff-uid":            "handoff_uid",
+	"passfd-moves":           "passfd_moves",
 	"max-conns":              "limits.max_conns",
 	"max-conns-per-ip":       "limits.max_conns_per_ip",
 	"send-timeout":           "limits.send_timeout",
