@@ -347,6 +347,12 @@ func newCacheMode(cfg Config) (*Server, error) {
 	if s.edge, err = newEdge(cfg.Edge, cfg.CacheBytes, cfg.Logger); err != nil {
 		return nil, err
 	}
+	// The edge's store is the node's one object store: its status,
+	// digest and shutdown see the stored responses.
+	s.objs, s.maxObject = s.edge.store, -1
+	if sc := s.objs.Config(); sc.MemoryBytes > 0 {
+		s.maxObject = sc.MaxObject
+	}
 	if cfg.AccessLog != nil {
 		s.logBuf = bufio.NewWriterSize(cfg.AccessLog, 64<<10)
 	}

@@ -122,7 +122,7 @@ func TestEdgeMissThenHit(t *testing.T) {
 		h.Set("X-Hop", "dropped")
 		fmt.Fprint(w, "hello")
 	})
-	_, addr := startEdge(t, o.URL)
+	srv, addr := startEdge(t, o.URL)
 	resp, body := edgeGet(t, addr, "/a?q=1")
 	if body != "hello" || resp.Header.Get("X-Cache") != "MISS" {
 		t.Fatalf("first: %q X-Cache %q", body, resp.Header.Get("X-Cache"))
@@ -149,6 +149,17 @@ func TestEdgeMissThenHit(t *testing.T) {
 	// Another query is another resource.
 	if resp, _ = edgeGet(t, addr, "/a?q=2"); resp.Header.Get("X-Cache") != "MISS" || o.n.Load() != 2 {
 		t.Errorf("other query: %q, origin saw %d", resp.Header.Get("X-Cache"), o.n.Load())
+	}
+	// The status reports the stored responses as the node's objects (the
+	// second miss is committed once its body is in, maybe after the
+	// answer).
+	st := srv.Status()
+	for i := 0; i < 250 && st.CacheObjects < 2; i++ {
+		time.Sleep(20 * time.Millisecond)
+		st = srv.Status()
+	}
+	if st.Edge == nil || st.Edge.Stored != 2 || st.CacheObjects != 2 || st.CacheHits != 1 {
+		t.Errorf("status: edge %+v, %d objects, %d hits", st.Edge, st.CacheObjects, st.CacheHits)
 	}
 }
 
