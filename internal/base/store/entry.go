@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+
+	"shoal/internal/base/offheap"
 )
 
 // Entry kinds.
@@ -32,7 +34,7 @@ type entry struct {
 	// Stored entries: the file's number, its record in the index (0 once
 	// out of it) and its header's metadata region.
 	id      uint64
-	rec     uint32
+	rec     offheap.Ref
 	metaLen int
 	metaCap int
 
@@ -131,7 +133,7 @@ func (s *Store) drop(e *entry, report bool) {
 
 // dropRec takes the stored entry at rest r out of the index and deletes
 // its file; report asks for OnEvict, which reads the key from the file.
-func (s *Store) dropRec(r uint32, report bool) {
+func (s *Store) dropRec(r offheap.Ref, report bool) {
 	id := s.ix.at(r).id
 	s.ix.remove(r)
 	s.gone = append(s.gone, goneEntry{unlink: s.path(id), evicted: report})
@@ -156,7 +158,7 @@ func (s *Store) record(e *entry, blocks int64) bool {
 	}
 	for (s.ix.blocks+blocks)*blockSize > s.cfg.DiskBytes && s.ix.tail != 0 {
 		r := s.ix.tail
-		if o := s.hot[s.ix.at(r).hash]; o != nil && o.rec == r {
+		if o := s.hot[s.ix.hashOf(r)]; o != nil && o.rec == r {
 			s.drop(o, true)
 		} else {
 			s.dropRec(r, true)

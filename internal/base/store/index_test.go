@@ -62,8 +62,8 @@ func TestIndexAgainstMap(t *testing.T) {
 			order = append([]uint64{h}, order...)
 		}
 	}
-	if x.n != len(want) || x.blocks != blocks {
-		t.Fatalf("n %d blocks %d, want %d and %d", x.n, x.blocks, len(want), blocks)
+	if x.len() != len(want) || x.blocks != blocks {
+		t.Fatalf("n %d blocks %d, want %d and %d", x.len(), x.blocks, len(want), blocks)
 	}
 	for h, id := range want {
 		if r := x.find(h); r == 0 || x.at(r).id != id {
@@ -72,12 +72,12 @@ func TestIndexAgainstMap(t *testing.T) {
 	}
 	i := 0
 	for r := x.head; r != 0; r = x.at(r).next {
-		if x.at(r).hash != order[i] {
-			t.Fatalf("LRU position %d: %x, want %x", i, x.at(r).hash, order[i])
+		if x.hashOf(r) != order[i] {
+			t.Fatalf("LRU position %d: %x, want %x", i, x.hashOf(r), order[i])
 		}
 		i++
 	}
-	if i != len(order) || (x.tail != 0 && x.at(x.tail).hash != order[len(order)-1]) {
+	if i != len(order) || (x.tail != 0 && x.hashOf(x.tail) != order[len(order)-1]) {
 		t.Fatalf("LRU list has %d records, want %d", i, len(order))
 	}
 }

@@ -84,6 +84,7 @@ import (
 	"sync"
 
 	"shoal/internal/base/cache"
+	"shoal/internal/base/offheap"
 )
 
 // Config configures a Store. Zero fields take the defaults named.
@@ -296,13 +297,13 @@ func Open(cfg Config) (*Store, error) {
 // Config returns the configuration in use, defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
 
-// hash is the key's 64-bit hash (seeded per store, never 0): the index
-// knows an entry at rest by it alone. Two keys of one hash (about one
+// hash is the key's 64-bit hash (seeded per store): the index knows an
+// entry at rest by it alone. Two keys of one hash (about one
 // pair in 10^7 among a million keys) count as one key: storing either
 // replaces the other, and Get reads the key back from the file, so it
 // never answers one key with the other's body.
 func (s *Store) hash(key string) uint64 {
-	return max(maphash.String(s.seed, key), 1)
+	return maphash.String(s.seed, key)
 }
 
 // groupHash is the hash of key's group, its text before the first NUL
@@ -325,7 +326,7 @@ func (s *Store) hotEntry(key string, hash uint64) *entry {
 
 // coldRec is the record of the stored entry at rest of hash, or 0. s.mu
 // is held.
-func (s *Store) coldRec(hash uint64) uint32 {
+func (s *Store) coldRec(hash uint64) offheap.Ref {
 	if s.ix == nil || s.hot[hash] != nil {
 		return 0
 	}
@@ -516,8 +517,8 @@ func (s *Store) Walk(prefix string, f func(key string, size int64) bool) {
 		if i := strings.IndexByte(prefix, 0); i >= 0 {
 			grouped, g = true, uint32(s.hash(prefix[:i]))
 		}
-		s.ix.each(func(_ uint32, p *rec) bool {
-			if (!grouped || p.group == g) && s.hot[p.hash] == nil {
+		s.ix.each(func(hash uint64, p *rec) bool {
+			if (!grouped || p.group == g) && s.hot[hash] == nil {
 				cold = append(cold, p.id)
 			}
 			return true
@@ -563,7 +564,7 @@ func (s *Store) Stats() Stats {
 		st.InlineBytes = int64(s.arena.used) * blockSize
 	}
 	if s.ix != nil {
-		st.DiskObjects, st.DiskBytes, st.DiskCapacity = s.ix.n, s.ix.blocks*blockSize, s.cfg.DiskBytes
+		st.DiskObjects, st.DiskBytes, st.DiskCapacity = s.ix.len(), s.ix.blocks*blockSize, s.cfg.DiskBytes
 	}
 	return st
 }
