@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"shoal/internal/admin"
+	"shoal/internal/cluster/control"
 	"shoal/internal/cluster/node"
 	"shoal/internal/gateway"
 )
@@ -37,7 +38,9 @@ func startEdge(cfg Config) (*Cluster, error) {
 		c.NodeURLs = append(c.NodeURLs, "http://"+ln.Addr().String())
 		go c.watch(func() error { return n.Serve(ln) })
 	}
-	if err := c.startGateway(gateway.Config{Path: redirectPath(cfg.Redirect), CacheKeys: true}, true); err != nil {
+	urls, text := cfg.cacheFrontURLs()
+	gc := gateway.Config{Path: redirectPath(cfg.Redirect), CacheKeys: true, Control: control.Options{MaxSizes: urls, MaxSizeBytes: text}}
+	if err := c.startGateway(gc, true); err != nil {
 		return nil, err
 	}
 	if err := c.serve(); err != nil {
