@@ -39,6 +39,7 @@ type entry struct {
 	metaCap int
 
 	first   int32 // first arena block of an inline body, -1 none
+	bodyAt  int32 // where the body starts in the blocks: after the metadata, when it is there
 	inline  bool  // the body is (to be) held in the arena
 	ready   bool  // the arena holds the whole body
 	loading bool  // a Get is copying the body into the arena
@@ -96,7 +97,23 @@ func (s *Store) admit(e *entry) {
 	}
 	if first, ok := s.arena.alloc(blocksFor(e.size)); ok {
 		e.first, e.inline = first, true
+		s.metaInline(e)
 	}
+}
+
+// metaInline moves e's metadata into its blocks, ahead of the body, when
+// it fits in the last block's slack: it then costs no memory beyond the
+// body's pages, and none in the Go heap (a small response's metadata is
+// several times its body). The entry's Go slice then points into the
+// arena, valid while the blocks are: handles and the entry keep them.
+func (s *Store) metaInline(e *entry) {
+	m := len(e.meta)
+	if m == 0 || e.size == 0 || blocksFor(e.size+int64(m)) != blocksFor(e.size) {
+		return
+	}
+	b := s.arena.block(e.first)
+	copy(b, e.meta)
+	e.meta, e.bodyAt = b[:m:m], int32(m)
 }
 
 // memEvicted is the memory tier's OnEvict: e leaves it to make room. A
@@ -183,8 +200,11 @@ func (s *Store) release(e *entry, report bool) {
 	g := goneEntry{key: e.key, evicted: report}
 	if e.refs == 0 && !e.inMem {
 		if e.first >= 0 {
+			if e.bodyAt > 0 {
+				e.meta = nil // it was in the blocks
+			}
 			s.arena.free(e.first)
-			e.first = -1
+			e.first, e.bodyAt = -1, 0
 		}
 		e.inline, e.ready = false, false
 		if e.kind == kindStored && !e.dead {
@@ -241,7 +261,7 @@ func (s *Store) unlock() {
 // file's pages: the arena is now the memory copy. It reports whether the
 // body is ready.
 func (s *Store) fill(e *entry) bool {
-	err := s.arena.readFrom(e.first, e.size, e.f, e.off)
+	err := s.arena.readFrom(e.first, int64(e.bodyAt), e.size, e.f, e.off)
 	s.mu.Lock()
 	e.loading = false
 	e.ready = err == nil
@@ -336,7 +356,7 @@ func (s *Store) Hold(key string, body, meta []byte, val any) bool {
 	s.st.MissBytes += size
 	s.admit(e)
 	if e.first >= 0 {
-		s.arena.copyIn(e.first, body)
+		s.arena.copyIn(e.first, int64(e.bodyAt), body)
 		e.ready = true
 	}
 	if !e.ready {

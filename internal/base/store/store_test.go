@@ -536,3 +536,47 @@ func TestWalkGroups(t *testing.T) {
 		t.Errorf("Peek after release: %v %v", stored, inMem)
 	}
 }
+
+// A small body's metadata lives in its arena block, ahead of the body,
+// when it fits in the slack: the memory tier's entries then keep no
+// metadata in the Go heap. Bodies read right around it, and a handle's
+// metadata stays as it was after SetMeta.
+func TestMetaInline(t *testing.T) {
+	s := open(t, Config{Dir: t.TempDir(), MemoryBytes: 64 << 20})
+	meta := bytes.Repeat([]byte("m"), 300)
+	for _, n := range []int{1, 50, 3796, 3797, 9000} { // 3796 + 300 fills one block exactly
+		key := fmt.Sprintf("/%d", n)
+		if err := s.Put(key, meta, int64(n), bytes.NewReader(body(n, byte(n)))); err != nil {
+			t.Fatal(err)
+		}
+		h, ok := s.Get(key)
+		if !ok || !h.Inline() {
+			t.Fatalf("%s: not inline", key)
+		}
+		inArena := h.e.bodyAt > 0
+		if want := blocksFor(int64(n)+300) == blocksFor(int64(n)); inArena != want {
+			t.Errorf("%s: metadata in the arena %v, want %v", key, inArena, want)
+		}
+		b, _ := h.AppendBody(nil, 0, h.Size())
+		if !bytes.Equal(b, body(n, byte(n))) || !bytes.Equal(readAll(t, &h), b) || !bytes.Equal(h.Meta(), meta) {
+			t.Errorf("%s: body or metadata wrong", key)
+		}
+		var w bytes.Buffer
+		if _, err := NewSender(&w).Send(&h, 1, int64(n-1)); err != nil || !bytes.Equal(w.Bytes(), b[1:]) {
+			t.Errorf("%s: sent %d bytes, %v", key, w.Len(), err)
+		}
+		if err := s.SetMeta(key, []byte("new")); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(h.Meta(), meta) {
+			t.Errorf("%s: a handle's metadata changed with SetMeta", key)
+		}
+		h.Release()
+		h, _ = s.Get(key)
+		b, _ = h.AppendBody(nil, 0, h.Size())
+		if string(h.Meta()) != "new" || !bytes.Equal(b, body(n, byte(n))) {
+			t.Errorf("%s after SetMeta: %q", key, h.Meta())
+		}
+		h.Release()
+	}
+}

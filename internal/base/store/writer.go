@@ -209,11 +209,11 @@ func (w *Writer) install(id uint64) {
 	s.admit(e)
 	if e.first >= 0 {
 		if w.inline {
-			s.arena.copyIn(e.first, w.small)
+			s.arena.copyIn(e.first, int64(e.bodyAt), w.small)
 			e.ready = true
 		} else {
 			s.arena.free(e.first) // the size is known only now: not kept inline
-			e.first, e.inline = -1, false
+			e.first, e.inline, e.meta, e.bodyAt = -1, false, w.meta, 0
 		}
 	}
 	switch {
