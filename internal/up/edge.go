@@ -44,7 +44,9 @@ func startEdge(cfg Config) (*Cluster, error) {
 	if path == nil {
 		path = front.Local(c.serveLocal)
 	}
-	if err := c.startGateway(gateway.Config{Path: path, CacheKeys: true}, true); err != nil {
+	urls, text := cfg.cacheFrontURLs()
+	gc := gateway.Config{Path: path, CacheKeys: true, Control: control.Options{MaxSizes: urls, MaxSizeBytes: text}}
+	if err := c.startGateway(gc, true); err != nil {
 		return nil, err
 	}
 	if err := c.serve(); err != nil {

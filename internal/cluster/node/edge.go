@@ -224,9 +224,10 @@ func (e *edge) lookup(primary string, h http.Header) (string, *cachedResp, store
 
 // decodedCache keeps the decoded form of recently hit entries, so that a
 // hit does not decode its metadata and lay out its header again. An entry
-// is valid while the store hands out the same metadata bytes (the store
-// keeps a memory-tier entry's metadata until it changes; holding the slice
-// here keeps its address from being reused). Bounded by decodedMax,
+// is valid while the store hands out the same metadata bytes: compared as
+// bytes, which costs nothing while they are the same bytes in memory (the
+// store keeps a memory-tier entry's metadata until it changes), and stays
+// right when the store reused that memory. Bounded by decodedMax,
 // dropping an arbitrary entry when full.
 type decodedCache struct {
 	mu sync.Mutex
@@ -249,7 +250,7 @@ func (d *decodedCache) get(key string, meta []byte) (*cachedResp, error) {
 	d.mu.Lock()
 	de, ok := d.m[key]
 	d.mu.Unlock()
-	if ok && len(de.meta) == len(meta) && &de.meta[0] == &meta[0] {
+	if ok && string(de.meta) == string(meta) { // the same memory: one pointer comparison
 		return de.cr, nil
 	}
 	st, err := decodeEntry(meta)
