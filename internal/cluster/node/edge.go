@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"log/slog"
 	"net"
@@ -224,11 +225,12 @@ func (e *edge) lookup(primary string, h http.Header) (string, *cachedResp, store
 
 // decodedCache keeps the decoded form of recently hit entries, so that a
 // hit does not decode its metadata and lay out its header again. An entry
-// is valid while the store hands out the same metadata bytes: compared as
-// bytes, which costs nothing while they are the same bytes in memory (the
-// store keeps a memory-tier entry's metadata until it changes), and stays
-// right when the store reused that memory. Bounded by decodedMax,
-// dropping an arbitrary entry when full.
+// is valid while the store hands out the same metadata bytes, compared as
+// bytes with a copy taken when they were decoded: the store's metadata may
+// live in memory it reuses (an arena block freed and given to the key's
+// next response), so neither its address nor a view of it says the bytes
+// are unchanged. Bounded by decodedMax, dropping an arbitrary entry when
+// full.
 type decodedCache struct {
 	mu sync.Mutex
 	m  map[string]decodedEntry
@@ -236,7 +238,7 @@ type decodedCache struct {
 
 type decodedEntry struct {
 	key  string // the map's key, for find's callers
-	meta []byte
+	meta []byte // a copy of the bytes cr was decoded from
 	cr   *cachedResp
 }
 
@@ -250,7 +252,7 @@ func (d *decodedCache) get(key string, meta []byte) (*cachedResp, error) {
 	d.mu.Lock()
 	de, ok := d.m[key]
 	d.mu.Unlock()
-	if ok && string(de.meta) == string(meta) { // the same memory: one pointer comparison
+	if ok && sameMeta(de.meta, meta) {
 		return de.cr, nil
 	}
 	st, err := decodeEntry(meta)
@@ -268,7 +270,7 @@ func (d *decodedCache) get(key string, meta []byte) (*cachedResp, error) {
 			break
 		}
 	}
-	d.m[key] = decodedEntry{key: key, meta: meta, cr: cr}
+	d.m[key] = decodedEntry{key: key, meta: bytes.Clone(meta), cr: cr}
 	d.mu.Unlock()
 	return cr, nil
 }

@@ -84,10 +84,10 @@ func (c *conn) edgeFastFind() (*httpcache.Request, decodedEntry, bool) {
 	return rq, de, ok
 }
 
-// sameMeta reports whether a and b are the same metadata bytes (the
-// decoded cache's test: the store hands out new bytes when they change).
+// sameMeta reports whether a and b hold the same metadata (the decoded
+// cache's test; see decodedCache for why bytes, not addresses).
 func sameMeta(a, b []byte) bool {
-	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
+	return len(a) > 0 && bytes.Equal(a, b)
 }
 
 // edgeWriteHit answers a fresh hit (d says Serve) and releases hd.

@@ -493,6 +493,23 @@ func TestDecodedCache(t *testing.T) {
 	if _, err := d.get("k", []byte("junk")); err == nil {
 		t.Error("junk metadata decoded")
 	}
+	// The store reuses memory (an arena block freed and given to the next
+	// entry of the key): new bytes written where the decoded ones were
+	// must be decoded again, not matched against themselves.
+	st3 := httpcache.NewStored(httpcache.DefaultConfig(), 200, http.Header{"Cache-Control": {"max-age=61"}}, st.RequestTime, st.ResponseTime)
+	buf, next := encodeEntry(st), encodeEntry(st3)
+	if len(buf) != len(next) {
+		t.Fatalf("encodings of %d and %d bytes", len(buf), len(next))
+	}
+	a, _ = d.get("k", buf)
+	copy(buf, next)
+	if c, _ := d.get("k", buf); c == a || c.Fresh.Lifetime != 61 {
+		t.Errorf("metadata rewritten in place served from the old decoding (lifetime %v)", c.Fresh.Lifetime)
+	}
+	de, _ := d.find("k")
+	if !sameMeta(de.meta, next) || sameMeta(de.meta, encodeEntry(st)) {
+		t.Error("sameMeta does not compare the bytes")
+	}
 }
 
 // TestEdgeCDNHooks: the walk, purges and hit reports the CDN tier drives.
