@@ -32,6 +32,7 @@ BENCH=edge-ab
 [ $# -ge 1 ] || { echo "usage: bench/edge-ab.sh NAME=BINARY ..." >&2; exit 2; }
 bench_need nginx wrk taskset curl
 bench_workdir shoal-edge-ab
+bench_autogroup
 bench_stop_services
 
 mkdir -p "$W/www"

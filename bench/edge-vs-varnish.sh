@@ -37,6 +37,9 @@
 # Env:   RUNS=5 DURATION=5s CONNS=64 LAYOUTS="0:1 1:0" (cache core:load core)
 #        NICE=-10 SHOAL=path/to/shoal VARNISH_MAX_THREADS=$CONNS+16 PROFILE=0
 #        SHOAL_ARGS="" (more `shoal pop` flags)
+# NICE is also given to the script's session (bench_autogroup in lib.sh):
+# with autogroup scheduling, a process's nice alone does not count against
+# other sessions' work on the same core.
 set -euo pipefail
 
 RUNS=${RUNS:-5}
@@ -59,6 +62,7 @@ BENCH=edge-vs-varnish
 . "$(dirname "$0")/lib.sh"
 bench_need nginx varnishd wrk taskset curl go
 bench_workdir shoal-evv
+bench_autogroup
 bench_stop_services
 service varnish stop >/dev/null 2>&1 || true
 bench_build_shoal

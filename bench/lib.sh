@@ -31,11 +31,31 @@ bench_workdir() {
 
 bench_cleanup() {
 	local p f
+	if [ -n "${AUTOGROUP_OLD:-}" ]; then echo "$AUTOGROUP_OLD" >/proc/self/autogroup 2>/dev/null || true; fi
 	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
 	for f in "$W"/nginx*.pid; do [ -f "$f" ] && kill "$(cat "$f" 2>/dev/null)" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	if declare -F bench_cleanup_more >/dev/null; then bench_cleanup_more || true; fi
 	rm -rf "$W"
+}
+
+# bench_autogroup: with the kernel's autogroup scheduling on (the default of
+# many distributions, and of this machine), CPU time is shared between
+# sessions first and a process's nice counts only against processes of its
+# own session, so NICE alone does not keep another session's builds and
+# tests off the benchmark's cores: each busy session gets an equal share.
+# This gives the benchmark's session (its autogroup) the nice NICE for the
+# run, and bench_cleanup puts the old value back. Needs root for a negative
+# NICE; without autogroups it does nothing.
+bench_autogroup() {
+	local f=/proc/self/autogroup old
+	[ -e "$f" ] && [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ] || return 0
+	old=$(awk '{print $NF}' "$f")
+	if echo "$NICE" >"$f" 2>/dev/null; then
+		AUTOGROUP_OLD=$old
+	else
+		echo "$BENCH: could not set the session's autogroup nice to $NICE: other sessions share the cores equally" >&2
+	fi
 }
 
 # bench_build_shoal: unless SHOAL names a binary, build the working tree's
