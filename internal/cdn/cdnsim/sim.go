@@ -248,10 +248,10 @@ type popState struct {
 	// decides by.
 	copies map[string]copyState
 	dir    *chord.Directory
-	dead  bool
-	load  int
-	due   [3]time.Time
-	gen   [3]uint32
+	dead   bool
+	load   int
+	due    [3]time.Time
+	gen    [3]uint32
 }
 
 type sim struct {
