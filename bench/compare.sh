@@ -12,6 +12,8 @@
 #   tls      `shoal front` vs HAProxy terminating TLS with one certificate,
 #            1 KB, keep-alive and a new connection per request
 #            (bench/tls-vs-haproxy.sh; not in the default ONLY, run ONLY=tls)
+#   h2       `shoal front` vs HAProxy's HTTP/2 front over TLS, 1 KB, h2load
+#            16 connections × 10 streams (bench/h2-vs-haproxy.sh; run ONLY=h2)
 #
 # Servers run pinned to one core (taskset), one at a time; the load
 # generator (wrk -t1 -c$CONNS; `shoal bench http` for handoff, which is how
@@ -39,13 +41,20 @@
 #   HANDOFF_CONNS=32  `shoal bench http` connections for handoff
 #   SIZES="1k 64k 1m" object sizes (node, front)
 #   HANDOFF_SIZES="1k 100k 1m"  the sizes bench/handoff-cpu.sh serves
-#   ONLY="node front handoff"  which comparisons to run (also: tls)
+#   ONLY="node front handoff"  which comparisons to run (also: tls, h2)
 #   LAYOUTS="0:1 1:0" core layouts SERVER:LOAD, each runs the whole matrix
 #   SERVER_CPU=0 CLIENT_CPU=1  one layout only (sets LAYOUTS to it)
 #   NICE=-10          niceness of servers and load (node, front; as root)
 #   OUT=bench/results where latest.{json,md,svg,png} go
 #   SHOAL=path        use a prebuilt shoal; else HEAD is built (git archive),
 #                     or the working tree with SHOAL_WORKTREE=1
+#   GUARD_RUNS=5      the regression guard compares with this many of the last
+#                     accepted runs (OUT/accepted.jsonl) and exits 3 when a
+#                     ratio falls below their spread
+#   ACCEPT=1          append this run to OUT/accepted.jsonl when the guard
+#                     passes and the 1-minute load average before it was
+#                     below MAX_LOAD=1.5 (a busy machine's spread hides
+#                     regressions)
 # Every process it starts runs in its own process group and is killed on
 # exit, error, Ctrl-C or SIGTERM.
 set -euo pipefail
@@ -62,6 +71,9 @@ if [ -n "${SERVER_CPU:-}${CLIENT_CPU:-}" ]; then
 fi
 LAYOUTS=${LAYOUTS:-"0:1 1:0"}
 NICE=${NICE:--10}
+GUARD_RUNS=${GUARD_RUNS:-5}
+ACCEPT=${ACCEPT:-0}
+MAX_LOAD=${MAX_LOAD:-1.5}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -70,7 +82,9 @@ start=$(date +%s)
 
 # --- tools -------------------------------------------------------------------
 missing=()
-for t in nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux curl:curl python3:python3 openssl:openssl; do
+tools="nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux curl:curl python3:python3 openssl:openssl"
+case " $ONLY " in *" h2 "*) tools="$tools h2load:nghttp2-client" ;; esac
+for t in $tools; do
 	command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
 done
 if ((${#missing[@]})); then
@@ -148,6 +162,9 @@ fi
 RUNSF=$W/runs.jsonl
 : >"$RUNSF"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+if awk -v l="${load_before%% *}" -v m="$MAX_LOAD" 'BEGIN { exit !(l >= m) }'; then
+	echo "compare: load average $load_before (≥ $MAX_LOAD): requests/s will be noisy and the run cannot be accepted" >&2
+fi
 skipped=()
 echo "compare: RUNS=$RUNS DURATION=$DURATION CONNS=$CONNS SIZES=\"$SIZES\" HANDOFF_SIZES=\"$HANDOFF_SIZES\" ONLY=\"$ONLY\"; load average $load_before" >&2
 
@@ -185,6 +202,10 @@ for layout in $LAYOUTS; do
 	if want tls; then
 		comparison tls "front vs HAProxy over TLS" bench/tls-vs-haproxy.sh SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" \
 			CONNS="$CONNS" PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE"
+	fi
+	if want h2; then
+		comparison h2 "front vs HAProxy over HTTP/2" bench/h2-vs-haproxy.sh SHOAL="$SHOAL" RUNS="$RUNS" DURATION="$DURATION" \
+			PROXY_CORE="$SERVER_CPU" LOAD_CORE="$CLIENT_CPU" NICE="$NICE"
 	fi
 
 	# handoff-cpu.sh prints only medians, so it runs once per round (RUNS=1) and
@@ -265,6 +286,18 @@ for s in "${skipped[@]:-}"; do [ -n "$s" ] && meta+=(--meta "skipped=$s"); done
 "$W/report" summarize --runs "$RUNSF" --out "$OUT/latest.json" "${meta[@]}" >"$W/table.md"
 "$W/report" plot --in "$OUT/latest.json" --out "$OUT/latest.svg" --out "$OUT/latest.png"
 cp "$RUNSF" "$OUT/latest-runs.jsonl"
+# The regression guard: this run against the last accepted ones
+# (bench/report guard.go); status 3 when a ratio fell below their spread.
+guard_rc=0
+"$W/report" guard --in "$OUT/latest.json" --history "$OUT/accepted.jsonl" --last "$GUARD_RUNS" >"$W/guard.md" 2>"$W/guard.err" || guard_rc=$?
+accepted=""
+if [ "$guard_rc" = 0 ] && [ "$ACCEPT" = 1 ]; then
+	if "$W/report" accept --in "$OUT/latest.json" --history "$OUT/accepted.jsonl" 2>"$W/accept.err"; then
+		accepted="accepted: appended to $OUT/accepted.jsonl"
+	else
+		accepted="not accepted: $(cat "$W/accept.err")"
+	fi
+fi
 {
 	echo "shoal side by side, $date_utc; load average $load_before before, $load_after after ($(nproc) CPUs)"
 	echo "RUNS=$RUNS paired rounds × DURATION=$DURATION; core layouts (servers:load) $LAYOUTS; wrk -t1 -c$CONNS (front CPU rows: shoal bench http -c $HANDOFF_CONNS, sizes $HANDOFF_SIZES)"
@@ -277,8 +310,18 @@ cp "$RUNSF" "$OUT/latest-runs.jsonl"
 	dropped=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("meta", {}).get("dropped", ""))' "$OUT/latest.json")
 	[ -z "$dropped" ] || echo "Runs left out (errors, stalls): $dropped."
 	for s in "${skipped[@]:-}"; do [ -n "$s" ] && echo "skipped: $s"; done
+	echo
+	echo "Regression guard (against $OUT/accepted.jsonl; a flag below the spread is a prompt to look and rerun):"
+	echo
+	cat "$W/guard.md"
+	[ "$guard_rc" = 0 ] || [ "$guard_rc" = 3 ] || echo "guard failed: $(cat "$W/guard.err")"
+	[ -z "$accepted" ] || echo "$accepted"
 } >"$OUT/latest.md"
 echo
 cat "$OUT/latest.md"
 echo
 echo "wrote $OUT/latest.json, latest.md, latest.svg, latest.png, latest-runs.jsonl; total time ${elapsed}s"
+if [ "$guard_rc" = 3 ]; then
+	echo "compare: $(cat "$W/guard.err")" >&2
+	exit 3
+fi

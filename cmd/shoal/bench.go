@@ -87,6 +87,7 @@ func benchHTTP(args []string) error {
 	seed := fs.Uint64("seed", 1, "Zipf random seed")
 	rate := fs.Float64("rate", 0, "open loop: requests per second over all connections (0 = closed loop)")
 	keepalive := fs.Bool("keepalive", true, "reuse connections (false: one connection per request, handshake included in latency)")
+	connReqs := fs.Uint64("conn-requests", 0, "close each connection after this many requests and open a new one (0: keep it)")
 	timeout := fs.Duration("timeout", 5*time.Second, "connect and per-request timeout")
 	method := fs.String("method", "GET", "GET or HEAD")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout instead of the table")
@@ -116,7 +117,7 @@ func benchHTTP(args []string) error {
 
 	cfg := loadgen.Config{
 		URL: *rawURL, Connections: *conns, Duration: *duration, Requests: *requests, Rate: *rate,
-		DisableKeepAlive: !*keepalive, Timeout: *timeout, Method: *method, Insecure: *insecure,
+		DisableKeepAlive: !*keepalive, ConnRequests: *connReqs, Timeout: *timeout, Method: *method, Insecure: *insecure,
 	}
 	switch {
 	case *tracePath != "":

@@ -306,7 +306,8 @@ func (rt *frontRuntime) run(stopHUP func()) error {
 	maxc, perIP := gw.Server().ConnLimits()
 	certs := rt.certs
 	logger.Info("serving", "addr", gw.Listener().Addr().String(), "policy", fc.Policy, "path", fc.Path, "nodes", len(fc.Nodes),
-		"max_conns", maxc, "max_conns_per_ip", perIP, "tls", certs != nil)
+		"max_conns", maxc, "max_conns_per_ip", perIP, "tls", certs != nil, "http2", certs != nil && *fc.Protocols.HTTP2,
+		"h2c", fc.Protocols.H2C, "http3", gw.HTTP3Addr(), "proxy_protocol_from", fc.Protocols.ProxyProtocolFrom)
 	if certs != nil && fc.Path != "relay" && fc.Path != "redirect" {
 		logger.Warn("TLS connections are relayed: the handoff paths cannot move a TLS session without kTLS", "path", fc.Path)
 	}

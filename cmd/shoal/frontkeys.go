@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"strings"
 
 	"shoal/internal/cluster/front"
@@ -18,6 +20,14 @@ type frontKeys struct {
 	nodes, vhosts string
 	sysmonIdle    bool
 	handoffUID    int
+	protocols     protocolKeys
+}
+
+// protocolKeys are the [protocols] flags that need a conversion; `shoal
+// up` and `shoal pop` bind them too (bindProtocols).
+type protocolKeys struct {
+	http2     bool
+	proxyFrom string
 }
 
 // bindFrontKeys defines the flags on fs, bound to fc's fields with def's
@@ -29,6 +39,7 @@ func bindFrontKeys(fs *flag.FlagSet, fc *config.Front, def config.Front) *frontK
 	fs.StringVar(&fc.Policy, "policy", def.Policy, "request-distribution policy: "+strings.Join(policy.Names(), ", "))
 	fs.StringVar(&fc.Path, "path", def.Path, "data path: relay, redirect, passfd (same-host handoff), hybrid (passfd when it pays) or repair")
 	fs.StringVar(&fc.HandoffDir, "handoff-dir", def.HandoffDir, "--path passfd|hybrid: pass connections only to node sockets inside this folder (empty: $TMPDIR or /tmp)")
+	fs.StringVar(&fc.PassFDMoves, "passfd-moves", def.PassFDMoves, "--path passfd under a policy that shares its URL table (tbccrd): nodes (they move a connection to the node its next request belongs to, by the table) or front (every later request comes back to the front)")
 	fs.IntVar(&k.handoffUID, "handoff-uid", *def.HandoffUID, "--path passfd|hybrid: pass connections only to node sockets served by this uid (-1: the front's own)")
 	fs.StringVar(&fc.Admin, "admin", "", "admin API and /metrics address (\"off\" or empty: off)")
 	fs.StringVar(&fc.AdminTokenFile, "admin-token-file", def.AdminTokenFile, "file holding the admin API's bearer token (32+ random characters, mode 0600); "+
@@ -44,7 +55,44 @@ func bindFrontKeys(fs *flag.FlagSet, fc *config.Front, def config.Front) *frontK
 	fs.StringVar(&fc.PublishDir, "publish-dir", def.PublishDir, "folder for site versions published with shoal publish; nodes must see it at the same path (default off)")
 	fs.IntVar(&fc.Replicas, "replicas", def.Replicas, "nodes that store each published file (partitioned storage: placed by the nodes' disk_weight; the nodes need --peers and --peer-key-file); 0 = every node a full copy")
 	fs.StringVar(&fc.PublishFetchURL, "publish-fetch-url", def.PublishFetchURL, "the admin API's URL as nodes on other hosts reach it: they fetch each published version from there (default: nodes read --publish-dir)")
+	bindProtocols(fs, &fc.Protocols, def.Protocols, &k.protocols)
 	return k
+}
+
+// bindProtocols defines the [protocols] flags.
+func bindProtocols(fs *flag.FlagSet, p *config.Protocols, def config.Protocols, k *protocolKeys) {
+	fs.BoolVar(&k.http2, "http2", *def.HTTP2, "offer HTTP/2 on the TLS listener (ALPN h2)")
+	fs.BoolVar(&p.H2C, "h2c", def.H2C, "take HTTP/2 with prior knowledge on a plain listener too")
+	fs.BoolVar(&p.HTTP3, "http3", def.HTTP3, "serve HTTP/3 (QUIC) on the TLS listener's UDP port, advertised with Alt-Svc (needs TLS)")
+	fs.StringVar(&k.proxyFrom, "proxy-protocol-from", strings.Join(def.ProxyProtocolFrom, ","),
+		"comma-separated addresses or networks (CIDR) of layer-4 balancers whose connections begin with a PROXY protocol header (v1 or v2); a header from elsewhere is refused")
+	fs.IntVar(&p.MaxConcurrentStreams, "max-concurrent-streams", def.MaxConcurrentStreams, "streams an HTTP/2 or HTTP/3 connection may have in progress")
+}
+
+// checkProtocols refuses [protocols] settings that cannot work for a
+// front with (tls) or without TLS, saying which flag to change.
+func checkProtocols(p config.Protocols, tls bool) error {
+	if _, err := front.ParsePrefixes(p.ProxyProtocolFrom); err != nil {
+		return fmt.Errorf("--proxy-protocol-from: %w", err)
+	}
+	if p.HTTP3 && !tls {
+		return errors.New("--http3 needs TLS (--tls): QUIC carries TLS 1.3 itself")
+	}
+	if n := p.MaxConcurrentStreams; n < 1 || n > 1<<20 {
+		return fmt.Errorf("--max-concurrent-streams %d: want 1 to 1048576", n)
+	}
+	return nil
+}
+
+// convert moves the converted [protocols] flags among given into p.
+func (k *protocolKeys) convert(p *config.Protocols, given func(name string) bool) {
+	if given("http2") {
+		on := k.http2
+		p.HTTP2 = &on
+	}
+	if given("proxy-protocol-from") {
+		p.ProxyProtocolFrom = splitList(k.proxyFrom)
+	}
 }
 
 // bindLimits defines the [limits] flags.
@@ -78,6 +126,7 @@ func (k *frontKeys) convert(fc *config.Front, given func(name string) bool) {
 		uid := k.handoffUID
 		fc.HandoffUID = &uid
 	}
+	k.protocols.convert(&fc.Protocols, given)
 }
 
 // frontOverride returns the function that applies the command line's
@@ -100,4 +149,11 @@ func frontOverride(fs *flag.FlagSet, def config.Front, fromFile bool) func(*conf
 		})
 		k.convert(fc, func(name string) bool { return given(name) && rs.Lookup(name) != nil })
 	}
+}
+
+// flagGiven reports whether the flag name was set on fs's command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

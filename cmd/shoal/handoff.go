@@ -46,6 +46,10 @@ func (pf *passfdFrontFlags) dataPath(path string, health time.Duration, fc confi
 		return nil, nil, hc, fmt.Errorf("--path %s learns the nodes' handoff sockets from health checks: set --health-interval", path)
 	}
 	pc := front.PassFDConfig{HandoffDir: fc.HandoffDir, HandoffUID: fc.HandoffUID}
+	var err error
+	if pc.Moves, err = front.ParseMoveMode(fc.PassFDMoves); err != nil {
+		return nil, nil, hc, err
+	}
 	if path == "passfd" {
 		return front.PassFD(pc), nil, hc, nil
 	}

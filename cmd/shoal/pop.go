@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"shoal/internal/cdn/cdndns"
 	"shoal/internal/cdn/chord"
 	"shoal/internal/cdn/pop"
 	"shoal/internal/config"
@@ -29,34 +30,71 @@ func init() {
 func popFile(c pop.Config) config.Pop {
 	d := func(v time.Duration) config.Duration { return config.Duration{Duration: v} }
 	return config.Pop{Name: c.Name, Peer: c.Peer, Join: c.Join, SeedFile: c.SeedFile, JoinTimeout: d(c.JoinTimeout),
-		Listen: c.Cluster.Listen, Admin: c.Cluster.Admin, Nodes: c.Cluster.Nodes, CacheMB: c.Cluster.CacheMB,
+		Listen: c.Cluster.Listen, Admin: c.Cluster.Admin, GatewayIPs: c.GatewayIPs, Nodes: c.Cluster.Nodes, CacheMB: c.Cluster.CacheMB,
+		TLS: c.Cluster.TLS, Protocols: popProtocols(c.Cluster.Protocols),
 		MBPP: config.PopMBPP{Hold: d(c.MBPP.Hold), AckTimeout: d(c.MBPP.AckTimeout), Retries: c.MBPP.Retries,
 			LearningFactor: c.MBPP.LearningFactor, WeightLink: c.MBPP.WeightLink, WeightServer: c.MBPP.WeightServer,
 			LocalBonus: c.MBPP.LocalBonus, RTTRef: d(c.MBPP.RTTRef), RTTDeadband: c.MBPP.RTTDeadband,
-			ServerDeadband: c.MBPP.ServerDeadband, PublishLinks: c.MBPP.PublishLinks, WatchdogRounds: c.MBPP.WatchdogRounds},
+			ServerDeadband: c.MBPP.ServerDeadband, PublishLinks: c.MBPP.PublishLinks, WatchdogRounds: c.MBPP.WatchdogRounds,
+			EstimateRTT: c.MBPP.EstimateRTT},
 		Chord: config.PopChord{Successors: c.Chord.Successors, Stabilise: d(c.Chord.Stabilise), FixFingers: d(c.Chord.FixFingers),
 			CheckPredecessor: d(c.Chord.CheckPredecessor)},
-		DNS: config.PopDNS{Addr: c.DNS.Addr, Zone: c.DNS.Zone, Coverage: c.Coverage, TTL: int(c.DNS.TTL), MinServer: c.DNS.MinServer},
+		DNS: popDNSFile(c),
 		Content: config.PopContent{Edge: c.Edge, Origin: c.Origin, Window: d(c.CDN.Window), MinRequests: c.CDN.MinRequests,
 			HotTop: c.CDN.HotTop, HotMin: c.CDN.HotMin, DirTTL: d(c.CDN.DirTTL), Redirect: c.Redirect}}
+}
+
+// popProtocols is p with config.DefaultFront's [protocols] in its zero
+// fields, so --print-config shows every default.
+func popProtocols(p config.Protocols) config.Protocols {
+	d := config.DefaultFront().Protocols
+	if p.HTTP2 == nil {
+		p.HTTP2 = d.HTTP2
+	}
+	if p.MaxConcurrentStreams == 0 {
+		p.MaxConcurrentStreams = d.MaxConcurrentStreams
+	}
+	if p.ProxyProtocolFrom == nil {
+		p.ProxyProtocolFrom = []string{}
+	}
+	return p
 }
 
 func popConfig(f config.Pop, c pop.Config) pop.Config {
 	c.Name, c.Peer, c.Join, c.SeedFile, c.JoinTimeout = f.Name, f.Peer, f.Join, f.SeedFile, f.JoinTimeout.Duration
 	c.Cluster.Listen, c.Cluster.Admin, c.Cluster.Nodes, c.Cluster.CacheMB = f.Listen, f.Admin, f.Nodes, f.CacheMB
+	c.Cluster.TLS, c.Cluster.Protocols = f.TLS, f.Protocols
 	m := &c.MBPP
 	m.Hold, m.AckTimeout, m.Retries, m.LearningFactor = f.MBPP.Hold.Duration, f.MBPP.AckTimeout.Duration, f.MBPP.Retries, f.MBPP.LearningFactor
 	m.WeightLink, m.WeightServer, m.LocalBonus, m.RTTRef = f.MBPP.WeightLink, f.MBPP.WeightServer, f.MBPP.LocalBonus, f.MBPP.RTTRef.Duration
 	m.RTTDeadband, m.ServerDeadband, m.PublishLinks, m.WatchdogRounds = f.MBPP.RTTDeadband, f.MBPP.ServerDeadband, f.MBPP.PublishLinks, f.MBPP.WatchdogRounds
+	m.EstimateRTT = f.MBPP.EstimateRTT
 	h := &c.Chord
 	h.Successors, h.Stabilise, h.FixFingers, h.CheckPredecessor = f.Chord.Successors, f.Chord.Stabilise.Duration, f.Chord.FixFingers.Duration, f.Chord.CheckPredecessor.Duration
-	c.DNS.Addr, c.DNS.Zone, c.Coverage, c.DNS.TTL, c.DNS.MinServer = f.DNS.Addr, f.DNS.Zone, f.DNS.Coverage, uint32(f.DNS.TTL), f.DNS.MinServer
+	c.GatewayIPs = f.GatewayIPs
+	c.DNS, c.Coverage = popDNS(f.DNS, c.DNS), f.DNS.Coverage
 	k := f.Content
 	c.Edge, c.Origin, c.Redirect = k.Edge, k.Origin, k.Redirect
 	o := originFlag{def: k.Origin, hosts: k.Origins}
 	c.Origins = o.specs()
 	c.CDN.Window, c.CDN.MinRequests, c.CDN.HotTop, c.CDN.HotMin, c.CDN.DirTTL = k.Window.Duration, k.MinRequests, k.HotTop, k.HotMin, k.DirTTL.Duration
 	return c
+}
+
+// popDNSFile is the [dns] section of c.
+func popDNSFile(c pop.Config) config.PopDNS {
+	d := c.DNS
+	return config.PopDNS{Addr: d.Addr, Zone: d.Zone, Coverage: c.Coverage, Names: d.Names, NS: d.NS, Hostmaster: d.Hostmaster,
+		Serial: d.Serial, Refresh: d.Refresh, Retry: d.Retry, Expire: d.Expire, NegTTL: d.NegTTL, ZoneTTL: d.ZoneTTL,
+		TTL: int(d.TTL), MinServer: d.MinServer, MaxUDP: int(d.MaxUDP)}
+}
+
+// popDNS is the DNS server's configuration from the [dns] section f.
+func popDNS(f config.PopDNS, d cdndns.Config) cdndns.Config {
+	d.Addr, d.Zone, d.Names, d.NS, d.Hostmaster = f.Addr, f.Zone, f.Names, f.NS, f.Hostmaster
+	d.Serial, d.Refresh, d.Retry, d.Expire, d.NegTTL, d.ZoneTTL = f.Serial, f.Refresh, f.Retry, f.Expire, f.NegTTL, f.ZoneTTL
+	d.TTL, d.MinServer, d.MaxUDP = uint32(f.TTL), f.MinServer, uint16(f.MaxUDP)
+	return d
 }
 
 func runPop(args []string) error {
@@ -79,6 +117,9 @@ func runPop(args []string) error {
 	cacheMB := fs.Int("cache-mb", f.CacheMB, "memory cache per node, MiB")
 	dnsAddr := fs.String("dns", f.DNS.Addr, "authoritative DNS listen address (UDP and TCP) for --zone; empty: no DNS")
 	zone := fs.String("zone", f.DNS.Zone, "the CDN's DNS zone, e.g. cdn.example.: A/AAAA for its names answer the best PoP for the client")
+	nsList := fs.String("ns", strings.Join(f.DNS.NS, ","), "the zone's name servers, NAME=ADDRESS once per address (ns1=192.0.2.1,ns1=2001:db8::1); default: ns1 at the --dns address, or at --gateway-ip when --dns listens on all addresses")
+	dnsNames := fs.String("dns-names", strings.Join(f.DNS.Names, ","), "names of the zone answered with the client's PoP, relative to --zone (@ = the zone itself, * = any name); others are NXDOMAIN")
+	gatewayIP := fs.String("gateway-ip", strings.Join(f.GatewayIPs, ","), "addresses clients reach this PoP's gateway at (an IPv4 and/or an IPv6), answered by every PoP's DNS; default: --listen's IP when specific, else --peer's")
 	coverage := fs.String("coverage", f.DNS.Coverage, "coverage-zone file: address prefix → PoP name (CSV \"prefix,pop\" or JSON); clients by EDNS Client Subnet or resolver address")
 	edge := fs.String("edge", f.Content.Edge, "gone: the gateway (--listen) serves the CDN's content (give --origin)")
 	redirect := fs.Bool("redirect", f.Content.Redirect, "on a miss, send the client (HTTP 302, once) to a PoP holding the content whose MBPP score beats this one's")
@@ -86,6 +127,10 @@ func runPop(args []string) error {
 	fs.Var(origins, "origin", "the CDN's origin (URL, or HOST=URL for one host; repeatable): the nodes cache it, and a miss goes to a PoP holding the content, the key's home PoP (shield), then the origin; empty: serve the sample site")
 	data := fs.String("data", "", "folder for the generated sample site, and the nodes' stored responses with --origin (default: your cache folder/shoal; stored responses: temporary)")
 	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
+	tls := fs.Bool("tls", f.TLS, "serve the gateway over HTTPS with a self-signed certificate kept in the --data folder (clients: curl -k)")
+	var pk protocolKeys
+	protos := f.Protocols
+	bindProtocols(fs, &protos, f.Protocols, &pk)
 	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -124,14 +169,29 @@ func runPop(args []string) error {
 			f.DNS.Zone = *zone
 		case "coverage":
 			f.DNS.Coverage = *coverage
+		case "ns":
+			f.DNS.NS = splitList(*nsList)
+		case "dns-names":
+			f.DNS.Names = splitList(*dnsNames)
+		case "gateway-ip":
+			f.GatewayIPs = splitList(*gatewayIP)
 		case "edge":
 			f.Content.Edge = *edge
 		case "origin":
 			f.Content.Origin, f.Content.Origins = origins.def, origins.hosts
 		case "redirect":
 			f.Content.Redirect = *redirect
+		case "tls":
+			f.TLS = *tls
+		case "h2c":
+			f.Protocols.H2C = protos.H2C
+		case "http3":
+			f.Protocols.HTTP3 = protos.HTTP3
+		case "max-concurrent-streams":
+			f.Protocols.MaxConcurrentStreams = protos.MaxConcurrentStreams
 		}
 	})
+	pk.convert(&f.Protocols, func(name string) bool { return fs.Lookup(name) != nil && flagGiven(fs, name) })
 	if err := f.Validate(); err != nil {
 		return err
 	}

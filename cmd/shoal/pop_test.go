@@ -92,6 +92,7 @@ func TestPopFileCarriesEveryMBPPKnob(t *testing.T) {
 	m.Hold, m.AckTimeout, m.Retries, m.LearningFactor = 7*time.Millisecond, 9*time.Millisecond, 5, 0.3
 	m.WeightLink, m.WeightServer, m.LocalBonus, m.RTTRef = 2, 4, 0.2, 70*time.Millisecond
 	m.RTTDeadband, m.ServerDeadband, m.PublishLinks, m.WatchdogRounds = 0.07, 0.03, 5, 4
+	m.EstimateRTT = true
 	got := popConfig(popFile(c), pop.DefaultConfig()).MBPP
 	got.Accept, m.Accept = nil, nil // a func: not a knob
 	if !reflect.DeepEqual(got, *m) {

@@ -32,7 +32,7 @@ func init() {
 type simFlags struct {
 	tracePath, policies, nodes, cachePol, gdsfCost, front, costsFile, plotOut *string
 	cacheMB, timeScale                                                        *float64
-	replicas, popularN, perNode, parallel                                     *int
+	replicas, popularN, perNode, parallel, connReqs                           *int
 	seed                                                                      *uint64
 	digestPeriod                                                              *time.Duration
 	asJSON, asCSV                                                             *bool
@@ -55,6 +55,7 @@ func addSimFlags(fs *flag.FlagSet) *simFlags {
 		popularN:     fs.Int("popular-n", 0, "weblins: the replicated popular set is this many files, as on a live front (default 0: the files that fill an eighth of a node's cache)"),
 		seed:         fs.Uint64("seed", 1, "seed of the policies' randomness (p2c); equal seeds give identical output"),
 		front:        fs.String("front", "auto", "front data path: auto (by policy), l4, l7 (alias relay; cost T1) or tag (TB-CCRD, cost T2)"),
+		connReqs:     fs.Int("conn-requests", 0, "consecutive requests per keep-alive client connection (0 or 1: one connection per request, as HTTP/1.0 traces); later requests start on their predecessor's node and a decision for another node moves the connection (moves_per_request)"),
 		perNode:      fs.Int("per-node", 0, "throughput mode: requests in the system per node (0: LARD's admission bound S = (n-1)*T_high + T_low - 1 for the whole cluster)"),
 		timeScale:    fs.Float64("time-scale", 0, "latency mode: replay at trace timestamps × this factor (0 = throughput mode)"),
 		costsFile:    fs.String("costs", "", "TOML file overriding cost-model fields (keys as the --cost.* flags)"),
@@ -213,7 +214,8 @@ func (sf *simFlags) config(fs *flag.FlagSet) (sim.Config, error) {
 		return sim.Config{}, err
 	}
 	base := sim.Config{CacheBytes: int64(*sf.cacheMB * (1 << 20)), MemoryBytes: sf.memory.n, Cache: *sf.cachePol, DigestPeriod: *sf.digestPeriod,
-		GDSFCost: gdsfCost, Costs: &costs, Path: path, PerNode: *sf.perNode, TimeScale: *sf.timeScale, Seed: *sf.seed, Replicas: *sf.replicas}
+		GDSFCost: gdsfCost, Costs: &costs, Path: path, PerNode: *sf.perNode, TimeScale: *sf.timeScale, Seed: *sf.seed, Replicas: *sf.replicas,
+		ConnRequests: *sf.connReqs}
 	if sf.memory.set {
 		base.CacheBytes = 0 // planned from MemoryBytes
 	}
@@ -316,6 +318,7 @@ var simColumns = []simColumn{
 	{"hit_ratio", "hit", func(r sim.Row) string { return fixed(r.HitRatio, 4) }},
 	{"byte_hit_ratio", "byte hit", func(r sim.Row) string { return fixed(r.ByteHitRatio, 4) }},
 	{"fetch_bytes_per_request", "peer fetch B/req", func(r sim.Row) string { return fixed(r.FetchBytesPerRequest, 1) }},
+	{"moves_per_request", "moves/req", func(r sim.Row) string { return fixed(r.MovesPerRequest, 3) }},
 }
 
 // simRecord is r's values in simColumns' order.

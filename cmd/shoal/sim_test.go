@@ -37,8 +37,8 @@ func TestSimTableLabels(t *testing.T) {
 	if rows != 4 {
 		t.Errorf("%d rows, want 4 (2 policies × 2 node counts):\n%s", rows, out)
 	}
-	if got := labels[len(labels)-3:]; strings.Join(got, "|") != "hit|byte hit|peer fetch B/req" {
-		t.Errorf("last labels %q, want hit, byte hit, peer fetch B/req", got)
+	if got := labels[len(labels)-4:]; strings.Join(got, "|") != "hit|byte hit|peer fetch B/req|moves/req" {
+		t.Errorf("last labels %q, want hit, byte hit, peer fetch B/req, moves/req", got)
 	}
 }
 

@@ -19,7 +19,8 @@ func runSimCDN(args []string) error {
 		"Simulate the CDN tier (MBPP view, Chord directory, replication) on a virtual clock over a latency matrix; one row per PoP count and view")
 	matrixPath := fs.String("rtt-matrix", "", "RTT matrix CSV (plain or gzip): one row per pair, upper triangle allowed")
 	rttCols := fs.String("rtt-cols", "", "columns SRC,DST,RTT_MS by header name or 1-based number (default: the first three)")
-	citiesN := fs.Int("cities", 100, "without --rtt-matrix: generate a matrix of this many locations from city coordinates (the first 100 real cities, more scattered around them)")
+	citiesN := fs.Int("cities", 100, "without --rtt-matrix: generate a matrix of this many locations (--topology)")
+	topology := fs.String("topology", "cities", "generated matrix: cities (great-circle RTT between city coordinates, the first 100 real cities, more scattered around them) or transit-stub (shortest paths through a GT-ITM-style hierarchy of transit and stub domains: an independent second model)")
 	inflation := fs.Float64("inflation", cdnsim.DefaultGenConfig(0).Inflation, "generated matrix: RTT = base + inflation × great-circle km / 100 (fibre 200 km/ms, paths ≈ 2× longer)")
 	baseMs := fs.Float64("rtt-base-ms", cdnsim.DefaultGenConfig(0).BaseMs, "generated matrix: access delay added to every pair (and the RTT within a location)")
 	tracePath := fs.String("trace", "", "access log (CLF or EPA, plain or gzip); clients placed at locations by a seeded hash of their host")
@@ -31,6 +32,7 @@ func runSimCDN(args []string) error {
 	popsFlag := fs.String("pops", "10,100", "comma-separated PoP counts")
 	views := fs.String("views", "mbpp,gossip", "view protocols to run: mbpp (the PoPs' token ring, as shoal pop runs it) and/or gossip (baseline)")
 	ring := fs.String("mbpp-ring", d.Ring, "MBPP ring order: hash (as shoal pop orders it) or geo (nearest-neighbour tour of locations; shorter rounds at large N)")
+	estimate := fs.Bool("mbpp-estimate-rtt", d.MBPP.EstimateRTT, "MBPP ranks a PoP it has not measured by an RTT estimated through the links the view publishes (off: the seed's algorithm, no link performance)")
 	chordRTT := fs.Bool("chord-rtt", d.ChordRTT, "MBPP also samples the RTT of Chord connections (false: ring neighbours and probes only)")
 	origin := fs.String("origin", d.Origin, "location of the origin server")
 	killAt := fs.Float64("kill-at", d.KillAt, "fraction of the workload at which one PoP fails (0 = none)")
@@ -56,22 +58,11 @@ func runSimCDN(args []string) error {
 			return fmt.Errorf("--cache-control: %w", err)
 		}
 	}
-	var m *cdnsim.Matrix
-	var err error
-	if *matrixPath != "" {
-		cols, err := cdnsim.ParseColumns(*rttCols)
-		if err != nil {
-			return err
-		}
-		if m, err = cdnsim.LoadMatrix(*matrixPath, cols); err != nil {
-			return err
-		}
-	} else {
-		g := cdnsim.DefaultGenConfig(*citiesN)
-		g.Inflation, g.BaseMs, g.Seed = *inflation, *baseMs, *seed
-		if m, err = cdnsim.Generate(g); err != nil {
-			return err
-		}
+	g := cdnsim.DefaultGenConfig(*citiesN)
+	g.Inflation, g.BaseMs, g.Seed = *inflation, *baseMs, *seed
+	m, err := simMatrix(*matrixPath, *rttCols, *topology, g)
+	if err != nil {
+		return err
 	}
 	var w *cdnsim.Workload
 	if *tracePath != "" {
@@ -110,7 +101,8 @@ func runSimCDN(args []string) error {
 			cfg.PoPs, cfg.View, cfg.Origin, cfg.KillAt, cfg.Seed = n, v, *origin, *killAt, *seed
 			cfg.CDN.Window, cfg.CDN.MinRequests, cfg.CDN.HotTop = *window, *minReq, *hotTop
 			cfg.CDN.DirTTL = max(cfg.CDN.DirTTL, 2**window)
-			cfg.MBPP.Hold, cfg.Gossip.Period, cfg.CacheControl = *hold, *gossipPeriod, mix
+			cfg.MBPP.Hold, cfg.Gossip.Period, cfg.MBPP.EstimateRTT = *hold, *gossipPeriod, *estimate
+			cfg.CacheControl = mix
 			r, err := cdnsim.Run(cfg, m, w)
 			if err != nil {
 				return err
@@ -138,4 +130,24 @@ func runSimCDN(args []string) error {
 		return errors.New("no run: --pops and --views are empty")
 	}
 	return nil
+}
+
+// simMatrix loads the --rtt-matrix file, or generates the --topology's
+// matrix (g's location count and seed for either model).
+func simMatrix(path, cols, topology string, g cdnsim.GenConfig) (*cdnsim.Matrix, error) {
+	switch {
+	case path != "":
+		c, err := cdnsim.ParseColumns(cols)
+		if err != nil {
+			return nil, err
+		}
+		return cdnsim.LoadMatrix(path, c)
+	case topology == "cities":
+		return cdnsim.Generate(g)
+	case topology == "transit-stub":
+		ts := cdnsim.DefaultTransitStubConfig(g.Locations)
+		ts.Seed = g.Seed
+		return cdnsim.TransitStub(ts)
+	}
+	return nil, fmt.Errorf("--topology %q: want cities or transit-stub", topology)
 }

@@ -28,13 +28,14 @@ func init() {
 
 // upFlags are the flags of `shoal up` that are not fields of up.Config.
 type upFlags struct {
-	diskWeights, path, accessLog, accessLogFormat, state *string
-	verbose, loopback                                    *bool
-	shutdownTO                                           *time.Duration
-	pops                                                 *int
-	origin                                               *string
-	logf                                                 *logFlags
-	memory                                               sizeFlag
+	diskWeights, path, accessLog, accessLogFormat, state, moves *string
+	verbose, loopback                                           *bool
+	shutdownTO                                                  *time.Duration
+	pops                                                        *int
+	origin                                                      *string
+	logf                                                        *logFlags
+	memory                                                      sizeFlag
+	protocols                                                   protocolKeys
 }
 
 // addUpFlags defines the flags of `shoal up` on fs, those of up.Config
@@ -64,11 +65,13 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
 	fs.BoolVar(&c.TLS, "tls", false, "serve HTTPS with a self-signed certificate for localhost and 127.0.0.1 kept in the --data folder (clients: curl -k, shoal bench http --insecure); "+
 		"with passfd or hybrid every request is relayed")
+	uf.moves = fs.String("moves", "nodes", "--path passfd under a policy that shares its URL table (tbccrd): nodes (they move a connection to the node its next request belongs to, by the table) or front (every later request goes back to the front, which passes it on)")
 	uf.verbose = fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	uf.accessLog = fs.String("access-log", "", "the front's access log file, - for stdout (default off)")
 	uf.accessLogFormat = fs.String("access-log-format", def.AccessLogFormat, "access log format: "+strings.Join(front.AccessLogFormats, ", "))
 	uf.shutdownTO = fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
 	uf.logf = addLogFlags(fs)
+	bindProtocols(fs, &c.Protocols, def.Protocols, &uf.protocols)
 	uf.pops = fs.Int("pops", 0, "start this many PoPs of the CDN tier on loopback instead of one cluster (see shoal pop)")
 	uf.state = fs.String("state", "", "--pops: write a JSON file naming every PoP's listeners and process id")
 	uf.loopback = fs.Bool("loopback", false, "--pops: stay on loopback even as root (root runs the PoPs in a WAN lab with unequal delays)")
@@ -152,8 +155,13 @@ wait:
 	return runErr
 }
 
-// check reads --disk-weights into c and refuses combinations that cannot work.
+// check reads --disk-weights and the [protocols] flags into c and refuses
+// combinations that cannot work.
 func (uf *upFlags) check(c *up.Config) error {
+	uf.protocols.convert(&c.Protocols, func(string) bool { return true })
+	if err := checkProtocols(c.Protocols, c.TLS); err != nil {
+		return err
+	}
 	for _, w := range strings.Split(*uf.diskWeights, ",") {
 		if w = strings.TrimSpace(w); w == "" {
 			continue
@@ -199,7 +207,12 @@ func (uf *upFlags) start(c up.Config) (cl *up.Cluster, lab *up.Repair, shutdown 
 		}
 	default:
 		var p *up.Procs
-		if p, err = up.StartProcs(c, up.ProcsConfig{Path: *uf.path}); err == nil {
+		var pc up.ProcsConfig
+		if pc.Moves, err = front.ParseMoveMode(*uf.moves); err != nil {
+			return nil, nil, nil, err
+		}
+		pc.Path = *uf.path
+		if p, err = up.StartProcs(c, pc); err == nil {
 			cl, shutdown = p.Cluster, p.Shutdown
 		}
 	}
@@ -215,6 +228,9 @@ func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 	}
 	if cl.TLSCert != "" {
 		fmt.Printf("  self-signed certificate %s: curl -k %s, shoal bench http --insecure --url %s\n", cl.TLSCert, cl.URL, cl.URL)
+	}
+	if cl.HTTP3Addr != "" {
+		fmt.Printf("  HTTP/3 (QUIC) on udp %s, advertised with Alt-Svc\n", cl.HTTP3Addr)
 	}
 	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, path, c.CacheMB, c.Cache, cl.SiteInfo)
 	if p := c.MemoryPlan; p.Limit > 0 {

@@ -509,11 +509,25 @@ var (
 	descBatch   = prometheus.NewDesc("shoal_front_node_head_batches_total",
 		"Request heads written to nodes by the batcher: rounds (what=batches) and heads (what=heads); heads/batches is the mean batch.", []string{"what"}, nil)
 	descHandoff = prometheus.NewDesc("shoal_front_handoff_total",
-		"passfd handoff events: passed (fast_passed of them from the raw accept loop), returned, return_refused, redispatched, ended, lost.", []string{"event"}, nil)
+		"passfd handoff events: passed (fast_passed of them from the raw accept loop), returned, return_refused, redispatched, ended, lost; "+
+			"tag mode (nodes move connections by the front's table): tag_served (requests the nodes routed), tag_moved (node-to-node moves), "+
+			"tag_asked (connections handed back because the table could not tell), tag_rehomed (of those, passed to another node), "+
+			"tag_notes, tag_stale, tag_refused, tag_ended, tag_pushes.", []string{"event"}, nil)
 	descFallback = prometheus.NewDesc("shoal_front_fallbacks_total",
 		"Requests a handoff path relayed instead, by reason: no_socket (node reported no handoff socket), send (the send failed), "+
 			"socket_dir and socket_peer (the node's socket is not trusted), tls (a TLS client connection), "+
+			"stream (an HTTP/2 or HTTP/3 stream), proxy (a client address from a PROXY header), "+
 			"fast (the raw accept loop gave the connection to the normal path), fast_blocked (… because the node's socket was full).", []string{"reason"}, nil)
+	descProto = prometheus.NewDesc("shoal_front_protocol_requests_total",
+		"Requests by the protocol the client spoke: h1 (HTTP/1.1 and 1.0), h2, h3.", []string{"protocol"}, nil)
+	descProtoConns = prometheus.NewDesc("shoal_front_protocol_connections_total",
+		"Client connections that spoke HTTP/2 (h2: ALPN or the h2c preface) or HTTP/3 (h3: QUIC).", []string{"protocol"}, nil)
+	descH2 = prometheus.NewDesc("shoal_front_http2_events_total",
+		"HTTP/2 events: refused_streams (past max concurrent streams), glitches (streams the client reset or made fail), "+
+			"goaway_errors (connections ended by GOAWAY with an error code).", []string{"event"}, nil)
+	descProxy = prometheus.NewDesc("shoal_front_proxy_protocol_total",
+		"PROXY protocol headers: accepted (from a trusted source), refused (a trusted source sent none or a malformed one), "+
+			"untrusted (one from an address outside proxy_protocol_from: closed).", []string{"event"}, nil)
 	descEvents = prometheus.NewDesc("shoal_front_events_total",
 		"The front's request events: request_heads (parsed, dispatched or refused), retries (sent to a second node), "+
 			"fresh_redials (stale pooled node connections replaced), node_dials (connections opened to nodes), "+
@@ -540,7 +554,8 @@ var (
 
 func (c *frontCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPath, descConns, descActiveC, descBytes, descQueue, descBatch, descHandoff, descFallback,
-		descEvents, descResponses, descCPU, descSteered, descRepair, descHybrid, descLimit, descStream, descAnswers} {
+		descEvents, descResponses, descCPU, descSteered, descRepair, descHybrid, descLimit, descStream, descAnswers,
+		descProto, descProtoConns, descH2, descProxy} {
 		ch <- d
 	}
 }
@@ -584,10 +599,19 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	h := st.Handoff
 	counters(descHandoff, labelled{"passed", h.Passed}, labelled{"fast_passed", h.FastPassed},
 		labelled{"returned", h.Returned}, labelled{"return_refused", h.ReturnRefused},
-		labelled{"redispatched", h.Redispatched}, labelled{"ended", h.Ended}, labelled{"lost", h.Lost})
+		labelled{"redispatched", h.Redispatched}, labelled{"ended", h.Ended}, labelled{"lost", h.Lost},
+		labelled{"tag_served", h.Tag.Served}, labelled{"tag_moved", h.Tag.Moved}, labelled{"tag_asked", h.Tag.Asked},
+		labelled{"tag_rehomed", h.Tag.Rehomed}, labelled{"tag_notes", h.Tag.Notes}, labelled{"tag_stale", h.Tag.Stale},
+		labelled{"tag_refused", h.Tag.Refused}, labelled{"tag_ended", h.Tag.Ended}, labelled{"tag_pushes", h.Tag.Pushes})
 	counters(descFallback, labelled{"no_socket", h.FallbackNoSocket}, labelled{"send", h.FallbackSend},
 		labelled{"socket_dir", h.RefusedSocketDir}, labelled{"socket_peer", h.RefusedSocketPeer},
-		labelled{"tls", h.FallbackTLS}, labelled{"fast", h.FastFallback}, labelled{"fast_blocked", h.FastBlocked})
+		labelled{"tls", h.FallbackTLS}, labelled{"stream", h.FallbackStream}, labelled{"proxy", h.FallbackProxy},
+		labelled{"fast", h.FastFallback}, labelled{"fast_blocked", h.FastBlocked})
+	p := st.Protocols
+	counters(descProto, labelled{"h1", p.H1Requests}, labelled{"h2", p.H2Requests}, labelled{"h3", p.H3Requests})
+	counters(descProtoConns, labelled{"h2", p.H2Conns}, labelled{"h3", p.H3Conns})
+	counters(descH2, labelled{"refused_streams", p.H2Refused}, labelled{"glitches", p.H2Glitches}, labelled{"goaway_errors", p.H2Errors})
+	counters(descProxy, labelled{"accepted", p.ProxyAccepted}, labelled{"refused", p.ProxyRefused}, labelled{"untrusted", p.ProxyUntrusted})
 	counters(descHybrid, labelled{"cpu", h.HybridCPU}, labelled{"conns", h.HybridConns},
 		labelled{"size", h.HybridSize}, labelled{"relay", h.HybridRelay})
 	gauge(descCPU, h.FrontCPUPercent)

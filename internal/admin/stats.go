@@ -41,6 +41,29 @@ type Stats struct {
 	Paths         map[string]uint64 `json:"paths"`            // requests per data path
 	Handoff       HandoffStats      `json:"handoff"`          // handoff paths (passfd, hybrid)
 	Repair        *RepairStats      `json:"repair,omitempty"` // the repair path; absent on others
+	Protocols     ProtocolStats     `json:"protocols"`        // requests and connections by protocol, PROXY headers
+}
+
+// ProtocolStats is front.ProtocolStats keyed as the metrics label them:
+// requests by protocol ("h1": HTTP/1.1 and 1.0, "h2", "h3"),
+// connections that spoke HTTP/2 and HTTP/3, HTTP/2's refused streams,
+// glitches and connection errors, and the PROXY headers read, refused from
+// a trusted source, or refused from an untrusted one.
+type ProtocolStats struct {
+	Requests    map[string]uint64 `json:"requests"`
+	Connections map[string]uint64 `json:"connections"`
+	HTTP2       map[string]uint64 `json:"http2"`
+	Proxy       map[string]uint64 `json:"proxy"`
+}
+
+// protocolStats converts the front's protocol counters.
+func protocolStats(p front.ProtocolStats) ProtocolStats {
+	return ProtocolStats{
+		Requests:    map[string]uint64{"h1": p.H1Requests, "h2": p.H2Requests, "h3": p.H3Requests},
+		Connections: map[string]uint64{"h2": p.H2Conns, "h3": p.H3Conns},
+		HTTP2:       map[string]uint64{"refused_streams": p.H2Refused, "glitches": p.H2Glitches, "goaway_errors": p.H2Errors},
+		Proxy:       map[string]uint64{"accepted": p.ProxyAccepted, "refused": p.ProxyRefused, "untrusted": p.ProxyUntrusted},
+	}
 }
 
 // HandoffStats is front.HandoffStats with snake_case keys (see there for
@@ -68,6 +91,27 @@ type HandoffStats struct {
 	// FallbackTLS: relayed because the client connection is TLS (no kTLS
 	// to carry the session with the socket).
 	FallbackTLS uint64 `json:"fallback_tls"`
+	// FallbackStream: relayed because the request is an HTTP/2 or HTTP/3
+	// stream, whose connection carries other streams; FallbackProxy:
+	// because the client's address came in a PROXY header.
+	FallbackStream uint64 `json:"fallback_stream"`
+	FallbackProxy  uint64 `json:"fallback_proxy"`
+	// Tag is tag mode's work: the nodes moving connections by the front's
+	// shared table (front.TagStats).
+	Tag TagStats `json:"tag"`
+}
+
+// TagStats is front.TagStats with snake_case keys.
+type TagStats struct {
+	Served  uint64 `json:"served"`
+	Moved   uint64 `json:"moved"`
+	Asked   uint64 `json:"asked"`
+	Rehomed uint64 `json:"rehomed"`
+	Notes   uint64 `json:"notes"`
+	Stale   uint64 `json:"stale"`
+	Refused uint64 `json:"refused"`
+	Ended   uint64 `json:"ended"`
+	Pushes  uint64 `json:"pushes"`
 }
 
 // RepairStats is front.RepairStats with the keys of
@@ -115,9 +159,13 @@ func FrontStats(st front.Stats) Stats {
 	out.Handoff = HandoffStats{Passed: h.Passed, FallbackNoSocket: h.FallbackNoSocket, FallbackSend: h.FallbackSend,
 		Returned: h.Returned, ReturnRefused: h.ReturnRefused, Lost: h.Lost, Redispatched: h.Redispatched, Ended: h.Ended,
 		RefusedSocketDir: h.RefusedSocketDir, RefusedSocketPeer: h.RefusedSocketPeer, FallbackTLS: h.FallbackTLS,
+		FallbackStream: h.FallbackStream, FallbackProxy: h.FallbackProxy,
 		FastPassed: h.FastPassed, FastFallback: h.FastFallback, FastBlocked: h.FastBlocked,
 		Hybrid:          map[string]uint64{"cpu": h.HybridCPU, "conns": h.HybridConns, "size": h.HybridSize, "relay": h.HybridRelay},
-		FrontCPUPercent: h.FrontCPUPercent}
+		FrontCPUPercent: h.FrontCPUPercent,
+		Tag: TagStats{Served: h.Tag.Served, Moved: h.Tag.Moved, Asked: h.Tag.Asked, Rehomed: h.Tag.Rehomed, Notes: h.Tag.Notes,
+			Stale: h.Tag.Stale, Refused: h.Tag.Refused, Ended: h.Tag.Ended, Pushes: h.Tag.Pushes}}
+	out.Protocols = protocolStats(st.Protocols)
 	if r := st.Repair; r != nil {
 		out.Repair = &RepairStats{Moved: r.Moved, Fast: r.Fast, FallbackFreeze: r.FallbackFreeze, FallbackNode: r.FallbackNode,
 			Lost: r.Lost, Ended: r.Ended, Dropped: r.Dropped, Steered: r.Steered,

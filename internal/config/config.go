@@ -132,6 +132,12 @@ type Front struct {
 	// (SO_PEERCRED); others are refused and relayed. Default -1 (the front's
 	// own effective uid).
 	HandoffUID *int `toml:"handoff_uid"`
+	// PassFDMoves says who moves a passfd connection to the node its next
+	// request belongs to under a policy that shares its URL table
+	// (tbccrd; front.PassFDConfig.Moves): "nodes" (default: by the table,
+	// node to node) or "front" (every later request goes back to the
+	// front).
+	PassFDMoves string `toml:"passfd_moves"`
 	// TLS lists the certificates when the front serves HTTPS on Listen
 	// ([[tls]] tables; front.LoadCerts): one is picked per handshake by the
 	// client's server name (SNI), the first for clients that send none.
@@ -145,6 +151,34 @@ type Front struct {
 	// VHostAliases maps other host names to a site of VHosts
 	// ("www.example.com" = "example.com"). Default none.
 	VHostAliases map[string]string `toml:"vhost_aliases"`
+	// Protocols selects what clients may speak besides HTTP/1.1, and which
+	// addresses send PROXY protocol headers.
+	Protocols Protocols `toml:"protocols"`
+}
+
+// Protocols is the [protocols] table (front.Config's HTTP2, NoHTTP2, H2C,
+// AltSvc and ProxyFrom; the gateway serves HTTP/3).
+type Protocols struct {
+	// HTTP2 offers HTTP/2 on the TLS listener (ALPN h2; each stream is
+	// routed and relayed like a request over HTTP/1.1). Default true.
+	HTTP2 *bool `toml:"http2"`
+	// H2C takes HTTP/2 with prior knowledge (the client's connection
+	// preface) on a plain listener too. Default false.
+	H2C bool `toml:"h2c"`
+	// HTTP3 serves HTTP/3 over QUIC on the TLS listener's port (UDP) and
+	// advertises it with Alt-Svc; it needs TLS, a UDP port open in the
+	// firewall and larger socket buffers (docs/deploy.md). Default false.
+	HTTP3 bool `toml:"http3"`
+	// ProxyProtocolFrom lists the addresses or networks ("10.0.0.0/8",
+	// "192.0.2.7") of layer-4 balancers whose connections begin with a
+	// PROXY protocol header (v1 or v2); the client address it carries is
+	// then used for the per-address limit, X-Forwarded-For and the logs.
+	// A header from any other address closes the connection. Default none.
+	ProxyProtocolFrom []string `toml:"proxy_protocol_from"`
+	// MaxConcurrentStreams bounds the streams an HTTP/2 or HTTP/3
+	// connection may have in progress. Default 100
+	// (front.DefaultH2Config).
+	MaxConcurrentStreams int `toml:"max_concurrent_streams"`
 }
 
 // TLSCert is one certificate chain and its private key, PEM files.
@@ -290,6 +324,7 @@ func (f *Front) fill() {
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
 	def(&f.Repair.Steer, "auto")
+	def(&f.PassFDMoves, "nodes")
 	num(&f.Repair.Port, front.DefaultRepairPort)
 	if f.Hybrid.CPUPercent == 0 {
 		f.Hybrid.CPUPercent = hd.CPUPercent
@@ -323,6 +358,11 @@ func (f *Front) fill() {
 	dur(&f.Limits.IdleTimeout, fd.IdleTimeout)
 	num(&f.Limits.MaxHeaderBytes, fd.MaxHeadBytes)
 	dur(&f.Limits.SendTimeout, fd.WriteTimeout)
+	if f.Protocols.HTTP2 == nil {
+		on := !fd.NoHTTP2
+		f.Protocols.HTTP2 = &on
+	}
+	num(&f.Protocols.MaxConcurrentStreams, int(fd.HTTP2.MaxConcurrentStreams))
 }
 
 // DefaultMaxConnPerNode is `shoal front`'s limit of requests in flight on
@@ -438,6 +478,12 @@ func (f *Front) validate(name string, data []byte) []error {
 			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is above the largest, %d", i+1, *n.Weight, policy.MaxWeight), "weights are ratios: scale them into 1.."+fmt.Sprint(policy.MaxWeight))
 		}
 	}
+	if _, err := front.ParsePrefixes(f.Protocols.ProxyProtocolFrom); err != nil {
+		bad([]string{"protocols", "proxy_protocol_from"}, "proxy_protocol_from: "+err.Error(), "list addresses or networks such as \"10.0.0.0/8\" or \"192.0.2.7\"")
+	}
+	if n := f.Protocols.MaxConcurrentStreams; n < 1 || n > 1<<20 {
+		bad([]string{"protocols", "max_concurrent_streams"}, fmt.Sprintf("max_concurrent_streams %d is out of range", n), "use 1 to 1048576 (default 100)")
+	}
 	if _, err := front.ParseAccessLogFormat(f.AccessLogFormat); err != nil {
 		bad([]string{"access_log_format"}, fmt.Sprintf("access_log_format %q is unknown", f.AccessLogFormat), "use one of "+strings.Join(front.AccessLogFormats, ", "))
 	}
@@ -482,6 +528,9 @@ func (f *Front) validate(name string, data []byte) []error {
 	}
 	if f.HandoffUID != nil && *f.HandoffUID < -1 {
 		bad([]string{"handoff_uid"}, fmt.Sprintf("handoff_uid %d is not a user id", *f.HandoffUID), "use a uid such as 1000, or -1 for the front's own")
+	}
+	if f.PassFDMoves != "" && f.PassFDMoves != "nodes" && f.PassFDMoves != "front" {
+		bad([]string{"passfd_moves"}, fmt.Sprintf("passfd_moves %q is unknown", f.PassFDMoves), "use nodes or front")
 	}
 	if f.HandoffDir != "" && !strings.HasPrefix(f.HandoffDir, "/") {
 		bad([]string{"handoff_dir"}, fmt.Sprintf("handoff_dir %q is not an absolute path", f.HandoffDir), "write the folder from / such as \"/run/shoal\"")

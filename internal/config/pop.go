@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"shoal/internal/cluster/front"
 )
 
 // Pop is the configuration file of `shoal pop` (SPEC §5). Its
@@ -29,10 +31,20 @@ type Pop struct {
 	// /pops, /chord and /metrics ("off" disables it).
 	Listen string `toml:"listen"`
 	Admin  string `toml:"admin"`
+	// GatewayIPs are the addresses clients reach the gateway at, which
+	// every PoP's DNS answers for this PoP (empty: listen's IP when
+	// specific, else peer's).
+	GatewayIPs []string `toml:"gateway_ips"`
 	// Nodes is the number of in-process nodes; CacheMB each one's cache
 	// (0: the process's memory cgroup limit split between them, else 64).
 	Nodes   int `toml:"nodes"`
 	CacheMB int `toml:"cache_mb"`
+	// TLS serves the gateway over HTTPS with a self-signed certificate
+	// kept in the data folder, as `shoal up --tls` does.
+	TLS bool `toml:"tls"`
+	// Protocols are the gateway's [protocols], as a front's (HTTP/2, h2c,
+	// HTTP/3, PROXY protocol sources, stream limit).
+	Protocols Protocols `toml:"protocols"`
 	// MBPP holds the ring protocol's constants (seed 003 §2).
 	MBPP PopMBPP `toml:"mbpp"`
 	// Chord holds the Chord periods.
@@ -61,13 +73,24 @@ type PopContent struct {
 }
 
 // PopDNS is [dns]: see internal/cdn/cdndns.Config. Coverage is the file of
-// address prefixes → PoP names (CSV "prefix,pop" or JSON).
+// address prefixes → PoP names (CSV "prefix,pop" or JSON); the SOA's
+// timers are in seconds, as in a zone file.
 type PopDNS struct {
-	Addr      string  `toml:"addr"`
-	Zone      string  `toml:"zone"`
-	Coverage  string  `toml:"coverage"`
-	TTL       int     `toml:"ttl"`
-	MinServer float64 `toml:"min_server"`
+	Addr       string   `toml:"addr"`
+	Zone       string   `toml:"zone"`
+	Coverage   string   `toml:"coverage"`
+	Names      []string `toml:"names"`
+	NS         []string `toml:"ns"`
+	Hostmaster string   `toml:"hostmaster"`
+	Serial     uint32   `toml:"serial"`
+	Refresh    uint32   `toml:"refresh"`
+	Retry      uint32   `toml:"retry"`
+	Expire     uint32   `toml:"expire"`
+	NegTTL     uint32   `toml:"negative_ttl"`
+	ZoneTTL    uint32   `toml:"zone_ttl"`
+	TTL        int      `toml:"ttl"`
+	MinServer  float64  `toml:"min_server"`
+	MaxUDP     int      `toml:"max_udp"`
 }
 
 // PopMBPP is [mbpp]: see internal/cdn/mbpp.Config for each constant.
@@ -84,6 +107,7 @@ type PopMBPP struct {
 	ServerDeadband float64  `toml:"server_deadband"`
 	PublishLinks   int      `toml:"publish_links"`
 	WatchdogRounds int      `toml:"watchdog_rounds"`
+	EstimateRTT    bool     `toml:"estimate_rtt"`
 }
 
 // PopChord is [chord]: see internal/cdn/chord.Config.
@@ -145,6 +169,12 @@ func (p *Pop) validate(name string, data []byte) []error {
 	if p.CacheMB < 0 {
 		bad([]string{"cache_mb"}, fmt.Sprintf("cache_mb = %d", p.CacheMB), "use a size in MiB (0: from the memory cgroup's limit)")
 	}
+	if _, err := front.ParsePrefixes(p.Protocols.ProxyProtocolFrom); err != nil {
+		bad([]string{"protocols", "proxy_protocol_from"}, "proxy_protocol_from: "+err.Error(), "list addresses or networks such as \"10.0.0.0/8\"")
+	}
+	if p.Protocols.HTTP3 && !p.TLS {
+		bad([]string{"protocols", "http3"}, "http3 needs TLS", "set tls = true (or --tls): QUIC carries TLS 1.3 itself")
+	}
 	if d := p.DNS; d.Addr != "" {
 		if d.Zone == "" {
 			bad([]string{"dns", "zone"}, "dns.addr is set but no zone", "set zone = \"cdn.example.\" (or --zone)")
@@ -154,6 +184,15 @@ func (p *Pop) validate(name string, data []byte) []error {
 		}
 		if d.MinServer < 0 || d.MinServer >= 1 {
 			bad([]string{"dns", "min_server"}, fmt.Sprintf("dns.min_server = %v", d.MinServer), "use a value in [0,1), e.g. 0.05")
+		}
+		if d.MaxUDP < 512 || d.MaxUDP > 65535 {
+			bad([]string{"dns", "max_udp"}, fmt.Sprintf("dns.max_udp = %d", d.MaxUDP), "use 512 to 65535 bytes (1232 avoids fragmentation)")
+		}
+		if d.Refresh == 0 || d.Retry == 0 || d.Expire < d.Refresh || d.ZoneTTL == 0 {
+			bad([]string{"dns", "refresh"}, "dns.refresh, retry and zone_ttl must be > 0 and expire ≥ refresh", "use refresh = 3600, retry = 600, expire = 1209600, zone_ttl = 3600")
+		}
+		if len(d.Names) == 0 {
+			bad([]string{"dns", "names"}, "dns.names is empty: no name would answer a PoP", "use names = [\"@\", \"www\"] (\"*\" for every name)")
 		}
 	}
 	if c := p.Content; c.Edge != "" {

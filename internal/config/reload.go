@@ -70,7 +70,8 @@ var ErrRestartNeeded = errors.New("cannot change while the front runs; restart i
 
 // PlanReload compares the running configuration with the new one. Keys that
 // only a restart can change (addresses the front listens on, the data path,
-// the admin token, the log's format and file) are refused, each named; then
+// the protocols, the admin token, the log's format and file) are refused,
+// each named; then
 // nothing is applied, so a reload is all or nothing.
 func PlanReload(old, new Front) (Reload, error) {
 	var errs []error
@@ -89,8 +90,10 @@ func PlanReload(old, new Front) (Reload, error) {
 	fixed("sysmon_idle", *old.SysmonIdle, *new.SysmonIdle)
 	fixed("handoff_dir", old.HandoffDir, new.HandoffDir)
 	fixed("handoff_uid", *old.HandoffUID, *new.HandoffUID)
+	fixed("passfd_moves", old.PassFDMoves, new.PassFDMoves)
 	fixed("publish_dir", old.PublishDir, new.PublishDir)
 	fixed("publish_fetch_url", old.PublishFetchURL, new.PublishFetchURL)
+	fixed("protocols", old.Protocols, new.Protocols) // ALPN, the UDP socket and PROXY sources are set up at start
 	if old.Limits != new.Limits && old.Path != "relay" && old.Path != "redirect" {
 		errs = append(errs, fmt.Errorf("limits with path %s: %w (a new data plane is built only for relay and redirect)", old.Path, ErrRestartNeeded))
 	}

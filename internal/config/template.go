@@ -44,6 +44,7 @@ replicas = 0                   # nodes storing each published file, placed by di
 sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
 handoff_dir = ""               # passfd/hybrid: node handoff sockets must be in this folder ("": $TMPDIR or /tmp)
 handoff_uid = -1               # passfd/hybrid: ... and served by this user (-1: the front's own uid)
+passfd_moves = "nodes"         # passfd under tbccrd: nodes move connections by the front's table, or "front"
 # vhosts = ["example.com", "example.org"]   # many sites: tables and metrics keyed by site + path
 #                                           # (nodes run with --vhosts); other hosts share "_default"
 # [vhost_aliases]                           # other names of a site
@@ -80,6 +81,14 @@ max_header_bytes = 8192        # larger request heads get 431
 send_timeout = "60s"           # closes a client that takes no response bytes this long
 max_conns = 0                  # open client connections; 0: from RLIMIT_NOFILE, -1: no limit
 max_conns_per_ip = 0           # open client connections per address; 0: 256, -1: no limit
+
+[protocols]                    # what clients may speak besides HTTP/1.1; PROXY headers
+http2 = true                   # HTTP/2 on the TLS listener (ALPN h2), each stream routed and relayed
+h2c = false                    # HTTP/2 with prior knowledge on a plain listener too
+http3 = false                  # HTTP/3 (QUIC) on the TLS listener's UDP port, advertised with Alt-Svc (needs TLS)
+proxy_protocol_from = []       # balancers ("10.0.0.0/8", "192.0.2.7") whose connections begin with a PROXY
+                               # header (v1 or v2): its address counts; a header from elsewhere is refused
+max_concurrent_streams = 100   # streams an HTTP/2 or HTTP/3 connection may have in progress
 
 [hybrid]                       # path = "hybrid": hand off when it pays, relay otherwise (seed 002)
 cpu_percent = 30.0             # while the front's CPU is above this percent of one core (negative: off)

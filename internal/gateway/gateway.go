@@ -116,6 +116,9 @@ type Gateway struct {
 
 	healthMu   sync.Mutex
 	healthStop context.CancelFunc
+
+	h3   *front.HTTP3 // HTTP/3 on the listener's UDP port ([protocols] http3); nil when off
+	h3pc net.PacketConn
 }
 
 // New builds the control plane, the admin API and the front's server;
@@ -132,6 +135,9 @@ func New(cfg Config) (*Gateway, error) {
 	p, err := policy.New(cfg.Front.Policy, pc)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Front.Protocols.HTTP3 && cfg.Certs == nil {
+		return nil, errors.New("http3 needs TLS: QUIC carries TLS 1.3 itself (give [[tls]] or --tls-cert/--tls-key, or --tls for shoal up)")
 	}
 	g := &Gateway{cfg: cfg, sw: policy.NewSwitch(p), errc: make(chan error, 4)} // the switch: SIGHUP may replace the policy
 	if g.Control, err = control.New(g.sw, NodeSpecs(cfg.Front.Nodes), cfg.Control); err != nil {
@@ -195,7 +201,21 @@ func (g *Gateway) serverConfig(fc config.Front) front.Config {
 	if g.Metrics != nil {
 		obs = g.Metrics
 	}
+	h2 := front.DefaultH2Config()
+	h2.MaxConcurrentStreams = uint32(fc.Protocols.MaxConcurrentStreams)
+	proxyFrom, _ := front.ParsePrefixes(fc.Protocols.ProxyProtocolFrom) // checked by config.Front.Validate
+	altSvc := ""
+	if fc.Protocols.HTTP3 && g.cfg.Certs != nil && g.cfg.Listener != nil {
+		if a, ok := g.cfg.Listener.Addr().(*net.TCPAddr); ok {
+			altSvc = front.AltSvcH3(a.Port)
+		}
+	}
 	return front.Config{
+		HTTP2:          h2,
+		NoHTTP2:        fc.Protocols.HTTP2 != nil && !*fc.Protocols.HTTP2,
+		H2C:            fc.Protocols.H2C,
+		AltSvc:         altSvc,
+		ProxyFrom:      proxyFrom,
 		VHosts:         g.cfg.VHosts,
 		CacheKeys:      g.cfg.CacheKeys,
 		MaxHeadBytes:   fc.Limits.MaxHeaderBytes,
@@ -247,8 +267,11 @@ func (g *Gateway) Start() error {
 	}
 	g.ln = g.cfg.Listener
 	if g.cfg.Certs != nil {
-		g.ln = front.TLSListener(g.ln, g.cfg.Certs)
+		g.ln = front.TLSListener(g.ln, g.cfg.Certs, front.ALPN(g.ServerConfig())...)
 		g.cfg.Certs.LogExpiring(g.cfg.Logger, time.Now())
+		if err := g.startHTTP3(); err != nil {
+			return err
+		}
 	}
 	go g.serve(g.cur.Load(), g.ln)
 	if g.Admin != nil {
@@ -261,6 +284,31 @@ func (g *Gateway) Start() error {
 		go func() { g.report(g.admin.Serve(g.adminLn)) }()
 	}
 	return nil
+}
+
+// startHTTP3 serves HTTP/3 on the UDP port of the TLS listener's address
+// when [protocols] http3 asks for it; its requests go to whichever data
+// plane serves now (a reload keeps the socket and the QUIC connections).
+func (g *Gateway) startHTTP3() error {
+	if !g.cfg.Front.Protocols.HTTP3 {
+		return nil
+	}
+	pc, err := net.ListenPacket("udp", g.cfg.Listener.Addr().String())
+	if err != nil {
+		return fmt.Errorf("http3: %w (QUIC needs the UDP port of the listen address)", err)
+	}
+	g.h3pc = pc
+	g.h3 = front.NewHTTP3(g.cfg.Certs, g.cur.Load)
+	go func() { g.report(g.h3.Serve(pc)) }()
+	return nil
+}
+
+// HTTP3Addr is the UDP address HTTP/3 is served on, "" when off.
+func (g *Gateway) HTTP3Addr() string {
+	if g.h3pc == nil {
+		return ""
+	}
+	return g.h3pc.LocalAddr().String()
 }
 
 // Listener is the clients' listener as served (TLS-wrapped with Certs).
@@ -372,7 +420,15 @@ func (g *Gateway) Rebalance(ctx context.Context, pub *publish.Coordinator, joine
 // Shutdown stops accepting, lets requests in flight finish until ctx
 // ends, and stops the health checks and the event log.
 func (g *Gateway) Shutdown(ctx context.Context) error {
+	var h3err chan error
+	if g.h3 != nil {
+		h3err = make(chan error, 1)
+		go func() { h3err <- g.h3.Shutdown(ctx) }() // GOAWAY, in parallel with the TCP side's
+	}
 	errs := []error{g.cur.Load().Shutdown(ctx)}
+	if h3err != nil {
+		errs = append(errs, <-h3err)
+	}
 	if g.admin != nil {
 		errs = append(errs, g.admin.Shutdown(ctx))
 	}

@@ -33,6 +33,11 @@ type ProcsConfig struct {
 	// Restart says how a node process that dies is restarted;
 	// zero fields take RestartConfig's defaults.
 	Restart RestartConfig
+	// Moves says who moves a connection to the node its next request
+	// belongs to under a policy that shares its URL table (tbccrd):
+	// the nodes by the table (front.MovesNodes, default) or the front
+	// after every request (front.MovesFront).
+	Moves front.MoveMode
 }
 
 // Procs is a cluster whose nodes run as separate processes, each taking
@@ -46,6 +51,7 @@ type Procs struct {
 	// any other (StartRepair's front).
 	children []*supervisor
 	restart  RestartConfig
+	moves    front.MoveMode
 	// published: a publish has switched the nodes, so a node restarted
 	// now serves the versions folder's "current" (servedRoot).
 	published atomic.Bool
@@ -95,7 +101,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		return nil, err
 	}
 	p := &Procs{Cluster: &Cluster{Config: cfg, SiteInfo: info, SiteRoot: root, sites: siteNames(vm), errc: make(chan error, cfg.Nodes+2)}, SocketDir: dir,
-		restart: pc.Restart}
+		restart: pc.Restart, moves: pc.Moves}
 	ok := false
 	defer func() {
 		if !ok {
@@ -162,7 +168,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 // hybrid path (hybrid's size table from root) and, with publish, the
 // publisher that drives the nodes.
 func (p *Procs) startFront(root, path string, vm *vhost.Map, publish bool) error {
-	pass := front.PassFD(front.PassFDConfig{HandoffDir: p.SocketDir})
+	pass := front.PassFD(front.PassFDConfig{HandoffDir: p.SocketDir, Moves: p.moves})
 	gc := gateway.Config{Path: pass, VHosts: vm}
 	if path == "hybrid" {
 		st, err := content.Open(root)

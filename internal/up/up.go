@@ -109,6 +109,10 @@ type Config struct {
 	// TLS makes the front serve HTTPS with a self-signed certificate in
 	// DataDir/tls (listenTLS). Default false.
 	TLS bool
+	// Protocols are the front's [protocols] keys (HTTP/2, h2c, HTTP/3,
+	// PROXY protocol sources, stream limit); zero fields take
+	// config.DefaultFront's. HTTP/3 needs TLS.
+	Protocols config.Protocols
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// AccessLog, when set, is the front's access log (front.AccessLog);
@@ -238,6 +242,9 @@ type Cluster struct {
 	URL string
 	// AdminURL is the admin API's base URL, "" when off.
 	AdminURL string
+	// HTTP3Addr is the UDP address HTTP/3 is served on (Config.Protocols
+	// HTTP3), "" when off.
+	HTTP3Addr string
 	// AdminTokenFile holds the bearer token the admin API wants for
 	// changes (and, off loopback, for reads), "" when off.
 	AdminTokenFile string
@@ -444,6 +451,14 @@ func (c *Config) frontConfig(urls []string, sharedProcess bool) config.Front {
 	}
 	off := false // the nodes may share the process: its monitor thread is theirs too
 	fc.SysmonIdle = &off
+	p := c.Protocols
+	if p.HTTP2 != nil {
+		fc.Protocols.HTTP2 = p.HTTP2
+	}
+	if p.MaxConcurrentStreams != 0 {
+		fc.Protocols.MaxConcurrentStreams = p.MaxConcurrentStreams
+	}
+	fc.Protocols.H2C, fc.Protocols.HTTP3, fc.Protocols.ProxyProtocolFrom = p.H2C, p.HTTP3, p.ProxyProtocolFrom
 	return fc
 }
 
@@ -490,7 +505,11 @@ func (c *Cluster) serve() error {
 		rebalance = c.rebalance
 	}
 	c.gw.SetPublisher(c.Publisher, false, rebalance)
-	return c.gw.Start()
+	if err := c.gw.Start(); err != nil {
+		return err
+	}
+	c.HTTP3Addr = c.gw.HTTP3Addr()
+	return nil
 }
 
 // prepareSite returns the site root to serve and a one-line description.

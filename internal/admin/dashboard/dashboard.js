@@ -200,6 +200,7 @@ function render(snap) {
   const total = Object.values(st.paths || {}).reduce((a, b) => a + b, 0);
   kv($('paths'), Object.keys(st.paths || {}).sort().map((p) =>
     [p + (total ? ' (' + pct(st.paths[p] / total) + ')' : ''), int(st.paths[p]), 'stats.paths.' + p]));
+  kv($('protocols'), protocols(st.protocols || {}));
   kv($('status'), Object.keys(st.status || {}).sort().map((c) => [c, int(st.status[c]), 'stats.status.' + c]));
   kv($('decisions'), ['node', 'handoff', 'none'].map((d) => [d, int(snap.decisions[d] || 0), 'decisions.' + d]));
   // The main handoff counters always, the rarer ones once they are not 0.
@@ -231,6 +232,25 @@ function render(snap) {
       ['  ' + k.replace(/_/g, ' '), int(v), 'stats.answers.' + k]),
   ]);
   prev = snap;
+}
+
+// protocols lists requests by the protocol clients spoke, with shares,
+// then HTTP/2 and HTTP/3 connections and the PROXY headers once not 0.
+function protocols(p) {
+  const req = p.requests || {};
+  const total = Object.values(req).reduce((a, b) => a + b, 0);
+  const rows = ['h1', 'h2', 'h3'].map((k) =>
+    [k + (total ? ' (' + pct((req[k] || 0) / total) + ')' : ''), int(req[k] || 0), 'stats.protocols.requests.' + k]);
+  for (const [k, v] of Object.entries(p.connections || {})) {
+    if (v) rows.push([k + ' connections', int(v), 'stats.protocols.connections.' + k]);
+  }
+  for (const [k, v] of Object.entries(p.http2 || {})) {
+    if (v) rows.push(['h2 ' + k.replace(/_/g, ' '), int(v), 'stats.protocols.http2.' + k]);
+  }
+  for (const [k, v] of Object.entries(p.proxy || {})) {
+    if (v) rows.push(['PROXY ' + k, int(v), 'stats.protocols.proxy.' + k]);
+  }
+  return rows;
 }
 
 function live(state, text) {

@@ -117,15 +117,53 @@ func (c *Coverage) Len() int {
 	return len(c.rules)
 }
 
+// Scope is the prefix length an answer for addr holds for (RFC 7871
+// §7.2.1's SCOPE PREFIX-LENGTH): the length of the rule that matched when no
+// longer rule lies inside it, so a resolver may cache one answer for the
+// rule's whole prefix; else 0 with ok false (the caller echoes the client's
+// source prefix length).
+func (c *Coverage) Scope(addr netip.Addr) (bits int, ok bool) {
+	if c == nil {
+		return 0, false
+	}
+	addr = addr.Unmap()
+	for i, r := range c.rules {
+		if !r.p.Contains(addr) {
+			continue
+		}
+		for _, in := range c.rules[:i] { // the longer rules
+			if in.p.Bits() > r.p.Bits() && r.p.Contains(in.p.Addr()) {
+				return 0, false
+			}
+		}
+		return r.p.Bits(), true
+	}
+	return 0, false
+}
+
 // Candidate is a PoP as the answering PoP's MBPP view sees it.
 type Candidate struct {
 	Name  string
 	Alive bool
-	// Score is MBPP's serv; Server is its server performance in [0,1]
-	// (1 idle), compared with Config.MinServer for capacity.
-	Score, Server float64
-	// V4 and V6 are the addresses answered for it (either may be invalid).
+	// Server is its server performance in [0,1] (1 idle), compared with
+	// Config.MinServer for capacity.
+	Server float64
+	// V4 and V6 are its gateway's addresses (either may be invalid): what
+	// clients reach, not the peer address PoPs talk on.
 	V4, V6 netip.Addr
+}
+
+// View is what routing reads of the answering PoP's MBPP view.
+type View struct {
+	// PoPs are the PoPs in the view.
+	PoPs []Candidate
+	// Self is the answering PoP's name.
+	Self string
+	// Score is serv of PoP to as PoP from computes it (seed 003 §2 (5),
+	// with from's local preference; mbpp.Node.ScoreFrom): the answering
+	// PoP reads it off the whole view, so the client is ranked from its
+	// own nearest PoP's place, not from the answering PoP's.
+	Score func(from, to string) float64
 }
 
 // Reason says why Choose answered what it did (for the counters).
@@ -134,48 +172,75 @@ type Reason int
 // The reasons.
 const (
 	ByCoverage Reason = iota // the client's coverage PoP
-	ByScore                  // no coverage rule: best score
-	Fallback                 // coverage PoP down or full: best score
+	Balanced                 // the coverage PoP is usable, another scored better from it
+	Fallback                 // coverage PoP down, full, not in the view or without the family
+	ByScore                  // no coverage rule: best score from the answering PoP
+	Overloaded               // every live PoP is above capacity: the best of them
 	NoPoP                    // nothing live with an address of the family
 )
 
-// Choose picks the PoP for a client at addr among cs: its coverage PoP if
-// alive, under capacity (Server ≥ minServer) and with an address of the
-// wanted family (v6 for AAAA), else the live, under-capacity PoP of highest
-// score (ties by name).
-func Choose(cov *Coverage, cs []Candidate, addr netip.Addr, v6 bool, minServer float64) (Candidate, Reason) {
-	usable := func(c Candidate) bool {
-		if !c.Alive || c.Server < minServer {
-			return false
-		}
+// String names the reason for the counters.
+func (r Reason) String() string {
+	return [...]string{"coverage", "balanced", "fallback", "score", "overloaded", "no_pop"}[r]
+}
+
+// Choose routes a client at addr as seed 003 §1–§2 do: the coverage table
+// names its nearest PoP; among the live PoPs under capacity (Server ≥
+// minServer) with an address of the wanted family (v6 for AAAA) the one
+// of highest serv from that PoP's place wins (ties by name). The local
+// preference keeps the client on its nearest PoP unless another beats it
+// by more than the bonus (MBPP's global load balancing); a down or full
+// nearest PoP gives way to the best PoP near it. With no rule the
+// answering PoP stands in for the nearest. When every live PoP is above
+// capacity the best of them is answered rather than none.
+func Choose(cov *Coverage, v View, addr netip.Addr, v6 bool, minServer float64) (Candidate, Reason) {
+	has := func(c Candidate) bool {
 		if v6 {
 			return c.V6.IsValid()
 		}
 		return c.V4.IsValid()
 	}
-	reason := ByScore
-	if name, ok := cov.Lookup(addr); ok {
-		for _, c := range cs {
-			if c.Name == name {
-				if usable(c) {
-					return c, ByCoverage
-				}
-				break
+	from := v.Self
+	nearest, ruled := cov.Lookup(addr)
+	if ruled && slices.ContainsFunc(v.PoPs, func(c Candidate) bool { return c.Name == nearest }) {
+		from = nearest // else not in the view: nothing is known of its place
+	}
+	best, found, full := Candidate{}, false, false
+	bestScore := 0.0
+	for pass := 0; pass < 2 && !found; pass++ {
+		full = pass == 1
+		for _, c := range v.PoPs {
+			if !c.Alive || !has(c) || !full && c.Server < minServer {
+				continue
+			}
+			s := v.Score(from, c.Name)
+			if !found || s > bestScore || s == bestScore && c.Name < best.Name {
+				best, bestScore, found = c, s, true
 			}
 		}
-		reason = Fallback
 	}
-	best, found := Candidate{}, false
-	for _, c := range cs {
-		if !usable(c) {
-			continue
-		}
-		if !found || c.Score > best.Score || c.Score == best.Score && c.Name < best.Name {
-			best, found = c, true
-		}
-	}
-	if !found {
+	switch {
+	case !found:
 		return Candidate{}, NoPoP
+	case full:
+		return best, Overloaded
+	case !ruled:
+		return best, ByScore
+	case best.Name == nearest:
+		return best, ByCoverage
+	case usable(v.PoPs, nearest, has, minServer):
+		return best, Balanced
 	}
-	return best, reason
+	return best, Fallback
+}
+
+// usable reports whether the PoP named name is live, under capacity and
+// has an address of the family.
+func usable(cs []Candidate, name string, has func(Candidate) bool, minServer float64) bool {
+	for _, c := range cs {
+		if c.Name == name {
+			return c.Alive && has(c) && c.Server >= minServer
+		}
+	}
+	return false
 }

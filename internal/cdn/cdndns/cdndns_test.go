@@ -1,27 +1,41 @@
 package cdndns
 
 import (
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"testing"
-	"time"
-
-	"github.com/miekg/dns"
 )
 
 var a = netip.MustParseAddr
 
-func cands() []Candidate {
-	return []Candidate{
-		{Name: "paris", Alive: true, Score: 0.6, Server: 0.9, V4: a("10.77.0.1"), V6: a("fd00::1")},
-		{Name: "tokyo", Alive: true, Score: 0.8, Server: 0.9, V4: a("10.77.0.2")},
-		{Name: "lima", Alive: false, Score: 0.95, Server: 1, V4: a("10.77.0.3")},
-		{Name: "oslo", Alive: true, Score: 0.9, Server: 0.01, V4: a("10.77.0.4")}, // over capacity
+// testView is four PoPs with a hand-made RTT table: paris and tokyo have
+// both families (tokyo v4 only), lima is down, oslo is above capacity.
+// Score is mbpp.Score's rule with the defaults (L:K = 1:3, RTTRef 50 ms,
+// local bonus 0.1), so the cases below can be checked by hand.
+func testView() View {
+	rtt := map[[2]string]float64{{"paris", "oslo"}: 30, {"paris", "tokyo"}: 250, {"paris", "lima"}: 200,
+		{"tokyo", "oslo"}: 260, {"tokyo", "lima"}: 180, {"lima", "oslo"}: 220}
+	cs := []Candidate{
+		{Name: "paris", Alive: true, Server: 0.9, V4: a("10.77.0.1"), V6: a("fd00::1")},
+		{Name: "tokyo", Alive: true, Server: 0.9, V4: a("10.77.0.2")},
+		{Name: "lima", Alive: false, Server: 1, V4: a("10.77.0.3")},
+		{Name: "oslo", Alive: true, Server: 0.01, V4: a("10.77.0.4")}, // over capacity
 	}
+	server := map[string]float64{}
+	for _, c := range cs {
+		server[c.Name] = c.Server
+	}
+	return View{PoPs: cs, Self: "paris", Score: func(from, to string) float64 {
+		if from == to {
+			return (1+3*server[to])/4 + 0.1
+		}
+		r, ok := rtt[[2]string{from, to}]
+		if !ok {
+			r = rtt[[2]string{to, from}]
+		}
+		return (50/(50+r) + 3*server[to]) / 4
+	}}
 }
 
 func TestChoose(t *testing.T) {
@@ -39,20 +53,63 @@ func TestChoose(t *testing.T) {
 		{"192.0.2.10", false, "paris", ByCoverage},
 		{"192.0.2.200", false, "tokyo", ByCoverage},       // longest prefix wins
 		{"::ffff:192.0.2.10", false, "paris", ByCoverage}, // v4-mapped
-		{"198.51.100.7", false, "tokyo", Fallback},        // lima is down; tokyo has the best live score
-		{"203.0.113.9", false, "tokyo", Fallback},         // oslo is above capacity
-		{"100.64.1.1", false, "tokyo", Fallback},          // a PoP not in the view
-		{"8.8.8.8", false, "tokyo", ByScore},              // no rule
+		// lima is down: from lima's place tokyo (180 ms) beats paris
+		// (200 ms) at equal server performance, not the answering PoP.
+		{"198.51.100.7", false, "tokyo", Fallback},
+		{"203.0.113.9", false, "paris", Fallback}, // oslo is full: paris is 30 ms from it
+		{"100.64.1.1", false, "paris", Fallback},  // a PoP not in the view: from the answering PoP
+		{"8.8.8.8", false, "paris", ByScore},      // no rule: from the answering PoP
 		{"2001:db8::5", true, "paris", ByCoverage},
 		{"192.0.2.200", true, "paris", Fallback}, // tokyo has no v6 address
 	} {
-		c, why := Choose(cov, cands(), a(tc.client), tc.v6, 0.05)
+		c, why := Choose(cov, testView(), a(tc.client), tc.v6, 0.05)
 		if c.Name != tc.want || why != tc.why {
-			t.Errorf("%s v6=%v: %s (%d), want %s (%d)", tc.client, tc.v6, c.Name, why, tc.want, tc.why)
+			t.Errorf("%s v6=%v: %s (%v), want %s (%v)", tc.client, tc.v6, c.Name, why, tc.want, tc.why)
 		}
 	}
-	if _, why := Choose(cov, nil, a("192.0.2.1"), false, 0.05); why != NoPoP {
-		t.Errorf("empty view: reason %d, want NoPoP", why)
+	// Tokyo loaded (server 0.3): its own clients go to paris, whose serv
+	// from tokyo's place (50/300 + 3·0.9)/4 = 0.717 beats tokyo's own
+	// (1 + 3·0.3)/4 + 0.1 = 0.575: MBPP's load balancing.
+	v := testView()
+	v.PoPs[1].Server = 0.3
+	srv := v.Score
+	v.Score = func(from, to string) float64 {
+		if to == "tokyo" {
+			return map[bool]float64{true: 0.575, false: (50.0/300 + 0.9) / 4}[from == to]
+		}
+		return srv(from, to)
+	}
+	if c, why := Choose(cov, v, a("192.0.2.200"), false, 0.05); c.Name != "paris" || why != Balanced {
+		t.Errorf("tokyo loaded: %s (%v), want paris (balanced)", c.Name, why)
+	}
+	// Everyone above capacity: the best live one rather than nothing.
+	v = testView()
+	for i := range v.PoPs {
+		v.PoPs[i].Server = 0.01
+	}
+	if c, why := Choose(cov, v, a("192.0.2.10"), false, 0.05); c.Name != "paris" || why != Overloaded {
+		t.Errorf("all full: %s (%v), want paris (overloaded)", c.Name, why)
+	}
+	if _, why := Choose(cov, View{Self: "x", Score: v.Score}, a("192.0.2.1"), false, 0.05); why != NoPoP {
+		t.Errorf("empty view: reason %v, want NoPoP", why)
+	}
+}
+
+func TestCoverageScope(t *testing.T) {
+	cov, _ := NewCoverage([]Rule{{"10.0.0.0/8", "a"}, {"10.1.0.0/16", "b"}, {"192.0.2.0/24", "c"}})
+	for _, tc := range []struct {
+		addr string
+		bits int
+		ok   bool
+	}{
+		{"192.0.2.7", 24, true},
+		{"10.1.2.3", 16, true},
+		{"10.2.2.3", 0, false}, // the /8 holds the /16: not all of it answers alike
+		{"8.8.8.8", 0, false},
+	} {
+		if bits, ok := cov.Scope(a(tc.addr)); bits != tc.bits || ok != tc.ok {
+			t.Errorf("Scope(%s) = %d %v, want %d %v", tc.addr, bits, ok, tc.bits, tc.ok)
+		}
 	}
 }
 
@@ -80,136 +137,5 @@ func TestLoadCoverage(t *testing.T) {
 		if _, err := LoadCoverage(bad); err == nil {
 			t.Errorf("%q accepted", body)
 		}
-	}
-}
-
-func query(t *testing.T, srv, name string, qt uint16, subnet string) *dns.Msg {
-	t.Helper()
-	m := new(dns.Msg)
-	m.SetQuestion(name, qt)
-	if subnet != "" {
-		p := netip.MustParsePrefix(subnet)
-		o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
-		fam := uint16(1)
-		if p.Addr().Is6() {
-			fam = 2
-		}
-		o.Option = append(o.Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: fam, SourceNetmask: uint8(p.Bits()), Address: net.IP(p.Addr().AsSlice())})
-		m.Extra = append(m.Extra, o)
-	}
-	r, _, err := new(dns.Client).Exchange(m, srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func TestServer(t *testing.T) {
-	cov, _ := NewCoverage([]Rule{{"192.0.2.0/24", "paris"}, {"127.0.0.0/8", "tokyo"}})
-	var mu sync.Mutex
-	view := cands()
-	s, err := Start(Config{Addr: "127.0.0.1:0", Zone: "cdn.example", TTL: 20, MinServer: 0.05}, cov, func() []Candidate {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(view)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ans := func(r *dns.Msg) string {
-		if len(r.Answer) != 1 {
-			return dns.RcodeToString[r.Rcode]
-		}
-		switch rr := r.Answer[0].(type) {
-		case *dns.A:
-			return rr.A.String()
-		case *dns.AAAA:
-			return rr.AAAA.String()
-		}
-		return "?"
-	}
-	// ECS names the client: the Paris prefix gets Paris, with the scope echoed.
-	r := query(t, s.UDPAddr, "www.cdn.example.", dns.TypeA, "192.0.2.0/24")
-	if got := ans(r); got != "10.77.0.1" || !r.Authoritative || r.Answer[0].Header().Ttl != 20 {
-		t.Fatalf("ECS 192.0.2.0/24: %s aa=%v", got, r.Authoritative)
-	}
-	if e := r.IsEdns0(); e == nil || len(e.Option) != 1 || e.Option[0].(*dns.EDNS0_SUBNET).SourceScope != 24 {
-		t.Fatalf("ECS not echoed with scope 24: %v", r.Extra)
-	}
-	// Without ECS the resolver's address (127.0.0.1) counts: Tokyo.
-	if got := ans(query(t, s.UDPAddr, "cdn.example.", dns.TypeA, "")); got != "10.77.0.2" {
-		t.Fatalf("no ECS: %s, want tokyo's 10.77.0.2", got)
-	}
-	// Paris goes down in the view: its prefix gets the best live PoP.
-	mu.Lock()
-	view[0].Alive = false
-	mu.Unlock()
-	if got := ans(query(t, s.UDPAddr, "www.cdn.example.", dns.TypeA, "192.0.2.0/24")); got != "10.77.0.2" {
-		t.Fatalf("paris down: %s, want tokyo", got)
-	}
-	// No live PoP with an IPv6 address: SERVFAIL. Outside the zone: REFUSED.
-	if got := ans(query(t, s.UDPAddr, "www.cdn.example.", dns.TypeAAAA, "")); got != "SERVFAIL" {
-		t.Fatalf("AAAA with paris down: %s", got)
-	}
-	if got := ans(query(t, s.UDPAddr, "www.example.org.", dns.TypeA, "")); got != "REFUSED" {
-		t.Fatalf("out of zone: %s", got)
-	}
-	// TCP answers too.
-	c := &dns.Client{Net: "tcp"}
-	m := new(dns.Msg)
-	m.SetQuestion("x.cdn.example.", dns.TypeA)
-	if r, _, err := c.Exchange(m, s.TCPAddr); err != nil || ans(r) != "10.77.0.2" {
-		t.Fatalf("tcp: %v %v", err, r)
-	}
-	st := s.Stats()
-	if st.Coverage != 3 || st.Fallback != 1 || st.NoPoP != 1 || st.Refused != 1 || st.ECS != 2 || st.ByPoP["tokyo"] != 3 || st.ByPoP["paris"] != 1 {
-		t.Fatalf("stats %+v", st)
-	}
-}
-
-// TestTCPConnectionsBounded: the TCP port keeps at most TCP.MaxPerIP
-// connections from one address; one more is closed at once, so a client
-// holding connections open cannot take the port's descriptors.
-func TestTCPConnectionsBounded(t *testing.T) {
-	cov, _ := NewCoverage(nil)
-	cfg := DefaultConfig()
-	cfg.Addr, cfg.Zone = "127.0.0.1:0", "cdn.example"
-	cfg.TCP.MaxPerIP = 4
-	s, err := Start(cfg, cov, cands)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var held []net.Conn
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
-	for range 4 {
-		c, err := net.Dial("tcp", s.TCPAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
-	}
-	c, err := net.Dial("tcp", s.TCPAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(time.Second)) // well before the 2 s read timeout
-	if _, err := c.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
-		t.Fatalf("a fifth connection from one address was kept (%v)", err)
-	}
-	// A TCP query on a kept connection is still answered.
-	m := new(dns.Msg)
-	m.SetQuestion("x.cdn.example.", dns.TypeA)
-	held[0].Close()
-	held = held[1:]
-	time.Sleep(50 * time.Millisecond)
-	if r, _, err := (&dns.Client{Net: "tcp"}).Exchange(m, s.TCPAddr); err != nil || r.Rcode != dns.RcodeSuccess {
-		t.Fatalf("tcp query with a slot free: %v %v", r, err)
 	}
 }

@@ -24,13 +24,18 @@ func (r *recorder) TsigStatus() error         { return nil }
 func (r *recorder) TsigTimersOnly(bool)       {}
 func (r *recorder) Hijack()                   {}
 
-// fuzzServer is a responder for cdn.example with two PoPs, not listening:
-// the fuzz target calls its handler directly.
+// fuzzServer is a server for cdn.example with the test view and one name
+// server with glue, not listening: the fuzz target calls its handler
+// directly.
 func fuzzServer() *Server {
 	cov, _ := NewCoverage([]Rule{{"192.0.2.0/24", "paris"}, {"2001:db8::/32", "tokyo"}})
 	cfg := DefaultConfig()
-	cfg.Zone = "cdn.example."
-	return &Server{cfg: cfg, cov: cov, view: cands, stats: Stats{ByPoP: map[string]uint64{}}}
+	cfg.Zone, cfg.NS = "cdn.example.", []string{"ns1=192.0.2.53"}
+	z, err := compile(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return &Server{cfg: cfg, z: z, cov: cov, view: testView, stats: Stats{ByPoP: map[string]uint64{}, Outcomes: map[string]uint64{}}}
 }
 
 // FuzzServe feeds arbitrary packets to the responder the way the UDP
@@ -39,7 +44,7 @@ func fuzzServer() *Server {
 // packable, within 512 bytes for a client without EDNS (RFC 1035 §4.2.1)
 // and within the advertised size otherwise (RFC 6891 §6.2.5), answering
 // only QUERY opcodes for class IN names in the zone, with addresses of the
-// view's PoPs. The seed
+// view's PoPs or the name server's glue, or the zone's SOA and NS. The seed
 // corpus (testdata/fuzz/FuzzServe) holds A, AAAA, ECS, out-of-zone,
 // maximum-length, multi-question, NOTIFY and malformed-option queries.
 func FuzzServe(f *testing.F) {
@@ -47,8 +52,8 @@ func FuzzServe(f *testing.F) {
 	q.SetQuestion("www.cdn.example.", dns.TypeA)
 	b, _ := q.Pack()
 	f.Add(b)
-	addrs := map[string]bool{}
-	for _, c := range cands() {
+	addrs := map[string]bool{"192.0.2.53": true}
+	for _, c := range testView().PoPs {
 		addrs[c.V4.String()], addrs[c.V6.String()] = true, true
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -96,6 +101,8 @@ func FuzzServe(f *testing.F) {
 				a = rr.A.String()
 			case *dns.AAAA:
 				a = rr.AAAA.String()
+			case *dns.SOA, *dns.NS:
+				a = "192.0.2.53" // the zone's own records
 			default:
 				t.Fatalf("answer of type %T", rr)
 			}

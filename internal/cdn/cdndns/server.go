@@ -3,6 +3,7 @@ package cdndns
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"strings"
@@ -15,45 +16,76 @@ import (
 	"shoal/internal/base/accept"
 )
 
-// Config is the responder's settings; DefaultConfig gives the defaults.
+// Config is the server's settings; DefaultConfig gives the defaults. The
+// zone's SOA timers are in seconds, as in a zone file.
 type Config struct {
 	// Addr is the UDP and TCP listen address (--dns).
 	Addr string
 	// Zone is the CDN's zone (--zone), e.g. "cdn.example."; names in it
 	// are answered, others refused.
 	Zone string
-	// TTL of the answers: short, so that a client follows the view within
-	// seconds when a PoP fails (RFC 7871 §7.3.1 caches per scope anyway).
+	// Names are the names answered with the client's PoP, relative to
+	// the zone ("@" the apex, "*" any name the zone does not otherwise
+	// hold, RFC 4592) or absolute; other names of the zone are NXDOMAIN.
+	Names []string
+	// NS are the zone's name servers, "name=address" once per address
+	// ("ns1=192.0.2.1"; a name inside the zone needs one, its glue) or a
+	// bare name outside the zone. Empty: "ns1" at the listen address's IP,
+	// which must then be a specific address.
+	NS []string
+	// Hostmaster is the SOA's responsible mailbox ("hostmaster@cdn.example"
+	// or "hostmaster.cdn.example."); empty: hostmaster at the zone.
+	Hostmaster string
+	// Serial, Refresh, Retry, Expire and NegTTL are the SOA's fields;
+	// NegTTL (the SOA MINIMUM) is how long resolvers cache NXDOMAIN and
+	// NODATA (RFC 2308).
+	Serial, Refresh, Retry, Expire, NegTTL uint32
+	// ZoneTTL is the TTL of the SOA, NS and glue records.
+	ZoneTTL uint32
+	// TTL of the PoP answers: short, so that a client follows the view
+	// within seconds when a PoP fails (RFC 7871 §7.3.1 caches per scope
+	// anyway).
 	TTL uint32
 	// MinServer is the server performance below which a PoP is taken as
 	// above capacity and not answered.
 	MinServer float64
+	// MaxUDP is the largest UDP answer sent to an EDNS client (RFC 6891
+	// §6.2.5; 1232 avoids IP fragmentation, DNS Flag Day 2020); a client
+	// without EDNS gets 512 bytes. A longer answer is truncated (TC) and
+	// the resolver asks again over TCP.
+	MaxUDP uint16
 	// TCP bounds the TCP port's connections (accept.Limits: its
-	// connection counts; the timeouts are the responder's own, 2 s per
+	// connection counts; the timeouts are the server's own, 2 s per
 	// message and 5 s idle).
 	TCP accept.Limits
 }
 
-// DefaultConfig returns the defaults: TTL 20 s, a PoP with under 5 % of
-// its capacity left is not answered, at most 256 TCP connections and 64
-// from one address (a resolver uses TCP only for answers that do not fit
-// UDP, which these never are).
+// DefaultConfig returns the defaults: the apex and www answered, TTL 20 s,
+// a PoP with under 5 % of its capacity left not answered, SOA serial 1,
+// refresh 1 h, retry 10 min, expire 14 d, negative TTL 60 s, SOA/NS TTL
+// 1 h, UDP answers up to 1232 bytes, at most 256 TCP connections and 64
+// from one address (resolvers use TCP only for answers too long for UDP).
 func DefaultConfig() Config {
-	return Config{TTL: 20, MinServer: 0.05, TCP: accept.Limits{MaxConns: 256, MaxPerIP: 64}}
+	return Config{Names: []string{"@", "www"}, Serial: 1, Refresh: 3600, Retry: 600, Expire: 1209600, NegTTL: 60,
+		ZoneTTL: 3600, TTL: 20, MinServer: 0.05, MaxUDP: 1232, TCP: accept.Limits{MaxConns: 256, MaxPerIP: 64}}
 }
 
-// Stats counts the answers.
+// Stats counts the answers: by the PoP answered, and by outcome (a
+// Reason's name for a PoP answer; answer, nodata, nxdomain, servfail,
+// refused, notimp, formerr, badvers otherwise).
 type Stats struct {
-	ByPoP                                     map[string]uint64
-	Coverage, Score, Fallback, NoPoP, Refused uint64
-	ECS                                       uint64
+	ByPoP     map[string]uint64
+	Outcomes  map[string]uint64
+	ECS       uint64 // queries with a client subnet
+	Truncated uint64 // UDP answers cut to the client's size (TC set)
 }
 
-// Server answers DNS queries for the zone with the PoP Choose picks.
+// Server answers DNS queries for the zone.
 type Server struct {
 	cfg   Config
+	z     *zone
 	cov   *Coverage
-	view  func() []Candidate
+	view  func() View
 	udp   *dns.Server
 	tcp   *dns.Server
 	mu    sync.Mutex
@@ -63,30 +95,59 @@ type Server struct {
 }
 
 // Start listens on cfg.Addr (UDP and TCP) and serves until Close. view
-// returns the current candidates (the MBPP view with answer addresses).
-func Start(cfg Config, cov *Coverage, view func() []Candidate) (*Server, error) {
+// returns the current view (the MBPP view with the gateways' addresses).
+func Start(cfg Config, cov *Coverage, view func() View) (*Server, error) {
 	if cfg.Zone == "" {
 		return nil, fmt.Errorf("dns: a zone is required (--zone)")
 	}
+	d := DefaultConfig()
 	if cfg.TTL == 0 {
-		cfg.TTL = DefaultConfig().TTL
+		cfg.TTL = d.TTL
+	}
+	if cfg.MaxUDP < dns.MinMsgSize {
+		cfg.MaxUDP = d.MaxUDP
 	}
 	if cfg.TCP == (accept.Limits{}) {
-		cfg.TCP = DefaultConfig().TCP
+		cfg.TCP = d.TCP
 	}
 	cfg.Zone = dns.Fqdn(strings.ToLower(cfg.Zone))
-	s := &Server{cfg: cfg, cov: cov, view: view, stats: Stats{ByPoP: map[string]uint64{}}}
+	if len(cfg.NS) == 0 {
+		host, _, err := net.SplitHostPort(cfg.Addr)
+		ip, perr := netip.ParseAddr(host)
+		if err != nil || perr != nil || ip.IsUnspecified() {
+			return nil, fmt.Errorf("dns: listening on %q, the zone's name server has no address to give: set --ns ns1=ADDRESS", cfg.Addr)
+		}
+		cfg.NS = []string{"ns1=" + ip.String()}
+	}
+	z, err := compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, z: z, cov: cov, view: view, stats: Stats{ByPoP: map[string]uint64{}, Outcomes: map[string]uint64{}}}
 	pc, ln, err := listenPair(cfg.Addr)
 	if err != nil {
 		return nil, err
 	}
 	s.UDPAddr, s.TCPAddr = pc.LocalAddr().String(), ln.Addr().String()
 	h := dns.HandlerFunc(s.serve)
-	s.udp = &dns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
-	s.tcp = &dns.Server{Listener: accept.Bound(ln, cfg.TCP), Handler: h, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, IdleTimeout: func() time.Duration { return 5 * time.Second }}
+	s.udp = &dns.Server{PacketConn: pc, Handler: h, MsgAcceptFunc: acceptRequests, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
+	s.tcp = &dns.Server{Listener: accept.Bound(ln, cfg.TCP), Handler: h, MsgAcceptFunc: acceptRequests, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+		IdleTimeout: func() time.Duration { return 5 * time.Second }}
 	go s.udp.ActivateAndServe()
 	go s.tcp.ActivateAndServe()
 	return s, nil
+}
+
+// acceptRequests lets every request through to serve, which answers NOTIMP,
+// FORMERR and the rest itself with the question echoed (miekg's default
+// answers FORMERR to a second OPT record only past two additional records,
+// and NOTIMP without the question); responses are dropped, as any answer
+// to them could be used to reflect traffic.
+func acceptRequests(h dns.Header) dns.MsgAcceptAction {
+	if h.Bits&(1<<15) != 0 {
+		return dns.MsgIgnore
+	}
+	return dns.MsgAccept
 }
 
 // listenPair binds UDP and TCP on one port. With port 0 the kernel picks
@@ -129,115 +190,46 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.stats
-	c.ByPoP = make(map[string]uint64, len(s.stats.ByPoP))
-	for k, v := range s.stats.ByPoP {
-		c.ByPoP[k] = v
-	}
+	c.ByPoP, c.Outcomes = maps.Clone(s.stats.ByPoP), maps.Clone(s.stats.Outcomes)
 	return c
 }
 
-func (s *Server) count(f func(*Stats)) {
-	s.mu.Lock()
-	f(&s.stats)
-	s.mu.Unlock()
-}
-
-// clientAddr is the ECS address when present (and its option, echoed in
-// the answer with the scope we used), else the resolver's address.
-func clientAddr(w dns.ResponseWriter, r *dns.Msg) (netip.Addr, *dns.EDNS0_SUBNET) {
-	if o := r.IsEdns0(); o != nil {
-		for _, opt := range o.Option {
-			if e, ok := opt.(*dns.EDNS0_SUBNET); ok {
-				if a, ok := netip.AddrFromSlice(e.Address); ok {
-					return a.Unmap(), e
-				}
-			}
-		}
-	}
-	var ip net.IP
+// serve answers one request and cuts a UDP answer to the client's size:
+// 512 bytes without EDNS, else its advertised size up to MaxUDP.
+func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) {
+	var resolver netip.Addr
+	udp := false
 	switch a := w.RemoteAddr().(type) {
 	case *net.UDPAddr:
-		ip = a.IP
+		resolver, udp = a.AddrPort().Addr().Unmap(), true
 	case *net.TCPAddr:
-		ip = a.IP
+		resolver = a.AddrPort().Addr().Unmap()
 	}
-	a, _ := netip.AddrFromSlice(ip)
-	return a.Unmap(), nil
-}
-
-func (s *Server) serve(w dns.ResponseWriter, r *dns.Msg) {
-	m := new(dns.Msg)
-	m.SetReply(r)
-	m.Authoritative = true
-	// Compressed, the answer's owner name is a pointer to the question's:
-	// a reply to a 255-byte name stays within the 512 bytes a client
-	// without EDNS takes (RFC 1035 §4.2.1), with no truncation needed.
+	a := answerer{z: s.z, cov: s.cov, view: s.view, minServer: s.cfg.MinServer, maxUDP: s.cfg.MaxUDP}
+	m, out := a.respond(r, resolver)
+	// Compressed, an answer's owner is a pointer to the question's name:
+	// a reply to a 255-byte name stays within 512 bytes.
 	m.Compress = true
-	if r.Opcode != dns.OpcodeQuery {
-		m.Rcode = dns.RcodeNotImplemented // NOTIFY, which the library lets through
-		w.WriteMsg(m)
-		return
-	}
-	if len(r.Question) != 1 {
-		m.Rcode = dns.RcodeFormatError
-		w.WriteMsg(m)
-		return
-	}
-	q := r.Question[0]
-	name := strings.ToLower(q.Name)
-	if q.Qclass != dns.ClassINET || name != s.cfg.Zone && !strings.HasSuffix(name, "."+s.cfg.Zone) {
-		m.Authoritative = false
-		m.Rcode = dns.RcodeRefused
-		s.count(func(st *Stats) { st.Refused++ })
-		w.WriteMsg(m)
-		return
-	}
-	addr, ecs := clientAddr(w, r)
-	if o := r.IsEdns0(); o != nil {
-		opt := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
-		opt.SetUDPSize(1232)
-		if ecs != nil {
-			// RFC 7871 §7.2.1: echo family, source prefix and address;
-			// the scope is the source prefix (we used all of it).
-			e := *ecs
-			e.SourceScope = ecs.SourceNetmask
-			opt.Option = append(opt.Option, &e)
-			s.count(func(st *Stats) { st.ECS++ })
+	truncated := false
+	if udp {
+		size := dns.MinMsgSize
+		if o := r.IsEdns0(); o != nil {
+			size = int(min(max(o.UDPSize(), dns.MinMsgSize), s.cfg.MaxUDP))
 		}
-		m.Extra = append(m.Extra, opt)
+		m.Truncate(size)
+		truncated = m.Truncated
 	}
-	if q.Qtype != dns.TypeA && q.Qtype != dns.TypeAAAA {
-		w.WriteMsg(m) // NODATA: the name exists, not this type
-		return
+	s.mu.Lock()
+	s.stats.Outcomes[out.key]++
+	if out.pop != "" {
+		s.stats.ByPoP[out.pop]++
 	}
-	c, why := Choose(s.cov, s.view(), addr, q.Qtype == dns.TypeAAAA, s.cfg.MinServer)
-	s.count(func(st *Stats) {
-		switch why {
-		case ByCoverage:
-			st.Coverage++
-		case ByScore:
-			st.Score++
-		case Fallback:
-			st.Fallback++
-		case NoPoP:
-			st.NoPoP++
-		}
-		if why != NoPoP {
-			st.ByPoP[c.Name]++
-		}
-	})
-	if why == NoPoP {
-		m.Rcode = dns.RcodeServerFailure
-		w.WriteMsg(m)
-		return
+	if out.ecs {
+		s.stats.ECS++
 	}
-	hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: s.cfg.TTL}
-	if q.Qtype == dns.TypeA {
-		hdr.Rrtype = dns.TypeA
-		m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: net.IP(c.V4.AsSlice())})
-	} else {
-		hdr.Rrtype = dns.TypeAAAA
-		m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: net.IP(c.V6.AsSlice())})
+	if truncated {
+		s.stats.Truncated++
 	}
+	s.mu.Unlock()
 	w.WriteMsg(m)
 }

@@ -460,7 +460,7 @@ func (s *sim) formed() bool {
 		if p.gs != nil {
 			n := 0
 			for _, e := range p.gs.view {
-				if e.alive && e.hb > 0 {
+				if e != nil && e.alive && e.hb > 0 {
 					n++
 				}
 			}

@@ -159,3 +159,55 @@ func TestGeoRingForms(t *testing.T) {
 	}
 	t.Logf("round %.2f s, detect %v s", r.MBPPRoundS, r.FailureDetectS)
 }
+
+// TestTransitStub: with fixed delays the RTTs can be written down: two
+// transit domains of one router each, one stub domain per router, so a
+// pair in one stub domain is access+stub+stub+access each way (6 ms) and
+// a pair across is access+stub+uplink+long haul+uplink+stub+access (86 ms).
+func TestTransitStub(t *testing.T) {
+	c := TransitStubConfig{Locations: 12, Transits: 2, TransitNodes: 1, StubsPerRouter: 1,
+		InterMs: [2]float64{30, 30}, IntraMs: [2]float64{9, 9}, UplinkMs: [2]float64{5, 5}, MultiHomeMs: [2]float64{7, 7},
+		StubMs: [2]float64{1, 1}, AccessMs: [2]float64{0.5, 0.5}, Seed: 3}
+	m, err := TransitStub(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	domain := func(i int) string { return m.Names[i][strings.Index(m.Names[i], "-"):] }
+	seen := map[float64]int{}
+	for a := range m.Len() {
+		if m.RTT(a, a) != 2 {
+			t.Fatalf("RTT within %s = %v, want 2", m.Names[a], m.RTT(a, a))
+		}
+		for b := a + 1; b < m.Len(); b++ {
+			want := 86.0
+			if domain(a) == domain(b) {
+				want = 6
+			}
+			if m.RTT(a, b) != want || m.RTT(b, a) != want {
+				t.Fatalf("RTT %s–%s = %v, want %v", m.Names[a], m.Names[b], m.RTT(a, b), want)
+			}
+			seen[want]++
+		}
+	}
+	if seen[6] == 0 || seen[86] == 0 {
+		t.Fatalf("12 locations in 2 stub domains: pairs %v", seen)
+	}
+	// The default topology at 1,000 locations: connected, and its RTTs
+	// spread like an internet's (tens to a few hundred ms).
+	d, err := TransitStub(DefaultTransitStubConfig(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi, sum := math.Inf(1), 0.0, 0.0
+	for a := range d.Len() {
+		for b := a + 1; b < d.Len(); b++ {
+			r := d.RTT(a, b)
+			lo, hi, sum = min(lo, r), max(hi, r), sum+r
+		}
+	}
+	mean := sum / float64(d.Len()*(d.Len()-1)/2)
+	t.Logf("default transit-stub, 1,000 locations: RTT %.1f–%.1f ms, mean %.1f", lo, hi, mean)
+	if lo < 2 || hi > 600 || mean < 40 || mean > 300 {
+		t.Fatalf("RTT %.1f–%.1f ms, mean %.1f: not an internet's spread", lo, hi, mean)
+	}
+}

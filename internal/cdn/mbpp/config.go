@@ -27,6 +27,12 @@ type Config struct {
 	// Name and Addr are this PoP's name and peer address, carried in its
 	// entry so that every PoP can reach every other.
 	Name, Addr string
+	// Gateway is this PoP's client-facing addresses (comma-separated IPs of
+	// its gateway), published in its entry so that any PoP's DNS can answer
+	// them: the peer address Addr is for PoPs, not clients (seed 003 §3.3:
+	// the gateway is the PoP's one address for its users). A PoP sets it
+	// in its entry at its first refresh, so it needs no place in the join.
+	Gateway string
 
 	// Hold is how long a PoP keeps a token before passing it on. It sets
 	// the pace of the ring (one round ≈ N·(Hold + one-way delay)) and so
@@ -74,6 +80,14 @@ type Config struct {
 	// ServerDeadband is the absolute change of server performance (0..1)
 	// below which the entry is not sent again.
 	ServerDeadband float64
+	// EstimateRTT ranks a peer this PoP has not measured by an estimate
+	// read off the view — the shortest path through one PoP it has
+	// measured and whose link to the peer is published (EstimateRTT on
+	// Node) — instead of giving it no link performance. Off is the seed's
+	// algorithm (a PoP ranks by what it measured, §3.2); at 1,000 PoPs a
+	// PoP has measured a tenth of the others, and the estimate is the
+	// improvement measured in docs/cdn.md.
+	EstimateRTT bool
 
 	// Accept decides, at every PoP the join proposal passes, whether the
 	// newcomer is accepted (seed 003 §3.1: a PoP joins with the

@@ -3,6 +3,7 @@ package mbpp
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -23,6 +24,9 @@ func TestRingFormation(t *testing.T) {
 				for _, pv := range view {
 					if !pv.Alive || pv.Server != 1 {
 						t.Fatalf("PoP %d: entry %+v, want alive with server perf 1", id, pv)
+					}
+					if want := fmt.Sprintf("gw-%d", pv.ID); pv.Gateway != want {
+						t.Fatalf("PoP %d sees gateway %q for %d, want %q (a joiner's gateway travels with its entry)", id, pv.Gateway, pv.ID, want)
 					}
 					if n > 1 && !pv.Self && pv.RTT == 0 && v.nodes[id].Successor() == pv.ID {
 						t.Fatalf("PoP %d has no RTT to its successor %d", id, pv.ID)
@@ -412,5 +416,84 @@ func TestFailedTokenHolderDroppedWithinBound(t *testing.T) {
 			}
 			t.Logf("dropped everywhere after %v (bound %v)", v.now.Sub(killed), bound)
 		})
+	}
+}
+
+// TestScoreFrom: serv of a PoP as another PoP would compute it, from the
+// links in the view (hand-computed with the defaults: L:K = 1:3, RTTRef
+// 50 ms, local bonus 0.1 for the PoP scoring itself).
+func TestScoreFrom(t *testing.T) {
+	a, err := NewFounder(testConfig(1), epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := time.Millisecond
+	a.view[2] = &Entry{ID: 2, Inc: 1, Alive: true, Server: 1, Links: Links{{Peer: 3, RTT: 50 * ms}}}
+	a.view[3] = &Entry{ID: 3, Inc: 1, Alive: true, Server: 0.5}
+	a.view[4] = &Entry{ID: 4, Inc: 1, Alive: false, Server: 1}
+	a.SampleRTT(2, 10*ms)
+	a.view[1].Server = 0.2
+	for _, c := range []struct {
+		from, to ID
+		want     float64
+	}{
+		{2, 3, (1*0.5 + 3*0.5) / 4},     // 2's published link to 3: 50 ms scores 0.5
+		{3, 2, (1*0.5 + 3*1) / 4},       // the same link read the other way
+		{2, 2, (1*1+3*1)/4 + 0.1},       // itself: full link score and the local bonus
+		{1, 2, (1*50.0/60 + 3*1) / 4},   // this PoP's own measurement, 10 ms
+		{2, 1, (1*50.0/60 + 3*0.2) / 4}, // the same, from 2 towards this PoP
+		{3, 1, 3 * 0.2 / 4},             // no link known: no link performance
+		{2, 4, 0},                       // dead
+		{2, 9, 0},                       // unknown
+	} {
+		if got := a.ScoreFrom(c.from, c.to); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("ScoreFrom(%d, %d) = %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+}
+
+// TestEstimateRTT: a peer this PoP never measured is estimated through a
+// PoP it measured and a link either of them published, the shortest such
+// path; routing uses the estimate only with Config.EstimateRTT.
+func TestEstimateRTT(t *testing.T) {
+	ms := time.Millisecond
+	for _, on := range []bool{false, true} {
+		cfg := testConfig(1)
+		cfg.EstimateRTT = on
+		a, err := NewFounder(cfg, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.view[2] = &Entry{ID: 2, Inc: 1, Alive: true, Server: 1, Links: Links{{Peer: 3, RTT: 20 * ms}}}
+		a.view[3] = &Entry{ID: 3, Inc: 1, Alive: true, Server: 1}
+		a.view[4] = &Entry{ID: 4, Inc: 1, Alive: true, Server: 1, Links: Links{{Peer: 3, RTT: 5 * ms}}}
+		a.view[5] = &Entry{ID: 5, Inc: 1, Alive: true, Server: 1, Links: Links{{Peer: 2, RTT: 7 * ms}, {Peer: 4, RTT: 1 * ms}}}
+		a.view[6] = &Entry{ID: 6, Inc: 1, Alive: true, Server: 1}
+		a.SampleRTT(2, 10*ms)
+		a.SampleRTT(4, 40*ms)
+		for _, c := range []struct {
+			peer ID
+			want time.Duration
+			ok   bool
+		}{
+			{3, 30 * ms, true}, // via 2 (10+20) rather than via 4 (40+5)
+			{5, 17 * ms, true}, // via 2, whose link 5 publishes (10+7); via 4 is 41
+			{6, 0, false},      // no path in the view
+		} {
+			if got, ok := a.EstimateRTT(c.peer); got != c.want || ok != c.ok {
+				t.Errorf("EstimateRTT(%d) = %v %v, want %v %v", c.peer, got, ok, c.want, c.ok)
+			}
+		}
+		v, _ := a.Peer(3, epoch)
+		want := Score(&cfg, false, true, 0, false, 1)
+		if on {
+			want = Score(&cfg, false, true, 30*ms, true, 1)
+		}
+		if v.Score != want || v.Estimated != on {
+			t.Errorf("EstimateRTT=%v: peer 3 scores %v (estimated %v), want %v", on, v.Score, v.Estimated, want)
+		}
+		if _, ok := a.RTTTo(3); ok {
+			t.Errorf("RTTTo(3) reports a measurement it does not have")
+		}
 	}
 }

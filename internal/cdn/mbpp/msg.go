@@ -65,7 +65,7 @@ type Msg struct {
 }
 
 // Wire format version; a frame of another version is refused.
-const wireVersion = 2 // 2: entries may carry their whole link set (flagLinkSet)
+const wireVersion = 3 // 2: entries may carry their whole link set (flagLinkSet); 3: the meta carries the gateway
 
 // Decoding limits: a frame is already size-capped by the transport, these
 // stop a forged count from allocating before the bytes are there.
@@ -134,6 +134,7 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = binary.AppendUvarint(b, e.MetaVer)
 		b = wire.AppendString(b, e.Name)
 		b = wire.AppendString(b, e.Addr)
+		b = wire.AppendString(b, e.Gateway)
 	}
 	if e.HasServer {
 		b = binary.AppendUvarint(b, e.ServerVer)
@@ -215,6 +216,7 @@ func decodeEntry(r *wire.Reader, e *Entry) {
 		e.MetaVer = r.Uvarint()
 		e.Name = r.String(maxString)
 		e.Addr = r.String(maxString)
+		e.Gateway = r.String(maxString)
 	}
 	if e.HasServer {
 		e.ServerVer = r.Uvarint()

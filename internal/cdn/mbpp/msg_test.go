@@ -11,7 +11,7 @@ import (
 func TestMsgRoundTrip(t *testing.T) {
 	m := Msg{Kind: KindPing, From: 1 << 60, To: 7, Nb: -42, Inc: 3, Reason: "r",
 		Entries: []Entry{
-			{ID: 9, Inc: 2, Version: 11, Alive: true, HasMeta: true, MetaVer: 1, Name: "pop9", Addr: "10.0.0.9:7946",
+			{ID: 9, Inc: 2, Version: 11, Alive: true, HasMeta: true, MetaVer: 1, Name: "pop9", Addr: "10.0.0.9:7946", Gateway: "192.0.2.9,2001:db8::9",
 				HasServer: true, ServerVer: 11, Server: 0.75, Links: Links{{Peer: 7, RTT: 12300 * time.Microsecond, Ver: 11}}},
 			{ID: 10, Inc: 1, Version: 4},
 		},

@@ -40,6 +40,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func testConfig(id ID) Config {
 	c := DefaultConfig(id, fmt.Sprintf("pop%d", id), fmt.Sprintf("addr-%d", id))
+	c.Gateway = fmt.Sprintf("gw-%d", id)
 	return c
 }
 

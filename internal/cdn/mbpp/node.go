@@ -111,7 +111,7 @@ func NewFounder(cfg Config, now time.Time) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.view[cfg.Self] = &Entry{ID: cfg.Self, Name: cfg.Name, Addr: cfg.Addr, Inc: 1, Alive: true,
+	n.view[cfg.Self] = &Entry{ID: cfg.Self, Name: cfg.Name, Addr: cfg.Addr, Gateway: cfg.Gateway, Inc: 1, Alive: true,
 		Version: 1, MetaVer: 1, heard: now}
 	n.joined, n.joinedAt, n.lastToken = true, now, now
 	n.havePing, n.havePong, n.ping, n.pong = true, true, 1, -1
@@ -480,6 +480,9 @@ func (n *Node) refresh(now time.Time) {
 	})
 	if len(e.Links) < before {
 		e.LinkSetVer, changed = next, true
+	}
+	if e.Gateway != n.cfg.Gateway {
+		e.Gateway, e.MetaVer, changed = n.cfg.Gateway, next, true
 	}
 	if e.ServerVer == 0 || math.Abs(n.server-e.Server) > n.cfg.ServerDeadband {
 		e.Server, e.ServerVer, changed = n.server, next, true

@@ -103,6 +103,9 @@ func (ls Links) normalise() Links {
 type Entry struct {
 	ID         ID
 	Name, Addr string
+	// Gateway is the PoP's client-facing addresses (Config.Gateway), part
+	// of the meta with Name and Addr: what the DNS answers for it.
+	Gateway string
 	// Inc is the incarnation: a PoP that rejoins gets a higher one, which
 	// overrides the dead mark of the previous one.
 	Inc   uint32
@@ -139,7 +142,7 @@ func (e *Entry) delta(inc uint32, ver uint64, known bool) Entry {
 	full := !known || inc != e.Inc
 	d := Entry{ID: e.ID, Inc: e.Inc, Alive: e.Alive, Version: e.Version}
 	if full || e.MetaVer > ver {
-		d.HasMeta, d.Name, d.Addr, d.MetaVer = true, e.Name, e.Addr, e.MetaVer
+		d.HasMeta, d.Name, d.Addr, d.Gateway, d.MetaVer = true, e.Name, e.Addr, e.Gateway, e.MetaVer
 	}
 	if full || e.ServerVer > ver {
 		d.HasServer, d.Server, d.ServerVer = true, e.Server, e.ServerVer
@@ -174,7 +177,7 @@ func merge(e *Entry, d *Entry) bool {
 		e.Alive, changed = false, true
 	}
 	if d.HasMeta && (d.MetaVer > e.MetaVer || e.Name == "" && e.Addr == "") {
-		e.Name, e.Addr, e.MetaVer, changed = d.Name, d.Addr, d.MetaVer, true
+		e.Name, e.Addr, e.Gateway, e.MetaVer, changed = d.Name, d.Addr, d.Gateway, d.MetaVer, true
 	}
 	if d.HasServer && d.ServerVer > e.ServerVer {
 		e.Server, e.ServerVer, changed = d.Server, d.ServerVer, true
@@ -196,18 +199,23 @@ func merge(e *Entry, d *Entry) bool {
 
 // PeerView is one line of a PoP's view, as the admin API shows it.
 type PeerView struct {
-	ID     ID            `json:"id"`
-	Name   string        `json:"name"`
-	Addr   string        `json:"addr"`
-	Alive  bool          `json:"alive"`
-	Inc    uint32        `json:"incarnation"`
-	RTT    time.Duration `json:"-"`
-	RTTms  float64       `json:"rtt_ms"`
-	Server float64       `json:"server_perf"`
-	Score  float64       `json:"score"`
-	Age    time.Duration `json:"-"`
-	AgeS   float64       `json:"age_s"`
-	Self   bool          `json:"self"`
+	ID   ID     `json:"id"`
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+	// Gateway is the entry's client-facing addresses (comma-separated).
+	Gateway string        `json:"gateway,omitempty"`
+	Alive   bool          `json:"alive"`
+	Inc     uint32        `json:"incarnation"`
+	RTT     time.Duration `json:"-"`
+	RTTms   float64       `json:"rtt_ms"`
+	// Estimated is set when RTT is Config.EstimateRTT's estimate, not a
+	// measurement.
+	Estimated bool          `json:"rtt_estimated,omitempty"`
+	Server    float64       `json:"server_perf"`
+	Score     float64       `json:"score"`
+	Age       time.Duration `json:"-"`
+	AgeS      float64       `json:"age_s"`
+	Self      bool          `json:"self"`
 }
 
 // score is serv of seed 003 §2 (5) for peer e seen from this PoP.
@@ -261,16 +269,54 @@ func (n *Node) rttTo(peer ID) (time.Duration, bool) {
 	return 0, false
 }
 
+// routeRTT is the link RTT routing ranks peer by: 0 for this PoP, its
+// measurement (rttTo), else with Config.EstimateRTT the estimate (est set).
+func (n *Node) routeRTT(peer ID) (rtt time.Duration, ok, est bool) {
+	if peer == n.cfg.Self {
+		return 0, true, false
+	}
+	if rtt, ok = n.rttTo(peer); ok || !n.cfg.EstimateRTT {
+		return rtt, ok, false
+	}
+	rtt, ok = n.EstimateRTT(peer)
+	return rtt, ok, ok
+}
+
+// EstimateRTT estimates the RTT to a peer this PoP has not measured from
+// the view: the shortest path through one live PoP x it has measured, its
+// own RTT to x plus the link between x and the peer that x or the peer
+// publishes (each PoP publishes its PublishLinks nearest, so x is a PoP
+// near the peer that this PoP happens to know). It is an upper bound when
+// delays obey the triangle inequality, and nearly exact for a peer next to
+// a measured PoP; ok is false when no such path is in the view.
+func (n *Node) EstimateRTT(peer ID) (time.Duration, bool) {
+	pe := n.view[peer]
+	best, found := time.Duration(0), false
+	for x, r := range n.rtt {
+		if x == peer || !n.Alive(x) {
+			continue
+		}
+		l, ok := Link{}, false
+		if e := n.view[x]; e != nil {
+			l, ok = e.Links.Get(peer)
+		}
+		if !ok && pe != nil {
+			l, ok = pe.Links.Get(x)
+		}
+		if ok && (!found || r+l.RTT < best) {
+			best, found = r+l.RTT, true
+		}
+	}
+	return best, found
+}
+
 // View returns this PoP's performance view, ordered by ID.
 func (n *Node) View(now time.Time) []PeerView {
 	out := make([]PeerView, 0, len(n.view))
 	for _, e := range n.view {
-		rtt, ok := n.rttTo(e.ID)
-		if e.ID == n.cfg.Self {
-			rtt, ok = 0, true
-		}
-		v := PeerView{ID: e.ID, Name: e.Name, Addr: e.Addr, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
-			RTTms: float64(rtt) / 1e6, Server: e.Server, Score: n.score(e, rtt, ok), Self: e.ID == n.cfg.Self}
+		rtt, ok, est := n.routeRTT(e.ID)
+		v := PeerView{ID: e.ID, Name: e.Name, Addr: e.Addr, Gateway: e.Gateway, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
+			RTTms: float64(rtt) / 1e6, Estimated: est, Server: e.Server, Score: n.score(e, rtt, ok), Self: e.ID == n.cfg.Self}
 		if !e.heard.IsZero() {
 			v.Age = now.Sub(e.heard)
 			v.AgeS = v.Age.Seconds()
@@ -288,15 +334,53 @@ func (n *Node) Peer(id ID, now time.Time) (PeerView, bool) {
 	if e == nil {
 		return PeerView{}, false
 	}
-	rtt, ok := n.rttTo(id)
-	if id == n.cfg.Self {
-		rtt, ok = 0, true
-	}
-	v := PeerView{ID: id, Name: e.Name, Addr: e.Addr, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
-		RTTms: float64(rtt) / 1e6, Server: e.Server, Score: n.score(e, rtt, ok), Self: id == n.cfg.Self}
+	rtt, ok, est := n.routeRTT(id)
+	v := PeerView{ID: id, Name: e.Name, Addr: e.Addr, Gateway: e.Gateway, Alive: e.Alive, Inc: e.Inc, RTT: rtt,
+		RTTms: float64(rtt) / 1e6, Estimated: est, Server: e.Server, Score: n.score(e, rtt, ok), Self: id == n.cfg.Self}
 	if !e.heard.IsZero() {
 		v.Age = now.Sub(e.heard)
 		v.AgeS = v.Age.Seconds()
 	}
 	return v, true
+}
+
+// LinkRTT is the link RTT between PoPs a and b as this PoP's view knows it:
+// its own measurement when one of them is this PoP, else a's published
+// link to b, else b's to a (RTT is symmetric). A PoP publishes only its
+// PublishLinks nearest links, so two PoPs far apart often have none.
+func (n *Node) LinkRTT(a, b ID) (time.Duration, bool) {
+	switch {
+	case a == b:
+		return 0, true
+	case a == n.cfg.Self:
+		return n.rttTo(b)
+	case b == n.cfg.Self:
+		return n.rttTo(a)
+	}
+	if e := n.view[a]; e != nil {
+		if l, ok := e.Links.Get(b); ok {
+			return l.RTT, true
+		}
+	}
+	if e := n.view[b]; e != nil {
+		if l, ok := e.Links.Get(a); ok {
+			return l.RTT, true
+		}
+	}
+	return 0, false
+}
+
+// ScoreFrom is serv of PoP to as PoP from would compute it (seed 003 §2 (5)
+// with from's local preference, §2 (4)), from this PoP's view: to's server
+// performance and the link between them (LinkRTT; no known link counts as
+// no link performance, which only far PoPs lack). Routing a client uses it
+// from the client's nearest PoP rather than from whichever PoP answered;
+// 0 for a PoP not in the view or dead.
+func (n *Node) ScoreFrom(from, to ID) float64 {
+	e := n.view[to]
+	if e == nil {
+		return 0
+	}
+	rtt, ok := n.LinkRTT(from, to)
+	return Score(&n.cfg, from == to, e.Alive, rtt, ok, e.Server)
 }

@@ -114,7 +114,7 @@ var (
 	descDNS     = prometheus.NewDesc("shoal_pop_dns_answers_total", "DNS answers by the PoP answered.", []string{"answer"}, nil)
 	descContent = prometheus.NewDesc("shoal_pop_content_total", "Content tier events of this PoP: its nodes' hits, misses, revalidated and stale (served stale); origin_bytes; the miss chain's remote, shield and origin fetches; pushes, purges, evictions, registrations.", []string{"pop", "event"}, nil)
 	descHeld    = prometheus.NewDesc("shoal_pop_content_held", "Content this PoP holds now: objects (keys its nodes hold), directory_keys (keys it is home for), purge_log (purges kept as tombstones).", []string{"pop", "what"}, nil)
-	descDNSWhy  = prometheus.NewDesc("shoal_pop_dns_queries_total", "DNS queries by outcome (coverage, score, fallback, no_pop, refused, ecs).", []string{"outcome"}, nil)
+	descDNSWhy  = prometheus.NewDesc("shoal_pop_dns_queries_total", "DNS queries by outcome: how a PoP was picked (coverage, balanced, fallback, score, overloaded, no_pop), else answer, nodata, nxdomain, servfail, refused, notimp, formerr, badvers; ecs and truncated count queries with a client subnet and UDP answers cut.", []string{"outcome"}, nil)
 )
 
 // gaugeCounts are the figures of cdnCounts that are levels, not counts.
@@ -168,8 +168,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for k, n := range st.ByPoP {
 			ch <- prometheus.MustNewConstMetric(descDNS, prometheus.CounterValue, float64(n), k)
 		}
-		for k, n := range map[string]uint64{"coverage": st.Coverage, "score": st.Score, "fallback": st.Fallback,
-			"no_pop": st.NoPoP, "refused": st.Refused, "ecs": st.ECS} {
+		st.Outcomes["ecs"], st.Outcomes["truncated"] = st.ECS, st.Truncated
+		for k, n := range st.Outcomes {
 			ch <- prometheus.MustNewConstMetric(descDNSWhy, prometheus.CounterValue, float64(n), k)
 		}
 	}

@@ -9,15 +9,18 @@ import (
 	"github.com/miekg/dns"
 )
 
-// TestDNSAnswersCoveragePoPThenALiveOne: two PoPs on 127.0.0.1 and
-// 127.0.0.2; A answers the CDN zone. A client subnet covered by B gets B's
-// address; once B is killed and dropped from A's view, the same subnet gets
-// A (a live PoP), and the counters say so.
+// TestDNSAnswersCoveragePoPThenALiveOne: two PoPs, A on 127.0.0.1, B with
+// its peer listener on 127.0.0.2 and its gateway on 127.0.0.3; A answers
+// the CDN zone. A client subnet covered by B gets B's gateway (not its peer
+// address: B's entry carries it to A); once B is killed and dropped from
+// A's view, the same subnet gets A (a live PoP), and the counters say so.
 func TestDNSAnswersCoveragePoPThenALiveOne(t *testing.T) {
-	if l, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
-		t.Skipf("no 127.0.0.2 here: %v", err)
-	} else {
-		l.Close()
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+		if l, err := net.Listen("tcp", ip+":0"); err != nil {
+			t.Skipf("no %s here: %v", ip, err)
+		} else {
+			l.Close()
+		}
 	}
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -31,7 +34,7 @@ func TestDNSAnswersCoveragePoPThenALiveOne(t *testing.T) {
 	}
 	defer a.Close()
 	cb := testConfig(t, "b", seed, []string{a.PeerAddr}, data)
-	cb.Peer = "127.0.0.2:0"
+	cb.Peer, cb.Cluster.Listen = "127.0.0.2:0", "127.0.0.3:0"
 	b, err := Start(cb)
 	if err != nil {
 		t.Fatal(err)
@@ -65,14 +68,14 @@ func TestDNSAnswersCoveragePoPThenALiveOne(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	waitFor("b alive", "10.1.2.0", "127.0.0.2")
+	waitFor("b alive", "10.1.2.0", "127.0.0.3")
 	waitFor("a's prefix", "10.2.3.0", "127.0.0.1")
 	b.Close()
 	start := time.Now()
 	waitFor("b killed", "10.1.2.0", "127.0.0.1")
 	t.Logf("b's prefix answered by a %v after b stopped", time.Since(start).Round(10*time.Millisecond))
 	st := a.DNS.Stats()
-	if st.Fallback == 0 || st.ByPoP["b"] == 0 || st.ECS == 0 {
+	if st.Outcomes["fallback"] == 0 || st.ByPoP["b"] == 0 || st.ECS == 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,10 +62,15 @@ type Config struct {
 	MBPP mbpp.Config
 	// Chord holds the Chord periods and successor list length.
 	Chord chord.Config
-	// DNS is the authoritative DNS responder for the CDN's zone (off when
+	// DNS is the authoritative DNS server for the CDN's zone (off when
 	// DNS.Addr is empty); Coverage the file of prefixes → PoP names.
 	DNS      cdndns.Config
 	Coverage string
+	// GatewayIPs are the addresses clients reach this PoP's gateway at
+	// (one IPv4 and one IPv6 at most), published in its MBPP entry for
+	// every PoP's DNS to answer. Empty: the IP of Cluster.Listen when it
+	// is a specific address, else that of Peer.
+	GatewayIPs []string
 	// Edge and Origin are gone (the PoP's content tier is its nodes): a
 	// PoP started with Edge set refuses to start and says so.
 	Edge, Origin string
@@ -192,6 +198,7 @@ func (p *PoP) joinRings() error {
 	cfg := p.cfg
 	mc := cfg.MBPP
 	mc.Self, mc.Name, mc.Addr = mbpp.ID(p.ID), cfg.Name, p.PeerAddr
+	mc.Gateway = strings.Join(gatewayIPs(cfg), ",")
 	mc.Accept = p.accept
 	cc := cfg.Chord
 	cc.Self = chord.Peer{ID: chord.ID(p.ID), Addr: p.PeerAddr}
@@ -299,39 +306,89 @@ func (p *PoP) startServices() error {
 		}
 	}
 	if cfg.DNS.Addr != "" {
-		var cov *cdndns.Coverage
-		if cfg.Coverage != "" {
-			if cov, err = cdndns.LoadCoverage(cfg.Coverage); err != nil {
-				return fmt.Errorf("pop %s: %w", cfg.Name, err)
+		return p.startDNS(cfg)
+	}
+	return nil
+}
+
+// startDNS starts the DNS server. Without configured name servers and on
+// an unspecified listen address, the PoP itself is the zone's one name
+// server, at its gateway's addresses.
+func (p *PoP) startDNS(cfg Config) error {
+	var cov *cdndns.Coverage
+	var err error
+	if cfg.Coverage != "" {
+		if cov, err = cdndns.LoadCoverage(cfg.Coverage); err != nil {
+			return fmt.Errorf("pop %s: %w", cfg.Name, err)
+		}
+	}
+	dc := cfg.DNS
+	if host, _, err := net.SplitHostPort(dc.Addr); len(dc.NS) == 0 && err == nil {
+		if ip, err := netip.ParseAddr(host); err != nil || ip.IsUnspecified() {
+			for _, a := range gatewayIPs(cfg) {
+				dc.NS = append(dc.NS, "ns1="+a)
 			}
 		}
-		if p.DNS, err = cdndns.Start(cfg.DNS, cov, p.dnsView); err != nil {
-			return fmt.Errorf("pop %s: %w", cfg.Name, err)
+	}
+	if p.DNS, err = cdndns.Start(dc, cov, p.dnsView); err != nil {
+		return fmt.Errorf("pop %s: %w", cfg.Name, err)
+	}
+	return nil
+}
+
+// gatewayIPs are the client-facing addresses this PoP publishes:
+// cfg.GatewayIPs, else the gateway's or the peer listener's IP when
+// specific.
+func gatewayIPs(cfg Config) []string {
+	if len(cfg.GatewayIPs) > 0 {
+		return cfg.GatewayIPs
+	}
+	for _, addr := range []string{cfg.Cluster.Listen, cfg.Peer} {
+		host, _, err := net.SplitHostPort(addr)
+		if ip, perr := netip.ParseAddr(host); err == nil && perr == nil && !ip.IsUnspecified() {
+			return []string{ip.Unmap().String()}
 		}
 	}
 	return nil
 }
 
-// dnsView is the MBPP view as the DNS responder takes it: each PoP is
-// answered with the IP of its peer address (a PoP has one address, seed
-// 003 §3.3; the gateway listens on it too).
-func (p *PoP) dnsView() []cdndns.Candidate {
+// dnsView is the MBPP view as the DNS server reads it: each PoP with its
+// gateway's addresses (from its entry), and serv between any two PoPs
+// from the links in the view (mbpp.Node.ScoreFrom), computed for one
+// "from" PoP at a time under the lock.
+func (p *PoP) dnsView() cdndns.View {
 	p.mu.Lock()
 	view := p.mb.View(time.Now())
 	p.mu.Unlock()
-	out := make([]cdndns.Candidate, 0, len(view))
-	for _, v := range view {
-		c := cdndns.Candidate{Name: v.Name, Alive: v.Alive, Score: v.Score, Server: v.Server}
-		if ap, err := netip.ParseAddrPort(v.Addr); err == nil {
-			if a := ap.Addr().Unmap(); a.Is4() {
-				c.V4 = a
-			} else {
-				c.V6 = a
+	ids := make(map[string]mbpp.ID, len(view))
+	v := cdndns.View{Self: p.cfg.Name, PoPs: make([]cdndns.Candidate, 0, len(view))}
+	for _, e := range view {
+		ids[e.Name] = e.ID
+		c := cdndns.Candidate{Name: e.Name, Alive: e.Alive, Server: e.Server}
+		for _, s := range strings.Split(e.Gateway, ",") {
+			if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil {
+				if a = a.Unmap(); a.Is4() && !c.V4.IsValid() {
+					c.V4 = a
+				} else if a.Is6() && !c.V6.IsValid() {
+					c.V6 = a
+				}
 			}
 		}
-		out = append(out, c)
+		v.PoPs = append(v.PoPs, c)
 	}
-	return out
+	from, scores := "", map[string]float64{}
+	v.Score = func(f, to string) float64 {
+		if f != from {
+			from, scores = f, make(map[string]float64, len(ids))
+			p.mu.Lock()
+			for name, id := range ids {
+				scores[name] = p.mb.ScoreFrom(ids[f], id)
+			}
+			p.mu.Unlock()
+		}
+		return scores[to]
+	}
+	return v
 }
 
 // proof is what a newcomer shows every PoP of the ring: an HMAC of its

@@ -207,18 +207,24 @@ type logReq struct {
 
 // captureLog copies what the log line needs from the parsed head.
 func (cc *clientConn) captureLog(req *httpwire.Request, start time.Time) {
-	lr := &cc.log
+	proto := "HTTP/1.1"
+	if req.Minor == 0 {
+		proto = "HTTP/1.0"
+	}
+	cc.log.capture(req, start, proto, cc.s.cfg.AccessLog.format)
+	cc.clientIP()
+}
+
+// capture copies what the log line needs from the parsed head; proto is
+// the protocol the client spoke ("HTTP/1.1", "HTTP/2.0", "HTTP/3.0").
+func (lr *logReq) capture(req *httpwire.Request, start time.Time, proto string, format AccessLogFormat) {
 	b := append(lr.buf[:0], req.Method...)
 	lr.method = len(b)
 	b = append(b, req.Target...)
 	lr.target = len(b)
-	if req.Minor == 0 {
-		b = append(b, "HTTP/1.0"...)
-	} else {
-		b = append(b, "HTTP/1.1"...)
-	}
+	b = append(b, proto...)
 	lr.proto = len(b)
-	if cc.s.cfg.AccessLog.format != LogCommon {
+	if format != LogCommon {
 		var ref, ua []byte
 		for _, h := range req.Headers {
 			switch {
@@ -237,13 +243,16 @@ func (cc *clientConn) captureLog(req *httpwire.Request, start time.Time) {
 	}
 	lr.buf = b
 	lr.start, lr.headAt, lr.body, lr.captured, lr.reason = start, 0, -1, true, answerNone
-	cc.clientIP()
 }
 
 // writeLog formats and writes the line of the request just finished.
 func (cc *clientConn) writeLog(res Result, b *control.Backend, path string, retried bool, end time.Time) {
-	l := cc.s.cfg.AccessLog
-	lr := &cc.log
+	cc.log.write(cc.s.cfg.AccessLog, cc.ip, cc.s.cl.Policy().Name(), res, b, path, retried, end)
+}
+
+// write formats and writes the line of the request just finished, from
+// client address ip, under policy.
+func (lr *logReq) write(l *AccessLog, ip, policy string, res Result, b *control.Backend, path string, retried bool, end time.Time) {
 	if !lr.captured {
 		return
 	}
@@ -261,7 +270,7 @@ func (cc *clientConn) writeLog(res Result, b *control.Backend, path string, retr
 		out = append(out, `{"time":"`...)
 		out = lr.start.UTC().AppendFormat(out, time.RFC3339Nano)
 		out = append(out, `","client":`...)
-		out = appendJSONString(out, cc.ip)
+		out = appendJSONString(out, ip)
 		out = append(out, `,"method":`...)
 		out = appendJSONString(out, bstr(method))
 		out = append(out, `,"url":`...)
@@ -285,7 +294,7 @@ func (cc *clientConn) writeLog(res Result, b *control.Backend, path string, retr
 			out = append(out, `null,"node_index":-1`...)
 		}
 		out = append(out, `,"policy":`...)
-		out = appendJSONString(out, cc.s.cl.Policy().Name())
+		out = appendJSONString(out, policy)
 		out = append(out, `,"path":`...)
 		out = appendJSONString(out, path)
 		out = append(out, `,"handoff":`...)
@@ -303,7 +312,7 @@ func (cc *clientConn) writeLog(res Result, b *control.Backend, path string, retr
 		out = appendReason(out, lr.reason)
 		out = append(out, "}\n"...)
 	} else {
-		out = trace.AppendCLF(out, trace.Record{Host: cc.ip, Time: lr.start, Method: bstr(method),
+		out = trace.AppendCLF(out, trace.Record{Host: ip, Time: lr.start, Method: bstr(method),
 			URL: bstr(target), Proto: bstr(proto), Status: res.Status, Bytes: lr.body})
 		if l.format == LogCombined {
 			out = out[:len(out)-1] // the '\n'

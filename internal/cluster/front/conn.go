@@ -66,6 +66,13 @@ type clientConn struct {
 	rawHeld bool
 	// log holds the current request's access-log fields (accesslog.go).
 	log logReq
+	// h2 is the HTTP/2 connection while cc serves one (Shutdown drains it);
+	// h2c: readHead found the h2c preface.
+	h2  atomic.Pointer[h2conn]
+	h2c bool
+	// proxied: the peer is in Config.ProxyFrom, so the connection begins
+	// with a PROXY header, read first (proxyproto.go).
+	proxied bool
 }
 
 // inSize and outSize are the sizes of a connection's buffers: a maximal
@@ -108,7 +115,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 	cc.rdl, cc.wdl = deadline{}, deadline{}
 	clear(cc.tokens)
 	cc.tokens = cc.tokens[:0]
-	cc.relayOnce, cc.rawHeld = false, false
+	cc.relayOnce, cc.rawHeld, cc.proxied = false, false, false
 	cc.log.captured = false
 	s.ccPool.Put(cc)
 }
@@ -135,7 +142,9 @@ func (s *Server) newClientConn(c net.Conn) *clientConn {
 	cc.id = s.nextConn.Add(1)
 	cc.state.Store(connIdle)
 	cc.idleAt.Store(cc.now)
-	if s.cfg.MaxConnsPerIP > 0 {
+	if len(s.cfg.ProxyFrom) > 0 && s.trusted(remoteAddr(c)) {
+		cc.proxied = true // its address comes with the PROXY header (readProxy)
+	} else if s.cfg.MaxConnsPerIP > 0 {
 		cc.addr = remoteAddr(c)
 	}
 	s.mu.Lock()
@@ -185,9 +194,27 @@ func (cc *clientConn) serve() {
 		}
 		s.putClientConn(cc)
 	}()
+	if cc.proxied && !cc.readProxy() {
+		return
+	}
+	if cc.tls {
+		h2, ok := cc.handshake()
+		if !ok {
+			return
+		}
+		if h2 {
+			cc.serveH2(nil)
+			return
+		}
+	}
 	first := true
 	for {
 		if !cc.readHead(first) {
+			return
+		}
+		if cc.h2c {
+			cc.h2c = false
+			cc.serveH2(cc.in.bytes())
 			return
 		}
 		first = false
@@ -220,7 +247,17 @@ func (cc *clientConn) readHead(first bool) bool {
 	}
 	started := cc.in.len() > 0
 	for {
-		if cc.in.len() > 0 {
+		wait := false
+		if first && s.cfg.H2C && !s.cfg.NoHTTP2 && cc.in.len() > 0 {
+			switch h2PrefaceState(cc.in.bytes()) {
+			case 1:
+				cc.h2c = true // the HTTP/2 preface: serve hands over
+				return true
+			case 0:
+				wait = true // a prefix of it: read on before parsing
+			}
+		}
+		if cc.in.len() > 0 && !wait {
 			_, err := s.parser.Parse(cc.in.bytes(), &cc.req)
 			if err == nil {
 				if cc.state.Swap(connBusy) == connShed {
@@ -232,6 +269,10 @@ func (cc *clientConn) readHead(first bool) bool {
 				return true
 			}
 			if err != httpwire.ErrNeedMore {
+				if first && len(s.cfg.ProxyFrom) > 0 && looksLikeProxy(cc.in.bytes()) {
+					s.ctr.proxyUntrusted.Add(1) // a PROXY header from outside ProxyFrom
+					return false
+				}
 				st := 400
 				var he *httpwire.Error
 				if errors.As(err, &he) && he.Status != 0 {

@@ -32,11 +32,20 @@ type counters struct {
 	// answers counts the front's own answers by reason (answers.go).
 	answers [numAnswers]atomic.Uint64
 
+	// Protocols (ProtocolStats): requests by protocol (protoH1's slot is
+	// unused: the rest of requests), HTTP/2 and HTTP/3 connections, HTTP/2's
+	// refusals, glitches and connection errors, PROXY headers.
+	protoReqs                                   [numProtos]atomic.Uint64
+	h2Conns, h3Conns                            atomic.Uint64
+	h2Refused, h2Glitches, h2Errors             atomic.Uint64
+	proxyAccepted, proxyRefused, proxyUntrusted atomic.Uint64
+
 	// The handoff paths (HandoffStats).
 	passed, returned, returnRefused, ended, redispatched, lost, fastPassed atomic.Uint64
 	hybrid                                                                 [numHybrid]atomic.Uint64
 	cpuBits                                                                atomic.Uint64 // float64 bits of the last CPU sample
 	fallbacks                                                              [numFallbacks]atomic.Uint64
+	tag                                                                    tagCounters // passfd_tag.go
 }
 
 // fallbackReason says why a request chosen for a handoff was relayed (or,
@@ -52,6 +61,8 @@ const (
 	fallbackTLS                        // a TLS client connection (tls.go)
 	fallbackFast                       // the raw accept loop gave the connection to the normal path
 	fallbackFastBlocked                // … because the node's socket was full (included in fallbackFast)
+	fallbackStream                     // an HTTP/2 or HTTP/3 stream (mux.go)
+	fallbackProxy                      // a connection whose address came in a PROXY header (proxyproto.go)
 	numFallbacks
 )
 
@@ -77,8 +88,40 @@ func (c *counters) handoffStats() HandoffStats {
 		Redispatched: c.redispatched.Load(), Lost: c.lost.Load(),
 		RefusedSocketDir: f(fallbackSocketDir), RefusedSocketPeer: f(fallbackSocketPeer), FallbackTLS: f(fallbackTLS),
 		FastPassed: c.fastPassed.Load(), FastFallback: f(fallbackFast), FastBlocked: f(fallbackFastBlocked),
+		FallbackStream: f(fallbackStream), FallbackProxy: f(fallbackProxy),
 		HybridCPU: c.hybrid[hybridCPU].Load(), HybridConns: c.hybrid[hybridConns].Load(),
 		HybridSize: c.hybrid[hybridSize].Load(), HybridRelay: c.hybrid[hybridRelay].Load(),
 		FrontCPUPercent: math.Float64frombits(c.cpuBits.Load()),
+		Tag:             c.tag.stats(),
+	}
+}
+
+// ProtocolStats counts requests and connections by the protocol clients
+// speak, and the PROXY protocol headers the front read.
+type ProtocolStats struct {
+	// Requests by protocol: HTTP/1.x, HTTP/2 streams, HTTP/3 streams.
+	H1Requests, H2Requests, H3Requests uint64
+	// H2Conns and H3Conns count connections that spoke HTTP/2 (ALPN h2 or
+	// the h2c preface) and HTTP/3 (QUIC).
+	H2Conns, H3Conns uint64
+	// H2Refused counts streams refused past MaxConcurrentStreams;
+	// H2Glitches streams the client reset, or made fail (malformed,
+	// refused, flow-control errors); H2Errors connections ended by a
+	// GOAWAY with an error code.
+	H2Refused, H2Glitches, H2Errors uint64
+	// ProxyAccepted counts PROXY protocol headers taken from trusted
+	// sources; ProxyRefused connections closed for a missing or malformed
+	// header from a trusted source; ProxyUntrusted connections closed for
+	// sending one from an address not in Config.ProxyFrom.
+	ProxyAccepted, ProxyRefused, ProxyUntrusted uint64
+}
+
+func (c *counters) protocolStats() ProtocolStats {
+	h2, h3 := c.protoReqs[protoH2].Load(), c.protoReqs[protoH3].Load()
+	return ProtocolStats{
+		H1Requests: c.requests.Load() - h2 - h3, H2Requests: h2, H3Requests: h3,
+		H2Conns: c.h2Conns.Load(), H3Conns: c.h3Conns.Load(),
+		H2Refused: c.h2Refused.Load(), H2Glitches: c.h2Glitches.Load(), H2Errors: c.h2Errors.Load(),
+		ProxyAccepted: c.proxyAccepted.Load(), ProxyRefused: c.proxyRefused.Load(), ProxyUntrusted: c.proxyUntrusted.Load(),
 	}
 }

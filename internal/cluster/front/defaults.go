@@ -24,6 +24,7 @@ func DefaultConfig() Config {
 		QueueLen:        1024,
 		QueueTimeout:    5 * time.Second,
 		Hybrid:          DefaultHybridConfig(),
+		HTTP2:           DefaultH2Config(),
 	}
 }
 

@@ -92,16 +92,24 @@ func (s *Server) finish(t *ticket, res Result, cc *clientConn) Result {
 		cc.writeLog(res, t.b, name, t.retried, end)
 	}
 	if o != nil {
-		ob := Observation{Node: -1, Path: name, Status: res.Status, Retried: t.retried, Elapsed: end.Sub(t.start), Site: t.site}
+		var n int64
 		if cc != nil {
-			ob.Bytes = cc.sent
+			n = cc.sent
 		}
-		if t.b != nil {
-			ob.Node, ob.NodeURL = t.b.Index, t.b.URL
-		}
-		o.Observe(ob)
+		s.observe(t, res, name, n, protoNames[protoH1], end)
 	}
 	return res
+}
+
+// observe tells the Observer about the request t finished at end with res
+// on path name, n bytes to the client over proto.
+func (s *Server) observe(t *ticket, res Result, name string, n int64, proto string, end time.Time) {
+	ob := Observation{Node: -1, Path: name, Status: res.Status, Retried: t.retried, Elapsed: end.Sub(t.start),
+		Site: t.site, Bytes: n, Proto: proto}
+	if t.b != nil {
+		ob.Node, ob.NodeURL = t.b.Index, t.b.URL
+	}
+	s.cfg.Observer.Observe(ob)
 }
 
 // dispatch moves the routed request x by its data path, relays it when the
@@ -153,6 +161,13 @@ func (cc *clientConn) pathFor(d policy.Decision, x *Exchange) (DataPath, fallbac
 	}
 	if cc.tls {
 		return tlsPath(p)
+	}
+	if cc.proxied {
+		// A node given the socket would see the balancer's address, not
+		// the client's the PROXY header carried: relay, which tells it.
+		if q, why := tlsPath(p); why != fallbackNone {
+			return q, fallbackProxy
+		}
 	}
 	return p, fallbackNone
 }

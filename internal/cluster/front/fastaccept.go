@@ -50,8 +50,8 @@ type rawAccept struct {
 // it: under a path that moves bare descriptors (passfd, repair) alone, on a
 // TCP listener.
 func (s *Server) fastAccept(ln net.Listener) (*net.TCPListener, *rawAccept) {
-	if s.cfg.noFastAccept || s.cfg.Choose != nil {
-		return nil, nil
+	if s.cfg.noFastAccept || s.cfg.Choose != nil || len(s.cfg.ProxyFrom) > 0 {
+		return nil, nil // with PROXY headers to read, every connection takes the normal path
 	}
 	tl, ok := ln.(*net.TCPListener)
 	if !ok {

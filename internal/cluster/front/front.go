@@ -132,6 +132,27 @@ type Config struct {
 	CacheKeys bool
 	Logger    *slog.Logger
 
+	// HTTP2 tunes HTTP/2 (h2.go). NoHTTP2 turns it off: ALPN then offers
+	// http/1.1 only (the listener's side: ALPN), and H2C is ignored. H2C
+	// makes plain listeners take HTTP/2 with prior knowledge as well (the
+	// client's connection preface, RFC 9113 §3.3); off by default, since
+	// a plain listener is usually behind another proxy that speaks
+	// HTTP/1.1.
+	HTTP2   H2Config
+	NoHTTP2 bool
+	H2C     bool
+	// AltSvc, when set, is sent as the Alt-Svc field (RFC 7838) on
+	// responses over TLS and HTTP/3, to advertise HTTP/3 (AltSvcH3). Empty
+	// by default: HTTP/3 is off unless asked for.
+	AltSvc string
+	// ProxyFrom lists the networks (a layer-4 balancer's addresses) whose
+	// connections must begin with a PROXY protocol header, v1 or v2; the
+	// client address it carries then stands for the peer's in per-address
+	// limits, X-Forwarded-For, logs and the policies (proxyproto.go). A
+	// connection from anywhere else that sends one is closed. Empty (the
+	// default): no PROXY header is read.
+	ProxyFrom []netip.Prefix
+
 	// Knobs for tests and benchmarks only, unexported so that no operator
 	// turns them: noFastAccept keeps every connection off the raw accept
 	// path (fastaccept.go); noBatch makes each relayed request write its own
@@ -163,6 +184,7 @@ func (c *Config) fill() {
 	if c.Path == nil {
 		c.Path = Relay()
 	}
+	c.HTTP2.fill()
 }
 
 // orDefault sets a zero or negative *v to def.
@@ -181,7 +203,8 @@ type Observation struct {
 	Retried bool          // the request was retried on another node
 	Elapsed time.Duration // from head parsed to response done
 	Site    string        // the request's site with Config.VHosts, else ""
-	Bytes   int64         // bytes the front wrote to the client (head and body; 0 after a handoff)
+	Bytes   int64         // bytes the front wrote to the client (HTTP/1: head and body; 0 after a handoff; HTTP/2, 3: body)
+	Proto   string        // the client's protocol: "HTTP/1.1" (1.0 included), "HTTP/2.0", "HTTP/3.0"
 }
 
 // Observer receives per-request observations; the metrics engineer
@@ -216,6 +239,7 @@ type Stats struct {
 	HeadsBatched  uint64            // request heads written in those rounds (HeadsBatched/HeadBatches: mean batch)
 	Paths         map[string]uint64 // requests per data path name
 	Handoff       HandoffStats      // handoff paths: passes, fallbacks, returns, hybrid decisions
+	Protocols     ProtocolStats     // requests and connections by protocol; PROXY headers
 	Answers       AnswerStats       // the front's own answers (Sent4xx + Sent5xx) by reason
 	Repair        *RepairStats      `json:",omitempty"` // the repair path's counters; nil on other paths
 }
@@ -236,6 +260,8 @@ type Server struct {
 
 	nextConn atomic.Uint64
 	ccPool   sync.Pool // finished *clientConn, buffers included (conn.go)
+	altSvc   []byte    // Config.AltSvc, nil when empty
+	workers  workers   // stream handlers (workers.go)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -283,6 +309,9 @@ func New(c *control.Cluster, cfg Config) (*Server, error) {
 	}
 	if !cfg.noBatch {
 		s.batch = newBatcher(s.done)
+	}
+	if cfg.AltSvc != "" {
+		s.altSvc = []byte(cfg.AltSvc)
 	}
 	empty := []*upstream{}
 	s.upstreams.Store(&empty)
@@ -443,8 +472,13 @@ func (s *Server) kickIdle() int {
 	defer s.mu.Unlock()
 	at := time.Unix(0, s.drainAt.Load())
 	for cc := range s.conns {
-		if cc.state.Load() == connIdle {
+		switch cc.state.Load() {
+		case connIdle:
 			cc.c.SetReadDeadline(at)
+		case connH2:
+			if h := cc.h2.Load(); h != nil {
+				h.drain() // GOAWAY; it closes once its streams are done
+			}
 		}
 	}
 	if len(s.conns) == 0 {
@@ -476,6 +510,7 @@ func (s *Server) Stats() Stats {
 		Streaming:     c.streaming.Load(),
 		Paths:         map[string]uint64{},
 		Handoff:       c.handoffStats(),
+		Protocols:     c.protocolStats(),
 		Answers:       c.answerStats(),
 	}
 	if b := s.batch; b != nil {
@@ -539,6 +574,7 @@ func (s *Server) reap() {
 				u.pool.reap(now)
 			}
 		}
+		s.workers.reap(now - int64(s.cfg.PoolIdle))
 	})
 }
 

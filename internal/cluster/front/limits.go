@@ -48,6 +48,7 @@ const (
 	connBusy int32 = iota
 	connIdle
 	connShed
+	connH2 // an HTTP/2 connection: never shed (its idle timeout closes it); Shutdown drains it
 )
 
 // The high- and low-water marks of idle shedding, in 1/16ths of
@@ -92,6 +93,9 @@ func (s *Server) acceptConn(c net.Conn) *clientConn {
 		addr := netip.Addr{}
 		if perIP > 0 {
 			addr = remoteAddr(c)
+			if len(s.cfg.ProxyFrom) > 0 && s.trusted(addr) {
+				addr = netip.Addr{} // a balancer: its clients' addresses come later (readProxy)
+			}
 		}
 		s.mu.Lock()
 		n, fromIP := len(s.conns), 0

@@ -49,6 +49,14 @@ type PassFDConfig struct {
 	// (SO_PEERCRED of the listening process); others are refused and
 	// relayed. Nil or negative: the front's own effective uid.
 	HandoffUID *int
+	// Moves says who moves a connection whose next request belongs to
+	// another node, under a policy that shares its URL table (tbccrd):
+	// the nodes, by the table (MovesNodes, default; passfd_tag.go), or the
+	// front after each request (MovesFront).
+	Moves MoveMode
+	// TagFlush is how long the front gathers changes of the shared table
+	// before pushing them to the nodes. Default DefaultTagFlush (1 ms).
+	TagFlush time.Duration
 }
 
 // trust returns the socket trust cfg configures, defaults filled in.
@@ -103,6 +111,14 @@ type HandoffStats struct {
 	// handoff path (passfd, hybrid, repair) relayed instead: the TLS
 	// session cannot follow the socket without kTLS (tls.go).
 	FallbackTLS uint64
+	// FallbackStream counts HTTP/2 and HTTP/3 requests a handoff path
+	// relayed instead: a stream shares its connection with others, so its
+	// socket cannot move; each stream is relayed on its own (mux.go).
+	FallbackStream uint64
+	// FallbackProxy counts requests a handoff path relayed because their
+	// connection's client address came in a PROXY header: a node given the
+	// socket would see the balancer's address (proxyproto.go).
+	FallbackProxy uint64
 	// FastPassed counts connections passed straight from the raw accept
 	// loop (fastaccept.go; included in Passed); FastFallback those the loop
 	// gave to the normal path (partial head, refusal, no socket, …);
@@ -114,6 +130,8 @@ type HandoffStats struct {
 	// FrontCPUPercent is the front's last sampled CPU use (100 = one core),
 	// when the hybrid rule samples it.
 	FrontCPUPercent float64
+	// Tag counts tag mode's work (passfd_tag.go).
+	Tag TagStats
 }
 
 // PassFD returns the same-host handoff data path (SPEC §4): the front
@@ -139,7 +157,7 @@ func PassFD(cfg PassFDConfig) DataPath {
 		t.Dir = "" // relInside refuses everything
 	}
 	return &passfdPath{cfg: cfg, trust: t, clients: map[string]*handoff.FDClient{}, out: map[string]map[uint64]struct{}{},
-		warned: map[string]bool{}}
+		warned: map[string]bool{}, tag: newTagState()}
 }
 
 type passfdPath struct {
@@ -151,12 +169,16 @@ type passfdPath struct {
 	// out holds, by socket path, the ids of connections handed off with a
 	// return request and not yet back or ended: if that node's socket
 	// breaks (the node died), they leave the policy's connection table.
-	out    map[string]map[uint64]struct{}
-	ret    atomic.Int32 // 0 undecided, 1 hand back, -1 keep
+	out map[string]map[uint64]struct{}
+	// ret is handBack's answer under ReturnAuto for the policy it names
+	// (a reload may replace the policy).
+	ret    atomic.Pointer[handBackFor]
 	closer sync.Once
 	// warned holds the node socket paths whose refusal was logged (one
 	// line per socket, not per request); cleared when maxWarned is reached.
 	warned map[string]bool
+	// tag is tag mode's state (passfd_tag.go).
+	tag *tagState
 }
 
 // maxWarned bounds passfdPath.warned.
@@ -209,6 +231,7 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 			s.cl.Release(r.Header.Conn)
 			p.adopt(s, r)
 		},
+		OnNotes: func(_ handoff.FDHeader, data []byte) { p.applyNotes(s, path, data) },
 		OnEnded: func(h handoff.FDHeader) {
 			s.ctr.ended.Add(1)
 			p.settle(path, h.Conn)
@@ -219,6 +242,9 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 			p.mu.Lock()
 			lost := p.out[path]
 			delete(p.out, path)
+			for id := range lost {
+				delete(p.tag.conns, id)
+			}
 			p.mu.Unlock()
 			releaseSocket(s, path)
 			for id := range lost {
@@ -245,56 +271,97 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 // request; settle forgets it when it comes back or ends.
 func (p *passfdPath) owe(path string, id uint64) {
 	p.mu.Lock()
+	p.oweLocked(path, id)
+	p.mu.Unlock()
+}
+
+// oweLocked is owe with p.mu held.
+func (p *passfdPath) oweLocked(path string, id uint64) {
 	m := p.out[path]
 	if m == nil {
 		m = map[uint64]struct{}{}
 		p.out[path] = m
 	}
 	m[id] = struct{}{}
-	p.mu.Unlock()
 }
 
+// settle forgets connection id, owed by the node at path or, in tag mode,
+// wherever the nodes moved it.
 func (p *passfdPath) settle(path string, id uint64) {
 	p.mu.Lock()
 	delete(p.out[path], id)
+	p.untrack(id)
 	p.mu.Unlock()
 }
 
-// handBack reports whether nodes must return connections after a request.
-func (p *passfdPath) handBack(s *Server) bool {
+// handBack reports whether nodes must return connections after a request,
+// and track whether a passed connection is held against its node until the
+// node reports its end (held.go): only under a policy that reads the nodes'
+// load (policy.Traits.Active), since the end notice costs the front a
+// wake-up and two system calls per connection. A returned connection ends
+// its hold when it comes back.
+func (p *passfdPath) handBack(s *Server) (back, track bool) {
+	back, track = true, true // no policy: the safe side
+	if pol := s.cl.Policy(); pol != nil {
+		name := pol.Name()
+		r := p.ret.Load()
+		if r == nil || r.policy != name {
+			// Under a content-blind policy a node may keep a passed
+			// connection, as LVS keeps a client on its real server.
+			t := policy.TraitsOf(pol)
+			r = &handBackFor{policy: name, back: t.Placement.ContentAware(), track: t.Active}
+			p.ret.Store(r)
+		}
+		back, track = r.back, r.track
+	}
 	switch p.cfg.Return {
 	case ReturnAlways:
-		return true
+		back = true
 	case ReturnNever:
-		return false
+		back = false
 	}
-	r := p.ret.Load()
-	if r == 0 {
-		r = 1
-		// Under a content-blind policy a node may keep a passed connection,
-		// as LVS keeps a client on its real server.
-		if pol := s.cl.Policy(); pol != nil && !policy.TraitsOf(pol).Placement.ContentAware() {
-			r = -1
-		}
-		p.ret.Store(r)
-	}
-	return r > 0
+	return back, track
+}
+
+// handBackFor is handBack's answer for the policy named.
+type handBackFor struct {
+	policy      string
+	back, track bool
 }
 
 // send passes connection id — the socket sc with head and data, or with
 // sc nil the bare descriptor fd with data and without waiting — to node b's
 // handoff socket sock, holding it against b until the node returns or ends
-// it (held.go). It reports whether the node is to hand it back. d is the
-// policy's decision, whose fetch node the header carries (peer fetch).
+// it when the policy reads load (held.go). It reports whether the node is
+// to hand it back. d is the policy's decision, whose fetch node the header
+// carries (peer fetch).
 func (p *passfdPath) send(s *Server, b *control.Backend, d policy.Decision, sock string, id uint64, moves uint32, sc syscall.Conn, fd int, head, data []byte) (back bool, err error) {
-	back = p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: moves, Conn: id,
+	back, track := p.handBack(s)
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(b.Index), Moves: moves, Conn: id,
 		Fetch: handoff.FetchOf(d.Fetch, d.Node)}
-	if back {
+	switch {
+	case back:
 		h.Flags = handoff.FDFlagReturn
-		p.owe(sock, id) // before the send: the node may return it at once
+		tag := p.tagOn(s)
+		if tag {
+			h.Flags = handoff.FDFlagTag
+		}
+		// Before the send: the node may return it at once.
+		p.mu.Lock()
+		p.oweLocked(sock, id)
+		if tag {
+			p.track(id, b.Index, sock, moves)
+		}
+		p.mu.Unlock()
+		if tag {
+			p.kickPush()
+		}
+	case track:
+		h.Flags = handoff.FDFlagEnded
 	}
-	s.cl.Hold(b, id)
+	if track {
+		s.cl.Hold(b, id)
+	}
 	c := p.client(s, sock)
 	if sc != nil {
 		err = c.Send(h, sc, head, data)
@@ -303,7 +370,7 @@ func (p *passfdPath) send(s *Server, b *control.Backend, d policy.Decision, sock
 	}
 	if err != nil {
 		p.settle(sock, id)
-		if sc != nil || !errors.Is(err, handoff.ErrWouldBlock) {
+		if track && (sc != nil || !errors.Is(err, handoff.ErrWouldBlock)) {
 			s.cl.Release(id)
 		}
 	}
@@ -377,6 +444,13 @@ func (p *passfdPath) moveRaw(s *Server, t *ticket, m *rawMove) rawOutcome {
 		return rawRelay
 	}
 	rawClose(m.fd) // the node holds the connection now
+	if m.returned && p.tag.on.Load() > 0 {
+		s.ctr.tag.asked.Add(1)
+		if t.b.Index != m.holder {
+			s.ctr.tag.rehomed.Add(1)
+		}
+		s.cl.TagAsked(t.pr.URL) // so the node asks once per URL
+	}
 	if !back && !m.returned {
 		s.cl.CloseConn(m.id) // as the normal path does when it lets go
 	}

@@ -10,6 +10,8 @@ import (
 
 	"shoal/internal/base/httpwire"
 	"shoal/internal/base/vhost"
+	"shoal/internal/cluster/control"
+	"shoal/internal/cluster/policy"
 )
 
 var (
@@ -133,12 +135,15 @@ func (cc *clientConn) sendFailed(u *upstream, err error, replayable bool) Result
 	return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, NodeFailed: !errors.As(err, &bb), Err: err}
 }
 
-func (cc *clientConn) dial(u *upstream) (*nodeConn, error) {
-	c, err := cc.s.dialer.Dial("tcp", u.b.Addr)
+func (cc *clientConn) dial(u *upstream) (*nodeConn, error) { return cc.s.dialNode(u) }
+
+// dialNode opens a new connection to u's node.
+func (s *Server) dialNode(u *upstream) (*nodeConn, error) {
+	c, err := s.dialer.Dial("tcp", u.b.Addr)
 	if err != nil {
 		return nil, err
 	}
-	cc.s.ctr.nodeDials.Add(1)
+	s.ctr.nodeDials.Add(1)
 	return newNodeConn(c), nil
 }
 
@@ -156,15 +161,24 @@ func (cc *clientConn) dial(u *upstream) (*nodeConn, error) {
 // fetch from (peer fetch, seed 001): nodes believe it from their trusted
 // fronts only.
 func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
-	req := x.Req
-	cc.tokens = connTokens(cc.tokens[:0], req.Headers)
+	cc.out, cc.tokens, expect = appendNodeHead(cc.out[:0], cc.tokens[:0], x.Req, cc.clientIP(), x.Decision, x.Backend)
+	return expect
+}
+
+// appendNodeHead appends req's head as the node gets it (buildRequest
+// says how), for a client at ip, to out; tokens is scratch for the
+// Connection header's names. It reports whether the client expects
+// 100-continue before a body.
+func appendNodeHead(out []byte, tokens [][]byte, req *httpwire.Request, ip string, d policy.Decision, b *control.Backend) ([]byte, [][]byte, bool) {
+	expect := false
+	tokens = connTokens(tokens, req.Headers)
 	lastXFF := -1
 	for i, h := range req.Headers {
-		if len(h.Name) == 15 && httpwire.EqualFold(h.Name, "x-forwarded-for") && !dropHeader(h.Name, cc.tokens) {
+		if len(h.Name) == 15 && httpwire.EqualFold(h.Name, "x-forwarded-for") && !dropHeader(h.Name, tokens) {
 			lastXFF = i
 		}
 	}
-	out := append(cc.out[:0], req.Method...)
+	out = append(out, req.Method...)
 	out = append(out, ' ')
 	// Absolute-form ("http://host/p") is meant for forward proxies; a
 	// node gets origin-form, and the target's authority as Host in place
@@ -180,7 +194,7 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 		out = append(out, "\r\n"...)
 	}
 	for i, h := range req.Headers {
-		if dropHeader(h.Name, cc.tokens) || isFetchHeader(h.Name) || authority != nil && isHostHeader(h.Name) {
+		if dropHeader(h.Name, tokens) || isFetchHeader(h.Name) || authority != nil && isHostHeader(h.Name) {
 			continue
 		}
 		if len(h.Name) == 6 && httpwire.EqualFold(h.Name, "expect") {
@@ -194,27 +208,26 @@ func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
 		out = append(out, h.Value...)
 		if i == lastXFF {
 			out = append(out, ", "...)
-			out = append(out, cc.clientIP()...)
+			out = append(out, ip...)
 		}
 		out = append(out, "\r\n"...)
 	}
-	if lastXFF < 0 && cc.clientIP() != "" {
+	if lastXFF < 0 && ip != "" {
 		out = append(out, "X-Forwarded-For: "...)
-		out = append(out, cc.clientIP()...)
+		out = append(out, ip...)
 		out = append(out, "\r\n"...)
 	}
-	if f := x.Decision.Fetch; f >= 0 && f != x.Decision.Node {
+	if f := d.Fetch; f >= 0 && f != d.Node {
 		out = append(out, fetchHeader+": "...)
 		out = strconv.AppendInt(out, int64(f), 10)
 		out = append(out, "\r\n"...)
 	}
 	if !req.HasHost && authority == nil {
 		out = append(out, "Host: "...)
-		out = append(out, x.Backend.Addr...)
+		out = append(out, b.Addr...)
 		out = append(out, "\r\n"...)
 	}
-	cc.out = append(out, "\r\n"...)
-	return expect && req.HasBody()
+	return append(out, "\r\n"...), tokens, expect && req.HasBody()
 }
 
 // isHostHeader reports a Host field name.
@@ -225,19 +238,10 @@ func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error 
 	s := cc.s
 	req := x.Req
 	now := cc.now
-	nc.wdl.setWrite(nc.c, now, s.cfg.ResponseTimeout)
 	if !req.HasBody() {
-		if nc.raw != nil && nc.in.len() == 0 && nc.in.w < len(nc.in.b) {
-			nc.rdl.setRead(nc.c, now, s.cfg.ResponseTimeout)
-			batch := s.batch
-			if s.relaying.Load() < int64(s.cfg.batchMin) {
-				batch = nil // nothing to batch with: do not wait for a round
-			}
-			return nc.sendAwait(cc.out, batch)
-		}
-		_, err := nc.c.Write(cc.out)
-		return err
+		return nc.sendHead(s, cc.out, now)
 	}
+	nc.wdl.setWrite(nc.c, now, s.cfg.ResponseTimeout)
 	var pre int
 	if req.ContentLength > 0 {
 		pre = cc.in.len()
@@ -278,6 +282,23 @@ func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error 
 	return nil
 }
 
+// sendHead writes a request head without a body to the node and, when it
+// can, waits for the answer in the same step (sendAwait), batched with the
+// heads of other requests when enough are in relay (batch.go).
+func (nc *nodeConn) sendHead(s *Server, head []byte, now int64) error {
+	nc.wdl.setWrite(nc.c, now, s.cfg.ResponseTimeout)
+	if nc.raw != nil && nc.in.len() == 0 && nc.in.w < len(nc.in.b) {
+		nc.rdl.setRead(nc.c, now, s.cfg.ResponseTimeout)
+		batch := s.batch
+		if s.relaying.Load() < int64(s.cfg.batchMin) {
+			batch = nil // nothing to batch with: do not wait for a round
+		}
+		return nc.sendAwait(head, batch)
+	}
+	_, err := nc.c.Write(head)
+	return err
+}
+
 // errBodyBroken marks a failure while streaming a request body, after
 // which the request cannot be replayed on a fresh connection.
 type errBodyBroken struct{ error }
@@ -288,8 +309,28 @@ func (e errBodyBroken) Unwrap() error { return e.error }
 // interim 1xx answers on to HTTP/1.1 clients. got reports whether any byte
 // of a response arrived (after which the request cannot be retried).
 func (cc *clientConn) readResponseHead(x *Exchange, nc *nodeConn) (got bool, err error) {
-	s := cc.s
-	nc.rdl.setRead(nc.c, cc.now, s.cfg.ResponseTimeout)
+	var fwd interimSink
+	if x.Req.Minor == 1 {
+		fwd = cc
+	}
+	return readNodeHead(nc, cc.now, cc.s.cfg.ResponseTimeout, fwd)
+}
+
+// writeInterim passes a node's 1xx head on to the client.
+func (cc *clientConn) writeInterim(head []byte) error {
+	cc.wdl.setWrite(cc.c, time.Now().UnixNano(), cc.s.cfg.WriteTimeout)
+	return cc.write(head)
+}
+
+// interimSink takes the 1xx heads a node sends before its answer.
+type interimSink interface{ writeInterim(head []byte) error }
+
+// readNodeHead reads the node's response head into nc.resp within rto of
+// now, giving interim 1xx heads to fwd (dropped when nil). got reports
+// whether any byte of a response arrived (after which the request cannot
+// be retried).
+func readNodeHead(nc *nodeConn, now int64, rto time.Duration, fwd interimSink) (got bool, err error) {
+	nc.rdl.setRead(nc.c, now, rto)
 	for {
 		if nc.in.len() > 0 {
 			got = true
@@ -300,9 +341,8 @@ func (cc *clientConn) readResponseHead(x *Exchange, nc *nodeConn) (got bool, err
 					return true, errUpgrade
 				}
 				if st < 200 {
-					if x.Req.Minor == 1 {
-						cc.wdl.setWrite(cc.c, time.Now().UnixNano(), s.cfg.WriteTimeout)
-						if err := cc.write(nc.in.bytes()[:n]); err != nil {
+					if fwd != nil {
+						if err := fwd.writeInterim(nc.in.bytes()[:n]); err != nil {
 							return true, err
 						}
 					}
@@ -362,6 +402,11 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 		out = append(out, h.Name...)
 		out = append(out, ": "...)
 		out = append(out, h.Value...)
+		out = append(out, "\r\n"...)
+	}
+	if cc.tls && s.altSvc != nil { // HTTP/3 advertised (Config.AltSvc)
+		out = append(out, "Alt-Svc: "...)
+		out = append(out, s.altSvc...)
 		out = append(out, "\r\n"...)
 	}
 	out = appendHeadEnd(out, closeClient, req.Minor)

@@ -190,13 +190,16 @@ func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, er
 // 1.3 only (RFC 8996 deprecates 1.0 and 1.1), for 1.2 only ECDHE key
 // exchange with AEAD ciphers (aeadSuites, the Mozilla "intermediate"
 // profile; 1.3 has only AEAD suites), Go's default curves (X25519
-// first), session tickets on, ALPN offering only http/1.1 (RFC 7301), since
-// the front speaks HTTP/1.1 and a client must not pick h2.
-func (c *Certs) TLSConfig() *tls.Config {
+// first), session tickets on, and ALPN (RFC 7301) offering protos, by
+// default h2 then http/1.1 (ALPN says which a front with a Config offers).
+func (c *Certs) TLSConfig(protos ...string) *tls.Config {
+	if len(protos) == 0 {
+		protos = []string{"h2", "http/1.1"}
+	}
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		CipherSuites:   aeadSuites,
-		NextProtos:     []string{"http/1.1"},
+		NextProtos:     protos,
 		GetCertificate: c.GetCertificate,
 	}
 }
@@ -215,21 +218,23 @@ var aeadSuites = []uint16{
 	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
-// TLSListener wraps ln so that Serve gets TLS connections using certs. The
-// handshake happens on each connection's goroutine when it first reads.
+// TLSListener wraps ln so that Serve gets TLS connections using certs,
+// offering the ALPN protocols protos (default: h2, http/1.1; pass
+// ALPN(cfg) for a front's). The handshake happens on each connection's
+// own goroutine.
 //
 // It turns Listen's TCP_DEFER_ACCEPT off again on a TCP listener: that
 // option pays where accepting is most of the front's work (the handoff
 // paths, which TLS cannot use), while over TLS with a new connection per
 // request it cut the request rate by more than half and added second-long
 // stalls (bench/tls-vs-haproxy.sh; figures in docs/benchmarks.md).
-func TLSListener(ln net.Listener, certs *Certs) net.Listener {
+func TLSListener(ln net.Listener, certs *Certs, protos ...string) net.Listener {
 	if tl, ok := ln.(*net.TCPListener); ok {
 		if raw, err := tl.SyscallConn(); err == nil {
 			raw.Control(func(fd uintptr) { undeferAccept(int(fd)) })
 		}
 	}
-	return tls.NewListener(ln, certs.TLSConfig())
+	return tls.NewListener(ln, certs.TLSConfig(protos...))
 }
 
 // SelfSigned describes the certificate WriteSelfSigned makes.
@@ -337,19 +342,36 @@ func usableSelfSigned(certFile, keyFile string, hosts []string) bool {
 	return true
 }
 
+// handshake runs the TLS handshake within HeaderTimeout and reports
+// whether the client chose HTTP/2 (ALPN h2, RFC 9113 §3.2), and ok false
+// when the handshake failed.
+func (cc *clientConn) handshake() (h2, ok bool) {
+	tc := cc.c.(*tls.Conn)
+	cc.rdl.setRead(cc.c, cc.now, cc.s.cfg.HeaderTimeout)
+	cc.wdl.setWrite(cc.c, cc.now, cc.s.cfg.HeaderTimeout)
+	if err := tc.Handshake(); err != nil {
+		var rh tls.RecordHeaderError
+		if len(cc.s.cfg.ProxyFrom) > 0 && errors.As(err, &rh) && looksLikeProxy(rh.RecordHeader[:]) {
+			cc.s.ctr.proxyUntrusted.Add(1) // a PROXY header from outside ProxyFrom
+		}
+		return false, false
+	}
+	return tc.ConnectionState().NegotiatedProtocol == "h2", true
+}
+
 // isTLS reports whether c is a TLS connection.
 func isTLS(c net.Conn) bool {
 	_, ok := c.(*tls.Conn)
 	return ok
 }
 
-// tlsPath is the data path for a request on a TLS connection: relay and
-// redirect as chosen; any other path (passfd, hybrid's handoff, repair,
+// tlsPath is the data path for a request on a TLS connection: relay,
+// redirect and local (the node writes through the session) as chosen; any other path (passfd, hybrid's handoff, repair,
 // which move the TCP socket but cannot move the TLS session without kTLS)
 // becomes relay, a fallback the caller counts (HandoffStats.FallbackTLS).
 func tlsPath(p DataPath) (DataPath, fallbackReason) {
 	switch p.(type) {
-	case relayPath, redirectPath:
+	case relayPath, redirectPath, localPath:
 		return p, fallbackNone
 	}
 	return relayPath{}, fallbackTLS

@@ -68,7 +68,15 @@
 //     tbccrd's repeated handoffs (seed 000 §2.2). When such a connection ends
 //     at the node, the node sends FDEnded (no descriptor) with the front's
 //     connection id — seed 002's FIN-HANDOFF — so the front drops it from
-//     its connection table.
+//     its connection table;
+//   - tag mode (FDFlagTag; passfd_tag.go), under a policy that shares its
+//     URL table (tbccrd): the front pushes the table to every node, and the
+//     node holding a connection routes each later request by it — serves
+//     it, moves the connection straight to the node the table names
+//     (FDMove, acknowledged with FDAck), or hands it back when the table
+//     cannot tell — and reports what it did in batched FDNote messages:
+//     seed 000's handoffs between back-ends, with the front asked only
+//     about what it alone can answer.
 //
 // If a node dies, the kernel closes the descriptors it held or had queued,
 // so its clients see a reset or end of file at once; the front sees the

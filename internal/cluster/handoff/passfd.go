@@ -28,7 +28,31 @@ const (
 	// handed off with FDFlagReturn ended at the node, so the front can drop it
 	// from its connection table (seed 002's FIN-HANDOFF).
 	FDEnded uint8 = 3
+	// FDTable (front → node, no descriptor) carries changes to the tag
+	// table the front shares with its nodes (passfd_tag.go): the nodes'
+	// sockets, their load flags and URL → node entries.
+	FDTable uint8 = 4
+	// FDMove (node → node) moves a client connection handed off with
+	// FDFlagTag to the node the shared table names for its next request,
+	// with the bytes read from it (seed 000 §2.2.2's handoff between
+	// back-ends).
+	FDMove uint8 = 5
+	// FDAck (node → node, no descriptor) acknowledges an FDMove, or
+	// refuses it with FDFlagRefused; until then the sender keeps a copy of
+	// the connection, so a receiver dying mid-move loses nothing.
+	FDAck uint8 = 6
+	// FDNote (node → front, no descriptor) reports, in a batch, the
+	// requests nodes routed by the shared table, the moves they made and
+	// the connections that ended, so the front's tables stay true.
+	FDNote uint8 = 7
+	// fdMaxKind is the largest kind.
+	fdMaxKind = FDNote
 )
+
+// fdCarries reports whether messages of kind carry a descriptor.
+func fdCarries(kind uint8) bool {
+	return kind == FDHandoff || kind == FDReturn || kind == FDMove
+}
 
 // FDFlagReturn asks the node to serve only the first request of a handed-off
 // connection and then give it back (FDReturn) with whatever it has read
@@ -40,6 +64,16 @@ const FDFlagReturn uint8 = 1
 // against the node meanwhile (least-connection policies, as LVS counts a
 // real server's connections).
 const FDFlagEnded uint8 = 2
+
+// FDFlagTag (FDHandoff, FDMove) asks the node to route each later request on
+// the connection by the tag table the front shares: serve it, move the
+// connection to the node the table names (FDMove), or, when the table
+// cannot tell, hand it back to the front (FDReturn). Ends and moves are
+// reported in FDNote batches.
+const FDFlagTag uint8 = 4
+
+// FDFlagRefused (FDAck) refuses a move: the sender keeps the connection.
+const FDFlagRefused uint8 = 1
 
 // FDHeaderLen is the size of the fixed message header.
 const FDHeaderLen = 24
@@ -56,9 +90,10 @@ var fdMagic = [4]byte{'s', 'h', 'f', '1'}
 
 // FDHeader is the fixed part of a message.
 type FDHeader struct {
-	// Kind is FDHandoff, FDReturn or FDEnded.
+	// Kind is one of FDHandoff … FDNote.
 	Kind uint8
-	// Flags holds FDFlagReturn and FDFlagEnded.
+	// Flags holds FDFlagReturn, FDFlagEnded and FDFlagTag (FDAck:
+	// FDFlagRefused).
 	Flags uint8
 	// Node is the cluster index of the node the connection is sent to
 	// (FDHandoff) or comes back from (FDReturn, FDEnded), so the front
@@ -115,7 +150,7 @@ func ParseFDHeader(b []byte) (FDHeader, error) {
 		Conn:  binary.LittleEndian.Uint64(b[16:]),
 		Fetch: binary.LittleEndian.Uint16(b[6:]),
 	}
-	if h.Kind < FDHandoff || h.Kind > FDEnded {
+	if h.Kind < FDHandoff || h.Kind > fdMaxKind {
 		return FDHeader{}, fmt.Errorf("%w: kind %d", ErrFDMessage, h.Kind)
 	}
 	return h, nil
@@ -213,8 +248,8 @@ type FDMessage struct {
 	// Data is the client bytes carried in the message; it aliases the
 	// buffer given to Recv.
 	Data []byte
-	// Conn is the moved client connection, nil for FDEnded and for
-	// RecvRawFD.
+	// Conn is the moved client connection, nil for kinds without one and
+	// for RecvRawFD.
 	Conn net.Conn
 	// FD is the moved descriptor from RecvRawFD (-1 otherwise); the
 	// receiver owns it: send it on with SendRawFD, wrap it with WrapFD, or
@@ -287,7 +322,7 @@ func RecvRawFD(uc *net.UnixConn, buf []byte) (FDMessage, error) {
 		return FDMessage{}, err
 	}
 	r := FDMessage{Header: h, Data: buf[FDHeaderLen:n], FD: -1}
-	if h.Kind == FDEnded {
+	if !fdCarries(h.Kind) {
 		r.Stray = len(fds)
 		closeFDs(fds)
 		return r, nil

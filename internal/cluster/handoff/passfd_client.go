@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -29,7 +30,12 @@ type FDClient struct {
 	raw     bool
 	// onDisconnect: see FDClientConfig.OnDisconnect.
 	onDisconnect func()
+	onAck        func(h FDHeader)
+	onNotes      func(h FDHeader, data []byte)
 	trust        *SocketTrust
+	// gen counts successful dials, so a caller that must greet each new
+	// connection (the front's tag table) sees when one was made.
+	gen atomic.Uint64
 
 	mu     sync.Mutex
 	uc     *net.UnixConn
@@ -55,6 +61,12 @@ type FDClientConfig struct {
 	OnReturn func(r FDMessage)
 	// OnEnded receives FDEnded notices. Nil ignores them.
 	OnEnded func(h FDHeader)
+	// OnAck receives FDAck messages (a node's client of another node's
+	// socket, tag mode). Nil ignores them.
+	OnAck func(h FDHeader)
+	// OnNotes receives FDNote payloads (the front, tag mode); data aliases
+	// the read buffer and is valid only during the call. Nil ignores them.
+	OnNotes func(h FDHeader, data []byte)
 	// OnDisconnect is called when a connection to the socket ends (the
 	// node died or restarted, or Close): connections it held will neither
 	// come back nor be reported ended. Nil ignores it.
@@ -81,7 +93,7 @@ func NewFDClient(cfg FDClientConfig) *FDClient {
 		cfg.SendTimeout = time.Second
 	}
 	c := &FDClient{path: cfg.Path, timeout: cfg.SendTimeout, onReturn: cfg.OnReturn, onEnded: cfg.OnEnded, raw: cfg.RawReturns,
-		onDisconnect: cfg.OnDisconnect}
+		onDisconnect: cfg.OnDisconnect, onAck: cfg.OnAck, onNotes: cfg.OnNotes}
 	if cfg.Trust != nil {
 		t := *cfg.Trust
 		c.trust = &t
@@ -127,6 +139,7 @@ func (c *FDClient) conn() (*net.UnixConn, error) {
 	}
 	c.refused = nil
 	c.uc = uc
+	c.gen.Add(1)
 	go c.read(uc)
 	return uc, nil
 }
@@ -148,6 +161,15 @@ func (c *FDClient) drop(uc *net.UnixConn) {
 func (c *FDClient) Send(h FDHeader, conn syscall.Conn, data ...[]byte) error {
 	return c.send(h, conn, -1, data)
 }
+
+// SendMsg sends a message without a descriptor (FDTable) with data.
+func (c *FDClient) SendMsg(h FDHeader, data ...[]byte) error {
+	return c.send(h, nil, -1, data)
+}
+
+// Generation counts the connections made to the socket so far; it changes
+// when the client redials (the node restarted).
+func (c *FDClient) Generation() uint64 { return c.gen.Load() }
 
 // SendRaw is Send for a bare descriptor; on success the caller closes fd.
 func (c *FDClient) SendRaw(h FDHeader, fd int, data ...[]byte) error {
@@ -233,7 +255,7 @@ func (c *FDClient) send(h FDHeader, conn syscall.Conn, fd int, data [][]byte) er
 		return err
 	}
 	bp := c.scratch.Get().(*[]byte)
-	if conn != nil {
+	if conn != nil || fd < 0 {
 		*bp, err = SendFD(uc, h, conn, c.timeout, *bp, data...)
 	} else {
 		*bp, err = SendRawFD(uc, h, fd, c.timeout, *bp, data...)
@@ -300,6 +322,14 @@ func (c *FDClient) read(uc *net.UnixConn) {
 		case FDEnded:
 			if c.onEnded != nil {
 				c.onEnded(r.Header)
+			}
+		case FDAck:
+			if c.onAck != nil {
+				c.onAck(r.Header)
+			}
+		case FDNote:
+			if c.onNotes != nil {
+				c.onNotes(r.Header, r.Data)
 			}
 		default:
 			r.close()

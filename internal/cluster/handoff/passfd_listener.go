@@ -25,7 +25,8 @@ type FDConn struct {
 
 	data   []byte
 	fdPeer *fdPeer
-	done   bool // HandBack or Ended was called
+	router *tagRouter // tag mode (FDFlagTag): the listener's router
+	done   bool       // HandBack, MoveTo or Ended succeeded
 }
 
 // NetConn returns the client connection itself.
@@ -52,6 +53,15 @@ func (c *FDConn) HandBack(rest []byte) error {
 	if c.done {
 		return errors.New("handoff: connection already returned or ended")
 	}
+	if c.router != nil {
+		if err := c.router.handBack(c, rest); err != nil {
+			c.fdPeer.l.stats.returnErrors.Add(1)
+			return err
+		}
+		c.done = true
+		c.fdPeer.l.stats.returned.Add(1)
+		return nil
+	}
 	h := c.Header
 	h.Kind, h.Flags, h.Moves, h.Fetch = FDReturn, 0, h.Moves+1, 0
 	if err := c.fdPeer.send(h, rest, c.Conn); err != nil {
@@ -68,6 +78,12 @@ func (c *FDConn) HandBack(rest []byte) error {
 // connections or after HandBack. Best effort: the front also forgets idle
 // entries on a timer.
 func (c *FDConn) Ended() {
+	if c.router != nil && !c.done {
+		c.done = true
+		c.router.note(NoteEnded, -1, c.Header.Moves, c.Header.Conn, "")
+		c.fdPeer.l.stats.ended.Add(1)
+		return
+	}
 	if c.done || c.Header.Flags&(FDFlagReturn|FDFlagEnded) == 0 {
 		return
 	}
@@ -81,17 +97,26 @@ func (c *FDConn) Ended() {
 
 // FDListenerStats counts what a FDListener received.
 type FDListenerStats struct {
-	Peers        uint64 // front connections accepted on the socket
-	Received     uint64 // client connections received
+	Peers        uint64 // front and node connections accepted on the socket
+	Received     uint64 // client connections received (from the front or, moved, from nodes)
 	Dropped      uint64 // malformed or truncated messages (their descriptors closed)
 	Stray        uint64 // extra descriptors received and closed
 	Returned     uint64 // connections handed back to the front
 	ReturnErrors uint64 // hand-backs that failed (the node kept the connection)
-	Ended        uint64 // FDEnded notices sent
+	Ended        uint64 // FDEnded notices or end notes sent
+	// Tag mode (passfd_tag.go): Moved counts connections this node moved to
+	// another node, Refused moves it refused (misdirected, or closing),
+	// Rerouted moves refused or lost by their receiver and handed to the
+	// front instead, MoveLost those that could not be (the client's
+	// connection closed), Notes the FDNote messages sent and NotesLost
+	// those that failed, Strangers peers refused for running as another
+	// user.
+	Moved, Refused, Rerouted, MoveLost, Notes, NotesLost, Strangers uint64
 }
 
 type fdListenerStats struct {
-	peers, received, dropped, stray, returned, returnErrors, ended fdCounter
+	peers, received, dropped, stray, returned, returnErrors, ended  fdCounter
+	moved, refused, rerouted, moveLost, notes, notesLost, strangers fdCounter
 }
 
 // FDListener is the receiving end of a handoff socket (a node): it accepts
@@ -108,6 +133,7 @@ type FDListener struct {
 
 	mu    sync.Mutex
 	peers map[*fdPeer]struct{}
+	tag   *tagRouter
 }
 
 // ListenFD creates the handoff socket at path. A stale socket file left by a
@@ -140,6 +166,7 @@ func ListenFD(path string) (*FDListener, error) {
 		done:  make(chan struct{}),
 		peers: map[*fdPeer]struct{}{},
 	}
+	l.tag = newTagRouter(l)
 	go l.acceptPeers()
 	return l, nil
 }
@@ -168,6 +195,7 @@ func (l *FDListener) Accept() (net.Conn, error) {
 func (l *FDListener) Close() error {
 	l.once.Do(func() {
 		close(l.done)
+		l.tag.close()
 		l.ul.Close() // also unlinks the path
 		l.mu.Lock()
 		for p := range l.peers {
@@ -192,6 +220,8 @@ func (l *FDListener) Stats() FDListenerStats {
 	return FDListenerStats{
 		Peers: s.peers.Load(), Received: s.received.Load(), Dropped: s.dropped.Load(), Stray: s.stray.Load(),
 		Returned: s.returned.Load(), ReturnErrors: s.returnErrors.Load(), Ended: s.ended.Load(),
+		Moved: s.moved.Load(), Refused: s.refused.Load(), Rerouted: s.rerouted.Load(), MoveLost: s.moveLost.Load(),
+		Notes: s.notes.Load(), NotesLost: s.notesLost.Load(), Strangers: s.strangers.Load(),
 	}
 }
 
@@ -200,7 +230,10 @@ func (l *FDListener) Stats() FDListenerStats {
 func (l *FDListener) acceptPeers() {
 	accept.Loop(l.ul, func(c net.Conn) {
 		uc, ok := c.(*net.UnixConn) // always, from a UnixListener
-		if !ok {
+		if !ok || !sameUser(uc) {
+			if ok {
+				l.stats.strangers.Add(1)
+			}
 			c.Close()
 			return
 		}
@@ -245,6 +278,16 @@ func (p *fdPeer) send(h FDHeader, data []byte, c net.Conn) error {
 	return err
 }
 
+// sendRaw sends h and data with the bare descriptor fd (the caller still
+// closes its fd).
+func (p *fdPeer) sendRaw(h FDHeader, data []byte, fd int) error {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	var err error
+	p.scratch, err = SendRawFD(p.uc, h, fd, 5*time.Second, p.scratch, data)
+	return err
+}
+
 func (p *fdPeer) read() {
 	defer func() {
 		p.uc.Close()
@@ -263,7 +306,17 @@ func (p *fdPeer) read() {
 			continue
 		}
 		p.l.stats.stray.Add(uint64(r.Stray))
-		if r.Header.Kind != FDHandoff {
+		switch r.Header.Kind {
+		case FDHandoff:
+		case FDMove:
+			p.l.tag.take(p, r)
+			continue
+		case FDTable:
+			if p.l.tag.applyTable(p, r.Header, r.Data) != nil {
+				p.l.stats.dropped.Add(1)
+			}
+			continue
+		default:
 			p.l.stats.dropped.Add(1)
 			if r.Conn != nil {
 				r.Conn.Close()
@@ -272,6 +325,10 @@ func (p *fdPeer) read() {
 		}
 		p.l.stats.received.Add(1)
 		c := &FDConn{Conn: r.Conn, Header: r.Header, data: append([]byte(nil), r.Data...), fdPeer: p}
+		if r.Header.Flags&FDFlagTag != 0 {
+			p.l.tag.learn(p, r.Header)
+			c.router = p.l.tag
+		}
 		select {
 		case p.l.conns <- c:
 		case <-p.l.done:
@@ -285,4 +342,39 @@ func (p *fdPeer) read() {
 // go on) rather than the socket.
 func isFDMessageError(err error) bool {
 	return errors.Is(err, ErrFDMessage) || errors.Is(err, ErrFDTruncated) || errors.Is(err, ErrNoDescriptor)
+}
+
+// TagMode reports whether the connection routes its later requests by the
+// front's shared table (FDFlagTag): Route, Served, MoveTo.
+func (c *FDConn) TagMode() bool { return c.router != nil }
+
+// Self is this node's index in the front's cluster, -1 while unknown.
+func (c *FDConn) Self() int { return c.router.selfIndex() }
+
+// Route is where the shared table sends a request for url (its content
+// key): Self() to serve it here, another node's index to move the
+// connection there (MoveTo), or -1 when the table cannot tell (HandBack:
+// the front picks).
+func (c *FDConn) Route(url string) int { return c.router.route(url) }
+
+// Served tells the front (in the next note batch) that this node served a
+// request for url on the connection by the table.
+func (c *FDConn) Served(url string) {
+	c.router.note(NoteServed, c.router.selfIndex(), c.Header.Moves, c.Header.Conn, url)
+}
+
+// MoveTo moves the connection to node with rest (the bytes read and not
+// processed: the request for url and anything after it). On success the
+// caller closes its copy and forgets the connection; the front is told once
+// node has acknowledged it. On error nothing was sent and the caller still
+// owns the connection (and should hand it back).
+func (c *FDConn) MoveTo(node int, url string, rest []byte) error {
+	if c.done {
+		return errors.New("handoff: connection already moved, returned or ended")
+	}
+	if err := c.router.moveTo(c, node, url, rest); err != nil {
+		return err
+	}
+	c.done = true
+	return nil
 }

@@ -67,7 +67,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 		[]byte("shf1"),
 		append([]byte("xxxx"), make([]byte, 20)...),
 		AppendFDHeader(nil, FDHeader{Kind: 0}),
-		AppendFDHeader(nil, FDHeader{Kind: 4}),
+		AppendFDHeader(nil, FDHeader{Kind: fdMaxKind + 1}),
 	}
 	for _, b := range bad {
 		if _, err := ParseFDHeader(b); !errors.Is(err, ErrFDMessage) {

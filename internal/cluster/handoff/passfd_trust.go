@@ -5,6 +5,7 @@ package handoff
 import (
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -133,4 +134,19 @@ func fileType(m uint32) string {
 		return "regular file"
 	}
 	return "mode " + strconv.FormatUint(uint64(m&unix.S_IFMT), 8)
+}
+
+// sameUser reports whether the process at the other end of uc runs as this
+// process's effective user (SO_PEERCRED): a node takes moves and tables only
+// from its own user, whatever the socket file's mode lets connect (root).
+func sameUser(uc *net.UnixConn) bool {
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	cerr := rc.Control(func(s uintptr) {
+		cred, err = unix.GetsockoptUcred(int(s), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	return cerr == nil && err == nil && int(cred.Uid) == os.Geteuid()
 }

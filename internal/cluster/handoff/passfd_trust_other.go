@@ -12,3 +12,7 @@ import (
 func dialTrusted(path string, t SocketTrust) (*net.UnixConn, error) {
 	return nil, fmt.Errorf("%w: %s: peer credentials are only checked on Linux", ErrSocketPeer, path)
 }
+
+// sameUser cannot check peer credentials outside Linux: it trusts the
+// socket file's mode (0600).
+func sameUser(*net.UnixConn) bool { return true }

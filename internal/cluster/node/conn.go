@@ -114,6 +114,9 @@ type conn struct {
 	front          bool
 	hint, handHint int
 	peerUp         bool
+	// wto, on a connection a front in this process lent for one answer
+	// (ServeLocal), is the write timeout renewed while a body is sent.
+	wto time.Duration
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -248,6 +251,10 @@ func (c *conn) process(now time.Time) bool {
 			}
 			c.simple(status, "", now, true, false, reason)
 			keep = false
+			break
+		}
+		if c.tagAway() {
+			keep = false // moved on (handoff.go)
 			break
 		}
 		c.r += n

@@ -99,6 +99,12 @@ type edge struct {
 	tmpDir string // DataDir made for us, removed at close
 	via    string // our Via member
 
+	// plainGet and plainHead are httpcache's view of a GET and a HEAD
+	// without caching fields (edgeFastHit's requests).
+	plainGet, plainHead httpcache.Request
+	// local holds the conns ServeLocal lends to a front's requests.
+	local sync.Pool
+
 	mu      sync.Mutex
 	flights map[string]*flight // fetches in progress, by the key they will store
 	decoded decodedCache       // hit entries, decoded (lookup)
@@ -124,7 +130,8 @@ func newEdge(cfg EdgeConfig, cacheBytes int64, logger *slog.Logger) (*edge, erro
 	if cfg.UpstreamIdle <= 0 {
 		cfg.UpstreamIdle = DefaultUpstreamIdle
 	}
-	e := &edge{cfg: cfg, up: cfg.Upstream, via: "1.1 " + cfg.Name, flights: map[string]*flight{}}
+	e := &edge{cfg: cfg, up: cfg.Upstream, via: "1.1 " + cfg.Name, flights: map[string]*flight{},
+		plainGet: httpcache.ParseRequest("GET", nil), plainHead: httpcache.ParseRequest("HEAD", nil)}
 	dir := cfg.DataDir
 	if dir == "" {
 		var err error
@@ -233,6 +240,7 @@ type decodedCache struct {
 }
 
 type decodedEntry struct {
+	key  string // the map's key, for find's callers
 	meta []byte
 	cr   *cachedResp
 }
@@ -265,9 +273,18 @@ func (d *decodedCache) get(key string, meta []byte) (*cachedResp, error) {
 			break
 		}
 	}
-	d.m[key] = decodedEntry{meta: meta, cr: cr}
+	d.m[key] = decodedEntry{key: key, meta: meta, cr: cr}
 	d.mu.Unlock()
 	return cr, nil
+}
+
+// find returns the entry decoded for key, if any. key may be a view of a
+// buffer (it is not kept); the entry's own key is a string that may be.
+func (d *decodedCache) find(key string) (decodedEntry, bool) {
+	d.mu.Lock()
+	de, ok := d.m[key]
+	d.mu.Unlock()
+	return de, ok
 }
 
 // Entry metadata starts with a kind byte: a stored response, or a Vary

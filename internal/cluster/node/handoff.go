@@ -3,6 +3,9 @@ package node
 import (
 	"errors"
 	"net"
+	"strings"
+
+	"shoal/internal/base/content"
 )
 
 // Handed is a client connection that the front-end handed off to this node
@@ -28,12 +31,40 @@ type Handed interface {
 	Ended()
 }
 
+// TagRouted is a Handed connection in tag mode (handoff.FDConn with
+// handoff.FDFlagTag): the node routes each later request on it by the
+// table the front shares (seed 000 §2.2.2, done by the nodes): it serves
+// the request, moves the connection to the node the table names, or, when
+// the table cannot tell, hands it back to the front.
+type TagRouted interface {
+	// TagMode reports whether the connection is in tag mode.
+	TagMode() bool
+	// Self is this node's index in the front's cluster.
+	Self() int
+	// Route is the node the table names for a content key, Self() for
+	// this one, -1 when the front must be asked.
+	Route(key string) int
+	// Served tells the front this node served a request for key by the
+	// table.
+	Served(key string)
+	// MoveTo moves the connection, with rest, to node; on success the
+	// node closes its copy and forgets it. key is kept until node
+	// acknowledges the move (the front's note names it), so it must not
+	// alias the connection's buffers.
+	MoveTo(node int, key string, rest []byte) error
+}
+
 // handback is the handoff state of one connection.
 type handback struct {
 	h        Handed
 	oneShot  bool // serve one request, then hand back
 	served   bool // that request has been answered
-	returned bool // handed back: the front owns it now
+	returned bool // handed back or moved: someone else owns it now
+	// tag is the connection's tag routing (nil outside tag mode); fresh:
+	// its next request was routed here by the front or another node, so it
+	// is served without looking it up.
+	tag   TagRouted
+	fresh bool
 }
 
 // errHandedBack ends a connection's serve loop after a successful hand-back.
@@ -74,6 +105,62 @@ func (c *conn) adoptHandoff() {
 	c.nc = h.NetConn()
 	c.setPreread(h.Preread())
 	c.hb = &handback{h: h, oneShot: h.OneRequest()}
+	if t, ok := h.(TagRouted); ok && t.TagMode() {
+		c.hb.tag, c.hb.fresh = t, true
+	}
+}
+
+// tagAway routes the request just parsed (c.req, whose bytes start at c.r)
+// on a tag-mode connection and reports whether the connection left this
+// node: moved to the node the table names, or handed back to the front when
+// the table cannot tell. The answers to earlier requests of a pipelined
+// batch are written first, so the next node's answer follows them on the
+// socket. Requests with a body and methods other than GET and HEAD stay
+// (the node answers them itself); so does a request whose move and hand-back
+// both fail.
+func (c *conn) tagAway() bool {
+	hb := c.hb
+	if hb == nil || hb.tag == nil || hb.returned {
+		return false
+	}
+	if hb.fresh {
+		hb.fresh = false
+		return false
+	}
+	req := &c.req
+	if req.HasBody() || !req.IsMethod("GET") && !req.IsMethod("HEAD") {
+		return false
+	}
+	key := bstr(req.Path())
+	if k, ok := content.ObjectKey(key); ok {
+		key = k
+	}
+	if key == "/.shoal" || strings.HasPrefix(key, "/.shoal/") {
+		return false
+	}
+	to := hb.tag.Route(key)
+	if to == hb.tag.Self() {
+		hb.tag.Served(key)
+		return false
+	}
+	if c.flush() != nil {
+		return false // the client is gone; handle finds out
+	}
+	rest := c.buf[c.r:c.w]
+	// key views c.buf (bstr), which goes back to the pool when the
+	// connection leaves, while the move keeps key until it is acknowledged:
+	// it gets its own copy, or the front's note names whatever URL the
+	// buffer's next connection parsed there.
+	if to >= 0 && hb.tag.MoveTo(to, strings.Clone(key), rest) == nil {
+		hb.returned = true
+		return true
+	}
+	if hb.h.HandBack(rest) == nil {
+		hb.returned = true
+		return true
+	}
+	hb.tag.Served(key)
+	return false
 }
 
 // read is the serve loop's read: preread bytes first; then, for a

@@ -29,6 +29,10 @@ type urlTable struct {
 	onDrop func(id int32)
 	// storage is the Cluster.Storage the disk flags were last set from.
 	storage *Storage
+	// onCache, if set, is told the URL of every row whose cache_hit flag
+	// changes on some node (tbccrd's shared tag table, tbccrd_tag.go); it
+	// runs before a dropped row forgets its URL.
+	onCache func(url string)
 }
 
 type urlRow struct {
@@ -204,6 +208,9 @@ func (t *urlTable) insert(id int32, node int, now time.Duration) bool {
 		return true
 	}
 	e.cells[node].cache = true
+	if t.onCache != nil {
+		t.onCache(e.url)
+	}
 	nc.used += size
 	nc.objects++
 	nc.repl.Add(id, size, now)
@@ -237,6 +244,9 @@ func (t *urlTable) remove(id int32, node int) bool {
 		return false
 	}
 	e.cells[node].cache = false
+	if t.onCache != nil {
+		t.onCache(e.url)
+	}
 	nc := &t.caches[node]
 	nc.used -= t.charge(e.size)
 	nc.objects--

@@ -51,6 +51,7 @@ type TBCCRD struct {
 	t         *urlTable
 	self      int // node holding the current request's connection, -1
 	nextSweep time.Duration
+	tags      *tagLog // the changes of the tag table the nodes share; nil until TagUpdates
 }
 
 type tbConn struct {
@@ -74,7 +75,7 @@ func (p *TBCCRD) Name() string { return "tbccrd" }
 // Traits implements Describer: content-aware at the holder, behind the tag front that
 // forwards packets and tags requests (seed 000 §2.2); holders hand off.
 func (p *TBCCRD) Traits() Traits {
-	return Traits{Placement: AtHolder, Front: FrontTag,
+	return Traits{Placement: AtHolder, Front: FrontTag, Active: true,
 		Keys: []string{"load_limit", "cache_mb", "node_cache", "no_cache_kb", "max_urls", "max_url_mb"}}
 }
 

@@ -51,6 +51,11 @@ type Config struct {
 	// DisableKeepAlive opens a new connection for every request (and sends
 	// "Connection: close"); latency then includes the TCP handshake.
 	DisableKeepAlive bool
+	// ConnRequests, when > 0, closes each connection after that many
+	// requests and opens a new one for the next (browsers' keep-alive
+	// connections carry a handful of requests, not thousands). Default 0:
+	// connections stay open.
+	ConnRequests uint64
 	// Timeout bounds connecting and each request/response exchange
 	// (default 5 s). It is enforced by a watchdog that ticks every
 	// Timeout/10 (at most 100 ms), so the hot path sets no deadlines.
@@ -338,6 +343,7 @@ type worker struct {
 	done     atomic.Uint64
 
 	sent       uint64 // requests started (open-loop backlog accounting)
+	onConn     uint64 // requests answered on the current connection
 	req        []byte
 	lastTarget string
 	res        Result
@@ -409,6 +415,7 @@ func (w *worker) do(ctx context.Context, target string, start, now time.Duration
 			return
 		}
 		w.res.Connects++
+		w.onConn = 0
 		w.mu.Lock()
 		w.conn = c
 		w.mu.Unlock()
@@ -447,7 +454,8 @@ func (w *worker) do(ctx context.Context, target string, start, now time.Duration
 	default:
 		w.res.OK++
 	}
-	if killed || resp.close || r.cfg.DisableKeepAlive {
+	w.onConn++
+	if killed || resp.close || r.cfg.DisableKeepAlive || r.cfg.ConnRequests > 0 && w.onConn >= r.cfg.ConnRequests {
 		w.closeConn()
 	}
 }

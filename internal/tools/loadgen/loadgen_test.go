@@ -291,6 +291,14 @@ func TestKeepAliveAndConnectionClose(t *testing.T) {
 	if res.Requests != 5 || res.Connects != 5 || closeHeaders != 5 {
 		t.Errorf("no keep-alive: requests %d connects %d close headers %d, want 5 5 5", res.Requests, res.Connects, closeHeaders)
 	}
+
+	// Two requests per connection, the server ending every third: 9
+	// requests take 5 connections and send no close header.
+	res = run(t, Config{URL: srv.url(), Requests: 9, ConnRequests: 2})
+	if res.Requests != 9 || res.Connects != 5 || res.Errors != [NumErrorKinds]uint64{} || closeHeaders != 5 {
+		t.Errorf("2 per connection: requests %d connects %d errors %v close headers %d, want 9 5 none 5", res.Requests,
+			res.Connects, res.Errors, closeHeaders)
+	}
 }
 
 // A time-bounded run against a server that never answers must end at its

@@ -36,30 +36,32 @@ func nasaFingerprint(tb testing.TB, pc policy.Config) string {
 // nasaUnbounded is nasaFingerprint as the policies gave it before their
 // per-URL tables were bounded (main at f001268, tables unbounded), with
 // requests keyed by the file they name (content.ObjectKey) since then.
-const nasaUnbounded = `lru lard/1 req=33612 mem=21745 peer=0 disk=11867 hand=33612 rej=0 t=486274306000
-lru lard/4 req=33612 mem=27256 peer=0 disk=6356 hand=33612 rej=0 t=76928348000
-lru lard/8 req=33612 mem=29288 peer=0 disk=4324 hand=33612 rej=0 t=29651284000
-lru lardr/1 req=33612 mem=21745 peer=0 disk=11867 hand=33612 rej=0 t=486274306000
-lru lardr/4 req=33612 mem=27256 peer=0 disk=6356 hand=33612 rej=0 t=76928348000
-lru lardr/8 req=33612 mem=29288 peer=0 disk=4324 hand=33612 rej=0 t=29651284000
-lru tbccrd/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 t=486274090000
-lru tbccrd/4 req=33612 mem=27256 peer=0 disk=6356 hand=24791 rej=0 t=76311430000
-lru tbccrd/8 req=33612 mem=29255 peer=0 disk=4357 hand=28964 rej=0 t=29876130000
-lru weblins/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 t=486274080000
-lru weblins/4 req=33612 mem=20355 peer=5430 disk=7827 hand=904 rej=0 t=106163480000
-lru weblins/8 req=33612 mem=18639 peer=9289 disk=5684 hand=1047 rej=0 t=43447500000
-cgdsf lard/1 req=33612 mem=27576 peer=0 disk=6036 hand=33612 rej=0 t=320047356000
-cgdsf lard/4 req=33612 mem=30085 peer=0 disk=3527 hand=33612 rej=0 t=57280244000
-cgdsf lard/8 req=33612 mem=30981 peer=0 disk=2631 hand=33612 rej=0 t=23403472000
-cgdsf lardr/1 req=33612 mem=27576 peer=0 disk=6036 hand=33612 rej=0 t=320047356000
-cgdsf lardr/4 req=33612 mem=30085 peer=0 disk=3527 hand=33612 rej=0 t=57280244000
-cgdsf lardr/8 req=33612 mem=30981 peer=0 disk=2631 hand=33612 rej=0 t=23403472000
-cgdsf tbccrd/1 req=33612 mem=27576 peer=0 disk=6036 hand=0 rej=0 t=320047140000
-cgdsf tbccrd/4 req=33612 mem=30063 peer=0 disk=3549 hand=24988 rej=0 t=56601430000
-cgdsf tbccrd/8 req=33612 mem=30986 peer=0 disk=2626 hand=29222 rej=0 t=23239005000
-cgdsf weblins/1 req=33612 mem=27576 peer=0 disk=6036 hand=0 rej=0 t=320047130000
-cgdsf weblins/4 req=33612 mem=20190 peer=7709 disk=5713 hand=911 rej=0 t=85972885000
-cgdsf weblins/8 req=33612 mem=17706 peer=11287 disk=4619 hand=1042 rej=0 t=38982815000
+// It moved again with the store's footprints and admission (see
+// allPoliciesBefore).
+const nasaUnbounded = `lru lard/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 t=502058786000
+lru lard/4 req=33612 mem=26969 peer=0 disk=6643 hand=33612 rej=0 t=79769950000
+lru lard/8 req=33612 mem=29119 peer=0 disk=4493 hand=33612 rej=0 t=31083286000
+lru lardr/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 t=502058786000
+lru lardr/4 req=33612 mem=26969 peer=0 disk=6643 hand=33612 rej=0 t=79769950000
+lru lardr/8 req=33612 mem=29119 peer=0 disk=4493 hand=33612 rej=0 t=31083286000
+lru tbccrd/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 t=502058570000
+lru tbccrd/4 req=33612 mem=27008 peer=0 disk=6604 hand=24880 rej=0 t=78435710000
+lru tbccrd/8 req=33612 mem=29082 peer=0 disk=4530 hand=28988 rej=0 t=30279800000
+lru weblins/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 t=502058560000
+lru weblins/4 req=33612 mem=20035 peer=5328 disk=8249 hand=910 rej=0 t=102974185000
+lru weblins/8 req=33612 mem=18359 peer=9263 disk=5990 hand=1057 rej=0 t=43505640000
+cgdsf lard/1 req=33612 mem=26423 peer=0 disk=7189 hand=33612 rej=0 t=356774776000
+cgdsf lard/4 req=33612 mem=29586 peer=0 disk=4026 hand=33612 rej=0 t=61831204000
+cgdsf lard/8 req=33612 mem=30754 peer=0 disk=2858 hand=33612 rej=0 t=24060588000
+cgdsf lardr/1 req=33612 mem=26423 peer=0 disk=7189 hand=33612 rej=0 t=356774776000
+cgdsf lardr/4 req=33612 mem=29586 peer=0 disk=4026 hand=33612 rej=0 t=61831204000
+cgdsf lardr/8 req=33612 mem=30754 peer=0 disk=2858 hand=33612 rej=0 t=24060588000
+cgdsf tbccrd/1 req=33612 mem=26423 peer=0 disk=7189 hand=0 rej=0 t=356774560000
+cgdsf tbccrd/4 req=33612 mem=29588 peer=0 disk=4024 hand=24861 rej=0 t=61192570000
+cgdsf tbccrd/8 req=33612 mem=30711 peer=0 disk=2901 hand=29155 rej=0 t=24684390000
+cgdsf weblins/1 req=33612 mem=26423 peer=0 disk=7189 hand=0 rej=0 t=356774550000
+cgdsf weblins/4 req=33612 mem=19473 peer=7434 disk=6705 hand=905 rej=0 t=94100315000
+cgdsf weblins/8 req=33612 mem=17083 peer=10997 disk=5532 hand=1046 rej=0 t=42113585000
 `
 
 // TestNASABoundedTablesIdentical: with the URL-table bound at or above the

@@ -89,7 +89,7 @@ func TestCostsScaled(t *testing.T) {
 	if c.DiskLatency != 14*time.Millisecond || c.ConnSetup != 72500*time.Nanosecond || c.Tconn != 60*time.Microsecond {
 		t.Errorf("scaled times: disk %v setup %v tconn %v, want 14ms 72.5µs 60µs", c.DiskLatency, c.ConnSetup, c.Tconn)
 	}
-	if c.NoCacheAbove != 500<<10 || c.QueryBytes != 84 {
+	if c.NoCacheAbove != 0 || c.QueryBytes != 84 { // 0: the live nodes' admission
 		t.Errorf("byte costs changed: %d %d", c.NoCacheAbove, c.QueryBytes)
 	}
 	acc := []Access{{URL: "/a", Size: 9000}, {URL: "/b", Size: 100}, {URL: "/a", Size: 9000}, {URL: "/c", Size: 60 << 10}, {URL: "/b", Size: 100}}

@@ -39,45 +39,49 @@ func allPoliciesFingerprint(tb testing.TB) string {
 // began to key requests by the file they name (content.ObjectKey): the
 // trace's spellings of one file became one object, and 269 records whose
 // spelling never answered 200 but whose file did are now replayed.
-const allPoliciesBefore = `chbl/1 req=33612 mem=21745 peer=0 disk=11867 hand=33612 rej=0 ib=0.0 t=486274306000
-chbl/4 req=33612 mem=25525 peer=0 disk=8087 hand=33612 rej=0 ib=0.0 t=90787276000
-chbl/8 req=33612 mem=27230 peer=0 disk=6382 hand=33612 rej=0 ib=0.0 t=38638600000
-dfwrr/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 ib=0.0 t=486274080000
-dfwrr/4 req=33612 mem=21397 peer=0 disk=12215 hand=0 rej=0 ib=0.0 t=135434180000
-dfwrr/8 req=33612 mem=21165 peer=0 disk=12447 hand=0 rej=0 ib=0.0 t=70383125000
-gwrr/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 ib=0.0 t=486274080000
-gwrr/4 req=33612 mem=21380 peer=0 disk=12232 hand=0 rej=0 ib=0.0 t=133178085000
-gwrr/8 req=33612 mem=21059 peer=0 disk=12553 hand=0 rej=0 ib=0.0 t=68957090000
-lard/1 req=33612 mem=21745 peer=0 disk=11867 hand=33612 rej=0 ib=0.0 t=486274306000
-lard/4 req=33612 mem=27256 peer=0 disk=6356 hand=33612 rej=0 ib=0.0 t=76928348000
-lard/8 req=33612 mem=29288 peer=0 disk=4324 hand=33612 rej=0 ib=0.0 t=29651284000
-lardr/1 req=33612 mem=21745 peer=0 disk=11867 hand=33612 rej=0 ib=0.0 t=486274306000
-lardr/4 req=33612 mem=27256 peer=0 disk=6356 hand=33612 rej=0 ib=0.0 t=76928348000
-lardr/8 req=33612 mem=29288 peer=0 disk=4324 hand=33612 rej=0 ib=0.0 t=29651284000
-lc/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 ib=0.0 t=486274080000
-lc/4 req=33612 mem=21414 peer=0 disk=12198 hand=0 rej=0 ib=0.0 t=125255150000
-lc/8 req=33612 mem=21216 peer=0 disk=12396 hand=0 rej=0 ib=0.0 t=63920390000
-p2c/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 ib=0.0 t=486274080000
-p2c/4 req=33612 mem=21384 peer=0 disk=12228 hand=0 rej=0 ib=0.0 t=125707860000
-p2c/8 req=33612 mem=21090 peer=0 disk=12522 hand=0 rej=0 ib=0.0 t=64228100000
-rr/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 ib=0.0 t=486274080000
-rr/4 req=33612 mem=21380 peer=0 disk=12232 hand=0 rej=0 ib=0.0 t=133178085000
-rr/8 req=33612 mem=21059 peer=0 disk=12553 hand=0 rej=0 ib=0.0 t=68957090000
-tbccrd/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 ib=36.0 t=486274090000
-tbccrd/4 req=33612 mem=27256 peer=0 disk=6356 hand=24791 rej=0 ib=36.0 t=76311430000
-tbccrd/8 req=33612 mem=29255 peer=0 disk=4357 hand=28964 rej=0 ib=36.0 t=29876130000
-urlhash/1 req=33612 mem=21745 peer=0 disk=11867 hand=33612 rej=0 ib=0.0 t=486274306000
-urlhash/4 req=33612 mem=27329 peer=0 disk=6283 hand=33612 rej=0 ib=0.0 t=81115173000
-urlhash/8 req=33612 mem=29352 peer=0 disk=4260 hand=33612 rej=0 ib=0.0 t=38566508000
-weblins/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 ib=156.0 t=486274080000
-weblins/4 req=33612 mem=20355 peer=5430 disk=7827 hand=904 rej=0 ib=4421.1 t=106163480000
-weblins/8 req=33612 mem=18639 peer=9289 disk=5684 hand=1047 rej=0 ib=5350.1 t=43447500000
-wlc/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 ib=0.0 t=486274080000
-wlc/4 req=33612 mem=21414 peer=0 disk=12198 hand=0 rej=0 ib=0.0 t=125255150000
-wlc/8 req=33612 mem=21216 peer=0 disk=12396 hand=0 rej=0 ib=0.0 t=63920390000
-wrr/1 req=33612 mem=21745 peer=0 disk=11867 hand=0 rej=0 ib=0.0 t=486274080000
-wrr/4 req=33612 mem=21380 peer=0 disk=12232 hand=0 rej=0 ib=0.0 t=133178085000
-wrr/8 req=33612 mem=21059 peer=0 disk=12553 hand=0 rej=0 ib=0.0 t=68957090000
+// Every count moved again when the simulator began to charge each object
+// its store footprint and to admit what a live node's store admits
+// (store.Footprint; the largest object an eighth of the budget, at least
+// 500 KB).
+const allPoliciesBefore = `chbl/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 ib=0.0 t=502058786000
+chbl/4 req=33612 mem=25104 peer=0 disk=8508 hand=33612 rej=0 ib=0.0 t=94300890000
+chbl/8 req=33612 mem=27012 peer=0 disk=6600 hand=33612 rej=0 ib=0.0 t=39726610000
+dfwrr/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
+dfwrr/4 req=33612 mem=20914 peer=0 disk=12698 hand=0 rej=0 ib=0.0 t=138977660000
+dfwrr/8 req=33612 mem=20647 peer=0 disk=12965 hand=0 rej=0 ib=0.0 t=71397930000
+gwrr/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
+gwrr/4 req=33612 mem=20905 peer=0 disk=12707 hand=0 rej=0 ib=0.0 t=136806100000
+gwrr/8 req=33612 mem=20626 peer=0 disk=12986 hand=0 rej=0 ib=0.0 t=70748330000
+lard/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 ib=0.0 t=502058786000
+lard/4 req=33612 mem=26969 peer=0 disk=6643 hand=33612 rej=0 ib=0.0 t=79769950000
+lard/8 req=33612 mem=29119 peer=0 disk=4493 hand=33612 rej=0 ib=0.0 t=31083286000
+lardr/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 ib=0.0 t=502058786000
+lardr/4 req=33612 mem=26969 peer=0 disk=6643 hand=33612 rej=0 ib=0.0 t=79769950000
+lardr/8 req=33612 mem=29119 peer=0 disk=4493 hand=33612 rej=0 ib=0.0 t=31083286000
+lc/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
+lc/4 req=33612 mem=20953 peer=0 disk=12659 hand=0 rej=0 ib=0.0 t=129111830000
+lc/8 req=33612 mem=20650 peer=0 disk=12962 hand=0 rej=0 ib=0.0 t=66189450000
+p2c/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
+p2c/4 req=33612 mem=20795 peer=0 disk=12817 hand=0 rej=0 ib=0.0 t=130438390000
+p2c/8 req=33612 mem=20638 peer=0 disk=12974 hand=0 rej=0 ib=0.0 t=66167380000
+rr/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
+rr/4 req=33612 mem=20905 peer=0 disk=12707 hand=0 rej=0 ib=0.0 t=136806100000
+rr/8 req=33612 mem=20626 peer=0 disk=12986 hand=0 rej=0 ib=0.0 t=70748330000
+tbccrd/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=36.0 t=502058570000
+tbccrd/4 req=33612 mem=27008 peer=0 disk=6604 hand=24880 rej=0 ib=36.0 t=78435710000
+tbccrd/8 req=33612 mem=29082 peer=0 disk=4530 hand=28988 rej=0 ib=36.0 t=30279800000
+urlhash/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 ib=0.0 t=502058786000
+urlhash/4 req=33612 mem=27059 peer=0 disk=6553 hand=33612 rej=0 ib=0.0 t=84428666000
+urlhash/8 req=33612 mem=29165 peer=0 disk=4447 hand=33612 rej=0 ib=0.0 t=39134178000
+weblins/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=156.0 t=502058560000
+weblins/4 req=33612 mem=20035 peer=5328 disk=8249 hand=910 rej=0 ib=4474.9 t=102974185000
+weblins/8 req=33612 mem=18359 peer=9263 disk=5990 hand=1057 rej=0 ib=5334.4 t=43505640000
+wlc/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
+wlc/4 req=33612 mem=20953 peer=0 disk=12659 hand=0 rej=0 ib=0.0 t=129111830000
+wlc/8 req=33612 mem=20650 peer=0 disk=12962 hand=0 rej=0 ib=0.0 t=66189450000
+wrr/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
+wrr/4 req=33612 mem=20905 peer=0 disk=12707 hand=0 rej=0 ib=0.0 t=136806100000
+wrr/8 req=33612 mem=20626 peer=0 disk=12986 hand=0 rej=0 ib=0.0 t=70748330000
 `
 
 // TestAllPoliciesFingerprint: every policy is charged exactly what it was

@@ -26,8 +26,13 @@
 //  4. after Costs.Delivery more (default 0), the client has the response:
 //     Cluster.Finish, Policy.Done, ConnCloser.CloseConn.
 //
-// Every trace request is its own connection (no keep-alive: the 1995 traces
-// are HTTP/1.0), with Request.Conn = its sequence number. An object is added
+// Every trace request is its own connection by default (no keep-alive: the
+// 1995 traces are HTTP/1.0), with Request.Conn = its sequence number. With
+// Config.ConnRequests = K, K consecutive requests share one keep-alive
+// connection: the first is placed as above, each later one starts on the
+// node that served the one before (Request.Holder), and a decision for
+// another node moves the connection there (Result.Moves; seed 000 §2.2.2:
+// "HTTP/1.1 … the system needs several TCP handoffs"). An object is added
 // to a node's cache when the node decides to read it from disk (the buffer is
 // reserved at once), so a request for it arriving during the read counts as a
 // hit. Objects above Costs.NoCacheAbove are never cached and always read from
@@ -144,6 +149,12 @@ type Config struct {
 	Seed uint64
 	// Progress, if set, is called every 65536 requests with the count so far.
 	Progress func(done int64)
+	// ConnRequests is how many consecutive requests share one client
+	// connection (keep-alive; keepalive.go): in throughput mode the
+	// window's slots are connections, each sending its K requests one
+	// after the other. Default 0 (or 1): one connection per request, as the
+	// HTTP/1.0 traces have it.
+	ConnRequests int
 	// Replicas is how many nodes store each file on disk (partitioned
 	// storage, internal/cluster/placement; nodes "n0"… of weight 1), what live
 	// `shoal up --replicas` does: the policies see it (policy.Cluster.Storage)
@@ -168,6 +179,12 @@ type Result struct {
 	// Handoffs counts connection handoffs (front→node on an l7 front,
 	// node→node for tbccrd and weblins).
 	Handoffs int64
+	// Moves counts requests served by another node than the one holding
+	// their connection: the layer-4 placement's node for a first request
+	// (tag and l4 paths), the previous request's node for a later one on a
+	// keep-alive connection (Config.ConnRequests). A live passfd front in
+	// tag mode counts the same (front.TagStats: Moved + Rehomed).
+	Moves int64
 	// Rejected counts requests no node would take (Decision.Node −1).
 	Rejected int64
 	// Window is the number of requests throughput mode kept in the system
@@ -211,6 +228,8 @@ type Row struct {
 	// HandoffsPerRequest counts TCP handoffs: front→node on an l7 front (one
 	// per request), node→node for tbccrd and weblins.
 	HandoffsPerRequest float64 `json:"handoffs_per_request"`
+	// MovesPerRequest is Result.Moves over the requests.
+	MovesPerRequest float64 `json:"moves_per_request"`
 	// InternalBytesPerRequest is cluster-internal traffic: location queries
 	// and replies or tags (seed 000 §3.2), plus objects moved between nodes'
 	// memories.
@@ -301,6 +320,11 @@ type sim struct {
 	digestEvery int64
 	nextDigest  int64
 	keyBuf      []string
+
+	// conns holds the open keep-alive connections (keepalive.go);
+	// admitted counts the requests admitted so far.
+	conns    map[uint64]*connState
+	admitted int64
 
 	res      Result
 	first    int64 // first arrival (latency mode)
@@ -574,15 +598,15 @@ func (s *sim) alloc() int32 {
 	return int32(len(s.reqs) - 1)
 }
 
-// admit reads the next access and queues it at the front at time t; it
-// reports false at the end of the source.
-func (s *sim) admit(t int64) (bool, error) {
-	if s.srcDone {
+// admit reads the next access — of connection prev when it has more
+// (keepalive.go), else of a new connection — and queues it at the front at
+// time t; it reports false at the end of the source.
+func (s *sim) admit(t int64, prev uint64) (bool, error) {
+	if s.srcDone && prev == 0 {
 		return false, nil
 	}
-	a, err := s.src.Next()
+	a, conn, err := s.next(prev)
 	if err == io.EOF {
-		s.srcDone = true
 		return false, nil
 	}
 	if err != nil {
@@ -590,8 +614,7 @@ func (s *sim) admit(t int64) (bool, error) {
 	}
 	i := s.alloc()
 	r := &s.reqs[i]
-	s.conn++
-	r.pr = policy.Request{URL: a.URL, Size: max(a.Size, 0), Conn: s.conn, Holder: -1}
+	r.pr = policy.Request{URL: a.URL, Size: max(a.Size, 0), Conn: conn, Holder: -1}
 	r.holder, r.node, r.fetch = -1, -1, -1
 	if s.cfg.TimeScale > 0 {
 		at := int64(float64(a.At) * s.cfg.TimeScale)
@@ -606,12 +629,12 @@ func (s *sim) admit(t int64) (bool, error) {
 
 func (s *sim) run() error {
 	if s.cfg.TimeScale > 0 {
-		if _, err := s.admit(0); err != nil {
+		if _, err := s.admit(0, 0); err != nil {
 			return err
 		}
 	} else {
 		for range s.res.Window {
-			ok, err := s.admit(0)
+			ok, err := s.admit(0, 0)
 			if err != nil {
 				return err
 			}
@@ -634,7 +657,7 @@ func (s *sim) run() error {
 				s.first, s.started = s.now, true
 			}
 			s.q.push(s.front.serve(s.now, s.frontD), evFront, i)
-			if _, err := s.admit(s.now); err != nil {
+			if _, err := s.admit(s.now, 0); err != nil {
 				return err
 			}
 		case evFront:
@@ -678,12 +701,19 @@ func (s *sim) dispatch(i int32, r *reqState) {
 		s.reportLoad()
 	}
 	r.pr.Now = time.Duration(s.now)
-	if s.l4 != nil {
+	cs := s.conns[r.pr.Conn]
+	switch {
+	case cs != nil && cs.node >= 0:
+		r.pr.Holder, r.holder = int(cs.node), cs.node // a later request on a keep-alive connection
+	case s.l4 != nil:
 		h := s.l4.Pick(&s.cl, &r.pr)
 		r.pr.Holder = h.Node
 		r.holder = int32(h.Node)
 	}
 	d := s.pol.Pick(&s.cl, &r.pr)
+	if cs != nil && d.Node >= 0 {
+		cs.node = int32(d.Node)
+	}
 	if d.Node < 0 || d.Node >= len(s.nodes) {
 		s.res.Rejected++
 		r.node = -1
@@ -700,6 +730,7 @@ func (s *sim) dispatch(i int32, r *reqState) {
 	case r.holder >= 0 && r.holder != r.node:
 		// Node-to-node handoff: the holder accepted the connection and hands it on.
 		s.res.Handoffs++
+		s.res.Moves++
 		h := &s.nodes[r.holder]
 		s.q.push(h.cpu.serve(s.now, int64(s.c.ConnSetup+s.c.HandoffOut)), evHolder, i)
 	case s.path == PathL7:
@@ -820,8 +851,12 @@ func (s *sim) complete(i int32, r *reqState) error {
 		s.res.NodeRequests[r.node]++
 		s.latSum += s.now - r.at
 	}
-	if s.closer != nil {
-		s.closer.CloseConn(r.pr.Conn)
+	conn := r.pr.Conn
+	if s.connDone(conn) {
+		if s.closer != nil {
+			s.closer.CloseConn(conn)
+		}
+		conn = 0
 	}
 	s.last = s.now
 	if s.cfg.Progress != nil && (s.res.Requests+s.res.Rejected)&0xffff == 0 {
@@ -831,7 +866,7 @@ func (s *sim) complete(i int32, r *reqState) error {
 	r.next = s.free
 	s.free = i
 	if s.cfg.TimeScale == 0 {
-		if _, err := s.admit(s.now); err != nil {
+		if _, err := s.admit(s.now, conn); err != nil {
 			return err
 		}
 	}
@@ -877,6 +912,7 @@ func (s *sim) result() Result {
 		res.MissRatio = float64(res.DiskReads) / float64(req)
 		res.HitRatio = 1 - res.MissRatio
 		res.HandoffsPerRequest = float64(res.Handoffs) / float64(req)
+		res.MovesPerRequest = float64(res.Moves) / float64(req)
 		res.InternalBytesPerRequest = float64(s.internal+s.perReqIB*req) / float64(req)
 		res.FetchBytesPerRequest = float64(s.internal) / float64(req)
 		res.MeanLatencyMS = float64(s.latSum) / float64(req) / 1e6

@@ -1,0 +1,157 @@
+package up
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"shoal/internal/cluster/front"
+	"shoal/internal/cluster/policy"
+	"shoal/internal/tools/sim"
+)
+
+// tagConnRequests is how many consecutive trace requests share one
+// keep-alive connection in the tag-mode replays.
+const tagConnRequests = 10
+
+// replayKeepAlive replays urls in order over conns concurrent keep-alive
+// connections, each taking the next per consecutive requests (one chunk
+// of the trace) and sending them one after the other, then closing, as
+// the simulator's keep-alive connections do (sim.Config.ConnRequests). It
+// returns how many answers were not 200.
+func replayKeepAlive(t *testing.T, base string, urls []string, conns, per int) int64 {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next atomic.Int64
+	var bad atomic.Int64
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(int64(per))) - per
+				if start >= len(urls) {
+					return
+				}
+				if err := keepAliveChunk(u.Host, urls[start:min(start+per, len(urls))], &bad); err != nil {
+					bad.Add(1)
+					t.Log(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return bad.Load()
+}
+
+// keepAliveChunk sends targets on one connection, one after the other.
+func keepAliveChunk(addr string, targets []string, bad *atomic.Int64) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for _, tg := range targets {
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(c, "GET "+tg+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != 200 {
+			bad.Add(1)
+		}
+	}
+	return nil
+}
+
+// TestTagMovesLiveVsSim replays the short parity trace (the first records of
+// the NASA day) through `shoal up --path passfd --policy tbccrd` on keep-alive
+// connections of 10 requests, 16 at a time, and through the simulator with
+// the same connections (sim.Config.ConnRequests): the nodes move connections
+// to each other by the table the front shares (tag mode), and the live
+// moves per request — made by the nodes (TagStats.Moved) or, when a node
+// asked, by the front (Rehomed) — must be within 10 % of the simulated ones.
+func TestTagMovesLiveVsSim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a trace through a live multi-process cluster; skipped with -short")
+	}
+	pc := parityCase{Name: "nasa-small", Path: paritySmall}
+	cfg := Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), Nodes: 4, CacheMB: 2, Cache: "gdsf",
+		SiteFromTrace: pc.Path, HealthInterval: time.Second, Policy: "tbccrd",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := cfg.fill(); err != nil {
+		t.Fatal(err)
+	}
+	root, _, err := prepareSite(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Site, cfg.SiteFromTrace = root, ""
+	urls, acc := parityWorkload(t, pc, root)
+	logs, err := os.CreateTemp(t.TempDir(), "nodes-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	p, err := StartProcs(cfg, ProcsConfig{Path: "passfd", Exe: shoalBinary(t), Stderr: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitSockets(t, p)
+	start := time.Now()
+	if bad := replayKeepAlive(t, p.URL, urls, 16, tagConnRequests); bad != 0 {
+		t.Errorf("%d of %d requests failed", bad, len(urls))
+	}
+	took := time.Since(start)
+	// The nodes' last notes reach the front within a few milliseconds.
+	var st front.Stats
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st = p.Front.Stats()
+		if st.Requests+st.Handoff.Tag.Served >= uint64(len(urls)) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tg := st.Handoff.Tag
+	live := float64(tg.Moved+tg.Rehomed) / float64(len(urls))
+	var names []string
+	for _, n := range nodeInfos(t, p.Cluster) {
+		names = append(names, n.URL)
+	}
+	res, err := sim.Run(sim.Config{Policy: "tbccrd", Nodes: 4, NodeNames: names, CacheBytes: 2 << 20, Cache: "gdsf",
+		PerNode: 4, Path: sim.PathL7, ConnRequests: tagConnRequests, PolicyConfig: policy.Config{}}, sim.NewSliceSource(acc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d requests in %v: live %.3f moves per request (%d by the nodes, %d through the front; front picked %d, "+
+		"nodes routed %d, asked %d), sim %.3f; hit ratio sim %.3f", len(urls), took.Round(time.Millisecond), live,
+		tg.Moved, tg.Rehomed, st.Requests, tg.Served, tg.Asked, res.MovesPerRequest, res.HitRatio)
+	if res.MovesPerRequest == 0 || math.Abs(live-res.MovesPerRequest)/res.MovesPerRequest > 0.10 {
+		t.Errorf("moves per request: live %.3f, simulated %.3f: more than 10 %% apart", live, res.MovesPerRequest)
+	}
+	if tg.Moved == 0 || tg.Served < uint64(len(urls))/2 {
+		t.Errorf("the nodes moved %d connections and routed %d of %d requests; want most routed by the table", tg.Moved,
+			tg.Served, len(urls))
+	}
+}
