@@ -41,6 +41,7 @@ func runSimCDN(args []string) error {
 	hotTop := fs.Int("hot-top", d.CDN.HotTop, "objects of a window pushed to every PoP (0 = no hot push)")
 	hold := fs.Duration("mbpp-hold", d.MBPP.Hold, "MBPP token hold time (sets the round: N × (hold + one-way delay))")
 	gossipPeriod := fs.Duration("gossip-period", d.Gossip.Period, "gossip baseline period")
+	cacheControl := fs.String("cache-control", "", "the origin's Cache-Control per class of URLs, WEIGHT:VALUE joined by |, e.g. \"70:max-age=3600|20:max-age=60, stale-while-revalidate=30|10:no-store\" (each URL drawn into a class by a seeded hash; default: fresh for a year)")
 	seed := fs.Uint64("seed", d.Seed, "seed of placement, client locations and draws; equal seeds give identical output")
 	asJSON := fs.Bool("json", false, "print one JSON object per run (one per line)")
 	plotOut := fs.String("plot", "", "write the client RTT, staleness and traffic plots against N to NAME.svg and NAME.png")
@@ -49,6 +50,13 @@ func runSimCDN(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	mix := d.CacheControl
+	if *cacheControl != "" {
+		var err error
+		if mix, err = cdnsim.ParseCacheControlMix(*cacheControl); err != nil {
+			return fmt.Errorf("--cache-control: %w", err)
+		}
 	}
 	g := cdnsim.DefaultGenConfig(*citiesN)
 	g.Inflation, g.BaseMs, g.Seed = *inflation, *baseMs, *seed
@@ -94,6 +102,7 @@ func runSimCDN(args []string) error {
 			cfg.CDN.Window, cfg.CDN.MinRequests, cfg.CDN.HotTop = *window, *minReq, *hotTop
 			cfg.CDN.DirTTL = max(cfg.CDN.DirTTL, 2**window)
 			cfg.MBPP.Hold, cfg.Gossip.Period, cfg.MBPP.EstimateRTT = *hold, *gossipPeriod, *estimate
+			cfg.CacheControl = mix
 			r, err := cdnsim.Run(cfg, m, w)
 			if err != nil {
 				return err

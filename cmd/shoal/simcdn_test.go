@@ -37,6 +37,17 @@ func TestSimCDNCommandLine(t *testing.T) {
 			t.Errorf("pops %v requests %v", m["pops"], m["requests"])
 		}
 	}
+	// An origin whose responses are never stored: httpcache says so, and
+	// every request goes to the origin.
+	out, errOut, code = shoal(t, "sim", "cdn", "--cities", "20", "--zipf-requests", "400", "--zipf-rate", "1",
+		"--pops", "4", "--views", "mbpp", "--cache-control", "1:no-store", "--json")
+	var r struct {
+		NotStored   float64 `json:"not_stored"`
+		OriginRatio float64 `json:"origin_fetch_ratio"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil || r.NotStored < 400 || r.OriginRatio != 1 {
+		t.Errorf("no-store origin: exit %d %v, %+v %s", code, err, r, errOut)
+	}
 	dir := t.TempDir()
 	mf := filepath.Join(dir, "m.csv")
 	os.WriteFile(mf, []byte("rtt,a,b\n10,x,y\n20,x,z\n15,y,z\n12,x,w\n9,w,y\n30,w,z\n"), 0o600)
@@ -48,6 +59,7 @@ func TestSimCDNCommandLine(t *testing.T) {
 		{"sim", "cdn", "--pops", "500", "--cities", "20", "--zipf-requests", "10"},
 		{"sim", "cdn", "--rtt-matrix", mf, "--rtt-cols", "a,b"},
 		{"sim", "cdn", "--views", "carrier-pigeon", "--zipf-requests", "10", "--pops", "3"},
+		{"sim", "cdn", "--cache-control", "max-age=60", "--zipf-requests", "10", "--pops", "3"},
 	} {
 		if _, errOut, code := shoal(t, args...); code == 0 || errOut == "" {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)

@@ -1,6 +1,7 @@
 package up
 
 import (
+	"crypto/rand"
 	"fmt"
 	"net"
 
@@ -9,14 +10,16 @@ import (
 	"shoal/internal/cluster/control"
 	"shoal/internal/cluster/front"
 	"shoal/internal/cluster/node"
+	"shoal/internal/cluster/peer"
 	"shoal/internal/gateway"
 )
 
 // startEdge starts a cluster whose nodes run in cache mode (Config.Edge):
 // an HTTP cache tier in front of an upstream rather than a site. The front
 // keys its content-aware policies by host, path and query, so the copies
-// of one response live on few nodes, as a site's files do; there is no
-// site, so no publisher.
+// of one response live on few nodes, as a site's files do; a node's miss
+// asks the other nodes over their peer links first (node's edge_peer.go);
+// there is no site, so no publisher.
 func startEdge(cfg Config) (*Cluster, error) {
 	c := &Cluster{Config: cfg, SiteInfo: "an HTTP cache in front of its origin", errc: make(chan error, cfg.Nodes+2)}
 	ok := false
@@ -25,15 +28,32 @@ func startEdge(cfg Config) (*Cluster, error) {
 			c.Close()
 		}
 	}()
+	// The ports first: each node knows its peers by address. The nodes
+	// share this process, so their peer key lives only in its memory.
+	var lns []net.Listener
+	var addrs []string
+	closeAll := func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}
 	for i := range cfg.Nodes {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			closeAll()
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
+		lns, addrs = append(lns, ln), append(addrs, ln.Addr().String())
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	for i, ln := range lns {
 		n, err := node.New(node.Config{CacheBytes: int64(cfg.CacheMB) << 20, CachePolicy: cfg.Cache,
-			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts, Edge: cfg.Edge(i)})
+			SharedProcess: true, Logger: cfg.Logger.With("node", i), TrustedFronts: loopbackFronts, Edge: cfg.Edge(i),
+			Peer: peer.Config{Self: i, Peers: addrs, Key: key, DigestPeriod: cfg.DigestPeriod}})
 		if err != nil {
-			ln.Close()
+			lns = lns[i:]
+			closeAll()
 			return nil, fmt.Errorf("node %d: %w", i, err)
 		}
 		c.nodes = append(c.nodes, n)

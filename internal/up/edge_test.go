@@ -7,7 +7,7 @@ import (
 )
 
 // A cache tier's front remembers as many URLs as its nodes' memory tiers
-// hold one-page objects (4096 + 256 bytes each), and 128 bytes of URL
+// hold one-page objects (4096 + 1024 bytes each), and 128 bytes of URL
 // text each; a site's front keeps the policy's defaults.
 func TestCacheFrontURLs(t *testing.T) {
 	edge := func(int) node.EdgeConfig { return node.EdgeConfig{} }
@@ -16,8 +16,8 @@ func TestCacheFrontURLs(t *testing.T) {
 		edge      func(int) node.EdgeConfig
 		urls      int
 	}{
-		{64, 1, edge, 15420}, // 67108864 / 4352
-		{64, 2, edge, 30840},
+		{64, 1, edge, 13107}, // 67108864 / 5120
+		{64, 2, edge, 26214},
 		{1, 1, edge, 4096}, // the floor
 		{64, 1, nil, 0},    // a site: the policy's default
 	}

@@ -221,18 +221,18 @@ func (s *Store) loadFile(p string) (loaded, bool) {
 	return loaded{key: fh.key, hash: s.hash(fh.key), id: id, blocks: diskSize(fh.bodyOff, fh.body) / blockSize}, true
 }
 
-// peekFile reads the key and body size of stored file id (Walk's), false
-// when it is gone.
-func (s *Store) peekFile(id uint64) (string, int64, bool) {
+// peekFile reads the header of stored file id (Walk's), false when it is
+// gone.
+func (s *Store) peekFile(id uint64) (fileHeader, bool) {
 	f, err := os.Open(s.path(id))
 	if err != nil {
-		return "", 0, false
+		return fileHeader{}, false
 	}
 	defer f.Close()
 	s.metaMu.Lock()
 	fh, err := readHeader(f)
 	s.metaMu.Unlock()
-	return fh.key, fh.body, err == nil
+	return fh, err == nil
 }
 
 // keyOf reads the key from a stored file's header, "" when it cannot.

@@ -48,9 +48,13 @@ type entry struct {
 	refs    int32 // handles
 }
 
-// footprintExtra is what an entry costs beside its body and metadata: the
-// index, policy and entry structures, about 256 bytes.
-const footprintExtra = 256
+// footprintExtra is what an entry of the memory tier costs beside its
+// body and metadata: its Go objects (the store's entry and key, the
+// policy's node and heap slot, two map slots: about 450 bytes, measured),
+// doubled by the collector's headroom at the default GOGC of 100 (the
+// heap grows to twice what is live between collections). Charged
+// honestly, a budget of small objects is what the process grows by.
+const footprintExtra = 1024
 
 // Footprint is what an entry of a body of size bytes with meta bytes of
 // metadata costs the memory tier: the body in whole 4 KiB pages (the page

@@ -65,7 +65,7 @@
 //	snd := store.NewSender(conn)          // once per connection
 //	snd.Send(h, off, n)                   // sendfile from the page cache, or a copy from memory
 //	s.SetMeta(key, meta)                  // new metadata, body untouched (304 revalidation)
-//	s.Remove(key); s.Walk(prefix, f)      // purge, the CDN directory's walk
+//	s.Remove(key); s.Walk(prefix, f)      // purge, the CDN directory's walk (WalkMeta: with the metadata)
 //	s.Stats()                             // hits and misses, bytes by tier
 //	// Config.OnEvict(key) is called, outside the store's lock, when an
 //	// entry leaves the store to make room (not on Remove or replacement).
@@ -500,6 +500,18 @@ func (s *Store) Remove(key string) bool {
 // The entries are collected first, so f may call the store; an entry
 // added during the walk may be missed.
 func (s *Store) Walk(prefix string, f func(key string, size int64) bool) {
+	s.walk(prefix, false, func(key string, size int64, _ []byte) bool { return f(key, size) })
+}
+
+// WalkMeta is Walk with each entry's metadata, as PeekMeta reads it
+// (without counting a hit or moving the entry), in the same read of an
+// entry at rest: a purge or a directory that reads every entry's
+// metadata reads each file once.
+func (s *Store) WalkMeta(prefix string, f func(key string, size int64, meta []byte) bool) {
+	s.walk(prefix, true, f)
+}
+
+func (s *Store) walk(prefix string, withMeta bool, f func(key string, size int64, meta []byte) bool) {
 	type kv struct {
 		k string
 		n int64
@@ -526,13 +538,20 @@ func (s *Store) Walk(prefix string, f func(key string, size int64) bool) {
 	}
 	s.mu.Unlock()
 	for _, x := range hot {
-		if !f(x.k, x.n) {
+		var meta []byte
+		if withMeta {
+			var ok bool
+			if meta, ok = s.PeekMeta(x.k); !ok {
+				continue // gone meanwhile
+			}
+		}
+		if !f(x.k, x.n, meta) {
 			return
 		}
 	}
 	for _, id := range cold {
-		key, size, ok := s.peekFile(id)
-		if ok && strings.HasPrefix(key, prefix) && !f(key, size) {
+		fh, ok := s.peekFile(id)
+		if ok && strings.HasPrefix(fh.key, prefix) && !f(fh.key, fh.body, fh.meta) {
 			return
 		}
 	}

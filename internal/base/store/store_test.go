@@ -523,6 +523,17 @@ func TestWalkGroups(t *testing.T) {
 	if got := s.Keys(); !slices.Equal(got, []string{"u1", "u1\x00a", "u1\x00b", "u10\x00a", "u2\x00a"}) {
 		t.Errorf("keys: %q", got)
 	}
+	n := 0
+	s.WalkMeta("u1\x00", func(k string, size int64, meta []byte) bool {
+		n++
+		if string(meta) != "m" || size != 10 {
+			t.Errorf("WalkMeta %q: %d bytes, metadata %q", k, size, meta)
+		}
+		return true
+	})
+	if n != 2 {
+		t.Errorf("WalkMeta visited %d entries, want 2", n)
+	}
 	// A handle makes an entry hot; the walk sees it once.
 	h, ok := s.Get("u1\x00a")
 	if !ok {

@@ -1,7 +1,8 @@
 // Package cdnsim is the CDN simulator behind `shoal sim cdn` (see
 // SPEC §5): N PoPs stand at locations of a latency matrix and run the real
 // protocol code — internal/cdn/mbpp for the performance view, internal/cdn/chord for
-// the content directory, internal/cdn/replica for replication and routing — on a
+// the content directory, internal/cdn/replica for replication and routing,
+// internal/base/httpcache for what a PoP may store and for how long — on a
 // virtual clock, while the clients of a trace (or a Zipf workload) placed at
 // the same locations ask for content. It measures what the seed's design
 // costs and gains at internet scale: the MBPP round and its traffic, the age
@@ -23,6 +24,7 @@ import (
 	"strconv"
 	"time"
 
+	"shoal/internal/base/httpcache"
 	"shoal/internal/cdn/chord"
 	"shoal/internal/cdn/mbpp"
 	"shoal/internal/cdn/replica"
@@ -70,7 +72,13 @@ type Config struct {
 	ChordRTT bool
 	// JoinGap spaces the PoPs' joins at the start.
 	JoinGap time.Duration
-	Seed    uint64
+	// CacheControl is the origin's answers: classes of URLs and the
+	// Cache-Control each is answered with (freshness.go); HTTP the cache's
+	// choices where the RFCs leave one, as a live node's
+	// (httpcache.Config).
+	CacheControl []CacheControlShare
+	HTTP         httpcache.Config
+	Seed         uint64
 }
 
 // DefaultConfig returns the simulator's defaults. MBPP and the CDN keep the
@@ -86,6 +94,7 @@ func DefaultConfig() Config {
 		MBPP: mbpp.DefaultConfig(0, "", ""), Chord: ch, CDN: replica.DefaultConfig(), Gossip: DefaultGossipConfig(),
 		Origin: "orlando", KillAt: 0.5, FetchTimeout: time.Second, CapacityRPS: 200,
 		SampleEvery: 10 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1, ChordRTT: true,
+		CacheControl: DefaultCacheControl, HTTP: httpcache.DefaultConfig(),
 	}
 }
 
@@ -111,6 +120,11 @@ type Result struct {
 	RandomRTTMean    float64 `json:"random_rtt_ms_mean"`
 	HitRatio         float64 `json:"hit_ratio"`
 	OriginFetchRatio float64 `json:"origin_fetch_ratio"`
+	// StaleMisses are requests whose PoP held the content but httpcache
+	// would not let it answer (stale): fetched again. NotStored are
+	// responses httpcache did not let a PoP store.
+	StaleMisses uint64 `json:"stale_misses"`
+	NotStored   uint64 `json:"not_stored"`
 
 	RemoteFetches uint64  `json:"remote_fetches"`
 	ShieldFetches uint64  `json:"shield_fetches"`
@@ -230,11 +244,14 @@ type popState struct {
 	gs    *gossipNode
 	rtt   map[int]time.Duration // gossip mode: own link samples
 	store *replica.Table[string]
-	dir   *chord.Directory
-	dead  bool
-	load  int
-	due   [3]time.Time
-	gen   [3]uint32
+	// copies are the held URLs' freshness (freshness.go): what httpcache
+	// decides by.
+	copies map[string]copyState
+	dir    *chord.Directory
+	dead   bool
+	load   int
+	due    [3]time.Time
+	gen    [3]uint32
 }
 
 type sim struct {
@@ -252,6 +269,7 @@ type sim struct {
 	byAddr map[string]int
 	order  [][]int32 // per location: PoPs by RTT, nearest first
 	origin int
+	org    *origin
 	rng    *rand.Rand
 	buf    []byte
 	victim int
@@ -289,17 +307,21 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 	if err := cfg.CDN.Validate(); err != nil {
 		return Result{}, err
 	}
+	org, err := newOrigin(cfg)
+	if err != nil {
+		return Result{}, err
+	}
 	if cfg.SampleEvery <= 0 || cfg.FetchTimeout <= 0 || cfg.CapacityRPS <= 0 || cfg.Gossip.Period <= 0 || cfg.Gossip.Fanout < 1 {
 		return Result{}, fmt.Errorf("cdnsim: sample period, fetch timeout, capacity and gossip period/fanout must be > 0")
 	}
 	s := &sim{cfg: cfg, m: m, w: w, now: epoch, byMID: map[mbpp.ID]int{}, byCID: map[chord.ID]int{}, byAddr: map[string]int{},
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0xcd4)), victim: -1}
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0xcd4)), victim: -1, org: org}
 	s.origin = max(m.Index(cfg.Origin), 0)
 	locs := s.rng.Perm(m.Len())[:cfg.PoPs]
 	for i, loc := range locs {
 		name := "pop-" + strconv.Itoa(i) + "-" + m.Names[loc]
 		p := &popState{idx: i, loc: loc, name: name, addr: "p" + strconv.Itoa(i),
-			dir: chord.NewDirectory(1<<20, 64), rtt: map[int]time.Duration{}}
+			dir: chord.NewDirectory(1<<20, 64), rtt: map[int]time.Duration{}, copies: map[string]copyState{}}
 		p.cid = chord.Hash(name)
 		p.mid = mbpp.ID(p.cid)
 		if _, dup := s.byCID[p.cid]; dup || p.cid == 0 {
@@ -806,10 +828,24 @@ func (s *sim) send(i int, regs []replica.Reg[string]) {
 	}
 }
 
-// keep stores a copy at PoP i (home -1: unknown) and registers it.
-func (s *sim) keep(i int, url string, home int, counted bool) {
-	s.pops[i].store.Add(s.now, url, counted)
-	s.send(i, s.pops[i].store.Hold(s.now, url, pid(home)))
+// keep stores at PoP i (home -1: unknown) the response it received for
+// url with the given age (0: from the origin) and registers it, when
+// httpcache lets it store it; when not, a copy it held goes.
+func (s *sim) keep(i int, url string, home int, counted bool, age int64) {
+	p := s.pops[i]
+	c, ok := s.org.answer(url, age, s.now)
+	if !ok {
+		s.res.NotStored++
+		if _, held := p.copies[url]; held {
+			delete(p.copies, url)
+			regs, _ := p.store.Remove(url)
+			s.send(i, regs)
+		}
+		return
+	}
+	p.copies[url] = c
+	p.store.Add(s.now, url, counted)
+	s.send(i, p.store.Hold(s.now, url, pid(home)))
 }
 
 // replay feeds the workload's requests in time order between the events.
@@ -887,7 +923,13 @@ func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool
 	p.load++
 	base := penalty + s.rttLoc(r.Client, ing)
 	if p.store.Request(r.URL) {
-		return base, oracle, random, true, false
+		if ok, revalidate, _ := s.usable(ing, r.URL, &s.org.get); ok {
+			if revalidate { // stale-while-revalidate: refreshed behind the answer
+				s.keep(ing, r.URL, idx(p.store.Home(r.URL)), false, 0)
+			}
+			return base, oracle, random, true, false
+		}
+		s.res.StaleMisses++
 	}
 	cost, origin := s.miss(ing, r)
 	return base + cost, oracle, random, false, origin
@@ -898,7 +940,7 @@ func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool
 func (s *sim) oracle(r Request) float64 {
 	best := s.m.RTT(r.Client, s.origin)
 	for _, j := range s.order[r.Client] {
-		if !s.pops[j].dead && s.pops[j].store.Has(r.URL) {
+		if ok, _, _ := s.usable(int(j), r.URL, &s.org.asked); ok && !s.pops[j].dead {
 			return min(best, s.rttLoc(r.Client, int(j)))
 		}
 	}
@@ -955,7 +997,7 @@ func (s *sim) miss(ing int, r Request) (float64, bool) {
 	home, ok := s.lookup(ing, key)
 	if !ok {
 		s.res.LookupFails++
-		s.keep(ing, r.URL, -1, true)
+		s.keep(ing, r.URL, -1, true, 0)
 		return s.m.RTT(p.loc, s.origin), true
 	}
 	m := replica.Miss{Self: pid(ing), SelfOrigin: dur(s.m.RTT(p.loc, s.origin)),
@@ -986,9 +1028,13 @@ func (s *sim) miss(ing int, r Request) (float64, bool) {
 			if !s.pops[j].store.Request(r.URL) {
 				continue // evicted since it registered
 			}
+			ok, _, age := s.usable(j, r.URL, &s.org.asked)
+			if !ok {
+				continue // stale there: a holder answers only-if-cached with 504
+			}
 			s.pops[j].load++
 			s.res.RemoteFetches++
-			s.keep(ing, r.URL, home, true)
+			s.keep(ing, r.URL, home, true, age)
 			return cost + float64(s.ms(ing, j))/1e6, false
 		case replica.Shield:
 			if s.pops[j].dead {
@@ -996,11 +1042,11 @@ func (s *sim) miss(ing int, r Request) (float64, bool) {
 				s.res.DeadTries++
 				continue
 			}
-			c, origin := s.shield(j, r)
-			s.keep(ing, r.URL, home, true)
+			c, origin, age := s.shield(j, r)
+			s.keep(ing, r.URL, home, true, age)
 			return cost + float64(s.ms(ing, j))/1e6 + c, origin
 		case replica.Origin:
-			s.keep(ing, r.URL, home, true)
+			s.keep(ing, r.URL, home, true, 0)
 			return cost + s.m.RTT(p.loc, s.origin), true
 		}
 	}
@@ -1008,16 +1054,20 @@ func (s *sim) miss(ing int, r Request) (float64, bool) {
 }
 
 // shield serves r at the key's home h for another PoP's miss: from its
-// copy, else from the origin (the plan of a shield request), keeping it.
-func (s *sim) shield(h int, r Request) (float64, bool) {
+// copy when httpcache lets it answer, else from the origin (the plan of a
+// shield request), keeping it. It returns the cost in ms, whether the
+// origin was asked and the age of the answer.
+func (s *sim) shield(h int, r Request) (float64, bool, int64) {
 	p := s.pops[h]
 	p.load++
 	s.res.ShieldFetches++
 	if p.store.Request(r.URL) {
-		return 0, false
+		if ok, _, age := s.usable(h, r.URL, &s.org.get); ok {
+			return 0, false, age
+		}
 	}
-	s.keep(h, r.URL, h, true)
-	return s.m.RTT(p.loc, s.origin), true
+	s.keep(h, r.URL, h, true, 0)
+	return s.m.RTT(p.loc, s.origin), true, 0
 }
 
 // roll ends every PoP's window: evictions leave the directory and hot
@@ -1030,7 +1080,14 @@ func (s *sim) roll() {
 		evicted, hot, regs := p.store.Roll(s.now)
 		s.res.Evictions += uint64(len(evicted))
 		s.send(i, regs)
+		for _, u := range evicted {
+			delete(p.copies, u)
+		}
 		for _, u := range hot {
+			ok, _, age := s.usable(i, u, &s.org.asked)
+			if !ok {
+				continue // stale here: nothing to push
+			}
 			home := idx(p.store.Home(u))
 			if home < 0 || s.pops[home].dead {
 				var ok bool
@@ -1043,7 +1100,7 @@ func (s *sim) roll() {
 					continue
 				}
 				s.res.Pushes++
-				s.keep(j, u, home, false)
+				s.keep(j, u, home, false, age)
 			}
 		}
 	}

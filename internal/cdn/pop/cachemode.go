@@ -136,7 +136,8 @@ func (n edgeNode) EdgeMarkStale(key string) bool { return n.s.EdgeMarkStale(key)
 func (n edgeNode) EdgeHas(key string) bool       { return n.s.EdgeHas(key) }
 
 // cdnCounts are the PoP's content figures: the nodes' cache counters
-// summed (hits, misses, revalidated, stale) and the manager's and chain's.
+// summed (hits, misses, revalidated, stale, misses answered by another
+// node: peer_hits) and the manager's and chain's.
 func (p *PoP) cdnCounts() map[string]uint64 {
 	c := p.cm.m.stats.Map()
 	for _, n := range p.cm.cache.nodes {
@@ -146,6 +147,7 @@ func (p *PoP) cdnCounts() map[string]uint64 {
 		c["revalidated"] += uint64(st.Revalidated)
 		c["stale"] += uint64(st.Stale)
 		c["collapsed"] += uint64(st.Collapsed)
+		c["peer_hits"] += uint64(st.PeerHits)
 		c["bypass"] += uint64(st.Bypass)
 		c["errors"] += uint64(st.Errors)
 	}

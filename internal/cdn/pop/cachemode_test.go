@@ -226,3 +226,49 @@ func TestContentMetrics(t *testing.T) {
 		t.Fatalf("dashboard.json CDN part: %+v", snap.CDN)
 	}
 }
+
+// TestPeerNodeFirst: a node's miss goes first to the other nodes of its
+// PoP. A response stored on one node (through the gateway) and then asked
+// at the other node comes from the first node's store once its cache
+// digest has reached the other (Cache-Status names it), not from the
+// origin.
+func TestPeerNodeFirst(t *testing.T) {
+	pops, origin := cacheRing(t, 1, nil)
+	p := pops[0]
+	if body, how := gwGet(t, p, "/peer"); body != "body of /peer" || how != "MISS" {
+		t.Fatalf("first GET: %q %s", body, how)
+	}
+	gw := strings.TrimPrefix(strings.TrimSuffix(p.Cluster.URL, "/"), "http://")
+	nodes := p.Cluster.Nodes()
+	holder := -1
+	eventually(t, "a node stores /peer", func() bool {
+		for i, n := range nodes {
+			if n.EdgeHas(n.EdgeKey(gw, "/peer")) {
+				holder = i
+			}
+		}
+		return holder >= 0
+	})
+	other := nodes[1-holder]
+	// Two digest rounds after the store: the other node knows.
+	seen := other.PeerStats().DigestsReceived
+	deadline := time.Now().Add(10 * time.Second)
+	for other.PeerStats().DigestsReceived < seen+2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	req, _ := http.NewRequest("GET", strings.TrimSuffix(p.Cluster.NodeURLs[1-holder], "/")+"/peer", nil)
+	req.Host = gw
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cs := resp.Header.Get("Cache-Status")
+	if string(b) != "body of /peer" || origin("/peer") != 1 || !strings.HasPrefix(cs, fmt.Sprintf("m0; hit; detail=node-%d, m0; fwd=uri-miss", holder)) {
+		t.Fatalf("at the other node: %q, origin asked %d times, Cache-Status %q", b, origin("/peer"), cs)
+	}
+	if n := p.ContentStats().Counts["peer_hits"]; n != 1 {
+		t.Errorf("the PoP counts %d peer hits, want 1", n)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"shoal/internal/base/httpcache"
 	"shoal/internal/base/httpwire"
 	"shoal/internal/base/store"
+	"shoal/internal/cluster/peer"
 )
 
 // EdgeConfig turns a node into a shared HTTP cache in front of an upstream
@@ -73,8 +74,10 @@ const (
 // anyone; Misses fetched; Revalidated were confirmed by a 304; Stale
 // answers were served stale (stale-while-revalidate, stale-if-error);
 // Bypass went through uncached (methods a cache does not answer);
-// Collapsed waited on another request's fetch; UpstreamBytes are the body
-// bytes received from the upstream; Errors were answered 502 or 504.
+// Collapsed waited on another request's fetch; PeerHits were misses
+// answered by another node's store (edge_peer.go); UpstreamBytes are the
+// body bytes received from the upstream (a peer's included); Errors were
+// answered 502 or 504.
 type EdgeStats struct {
 	Hits          int64 `json:"hits"`
 	Misses        int64 `json:"misses"`
@@ -82,6 +85,7 @@ type EdgeStats struct {
 	Stale         int64 `json:"stale"`
 	Bypass        int64 `json:"bypass"`
 	Collapsed     int64 `json:"collapsed"`
+	PeerHits      int64 `json:"peer_hits"`
 	Stored        int64 `json:"stored"`
 	Invalidated   int64 `json:"invalidated"`
 	UpstreamBytes int64 `json:"upstream_bytes"`
@@ -105,9 +109,10 @@ type edge struct {
 	mu      sync.Mutex
 	flights map[string]*flight // fetches in progress, by the key they will store
 	decoded decodedCache       // hit entries, decoded (lookup)
+	peers   *peer.Host         // the other nodes' stores; nil without peer links
 
-	hits, misses, revalidated, stale, bypass, collapsed atomic.Int64
-	stored, invalidated, upstreamBytes, errors          atomic.Int64
+	hits, misses, revalidated, stale, bypass, collapsed, peerHits atomic.Int64
+	stored, invalidated, upstreamBytes, errors                    atomic.Int64
 }
 
 func newEdge(cfg EdgeConfig, cacheBytes int64, logger *slog.Logger) (*edge, error) {
@@ -160,7 +165,7 @@ func (e *edge) close() {
 func (e *edge) Stats() EdgeStats {
 	return EdgeStats{
 		Hits: e.hits.Load(), Misses: e.misses.Load(), Revalidated: e.revalidated.Load(),
-		Stale: e.stale.Load(), Bypass: e.bypass.Load(), Collapsed: e.collapsed.Load(),
+		Stale: e.stale.Load(), Bypass: e.bypass.Load(), Collapsed: e.collapsed.Load(), PeerHits: e.peerHits.Load(),
 		Stored: e.stored.Load(), Invalidated: e.invalidated.Load(),
 		UpstreamBytes: e.upstreamBytes.Load(), Errors: e.errors.Load(),
 	}
@@ -372,6 +377,13 @@ func newCacheMode(cfg Config) (*Server, error) {
 	s.objs, s.maxObject = s.edge.store, -1
 	if sc := s.objs.Config(); sc.MemoryBytes > 0 {
 		s.maxObject = sc.MaxObject
+	}
+	if peerEnabled(&cfg) {
+		if err := s.startPeer(); err != nil {
+			s.edge.close()
+			return nil, err
+		}
+		s.edge.peers = s.peer
 	}
 	if cfg.AccessLog != nil {
 		s.logBuf = bufio.NewWriterSize(cfg.AccessLog, 64<<10)

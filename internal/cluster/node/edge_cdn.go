@@ -25,12 +25,7 @@ func (s *Server) EdgeWalk(f func(EdgeEntry) bool) {
 	if s.edge == nil {
 		return
 	}
-	st := s.edge.store
-	st.Walk("", func(key string, size int64) bool {
-		meta, ok := st.PeekMeta(key)
-		if !ok {
-			return true
-		}
+	s.edge.store.WalkMeta("", func(key string, size int64, meta []byte) bool {
 		sr, err := decodeEntry(meta)
 		if err != nil {
 			return true // a Vary marker, or unreadable

@@ -91,7 +91,11 @@ func (e *edge) fetch(j *fetchJob, ch chan<- fetched) {
 	idle := time.AfterFunc(e.cfg.UpstreamIdle, cancel)
 	defer idle.Stop()
 	reqTime := e.now()
-	resp, err := e.up.Fetch(ctx, j.out.WithContext(ctx))
+	resp, ok := e.fromPeer(j)
+	var err error
+	if !ok {
+		resp, err = e.up.Fetch(ctx, j.out.WithContext(ctx))
+	}
 	if err != nil {
 		ch <- fetched{err: err}
 		return

@@ -30,6 +30,9 @@ type edgeReq struct {
 	// Range field (so a hit without either skips their evaluation).
 	conditional, ranged bool
 	body                io.Reader // nil without a body
+	// hint is the node the front's decision names as holding the
+	// response in its memory (FetchHeader), -1 for none.
+	hint int
 	// finish reads what the upstream left of the body, so the next
 	// pipelined request starts where it should; false means the
 	// connection cannot be reused.
@@ -84,6 +87,8 @@ func (c *conn) readEdgeReq(scheme string) (*edgeReq, error) {
 	}
 	r.header.Del("Host")
 	r.header.Del("Content-Length")
+	r.hint = c.fetchHint()
+	r.header.Del(FetchHeader) // the cluster's, never the origin's
 	_, r.ranged = r.header["Range"]
 	for _, f := range [...]string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"} {
 		if _, ok := r.header[f]; ok {

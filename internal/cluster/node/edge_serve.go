@@ -8,6 +8,7 @@ import (
 
 	"shoal/internal/base/httpcache"
 	"shoal/internal/base/store"
+	"shoal/internal/cluster/peer"
 )
 
 // serveEdge answers the current request in cache mode and reports whether
@@ -57,6 +58,8 @@ const internalPrefix = "/.shoal/"
 func (c *conn) edgeInternal(p string, now time.Time, closeAfter bool) bool {
 	head := c.req.IsMethod("HEAD")
 	switch {
+	case p == peer.Path && c.operator && c.s.peer != nil:
+		return c.upgradePeer(now)
 	case p == statusPath && c.operator:
 		c.serveBytes(200, "application/json", "Cache-Control: no-store\r\n", c.s.statusJSON(), now, closeAfter, head)
 	case p == sizesPath:

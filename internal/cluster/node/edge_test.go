@@ -639,3 +639,72 @@ func TestEdgeForwardsNormalisedPaths(t *testing.T) {
 		}
 	}
 }
+
+// A miss goes first to the other nodes: a response stored on node 0 and
+// asked at node 1 comes from node 0's store over the peer link (found by
+// node 0's cache digest, or named by the front's hint), named in
+// Cache-Status, and the origin is not asked again; a copy node 1 cannot
+// know of is fetched upstream.
+func TestEdgePeerFetch(t *testing.T) {
+	o := newEdgeOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=600")
+		fmt.Fprint(w, "hello "+r.URL.Path)
+	})
+	up, err := ParseOrigins([]string{o.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := startPeers(t, "", 2, func(i int, c *Config) {
+		c.Root, c.Edge = "", EdgeConfig{Upstream: up, Name: "e1"}
+	})
+	a, b := nodes[0], nodes[1]
+	get := func(n *testServer, path string, hdr ...string) (*http.Response, string) {
+		return edgeGet(t, n.addr, path, append([]string{"Host", "site.example"}, hdr...)...)
+	}
+	if _, body := get(a, "/by-digest"); body != "hello /by-digest" {
+		t.Fatalf("node 0: %q", body)
+	}
+	waitStored(t, a.srv, 1)
+	a.srv.peer.DigestRound() // node 1 learns what node 0 holds now
+	for _, p := range []string{"/by-hint", "/undigested"} {
+		get(a, p)
+	}
+	waitStored(t, a.srv, 3)
+	resp, body := get(b, "/by-digest")
+	cs := resp.Header.Get("Cache-Status")
+	if body != "hello /by-digest" || o.n.Load() != 3 || !strings.HasPrefix(cs, "e1; hit; detail=node-0, e1; fwd=uri-miss; fwd-status=200") {
+		t.Fatalf("from the digest: %q, origin asked %d times, Cache-Status %q", body, o.n.Load(), cs)
+	}
+	if resp.Header.Get("Age") == "" {
+		t.Error("a peer's copy has no Age")
+	}
+	resp, body = get(b, "/by-hint", FetchHeader, "0")
+	if body != "hello /by-hint" || o.n.Load() != 3 || !strings.Contains(resp.Header.Get("Cache-Status"), "detail=node-0") {
+		t.Fatalf("from the hint: %q, origin asked %d times, Cache-Status %q", body, o.n.Load(), resp.Header.Get("Cache-Status"))
+	}
+	if _, body = get(b, "/undigested"); body != "hello /undigested" || o.n.Load() != 4 {
+		t.Errorf("a copy node 1 cannot know of: %q, origin asked %d times", body, o.n.Load())
+	}
+	if req, _ := o.lastReq(); req.Header.Get(FetchHeader) != "" {
+		t.Error("the front's hint reached the origin")
+	}
+	// Node 1 keeps its copy: the next request is its own hit.
+	if resp, _ = get(b, "/by-digest"); resp.Header.Get("X-Cache") != "HIT" {
+		t.Errorf("second request at node 1: X-Cache %q", resp.Header.Get("X-Cache"))
+	}
+	if st := b.srv.EdgeStats(); st.PeerHits != 2 {
+		t.Errorf("node 1 counted %d peer hits, want 2", st.PeerHits)
+	}
+}
+
+// waitStored waits until s has stored n responses (a store commits once
+// the body is in, which may follow the answer).
+func waitStored(t *testing.T, s *Server, n int64) {
+	t.Helper()
+	for i := 0; i < 250 && s.EdgeStats().Stored < n; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := s.EdgeStats().Stored; got < n {
+		t.Fatalf("%d responses stored, want %d", got, n)
+	}
+}

@@ -85,6 +85,9 @@ func (s *Server) PeerObject(r peer.Request) ([]byte, bool, error) {
 // reads it in chunks without the node ever holding it on the Go heap. The
 // reader tells whether the body was in memory (FromMemory).
 func (s *Server) PeerFile(r peer.Request) (io.ReadCloser, int64, error) {
+	if s.edge != nil {
+		return s.edge.peerFile(r) // cache mode: a stored response (edge_peer.go)
+	}
 	site, tbl, e, sel, vary, err := s.peerSelect(r)
 	if err != nil {
 		return nil, 0, err

@@ -111,3 +111,18 @@ func (h *Host) CachedElsewhere(key string) bool {
 	}
 	return false
 }
+
+// Holders returns the usable peers whose last digest says they hold key,
+// in index order (a node in cache mode asks them before its upstream).
+// "Yes" is wrong with the digest's false-positive rate: the peer then
+// answers ErrNotFound.
+func (h *Host) Holders(key string) []int {
+	m := h.m.Load()
+	var out []int
+	for i, d := range m.digests {
+		if b := d.b.Load(); b != nil && m.usable(i) && b.Has(key) {
+			out = append(out, i)
+		}
+	}
+	return out
+}

@@ -109,8 +109,10 @@ const Chunk = 64 << 10
 
 // Request names one representation: the site ("" without virtual hosts),
 // the file's URL, the precompressed coding ("" for the identity), the
-// ETag and size the asking node expects (its own table's), and the node's
-// cache key for it (what singleflight collapses on).
+// ETag and size the asking node expects (its own table's; a negative size
+// takes the holder's, for a node in cache mode, which knows no size before
+// it has the response), and the node's cache key for it (what singleflight
+// collapses on).
 type Request struct {
 	Site, URL, Coding, ETag string
 	Size                    int64
@@ -703,7 +705,7 @@ func (h *Host) roundTrip(c *peerwire.Conn, msg []byte, size int64, sink func([]b
 		return nil, 0, false, true, statusError{fmt.Errorf("%w: status %d", ErrProtocol, p[0])}
 	}
 	n := int64(binary.BigEndian.Uint64(p[1:9]))
-	if n != size {
+	if n < 0 || size >= 0 && n != size {
 		// The peer's file has our ETag but not our size: never trust it.
 		return nil, 0, false, true, fmt.Errorf("%w: %d bytes announced, %d expected", ErrProtocol, n, size)
 	}
