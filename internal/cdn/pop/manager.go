@@ -127,6 +127,7 @@ type manager struct {
 	rmu     sync.Mutex
 	seq     uint64
 	waiting map[uint64]chan msg
+	warned  map[uint64]time.Time // PoP → when askHome last logged it
 }
 
 func newManager(r ring, cfg replica.Config, name, gateway string, cache Cache, log *slog.Logger, now time.Time) (*manager, error) {
