@@ -33,6 +33,7 @@ func runSimCDN(args []string) error {
 	views := fs.String("views", "mbpp,gossip", "view protocols to run: mbpp (the PoPs' token ring, as shoal pop runs it) and/or gossip (baseline)")
 	ring := fs.String("mbpp-ring", d.Ring, "MBPP ring order: hash (as shoal pop orders it) or geo (nearest-neighbour tour of locations; shorter rounds at large N)")
 	estimate := fs.Bool("mbpp-estimate-rtt", d.MBPP.EstimateRTT, "MBPP ranks a PoP it has not measured by an RTT estimated through the links the view publishes (off: the seed's algorithm, no link performance)")
+	redirect := fs.Bool("redirect", d.Redirect, "a PoP that misses sends the client (HTTP 302) to a holder scoring above it, as shoal pop --redirect does")
 	chordRTT := fs.Bool("chord-rtt", d.ChordRTT, "MBPP also samples the RTT of Chord connections (false: ring neighbours and probes only)")
 	origin := fs.String("origin", d.Origin, "location of the origin server")
 	killAt := fs.Float64("kill-at", d.KillAt, "fraction of the workload at which one PoP fails (0 = none)")
@@ -93,7 +94,7 @@ func runSimCDN(args []string) error {
 			cfg.PoPs, cfg.View, cfg.Origin, cfg.KillAt, cfg.Seed = n, v, *origin, *killAt, *seed
 			cfg.CDN.Window, cfg.CDN.MinRequests, cfg.CDN.HotTop = *window, *minReq, *hotTop
 			cfg.CDN.DirTTL = max(cfg.CDN.DirTTL, 2**window)
-			cfg.MBPP.Hold, cfg.Gossip.Period, cfg.MBPP.EstimateRTT = *hold, *gossipPeriod, *estimate
+			cfg.MBPP.Hold, cfg.Gossip.Period, cfg.MBPP.EstimateRTT, cfg.Redirect = *hold, *gossipPeriod, *estimate, *redirect
 			r, err := cdnsim.Run(cfg, m, w)
 			if err != nil {
 				return err
