@@ -719,7 +719,7 @@ func (s *sim) candidate(i, j int) (replica.Candidate, time.Duration) {
 		if _, has := p.mb.RTTTo(s.pops[j].mid); !has && i != j {
 			s.probe(i, j)
 		}
-		return replica.Candidate{ID: pid(j), Alive: v.Alive, Score: v.Score}, s.age(i, j)
+		return replica.Candidate{ID: pid(j), Alive: v.Alive, Score: v.Score, RTT: v.RTT}, s.age(i, j)
 	}
 	e := p.gs.view[j]
 	if e == nil {
@@ -729,7 +729,7 @@ func (s *sim) candidate(i, j int) (replica.Candidate, time.Duration) {
 	if !has && i != j {
 		s.probe(i, j)
 	}
-	return replica.Candidate{ID: pid(j), Alive: e.alive,
+	return replica.Candidate{ID: pid(j), Alive: e.alive, RTT: rtt,
 		Score: mbpp.Score(&s.cfg.MBPP, i == j, e.alive, rtt, has, e.server)}, s.age(i, j)
 }
 

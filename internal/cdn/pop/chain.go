@@ -160,11 +160,13 @@ func (c *chain) fromOrigin(ctx context.Context, req *http.Request) (*http.Respon
 		return nil, errNoOrigin
 	}
 	c.m.stats.OriginFetches.Add(1)
+	start := time.Now()
 	resp, err := c.origin.Fetch(ctx, req)
 	if err != nil {
 		c.m.stats.OriginErrors.Add(1)
 		return nil, err
 	}
+	c.m.noteOrigin(time.Since(start))
 	resp.Body = &counted{ReadCloser: resp.Body, n: &c.m.stats.OriginBytes}
 	return resp, nil
 }
@@ -384,9 +386,9 @@ func (m *manager) route(ctx context.Context, key string) route {
 	}
 	cand := func(id uint64) replica.Candidate {
 		v := view[id]
-		return replica.Candidate{ID: id, Alive: v.Alive, Score: v.Score}
+		return replica.Candidate{ID: id, Alive: v.Alive, Score: v.Score, RTT: v.RTT}
 	}
-	miss := replica.Miss{Self: self}
+	miss := replica.Miss{Self: self, SelfOrigin: time.Duration(m.originRTT.Load())}
 	rt.self = cand(self)
 	for _, h := range holders {
 		id, gw, ok := parseHolder(h)
