@@ -48,6 +48,13 @@
 #   OUT=bench/results where latest.{json,md,svg,png} go
 #   SHOAL=path        use a prebuilt shoal; else HEAD is built (git archive),
 #                     or the working tree with SHOAL_WORKTREE=1
+#   GUARD_RUNS=5      the regression guard compares with this many of the last
+#                     accepted runs (OUT/accepted.jsonl) and exits 3 when a
+#                     ratio falls below their spread
+#   ACCEPT=1          append this run to OUT/accepted.jsonl when the guard
+#                     passes and the 1-minute load average before it was
+#                     below MAX_LOAD=1.5 (a busy machine's spread hides
+#                     regressions)
 # Every process it starts runs in its own process group and is killed on
 # exit, error, Ctrl-C or SIGTERM.
 set -euo pipefail
@@ -64,6 +71,9 @@ if [ -n "${SERVER_CPU:-}${CLIENT_CPU:-}" ]; then
 fi
 LAYOUTS=${LAYOUTS:-"0:1 1:0"}
 NICE=${NICE:--10}
+GUARD_RUNS=${GUARD_RUNS:-5}
+ACCEPT=${ACCEPT:-0}
+MAX_LOAD=${MAX_LOAD:-1.5}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -152,6 +162,9 @@ fi
 RUNSF=$W/runs.jsonl
 : >"$RUNSF"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+if awk -v l="${load_before%% *}" -v m="$MAX_LOAD" 'BEGIN { exit !(l >= m) }'; then
+	echo "compare: load average $load_before (≥ $MAX_LOAD): requests/s will be noisy and the run cannot be accepted" >&2
+fi
 skipped=()
 echo "compare: RUNS=$RUNS DURATION=$DURATION CONNS=$CONNS SIZES=\"$SIZES\" HANDOFF_SIZES=\"$HANDOFF_SIZES\" ONLY=\"$ONLY\"; load average $load_before" >&2
 
@@ -273,6 +286,18 @@ for s in "${skipped[@]:-}"; do [ -n "$s" ] && meta+=(--meta "skipped=$s"); done
 "$W/report" summarize --runs "$RUNSF" --out "$OUT/latest.json" "${meta[@]}" >"$W/table.md"
 "$W/report" plot --in "$OUT/latest.json" --out "$OUT/latest.svg" --out "$OUT/latest.png"
 cp "$RUNSF" "$OUT/latest-runs.jsonl"
+# The regression guard: this run against the last accepted ones
+# (bench/report guard.go); status 3 when a ratio fell below their spread.
+guard_rc=0
+"$W/report" guard --in "$OUT/latest.json" --history "$OUT/accepted.jsonl" --last "$GUARD_RUNS" >"$W/guard.md" 2>"$W/guard.err" || guard_rc=$?
+accepted=""
+if [ "$guard_rc" = 0 ] && [ "$ACCEPT" = 1 ]; then
+	if "$W/report" accept --in "$OUT/latest.json" --history "$OUT/accepted.jsonl" 2>"$W/accept.err"; then
+		accepted="accepted: appended to $OUT/accepted.jsonl"
+	else
+		accepted="not accepted: $(cat "$W/accept.err")"
+	fi
+fi
 {
 	echo "shoal side by side, $date_utc; load average $load_before before, $load_after after ($(nproc) CPUs)"
 	echo "RUNS=$RUNS paired rounds × DURATION=$DURATION; core layouts (servers:load) $LAYOUTS; wrk -t1 -c$CONNS (front CPU rows: shoal bench http -c $HANDOFF_CONNS, sizes $HANDOFF_SIZES)"
@@ -285,8 +310,18 @@ cp "$RUNSF" "$OUT/latest-runs.jsonl"
 	dropped=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("meta", {}).get("dropped", ""))' "$OUT/latest.json")
 	[ -z "$dropped" ] || echo "Runs left out (errors, stalls): $dropped."
 	for s in "${skipped[@]:-}"; do [ -n "$s" ] && echo "skipped: $s"; done
+	echo
+	echo "Regression guard (against $OUT/accepted.jsonl; a flag below the spread is a prompt to look and rerun):"
+	echo
+	cat "$W/guard.md"
+	[ "$guard_rc" = 0 ] || [ "$guard_rc" = 3 ] || echo "guard failed: $(cat "$W/guard.err")"
+	[ -z "$accepted" ] || echo "$accepted"
 } >"$OUT/latest.md"
 echo
 cat "$OUT/latest.md"
 echo
 echo "wrote $OUT/latest.json, latest.md, latest.svg, latest.png, latest-runs.jsonl; total time ${elapsed}s"
+if [ "$guard_rc" = 3 ]; then
+	echo "compare: $(cat "$W/guard.err")" >&2
+	exit 3
+fi

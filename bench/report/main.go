@@ -11,8 +11,13 @@
 //	go run ./bench/report table --in latest.json
 //	go run ./bench/report plot --in latest.json --out latest.svg [--out latest.png]
 //	go run ./bench/report crossover --runs crossover-runs.jsonl --out crossover.json [--md F] [--plot F.svg]
+//	go run ./bench/report guard --in latest.json --history accepted.jsonl [--last 5]
+//	go run ./bench/report accept --in latest.json --history accepted.jsonl [--force]
 //
-// summarize and table print the Markdown table on stdout.
+// summarize and table print the Markdown table on stdout. guard prints the
+// regression guard's table (guard.go) and exits with status 3 when a ratio
+// fell below the spread of the last accepted runs; accept appends a run to
+// those (refusing one made on a busy machine without --force).
 package main
 
 import (
@@ -26,21 +31,29 @@ import (
 	"strings"
 )
 
-const usage = `Usage: report <summarize|table|plot|crossover> [flags]
+const usage = `Usage: report <summarize|table|plot|crossover|guard|accept> [flags]
 
   summarize --runs FILE --out FILE [--meta key=value ...]   per-run JSON Lines → summary JSON + Markdown table
   table     --in FILE                                       summary JSON → Markdown table
   plot      --in FILE --out FILE.svg [--out FILE.png]       summary JSON → grouped bar plot of the ratios
   crossover --runs FILE --out FILE [--md FILE] [--plot FILE.svg ...] [--meta key=value ...]
             bench/crossover.sh's runs → seed 002 crossover table, summary JSON, curve plot
+  guard     --in FILE --history FILE [--last N]             summary JSON against the last N accepted runs (exit 3: regression)
+  accept    --in FILE --history FILE [--force] [--max-load L]  append the summary to the accepted runs
 `
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "report: %v\n", err)
+		if errors.Is(err, errRegression) {
+			os.Exit(3)
+		}
 		os.Exit(1)
 	}
 }
+
+// errRegression is guard's error when a ratio fell below the spread.
+var errRegression = errors.New("regression")
 
 // list is a repeatable string flag.
 type list []string
@@ -53,8 +66,11 @@ func run(args []string, stdout io.Writer) error {
 		fmt.Fprint(os.Stderr, usage)
 		return errors.New("missing mode")
 	}
-	if args[0] == "crossover" {
+	switch args[0] {
+	case "crossover":
 		return runCrossover(args[1:], stdout)
+	case "guard", "accept":
+		return runGuard(args[0], args[1:], stdout)
 	}
 	fs := flag.NewFlagSet("report "+args[0], flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
@@ -179,4 +195,63 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("encoding summary: %w", err)
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// runGuard is the guard and accept modes.
+func runGuard(mode string, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("report "+mode, flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
+	in := fs.String("in", "", "summary JSON (from summarize)")
+	histPath := fs.String("history", "", "the accepted runs, JSON Lines (bench/results/accepted.jsonl)")
+	last := fs.Int("last", DefaultGuardRuns, "guard: how many of the last accepted runs to compare with")
+	force := fs.Bool("force", false, "accept: take the run whatever the load it ran under")
+	maxLoad := fs.Float64("max-load", MaxAcceptLoad, "accept: the highest 1-minute load average before the run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *in == "" || *histPath == "" {
+		return fmt.Errorf("%s needs --in and --history", mode)
+	}
+	f, err := os.Open(*in)
+	if err != nil {
+		return err
+	}
+	rep, err := ReadReport(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", *in, err)
+	}
+	if mode == "accept" {
+		line, err := AcceptLine(rep, *maxLoad, *force)
+		if err != nil {
+			return err
+		}
+		hf, err := os.OpenFile(*histPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := hf.Write(line); err != nil {
+			hf.Close()
+			return fmt.Errorf("%s: %w", *histPath, err)
+		}
+		return hf.Close()
+	}
+	var hist []Report
+	if hf, err := os.Open(*histPath); err == nil {
+		hist, err = ReadHistory(hf)
+		hf.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", *histPath, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	flags := Guard(rep, hist, *last)
+	if err := GuardMarkdown(stdout, flags, min(len(hist), *last)); err != nil {
+		return err
+	}
+	if n := Regressions(flags); n > 0 {
+		return fmt.Errorf("%d comparison(s) below the spread of the last accepted runs: %w", n, errRegression)
+	}
+	return nil
 }

@@ -96,12 +96,41 @@ func TestPopOriginCommand(t *testing.T) {
 	dir := t.TempDir()
 	seed := filepath.Join(dir, "seed")
 	os.WriteFile(seed, []byte("0123456789abcdef0123456789abcdef"), 0o600)
-	listen := freeAddr(t)
+	listen, adminAddr := freeAddr(t), freeAddr(t)
 	startMain(t, io.Discard, "pop", "--name", "e1", "--seed-file", seed, "--listen", listen, "--peer", freeAddr(t),
-		"--admin", freeAddr(t), "--origin", o.URL, "--data", filepath.Join(dir, "data"))
+		"--admin", adminAddr, "--origin", o.URL, "--data", filepath.Join(dir, "data"))
 	waitListening(t, listen)
 	checkCaching(t, "http://"+listen, "e1", n) // a PoP's caches go by its name
 	if _, body := cacheGet(t, "GET", "http://"+listen+"/", "site.example"); body != "origin site.example /" {
 		t.Errorf("/ is not the origin's: %q", body)
 	}
+	// A hit the node has answered before is answered by the node on the
+	// client's connection (the gateway's local path), not relayed. (The
+	// POST above removed the stored copy: a miss first.)
+	if resp, _ := cacheGet(t, "GET", "http://"+listen+"/c?q=1", "site.example"); resp.Header.Get("X-Cache") != "MISS" {
+		t.Fatalf("after the POST: X-Cache %q, want MISS", resp.Header.Get("X-Cache"))
+	}
+	for range 3 {
+		if resp, body := cacheGet(t, "GET", "http://"+listen+"/c?q=1", "site.example"); resp.Header.Get("X-Cache") != "HIT" || body != "origin site.example /c?q=1" {
+			t.Fatalf("hit: %q X-Cache %q", body, resp.Header.Get("X-Cache"))
+		}
+	}
+	_, metrics := cacheGet(t, "GET", "http://"+adminAddr+"/metrics", "")
+	local, relayed := metricValue(metrics, `shoal_front_path_requests_total{path="local"}`), metricValue(metrics, `shoal_front_path_requests_total{path="local-relayed"}`)
+	if local-relayed < 2 {
+		t.Errorf("local path: %v requests, %v of them relayed; want at least 2 answered by the node", local, relayed)
+	}
+}
+
+// metricValue is the value of the sample named (with its labels) in a
+// Prometheus text exposition, 0 when absent.
+func metricValue(text, sample string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return 0
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"shoal/internal/base/sysmon"
 	"slices"
 	"strings"
 	"sync"
@@ -36,7 +37,7 @@ type nodeFlags struct {
 	cacheMB, maxKB                                                  *int64
 	maxConns, maxRanges                                             *int
 	readTO, idleTO, sendTO, shutdownTO, digestPeriod                *time.Duration
-	vhosts, noPre, logHealth, watch, printConfig                    *bool
+	vhosts, noPre, logHealth, watch, sysmonIdle, printConfig        *bool
 	aliases                                                         aliasFlag
 	origins                                                         originFlag
 	data                                                            *string
@@ -75,6 +76,7 @@ func addNodeFlags(fs *flag.FlagSet, def config.NodeServer) *nodeFlags {
 	nf.shutdownTO = fs.Duration("shutdown-timeout", def.ShutdownTimeout.Duration, "on SIGTERM, how long requests in flight may finish before connections are cut")
 	nf.publishDir = fs.String("publish-dir", def.PublishDir, "accept site versions published by the front from inside this folder (needs --admin-token-file; default off)")
 	nf.tokenFile = fs.String("admin-token-file", def.AdminTokenFile, "the cluster's admin token (the front's admin_token_file), which a publish must carry")
+	nf.sysmonIdle = fs.Bool("sysmon-idle", def.SysmonIdle, "run Go's monitor thread at SCHED_IDLE so its wake-ups do not preempt the serving thread (Linux)")
 	nf.watch = fs.Bool("watch", def.Watch, "serve changes to --root as they happen (rescan once it is quiet for 500 ms); for a single node — a cluster publishes with shoal publish")
 	nf.peerKey = fs.String("peer-key-file", def.Peer.KeyFile, "cluster key file shared by every node (mode 0600, ≥ 16 bytes): turns on fetching from peers' memories (with --peers)")
 	nf.peers = fs.String("peers", strings.Join(def.Peer.Peers, ","), "comma-separated HTTP addresses of the cluster's nodes in the front's node order; the one equal to --listen is this node")
@@ -236,6 +238,13 @@ func (nf *nodeFlags) serve(srv *node.Server, ln net.Listener, logger *slog.Logge
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, sigReload, sigReopen)
 	defer signal.Stop(sig)
 	stopHUP() // SIGHUP and SIGUSR1 are ours now
+	if *nf.sysmonIdle {
+		if tid, err := sysmon.Idle(); err != nil {
+			logger.Warn("sysmon thread left at normal priority", "err", err)
+		} else {
+			logger.Debug("sysmon thread at SCHED_IDLE", "tid", tid)
+		}
+	}
 	// Logged once the signals are ours: a script that waits for this line
 	// and then rotates the log must not meet the start-up handler.
 	if specs := nf.origins.specs(); len(specs) > 0 {

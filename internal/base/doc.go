@@ -1,7 +1,8 @@
 // Package base is the shared base every tier builds on: the strict HTTP/1.1
 // wire format (httpwire), a site's files and their confinement (content,
 // vhost, precompress, sitetar), byte-budgeted caches (cache), a node's object
-// store over memory and disk (store), access-log formats (trace),
+// store over memory and disk (store), tables outside the Go heap (offheap),
+// access-log formats (trace),
 // authenticated frames between machines (peerwire, wire), the accept loop
 // (accept), a timer queue (timeq), the runtime monitor (sysmon) and plots
 // (figure).

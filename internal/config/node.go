@@ -99,6 +99,12 @@ type NodeServer struct {
 	// Watch serves changes to Root as they happen, for a single node (a
 	// cluster publishes). Default false.
 	Watch bool `toml:"watch"`
+	// SysmonIdle runs the Go runtime's monitor thread at SCHED_IDLE
+	// (internal/base/sysmon): its wake-ups stop preempting the thread that
+	// serves. A goroutine blocked in a disk read then keeps its P until
+	// the core has a moment for sysmon, so a disk-bound node on a host
+	// whose cores other work keeps busy may want it off. Default true.
+	SysmonIdle bool `toml:"sysmon_idle"`
 	// Repair opens the repair path's handoff port.
 	Repair NodeRepair `toml:"repair"`
 	// Peer turns on peer fetch and cache digests (internal/cluster/peer).
@@ -148,6 +154,7 @@ func DefaultNode() NodeServer {
 		LogLevel:        "info",
 		LogFormat:       "text",
 		ShutdownTimeout: Duration{DefaultShutdownTimeout},
+		SysmonIdle:      true,
 		Repair:          NodeRepair{MaxConns: handoff.DefaultRepairMaxConns},
 		Peer:            NodePeer{DigestPeriod: Duration{peer.DefaultDigestPeriod}},
 	}
@@ -179,6 +186,7 @@ shutdown_timeout = "30s"       # on SIGTERM, how long requests in flight may fin
 publish_dir = ""               # accept published site versions inside this absolute folder; "" off
 admin_token_file = ""          # the cluster's admin token, which a publish must carry
 watch = false                  # serve changes to root as they happen (single node)
+sysmon_idle = true             # Go's monitor thread at SCHED_IDLE: less CPU per request (Linux)
 max_ranges = 200               # a request for more byte ranges gets the whole file
 no_precompressed = false       # never serve name.br / name.gz in place of name
 vhosts = false                 # root holds one folder per host name (root/example.com/, root/_default/)

@@ -49,6 +49,9 @@ type Config struct {
 	// PolicyConfig replaces Front.Tuning.Config() when set: `shoal up`
 	// gives the policy's cache mirrors its nodes' budget.
 	PolicyConfig *policy.Config
+	// Control tunes the control plane (its learned sizes' bounds). Zero:
+	// control's defaults.
+	Control control.Options
 	// Listener takes the clients. The caller opens it (front.Listen), so
 	// that a busy port is reported with advice that fits the command.
 	Listener net.Listener
@@ -137,7 +140,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, errors.New("http3 needs TLS: QUIC carries TLS 1.3 itself (give [[tls]] or --tls-cert/--tls-key, or --tls for shoal up)")
 	}
 	g := &Gateway{cfg: cfg, sw: policy.NewSwitch(p), errc: make(chan error, 4)} // the switch: SIGHUP may replace the policy
-	if g.Control, err = control.New(g.sw, NodeSpecs(cfg.Front.Nodes), control.Options{}); err != nil {
+	if g.Control, err = control.New(g.sw, NodeSpecs(cfg.Front.Nodes), cfg.Control); err != nil {
 		return nil, err
 	}
 	for i, n := range cfg.Front.Nodes {

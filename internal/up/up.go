@@ -297,9 +297,29 @@ var loopbackFronts = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.
 // simulator's mirrors follow its nodes.
 func (c *Config) policyConfig() policy.Config {
 	budget := int64(c.CacheMB) << 20
-	return policy.Config{CacheBytes: budget, NodeCache: c.Cache, NoCacheAbove: store.Config{MemoryBytes: budget}.DefaultMaxObject(),
+	pc := policy.Config{CacheBytes: budget, NodeCache: c.Cache, NoCacheAbove: store.Config{MemoryBytes: budget}.DefaultMaxObject(),
 		NodeFootprint: func(size int64) int64 { return store.Footprint(size, 0) }}
+	if c.Edge != nil {
+		pc.MaxURLs, pc.MaxURLBytes = c.cacheFrontURLs()
+	}
+	return pc
 }
+
+// cacheFrontURLs bounds the per-URL tables of a front before nodes in
+// cache mode (the policy's URL table, and the sizes the control plane
+// learns) to as many URLs as the nodes' memory tiers hold objects of one
+// page, and 128 bytes of URL text each: the URLs a cache is asked for are
+// unbounded, and the front routes by what it remembers only to find a
+// copy in a node's memory, so its memory follows the nodes' budget rather
+// than the number of URLs. A URL it forgot goes where the policy sends a
+// new one, and that node's miss asks its peers first.
+func (c *Config) cacheFrontURLs() (urls int, text int64) {
+	n := max(int64(c.CacheMB)<<20*int64(c.Nodes)/store.Footprint(1, 0), minCacheFrontURLs)
+	return int(n), n * 128
+}
+
+// minCacheFrontURLs is the least cacheFrontURLs gives, for tiny budgets.
+const minCacheFrontURLs = 4096
 
 // Start brings the cluster up and returns once every listener is open.
 func Start(cfg Config) (*Cluster, error) {

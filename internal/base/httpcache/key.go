@@ -17,16 +17,26 @@ import (
 // make equal to the target's authority (RFC 9112 §3.2.2). A fragment is
 // never part of a key.
 func Key(scheme, host, target string) string {
-	scheme = strings.ToLower(scheme)
+	return string(AppendKey(make([]byte, 0, len(scheme)+len(host)+len(target)+4), scheme, host, target))
+}
+
+// AppendKey appends Key(scheme, host, target) to dst: the same bytes,
+// built without allocating when dst has room, so a cache's hit path can
+// look a request up without making a string of its key.
+func AppendKey(dst []byte, scheme, host, target string) []byte {
+	start := len(dst)
 	if scheme == "" {
 		scheme = "http"
 	}
-	host = strings.ToLower(host)
+	dst = appendLower(dst, scheme)
+	sch := string(dst[start:]) // compared below, never kept: no allocation
+	dst = append(dst, "://"...)
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
-		if p := host[i+1:]; (scheme == "http" && p == "80") || (scheme == "https" && p == "443") {
+		if p := host[i+1:]; (sch == "http" && p == "80") || (sch == "https" && p == "443") {
 			host = host[:i]
 		}
 	}
+	dst = appendLower(dst, host)
 	if i := strings.Index(target, "://"); i > 0 && !strings.HasPrefix(target, "/") {
 		rest := target[i+3:]
 		if j := strings.IndexAny(rest, "/?"); j >= 0 {
@@ -39,9 +49,22 @@ func Key(scheme, host, target string) string {
 		target = target[:i]
 	}
 	if target == "" || target[0] == '?' {
-		target = "/" + target
+		dst = append(dst, '/')
 	}
-	return scheme + "://" + host + target
+	return append(dst, target...)
+}
+
+// appendLower appends s with ASCII upper-case letters lowered, as
+// strings.ToLower does for the ASCII host names and schemes of keys.
+func appendLower(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // VaryNames returns the request fields a response's Vary names, lower-cased,

@@ -27,6 +27,13 @@ func TestKey(t *testing.T) {
 		if got := Key(tt.scheme, tt.host, tt.target); got != tt.want {
 			t.Errorf("Key(%q, %q, %q) = %q, want %q", tt.scheme, tt.host, tt.target, got, tt.want)
 		}
+		if got := string(AppendKey([]byte("k:"), tt.scheme, tt.host, tt.target)); got != "k:"+tt.want {
+			t.Errorf("AppendKey(%q, %q, %q) = %q, want %q", tt.scheme, tt.host, tt.target, got, "k:"+tt.want)
+		}
+	}
+	buf := make([]byte, 0, 64)
+	if n := testing.AllocsPerRun(100, func() { buf = AppendKey(buf[:0], "HTTP", "Example.com:80", "/a?b") }); n != 0 {
+		t.Errorf("AppendKey into a large enough buffer: %v allocations", n)
 	}
 }
 

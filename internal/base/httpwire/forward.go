@@ -57,6 +57,28 @@ func ForwardPath(rawPath string) (string, error) {
 	return removeDotSegments(string(b)), nil
 }
 
+// ForwardPathUnchanged reports whether ForwardPath(p) is p itself: p
+// starts with "/", holds only "/" and RFC 3986 pchar bytes (no %-escape,
+// nothing to encode) and no dot-segment can start in it (no "/."). A cache
+// can then use the path as received, without ForwardPath's copy; "false"
+// only means ForwardPath must be asked.
+func ForwardPathUnchanged(p []byte) bool {
+	if len(p) == 0 || p[0] != '/' {
+		return false
+	}
+	for i, c := range p {
+		switch {
+		case c == '/':
+			if i+1 < len(p) && p[i+1] == '.' {
+				return false
+			}
+		case !pchar(c):
+			return false
+		}
+	}
+	return true
+}
+
 // removeDotSegments is RFC 3986 §5.2.4 for an absolute path: "." segments
 // go, ".." removes the segment before it (none above "/"), and a path
 // that ended in "." or ".." keeps a trailing "/".

@@ -49,6 +49,26 @@ func TestForwardPath(t *testing.T) {
 	}
 }
 
+// TestForwardPathUnchanged: the paths it accepts are ForwardPath's fixed
+// points, and it declines every path ForwardPath would change or refuse.
+func TestForwardPathUnchanged(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"/", true}, {"/a/b/c", true}, {"/a//b/", true}, {"/a;b=c:d@e!$&'()*+,", true}, {"/.well-known", false},
+		{"", false}, {"a/b", false}, {"/a/./b", false}, {"/a/..", false}, {"/a/.", false}, {"/%7euser", false},
+		{"/a b", false}, {"/a#frag", false}, {"/a?q", false}, {"/a\\b", false}, {"/caf\xc3\xa9", false}, {"/a%2fb", false},
+	} {
+		if got := ForwardPathUnchanged([]byte(tc.in)); got != tc.want {
+			t.Errorf("ForwardPathUnchanged(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+		if out, err := ForwardPath(tc.in); tc.want && (err != nil || out != tc.in) {
+			t.Errorf("ForwardPath(%q) = %q, %v: not a fixed point", tc.in, out, err)
+		}
+	}
+}
+
 // FuzzForwardPath: whatever is accepted starts with "/", holds no "." or
 // ".." segment and no encoded slash, backslash or control character, only
 // path characters and %-escapes, and is its own normal form.
@@ -58,6 +78,9 @@ func FuzzForwardPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		out, err := ForwardPath(in)
+		if ForwardPathUnchanged([]byte(in)) && (err != nil || out != in) {
+			t.Fatalf("%q → %q, %v: ForwardPathUnchanged said it stays", in, out, err)
+		}
 		if err != nil {
 			return
 		}

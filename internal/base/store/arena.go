@@ -121,22 +121,33 @@ func (a *arena) writeRange(w io.Writer, first int32, off, n int64) (int64, error
 	return sent, nil
 }
 
-// readFrom fills the body starting at first with size bytes of f from off.
-func (a *arena) readFrom(first int32, size int64, f *os.File, off int64) error {
-	for b := first; size > 0; b = a.next[b] {
-		chunk := min(size, blockSize)
-		if _, err := f.ReadAt(a.block(b)[:chunk], off); err != nil {
+// readFrom fills size bytes of the chain starting at first, from at on,
+// with f's bytes from off.
+func (a *arena) readFrom(first int32, at, size int64, f *os.File, off int64) error {
+	b := first
+	for at >= blockSize {
+		b, at = a.next[b], at-blockSize
+	}
+	for ; size > 0; b = a.next[b] {
+		chunk := min(size, blockSize-at)
+		if _, err := f.ReadAt(a.block(b)[at:at+chunk], off); err != nil {
 			return err
 		}
 		off += chunk
 		size -= chunk
+		at = 0
 	}
 	return nil
 }
 
-// copyIn fills the body starting at first with p.
-func (a *arena) copyIn(first int32, p []byte) {
-	for b := first; len(p) > 0; b = a.next[b] {
-		p = p[copy(a.block(b), p):]
+// copyIn copies p into the chain starting at first, from at on.
+func (a *arena) copyIn(first int32, at int64, p []byte) {
+	b := first
+	for at >= blockSize {
+		b, at = a.next[b], at-blockSize
+	}
+	for ; len(p) > 0; b = a.next[b] {
+		p = p[copy(a.block(b)[at:], p):]
+		at = 0
 	}
 }

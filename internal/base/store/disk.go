@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -142,9 +143,9 @@ func (s *Store) loadMeta(e *entry) []byte {
 }
 
 // load prepares Dir and reads the disk tier a previous run left: every
-// file whose header and length check becomes a stored entry (the newest
-// file of a key wins), oldest first in the disk tier's order; the others,
-// and unfinished writes in Dir/tmp, are deleted.
+// file whose header and length check is indexed (the newest file of a key
+// wins), oldest first in the disk tier's order; the others, and
+// unfinished writes in Dir/tmp, are deleted.
 func (s *Store) load() error {
 	tmp := filepath.Join(s.cfg.Dir, "tmp")
 	if err := os.RemoveAll(tmp); err != nil {
@@ -160,49 +161,45 @@ func (s *Store) load() error {
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	var found []*entry
+	var found []loaded
 	for _, p := range files {
-		if e := s.loadFile(p); e != nil {
-			found = append(found, e)
+		if l, ok := s.loadFile(p); ok {
+			found = append(found, l)
 		}
 	}
-	slices.SortFunc(found, func(a, b *entry) int { return cmpU64(a.id, b.id) })
-	for _, e := range found {
-		if old := s.idx[e.key]; old != nil {
-			s.drop(old, false)
-		}
-		s.idx[e.key] = e
-		s.nextID = max(s.nextID, e.id)
-		if !s.disk.Add(e.key, e, diskSize(e.off, e.size)) {
-			s.drop(e, false)
-		}
-	}
+	slices.SortFunc(found, func(a, b loaded) int { return cmp.Compare(a.id, b.id) })
 	s.mu.Lock()
+	for _, l := range found {
+		s.displace(l.hash) // an older file of the key
+		s.nextID = max(s.nextID, l.id)
+		e := &entry{key: l.key, hash: l.hash, kind: kindStored, id: l.id, first: -1}
+		if !s.record(e, l.blocks) {
+			s.gone = append(s.gone, goneEntry{unlink: s.path(l.id)})
+		}
+	}
 	s.unlock() // deletes what was dropped
 	return nil
 }
 
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+// loaded is a stored file found by load.
+type loaded struct {
+	key    string
+	hash   uint64
+	id     uint64
+	blocks int64
 }
 
 // loadFile reads one stored file's header; a file that does not check is
 // deleted.
-func (s *Store) loadFile(p string) *entry {
+func (s *Store) loadFile(p string) (loaded, bool) {
 	id, err := strconv.ParseUint(filepath.Base(p), 16, 64)
 	if err != nil || id == 0 {
-		return nil // not ours
+		return loaded{}, false // not ours
 	}
 	f, err := os.Open(p)
 	if err != nil {
 		s.cfg.Logger.Warn("store: open stored file", "file", p, "err", err)
-		return nil
+		return loaded{}, false
 	}
 	defer f.Close()
 	fh, err := readHeader(f)
@@ -219,8 +216,35 @@ func (s *Store) loadFile(p string) *entry {
 		}
 		s.cfg.Logger.Warn("store: dropping a stored file that does not check", "file", p, "err", err)
 		os.Remove(p)
-		return nil
+		return loaded{}, false
 	}
-	return &entry{key: fh.key, kind: kindStored, size: fh.body, id: id, metaLen: len(fh.meta), metaCap: fh.room,
-		off: fh.bodyOff, fd: -1, first: -1}
+	return loaded{key: fh.key, hash: s.hash(fh.key), id: id, blocks: diskSize(fh.bodyOff, fh.body) / blockSize}, true
+}
+
+// peekFile reads the key and body size of stored file id (Walk's), false
+// when it is gone.
+func (s *Store) peekFile(id uint64) (string, int64, bool) {
+	f, err := os.Open(s.path(id))
+	if err != nil {
+		return "", 0, false
+	}
+	defer f.Close()
+	s.metaMu.Lock()
+	fh, err := readHeader(f)
+	s.metaMu.Unlock()
+	return fh.key, fh.body, err == nil
+}
+
+// keyOf reads the key from a stored file's header, "" when it cannot.
+func (s *Store) keyOf(file string) string {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fh, err := readHeader(f)
+	if err != nil {
+		return ""
+	}
+	return fh.key
 }

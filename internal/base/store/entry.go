@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+
+	"shoal/internal/base/offheap"
 )
 
 // Entry kinds.
@@ -12,31 +14,37 @@ const (
 	kindStored = 2 // body in a file of the disk tier (Create, Put)
 )
 
-// entry is one key's body and metadata. Every field is guarded by
-// Store.mu, except that what a handle reads (f, fd, off, first while ready,
-// size, val) does not change while the entry's refs are above zero.
+// entry is the object of one key with a body in use: in the memory tier,
+// linked or held, or read through a handle (a stored entry at rest is only
+// its record in the index). Every field is guarded by Store.mu, except
+// that what a handle reads (f, fd, off, first while ready, size, val)
+// does not change while the entry's refs are above zero.
 type entry struct {
 	key  string
+	hash uint64 // Store.hash(key)
 	kind uint8
 	size int64  // body bytes
-	meta []byte // metadata; nil for a stored entry outside the memory tier (read from its file)
+	meta []byte // metadata; nil when not read yet (loadMeta)
 	val  any    // Link's value
 
 	f   *os.File // the open body file, nil when closed
 	fd  int      // f's descriptor
 	off int64    // where the body starts in f
 
-	// Stored entries: the file's name and its header's metadata region.
+	// Stored entries: the file's number, its record in the index (0 once
+	// out of it) and its header's metadata region.
 	id      uint64
+	rec     offheap.Ref
 	metaLen int
 	metaCap int
 
 	first   int32 // first arena block of an inline body, -1 none
+	bodyAt  int32 // where the body starts in the blocks: after the metadata, when it is there
 	inline  bool  // the body is (to be) held in the arena
 	ready   bool  // the arena holds the whole body
 	loading bool  // a Get is copying the body into the arena
 	inMem   bool  // in the memory tier
-	dead    bool  // out of the index (replaced, removed, evicted)
+	dead    bool  // out of the store (replaced, removed, evicted)
 	refs    int32 // handles
 }
 
@@ -89,72 +97,127 @@ func (s *Store) admit(e *entry) {
 	}
 	if first, ok := s.arena.alloc(blocksFor(e.size)); ok {
 		e.first, e.inline = first, true
+		s.metaInline(e)
 	}
 }
 
+// metaInline moves e's metadata into its blocks, ahead of the body, when
+// it fits in the last block's slack: it then costs no memory beyond the
+// body's pages, and none in the Go heap (a small response's metadata is
+// several times its body). The entry's Go slice then points into the
+// arena, valid while the blocks are: handles and the entry keep them.
+func (s *Store) metaInline(e *entry) {
+	m := len(e.meta)
+	if m == 0 || e.size == 0 || blocksFor(e.size+int64(m)) != blocksFor(e.size) {
+		return
+	}
+	b := s.arena.block(e.first)
+	copy(b, e.meta)
+	e.meta, e.bodyAt = b[:m:m], int32(m)
+}
+
 // memEvicted is the memory tier's OnEvict: e leaves it to make room. A
-// linked entry leaves the store with it.
-func (s *Store) memEvicted(key string, e *entry, _ int64) {
+// linked entry leaves the store with it; a stored one goes to rest.
+func (s *Store) memEvicted(_ string, e *entry, _ int64) {
 	e.inMem = false
 	report := false
 	if e.kind == kindLinked {
-		if s.idx[key] == e {
-			delete(s.idx, key)
+		if s.hot[e.hash] == e {
+			delete(s.hot, e.hash)
 		}
 		e.dead, report = true, true
 	}
 	s.release(e, report)
 }
 
-// diskEvicted is the disk tier's OnEvict: a stored entry leaves the store
-// to make room. It must not call s.disk (the caller is evicting e).
-func (s *Store) diskEvicted(key string, e *entry, _ int64) {
-	if s.idx[key] == e {
-		delete(s.idx, key)
-	}
-	e.dead = true
-	if e.inMem {
-		s.mem.Remove(key)
-		e.inMem = false
-	}
-	s.release(e, true)
-}
-
-// drop takes e out of the index and both tiers (Remove, replacement).
+// drop takes e out of the store: the hot entries, the memory tier and the
+// index (Remove, replacement, eviction from the disk tier).
 func (s *Store) drop(e *entry, report bool) {
-	if s.idx[e.key] == e {
-		delete(s.idx, e.key)
+	if s.hot[e.hash] == e {
+		delete(s.hot, e.hash)
 	}
 	e.dead = true
 	if e.inMem {
 		s.mem.Remove(e.key)
 		e.inMem = false
 	}
-	if e.kind == kindStored && s.disk != nil {
-		if v, ok := s.disk.Peek(e.key); ok && v == e {
-			s.disk.Remove(e.key)
-		}
+	if e.rec != 0 {
+		s.ix.remove(e.rec)
+		e.rec = 0
 	}
 	s.release(e, report)
 }
 
+// dropRec takes the stored entry at rest r out of the index and deletes
+// its file; report asks for OnEvict, which reads the key from the file.
+func (s *Store) dropRec(r offheap.Ref, report bool) {
+	id := s.ix.at(r).id
+	s.ix.remove(r)
+	s.gone = append(s.gone, goneEntry{unlink: s.path(id), evicted: report})
+}
+
+// displace drops whatever entry holds hash, for a new entry of the same
+// key (or, rarely, of another key of the same hash).
+func (s *Store) displace(hash uint64) {
+	if e := s.hot[hash]; e != nil {
+		s.drop(e, false)
+	} else if r := s.coldRec(hash); r != 0 {
+		s.dropRec(r, false)
+	}
+}
+
+// record puts the new stored entry e, of a file of blocks 4 KiB blocks, in
+// the index, first evicting the least recently used entries the disk
+// tier's budget has no room for; false when it cannot hold it.
+func (s *Store) record(e *entry, blocks int64) bool {
+	if s.ix == nil || blocks*blockSize > s.cfg.DiskBytes || blocks >= 1<<32 {
+		return false
+	}
+	for (s.ix.blocks+blocks)*blockSize > s.cfg.DiskBytes && s.ix.tail != 0 {
+		r := s.ix.tail
+		if o := s.hot[s.ix.hashOf(r)]; o != nil && o.rec == r {
+			s.drop(o, true)
+		} else {
+			s.dropRec(r, true)
+		}
+		s.st.DiskEvictions++
+	}
+	r, err := s.ix.insert(e.hash, e.id, uint32(blocks), s.groupHash(e.key, e.hash))
+	if err != nil {
+		s.cfg.Logger.Warn("store: index", "key", e.key, "err", err)
+		return false
+	}
+	e.rec = r
+	return true
+}
+
 // release records what e no longer needs: outside the memory tier and
 // without handles, its arena blocks are freed and its file dropped from
-// the page cache and closed; a dead stored entry's file is deleted. report
+// the page cache and closed, and a stored entry goes to rest (its object
+// leaves the hot entries); a dead stored entry's file is deleted. report
 // asks for OnEvict. s.mu is held.
 func (s *Store) release(e *entry, report bool) {
-	g := goneEntry{e: e, evicted: report}
+	g := goneEntry{key: e.key, evicted: report}
 	if e.refs == 0 && !e.inMem {
 		if e.first >= 0 {
+			if e.bodyAt > 0 {
+				e.meta = nil // it was in the blocks
+			}
 			s.arena.free(e.first)
-			e.first = -1
+			e.first, e.bodyAt = -1, 0
 		}
 		e.inline, e.ready = false, false
 		if e.kind == kindStored && !e.dead {
 			e.meta = nil // on disk; read again when wanted
+			if s.hot[e.hash] == e {
+				delete(s.hot, e.hash)
+			}
 		}
 		if e.f != nil {
-			g.f, e.f, e.fd = e.f, nil, -1
+			// Without a memory tier the kernel keeps what it likes of
+			// linked files.
+			g.f, g.dropPages = e.f, s.cfg.MemoryBytes > 0 || e.kind == kindStored
+			e.f, e.fd = nil, -1
 		}
 	}
 	if e.dead && e.kind == kindStored && e.id != 0 {
@@ -174,18 +237,21 @@ func (s *Store) unlock() {
 	s.mu.Unlock()
 	for _, x := range g {
 		if x.f != nil {
-			if s.cfg.MemoryBytes > 0 || x.e.kind == kindStored {
-				dropCache(x.f, 0, 0) // without a memory tier the kernel keeps what it likes
+			if x.dropPages {
+				dropCache(x.f, 0, 0)
 			}
 			x.f.Close()
+		}
+		if x.evicted && x.key == "" && x.unlink != "" && s.cfg.OnEvict != nil {
+			x.key = s.keyOf(x.unlink) // an entry at rest: its key is in its file
 		}
 		if x.unlink != "" {
 			if err := os.Remove(x.unlink); err != nil && !os.IsNotExist(err) {
 				s.cfg.Logger.Warn("store: delete evicted body", "file", x.unlink, "err", err)
 			}
 		}
-		if x.evicted && s.cfg.OnEvict != nil {
-			s.cfg.OnEvict(x.e.key)
+		if x.evicted && x.key != "" && s.cfg.OnEvict != nil {
+			s.cfg.OnEvict(x.key)
 		}
 	}
 }
@@ -195,7 +261,7 @@ func (s *Store) unlock() {
 // file's pages: the arena is now the memory copy. It reports whether the
 // body is ready.
 func (s *Store) fill(e *entry) bool {
-	err := s.arena.readFrom(e.first, e.size, e.f, e.off)
+	err := s.arena.readFrom(e.first, int64(e.bodyAt), e.size, e.f, e.off)
 	s.mu.Lock()
 	e.loading = false
 	e.ready = err == nil
@@ -220,20 +286,18 @@ func (s *Store) Link(key string, f *os.File, size int64, meta []byte, val any) (
 		f.Close()
 		return Handle{}, fmt.Errorf("%w: %d bytes", ErrKey, len(key))
 	}
-	e := &entry{key: key, kind: kindLinked, size: size, meta: meta, val: val, f: f, fd: int(f.Fd()), first: -1}
+	e := &entry{key: key, hash: s.hash(key), kind: kindLinked, size: size, meta: meta, val: val, f: f, fd: int(f.Fd()), first: -1}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		f.Close()
 		return Handle{}, ErrClosed
 	}
-	if old := s.idx[key]; old != nil {
-		s.drop(old, false)
-	}
+	s.displace(e.hash)
 	s.st.MissBytes += size
 	s.admit(e)
 	if e.inMem {
-		s.idx[key] = e
+		s.hot[e.hash] = e
 	} else {
 		e.dead = true
 	}
@@ -248,14 +312,14 @@ func (s *Store) Link(key string, f *os.File, size int64, meta []byte, val any) (
 	return h, nil
 }
 
-// Keys returns every key in the store, sorted (for tests and tools).
+// Keys returns every key in the store, sorted (for tests and tools; it
+// reads the key of each entry at rest from its file).
 func (s *Store) Keys() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ks := make([]string, 0, len(s.idx))
-	for k := range s.idx {
+	var ks []string
+	s.Walk("", func(k string, _ int64) bool {
 		ks = append(ks, k)
-	}
+		return true
+	})
 	slices.Sort(ks)
 	return ks
 }
@@ -282,25 +346,23 @@ func (s *Store) Hold(key string, body, meta []byte, val any) bool {
 		h.Release()
 		return kept
 	}
-	e := &entry{key: key, kind: kindLinked, size: size, meta: meta, val: val, fd: -1, first: -1}
+	e := &entry{key: key, hash: s.hash(key), kind: kindLinked, size: size, meta: meta, val: val, fd: -1, first: -1}
 	s.mu.Lock()
 	defer s.unlock()
 	if s.closed {
 		return false
 	}
-	if old := s.idx[key]; old != nil {
-		s.drop(old, false)
-	}
+	s.displace(e.hash)
 	s.st.MissBytes += size
 	s.admit(e)
 	if e.first >= 0 {
-		s.arena.copyIn(e.first, body)
+		s.arena.copyIn(e.first, int64(e.bodyAt), body)
 		e.ready = true
 	}
 	if !e.ready {
 		s.drop(e, false)
 		return false
 	}
-	s.idx[key] = e
+	s.hot[e.hash] = e
 	return true
 }

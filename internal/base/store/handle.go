@@ -27,7 +27,8 @@ func (h *Handle) Key() string { return h.e.key }
 func (h *Handle) Size() int64 { return h.e.size }
 
 // Meta is the entry's metadata blob as it was when the handle was taken;
-// it must not be modified.
+// it must not be modified, nor kept after Release (it may be memory the
+// store reuses).
 func (h *Handle) Meta() []byte { return h.meta }
 
 // Value is the value given to Link (nil for stored entries).
@@ -48,7 +49,7 @@ func (h *Handle) AppendBody(dst []byte, off, n int64) ([]byte, bool) {
 	if !h.inline || off < 0 || n < 0 || off+n > h.e.size {
 		return dst, false
 	}
-	return h.s.arena.appendRange(dst, h.e.first, off, n), true
+	return h.s.arena.appendRange(dst, h.e.first, int64(h.e.bodyAt)+off, n), true
 }
 
 // ReadAt reads the body as io.ReaderAt does.
@@ -62,7 +63,7 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	}
 	n := min(int64(len(p)), e.size-off)
 	if h.inline {
-		h.s.arena.appendRange(p[:0], e.first, off, n)
+		h.s.arena.appendRange(p[:0], e.first, int64(e.bodyAt)+off, n)
 	} else if m, err := e.f.ReadAt(p[:n], e.off+off); err != nil {
 		return m, fmt.Errorf("store: read %s: %w", e.key, err)
 	}

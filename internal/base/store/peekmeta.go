@@ -1,5 +1,7 @@
 package store
 
+import "slices"
+
 // PeekMeta returns key's metadata without counting a hit or moving the
 // entry in either tier: Walk's companion, for a purge or a directory that
 // reads what is stored without disturbing the replacement policy.
@@ -10,7 +12,7 @@ func (s *Store) PeekMeta(key string) ([]byte, bool) {
 	}
 	defer h.Release()
 	if h.meta != nil {
-		return h.meta, true
+		return slices.Clone(h.meta), true // it may be in the arena
 	}
 	return s.loadMeta(h.e), true
 }

@@ -65,7 +65,7 @@ func (s *Sender) Send(h *Handle, off, n int64) (int64, error) {
 		return 0, nil
 	}
 	if h.inline {
-		return h.s.arena.writeRange(s.w, e.first, off, n)
+		return h.s.arena.writeRange(s.w, e.first, int64(e.bodyAt)+off, n)
 	}
 	if s.rc == nil {
 		return s.copy(h, off, n)

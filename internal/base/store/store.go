@@ -44,6 +44,15 @@
 // metadata blob (disk.go), so the disk tier survives a restart: Open reads
 // the headers back and drops files whose header does not check.
 //
+// # What an entry costs
+//
+// A stored entry nobody uses (outside the memory tier, no handle) is a
+// 32-byte record of the disk tier's index, outside the Go heap and without
+// its key (index.go): about 40 bytes of memory per entry, whatever the key,
+// and at most one per 4 KiB of DiskBytes. Only entries in use have a Go
+// object with their key and metadata; the memory tier's are charged to
+// its budget by Footprint.
+//
 // # API
 //
 //	s, err := store.Open(store.Config{Dir: dir, MemoryBytes: 24 << 20, DiskBytes: 1 << 30})
@@ -68,12 +77,14 @@ package store
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
 
 	"shoal/internal/base/cache"
+	"shoal/internal/base/offheap"
 )
 
 // Config configures a Store. Zero fields take the defaults named.
@@ -218,12 +229,16 @@ type Stats struct {
 
 // Store is the object store. It is safe for concurrent use.
 type Store struct {
-	cfg Config
+	cfg  Config
+	seed maphash.Seed // Store.hash's
 
-	mu     sync.Mutex
-	idx    map[string]*entry
+	mu sync.Mutex
+	// hot holds, by key hash, the entries that have an object: those in
+	// the memory tier, linked and held ones, and stored ones read through
+	// a handle. A stored entry at rest is only its record in ix.
+	hot    map[uint64]*entry
+	ix     *index              // the disk tier (index.go); nil without Dir or once closed
 	mem    cache.Cache[*entry] // nil when the memory tier is off
-	disk   cache.Cache[*entry] // stored entries, LRU by file blocks; nil without Dir
 	arena  *arena              // nil when nothing is inline
 	st     Stats
 	nextID uint64
@@ -235,20 +250,21 @@ type Store struct {
 	metaMu sync.Mutex // serialises metadata rewrites with their readers (disk.go)
 }
 
-// goneEntry is an entry that left the memory tier or the store during an
-// operation; unlock frees what no handle holds and calls OnEvict.
+// goneEntry is what left the memory tier or the store during an
+// operation; unlock frees it and calls OnEvict.
 type goneEntry struct {
-	e       *entry
-	f       *os.File // to drop from the page cache and close, nil if still used
-	unlink  string   // stored file to delete, "" if none
-	evicted bool     // report to OnEvict
+	f         *os.File // to close, nil if none
+	dropPages bool     // drop f's pages from the page cache first
+	unlink    string   // stored file to delete, "" if none
+	key       string   // the key, for OnEvict
+	evicted   bool     // report to OnEvict (key, or the file's header when key is "")
 }
 
 // Open builds a store; with Dir it creates the folder or reads back the
 // disk tier a previous run left there.
 func Open(cfg Config) (*Store, error) {
 	cfg.withDefaults()
-	s := &Store{cfg: cfg, idx: make(map[string]*entry)}
+	s := &Store{cfg: cfg, seed: maphash.MakeSeed(), hot: make(map[uint64]*entry)}
 	if cfg.MemoryBytes > 0 {
 		c, err := cache.New(cache.Config[*entry]{
 			Policy: cfg.Policy, Capacity: cfg.MemoryBytes, MaxObject: Footprint(cfg.MaxObject, MaxMeta),
@@ -266,11 +282,11 @@ func Open(cfg Config) (*Store, error) {
 		}
 	}
 	if cfg.Dir != "" {
-		d, err := cache.New(cache.Config[*entry]{Policy: cache.LRU, Capacity: cfg.DiskBytes, OnEvict: s.diskEvicted})
+		ix, err := newIndex()
 		if err != nil {
-			return nil, fmt.Errorf("store: disk tier: %w", err)
+			return nil, err
 		}
-		s.disk = d
+		s.ix = ix
 		if err := s.load(); err != nil {
 			return nil, err
 		}
@@ -281,19 +297,65 @@ func Open(cfg Config) (*Store, error) {
 // Config returns the configuration in use, defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
 
+// hash is the key's 64-bit hash (seeded per store): the index knows an
+// entry at rest by it alone. Two keys of one hash (about one
+// pair in 10^7 among a million keys) count as one key: storing either
+// replaces the other, and Get reads the key back from the file, so it
+// never answers one key with the other's body.
+func (s *Store) hash(key string) uint64 {
+	return maphash.String(s.seed, key)
+}
+
+// groupHash is the hash of key's group, its text before the first NUL
+// byte (all of it when there is none): a cache key's Vary variants share
+// their URL's group, so Walk finds them without reading other entries.
+func (s *Store) groupHash(key string, hash uint64) uint32 {
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		return uint32(s.hash(key[:i]))
+	}
+	return uint32(hash)
+}
+
+// hotEntry is key's entry if it has an object. s.mu is held.
+func (s *Store) hotEntry(key string, hash uint64) *entry {
+	if e := s.hot[hash]; e != nil && e.key == key {
+		return e
+	}
+	return nil
+}
+
+// coldRec is the record of the stored entry at rest of hash, or 0. s.mu
+// is held.
+func (s *Store) coldRec(hash uint64) offheap.Ref {
+	if s.ix == nil || s.hot[hash] != nil {
+		return 0
+	}
+	return s.ix.find(hash)
+}
+
 // Get returns a handle on key's entry, or false. A hit on an entry outside
 // the memory tier offers it to the memory tier (the policy decides). The
 // handle must be released. A hit on the memory tier allocates nothing.
 func (s *Store) Get(key string) (Handle, bool) {
+	hash := s.hash(key)
 	s.mu.Lock()
-	e := s.idx[key]
+	e := s.hotEntry(key, hash)
 	if e == nil {
-		s.st.Misses++
-		if s.mem != nil {
-			s.mem.Get(key) // the policy's miss count
+		if r := s.coldRec(hash); r != 0 {
+			id := s.ix.at(r).id
+			s.mu.Unlock()
+			if e = s.warm(key, hash, id); e == nil { // with s.mu held when not nil
+				s.mu.Lock()
+			}
 		}
-		s.mu.Unlock()
-		return Handle{}, false
+		if e == nil {
+			s.st.Misses++
+			if s.mem != nil {
+				s.mem.Get(key) // the policy's miss count
+			}
+			s.mu.Unlock()
+			return Handle{}, false
+		}
 	}
 	s.st.Hits++
 	s.st.HitBytes += e.size
@@ -305,10 +367,17 @@ func (s *Store) Get(key string) (Handle, bool) {
 		s.st.DiskHits++
 		s.admit(e)
 	}
-	if e.kind == kindStored && s.disk != nil {
-		s.disk.Get(key)
+	if e.rec != 0 {
+		s.ix.touch(e.rec)
 	}
-	load := e.first >= 0 && !e.ready && !e.loading
+	return s.handle(e, true)
+}
+
+// handle takes a handle on e, hot and live, whose lock (s.mu) the caller
+// holds and handle releases; fill reads an inline body the memory tier
+// just admitted into the arena.
+func (s *Store) handle(e *entry, fill bool) (Handle, bool) {
+	load := fill && e.first >= 0 && !e.ready && !e.loading
 	e.loading = e.loading || load
 	var err error
 	if e.f == nil && !e.ready {
@@ -318,9 +387,9 @@ func (s *Store) Get(key string) (Handle, bool) {
 	h := Handle{s: s, e: e, meta: e.meta, mem: e.inMem, inline: e.ready}
 	s.unlock()
 	if err != nil {
-		s.cfg.Logger.Warn("store: open stored body", "key", key, "err", err)
+		s.cfg.Logger.Warn("store: open stored body", "key", e.key, "err", err)
 		h.Release()
-		s.Remove(key)
+		s.Remove(e.key)
 		return Handle{}, false
 	}
 	if h.meta == nil && e.kind == kindStored {
@@ -332,68 +401,138 @@ func (s *Store) Get(key string) (Handle, bool) {
 	return h, true
 }
 
-// hold takes a handle on key without counting a hit or moving the entry
-// in either tier (SetMeta's); its body is readable with ReadAt.
-func (s *Store) hold(key string) (Handle, error) {
-	s.mu.Lock()
-	e := s.idx[key]
-	var err error
-	switch {
-	case e == nil:
-		err = fmt.Errorf("%w: %s", ErrNotFound, key)
-	case e.f == nil && !e.ready:
-		err = s.openStored(e)
-	}
+// warm gives the stored entry at rest of key, file id, its object: it
+// opens the file and reads its header, outside the lock (it may be a disk
+// read), and checks that the header holds key and that the index still
+// names that file. It returns the entry, hot, with s.mu held, or nil
+// (without the lock) when key is not what the file holds.
+func (s *Store) warm(key string, hash, id uint64) *entry {
+	f, err := os.Open(s.path(id))
 	if err != nil {
-		s.mu.Unlock()
-		return Handle{}, err
+		return nil // removed or replaced meanwhile
 	}
-	e.refs++
-	h := Handle{s: s, e: e, meta: e.meta, mem: e.inMem, inline: e.ready}
-	s.unlock()
+	s.metaMu.Lock()
+	fh, err := readHeader(f)
+	s.metaMu.Unlock()
+	if err != nil || fh.key != key {
+		f.Close()
+		return nil
+	}
+	s.mu.Lock()
+	if e := s.hotEntry(key, hash); e != nil {
+		f.Close() // another Get was first
+		return e
+	}
+	r := s.coldRec(hash)
+	if s.closed || r == 0 || s.ix.at(r).id != id {
+		s.mu.Unlock()
+		f.Close()
+		return nil
+	}
+	e := &entry{key: fh.key, hash: hash, kind: kindStored, size: fh.body, meta: fh.meta, f: f, fd: int(f.Fd()),
+		off: fh.bodyOff, id: id, rec: r, metaLen: len(fh.meta), metaCap: fh.room, first: -1}
+	s.hot[hash] = e
+	return e
+}
+
+// hold takes a handle on key without counting a hit or moving the entry
+// in either tier (SetMeta's, PeekMeta's); its body is readable with
+// ReadAt.
+func (s *Store) hold(key string) (Handle, error) {
+	hash := s.hash(key)
+	s.mu.Lock()
+	e := s.hotEntry(key, hash)
+	if e == nil {
+		r := s.coldRec(hash)
+		var id uint64
+		if r != 0 {
+			id = s.ix.at(r).id
+		}
+		s.mu.Unlock()
+		if r != 0 {
+			e = s.warm(key, hash, id)
+		}
+		if e == nil {
+			return Handle{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+	}
+	h, ok := s.handle(e, false)
+	if !ok {
+		return Handle{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
 	return h, nil
 }
 
 // Peek reports whether key is in the store, and in its memory tier,
 // without counting or moving anything.
 func (s *Store) Peek(key string) (stored, inMemory bool) {
+	hash := s.hash(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.idx[key]
-	return e != nil, e != nil && e.inMem
+	if e := s.hotEntry(key, hash); e != nil {
+		return true, e.inMem
+	}
+	return s.coldRec(hash) != 0, false
 }
 
 // Remove drops key from the store (its stored file is deleted once no
 // handle reads it) and reports whether it was there. OnEvict is not called.
 func (s *Store) Remove(key string) bool {
+	hash := s.hash(key)
 	s.mu.Lock()
-	e := s.idx[key]
-	if e != nil {
+	found := true
+	if e := s.hotEntry(key, hash); e != nil {
 		s.drop(e, false)
+	} else if r := s.coldRec(hash); r != 0 {
+		s.dropRec(r, false)
+	} else {
+		found = false
 	}
 	s.unlock()
-	return e != nil
+	return found
 }
 
 // Walk calls f with the key and body size of every entry whose key starts
 // with prefix ("" for all), in no particular order, until f returns
-// false. The keys are collected first, so f may call the store; an entry
+// false. The keys of entries at rest are read from their files' headers,
+// so a walk costs a read per stored entry, except when prefix reaches into
+// a group (it has a NUL byte): only that group's entries are read then.
+// The entries are collected first, so f may call the store; an entry
 // added during the walk may be missed.
 func (s *Store) Walk(prefix string, f func(key string, size int64) bool) {
 	type kv struct {
 		k string
 		n int64
 	}
-	var list []kv
+	var hot []kv
+	var cold []uint64
 	s.mu.Lock()
-	for k, e := range s.idx {
-		if strings.HasPrefix(k, prefix) {
-			list = append(list, kv{k, e.size})
+	for _, e := range s.hot {
+		if strings.HasPrefix(e.key, prefix) {
+			hot = append(hot, kv{e.key, e.size})
 		}
 	}
+	if s.ix != nil {
+		grouped, g := false, uint32(0)
+		if i := strings.IndexByte(prefix, 0); i >= 0 {
+			grouped, g = true, uint32(s.hash(prefix[:i]))
+		}
+		s.ix.each(func(hash uint64, p *rec) bool {
+			if (!grouped || p.group == g) && s.hot[hash] == nil {
+				cold = append(cold, p.id)
+			}
+			return true
+		})
+	}
 	s.mu.Unlock()
-	for _, x := range list {
+	for _, x := range hot {
 		if !f(x.k, x.n) {
+			return
+		}
+	}
+	for _, id := range cold {
+		key, size, ok := s.peekFile(id)
+		if ok && strings.HasPrefix(key, prefix) && !f(key, size) {
 			return
 		}
 	}
@@ -405,9 +544,9 @@ func (s *Store) Walk(prefix string, f func(key string, size int64) bool) {
 func (s *Store) MemoryKeys(f func(key string)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, e := range s.idx {
+	for _, e := range s.hot {
 		if e.inMem {
-			f(k)
+			f(e.key)
 		}
 	}
 }
@@ -424,16 +563,15 @@ func (s *Store) Stats() Stats {
 	if s.arena != nil {
 		st.InlineBytes = int64(s.arena.used) * blockSize
 	}
-	if s.disk != nil {
-		st.DiskObjects, st.DiskBytes, st.DiskCapacity = s.disk.Len(), s.disk.Bytes(), s.disk.Capacity()
-		st.DiskEvictions = s.disk.Stats().Evictions
+	if s.ix != nil {
+		st.DiskObjects, st.DiskBytes, st.DiskCapacity = s.ix.len(), s.ix.blocks*blockSize, s.cfg.DiskBytes
 	}
 	return st
 }
 
-// Close releases the store's open files and arena once no handle holds
-// them; stored files stay on disk for the next Open. Using the store after
-// Close fails with ErrClosed (Get misses).
+// Close releases the store's open files, arena and index once no handle
+// holds them; stored files stay on disk for the next Open. Using the
+// store after Close fails with ErrClosed (Get misses).
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -441,12 +579,16 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	for _, e := range s.idx {
+	for _, e := range s.hot {
 		e.inMem = false
 		s.release(e, false)
 	}
-	clear(s.idx)
-	s.mem, s.disk = nil, nil
+	clear(s.hot)
+	s.mem = nil
+	if s.ix != nil {
+		s.ix.close()
+		s.ix = nil
+	}
 	s.unlock()
 	return nil
 }
@@ -458,7 +600,7 @@ func (s *Store) Close() error {
 func (s *Store) Resident(limit int) (int64, error) {
 	var hs []Handle
 	s.mu.Lock()
-	for _, e := range s.idx {
+	for _, e := range s.hot {
 		if limit > 0 && len(hs) >= limit {
 			break
 		}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -457,4 +458,125 @@ func TestStreamLarge(t *testing.T) {
 		t.Errorf("tail: %v %v", b, err)
 	}
 	h.Release()
+}
+
+// The index of the disk tier lives off the Go heap: storing many small
+// responses grows the live heap by a few bytes per entry, not by the
+// hundreds an entry object and its key would take.
+func TestHeapPerEntry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stores 10,000 entries")
+	}
+	s := open(t, Config{Dir: t.TempDir(), MemoryBytes: 1 << 20})
+	meta, data := make([]byte, 300), body(50, 1)
+	const n = 10000
+	put := func(from, to int) {
+		for i := from; i < to; i++ {
+			key := fmt.Sprintf("http\x00example.com/some/path/of/an/object/%d?query=%d", i, i)
+			if err := s.Put(key, meta, int64(len(data)), bytes.NewReader(data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(0, 1000) // the memory tier fills
+	before := heapInUse()
+	put(1000, n)
+	per := (heapInUse() - before) / (n - 1000)
+	if st := s.Stats(); st.DiskObjects != n {
+		t.Fatalf("%d entries stored, want %d", st.DiskObjects, n)
+	}
+	t.Logf("live heap per stored entry: %d bytes", per)
+	if per > 48 {
+		t.Errorf("live heap grew %d bytes per stored entry, want at most 48", per)
+	}
+	runtime.KeepAlive(s)
+}
+
+// Walk finds entries at rest by the keys in their files; a prefix that
+// reaches into a group (past a NUL) walks that group only.
+func TestWalkGroups(t *testing.T) {
+	s := open(t, Config{Dir: t.TempDir(), MemoryBytes: -1})
+	keys := []string{"u1", "u1\x00a", "u1\x00b", "u10\x00a", "u2\x00a"}
+	for _, k := range keys {
+		if err := s.Put(k, []byte("m"), 10, bytes.NewReader(body(10, 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	walk := func(prefix string) []string {
+		var got []string
+		s.Walk(prefix, func(k string, n int64) bool {
+			if n != 10 {
+				t.Errorf("%q: size %d", k, n)
+			}
+			got = append(got, k)
+			return true
+		})
+		slices.Sort(got)
+		return got
+	}
+	if got := walk("u1\x00"); !slices.Equal(got, []string{"u1\x00a", "u1\x00b"}) {
+		t.Errorf("group walk: %q", got)
+	}
+	if got := walk("u1"); !slices.Equal(got, []string{"u1", "u1\x00a", "u1\x00b", "u10\x00a"}) {
+		t.Errorf("prefix walk: %q", got)
+	}
+	if got := s.Keys(); !slices.Equal(got, []string{"u1", "u1\x00a", "u1\x00b", "u10\x00a", "u2\x00a"}) {
+		t.Errorf("keys: %q", got)
+	}
+	// A handle makes an entry hot; the walk sees it once.
+	h, ok := s.Get("u1\x00a")
+	if !ok {
+		t.Fatal("Get of an entry at rest missed")
+	}
+	if got := walk("u1\x00"); !slices.Equal(got, []string{"u1\x00a", "u1\x00b"}) {
+		t.Errorf("group walk with a handle: %q", got)
+	}
+	h.Release()
+	if stored, inMem := s.Peek("u1\x00a"); !stored || inMem {
+		t.Errorf("Peek after release: %v %v", stored, inMem)
+	}
+}
+
+// A small body's metadata lives in its arena block, ahead of the body,
+// when it fits in the slack: the memory tier's entries then keep no
+// metadata in the Go heap. Bodies read right around it, and a handle's
+// metadata stays as it was after SetMeta.
+func TestMetaInline(t *testing.T) {
+	s := open(t, Config{Dir: t.TempDir(), MemoryBytes: 64 << 20})
+	meta := bytes.Repeat([]byte("m"), 300)
+	for _, n := range []int{1, 50, 3796, 3797, 9000} { // 3796 + 300 fills one block exactly
+		key := fmt.Sprintf("/%d", n)
+		if err := s.Put(key, meta, int64(n), bytes.NewReader(body(n, byte(n)))); err != nil {
+			t.Fatal(err)
+		}
+		h, ok := s.Get(key)
+		if !ok || !h.Inline() {
+			t.Fatalf("%s: not inline", key)
+		}
+		inArena := h.e.bodyAt > 0
+		if want := blocksFor(int64(n)+300) == blocksFor(int64(n)); inArena != want {
+			t.Errorf("%s: metadata in the arena %v, want %v", key, inArena, want)
+		}
+		b, _ := h.AppendBody(nil, 0, h.Size())
+		if !bytes.Equal(b, body(n, byte(n))) || !bytes.Equal(readAll(t, &h), b) || !bytes.Equal(h.Meta(), meta) {
+			t.Errorf("%s: body or metadata wrong", key)
+		}
+		var w bytes.Buffer
+		if _, err := NewSender(&w).Send(&h, 1, int64(n-1)); err != nil || !bytes.Equal(w.Bytes(), b[1:]) {
+			t.Errorf("%s: sent %d bytes, %v", key, w.Len(), err)
+		}
+		if err := s.SetMeta(key, []byte("new")); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(h.Meta(), meta) {
+			t.Errorf("%s: a handle's metadata changed with SetMeta", key)
+		}
+		h.Release()
+		h, _ = s.Get(key)
+		b, _ = h.AppendBody(nil, 0, h.Size())
+		if string(h.Meta()) != "new" || !bytes.Equal(b, body(n, byte(n))) {
+			t.Errorf("%s after SetMeta: %q", key, h.Meta())
+		}
+		h.Release()
+	}
 }

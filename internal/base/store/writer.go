@@ -41,7 +41,7 @@ type Writer struct {
 // ErrTooLarge.
 func (s *Store) Create(key string, meta []byte, size int64) (*Writer, error) {
 	switch {
-	case s.disk == nil:
+	case s.cfg.Dir == "":
 		return nil, ErrNoDisk
 	case len(key) == 0 || len(key) > MaxKey:
 		return nil, fmt.Errorf("%w: %d bytes", ErrKey, len(key))
@@ -192,36 +192,36 @@ func (w *Writer) Commit() error {
 // policy decides, the memory tier.
 func (w *Writer) install(id uint64) {
 	s := w.s
-	e := &entry{key: w.key, kind: kindStored, size: w.n, meta: w.meta, f: w.f, fd: int(w.f.Fd()), off: w.bodyOff,
-		id: id, metaLen: len(w.meta), metaCap: w.room, first: -1}
+	e := &entry{key: w.key, hash: s.hash(w.key), kind: kindStored, size: w.n, meta: w.meta, f: w.f, fd: int(w.f.Fd()),
+		off: w.bodyOff, id: id, metaLen: len(w.meta), metaCap: w.room, first: -1}
 	s.mu.Lock()
-	if old := s.idx[w.key]; old != nil {
-		s.drop(old, false)
+	if !s.closed {
+		s.displace(e.hash)
 	}
 	s.st.MissBytes += w.n
-	if s.closed || !s.disk.Add(w.key, e, diskSize(e.off, e.size)) {
+	if s.closed || !s.record(e, diskSize(e.off, e.size)/blockSize) {
 		e.dead = true
 		s.release(e, false)
 		s.unlock()
 		return
 	}
-	s.idx[w.key] = e
+	s.hot[e.hash] = e
 	s.admit(e)
 	if e.first >= 0 {
 		if w.inline {
-			s.arena.copyIn(e.first, w.small)
+			s.arena.copyIn(e.first, int64(e.bodyAt), w.small)
 			e.ready = true
 		} else {
 			s.arena.free(e.first) // the size is known only now: not kept inline
-			e.first, e.inline = -1, false
+			e.first, e.inline, e.meta, e.bodyAt = -1, false, w.meta, 0
 		}
 	}
 	switch {
 	case !e.inMem:
-		s.release(e, false) // not admitted: the file's pages go
+		s.release(e, false) // not admitted: at rest, the file's pages go
 	case e.ready:
 		// The arena is the memory copy: the file's pages go.
-		s.gone = append(s.gone, goneEntry{e: e, f: e.f})
+		s.gone = append(s.gone, goneEntry{f: e.f, dropPages: true})
 		e.f, e.fd = nil, -1
 	}
 	s.unlock()
@@ -283,9 +283,7 @@ func (s *Store) SetMeta(key string, meta []byte) error {
 	}
 	s.mu.Lock()
 	e.metaLen = len(meta)
-	if e.inMem {
-		e.meta = meta
-	}
+	e.meta = meta // e is hot while h holds it, and goes to rest without it
 	s.mu.Unlock()
 	return nil
 }

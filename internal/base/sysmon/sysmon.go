@@ -31,7 +31,9 @@
 //
 // SCHED_IDLE still guarantees a share of the CPU, so nothing starves. The
 // front does no blocking file I/O on its request path, so this delay costs
-// it nothing.
+// it nothing. The node uses it too (config.NodeServer.SysmonIdle): there a
+// goroutine blocked in a disk read keeps its P until the core has a moment
+// for sysmon, which only a host whose cores other work keeps busy notices.
 //
 // There is no API that names sysmon's thread. The runtime starts sysmon
 // first, as its second thread, and sysmon sleeps with nanosleep, which no
@@ -91,7 +93,12 @@ func find(limit time.Duration, nr int) (int, error) {
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("sysmon: %d threads found in nanosleep, want exactly 1", len(tids))
 		}
-		time.Sleep(200 * time.Microsecond)
+		// Wait busy, not with time.Sleep: while every P is idle, sysmon
+		// sleeps in a futex until the next timer instead of nanosleep, so a
+		// sleeping finder of an idle program (a node just started) could
+		// miss it throughout.
+		for t := time.Now(); time.Since(t) < 200*time.Microsecond; {
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"slices"
 	"testing"
 	"time"
@@ -12,47 +13,64 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // times, a window of requests (hand-counted below) evicts the old objects
 // asked fewer than twice, keeps the copy stored inside the window, names
 // the two most asked, and unregisters the evicted copies that were
-// registered.
+// registered. The same with URLs (a Go map, as the simulator keeps them)
+// and with 64-bit keys (off the heap, as a live PoP keeps them).
 func TestRollEvictsAndFindsHot(t *testing.T) {
+	t.Run("string", func(t *testing.T) { rollCase(t, func(u string) string { return u }) })
+	t.Run("uint64", func(t *testing.T) {
+		// Keys that sort as the URLs do.
+		rollCase(t, func(u string) uint64 { return uint64(u[1])<<8 | uint64(len(u)) })
+	})
+}
+
+func rollCase[K cmp.Ordered](t *testing.T, key func(string) K) {
 	cfg := DefaultConfig()
 	cfg.Window, cfg.MinRequests, cfg.HotTop, cfg.HotMin, cfg.DirTTL = time.Minute, 2, 2, 3, time.Hour
-	s, err := NewTable[string](cfg, t0)
+	s, err := NewTable[K](cfg, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, u := range []string{"/a", "/b", "/c", "/d"} {
-		s.Add(t0.Add(-time.Second), u, false) // stored before the window
+	defer s.Close()
+	keys := func(us ...string) []K {
+		var ks []K
+		for _, u := range us {
+			ks = append(ks, key(u))
+		}
+		return ks
 	}
-	s.Hold(t0, "/b", 7)
-	s.Add(t0.Add(30*time.Second), "/new", false) // stored inside it
+	for _, u := range []string{"/a", "/b", "/c", "/d"} {
+		s.Add(t0.Add(-time.Second), key(u), false) // stored before the window
+	}
+	s.Hold(t0, key("/b"), 7)
+	s.Add(t0.Add(30*time.Second), key("/new"), false) // stored inside it
 	reqs := map[string]int{"/a": 5, "/b": 1, "/c": 3, "/d": 0, "/new": 0, "/missing": 2}
 	for u, n := range reqs {
 		for range n {
-			s.Request(u)
+			s.Request(key(u))
 		}
 	}
 	if ev, hot, _ := s.Roll(t0.Add(59 * time.Second)); ev != nil || hot != nil {
 		t.Fatalf("roll before the window ended: evicted %v hot %v", ev, hot)
 	}
 	ev, hot, regs := s.Roll(t0.Add(time.Minute))
-	if want := []string{"/b", "/d"}; !slices.Equal(ev, want) {
+	if want := keys("/b", "/d"); !slices.Equal(ev, want) {
 		t.Errorf("evicted %v, want %v", ev, want)
 	}
-	if want := []string{"/a", "/c"}; !slices.Equal(hot, want) {
+	if want := keys("/a", "/c"); !slices.Equal(hot, want) {
 		t.Errorf("hot %v, want %v", hot, want)
 	}
-	if want := []Reg[string]{{Op: Unregister, Key: "/b", Home: 7}}; !slices.Equal(regs, want) {
+	if want := []Reg[K]{{Op: Unregister, Key: key("/b"), Home: 7}}; !slices.Equal(regs, want) {
 		t.Errorf("regs %v, want %v", regs, want)
 	}
-	if !s.Has("/new") || !s.Has("/a") || s.Has("/b") {
-		t.Errorf("after roll: /new %v /a %v /b %v", s.Has("/new"), s.Has("/a"), s.Has("/b"))
+	if !s.Has(key("/new")) || !s.Has(key("/a")) || s.Has(key("/b")) {
+		t.Errorf("after roll: /new %v /a %v /b %v", s.Has(key("/new")), s.Has(key("/a")), s.Has(key("/b")))
 	}
 	if st := s.Stats(); st.Hits != 9 || st.Misses != 2 || st.Evicted != 2 {
 		t.Errorf("stats %+v, want 9 hits, 2 misses, 2 evicted", st)
 	}
 	// Next window: nothing asked, so /new (now old) and the rest go.
 	ev, _, _ = s.Roll(t0.Add(2 * time.Minute))
-	if want := []string{"/a", "/c", "/new"}; !slices.Equal(ev, want) {
+	if want := keys("/a", "/c", "/new"); !slices.Equal(ev, want) {
 		t.Errorf("second roll evicted %v, want %v", ev, want)
 	}
 }

@@ -44,7 +44,7 @@ type held struct {
 // holds, each with its requests in the current window and the home PoP it
 // is registered at. Keys are whatever names a copy: the simulator uses
 // URLs, a live PoP the 64-bit hash of the URL (8 bytes a key instead of
-// the URL's length).
+// the URL's length), whose copies live outside the Go heap (copies.go).
 //
 // It decides which copies are kept (Roll: fewer than MinRequests requests
 // in a window, and the copy is dropped) and which are hot (pushed to every
@@ -56,7 +56,7 @@ type held struct {
 // the live PoP and the simulator send them their own way.
 type Table[K cmp.Ordered] struct {
 	cfg         Config
-	m           map[K]held
+	m           copies[K]
 	epoch       time.Time
 	homes       []uint64          // held.home-1 → PoP ID
 	homeIdx     map[uint64]uint16 // PoP ID → held.home
@@ -112,18 +112,25 @@ func NewTable[K cmp.Ordered](cfg Config, now time.Time) (*Table[K], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Table[K]{cfg: cfg, m: map[K]held{}, epoch: now, homeIdx: map[uint64]uint16{}, windowStart: now}, nil
+	m, err := newCopies[K]()
+	if err != nil {
+		return nil, err
+	}
+	return &Table[K]{cfg: cfg, m: m, epoch: now, homeIdx: map[uint64]uint16{}, windowStart: now}, nil
 }
+
+// Close returns the table's memory; it is unusable afterwards.
+func (t *Table[K]) Close() { t.m.close() }
 
 // Request counts one request for k and reports whether this PoP holds it.
 func (t *Table[K]) Request(k K) bool {
-	h, ok := t.m[k]
+	h, ok := t.m.get(k)
 	if !ok {
 		t.stats.Misses++
 		return false
 	}
 	h.count++
-	t.m[k] = h
+	t.m.put(k, h)
 	t.stats.Hits++
 	return true
 }
@@ -132,21 +139,21 @@ func (t *Table[K]) Request(k K) bool {
 // the live PoP's nodes count hits themselves (a lock per hit would cost the
 // hit path) and hand the sums over before each Roll.
 func (t *Table[K]) Count(k K, n int) {
-	if h, ok := t.m[k]; ok {
+	if h, ok := t.m.get(k); ok {
 		h.count = int32(min(int64(h.count)+int64(n), 1<<30))
-		t.m[k] = h
+		t.m.put(k, h)
 		t.stats.Hits += uint64(n)
 	}
 }
 
 // Has reports whether this PoP holds k, without counting a request.
-func (t *Table[K]) Has(k K) bool { _, ok := t.m[k]; return ok }
+func (t *Table[K]) Has(k K) bool { _, ok := t.m.get(k); return ok }
 
 // Add records a copy of k (passive replication, a push, or the shield's
 // copy) and reports whether it is new; the request that caused it counts
 // when counted is true. Hold registers it.
 func (t *Table[K]) Add(now time.Time, k K, counted bool) bool {
-	h, ok := t.m[k]
+	h, ok := t.m.get(k)
 	if !ok {
 		h = held{since: t.secUp(now)}
 		t.stats.Stored++
@@ -154,7 +161,7 @@ func (t *Table[K]) Add(now time.Time, k K, counted bool) bool {
 	if counted {
 		h.count++
 	}
-	t.m[k] = h
+	t.m.put(k, h)
 	return !ok
 }
 
@@ -162,11 +169,11 @@ func (t *Table[K]) Add(now time.Time, k K, counted bool) bool {
 // Unregister for its home, if it was registered; ok reports whether it was
 // held.
 func (t *Table[K]) Remove(k K) (regs []Reg[K], ok bool) {
-	h, ok := t.m[k]
+	h, ok := t.m.get(k)
 	if !ok {
 		return nil, false
 	}
-	delete(t.m, k)
+	t.m.del(k)
 	t.stats.Purged++
 	return t.unregister(k, h), true
 }
@@ -179,7 +186,7 @@ func (t *Table[K]) unregister(k K, h held) []Reg[K] {
 }
 
 // Len returns the number of copies held.
-func (t *Table[K]) Len() int { return len(t.m) }
+func (t *Table[K]) Len() int { return t.m.len() }
 
 // Stats returns the counters.
 func (t *Table[K]) Stats() Stats { return t.stats }
@@ -202,21 +209,23 @@ func (t *Table[K]) Roll(now time.Time) (evicted, hot []K, regs []Reg[K]) {
 	}
 	start := t.sec(t.windowStart)
 	var hots []kc
-	for k, h := range t.m {
+	t.m.all(func(k K, h held) bool {
 		if int(h.count) < t.cfg.MinRequests && h.since < start {
 			evicted = append(evicted, k)
-			continue
+			return true
 		}
 		if t.cfg.HotTop > 0 && int(h.count) >= max(t.cfg.HotMin, 1) {
 			hots = append(hots, kc{k, h.count})
 		}
 		h.count = 0
-		t.m[k] = h
-	}
+		t.m.put(k, h)
+		return true
+	})
 	slices.Sort(evicted)
 	for _, k := range evicted {
-		regs = append(regs, t.unregister(k, t.m[k])...)
-		delete(t.m, k)
+		h, _ := t.m.get(k)
+		regs = append(regs, t.unregister(k, h)...)
+		t.m.del(k)
 		t.stats.Evicted++
 	}
 	slices.SortFunc(hots, func(a, b kc) int {
@@ -240,7 +249,7 @@ func (t *Table[K]) Roll(now time.Time) (evicted, hot []K, regs []Reg[K]) {
 // a Register when it is new or due, an Unregister at the old home first
 // when the home moved. A key not held gets nothing.
 func (t *Table[K]) Hold(now time.Time, k K, home uint64) []Reg[K] {
-	h, ok := t.m[k]
+	h, ok := t.m.get(k)
 	if !ok || home == 0 {
 		return nil
 	}
@@ -256,12 +265,12 @@ func (t *Table[K]) Hold(now time.Time, k K, home uint64) []Reg[K] {
 		return out
 	}
 	h.regAt = t.sec(now)
-	t.m[k] = h
+	t.m.put(k, h)
 	return append(out, Reg[K]{Op: Register, Key: k, Home: home})
 }
 
 // Home returns the home k is registered at (0: none yet).
-func (t *Table[K]) Home(k K) uint64 { return t.homeID(t.m[k].home) }
+func (t *Table[K]) Home(k K) uint64 { h, _ := t.m.get(k); return t.homeID(h.home) }
 
 // due reports whether h's registration is to be renewed at now: none yet,
 // or half the directory's TTL old.
@@ -276,11 +285,12 @@ func (t *Table[K]) due(h held, now time.Time) bool {
 // key.
 func (t *Table[K]) RegDue(now time.Time) []K {
 	var out []K
-	for k, h := range t.m {
+	t.m.all(func(k K, h held) bool {
 		if t.due(h, now) {
 			out = append(out, k)
 		}
-	}
+		return true
+	})
 	slices.Sort(out)
 	return out
 }
@@ -294,11 +304,12 @@ func (t *Table[K]) At(home uint64) []K {
 		return nil
 	}
 	var out []K
-	for k, h := range t.m {
+	t.m.all(func(k K, h held) bool {
 		if h.home == i {
 			out = append(out, k)
 		}
-	}
+		return true
+	})
 	slices.Sort(out)
 	return out
 }
@@ -307,9 +318,9 @@ func (t *Table[K]) At(home uint64) []K {
 // the key is no longer its own): the next RegDue lists it with Home 0, so
 // the caller looks the home up again; no Unregister goes to the old home.
 func (t *Table[K]) Forget(k K) {
-	if h, ok := t.m[k]; ok {
+	if h, ok := t.m.get(k); ok {
 		h.home, h.regAt = 0, 0
-		t.m[k] = h
+		t.m.put(k, h)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -110,6 +111,7 @@ type WAN struct {
 	rng     *rand.Rand
 	stop    chan struct{}
 	wg      sync.WaitGroup
+	lock    *os.File // the host-wide lab lock, held until Close
 	Dropped uint64
 	Sent    uint64
 }
@@ -128,8 +130,14 @@ func run(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// lockPath is the host-wide lock of the lab's subnet: two switches would
+// both route 10.77.0.0/24 from the host, and one would lose its packets.
+const lockPath = "/run/shoal-wan.lock"
+
 // Start creates one namespace per row of m and starts the switch. It needs
-// root (CAP_NET_ADMIN).
+// root (CAP_NET_ADMIN). Only one switch can own the lab's subnet on a host,
+// so Start first waits until any other (another process's, another test
+// package's) has closed.
 func Start(ctx context.Context, m Matrix) (*WAN, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -137,8 +145,16 @@ func Start(ctx context.Context, m Matrix) (*WAN, error) {
 	if len(m.RTT) > 250 {
 		return nil, fmt.Errorf("wan: %d PoPs, at most 250", len(m.RTT))
 	}
+	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("wan: lab lock: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("wan: lab lock %s: %w", lockPath, err)
+	}
 	w := &WAN{ID: fmt.Sprintf("%x", rand.Uint32()&0xffffff), m: m, wake: make(chan struct{}, 1),
-		rng: rand.New(rand.NewPCG(rand.Uint64(), 1)), stop: make(chan struct{})}
+		rng: rand.New(rand.NewPCG(rand.Uint64(), 1)), stop: make(chan struct{}), lock: lock}
 	ok := false
 	defer func() {
 		if !ok {
@@ -323,6 +339,7 @@ func (w *WAN) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	w.lock.Close() // releases the flock: the next switch may start
 	return errors.Join(errs...)
 }
 

@@ -158,7 +158,12 @@ func (m *muxStream) dispatch() Result {
 		s.pathCounter(p.Name()).Add(1)
 		return m.redirect()
 	}
-	if _, ok := p.(relayPath); !ok || s.cfg.Choose != nil {
+	switch p.(type) {
+	case relayPath, localPath: // the local path's streams are relayed, not a handoff's fallback
+		if s.cfg.Choose != nil {
+			s.ctr.fallback(fallbackStream)
+		}
+	default:
 		s.ctr.fallback(fallbackStream)
 	}
 	t.path = relayPath{}

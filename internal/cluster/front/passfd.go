@@ -169,8 +169,10 @@ type passfdPath struct {
 	// out holds, by socket path, the ids of connections handed off with a
 	// return request and not yet back or ended: if that node's socket
 	// breaks (the node died), they leave the policy's connection table.
-	out    map[string]map[uint64]struct{}
-	ret    atomic.Int32 // 0 undecided, 1 hand back, -1 keep
+	out map[string]map[uint64]struct{}
+	// ret is handBack's answer under ReturnAuto for the policy it names
+	// (a reload may replace the policy).
+	ret    atomic.Pointer[handBackFor]
 	closer sync.Once
 	// warned holds the node socket paths whose refusal was logged (one
 	// line per socket, not per request); cleared when maxWarned is reached.
@@ -292,37 +294,53 @@ func (p *passfdPath) settle(path string, id uint64) {
 	p.mu.Unlock()
 }
 
-// handBack reports whether nodes must return connections after a request.
-func (p *passfdPath) handBack(s *Server) bool {
+// handBack reports whether nodes must return connections after a request,
+// and track whether a passed connection is held against its node until the
+// node reports its end (held.go): only under a policy that reads the nodes'
+// load (policy.Traits.Active), since the end notice costs the front a
+// wake-up and two system calls per connection. A returned connection ends
+// its hold when it comes back.
+func (p *passfdPath) handBack(s *Server) (back, track bool) {
+	back, track = true, true // no policy: the safe side
+	if pol := s.cl.Policy(); pol != nil {
+		name := pol.Name()
+		r := p.ret.Load()
+		if r == nil || r.policy != name {
+			// Under a content-blind policy a node may keep a passed
+			// connection, as LVS keeps a client on its real server.
+			t := policy.TraitsOf(pol)
+			r = &handBackFor{policy: name, back: t.Placement.ContentAware(), track: t.Active}
+			p.ret.Store(r)
+		}
+		back, track = r.back, r.track
+	}
 	switch p.cfg.Return {
 	case ReturnAlways:
-		return true
+		back = true
 	case ReturnNever:
-		return false
+		back = false
 	}
-	r := p.ret.Load()
-	if r == 0 {
-		r = 1
-		// Under a content-blind policy a node may keep a passed connection,
-		// as LVS keeps a client on its real server.
-		if pol := s.cl.Policy(); pol != nil && !policy.TraitsOf(pol).Placement.ContentAware() {
-			r = -1
-		}
-		p.ret.Store(r)
-	}
-	return r > 0
+	return back, track
+}
+
+// handBackFor is handBack's answer for the policy named.
+type handBackFor struct {
+	policy      string
+	back, track bool
 }
 
 // send passes connection id — the socket sc with head and data, or with
 // sc nil the bare descriptor fd with data and without waiting — to node b's
 // handoff socket sock, holding it against b until the node returns or ends
-// it (held.go). It reports whether the node is to hand it back. d is the
-// policy's decision, whose fetch node the header carries (peer fetch).
+// it when the policy reads load (held.go). It reports whether the node is
+// to hand it back. d is the policy's decision, whose fetch node the header
+// carries (peer fetch).
 func (p *passfdPath) send(s *Server, b *control.Backend, d policy.Decision, sock string, id uint64, moves uint32, sc syscall.Conn, fd int, head, data []byte) (back bool, err error) {
-	back = p.handBack(s)
-	h := handoff.FDHeader{Kind: handoff.FDHandoff, Flags: handoff.FDFlagEnded, Node: int32(b.Index), Moves: moves, Conn: id,
+	back, track := p.handBack(s)
+	h := handoff.FDHeader{Kind: handoff.FDHandoff, Node: int32(b.Index), Moves: moves, Conn: id,
 		Fetch: handoff.FetchOf(d.Fetch, d.Node)}
-	if back {
+	switch {
+	case back:
 		h.Flags = handoff.FDFlagReturn
 		tag := p.tagOn(s)
 		if tag {
@@ -338,8 +356,12 @@ func (p *passfdPath) send(s *Server, b *control.Backend, d policy.Decision, sock
 		if tag {
 			p.kickPush()
 		}
+	case track:
+		h.Flags = handoff.FDFlagEnded
 	}
-	s.cl.Hold(b, id)
+	if track {
+		s.cl.Hold(b, id)
+	}
 	c := p.client(s, sock)
 	if sc != nil {
 		err = c.Send(h, sc, head, data)
@@ -348,7 +370,7 @@ func (p *passfdPath) send(s *Server, b *control.Backend, d policy.Decision, sock
 	}
 	if err != nil {
 		p.settle(sock, id)
-		if sc != nil || !errors.Is(err, handoff.ErrWouldBlock) {
+		if track && (sc != nil || !errors.Is(err, handoff.ErrWouldBlock)) {
 			s.cl.Release(id)
 		}
 	}

@@ -365,13 +365,13 @@ func isTLS(c net.Conn) bool {
 	return ok
 }
 
-// tlsPath is the data path for a request on a TLS connection: relay and
-// redirect as chosen; any other path (passfd, hybrid's handoff, repair,
+// tlsPath is the data path for a request on a TLS connection: relay,
+// redirect and local (the node writes through the session) as chosen; any other path (passfd, hybrid's handoff, repair,
 // which move the TCP socket but cannot move the TLS session without kTLS)
 // becomes relay, a fallback the caller counts (HandoffStats.FallbackTLS).
 func tlsPath(p DataPath) (DataPath, fallbackReason) {
 	switch p.(type) {
-	case relayPath, redirectPath:
+	case relayPath, redirectPath, localPath:
 		return p, fallbackNone
 	}
 	return relayPath{}, fallbackTLS

@@ -114,6 +114,9 @@ type conn struct {
 	front          bool
 	hint, handHint int
 	peerUp         bool
+	// wto, on a connection a front in this process lent for one answer
+	// (ServeLocal), is the write timeout renewed while a body is sent.
+	wto time.Duration
 }
 
 func newConn(s *Server, nc net.Conn) *conn {

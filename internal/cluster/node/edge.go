@@ -95,6 +95,12 @@ type edge struct {
 	tmpDir string // DataDir made for us, removed at close
 	via    string // our Via member
 
+	// plainGet and plainHead are httpcache's view of a GET and a HEAD
+	// without caching fields (edgeFastHit's requests).
+	plainGet, plainHead httpcache.Request
+	// local holds the conns ServeLocal lends to a front's requests.
+	local sync.Pool
+
 	mu      sync.Mutex
 	flights map[string]*flight // fetches in progress, by the key they will store
 	decoded decodedCache       // hit entries, decoded (lookup)
@@ -119,7 +125,8 @@ func newEdge(cfg EdgeConfig, cacheBytes int64, logger *slog.Logger) (*edge, erro
 	if cfg.UpstreamIdle <= 0 {
 		cfg.UpstreamIdle = DefaultUpstreamIdle
 	}
-	e := &edge{cfg: cfg, up: cfg.Upstream, via: "1.1 " + cfg.Name, flights: map[string]*flight{}}
+	e := &edge{cfg: cfg, up: cfg.Upstream, via: "1.1 " + cfg.Name, flights: map[string]*flight{},
+		plainGet: httpcache.ParseRequest("GET", nil), plainHead: httpcache.ParseRequest("HEAD", nil)}
 	dir := cfg.DataDir
 	if dir == "" {
 		var err error
@@ -217,9 +224,10 @@ func (e *edge) lookup(primary string, h http.Header) (string, *cachedResp, store
 
 // decodedCache keeps the decoded form of recently hit entries, so that a
 // hit does not decode its metadata and lay out its header again. An entry
-// is valid while the store hands out the same metadata bytes (the store
-// keeps a memory-tier entry's metadata until it changes; holding the slice
-// here keeps its address from being reused). Bounded by decodedMax,
+// is valid while the store hands out the same metadata bytes: compared as
+// bytes, which costs nothing while they are the same bytes in memory (the
+// store keeps a memory-tier entry's metadata until it changes), and stays
+// right when the store reused that memory. Bounded by decodedMax,
 // dropping an arbitrary entry when full.
 type decodedCache struct {
 	mu sync.Mutex
@@ -227,6 +235,7 @@ type decodedCache struct {
 }
 
 type decodedEntry struct {
+	key  string // the map's key, for find's callers
 	meta []byte
 	cr   *cachedResp
 }
@@ -241,7 +250,7 @@ func (d *decodedCache) get(key string, meta []byte) (*cachedResp, error) {
 	d.mu.Lock()
 	de, ok := d.m[key]
 	d.mu.Unlock()
-	if ok && len(de.meta) == len(meta) && &de.meta[0] == &meta[0] {
+	if ok && string(de.meta) == string(meta) { // the same memory: one pointer comparison
 		return de.cr, nil
 	}
 	st, err := decodeEntry(meta)
@@ -259,9 +268,18 @@ func (d *decodedCache) get(key string, meta []byte) (*cachedResp, error) {
 			break
 		}
 	}
-	d.m[key] = decodedEntry{meta: meta, cr: cr}
+	d.m[key] = decodedEntry{key: key, meta: meta, cr: cr}
 	d.mu.Unlock()
 	return cr, nil
+}
+
+// find returns the entry decoded for key, if any. key may be a view of a
+// buffer (it is not kept); the entry's own key is a string that may be.
+func (d *decodedCache) find(key string) (decodedEntry, bool) {
+	d.mu.Lock()
+	de, ok := d.m[key]
+	d.mu.Unlock()
+	return de, ok
 }
 
 // Entry metadata starts with a kind byte: a stored response, or a Vary

@@ -18,6 +18,9 @@ func (c *conn) serveEdge(now time.Time, closeAfter bool) bool {
 	if p := bstr(c.req.Path()); len(p) >= len(internalPrefix) && p[:len(internalPrefix)] == internalPrefix {
 		return c.edgeInternal(p, now, closeAfter)
 	}
+	if done, keep := c.edgeFastHit(now, closeAfter); done {
+		return keep
+	}
 	if c.flush() != nil {
 		return false
 	}
@@ -92,8 +95,15 @@ func httpEqualFold(a, b string) bool {
 // edgeCached answers a GET or HEAD: from the store when Decide allows it,
 // else through a (collapsed) fetch or revalidation.
 func (c *conn) edgeCached(r *edgeReq, now time.Time, closeAfter bool) bool {
+	key, st, hd := c.s.edge.lookup(r.key, r.header)
+	return c.edgeLooked(r, key, st, hd, now, closeAfter)
+}
+
+// edgeLooked is edgeCached once the store was asked: key is where the
+// response is (or would be) stored, st and hd what is there (nil and an
+// invalid handle for nothing usable; released here).
+func (c *conn) edgeLooked(r *edgeReq, key string, st *cachedResp, hd store.Handle, now time.Time, closeAfter bool) bool {
 	e := c.s.edge
-	key, st, hd := e.lookup(r.key, r.header)
 	d := httpcache.Decide(&r.cache, st.stored(), now)
 	switch d.Action {
 	case httpcache.Serve:

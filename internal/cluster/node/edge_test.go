@@ -483,8 +483,12 @@ func TestDecodedCache(t *testing.T) {
 	if b, _ := d.get("k", meta); b != a {
 		t.Error("same metadata decoded twice")
 	}
-	if c, _ := d.get("k", bytes.Clone(meta)); c == a {
-		t.Error("new metadata bytes served from the old decoding")
+	if c, _ := d.get("k", bytes.Clone(meta)); c != a {
+		t.Error("the same metadata in other memory decoded again")
+	}
+	st2 := httpcache.NewStored(httpcache.DefaultConfig(), 200, http.Header{"Cache-Control": {"max-age=70"}}, st.RequestTime, st.ResponseTime)
+	if c, _ := d.get("k", encodeEntry(st2)); c == a || c.Fresh.Lifetime != 70 {
+		t.Error("new metadata served from the old decoding")
 	}
 	if _, err := d.get("k", []byte("junk")); err == nil {
 		t.Error("junk metadata decoded")

@@ -167,7 +167,12 @@ func (c *conn) writeStored(r *edgeReq, st *cachedResp, hd *store.Handle, age int
 		return false
 	}
 	snd := store.NewSender(c.nc)
-	snd.Progress = func() { c.since.Store(time.Now().UnixNano()) }
+	snd.Progress = func() {
+		c.since.Store(time.Now().UnixNano())
+		if c.wto > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(c.wto))
+		}
+	}
 	m, err := snd.Send(hd, first, n)
 	c.nbytes += m
 	return err == nil && m == n && !closeAfter

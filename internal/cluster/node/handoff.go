@@ -48,7 +48,9 @@ type TagRouted interface {
 	// table.
 	Served(key string)
 	// MoveTo moves the connection, with rest, to node; on success the
-	// node closes its copy and forgets it.
+	// node closes its copy and forgets it. key is kept until node
+	// acknowledges the move (the front's note names it), so it must not
+	// alias the connection's buffers.
 	MoveTo(node int, key string, rest []byte) error
 }
 
@@ -145,7 +147,11 @@ func (c *conn) tagAway() bool {
 		return false // the client is gone; handle finds out
 	}
 	rest := c.buf[c.r:c.w]
-	if to >= 0 && hb.tag.MoveTo(to, key, rest) == nil {
+	// key views c.buf (bstr), which goes back to the pool when the
+	// connection leaves, while the move keeps key until it is acknowledged:
+	// it gets its own copy, or the front's note names whatever URL the
+	// buffer's next connection parsed there.
+	if to >= 0 && hb.tag.MoveTo(to, strings.Clone(key), rest) == nil {
 		hb.returned = true
 		return true
 	}

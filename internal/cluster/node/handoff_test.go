@@ -41,6 +41,12 @@ func (f *fakeHanded) Ended() { close(f.ended) }
 // would deliver it, and returns the client side.
 func handedPair(t *testing.T, f *fakeHanded) (*Server, net.Conn) {
 	t.Helper()
+	return servePair(t, f, f)
+}
+
+// servePair is handedPair serving h, a wrapper of f (tag mode, say).
+func servePair(t *testing.T, f *fakeHanded, h net.Conn) (*Server, net.Conn) {
+	t.Helper()
 	root := t.TempDir()
 	os.WriteFile(filepath.Join(root, "a.txt"), []byte("AAAA"), 0o644)
 	os.WriteFile(filepath.Join(root, "b.txt"), []byte("BBBBBBBB"), 0o644)
@@ -51,7 +57,7 @@ func handedPair(t *testing.T, f *fakeHanded) (*Server, net.Conn) {
 	client, server := testutil.TCPPair(t)
 	f.Conn = server
 	f.back, f.ended = make(chan []byte, 1), make(chan struct{})
-	one := &oneConnListener{c: f, done: make(chan struct{})}
+	one := &oneConnListener{c: h, done: make(chan struct{})}
 	go s.Serve(one)
 	t.Cleanup(func() {
 		client.Close()

@@ -69,7 +69,7 @@ func (p *CHBL) Name() string { return "chbl" }
 
 // Traits implements Describer: content-aware at an l7 front.
 func (p *CHBL) Traits() Traits {
-	return Traits{Placement: AtFront, Front: FrontL7, Keys: []string{"epsilon", "virtual_nodes"}}
+	return Traits{Placement: AtFront, Front: FrontL7, Active: true, Keys: []string{"epsilon", "virtual_nodes"}}
 }
 
 func (p *CHBL) build(c *Cluster) {

@@ -64,7 +64,7 @@ func (p *LARD) Name() string { return "lard" }
 
 // Traits implements Describer: content-aware at LARD's l7 front (Pai et al. 1998).
 func (p *LARD) Traits() Traits {
-	return Traits{Placement: AtFront, Front: FrontL7, Keys: []string{"t_low", "t_high", "max_urls", "max_url_mb"}}
+	return Traits{Placement: AtFront, Front: FrontL7, Active: true, Keys: []string{"t_low", "t_high", "max_urls", "max_url_mb"}}
 }
 
 // Pick implements Policy.
@@ -161,7 +161,7 @@ func (p *LARDR) Name() string { return "lardr" }
 
 // Traits implements Describer: content-aware at LARD's l7 front (Pai et al. 1998).
 func (p *LARDR) Traits() Traits {
-	return Traits{Placement: AtFront, Front: FrontL7, Keys: []string{"t_low", "t_high", "k", "max_urls", "max_url_mb"}}
+	return Traits{Placement: AtFront, Front: FrontL7, Active: true, Keys: []string{"t_low", "t_high", "k", "max_urls", "max_url_mb"}}
 }
 
 // Pick implements Policy.

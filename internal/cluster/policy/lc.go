@@ -21,7 +21,7 @@ func (p *LC) Name() string {
 
 // Traits implements Describer: content-blind behind a layer-4 switch (LVS).
 func (p *LC) Traits() Traits {
-	return Traits{Placement: Blind, Front: FrontL4}
+	return Traits{Placement: Blind, Front: FrontL4, Active: true}
 }
 
 // Pick implements Policy.

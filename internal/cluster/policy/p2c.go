@@ -23,7 +23,7 @@ func (p *P2C) Name() string { return "p2c" }
 
 // Traits implements Describer: content-blind behind a layer-4 switch.
 func (p *P2C) Traits() Traits {
-	return Traits{Placement: Blind, Front: FrontL4, Keys: []string{"seed"}}
+	return Traits{Placement: Blind, Front: FrontL4, Active: true, Keys: []string{"seed"}}
 }
 
 // Pick implements Policy.

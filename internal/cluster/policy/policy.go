@@ -30,9 +30,10 @@
 //	weblins    first member, popular set, owner handoff/fetch (seed 001)
 //
 // Load-aware policies read Node.Active (lc, wlc, p2c, chbl, lard, lardr,
-// tbccrd's load limit, weblins' owner overload); dfwrr reads Node.Load. The
-// live front counts a connection handed off to a node in its Active until
-// the node reports its end, and derives Load from the node's own report
+// tbccrd's load limit, weblins' owner overload; Traits.Active); dfwrr reads
+// Node.Load. Under those the live front counts a connection handed off to a
+// node in its Active until the node reports its end, and derives Load from
+// the node's own report
 // (docs/policies.md, internal/cluster/control's nodeLoad), so both mean what the
 // simulator means by them.
 //

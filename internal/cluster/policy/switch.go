@@ -8,10 +8,11 @@ import "sync/atomic"
 // (control.Cluster.WithPolicy), so a request is placed wholly by the old
 // policy or wholly by the new one. The new policy starts with empty tables
 // and learns the nodes' load from the shared view, as after a restart but
-// without dropping a connection. Name is safe without the lock.
+// without dropping a connection. Name and Traits are safe without the lock.
 type Switch struct {
-	cur  Policy
-	name atomic.Pointer[string]
+	cur    Policy
+	name   atomic.Pointer[string]
+	traits atomic.Pointer[Traits]
 }
 
 // NewSwitch wraps p.
@@ -26,6 +27,8 @@ func (s *Switch) Set(p Policy) {
 	s.cur = p
 	n := p.Name()
 	s.name.Store(&n)
+	t := TraitsOf(p)
+	s.traits.Store(&t)
 }
 
 // Current returns the wrapped policy (under the cluster's lock).
@@ -33,6 +36,12 @@ func (s *Switch) Current() Policy { return s.cur }
 
 // Name returns the current policy's name.
 func (s *Switch) Name() string { return *s.name.Load() }
+
+// Traits implements Describer: the current policy's traits. Without it a
+// wrapped content-blind policy looked content-aware (TraitsOf's safe
+// default), and the passfd front asked the nodes to hand every connection
+// back after each request.
+func (s *Switch) Traits() Traits { return *s.traits.Load() }
 
 // Pick asks the current policy.
 func (s *Switch) Pick(c *Cluster, r *Request) Decision { return s.cur.Pick(c, r) }

@@ -75,7 +75,7 @@ func (p *TBCCRD) Name() string { return "tbccrd" }
 // Traits implements Describer: content-aware at the holder, behind the tag front that
 // forwards packets and tags requests (seed 000 §2.2); holders hand off.
 func (p *TBCCRD) Traits() Traits {
-	return Traits{Placement: AtHolder, Front: FrontTag,
+	return Traits{Placement: AtHolder, Front: FrontTag, Active: true,
 		Keys: []string{"load_limit", "cache_mb", "node_cache", "no_cache_kb", "max_urls", "max_url_mb"}}
 }
 

@@ -22,6 +22,13 @@ type Traits struct {
 	// simulator charges the front its cost per request (seed 000 §3.1) and,
 	// for FrontL7, a front→node handoff per request.
 	Front Front
+	// Active: the policy reads Node.Active, the requests in flight and the
+	// connections handed off to each node. The front counts a connection it
+	// passed to a node (control.Cluster.Hold) until the node reports its end
+	// only for such policies: the end notice costs a passfd front a wake-up
+	// and two system calls per connection, more than the rest of the
+	// handoff (docs/benchmarks.md, "Per-request budget").
+	Active bool
 	// Keys lists the [tuning] keys of the front's configuration file the
 	// policy reads (see Knobs); the configuration template names, for each
 	// key, the policies that read it.
@@ -101,12 +108,13 @@ type Describer interface {
 
 // TraitsOf returns p's declared traits. For a policy that declares none it
 // assumes the safe ones: content-aware at the front (so passed connections
-// come back to the front) behind an l7 front, reading no keys.
+// come back to the front) behind an l7 front, reading the nodes' load and no
+// keys.
 func TraitsOf(p Policy) Traits {
 	if d, ok := p.(Describer); ok {
 		return d.Traits()
 	}
-	return Traits{Placement: AtFront, Front: FrontL7}
+	return Traits{Placement: AtFront, Front: FrontL7, Active: true}
 }
 
 // Registry is a set of named policy constructors. The zero value (and a nil

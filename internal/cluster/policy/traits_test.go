@@ -14,16 +14,16 @@ func TestBuiltinTraits(t *testing.T) {
 		"rr":      {Placement: Blind, Front: FrontL4},
 		"wrr":     {Placement: Blind, Front: FrontL4},
 		"gwrr":    {Placement: Blind, Front: FrontL4},
-		"lc":      {Placement: Blind, Front: FrontL4},
-		"wlc":     {Placement: Blind, Front: FrontL4},
+		"lc":      {Placement: Blind, Front: FrontL4, Active: true},
+		"wlc":     {Placement: Blind, Front: FrontL4, Active: true},
 		"dfwrr":   {Placement: Blind, Front: FrontL4},
-		"p2c":     {Placement: Blind, Front: FrontL4},
+		"p2c":     {Placement: Blind, Front: FrontL4, Active: true},
 		"urlhash": {Placement: AtFront, Front: FrontL7},
-		"chbl":    {Placement: AtFront, Front: FrontL7},
-		"lard":    {Placement: AtFront, Front: FrontL7},
-		"lardr":   {Placement: AtFront, Front: FrontL7},
-		"tbccrd":  {Placement: AtHolder, Front: FrontTag},
-		"weblins": {Placement: AtHolder, Front: FrontL4},
+		"chbl":    {Placement: AtFront, Front: FrontL7, Active: true},
+		"lard":    {Placement: AtFront, Front: FrontL7, Active: true},
+		"lardr":   {Placement: AtFront, Front: FrontL7, Active: true},
+		"tbccrd":  {Placement: AtHolder, Front: FrontTag, Active: true},
+		"weblins": {Placement: AtHolder, Front: FrontL4, Active: true},
 	}
 	if got := Names(); !slices.Equal(got, slices.Sorted(func(yield func(string) bool) {
 		for n := range want {
@@ -42,6 +42,9 @@ func TestBuiltinTraits(t *testing.T) {
 		got := TraitsOf(p)
 		if got.Placement != w.Placement || got.Front != w.Front {
 			t.Errorf("%s: %v behind %v, want %v behind %v", name, got.Placement, got.Front, w.Placement, w.Front)
+		}
+		if got.Active != w.Active {
+			t.Errorf("%s: Active = %v, want %v", name, got.Active, w.Active)
 		}
 		if got.Placement.ContentAware() != (w.Placement != Blind) {
 			t.Errorf("%s: ContentAware = %v", name, got.Placement.ContentAware())

@@ -105,7 +105,7 @@ func (p *Weblins) Name() string { return "weblins" }
 // Traits implements Describer: content-aware at the first member a layer-4 switch placed
 // the connection on (seed 001), which hands large files off to their owner.
 func (p *Weblins) Traits() Traits {
-	return Traits{Placement: AtHolder, Front: FrontL4,
+	return Traits{Placement: AtHolder, Front: FrontL4, Active: true,
 		Keys: []string{"period", "cache_mb", "node_cache", "no_cache_kb", "handoff_kb", "overload_conns", "popular_n", "max_urls", "max_url_mb"}}
 }
 
