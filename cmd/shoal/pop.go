@@ -41,7 +41,8 @@ func popFile(c pop.Config) config.Pop {
 			CheckPredecessor: d(c.Chord.CheckPredecessor)},
 		DNS: popDNSFile(c),
 		Content: config.PopContent{Edge: c.Edge, Origin: c.Origin, Window: d(c.CDN.Window), MinRequests: c.CDN.MinRequests,
-			HotTop: c.CDN.HotTop, HotMin: c.CDN.HotMin, DirTTL: d(c.CDN.DirTTL), Redirect: c.Redirect}}
+			HotTop: c.CDN.HotTop, HotMin: c.CDN.HotMin, DirTTL: d(c.CDN.DirTTL), Redirect: c.Redirect,
+			ShieldStretch: c.CDN.ShieldStretch, NearerOrigin: c.CDN.NearerOrigin}}
 }
 
 // popProtocols is p with config.DefaultFront's [protocols] in its zero
@@ -78,6 +79,7 @@ func popConfig(f config.Pop, c pop.Config) pop.Config {
 	o := originFlag{def: k.Origin, hosts: k.Origins}
 	c.Origins = o.specs()
 	c.CDN.Window, c.CDN.MinRequests, c.CDN.HotTop, c.CDN.HotMin, c.CDN.DirTTL = k.Window.Duration, k.MinRequests, k.HotTop, k.HotMin, k.DirTTL.Duration
+	c.CDN.ShieldStretch, c.CDN.NearerOrigin = k.ShieldStretch, k.NearerOrigin
 	return c
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"shoal/internal/base/trace"
 	"shoal/internal/cdn/cdnsim"
@@ -33,6 +34,9 @@ func runSimCDN(args []string) error {
 	views := fs.String("views", "mbpp,gossip", "view protocols to run: mbpp (the PoPs' token ring, as shoal pop runs it) and/or gossip (baseline)")
 	ring := fs.String("mbpp-ring", d.Ring, "MBPP ring order: hash (as shoal pop orders it) or geo (nearest-neighbour tour of locations; shorter rounds at large N)")
 	estimate := fs.Bool("mbpp-estimate-rtt", d.MBPP.EstimateRTT, "MBPP ranks a PoP it has not measured by an RTT estimated through the links the view publishes (off: the seed's algorithm, no link performance)")
+	redirect := fs.Bool("redirect", d.Redirect, "a PoP that misses sends the client (HTTP 302) to a holder scoring above it, as shoal pop --redirect does")
+	stretch := fs.Float64("shield-stretch", d.CDN.ShieldStretch, "a miss nobody holds goes through the key's home when self→home→origin ≤ this × self→origin (0: always)")
+	nearer := fs.Bool("nearer-origin", d.CDN.NearerOrigin, "a miss skips the holders farther than the origin")
 	chordRTT := fs.Bool("chord-rtt", d.ChordRTT, "MBPP also samples the RTT of Chord connections (false: ring neighbours and probes only)")
 	origin := fs.String("origin", d.Origin, "location of the origin server")
 	killAt := fs.Float64("kill-at", d.KillAt, "fraction of the workload at which one PoP fails (0 = none)")
@@ -64,30 +68,14 @@ func runSimCDN(args []string) error {
 	if err != nil {
 		return err
 	}
-	var w *cdnsim.Workload
-	if *tracePath != "" {
-		r, err := trace.Open(*tracePath)
-		if err != nil {
-			return err
-		}
-		w, err = cdnsim.FromSource(r, m.Len(), *seed, *duration)
-		r.Close()
-		if err != nil {
-			return err
-		}
-	} else {
-		w, err = cdnsim.Zipf(trace.Synth{Files: *zipfFiles, Requests: *zipfN, Rate: *zipfRate, Seed: int64(*seed)}, *zipfClients, m.Len(), *seed)
-		if err != nil {
-			return err
-		}
+	w, err := simWorkload(*tracePath, m.Len(), *seed, *duration,
+		trace.Synth{Files: *zipfFiles, Requests: *zipfN, Rate: *zipfRate, Seed: int64(*seed)}, *zipfClients)
+	if err != nil {
+		return err
 	}
-	var pops []int
-	for _, s := range splitList(*popsFlag) {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > m.Len() {
-			return fmt.Errorf("--pops: %q is not a PoP count in [1, %d] (the matrix's locations)", s, m.Len())
-		}
-		pops = append(pops, n)
+	pops, err := popCounts(*popsFlag, m.Len())
+	if err != nil {
+		return err
 	}
 	var rows []cdnsim.Result
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -101,7 +89,8 @@ func runSimCDN(args []string) error {
 			cfg.PoPs, cfg.View, cfg.Origin, cfg.KillAt, cfg.Seed = n, v, *origin, *killAt, *seed
 			cfg.CDN.Window, cfg.CDN.MinRequests, cfg.CDN.HotTop = *window, *minReq, *hotTop
 			cfg.CDN.DirTTL = max(cfg.CDN.DirTTL, 2**window)
-			cfg.MBPP.Hold, cfg.Gossip.Period, cfg.MBPP.EstimateRTT = *hold, *gossipPeriod, *estimate
+			cfg.MBPP.Hold, cfg.Gossip.Period, cfg.MBPP.EstimateRTT, cfg.Redirect = *hold, *gossipPeriod, *estimate, *redirect
+			cfg.CDN.ShieldStretch, cfg.CDN.NearerOrigin = *stretch, *nearer
 			cfg.CacheControl = mix
 			r, err := cdnsim.Run(cfg, m, w)
 			if err != nil {
@@ -150,4 +139,31 @@ func simMatrix(path, cols, topology string, g cdnsim.GenConfig) (*cdnsim.Matrix,
 		return cdnsim.TransitStub(ts)
 	}
 	return nil, fmt.Errorf("--topology %q: want cities or transit-stub", topology)
+}
+
+// simWorkload reads the trace at path (placing clients over locs
+// locations), or makes the Zipf workload z for clients clients.
+func simWorkload(path string, locs int, seed uint64, duration time.Duration, z trace.Synth, clients int) (*cdnsim.Workload, error) {
+	if path == "" {
+		return cdnsim.Zipf(z, clients, locs, seed)
+	}
+	r, err := trace.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return cdnsim.FromSource(r, locs, seed, duration)
+}
+
+// popCounts parses --pops: PoP counts in [1, locs].
+func popCounts(list string, locs int) ([]int, error) {
+	var pops []int
+	for _, s := range splitList(list) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > locs {
+			return nil, fmt.Errorf("--pops: %q is not a PoP count in [1, %d] (the matrix's locations)", s, locs)
+		}
+		pops = append(pops, n)
+	}
+	return pops, nil
 }

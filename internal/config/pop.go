@@ -70,6 +70,10 @@ type PopContent struct {
 	HotMin      int               `toml:"hot_min"`
 	DirTTL      Duration          `toml:"dir_ttl"`
 	Redirect    bool              `toml:"redirect"`
+	// ShieldStretch and NearerOrigin are the miss plan's rules
+	// (replica.Config).
+	ShieldStretch float64 `toml:"shield_stretch"`
+	NearerOrigin  bool    `toml:"nearer_origin"`
 }
 
 // PopDNS is [dns]: see internal/cdn/cdndns.Config. Coverage is the file of
@@ -194,6 +198,9 @@ func (p *Pop) validate(name string, data []byte) []error {
 		if len(d.Names) == 0 {
 			bad([]string{"dns", "names"}, "dns.names is empty: no name would answer a PoP", "use names = [\"@\", \"www\"] (\"*\" for every name)")
 		}
+	}
+	if p.Content.ShieldStretch < 0 {
+		bad([]string{"content", "shield_stretch"}, fmt.Sprintf("content.shield_stretch = %v", p.Content.ShieldStretch), "use 0 (always through the home) or a bound such as 1.5")
 	}
 	if c := p.Content; c.Edge != "" {
 		if c.Window.Duration <= 0 || c.DirTTL.Duration < c.Window.Duration {

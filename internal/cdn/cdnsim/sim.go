@@ -58,6 +58,11 @@ type Config struct {
 	// FetchTimeout is what a client or PoP loses trying a PoP that is
 	// dead but still alive in the view (a connect timeout).
 	FetchTimeout time.Duration
+	// Redirect is the live PoPs' --redirect: a miss whose best holder
+	// scores above the ingress PoP (replica.Better, as the live chain
+	// decides) sends the client there (HTTP 302: the client pays its RTT
+	// to that PoP) while the ingress fetches a copy for next time.
+	Redirect bool
 	// CapacityRPS is the request rate at which a PoP's server performance
 	// reaches 0 (it is 1 − rate/capacity).
 	CapacityRPS float64
@@ -127,6 +132,7 @@ type Result struct {
 	NotStored   uint64 `json:"not_stored"`
 
 	RemoteFetches uint64  `json:"remote_fetches"`
+	Redirects     uint64  `json:"redirects"`
 	ShieldFetches uint64  `json:"shield_fetches"`
 	Pushes        uint64  `json:"pushes"`
 	Evictions     uint64  `json:"evictions"`
@@ -735,7 +741,7 @@ func (s *sim) candidate(i, j int) (replica.Candidate, time.Duration) {
 		if _, has := p.mb.RTTTo(s.pops[j].mid); !has && i != j {
 			s.probe(i, j)
 		}
-		return replica.Candidate{ID: pid(j), Alive: v.Alive, Score: v.Score}, s.age(i, j)
+		return replica.Candidate{ID: pid(j), Alive: v.Alive, Score: v.Score, RTT: v.RTT}, s.age(i, j)
 	}
 	e := p.gs.view[j]
 	if e == nil {
@@ -745,7 +751,7 @@ func (s *sim) candidate(i, j int) (replica.Candidate, time.Duration) {
 	if !has && i != j {
 		s.probe(i, j)
 	}
-	return replica.Candidate{ID: pid(j), Alive: e.alive,
+	return replica.Candidate{ID: pid(j), Alive: e.alive, RTT: rtt,
 		Score: mbpp.Score(&s.cfg.MBPP, i == j, e.alive, rtt, has, e.server)}, s.age(i, j)
 }
 
@@ -931,8 +937,34 @@ func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool
 		}
 		s.res.StaleMisses++
 	}
-	cost, origin := s.miss(ing, r)
+	cost, origin := s.miss(ing, r, false)
 	return base + cost, oracle, random, false, origin
+}
+
+// redirect is --redirect's answer to a miss at ing planned as m: when a
+// live holder scores above ing (replica.Better), the client goes there —
+// its RTT to that PoP, plus that PoP's own miss if it no longer holds the
+// copy — and ing keeps a copy fetched for next time (the live chain's
+// warm fetch, off the client's path). ok is false when the client stays.
+func (s *sim) redirect(ing, client, home int, r Request, m replica.Miss) (cost float64, origin, ok bool) {
+	self, _ := s.candidate(ing, ing)
+	h, better := replica.Better(self, m.Holders)
+	j := idx(h.ID)
+	if !better || j < 0 || s.pops[j].dead {
+		return 0, false, false
+	}
+	s.res.Redirects++
+	cost = s.rttLoc(client, j)
+	s.pops[j].load++
+	if s.pops[j].store.Request(r.URL) {
+		if usable, _, age := s.usable(j, r.URL, &s.org.asked); usable {
+			s.keep(ing, r.URL, home, true, age) // ing's copy comes from j's
+			return cost, false, true
+		}
+	}
+	c, origin := s.miss(j, r, true)
+	s.keep(ing, r.URL, home, true, 0)
+	return cost + c, origin, true
 }
 
 // oracle is the RTT to the nearest live PoP holding r's content, else to
@@ -990,8 +1022,10 @@ func dur(ms float64) time.Duration { return time.Duration(ms * float64(time.Mill
 
 // miss fetches r's content for PoP ing along replica's plan (the same the
 // live PoPs follow): holders best score first, the key's home as shield,
-// the origin. It returns the cost in ms and whether the origin was asked.
-func (s *sim) miss(ing int, r Request) (float64, bool) {
+// the origin; with Config.Redirect a better holder first takes the client
+// (never for a request already redirected). It returns the cost in ms and
+// whether the origin was asked.
+func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 	p := s.pops[ing]
 	key := chord.Hash(r.URL)
 	home, ok := s.lookup(ing, key)
@@ -1012,6 +1046,11 @@ func (s *sim) miss(ing int, r Request) (float64, bool) {
 		cand, age := s.candidate(ing, j)
 		m.Holders = append(m.Holders, cand)
 		ages[cand.ID] = age
+	}
+	if s.cfg.Redirect && !redirected {
+		if c, origin, ok := s.redirect(ing, r.Client, home, r, m); ok {
+			return c, origin
+		}
 	}
 	cost := 0.0
 	for _, st := range s.cfg.CDN.Plan(m) {

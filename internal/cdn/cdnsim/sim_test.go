@@ -211,3 +211,30 @@ func TestTransitStub(t *testing.T) {
 		t.Fatalf("RTT %.1f–%.1f ms, mean %.1f: not an internet's spread", lo, hi, mean)
 	}
 }
+
+// TestRedirect: with Config.Redirect the simulator sends a client whose PoP
+// misses to a better-scoring holder, as the live PoPs' --redirect does
+// (replica.Better): the PoPs are loaded (capacity 0.05 requests per second,
+// so server performance spreads) and redirects happen; without it none.
+func TestRedirect(t *testing.T) {
+	m, err := Generate(DefaultGenConfig(40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Zipf(trace.Synth{Files: 50, Requests: 3000, Rate: 1, Seed: 3}, 200, m.Len(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, on := range []bool{false, true} {
+		cfg := DefaultConfig()
+		cfg.PoPs, cfg.Redirect, cfg.CapacityRPS, cfg.KillAt = 8, on, 0.05, 0
+		r, err := Run(cfg, m, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("redirect=%v: %d redirects, client %.1f ms, hit %.3f", on, r.Redirects, r.ClientRTTMean, r.HitRatio)
+		if on != (r.Redirects > 0) {
+			t.Errorf("redirect=%v: %d redirects", on, r.Redirects)
+		}
+	}
+}

@@ -272,3 +272,44 @@ func TestPeerNodeFirst(t *testing.T) {
 		t.Errorf("the PoP counts %d peer hits, want 1", n)
 	}
 }
+
+// TestPoPWithoutContentTierAnswers: in a ring where one PoP runs no
+// content tier (no origin), a miss at the other whose key's home is that
+// PoP gets an answer to its directory query at once (no holders, no
+// shield) instead of waiting out the query timeout silently, and a purge
+// counts that PoP as confirmed (it holds nothing).
+func TestPoPWithoutContentTierAnswers(t *testing.T) {
+	pops, origin := cacheRing(t, 2, func(c *Config) {
+		if c.Name == "m1" {
+			c.Origins = nil
+		}
+	})
+	cache, plain := pops[0], pops[1]
+	if cache.cm == nil || plain.cm != nil {
+		t.Fatalf("m0 should cache and m1 not: %v %v", cache.cm != nil, plain.cm != nil)
+	}
+	path := ""
+	for i := 0; i < 200 && path == ""; i++ {
+		p := fmt.Sprintf("/k%d", i)
+		owner, err := cache.lookup(t.Context(), chord.ContentKey("", Key("127.0.0.1", p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint64(owner.ID) == plain.ID {
+			path = p
+		}
+	}
+	if path == "" {
+		t.Fatal("no key of 200 has m1 as its home")
+	}
+	if body, how := gwGet(t, cache, path); body != "body of "+path || how != "MISS" || origin(path) != 1 {
+		t.Fatalf("GET %s at m0: %q %s, origin %d", path, body, how, origin(path))
+	}
+	if st := cache.ContentStats().Counts; st["home_query_failures"] != 0 || st["shield_fetches"] != 0 {
+		t.Fatalf("m0's counters %v: the home's answer was not had (or m1 was taken as a shield)", st)
+	}
+	res, err := cache.cm.m.issuePurge(t.Context(), parsePurgeQuery(t, "url="+path))
+	if err != nil || len(res.Confirmed) != 2 || len(res.Missing) != 0 {
+		t.Fatalf("purge: %+v %v", res, err)
+	}
+}

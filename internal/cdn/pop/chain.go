@@ -2,6 +2,7 @@ package pop
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -159,11 +160,13 @@ func (c *chain) fromOrigin(ctx context.Context, req *http.Request) (*http.Respon
 		return nil, errNoOrigin
 	}
 	c.m.stats.OriginFetches.Add(1)
+	start := time.Now()
 	resp, err := c.origin.Fetch(ctx, req)
 	if err != nil {
 		c.m.stats.OriginErrors.Add(1)
 		return nil, err
 	}
+	c.m.noteOrigin(time.Since(start))
 	resp.Body = &counted{ReadCloser: resp.Body, n: &c.m.stats.OriginBytes}
 	return resp, nil
 }
@@ -317,6 +320,46 @@ func (r route) better() (string, bool) {
 	return r.gateways[h.ID], r.gateways[h.ID] != ""
 }
 
+// queryTimeout bounds the wait for a home's answer to a directory query;
+// past it the miss goes on without holders or shield.
+const queryTimeout = 3 * time.Second
+
+// askHome asks the key's home which PoPs hold ck, and returns them with
+// the home's gateway ("" when it runs no content tier: then it is no
+// shield). A home that does not answer costs the miss queryTimeout: that
+// is counted and logged (once a minute per home), so a slow miss has its
+// reason in the log.
+func (m *manager) askHome(ctx context.Context, home chord.Peer, ck chord.ID) ([]string, string) {
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	start := time.Now()
+	a, err := m.request(qctx, uint64(home.ID), home.Addr, msg{Op: opQuery, Key: uint64(ck)})
+	if err == nil {
+		return a.Holders, a.Gateway
+	}
+	m.stats.HomeQueryFailures.Add(1)
+	if m.warnDue(uint64(home.ID), start) {
+		m.log.Warn("the key's home did not answer the directory query: misses of its keys wait for it, then go on without holders or shield",
+			"home", fmt.Sprintf("%016x", uint64(home.ID)), "addr", home.Addr, "waited", time.Since(start).Round(time.Millisecond), "err", err)
+	}
+	return nil, ""
+}
+
+// warnDue reports whether a warning about PoP id may be logged now: once a
+// minute per PoP, so a home that stays silent does not flood the log.
+func (m *manager) warnDue(id uint64, now time.Time) bool {
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
+	if m.warned == nil {
+		m.warned = map[uint64]time.Time{}
+	}
+	if last, ok := m.warned[id]; ok && now.Sub(last) < time.Minute {
+		return false
+	}
+	m.warned[id] = now
+	return true
+}
+
 // route looks key's home up (Chord), asks it for the holders (or reads
 // its own directory when it is the home) and plans the miss over this
 // PoP's MBPP view.
@@ -333,12 +376,7 @@ func (m *manager) route(ctx context.Context, key string) route {
 			holders = m.dir.Holders(time.Now(), ck)
 			m.mu.Unlock()
 		} else {
-			qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			a, err := m.request(qctx, rt.home, owner.Addr, msg{Op: opQuery, Key: uint64(ck)})
-			cancel()
-			if err == nil {
-				holders, homeGW = a.Holders, a.Gateway
-			}
+			holders, homeGW = m.askHome(ctx, owner, ck)
 		}
 	}
 	now := time.Now()
@@ -348,9 +386,9 @@ func (m *manager) route(ctx context.Context, key string) route {
 	}
 	cand := func(id uint64) replica.Candidate {
 		v := view[id]
-		return replica.Candidate{ID: id, Alive: v.Alive, Score: v.Score}
+		return replica.Candidate{ID: id, Alive: v.Alive, Score: v.Score, RTT: v.RTT}
 	}
-	miss := replica.Miss{Self: self}
+	miss := replica.Miss{Self: self, SelfOrigin: time.Duration(m.originRTT.Load())}
 	rt.self = cand(self)
 	for _, h := range holders {
 		id, gw, ok := parseHolder(h)

@@ -24,6 +24,9 @@ type Counters struct {
 	Stored, Evictions, PushesSent, PushesReceived    atomic.Uint64
 	Purges, PurgedObjects, Registrations, HandedOver atomic.Uint64
 	Syncs                                            atomic.Uint64
+	// HomeQueryFailures counts directory queries to a key's home that got
+	// no answer within queryTimeout (each cost its miss that wait).
+	HomeQueryFailures atomic.Uint64
 }
 
 // Map is the counters by name, as /content and /metrics show them.
@@ -35,6 +38,6 @@ func (c *Counters) Map() map[string]uint64 {
 		"redirects": c.Redirects.Load(), "stored": c.Stored.Load(), "evictions": c.Evictions.Load(),
 		"pushes_sent": c.PushesSent.Load(), "pushes_received": c.PushesReceived.Load(), "purges": c.Purges.Load(),
 		"purged_objects": c.PurgedObjects.Load(), "registrations": c.Registrations.Load(), "handed_over": c.HandedOver.Load(),
-		"purge_syncs": c.Syncs.Load(),
+		"purge_syncs": c.Syncs.Load(), "home_query_failures": c.HomeQueryFailures.Load(),
 	}
 }

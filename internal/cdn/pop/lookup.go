@@ -2,6 +2,7 @@ package pop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -9,10 +10,29 @@ import (
 	"shoal/internal/cdn/chord"
 )
 
-// onCDN hands a content frame from PoP from to the content manager.
+// onCDN hands a content frame from PoP from to the content manager. A PoP
+// that runs no content tier (no --origin) still answers what another PoP
+// waits for: a directory query (no holders, and no gateway, so that it is
+// not taken as a shield), a purge (nothing is held here: confirmed) and a
+// purge sync (none). Unanswered, each query cost the asking PoP's miss
+// the whole query timeout, with nothing in either log to say why.
 func (p *PoP) onCDN(from uint64, body []byte) {
 	if p.cm != nil {
 		p.cm.m.onCDNFrame(from, body)
+		return
+	}
+	var in msg
+	if err := json.Unmarshal(body, &in); err != nil {
+		p.log.Warn("bad content frame", "from", fmt.Sprintf("%016x", from), "err", err)
+		return
+	}
+	switch in.Op {
+	case opQuery:
+		p.send(from, "", msg{Op: opHolders, Req: in.Req})
+	case opPurge:
+		p.send(from, "", msg{Op: opPurged, Req: in.Req, From: p.cfg.Name})
+	case opSync:
+		p.send(from, "", msg{Op: opPurges, Req: in.Req})
 	}
 }
 

@@ -127,6 +127,28 @@ type manager struct {
 	rmu     sync.Mutex
 	seq     uint64
 	waiting map[uint64]chan msg
+	warned  map[uint64]time.Time // PoP → when askHome last logged it
+
+	// originRTT is the smoothed time to the origin's response header
+	// (ns; 0 until the first origin fetch): the plan's SelfOrigin. It
+	// counts the origin's own work too, so it errs long, towards asking
+	// the holders (replica.Config.NearerOrigin).
+	originRTT atomic.Int64
+}
+
+// noteOrigin folds one origin fetch's time to headers into originRTT,
+// smoothed as MBPP smooths link RTT (A = 1/8, RFC 6298's α).
+func (m *manager) noteOrigin(d time.Duration) {
+	for {
+		old := m.originRTT.Load()
+		v := int64(d)
+		if old != 0 {
+			v = old + (int64(d)-old)/8
+		}
+		if m.originRTT.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 func newManager(r ring, cfg replica.Config, name, gateway string, cache Cache, log *slog.Logger, now time.Time) (*manager, error) {

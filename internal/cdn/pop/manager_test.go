@@ -316,3 +316,20 @@ func fakeRing(t *testing.T, n int, cfg replica.Config) (*fakeNet, []*fakePoP, *f
 	}
 	return fn, ps, o
 }
+
+// TestNoteOrigin: the origin's RTT for the plan is the first fetch's time,
+// then smoothed with A = 1/8 (hand-computed).
+func TestNoteOrigin(t *testing.T) {
+	var m manager
+	ms := time.Millisecond
+	for _, c := range []struct{ d, want time.Duration }{
+		{80 * ms, 80 * ms},
+		{0, 70 * ms},        // 80 + (0 − 80)/8
+		{150 * ms, 80 * ms}, // 70 + (150 − 70)/8
+	} {
+		m.noteOrigin(c.d)
+		if got := time.Duration(m.originRTT.Load()); got != c.want {
+			t.Fatalf("after %v: origin RTT %v, want %v", c.d, got, c.want)
+		}
+	}
+}

@@ -46,6 +46,12 @@ type Config struct {
 	// origin (a shield half a world away would double the client's wait).
 	// 0 always takes the shield; an unknown RTT takes it too.
 	ShieldStretch float64
+	// NearerOrigin leaves out of a miss's plan the holders farther from
+	// the PoP than the origin (both RTTs known): the origin answers the
+	// client sooner, at the price of an origin fetch the holder would have
+	// saved. Off by default (every holder is asked before the origin);
+	// what it gains and costs is measured in docs/cdn.md.
+	NearerOrigin bool
 	// PurgeRetention is how long a purge is kept as a tombstone: a PoP
 	// away for less catches up on its return; one away for longer starts
 	// over. MaxPurges bounds the log whatever the rate of purges.
@@ -84,11 +90,13 @@ func (c Config) Validate() error {
 }
 
 // Candidate is a PoP that holds wanted content, as the routing PoP's view
-// sees it: Score is MBPP's serv (seed 003 §2 (5)), Alive its liveness.
+// sees it: Score is MBPP's serv (seed 003 §2 (5)), Alive its liveness, RTT
+// the link RTT to it (measured or estimated; 0 when unknown).
 type Candidate struct {
 	ID    uint64
 	Alive bool
 	Score float64
+	RTT   time.Duration
 }
 
 // Rank orders the live candidates best first (highest score; ties by ID so

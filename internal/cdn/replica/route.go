@@ -63,7 +63,7 @@ type Miss struct {
 }
 
 // Plan orders where a miss is fetched from: the live holders best score
-// first (Rank), then the key's home as shield (when it is another live PoP
+// first (Rank; with NearerOrigin, only those nearer than the origin), then the key's home as shield (when it is another live PoP
 // and the detour self→home→origin is at most ShieldStretch times the
 // direct path self→origin), then the origin. The caller tries each in
 // turn and stops at the first that answers; the live PoPs and the
@@ -75,7 +75,7 @@ func (c Config) Plan(m Miss) []Step {
 	var out []Step
 	hs := make([]Candidate, 0, len(m.Holders))
 	for _, h := range m.Holders {
-		if h.ID != m.Self {
+		if h.ID != m.Self && !c.fartherThanOrigin(h, m) {
 			hs = append(hs, h)
 		}
 	}
@@ -86,6 +86,12 @@ func (c Config) Plan(m Miss) []Step {
 		out = append(out, Step{Source: Shield, PoP: m.Home.ID})
 	}
 	return append(out, Step{Source: Origin})
+}
+
+// fartherThanOrigin reports whether NearerOrigin leaves holder h out: its
+// RTT and the origin's are known and the origin is nearer.
+func (c Config) fartherThanOrigin(h Candidate, m Miss) bool {
+	return c.NearerOrigin && h.RTT > 0 && m.SelfOrigin > 0 && h.RTT > m.SelfOrigin
 }
 
 func (c Config) detourOK(m Miss) bool {

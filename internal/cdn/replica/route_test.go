@@ -42,6 +42,32 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestPlanNearerOrigin: with NearerOrigin a holder farther than the
+// origin is left out; one of unknown RTT, or any when the origin's RTT is
+// unknown, stays; without it every holder is asked.
+func TestPlanNearerOrigin(t *testing.T) {
+	ms := time.Millisecond
+	h := func(id uint64, score float64, rtt time.Duration) Candidate {
+		return Candidate{ID: id, Alive: true, Score: score, RTT: rtt}
+	}
+	holders := []Candidate{h(3, 0.9, 80*ms), h(4, 0.8, 20*ms), h(5, 0.7, 0)}
+	cfg := DefaultConfig()
+	for _, tc := range []struct {
+		on     bool
+		origin time.Duration
+		want   []Step
+	}{
+		{false, 50 * ms, []Step{{Remote, 3}, {Remote, 4}, {Remote, 5}, {Origin, 0}}},
+		{true, 50 * ms, []Step{{Remote, 4}, {Remote, 5}, {Origin, 0}}}, // 3 is 80 ms away, the origin 50
+		{true, 0, []Step{{Remote, 3}, {Remote, 4}, {Remote, 5}, {Origin, 0}}},
+	} {
+		cfg.NearerOrigin = tc.on
+		if got := cfg.Plan(Miss{Self: 1, Holders: holders, SelfOrigin: tc.origin}); !slices.Equal(got, tc.want) {
+			t.Errorf("NearerOrigin=%v, origin %v: plan %v, want %v", tc.on, tc.origin, got, tc.want)
+		}
+	}
+}
+
 func TestBetter(t *testing.T) {
 	self := Candidate{ID: 1, Alive: true, Score: 0.6}
 	for _, tc := range []struct {
