@@ -119,8 +119,16 @@ cleanup() {
 	done
 	for g in "${GROUPS_[@]:-}"; do [ -n "$g" ] && kill -KILL -- "-$g" 2>/dev/null || true; done
 	rm -rf "$W"
+	if [ -n "${AUTOGROUP_OLD:-}" ]; then echo "$AUTOGROUP_OLD" >/proc/self/autogroup 2>/dev/null || true; fi
 }
 trap cleanup EXIT
+# The session's autogroup gets NICE too (see bench_autogroup in lib.sh):
+# with autogroups, a process's nice alone does not keep other sessions off
+# the cores.
+if [ -e /proc/self/autogroup ] && [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ]; then
+	AUTOGROUP_OLD=$(awk '{print $NF}' /proc/self/autogroup)
+	echo "$NICE" >/proc/self/autogroup 2>/dev/null || AUTOGROUP_OLD=
+fi
 trap 'echo "compare: interrupted, cleaning up" >&2; exit 130' INT TERM
 
 # job NAME CMD...: run CMD in its own process group, stdout to $W/NAME.out,

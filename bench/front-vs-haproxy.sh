@@ -36,6 +36,7 @@ BENCH=front-vs-haproxy
 . "$(dirname "$0")/lib.sh"
 bench_need nginx haproxy wrk taskset go
 bench_workdir shoal-fvh
+bench_autogroup
 bench_stop_services
 bench_build_shoal
 

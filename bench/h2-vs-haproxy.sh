@@ -40,6 +40,7 @@ BENCH=h2-vs-haproxy
 bench_need nginx haproxy h2load taskset openssl curl
 [ -n "${SHOAL:-}" ] || command -v go >/dev/null || { echo "h2-vs-haproxy: needs Go or SHOAL=path" >&2; exit 1; }
 bench_workdir shoal-h2vh
+bench_autogroup
 bench_stop_services
 bench_build_shoal
 

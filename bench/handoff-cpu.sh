@@ -45,6 +45,7 @@ BENCH=handoff-cpu
 . "$(dirname "$0")/lib.sh"
 bench_need taskset go python3
 bench_workdir shoal-hcpu
+bench_autogroup
 bench_build_shoal
 
 mkdir -p "$W/www"
