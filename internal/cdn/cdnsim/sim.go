@@ -77,6 +77,12 @@ type Config struct {
 	ChordRTT bool
 	// JoinGap spaces the PoPs' joins at the start.
 	JoinGap time.Duration
+	// PoPLocs, when set, places the PoPs at these locations (PoPs is then
+	// its length) and names each PoP after its location, as a scenario
+	// file does for the WAN lab, whose PoPs carry those names (and so the
+	// same Chord IDs, the same homes for each key); nil draws PoPs
+	// locations with the seed.
+	PoPLocs []int
 	// CacheControl is the origin's answers: classes of URLs and the
 	// Cache-Control each is answered with (freshness.go); HTTP the cache's
 	// choices where the RFCs leave one, as a live node's
@@ -130,6 +136,12 @@ type Result struct {
 	// responses httpcache did not let a PoP store.
 	StaleMisses uint64 `json:"stale_misses"`
 	NotStored   uint64 `json:"not_stored"`
+
+	// PeerBytes are the body bytes PoPs fetched from each other (holders'
+	// copies, shields' answers, hot pushes); Ingress is, per client
+	// location, the PoP most of its requests entered at.
+	PeerBytes uint64            `json:"peer_bytes"`
+	Ingress   map[string]string `json:"ingress,omitempty"`
 
 	RemoteFetches uint64  `json:"remote_fetches"`
 	Redirects     uint64  `json:"redirects"`
@@ -294,6 +306,11 @@ type sim struct {
 	staleSum                float64
 	staleN                  int
 	res                     Result
+
+	// sizes are the workload's body sizes by URL (for PeerBytes); entered
+	// counts requests by client location and ingress PoP (for Ingress).
+	sizes   map[string]int64
+	entered map[[2]int]int
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -301,6 +318,9 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // Run simulates the workload over the matrix.
 func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 	wall := time.Now()
+	if len(cfg.PoPLocs) > 0 {
+		cfg.PoPs = len(cfg.PoPLocs)
+	}
 	if cfg.PoPs < 1 || cfg.PoPs > m.Len() {
 		return Result{}, fmt.Errorf("cdnsim: %d PoPs for %d locations", cfg.PoPs, m.Len())
 	}
@@ -321,11 +341,21 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 		return Result{}, fmt.Errorf("cdnsim: sample period, fetch timeout, capacity and gossip period/fanout must be > 0")
 	}
 	s := &sim{cfg: cfg, m: m, w: w, now: epoch, byMID: map[mbpp.ID]int{}, byCID: map[chord.ID]int{}, byAddr: map[string]int{},
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0xcd4)), victim: -1, org: org}
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0xcd4)), victim: -1, org: org,
+		sizes: map[string]int64{}, entered: map[[2]int]int{}}
 	s.origin = max(m.Index(cfg.Origin), 0)
-	locs := s.rng.Perm(m.Len())[:cfg.PoPs]
+	locs, named := cfg.PoPLocs, len(cfg.PoPLocs) > 0
+	if !named {
+		locs = s.rng.Perm(m.Len())[:cfg.PoPs]
+	}
 	for i, loc := range locs {
+		if loc < 0 || loc >= m.Len() {
+			return Result{}, fmt.Errorf("cdnsim: PoP location %d not in the matrix", loc)
+		}
 		name := "pop-" + strconv.Itoa(i) + "-" + m.Names[loc]
+		if named {
+			name = m.Names[loc]
+		}
 		p := &popState{idx: i, loc: loc, name: name, addr: "p" + strconv.Itoa(i),
 			dir: chord.NewDirectory(1<<20, 64), rtt: map[int]time.Duration{}, copies: map[string]copyState{}}
 		p.cid = chord.Hash(name)
@@ -925,6 +955,8 @@ func (s *sim) rttLoc(loc, i int) float64 { return s.m.RTT(loc, s.pops[i].loc) }
 func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool) {
 	oracle, random = s.oracle(r), s.random(r.Client)
 	ing, penalty := s.ingress(r.Client)
+	s.sizes[r.URL] = r.Size
+	s.entered[[2]int{r.Client, ing}]++
 	p := s.pops[ing]
 	p.load++
 	base := penalty + s.rttLoc(r.Client, ing)
@@ -958,6 +990,7 @@ func (s *sim) redirect(ing, client, home int, r Request, m replica.Miss) (cost f
 	s.pops[j].load++
 	if s.pops[j].store.Request(r.URL) {
 		if usable, _, age := s.usable(j, r.URL, &s.org.asked); usable {
+			s.res.PeerBytes += uint64(r.Size)
 			s.keep(ing, r.URL, home, true, age) // ing's copy comes from j's
 			return cost, false, true
 		}
@@ -1073,6 +1106,7 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 			}
 			s.pops[j].load++
 			s.res.RemoteFetches++
+			s.res.PeerBytes += uint64(r.Size)
 			s.keep(ing, r.URL, home, true, age)
 			return cost + float64(s.ms(ing, j))/1e6, false
 		case replica.Shield:
@@ -1082,6 +1116,7 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 				continue
 			}
 			c, origin, age := s.shield(j, r)
+			s.res.PeerBytes += uint64(r.Size)
 			s.keep(ing, r.URL, home, true, age)
 			return cost + float64(s.ms(ing, j))/1e6 + c, origin
 		case replica.Origin:
@@ -1139,6 +1174,7 @@ func (s *sim) roll() {
 					continue
 				}
 				s.res.Pushes++
+				s.res.PeerBytes += uint64(s.sizes[u])
 				s.keep(j, u, home, false, age)
 			}
 		}
@@ -1173,6 +1209,7 @@ func (s *sim) finish() {
 	s.res.PoPs = len(s.pops)
 	s.res.Clients = s.w.Clients
 	s.res.Requests = len(s.w.Requests)
+	s.res.Ingress = s.ingressByLoc()
 	if s.staleN > 0 {
 		s.res.ViewStalenessS = s.staleSum / float64(s.staleN)
 	}
@@ -1190,4 +1227,21 @@ func (s *sim) finish() {
 	} else if s.victim >= 0 {
 		s.res.FailureDetectS = -1 // not detected
 	}
+}
+
+// ingressByLoc names, for each client location, the PoP most of its
+// requests entered at (ties: the lower PoP index).
+func (s *sim) ingressByLoc() map[string]string {
+	best := map[int][2]int{} // location → PoP, count
+	for k, n := range s.entered {
+		b, seen := best[k[0]]
+		if !seen || n > b[1] || n == b[1] && k[1] < b[0] {
+			best[k[0]] = [2]int{k[1], n}
+		}
+	}
+	out := make(map[string]string, len(best))
+	for loc, b := range best {
+		out[s.m.Names[loc]] = s.pops[b[0]].name
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -135,7 +136,7 @@ func TestRunSmall(t *testing.T) {
 		}
 		r2, _ := Run(cfg, m, w)
 		r1.WallS, r2.WallS = 0, 0
-		if r1 != r2 {
+		if !reflect.DeepEqual(r1, r2) {
 			t.Errorf("%s: two runs differ:\n%+v\n%+v", view, r1, r2)
 		}
 	}
