@@ -11,6 +11,7 @@ import (
 
 	"shoal/internal/base/trace"
 	"shoal/internal/cdn/cdnsim"
+	"shoal/internal/cdn/scenario"
 	"shoal/internal/tools/sim"
 )
 
@@ -48,12 +49,16 @@ func runSimCDN(args []string) error {
 	cacheControl := fs.String("cache-control", "", "the origin's Cache-Control per class of URLs, WEIGHT:VALUE joined by |, e.g. \"70:max-age=3600|20:max-age=60, stale-while-revalidate=30|10:no-store\" (each URL drawn into a class by a seeded hash; default: fresh for a year)")
 	seed := fs.Uint64("seed", d.Seed, "seed of placement, client locations and draws; equal seeds give identical output")
 	asJSON := fs.Bool("json", false, "print one JSON object per run (one per line)")
+	scenarioPath := fs.String("scenario", "", "a scenario file (internal/cdn/scenario: PoPs, client sites, delay matrix, workload), the WAN lab's: sets the matrix, the PoPs' places, the origin, the workload and --redirect, and prints the rows the lab measures")
 	plotOut := fs.String("plot", "", "write the client RTT, staleness and traffic plots against N to NAME.svg and NAME.png")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *scenarioPath != "" {
+		return runSimScenario(*scenarioPath, *asJSON, *seed)
 	}
 	mix := d.CacheControl
 	if *cacheControl != "" {
@@ -166,4 +171,41 @@ func popCounts(list string, locs int) ([]int, error) {
 		pops = append(pops, n)
 	}
 	return pops, nil
+}
+
+// runSimScenario runs the scenario file at path on the simulator with
+// its defaults (the live PoPs' defaults), as the WAN lab runs it, and
+// prints the rows the lab compares: client RTT, hit and origin ratios,
+// PoP-to-PoP bytes, and each site's PoP.
+func runSimScenario(path string, asJSON bool, seed uint64) error {
+	sc, err := scenario.Load(path)
+	if err != nil {
+		return err
+	}
+	m, err := sc.Matrix()
+	if err != nil {
+		return err
+	}
+	w, err := sc.Load()
+	if err != nil {
+		return err
+	}
+	cfg := sc.SimConfig()
+	cfg.Seed = seed
+	r, err := cdnsim.Run(cfg, m, w)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		b, _ := json.Marshal(r)
+		fmt.Println(string(b))
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "requests\t%d\t\nclient_rtt_ms_mean\t%.1f\t\nhit_ratio\t%.3f\t\norigin_fetch_ratio\t%.3f\t\npeer_bytes\t%d\t\n",
+		r.Requests, r.ClientRTTMean, r.HitRatio, r.OriginFetchRatio, r.PeerBytes)
+	for _, x := range sc.Sites {
+		fmt.Fprintf(tw, "pop of %s\t%s\t\n", x.Name, r.Ingress[x.Name])
+	}
+	return tw.Flush()
 }

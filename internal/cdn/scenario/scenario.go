@@ -33,6 +33,8 @@ const OriginName = "origin"
 
 // Scenario is one scenario file (JSON).
 type Scenario struct {
+	// Comment is free text (JSON has no comments).
+	Comment string `json:"comment,omitempty"`
 	// PoPs are the PoPs' names (also their Chord IDs' source, so the lab
 	// and the simulator agree on every key's home).
 	PoPs []string `json:"pops"`
@@ -272,4 +274,13 @@ func (f *firstN) Next() (trace.Record, error) {
 		f.n--
 	}
 	return r, err
+}
+
+// SimConfig is the simulator's configuration for the scenario: its
+// defaults (the live PoPs'), the PoPs at their places under their names,
+// the origin's place, no PoP killed, and Redirect.
+func (s *Scenario) SimConfig() cdnsim.Config {
+	cfg := cdnsim.DefaultConfig()
+	cfg.PoPLocs, cfg.Origin, cfg.KillAt, cfg.Redirect = s.PoPLocs(), OriginName, 0, s.Redirect
+	return cfg
 }
