@@ -219,6 +219,7 @@ func (c *chain) ask(ctx context.Context, req *http.Request, gateway, uri, role s
 		// the asker's client did not ask for only-if-cached.
 		resp.Request = req
 	}
+	resp.Body = &counted{ReadCloser: resp.Body, n: &c.m.stats.PeerBytes}
 	return resp, true
 }
 
