@@ -327,23 +327,25 @@ const queryTimeout = 3 * time.Second
 
 // askHome asks the key's home which PoPs hold ck, and returns them with
 // the home's gateway ("" when it runs no content tier: then it is no
-// shield). A home that does not answer costs the miss queryTimeout: that
+// shield) and its smoothed time to the origin (0: unknown), the plan's
+// HomeOrigin: without it the shield's detour bound
+// (replica.Config.ShieldStretch) never applied to a live PoP. A home that does not answer costs the miss queryTimeout: that
 // is counted and logged (once a minute per home), so a slow miss has its
 // reason in the log.
-func (m *manager) askHome(ctx context.Context, home chord.Peer, ck chord.ID) ([]string, string) {
+func (m *manager) askHome(ctx context.Context, home chord.Peer, ck chord.ID) ([]string, string, time.Duration) {
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	start := time.Now()
 	a, err := m.request(qctx, uint64(home.ID), home.Addr, msg{Op: opQuery, Key: uint64(ck)})
 	if err == nil {
-		return a.Holders, a.Gateway
+		return a.Holders, a.Gateway, time.Duration(a.OriginNs)
 	}
 	m.stats.HomeQueryFailures.Add(1)
 	if m.warnDue(uint64(home.ID), start) {
 		m.log.Warn("the key's home did not answer the directory query: misses of its keys wait for it, then go on without holders or shield",
 			"home", fmt.Sprintf("%016x", uint64(home.ID)), "addr", home.Addr, "waited", time.Since(start).Round(time.Millisecond), "err", err)
 	}
-	return nil, ""
+	return nil, "", 0
 }
 
 // warnDue reports whether a warning about PoP id may be logged now: once a
@@ -369,7 +371,7 @@ func (m *manager) route(ctx context.Context, key string) route {
 	rt := route{gateways: map[uint64]string{}}
 	ck := chord.ContentKey("", key)
 	var holders []string
-	homeGW := ""
+	homeGW, homeOrigin := "", time.Duration(0)
 	if owner, err := m.r.lookup(ctx, ck); err == nil {
 		rt.home = uint64(owner.ID)
 		if rt.home == self {
@@ -377,7 +379,7 @@ func (m *manager) route(ctx context.Context, key string) route {
 			holders = m.dir.Holders(time.Now(), ck)
 			m.mu.Unlock()
 		} else {
-			holders, homeGW = m.askHome(ctx, owner, ck)
+			holders, homeGW, homeOrigin = m.askHome(ctx, owner, ck)
 		}
 	}
 	now := time.Now()
@@ -403,6 +405,7 @@ func (m *manager) route(ctx context.Context, key string) route {
 	if rt.home != 0 && (rt.home == self || homeGW != "") {
 		miss.Home = cand(rt.home)
 		miss.SelfHome = view[rt.home].RTT
+		miss.HomeOrigin = homeOrigin
 		if homeGW != "" {
 			rt.gateways[rt.home] = homeGW
 		}

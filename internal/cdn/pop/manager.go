@@ -79,6 +79,9 @@ type msg struct {
 	Purges  []replica.Purge   `json:"purges,omitempty"`
 	Vector  map[string]uint64 `json:"vector,omitempty"`
 	From    string            `json:"from,omitempty"`
+	// OriginNs is, in a holders answer, the home's smoothed time to the
+	// origin in ns (0: not measured yet).
+	OriginNs int64 `json:"origin_ns,omitempty"`
 }
 
 // regItem names one key (hashed: HashKey) in a registration message.
@@ -226,7 +229,7 @@ func (m *manager) onMsg(from uint64, in msg) {
 		m.mu.Lock()
 		hs := m.dir.Holders(time.Now(), chord.ID(in.Key))
 		m.mu.Unlock()
-		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gw()})
+		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gw(), OriginNs: m.originRTT.Load()})
 	case opRegister, opUnregister:
 		m.onRegister(from, in)
 	case opNotMine:
