@@ -75,6 +75,10 @@ type Config struct {
 	// that bound, 1,000 PoPs needed over 10 GB). false keeps the ring
 	// neighbours' and probed links only.
 	ChordRTT bool
+	// ConnIdle is how long a PoP keeps an idle connection to another PoP
+	// or the origin (the live transports' IdleConnTimeout): a fetch over
+	// none costs a handshake first.
+	ConnIdle time.Duration
 	// JoinGap spaces the PoPs' joins at the start.
 	JoinGap time.Duration
 	// PoPLocs, when set, places the PoPs at these locations (PoPs is then
@@ -104,7 +108,7 @@ func DefaultConfig() Config {
 		PoPs: 100, View: "mbpp", Ring: "hash",
 		MBPP: mbpp.DefaultConfig(0, "", ""), Chord: ch, CDN: replica.DefaultConfig(), Gossip: DefaultGossipConfig(),
 		Origin: "orlando", KillAt: 0.5, FetchTimeout: time.Second, CapacityRPS: 200,
-		SampleEvery: 10 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1, ChordRTT: true,
+		SampleEvery: 10 * time.Second, ConnIdle: 90 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1, ChordRTT: true,
 		CacheControl: DefaultCacheControl, HTTP: httpcache.DefaultConfig(),
 	}
 }
@@ -311,6 +315,11 @@ type sim struct {
 	// counts requests by client location and ingress PoP (for Ingress).
 	sizes   map[string]int64
 	entered map[[2]int]int
+	// conns are when each PoP last used its connection to another PoP
+	// (or the origin, -1); originEst is each PoP's smoothed time to the
+	// origin (0 before its first fetch).
+	conns     map[[2]int]time.Time
+	originEst []time.Duration
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -342,7 +351,7 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 	}
 	s := &sim{cfg: cfg, m: m, w: w, now: epoch, byMID: map[mbpp.ID]int{}, byCID: map[chord.ID]int{}, byAddr: map[string]int{},
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0xcd4)), victim: -1, org: org,
-		sizes: map[string]int64{}, entered: map[[2]int]int{}}
+		sizes: map[string]int64{}, entered: map[[2]int]int{}, conns: map[[2]int]time.Time{}}
 	s.origin = max(m.Index(cfg.Origin), 0)
 	locs, named := cfg.PoPLocs, len(cfg.PoPLocs) > 0
 	if !named {
@@ -373,6 +382,7 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 			s.byMID[s.pops[i].mid] = i
 		}
 	}
+	s.originEst = make([]time.Duration, len(s.pops))
 	s.order = make([][]int32, m.Len())
 	for l := range s.order {
 		o := make([]int32, cfg.PoPs)
@@ -801,15 +811,25 @@ func (s *sim) probe(i, j int) {
 // messages are delivered at once (a lookup is a few RTTs, short against the
 // workload's gaps); a lookup that needs a timeout (a dead hop) fails.
 func (s *sim) lookup(i int, key chord.ID) (int, bool) {
+	home, ok, _ := s.lookupCost(i, key)
+	return home, ok
+}
+
+// lookupCost is lookup with the time it takes in ms: the critical path of
+// its messages at the matrix's one-way delays (the last answer to reach
+// PoP i), what a live PoP's miss waits for it.
+func (s *sim) lookupCost(i int, key chord.ID) (int, bool, float64) {
 	id, out := s.pops[i].ch.Lookup(s.now, key)
 	type pend struct {
 		from int
 		m    chord.Msg
+		at   float64 // ms after the lookup started that it was sent
 	}
 	var q []pend
 	for _, m := range out {
-		q = append(q, pend{i, m})
+		q = append(q, pend{i, m, 0})
 	}
+	cost := 0.0
 	touched := []int{i} // in order: the scheduling below must not follow map order
 	for len(q) > 0 {
 		x := q[0]
@@ -824,8 +844,12 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 		if s.cfg.ChordRTT {
 			s.sample(to, x.from)
 		}
+		arrived := x.at + float64(s.ms(x.from, to))/2e6
+		if to == i {
+			cost = max(cost, arrived)
+		}
 		for _, m := range s.pops[to].ch.Handle(s.now, x.m) {
-			q = append(q, pend{to, m})
+			q = append(q, pend{to, m, arrived})
 		}
 	}
 	home, found := -1, false
@@ -845,7 +869,7 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 		}
 		s.sched(j, pChord)
 	}
-	return home, found
+	return home, found, cost
 }
 
 // send delivers PoP i's registration messages to the homes' directories
@@ -1059,16 +1083,16 @@ func dur(ms float64) time.Duration { return time.Duration(ms * float64(time.Mill
 // (never for a request already redirected). It returns the cost in ms and
 // whether the origin was asked.
 func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
-	p := s.pops[ing]
 	key := chord.Hash(r.URL)
-	home, ok := s.lookup(ing, key)
+	home, ok, cost := s.route(ing, key)
 	if !ok {
 		s.res.LookupFails++
 		s.keep(ing, r.URL, -1, true, 0)
-		return s.m.RTT(p.loc, s.origin), true
+		return cost + s.fromOrigin(ing), true
 	}
-	m := replica.Miss{Self: pid(ing), SelfOrigin: dur(s.m.RTT(p.loc, s.origin)),
-		SelfHome: s.ms(ing, home), HomeOrigin: dur(s.m.RTT(s.pops[home].loc, s.origin))}
+	// What a live PoP knows of the origin is what its own fetches took
+	// (the home's comes with its directory answer): 0 until the first.
+	m := replica.Miss{Self: pid(ing), SelfOrigin: s.originEst[ing], SelfHome: s.ms(ing, home), HomeOrigin: s.originEst[home]}
 	m.Home, _ = s.candidate(ing, home)
 	ages := map[uint64]time.Duration{}
 	for _, h := range s.pops[home].dir.Holders(s.now, key) {
@@ -1082,10 +1106,9 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 	}
 	if s.cfg.Redirect && !redirected {
 		if c, origin, ok := s.redirect(ing, r.Client, home, r, m); ok {
-			return c, origin
+			return cost + c, origin
 		}
 	}
-	cost := 0.0
 	for _, st := range s.cfg.CDN.Plan(m) {
 		j := idx(st.PoP)
 		switch st.Source {
@@ -1108,20 +1131,21 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 			s.res.RemoteFetches++
 			s.res.PeerBytes += uint64(r.Size)
 			s.keep(ing, r.URL, home, true, age)
-			return cost + float64(s.ms(ing, j))/1e6, false
+			return cost + s.connect(ing, j) + float64(s.ms(ing, j))/1e6, false
 		case replica.Shield:
 			if s.pops[j].dead {
 				cost += s.timeoutMs()
 				s.res.DeadTries++
 				continue
 			}
-			c, origin, age := s.shield(j, r)
+			c := s.connect(ing, j) + float64(s.ms(ing, j))/1e6
+			sc, origin, age := s.shield(j, r)
 			s.res.PeerBytes += uint64(r.Size)
 			s.keep(ing, r.URL, home, true, age)
-			return cost + float64(s.ms(ing, j))/1e6 + c, origin
+			return cost + c + sc, origin
 		case replica.Origin:
 			s.keep(ing, r.URL, home, true, 0)
-			return cost + s.m.RTT(p.loc, s.origin), true
+			return cost + s.fromOrigin(ing), true
 		}
 	}
 	return cost, false // unreachable: a plan ends at the origin
@@ -1141,7 +1165,49 @@ func (s *sim) shield(h int, r Request) (float64, bool, int64) {
 		}
 	}
 	s.keep(h, r.URL, h, true, 0)
-	return s.m.RTT(p.loc, s.origin), true, 0
+	return s.fromOrigin(h), true, 0
+}
+
+// route is what a live PoP's miss does before it fetches: the Chord
+// lookup of the key's home, then (when the home is another PoP) the
+// directory query to it, one round trip. It returns the home and the
+// time spent in ms.
+func (s *sim) route(ing int, key chord.ID) (int, bool, float64) {
+	home, ok, cost := s.lookupCost(ing, key)
+	if ok && home != ing {
+		cost += float64(s.ms(ing, home)) / 1e6
+	}
+	return home, ok, cost
+}
+
+// connect is what PoP a's next request to PoP b (b < 0: the origin)
+// costs before it is sent, in ms: nothing over a connection used within
+// ConnIdle, else a TCP handshake, one round trip, as the live PoPs'
+// HTTP transports keep connections.
+func (s *sim) connect(a, b int) float64 {
+	k := [2]int{a, b}
+	last, ok := s.conns[k]
+	s.conns[k] = s.now
+	if ok && s.now.Sub(last) <= s.cfg.ConnIdle {
+		return 0
+	}
+	if b < 0 {
+		return s.m.RTT(s.pops[a].loc, s.origin)
+	}
+	return float64(s.ms(a, b)) / 1e6
+}
+
+// fromOrigin is PoP i's fetch from the origin in ms (connection and
+// request), which it folds into its estimate of the origin's distance as
+// a live PoP does (smoothed, A = 1/8, from the first fetch on).
+func (s *sim) fromOrigin(i int) float64 {
+	c := s.connect(i, -1) + s.m.RTT(s.pops[i].loc, s.origin)
+	d, old := dur(c), s.originEst[i]
+	if old != 0 {
+		d = old + (d-old)/8
+	}
+	s.originEst[i] = d
+	return c
 }
 
 // roll ends every PoP's window: evictions leave the directory and hot
