@@ -75,6 +75,13 @@ type Config struct {
 	// that bound, 1,000 PoPs needed over 10 GB). false keeps the ring
 	// neighbours' and probed links only.
 	ChordRTT bool
+	// RouteCost counts in a miss's time what a live PoP's miss spends
+	// before its fetch (the Chord lookup's round trips, the directory
+	// query to the key's home) and the TCP handshake of a fetch over no
+	// kept connection: the client RTT the WAN lab measures. Off (the
+	// default), a miss costs its fetch alone, the measure the oracle's
+	// and a random PoP's RTT (which pay neither) are compared with.
+	RouteCost bool
 	// ConnIdle is how long a PoP keeps an idle connection to another PoP
 	// or the origin (the live transports' IdleConnTimeout): a fetch over
 	// none costs a handshake first.
@@ -1177,6 +1184,9 @@ func (s *sim) route(ing int, key chord.ID) (int, bool, float64) {
 	if ok && home != ing {
 		cost += float64(s.ms(ing, home)) / 1e6
 	}
+	if !s.cfg.RouteCost {
+		cost = 0
+	}
 	return home, ok, cost
 }
 
@@ -1188,7 +1198,7 @@ func (s *sim) connect(a, b int) float64 {
 	k := [2]int{a, b}
 	last, ok := s.conns[k]
 	s.conns[k] = s.now
-	if ok && s.now.Sub(last) <= s.cfg.ConnIdle {
+	if !s.cfg.RouteCost || ok && s.now.Sub(last) <= s.cfg.ConnIdle {
 		return 0
 	}
 	if b < 0 {

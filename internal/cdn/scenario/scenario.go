@@ -278,9 +278,10 @@ func (f *firstN) Next() (trace.Record, error) {
 
 // SimConfig is the simulator's configuration for the scenario: its
 // defaults (the live PoPs'), the PoPs at their places under their names,
-// the origin's place, no PoP killed, and Redirect.
+// the origin's place, no PoP killed, Redirect, and the time a live miss
+// spends before its fetch (RouteCost), which the lab's clients wait for.
 func (s *Scenario) SimConfig() cdnsim.Config {
 	cfg := cdnsim.DefaultConfig()
-	cfg.PoPLocs, cfg.Origin, cfg.KillAt, cfg.Redirect = s.PoPLocs(), OriginName, 0, s.Redirect
+	cfg.PoPLocs, cfg.Origin, cfg.KillAt, cfg.Redirect, cfg.RouteCost = s.PoPLocs(), OriginName, 0, s.Redirect, true
 	return cfg
 }
