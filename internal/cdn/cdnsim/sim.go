@@ -101,6 +101,10 @@ type Config struct {
 	CacheControl []CacheControlShare
 	HTTP         httpcache.Config
 	Seed         uint64
+	// OnRequest, when set, is told each request's outcome in workload
+	// order (client RTT in ms, whether it hit, whether the origin was
+	// asked): to compare a run with the WAN lab's request by request.
+	OnRequest func(i int, clientMs float64, hit, origin bool) `json:"-"`
 }
 
 // DefaultConfig returns the simulator's defaults. MBPP and the CDN keep the
@@ -937,9 +941,12 @@ func (s *sim) replay() {
 	}
 	var sumC, sumO, sumR float64
 	var hits, origin uint64
-	for _, r := range s.w.Requests {
+	for i, r := range s.w.Requests {
 		s.runUntil(start.Add(r.At))
 		c, o, rnd, hit, org := s.serve(r)
+		if s.cfg.OnRequest != nil {
+			s.cfg.OnRequest(i, c, hit, org)
+		}
 		sumC, sumO, sumR = sumC+c, sumO+o, sumR+rnd
 		if hit {
 			hits++

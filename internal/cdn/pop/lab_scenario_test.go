@@ -69,14 +69,19 @@ func TestLabScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, err := cdnsim.Run(sc.SimConfig(), m, w)
+	cfg := sc.SimConfig()
+	simReq := make([]labRequest, len(w.Requests))
+	cfg.OnRequest = func(i int, ms float64, hit, _ bool) {
+		simReq[i].Ms, simReq[i].XCache = ms, map[bool]string{true: "HIT", false: "MISS"}[hit]
+	}
+	sim, err := cdnsim.Run(cfg, m, w)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := newLabMatrix(t, sc.RTTms)
 	got, reqs := runScenario(t, l, sc, w)
 	if out := os.Getenv("SHOAL_LAB_OUT"); out != "" {
-		b, _ := json.MarshalIndent(map[string]any{"scenario": path, "lab": got, "sim": sim, "requests": reqs}, "", " ")
+		b, _ := json.MarshalIndent(map[string]any{"scenario": path, "lab": got, "sim": sim, "requests": reqs, "sim_requests": simReq}, "", " ")
 		if err := os.WriteFile(out, b, 0o644); err != nil {
 			t.Error(err)
 		}
