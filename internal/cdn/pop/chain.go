@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -126,7 +127,9 @@ func (c *chain) Fetch(ctx context.Context, req *http.Request) (*http.Response, e
 			return resp, nil
 		}
 	}
+	start := time.Now()
 	rt := c.m.route(ctx, key)
+	routed := time.Since(start)
 	c.m.fetchedHome(key, rt.home)
 	if c.redirect && !marked && role == "" {
 		if gw, ok := rt.better(); ok {
@@ -140,18 +143,34 @@ func (c *chain) Fetch(ctx context.Context, req *http.Request) (*http.Response, e
 		case replica.Remote:
 			if resp, ok := c.ask(ctx, req, rt.gateways[s.PoP], uri, ""); ok {
 				st.RemoteFetches.Add(1)
+				c.logMiss(key, rt, s, routed, start)
 				return resp, nil
 			}
 		case replica.Shield:
 			if resp, ok := c.ask(ctx, req, rt.gateways[s.PoP], uri, "shield"); ok {
 				st.ShieldFetches.Add(1)
+				c.logMiss(key, rt, s, routed, start)
 				return resp, nil
 			}
 		case replica.Origin:
+			c.logMiss(key, rt, s, routed, start)
 			return c.fromOrigin(ctx, req)
 		}
 	}
 	return c.fromOrigin(ctx, req)
+}
+
+// logMiss logs at debug level how a miss went: its key's home, the plan,
+// the step that answered, and the time spent routing (Chord lookup and
+// directory query) and in all (to the answer's headers, or to the origin
+// fetch's start): what a slow miss spent its time on.
+func (c *chain) logMiss(key string, rt route, served replica.Step, routed time.Duration, start time.Time) {
+	if !c.m.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	c.m.log.Debug("miss routed", "key", key, "home", fmt.Sprintf("%016x", rt.home), "steps", len(rt.steps),
+		"source", served.Source, "from", fmt.Sprintf("%016x", served.PoP), "route_ms", float64(routed)/1e6,
+		"total_ms", float64(time.Since(start))/1e6)
 }
 
 // fromOrigin is the last hop, counted: fetches and the bytes they bring.

@@ -51,7 +51,8 @@ type labRequest struct {
 // PoP-to-PoP bytes, and the PoP each site is sent to. The file is
 // SHOAL_LAB_SCENARIO, by default the short one (150 requests over 30 s);
 // SHOAL_LAB_OUT, when set, names a JSON file for both sides' figures and
-// the lab's requests. Root only (namespaces, TUN), not with -short.
+// each request's outcome on both; SHOAL_LAB_LOGS a folder for the PoPs'
+// debug logs (each miss's route). Root only (namespaces, TUN), not with -short.
 func TestLabScenario(t *testing.T) {
 	path := os.Getenv("SHOAL_LAB_SCENARIO")
 	if path == "" {
@@ -131,6 +132,9 @@ func runScenario(t *testing.T, l *lab, sc *scenario.Scenario, w *cdnsim.Workload
 		if sc.Redirect {
 			extra = append(extra, "--redirect")
 		}
+		if os.Getenv("SHOAL_LAB_LOGS") != "" {
+			extra = append(extra, "--log-level", "debug")
+		}
 		l.procs = append(l.procs, l.start(i, l.seed, i > 0, extra...))
 		l.waitUp(i)
 	}
@@ -151,6 +155,12 @@ func runScenario(t *testing.T, l *lab, sc *scenario.Scenario, w *cdnsim.Workload
 	before := l.sumCounts(pops)
 	f, reqs := l.replay(sc, w, gw)
 	after := l.sumCounts(pops)
+	if dst := os.Getenv("SHOAL_LAB_LOGS"); dst != "" {
+		for i := range pops {
+			b, _ := os.ReadFile(filepath.Join(l.dir, fmt.Sprintf("pop%d.log", i)))
+			os.WriteFile(filepath.Join(dst, sc.PoPs[i]+".log"), b, 0o644)
+		}
+	}
 	f.Ingress = ingress
 	f.OriginFetchRatio = float64(after["origin_fetches"]-before["origin_fetches"]) / float64(f.Requests)
 	f.PeerBytes = after["peer_bytes"] - before["peer_bytes"]
