@@ -47,7 +47,7 @@ func TestRouteCost(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.PoPLocs, cfg.Origin, cfg.KillAt, cfg.RouteCost = []int{0, 1}, "origin", 0, c.cost
 		var got []float64
-		cfg.OnRequest = func(_ int, ms float64, _, _ bool) { got = append(got, ms) }
+		cfg.OnRequest = func(_ int, o Outcome) { got = append(got, o.ClientMs) }
 		r, err := Run(cfg, m, w)
 		if err != nil {
 			t.Fatal(err)

@@ -102,9 +102,17 @@ type Config struct {
 	HTTP         httpcache.Config
 	Seed         uint64
 	// OnRequest, when set, is told each request's outcome in workload
-	// order (client RTT in ms, whether it hit, whether the origin was
-	// asked): to compare a run with the WAN lab's request by request.
-	OnRequest func(i int, clientMs float64, hit, origin bool) `json:"-"`
+	// order: to compare a run with the WAN lab's request by request.
+	OnRequest func(i int, o Outcome) `json:"-"`
+}
+
+// Outcome is one request's fate: the client's RTT in ms, whether its PoP
+// held the content, whether the origin was asked, and where a miss was
+// served from ("remote NAME", "shield NAME", "origin", "redirect NAME").
+type Outcome struct {
+	ClientMs    float64
+	Hit, Origin bool
+	Via         string
 }
 
 // DefaultConfig returns the simulator's defaults. MBPP and the CDN keep the
@@ -331,6 +339,7 @@ type sim struct {
 	// origin (0 before its first fetch).
 	conns     map[[2]int]time.Time
 	originEst []time.Duration
+	via       string // where the request being served was answered from (Outcome.Via)
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -943,9 +952,10 @@ func (s *sim) replay() {
 	var hits, origin uint64
 	for i, r := range s.w.Requests {
 		s.runUntil(start.Add(r.At))
+		s.via = ""
 		c, o, rnd, hit, org := s.serve(r)
 		if s.cfg.OnRequest != nil {
-			s.cfg.OnRequest(i, c, hit, org)
+			s.cfg.OnRequest(i, Outcome{ClientMs: c, Hit: hit, Origin: org, Via: s.via})
 		}
 		sumC, sumO, sumR = sumC+c, sumO+o, sumR+rnd
 		if hit {
@@ -1024,6 +1034,7 @@ func (s *sim) redirect(ing, client, home int, r Request, m replica.Miss) (cost f
 		return 0, false, false
 	}
 	s.res.Redirects++
+	s.setVia("redirect", j)
 	cost = s.rttLoc(client, j)
 	s.pops[j].load++
 	if s.pops[j].store.Request(r.URL) {
@@ -1143,6 +1154,7 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 			}
 			s.pops[j].load++
 			s.res.RemoteFetches++
+			s.setVia("remote", j)
 			s.res.PeerBytes += uint64(r.Size)
 			s.keep(ing, r.URL, home, true, age)
 			return cost + s.connect(ing, j) + float64(s.ms(ing, j))/1e6, false
@@ -1153,11 +1165,13 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 				continue
 			}
 			c := s.connect(ing, j) + float64(s.ms(ing, j))/1e6
+			s.setVia("shield", j)
 			sc, origin, age := s.shield(j, r)
 			s.res.PeerBytes += uint64(r.Size)
 			s.keep(ing, r.URL, home, true, age)
 			return cost + c + sc, origin
 		case replica.Origin:
+			s.setVia("origin", -1)
 			s.keep(ing, r.URL, home, true, 0)
 			return cost + s.fromOrigin(ing), true
 		}
@@ -1327,4 +1341,15 @@ func (s *sim) ingressByLoc() map[string]string {
 		out[s.m.Names[loc]] = s.pops[b[0]].name
 	}
 	return out
+}
+
+// setVia records the first source a request was served from (Outcome.Via).
+func (s *sim) setVia(how string, j int) {
+	if s.via != "" {
+		return
+	}
+	s.via = how
+	if j >= 0 {
+		s.via += " " + s.pops[j].name
+	}
 }

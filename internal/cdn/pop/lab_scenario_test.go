@@ -72,8 +72,8 @@ func TestLabScenario(t *testing.T) {
 	}
 	cfg := sc.SimConfig()
 	simReq := make([]labRequest, len(w.Requests))
-	cfg.OnRequest = func(i int, ms float64, hit, _ bool) {
-		simReq[i].Ms, simReq[i].XCache = ms, map[bool]string{true: "HIT", false: "MISS"}[hit]
+	cfg.OnRequest = func(i int, o cdnsim.Outcome) {
+		simReq[i].Ms, simReq[i].XCache, simReq[i].PoP = o.ClientMs, map[bool]string{true: "HIT", false: "MISS"}[o.Hit], o.Via
 	}
 	sim, err := cdnsim.Run(cfg, m, w)
 	if err != nil {
@@ -166,6 +166,13 @@ func runScenario(t *testing.T, l *lab, sc *scenario.Scenario, w *cdnsim.Workload
 	before := l.sumCounts(pops)
 	f, reqs := l.replay(sc, w, gw)
 	after := l.sumCounts(pops)
+	for i, v := range l.views(pops) {
+		var s []string
+		for _, p := range v.Peers {
+			s = append(s, fmt.Sprintf("%s rtt %.1f server %.2f score %.3f", p.Name, p.RTTms, p.Server, p.Score))
+		}
+		t.Logf("%s's view after the run: %s", sc.PoPs[i], strings.Join(s, "; "))
+	}
 	if dst := os.Getenv("SHOAL_LAB_LOGS"); dst != "" {
 		for i := range pops {
 			b, _ := os.ReadFile(filepath.Join(l.dir, fmt.Sprintf("pop%d.log", i)))
