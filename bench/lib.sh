@@ -51,10 +51,10 @@ bench_autogroup() {
 	local f=/proc/self/autogroup old
 	[ -e "$f" ] && [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ] || return 0
 	old=$(awk '{print $NF}' "$f")
-	if echo "$NICE" >"$f" 2>/dev/null; then
+	if echo "${NICE:--10}" >"$f" 2>/dev/null; then
 		AUTOGROUP_OLD=$old
 	else
-		echo "$BENCH: could not set the session's autogroup nice to $NICE: other sessions share the cores equally" >&2
+		echo "$BENCH: could not set the session's autogroup nice to ${NICE:--10}: other sessions share the cores equally" >&2
 	fi
 }
 
