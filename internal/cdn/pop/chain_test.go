@@ -27,16 +27,13 @@ func roles(t *testing.T, ps []*fakePoP, key string) (home, a, b *fakePoP) {
 	return home, others[0], others[1]
 }
 
-// holders are the other PoPs the home p lists for key (its own copy is
-// listed too, left out here).
 func holders(p *fakePoP, key string) []uint64 {
 	p.m.mu.Lock()
 	defer p.m.mu.Unlock()
 	var ids []uint64
 	for _, h := range p.m.dir.Holders(time.Now(), chord.ContentKey("", key)) {
-		if id, _, _ := parseHolder(h); id != p.id { // the home's own copy is listed too
-			ids = append(ids, id)
-		}
+		id, _, _ := parseHolder(h)
+		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	return ids

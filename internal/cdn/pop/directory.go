@@ -118,14 +118,12 @@ func (m *manager) onRegister(from uint64, in msg) {
 			m.dir.Remove(key, in.Holder)
 		case !m.r.owns(key):
 			notMine = append(notMine, it)
-		default:
+		case from != m.r.selfID():
 			m.dir.Add(now, key, in.Holder, m.cfg.DirTTL)
 		}
-		// The home lists its own copy too (seed 003 §1: the directory
-		// names every holder). Left out, a PoP asking it ranked only
-		// the other holders, and the plan tries holders before the
-		// shield: a miss 24 ms from the home that held the copy was
-		// fetched from a holder 60 ms away (the WAN lab's scenario).
+		// The home keeps only other holders: its own copies are in its
+		// store, and its answer to a query adds itself from there
+		// (onCDNFrame), at no cost in directory memory.
 	}
 	m.mu.Unlock()
 	if len(notMine) > 0 {

@@ -226,8 +226,17 @@ func (m *manager) answered(a msg) {
 func (m *manager) onMsg(from uint64, in msg) {
 	switch in.Op {
 	case opQuery:
+		// The answer names every holder (seed 003 §1), this home too
+		// when it holds the key. Left out, the asker ranked only the
+		// other holders, and its plan tries every holder before the
+		// shield: a miss 24 ms from a home holding the copy was
+		// fetched from a holder 60 ms away (the WAN lab's scenario).
+		self := m.holderID()
 		m.mu.Lock()
 		hs := m.dir.Holders(time.Now(), chord.ID(in.Key))
+		if m.store.Has(in.Key) {
+			hs = append(hs, self)
+		}
 		m.mu.Unlock()
 		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gw(), OriginNs: m.originRTT.Load()})
 	case opRegister, opUnregister:
