@@ -39,6 +39,7 @@ func runSimCDN(args []string) error {
 	stretch := fs.Float64("shield-stretch", d.CDN.ShieldStretch, "a miss nobody holds goes through the key's home when self→home→origin ≤ this × self→origin (0: always)")
 	nearer := fs.Bool("nearer-origin", d.CDN.NearerOrigin, "a miss skips the holders farther than the origin")
 	routeCost := fs.Bool("route-cost", d.RouteCost, "a miss also pays what a live PoP's miss spends before its fetch (Chord lookup, directory query) and TCP handshakes over connections not kept (as --scenario does; the oracle and random RTTs pay none of it)")
+	learnOrigin := fs.Bool("learn-origin", d.LearnOrigin, "a PoP knows its distance to the origin, and the home's, only from its own fetches, as a live PoP does (false: every PoP knows the matrix's distances from the start)")
 	chordRTT := fs.Bool("chord-rtt", d.ChordRTT, "MBPP also samples the RTT of Chord connections (false: ring neighbours and probes only)")
 	origin := fs.String("origin", d.Origin, "location of the origin server")
 	killAt := fs.Float64("kill-at", d.KillAt, "fraction of the workload at which one PoP fails (0 = none)")
@@ -96,7 +97,7 @@ func runSimCDN(args []string) error {
 			cfg.CDN.Window, cfg.CDN.MinRequests, cfg.CDN.HotTop = *window, *minReq, *hotTop
 			cfg.CDN.DirTTL = max(cfg.CDN.DirTTL, 2**window)
 			cfg.MBPP.Hold, cfg.Gossip.Period, cfg.MBPP.EstimateRTT, cfg.Redirect = *hold, *gossipPeriod, *estimate, *redirect
-			cfg.CDN.ShieldStretch, cfg.CDN.NearerOrigin, cfg.RouteCost = *stretch, *nearer, *routeCost
+			cfg.CDN.ShieldStretch, cfg.CDN.NearerOrigin, cfg.RouteCost, cfg.LearnOrigin = *stretch, *nearer, *routeCost, *learnOrigin
 			cfg.CacheControl = mix
 			r, err := cdnsim.Run(cfg, m, w)
 			if err != nil {

@@ -82,6 +82,14 @@ type Config struct {
 	// default), a miss costs its fetch alone, the measure the oracle's
 	// and a random PoP's RTT (which pay neither) are compared with.
 	RouteCost bool
+	// LearnOrigin has a PoP's plan know its distance to the origin, and
+	// the home's, as a live PoP does: from its own fetches (the smoothed
+	// time to the answer's headers; the home's comes with its directory
+	// answer), unknown before the first, and an unknown detour through
+	// the home is taken. false gives every PoP the matrix's distances
+	// from the start, as the simulator did before (the scaling tables of
+	// docs/cdn.md were measured so).
+	LearnOrigin bool
 	// ConnIdle is how long a PoP keeps an idle connection to another PoP
 	// or the origin (the live transports' IdleConnTimeout): a fetch over
 	// none costs a handshake first.
@@ -127,7 +135,7 @@ func DefaultConfig() Config {
 		PoPs: 100, View: "mbpp", Ring: "hash",
 		MBPP: mbpp.DefaultConfig(0, "", ""), Chord: ch, CDN: replica.DefaultConfig(), Gossip: DefaultGossipConfig(),
 		Origin: "orlando", KillAt: 0.5, FetchTimeout: time.Second, CapacityRPS: 200,
-		SampleEvery: 10 * time.Second, ConnIdle: 90 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1, ChordRTT: true,
+		SampleEvery: 10 * time.Second, LearnOrigin: true, ConnIdle: 90 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1, ChordRTT: true,
 		CacheControl: DefaultCacheControl, HTTP: httpcache.DefaultConfig(),
 	}
 }
@@ -1115,9 +1123,10 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 		s.keep(ing, r.URL, -1, true, 0)
 		return cost + s.fromOrigin(ing), true
 	}
-	// What a live PoP knows of the origin is what its own fetches took
-	// (the home's comes with its directory answer): 0 until the first.
 	m := replica.Miss{Self: pid(ing), SelfOrigin: s.originEst[ing], SelfHome: s.ms(ing, home), HomeOrigin: s.originEst[home]}
+	if !s.cfg.LearnOrigin {
+		m.SelfOrigin, m.HomeOrigin = dur(s.m.RTT(s.pops[ing].loc, s.origin)), dur(s.m.RTT(s.pops[home].loc, s.origin))
+	}
 	m.Home, _ = s.candidate(ing, home)
 	ages := map[uint64]time.Duration{}
 	for _, h := range s.pops[home].dir.Holders(s.now, key) {
