@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"text/tabwriter"
@@ -109,10 +110,7 @@ func runSimCDN(args []string) error {
 				fmt.Println(string(b))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t%.1f\t\n",
-				r.View, r.PoPs, r.Requests, r.MBPPRoundS, r.ViewStalenessS, r.MBPPBytesRound, r.MBPPMsgsRound, r.ViewBytesPerS,
-				r.ChordHopsMean, r.ChordHopsP99, r.FailureDetectS, r.ClientRTTMean, r.OracleRTTMean, r.RandomRTTMean,
-				r.HitRatio, r.OriginFetchRatio, r.WallS)
+			simRow(tw, r)
 		}
 	}
 	tw.Flush()
@@ -126,6 +124,14 @@ func runSimCDN(args []string) error {
 		return errors.New("no run: --pops and --views are empty")
 	}
 	return nil
+}
+
+// simRow prints one run as a row of the table.
+func simRow(w io.Writer, r cdnsim.Result) {
+	fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t%.1f\t\n",
+		r.View, r.PoPs, r.Requests, r.MBPPRoundS, r.ViewStalenessS, r.MBPPBytesRound, r.MBPPMsgsRound, r.ViewBytesPerS,
+		r.ChordHopsMean, r.ChordHopsP99, r.FailureDetectS, r.ClientRTTMean, r.OracleRTTMean, r.RandomRTTMean,
+		r.HitRatio, r.OriginFetchRatio, r.WallS)
 }
 
 // simMatrix loads the --rtt-matrix file, or generates the --topology's
