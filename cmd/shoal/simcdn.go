@@ -194,7 +194,7 @@ func runSimScenario(path string, asJSON bool, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	w, err := sc.Load()
+	w, err := sc.BuildWorkload()
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func TestLabScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := sc.Load()
+	w, err := sc.BuildWorkload()
 	if err != nil {
 		t.Fatal(err)
 	}

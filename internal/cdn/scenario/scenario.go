@@ -205,9 +205,9 @@ func (s *Scenario) Coverage() []cdndns.Rule {
 	return out
 }
 
-// Load builds the workload: requests in time order, each client at a site
+// BuildWorkload builds the workload: requests in time order, each client at a site
 // (a seeded hash of its name), Client being the site's location.
-func (s *Scenario) Load() (*cdnsim.Workload, error) {
+func (s *Scenario) BuildWorkload() (*cdnsim.Workload, error) {
 	if z := s.Workload.Zipf; z != nil {
 		syn := trace.Synth{Files: z.Files, Requests: z.Requests, Alpha: z.Alpha, Rate: z.Rate, Seed: z.Seed, MaxSize: z.MaxSize}
 		w, err := cdnsim.Zipf(syn, z.Clients, len(s.Sites), s.Workload.Seed)

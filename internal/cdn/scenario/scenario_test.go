@@ -32,7 +32,7 @@ func TestLoadShort(t *testing.T) {
 	if m.RTT(5, 0) != 6 || m.RTT(9, 2) != 12 || m.Len() != 10 {
 		t.Fatalf("matrix: berlin–ams %v, origin–lon %v, %d locations", m.RTT(5, 0), m.RTT(9, 2), m.Len())
 	}
-	w, err := s.Load()
+	w, err := s.BuildWorkload()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ d - - [01/Aug/1995:00:00:40 -0400] "GET /z.html HTTP/1.0" 200 400
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.Load()
+	w, err := s.BuildWorkload()
 	if err != nil {
 		t.Fatal(err)
 	}
