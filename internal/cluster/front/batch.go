@@ -100,7 +100,7 @@ func (b *batcher) run() {
 // ordinary way or reports the error.
 func (nc *nodeConn) flushHead() {
 	for nc.wn < len(nc.wbuf) {
-		m, err := syscall.Write(nc.fd, nc.wbuf[nc.wn:])
+		m, err := rawWrite(nc.fd, nc.wbuf[nc.wn:])
 		if err == syscall.EINTR {
 			continue
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -175,14 +174,4 @@ func (ra *rawAccept) conn(fd int) {
 	}
 	ra.rr.m = rawMove{fd: fd, data: ra.buf[:n], holder: -1}
 	s.dispatchRaw(ra.mv, &ra.rr)
-}
-
-// rawRead reads from the non-blocking socket fd without the runtime's
-// syscall bookkeeping.
-func rawRead(fd int, b []byte) (int, error) {
-	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
 }
