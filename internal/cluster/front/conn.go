@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/rawio"
 	"shoal/internal/cluster/policy"
 )
 
@@ -27,7 +28,7 @@ type clientConn struct {
 	out    []byte
 	vec    [2][]byte
 	bufs   net.Buffers
-	io     clientIO // raw reads and writes of a plain TCP connection (rawio.go)
+	io     rawio.Conn // raw reads and writes of a plain TCP connection
 	req    httpwire.Request
 	pr     policy.Request
 	lr     io.LimitedReader
@@ -92,7 +93,7 @@ func (s *Server) getClientConn(c net.Conn) *clientConn {
 	}
 	cc.c, cc.holder = c, -1
 	cc.tls = isTLS(c)
-	cc.bindIO(c)
+	cc.io.Bind(c)
 	cc.in.r, cc.in.w = 0, 0
 	cc.now = time.Now().UnixNano()
 	return cc
@@ -106,7 +107,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 		return
 	}
 	cc.c, cc.ip, cc.id, cc.addr = nil, "", 0, netip.Addr{}
-	cc.io.raw = nil
+	cc.io.Unbind()
 	cc.out = cc.out[:0]
 	cc.vec = [2][]byte{}
 	cc.bufs = nil
@@ -420,8 +421,8 @@ func (cc *clientConn) writeError(status int, why answerReason, close bool) int {
 func (cc *clientConn) write(b []byte) error {
 	var n int
 	var err error
-	if cc.io.raw != nil {
-		n, err = cc.writeRaw(b, nil)
+	if cc.io.Active() {
+		n, err = cc.io.Write(b, nil)
 	} else {
 		n, err = cc.c.Write(b)
 	}
@@ -440,8 +441,8 @@ func (cc *clientConn) writev(a, b []byte) error {
 		// b is never in a's array (it is a node connection's buffer).
 		return cc.write(append(a, b...))
 	}
-	if cc.io.raw != nil {
-		n, err := cc.writeRaw(a, b)
+	if cc.io.Active() {
+		n, err := cc.io.Write(a, b)
 		cc.s.ctr.bytesOut.Add(uint64(n))
 		cc.sent += int64(n)
 		return err

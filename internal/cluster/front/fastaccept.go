@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"shoal/internal/base/accept"
+	"shoal/internal/base/rawio"
 )
 
 // The raw accept path: under passfd alone (Config.Path is PassFD, no
@@ -159,7 +160,7 @@ func (ra *rawAccept) conn(fd int) {
 		rawClose(fd)
 		return
 	}
-	n, err := rawRead(fd, ra.buf)
+	n, err := rawio.Read(fd, ra.buf)
 	switch {
 	case n > 0:
 		s.ctr.bytesIn.Add(uint64(n))

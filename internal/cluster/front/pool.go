@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/rawio"
 	"shoal/internal/cluster/control"
 )
 
@@ -148,7 +149,7 @@ func (nc *nodeConn) rawStep(fd uintptr) bool {
 			return false // wait for readability
 		}
 		for nc.wn < len(nc.wbuf) {
-			m, err := rawWrite(int(fd), nc.wbuf[nc.wn:])
+			m, err := rawio.Write(int(fd), nc.wbuf[nc.wn:])
 			if err == syscall.EINTR {
 				continue
 			}
@@ -163,7 +164,7 @@ func (nc *nodeConn) rawStep(fd uintptr) bool {
 		return false // wait for readability
 	}
 	for {
-		m, err := rawRead(int(fd), nc.in.b[nc.in.w:])
+		m, err := rawio.Read(int(fd), nc.in.b[nc.in.w:])
 		if err == syscall.EINTR {
 			continue
 		}
