@@ -154,27 +154,15 @@ func (s *fdSock) recv(buf, oob []byte) (n, oobn, flags int, err error) {
 // recvStep is recv's RawConn.Read callback on the inner epoll: it reads the
 // socket itself, and asks to wait only when it is empty.
 func (s *fdSock) recvStep(uintptr) bool {
-	iov := unix.Iovec{Base: unsafe.SliceData(s.rbuf)}
-	iov.SetLen(len(s.rbuf))
-	mh := unix.Msghdr{Iov: &iov, Iovlen: 1}
-	if len(s.roob) > 0 {
-		mh.Control = &s.roob[0]
-		mh.SetControllen(len(s.roob))
-	}
 	for {
-		// Raw, like send: with MSG_DONTWAIT it cannot block, and the
-		// bookkept call woke sysmon at each wake-up of an idle front.
-		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&mh)), unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
-		switch e {
+		n, oobn, flags, _, err := unix.Recvmsg(s.fd, s.rbuf, s.roob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+		switch err {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
 			return false
-		case 0:
-			s.rn, s.roobn, s.rflags, s.rerr = int(n), int(mh.Controllen), int(mh.Flags), nil
-		default:
-			s.rn, s.roobn, s.rflags, s.rerr = 0, 0, 0, e
 		}
+		s.rn, s.roobn, s.rflags, s.rerr = n, oobn, flags, err
 		return true
 	}
 }
