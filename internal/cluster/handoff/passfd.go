@@ -296,12 +296,6 @@ func RecvRawFD(uc *net.UnixConn, buf []byte) (FDMessage, error) {
 	var oobArr [64]byte
 	oob := oobArr[:fdOOBSize]
 	n, oobn, flags, _, err := uc.ReadMsgUnix(buf, oob)
-	return parseRecord(buf, oob, n, oobn, flags, err)
-}
-
-// parseRecord is RecvRawFD after the read: the message in buf[:n] with the
-// control data oob[:oobn], recvmsg's flags and error.
-func parseRecord(buf, oob []byte, n, oobn, flags int, err error) (FDMessage, error) {
 	var fds []int
 	if oobn > 0 {
 		fds = parseFDRights(oob[:oobn])

@@ -38,7 +38,7 @@ type FDClient struct {
 	gen atomic.Uint64
 
 	mu     sync.Mutex
-	uc     *fdSock
+	uc     *net.UnixConn
 	closed bool
 	// refused is the last trust refusal, returned without dialling again
 	// until refusedUntil: a refused socket costs one check per
@@ -109,7 +109,7 @@ func (c *FDClient) Path() string { return c.path }
 var ErrFDClientClosed = errors.New("handoff: client closed")
 
 // conn returns the live socket, dialling it if needed.
-func (c *FDClient) conn() (*fdSock, error) {
+func (c *FDClient) conn() (*net.UnixConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -137,25 +137,21 @@ func (c *FDClient) conn() (*fdSock, error) {
 	if err != nil {
 		return nil, err
 	}
-	sock, err := newFDSock(uc)
-	if err != nil {
-		return nil, fmt.Errorf("handoff: dial %s: %w", c.path, err)
-	}
 	c.refused = nil
-	c.uc = sock
+	c.uc = uc
 	c.gen.Add(1)
-	go c.read(sock)
-	return sock, nil
+	go c.read(uc)
+	return uc, nil
 }
 
 // drop forgets uc (if it is still the current socket) and closes it.
-func (c *FDClient) drop(uc *fdSock) {
+func (c *FDClient) drop(uc *net.UnixConn) {
 	c.mu.Lock()
 	if c.uc == uc {
 		c.uc = nil
 	}
 	c.mu.Unlock()
-	uc.close()
+	uc.Close()
 }
 
 // Send moves conn to the node with h and data (the bytes already read from
@@ -195,6 +191,10 @@ func (c *FDClient) TrySendRaw(h FDHeader, fd int, data ...[]byte) error {
 	if err != nil {
 		return err
 	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("handoff: send to %s: %w", c.path, err)
+	}
 	bp := c.scratch.Get().(*[]byte)
 	defer c.scratch.Put(bp)
 	msg, err := record(nil, h, 0, *bp, data)
@@ -203,14 +203,35 @@ func (c *FDClient) TrySendRaw(h FDHeader, fd int, data ...[]byte) error {
 		return err
 	}
 	var oob [32]byte
-	switch err := uc.send(msg, appendRights(oob[:0], fd), 0); {
-	case err == nil:
+	rights := appendRights(oob[:0], fd)
+	iov := unix.Iovec{Base: &msg[0]}
+	iov.SetLen(len(msg))
+	mh := unix.Msghdr{Iov: &iov, Control: &rights[0]}
+	mh.Iovlen = 1
+	mh.SetControllen(len(rights))
+	var serr error
+	// Control, not Write: Write would refuse with the write deadline a
+	// blocking Send left armed (and since expired) on the socket.
+	cerr := rc.Control(func(s uintptr) {
+		// A raw system call: it cannot block (MSG_DONTWAIT), so the
+		// runtime's syscall bookkeeping (entersyscall, which also wakes
+		// a sleeping sysmon thread) is pure cost here.
+		_, _, e := unix.RawSyscall(unix.SYS_SENDMSG, s, uintptr(unsafe.Pointer(&mh)), unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		if e != 0 {
+			serr = e
+		}
+	})
+	if cerr == nil {
+		cerr = serr
+	}
+	switch {
+	case cerr == nil:
 		return nil
-	case err == ErrWouldBlock:
-		return err
+	case errors.Is(cerr, unix.EAGAIN):
+		return ErrWouldBlock
 	default:
 		c.drop(uc)
-		return fmt.Errorf("handoff: send to %s: %w", c.path, err)
+		return fmt.Errorf("handoff: send to %s: %w", c.path, cerr)
 	}
 }
 
@@ -234,11 +255,11 @@ func (c *FDClient) send(h FDHeader, conn syscall.Conn, fd int, data [][]byte) er
 		return err
 	}
 	bp := c.scratch.Get().(*[]byte)
-	msg, err := record(nil, h, 0, *bp, data)
-	if err == nil {
-		err = c.sendRecord(uc, msg, conn, fd)
+	if conn != nil || fd < 0 {
+		*bp, err = SendFD(uc, h, conn, c.timeout, *bp, data...)
+	} else {
+		*bp, err = SendRawFD(uc, h, fd, c.timeout, *bp, data...)
 	}
-	*bp = msg[:0]
 	if cap(*bp) <= 64<<10 {
 		c.scratch.Put(bp)
 	}
@@ -253,31 +274,6 @@ func (c *FDClient) send(h FDHeader, conn syscall.Conn, fd int, data [][]byte) er
 	return nil
 }
 
-// sendRecord sends msg on uc with conn's descriptor, or fd, attached
-// (neither when conn is nil and fd < 0), waiting up to the send timeout
-// for room.
-func (c *FDClient) sendRecord(uc *fdSock, msg []byte, conn syscall.Conn, fd int) error {
-	var oob [32]byte
-	if conn == nil {
-		var rights []byte
-		if fd >= 0 {
-			rights = appendRights(oob[:0], fd)
-		}
-		return uc.send(msg, rights, c.timeout)
-	}
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("client socket: %w", err)
-	}
-	var serr error
-	// Control holds a reference on the descriptor, so it cannot be closed
-	// and reused under us while it is being sent.
-	if err := rc.Control(func(s uintptr) { serr = uc.send(msg, appendRights(oob[:0], int(s)), c.timeout) }); err != nil {
-		return fmt.Errorf("client socket: %w", err)
-	}
-	return serr
-}
-
 // Close closes the socket. Connections the node still holds are not
 // affected; ones it tries to return afterwards are closed by the kernel
 // when the socket goes away.
@@ -288,12 +284,12 @@ func (c *FDClient) Close() error {
 	c.uc = nil
 	c.mu.Unlock()
 	if uc != nil {
-		return uc.close()
+		return uc.Close()
 	}
 	return nil
 }
 
-func (c *FDClient) read(uc *fdSock) {
+func (c *FDClient) read(uc *net.UnixConn) {
 	defer func() {
 		c.drop(uc)
 		if c.onDisconnect != nil {
@@ -301,13 +297,13 @@ func (c *FDClient) read(uc *fdSock) {
 		}
 	}()
 	buf := make([]byte, FDHeaderLen+FDMaxData)
-	oob := make([]byte, fdOOBSize)
 	for {
-		n, oobn, flags, err := uc.recv(buf, oob)
-		r, err := parseRecord(buf, oob, n, oobn, flags, err)
-		if err == nil && !c.raw && r.FD >= 0 {
-			r.Conn, err = WrapFD(r.FD)
-			r.FD = -1
+		var r FDMessage
+		var err error
+		if c.raw {
+			r, err = RecvRawFD(uc, buf)
+		} else {
+			r, err = RecvFD(uc, buf)
 		}
 		if err != nil {
 			if isFDMessageError(err) {
