@@ -3,6 +3,7 @@
 package handoff
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -34,6 +35,7 @@ type Guard struct {
 	vips  map[netip.Addr]bool
 	devs  []string
 	m     *ebpf.Map // guarded addresses (IPv4, network order) → 1
+	held  *ebpf.Map // held flows (struct bpf_sock_tuple.ipv4) → 1: Hold
 	ctr   *ebpf.Map // [0]: segments dropped
 	prog  *ebpf.Program
 	links []link.Link
@@ -55,6 +57,11 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 	var err error
 	g.m, err = ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_guard_vip", Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 64})
 	if err != nil {
+		return nil, fmt.Errorf("handoff: guard: bpf map: %w", err)
+	}
+	g.held, err = ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_guard_hold", Type: ebpf.Hash, KeySize: 12, ValueSize: 1, MaxEntries: 1 << 14})
+	if err != nil {
+		g.Close()
 		return nil, fmt.Errorf("handoff: guard: bpf map: %w", err)
 	}
 	g.ctr, err = ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_guard_ctr", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
@@ -96,6 +103,13 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 		asm.Add.Imm(asm.R2, -4),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "pass"), // not a guarded address
+		// A flow this node is moving to another node (Hold): dropped,
+		// so that its frozen socket takes nothing the next one misses.
+		asm.LoadMapPtr(asm.R1, g.held.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -16),
+		asm.FnMapLookupElem.Call(),
+		asm.JNE.Imm(asm.R0, 0, "drop"),
 		// bpf_skc_lookup_tcp(skb, &tuple, sizeof tuple.ipv4, BPF_F_CURRENT_NETNS, 0):
 		// established (or time-wait, or request) socket first, else listener.
 		asm.Mov.Reg(asm.R1, asm.R6),
@@ -159,6 +173,44 @@ func (g *Guard) Dropped() uint64 {
 	return n
 }
 
+// holdKey is f as the guard's hold map keys it: struct bpf_sock_tuple.ipv4
+// (client address, VIP, client port, VIP port), all in network order.
+func holdKey(f Flow) [12]byte {
+	var k [12]byte
+	c, v := f.Client.Addr().As4(), f.VIP.Addr().As4()
+	copy(k[0:], c[:])
+	copy(k[4:], v[:])
+	binary.BigEndian.PutUint16(k[8:], f.Client.Port())
+	binary.BigEndian.PutUint16(k[10:], f.VIP.Port())
+	return k
+}
+
+// Hold drops f's segments at this node until Unhold, even while a socket
+// for f exists here. A node that moves a connection to another node holds
+// its flow from before it freezes the socket until the front steers the
+// flow away (seed 002 §3's "the old server stops accepting" step, done in
+// the kernel): a segment the frozen socket would acknowledge and keep is
+// dropped instead, and the client retransmits it to the new owner.
+func (g *Guard) Hold(f Flow) error {
+	if g == nil || g.held == nil {
+		return errors.New("handoff: guard: no guard to hold a flow")
+	}
+	k := holdKey(f)
+	if err := g.held.Put(k[:], []byte{1}); err != nil {
+		return fmt.Errorf("handoff: guard: hold %v: %w", f, err)
+	}
+	return nil
+}
+
+// Unhold ends Hold for f.
+func (g *Guard) Unhold(f Flow) {
+	if g == nil || g.held == nil {
+		return
+	}
+	k := holdKey(f)
+	g.held.Delete(k[:])
+}
+
 // Close detaches the program.
 func (g *Guard) Close() error {
 	var errs []error
@@ -170,12 +222,12 @@ func (g *Guard) Close() error {
 		errs = append(errs, g.prog.Close())
 		g.prog = nil
 	}
-	for _, m := range []*ebpf.Map{g.m, g.ctr} {
+	for _, m := range []*ebpf.Map{g.m, g.held, g.ctr} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	g.m, g.ctr = nil, nil
+	g.m, g.held, g.ctr = nil, nil, nil
 	return errors.Join(errs...)
 }
 
