@@ -1,0 +1,262 @@
+//go:build linux
+
+package handoff
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// repairRouter is a node's side of tag mode across hosts (repair_tagmsg.go),
+// one per RepairListener: its copy of the front's shared table, the front's
+// channel (where notes, asks and flow moves go), its channels to the other
+// nodes' handoff ports, and the notes not yet sent. It is the repair twin of
+// passfd's tagRouter; the table's records are the same.
+type repairRouter struct {
+	l *RepairListener
+
+	mu      sync.Mutex
+	self    int              // this node's index, -1 until the front says
+	table   map[string]int32 // URL → node
+	full    []bool           // by node: at its load limit
+	peers   map[int]netip.AddrPort
+	clients map[int]*RepairClient
+	front   *channel
+	asks    map[uint64]chan int
+	askID   uint64
+	notes   []byte
+	armed   bool
+	timer   *time.Timer
+	closed  bool
+}
+
+// askTimeout bounds the wait for the front's answer to an ask; without one
+// the node serves the request itself.
+const askTimeout = time.Second
+
+// maxNotesFrame bounds one MsgNotes frame.
+const maxNotesFrame = 32 << 10
+
+func newRepairRouter(l *RepairListener) *repairRouter {
+	r := &repairRouter{l: l, self: -1, table: map[string]int32{}, peers: map[int]netip.AddrPort{},
+		clients: map[int]*RepairClient{}, asks: map[uint64]chan int{}}
+	r.timer = time.AfterFunc(time.Hour, r.flush)
+	r.timer.Stop()
+	return r
+}
+
+// setFront records the front's channel and this node's index (a MsgTable,
+// or the front's own tag handoff).
+func (r *repairRouter) setFront(ch *channel, self int) {
+	r.mu.Lock()
+	r.front, r.self = ch, self
+	r.mu.Unlock()
+}
+
+// frontChannel is the front's channel, nil until the front spoke.
+func (r *repairRouter) frontChannel() *channel {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.front
+}
+
+// applyTable applies a MsgTable from the front on ch.
+func (r *repairRouter) applyTable(ch *channel, p []byte) error {
+	if len(p) < 4 {
+		return fmt.Errorf("%w: table of %d bytes", ErrMalformed, len(p))
+	}
+	self := int(int32(binary.BigEndian.Uint32(p)))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.front, r.self = ch, self
+	var drop []*RepairClient
+	err := ParseTable(p[4:], func(op uint8, node int, text []byte) {
+		switch op {
+		case TableReset:
+			clear(r.table)
+		case TablePeer:
+			ap, err := netip.ParseAddrPort(string(text))
+			if err != nil || !ap.Addr().Is4() {
+				return
+			}
+			if old, ok := r.peers[node]; ok && old != ap {
+				if c := r.clients[node]; c != nil {
+					drop = append(drop, c)
+					delete(r.clients, node)
+				}
+			}
+			r.peers[node] = ap
+		case TableFull:
+			if node >= 0 && node < 1<<16 {
+				for len(r.full) <= node {
+					r.full = append(r.full, false)
+				}
+				r.full[node] = len(text) > 0
+			}
+		case TableTag:
+			if node < 0 {
+				delete(r.table, string(text))
+				return
+			}
+			if len(r.table) >= maxTableEntries {
+				clear(r.table)
+			}
+			r.table[string(text)] = int32(node)
+		}
+	})
+	for _, c := range drop {
+		go c.Close()
+	}
+	return err
+}
+
+// route is the node the table names for url and true, or false when the
+// front must be asked (no entry, a full node, or one without a known
+// handoff port).
+func (r *repairRouter) route(url string) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, ok := r.table[url]
+	if !ok || r.self < 0 {
+		return -1, false
+	}
+	i := int(n)
+	if i < len(r.full) && r.full[i] {
+		return -1, false
+	}
+	if _, known := r.peers[i]; i != r.self && !known {
+		return -1, false
+	}
+	return i, true
+}
+
+// usable reports whether node i can take a move from here: this node, or
+// one whose handoff port the table gave.
+func (r *repairRouter) usable(i int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, known := r.peers[i]
+	return i >= 0 && (i == r.self || known)
+}
+
+// selfIndex is this node's index, -1 while unknown.
+func (r *repairRouter) selfIndex() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.self
+}
+
+// ask asks the front which node should serve url on connection conn and
+// waits for the answer; -1 when there is none in time.
+func (r *repairRouter) ask(conn uint64, url string) int {
+	r.mu.Lock()
+	front := r.front
+	r.askID++
+	id := r.askID
+	ch := make(chan int, 1)
+	r.asks[id] = ch
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.asks, id)
+		r.mu.Unlock()
+	}()
+	if front == nil || front.send(MsgAsk, AppendAsk(nil, id, conn, url)) != nil {
+		return -1
+	}
+	t := time.NewTimer(askTimeout)
+	defer t.Stop()
+	select {
+	case n := <-ch:
+		return n
+	case <-t.C:
+		return -1
+	}
+}
+
+// answer delivers a MsgAnswer to its ask.
+func (r *repairRouter) answer(p []byte) {
+	if len(p) < 12 {
+		return
+	}
+	id, n := binary.BigEndian.Uint64(p), int(int32(binary.BigEndian.Uint32(p[8:])))
+	r.mu.Lock()
+	ch := r.asks[id]
+	r.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- n:
+		default:
+		}
+	}
+}
+
+// note queues a NoteServed record for the front, sent within
+// DefaultNoteDelay together with the others.
+func (r *repairRouter) note(seq uint32, conn uint64, url string) {
+	r.mu.Lock()
+	r.notes = AppendNote(r.notes, NoteServed, r.self, seq, conn, url)
+	now := len(r.notes) >= maxNotesFrame
+	if !now && !r.armed && !r.closed {
+		r.armed = true
+		r.timer.Reset(DefaultNoteDelay)
+	}
+	r.mu.Unlock()
+	if now {
+		r.flush()
+	}
+}
+
+// flush sends the queued notes to the front in one frame.
+func (r *repairRouter) flush() {
+	r.mu.Lock()
+	b, front := r.notes, r.front
+	r.notes, r.armed = nil, false
+	r.mu.Unlock()
+	if len(b) == 0 || front == nil {
+		return
+	}
+	if front.send(MsgNotes, b) == nil {
+		r.l.Notes.Add(1)
+	}
+}
+
+// client returns the channel to node's handoff port, made on first use.
+func (r *repairRouter) client(node int) (*RepairClient, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.clients[node]; c != nil {
+		return c, nil
+	}
+	ap, ok := r.peers[node]
+	if !ok || r.closed {
+		return nil, fmt.Errorf("handoff: no handoff port for node %d", node)
+	}
+	c := NewRepairClient(RepairClientConfig{Addr: ap.String(), Auth: r.l.auth})
+	r.clients[node] = c
+	return c, nil
+}
+
+// close stops the router: notes are flushed and node channels closed.
+func (r *repairRouter) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.timer.Stop()
+	cs := make([]*RepairClient, 0, len(r.clients))
+	for _, c := range r.clients {
+		cs = append(cs, c)
+	}
+	r.mu.Unlock()
+	r.flush()
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// errNoFront refuses a node-to-node move to a node the front has not spoken
+// to: it could not tell the front to steer the flow.
+var errNoFront = errors.New("handoff: no front channel to report the move to")
