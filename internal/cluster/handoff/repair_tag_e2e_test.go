@@ -125,7 +125,7 @@ func TestRepairTagPipelined(t *testing.T) {
 // connections to node 1.
 func TestRepairTagPeerUnreachable(t *testing.T) {
 	rc := startRepairClusterPath(t, 2, 16, "repair", "--policy", "tbccrd")
-	script := fmt.Sprintf("table inet shoaltest { chain in { type filter hook input priority 0; ip saddr %s tcp dport 7070 reject with tcp reset; } }",
+	script := fmt.Sprintf("table inet shoaltest {\n chain in {\n type filter hook input priority 0;\n ip saddr %s tcp dport 7070 reject with tcp reset\n }\n}\n",
 		rc.lab.NodeAddrs[0])
 	cmd := Exec(t.Context(), rc.lab.NodeNS(1), "nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(script)
