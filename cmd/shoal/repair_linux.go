@@ -60,10 +60,17 @@ func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ..
 		a := rl.Auth()
 		logf("repair handoff port closed", "restored", rl.Restored.Load(), "failed", rl.Failed.Load(),
 			"fin_handoff", rl.Fins.Load(), "moved_out", rl.MovedOut.Load(), "move_failed", rl.MoveFailed.Load(),
-			"move_lost", rl.MoveLost.Load(), "asked", rl.Asked.Load(), "limited", rl.Limited.Load(), "refused", rl.Refused.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
+			"move_lost", rl.MoveLost.Load(), "asked", rl.Asked.Load(), "steer_late", rl.SteerLate.Load(), "guard_dropped", guardDropped(rl), "limited", rl.Limited.Load(), "refused", rl.Refused.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
 			"stale", a.Stale.Load(), "malformed", a.Malformed.Load())
 		rl.Close()
 	}, nil
+}
+
+// guardDropped is the number of segments the node's guard dropped, 0
+// without a guard.
+func guardDropped(rl *handoff.RepairListener) uint64 {
+	g, _ := rl.Guard()
+	return g.Dropped()
 }
 
 // serveRepairSink opens a repair handoff port for `shoal bench sink` (the

@@ -28,6 +28,7 @@ type repairRouter struct {
 	front   *channel
 	asks    map[uint64]chan int
 	askID   uint64
+	steered map[flowSeq]chan struct{} // moves waiting for MsgFlowSteered
 	notes   []byte
 	armed   bool
 	timer   *time.Timer
@@ -43,7 +44,7 @@ const maxNotesFrame = 32 << 10
 
 func newRepairRouter(l *RepairListener) *repairRouter {
 	r := &repairRouter{l: l, self: -1, table: map[string]int32{}, peers: map[int]netip.AddrPort{},
-		clients: map[int]*RepairClient{}, asks: map[uint64]chan int{}}
+		clients: map[int]*RepairClient{}, asks: map[uint64]chan int{}, steered: map[flowSeq]chan struct{}{}}
 	r.timer = time.AfterFunc(time.Hour, r.flush)
 	r.timer.Stop()
 	return r
@@ -193,6 +194,44 @@ func (r *repairRouter) answer(p []byte) {
 		default:
 		}
 	}
+}
+
+// flowSeq names one move of a flow.
+type flowSeq struct {
+	f   Flow
+	seq uint32
+}
+
+// expectSteered registers a move that waits for the front's
+// MsgFlowSteered; call it before MsgFlowMoved goes out.
+func (r *repairRouter) expectSteered(f Flow, seq uint32) chan struct{} {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	r.steered[flowSeq{f, seq}] = ch
+	r.mu.Unlock()
+	return ch
+}
+
+// flowSteered handles a MsgFlowSteered: the move it names may be served.
+func (r *repairRouter) flowSteered(p []byte) {
+	f, seq, err := ParseFlowSteered(p)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	ch := r.steered[flowSeq{f, seq}]
+	delete(r.steered, flowSeq{f, seq})
+	r.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// forgetSteered drops a wait that timed out.
+func (r *repairRouter) forgetSteered(f Flow, seq uint32) {
+	r.mu.Lock()
+	delete(r.steered, flowSeq{f, seq})
+	r.mu.Unlock()
 }
 
 // note queues a NoteServed record for the front, sent within

@@ -53,12 +53,36 @@ func (l *RepairListener) rebuild(ch *channel, k MsgKind, p []byte) (net.Conn, *T
 		m.tag = tm.Inc
 	}
 	if tm != nil && tm.Seq > 0 {
+		m.steered = l.router.expectSteered(m.flow, tm.Seq)
 		if err := front.send(MsgFlowMoved, AppendFlowMoved(nil, m.flow, *tm)); err != nil {
+			l.router.forgetSteered(m.flow, tm.Seq)
 			closeSilently(tc) // the sender keeps the connection
 			return nil, nil, fmt.Errorf("handoff: report the move to the front: %w", err)
 		}
 	}
 	return m, st, nil
+}
+
+// steerWait bounds how long a connection moved here waits for the front to
+// steer its flow before it is served anyway.
+const steerWait = time.Second
+
+// serveSteered queues m for Accept once the front has steered its flow
+// here (MsgFlowSteered) or steerWait passed: answering earlier would let
+// the client's next request reach the old node.
+func (l *RepairListener) serveSteered(m *movedConn) {
+	t := time.NewTimer(steerWait)
+	defer t.Stop()
+	select {
+	case <-m.steered:
+	case <-t.C:
+		l.router.forgetSteered(m.flow, m.tm.Seq)
+		l.SteerLate.Add(1)
+	case <-l.done:
+		m.Close()
+		return
+	}
+	l.queue(m)
 }
 
 // closeSilently puts a rebuilt socket back in repair mode and closes it, so
@@ -106,6 +130,12 @@ func (m *movedConn) Self() int { return m.l.router.selfIndex() }
 // (the node then serves the request itself).
 func (m *movedConn) Route(key string) int {
 	r := m.l.router
+	t0 := time.Now()
+	defer func() {
+		if d := time.Since(t0); d > 20*time.Millisecond {
+			println("DEBUG route", d.String())
+		}
+	}()
 	to, ok := r.route(key)
 	if !ok {
 		m.l.Asked.Add(1)
@@ -149,6 +179,12 @@ func (m *movedConn) Served(key string) {
 func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 	counted := m.asked == key
 	m.asked = ""
+	t0 := time.Now()
+	defer func() {
+		if d := time.Since(t0); d > 20*time.Millisecond {
+			println("DEBUG moveTo", d.String())
+		}
+	}()
 	cl, err := m.l.router.client(node)
 	if err != nil {
 		return err
