@@ -130,12 +130,6 @@ func (m *movedConn) Self() int { return m.l.router.selfIndex() }
 // (the node then serves the request itself).
 func (m *movedConn) Route(key string) int {
 	r := m.l.router
-	t0 := time.Now()
-	defer func() {
-		if d := time.Since(t0); d > 20*time.Millisecond {
-			println("DEBUG route", d.String())
-		}
-	}()
 	to, ok := r.route(key)
 	if !ok {
 		m.l.Asked.Add(1)
@@ -179,12 +173,6 @@ func (m *movedConn) Served(key string) {
 func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 	counted := m.asked == key
 	m.asked = ""
-	t0 := time.Now()
-	defer func() {
-		if d := time.Since(t0); d > 20*time.Millisecond {
-			println("DEBUG moveTo", d.String())
-		}
-	}()
 	cl, err := m.l.router.client(node)
 	if err != nil {
 		return err
