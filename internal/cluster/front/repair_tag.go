@@ -3,6 +3,7 @@
 package front
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,8 @@ type repairTag struct {
 	// The pusher's own state (one goroutine).
 	upd   policy.TagUpdate
 	full  []bool
+	loads []int
+	limit int
 	peers map[int]string
 	gens  map[int]uint64
 }
@@ -110,7 +113,11 @@ func (p *RepairPath) push(s *Server) {
 		body = handoff.AppendTable(body, handoff.TableReset, 0, "")
 	}
 	for _, g := range t.upd.Tags {
-		body = handoff.AppendTable(body, handoff.TableTag, g.Node, g.URL)
+		if g.Node < 0 && g.Holders != 0 {
+			body = handoff.AppendTable(body, handoff.TableHolders, int(int32(g.Holders)), g.URL)
+		} else {
+			body = handoff.AppendTable(body, handoff.TableTag, g.Node, g.URL)
+		}
 	}
 	for i, f := range t.upd.Full {
 		if i >= len(t.full) || t.full[i] != f {
@@ -118,6 +125,16 @@ func (p *RepairPath) push(s *Server) {
 		}
 	}
 	t.full = append(t.full[:0], t.upd.Full...)
+	for i, l := range t.upd.Loads {
+		if i >= len(t.loads) || t.loads[i] != l {
+			body = handoff.AppendTable(body, handoff.TableLoad, i, countText(l))
+		}
+	}
+	t.loads = append(t.loads[:0], t.upd.Loads...)
+	if t.upd.LoadLimit != t.limit {
+		t.limit = t.upd.LoadLimit
+		body = handoff.AppendTable(body, handoff.TableLimit, 0, countText(t.limit))
+	}
 	backends := s.cl.Backends()
 	peers := map[int]string{}
 	for _, b := range backends {
@@ -157,7 +174,15 @@ func (p *RepairPath) greeting(peers map[int]string) []byte {
 	for i, f := range p.tag.full {
 		b = handoff.AppendTable(b, handoff.TableFull, i, fullText(f))
 	}
-	return b
+	for i, l := range p.tag.loads {
+		b = handoff.AppendTable(b, handoff.TableLoad, i, countText(l))
+	}
+	return handoff.AppendTable(b, handoff.TableLimit, 0, countText(p.tag.limit))
+}
+
+// countText is a TableLoad or TableLimit record's text.
+func countText(n int) string {
+	return string(binary.BigEndian.AppendUint32(nil, uint32(max(n, 0))))
 }
 
 // maxTableFrame bounds one MsgTable's records.

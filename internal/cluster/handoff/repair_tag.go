@@ -20,9 +20,12 @@ type repairRouter struct {
 	l *RepairListener
 
 	mu      sync.Mutex
-	self    int              // this node's index, -1 until the front says
-	table   map[string]int32 // URL → node
-	full    []bool           // by node: at its load limit
+	self    int               // this node's index, -1 until the front says
+	table   map[string]int32  // URL → node
+	holders map[string]uint32 // URL → its cache holders (TableHolders)
+	loads   []int             // by node: open connections (TableLoad)
+	limit   int               // the policy's load limit (TableLimit)
+	full    []bool            // by node: at its load limit
 	peers   map[int]netip.AddrPort
 	clients map[int]*RepairClient
 	front   *channel
@@ -43,7 +46,7 @@ const askTimeout = time.Second
 const maxNotesFrame = 32 << 10
 
 func newRepairRouter(l *RepairListener) *repairRouter {
-	r := &repairRouter{l: l, self: -1, table: map[string]int32{}, peers: map[int]netip.AddrPort{},
+	r := &repairRouter{l: l, self: -1, table: map[string]int32{}, holders: map[string]uint32{}, peers: map[int]netip.AddrPort{},
 		clients: map[int]*RepairClient{}, asks: map[uint64]chan int{}, steered: map[flowSeq]chan struct{}{}}
 	r.timer = time.AfterFunc(time.Hour, r.flush)
 	r.timer.Stop()
@@ -79,6 +82,7 @@ func (r *repairRouter) applyTable(ch *channel, p []byte) error {
 		switch op {
 		case TableReset:
 			clear(r.table)
+			clear(r.holders)
 		case TablePeer:
 			ap, err := netip.ParseAddrPort(string(text))
 			if err != nil || !ap.Addr().Is4() {
@@ -99,6 +103,7 @@ func (r *repairRouter) applyTable(ch *channel, p []byte) error {
 				r.full[node] = len(text) > 0
 			}
 		case TableTag:
+			delete(r.holders, string(text))
 			if node < 0 {
 				delete(r.table, string(text))
 				return
@@ -107,6 +112,23 @@ func (r *repairRouter) applyTable(ch *channel, p []byte) error {
 				clear(r.table)
 			}
 			r.table[string(text)] = int32(node)
+		case TableHolders:
+			delete(r.table, string(text))
+			if len(r.holders) >= maxTableEntries {
+				clear(r.holders)
+			}
+			r.holders[string(text)] = uint32(node)
+		case TableLoad:
+			if node >= 0 && node < 1<<16 && len(text) == 4 {
+				for len(r.loads) <= node {
+					r.loads = append(r.loads, 0)
+				}
+				r.loads[node] = int(binary.BigEndian.Uint32(text))
+			}
+		case TableLimit:
+			if len(text) == 4 {
+				r.limit = int(binary.BigEndian.Uint32(text))
+			}
 		}
 	})
 	for _, c := range drop {
@@ -121,8 +143,14 @@ func (r *repairRouter) applyTable(ch *channel, p []byte) error {
 func (r *repairRouter) route(url string) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.self < 0 {
+		return -1, false
+	}
 	n, ok := r.table[url]
-	if !ok || r.self < 0 {
+	if !ok {
+		if m := r.holders[url]; m != 0 {
+			return r.leastLoaded(m)
+		}
 		return -1, false
 	}
 	i := int(n)
@@ -133,6 +161,42 @@ func (r *repairRouter) route(url string) (int, bool) {
 		return -1, false
 	}
 	return i, true
+}
+
+// leastLoaded is step (1) of seed 000 §2.2.2 as tbccrd's Pick takes it
+// (policy.TBCCRD.leastLoaded, load): of the cache holders in m with a known
+// handoff port, the one with the fewest open connections, scanning from
+// this node so that a tie keeps the connection here, and not counting the
+// connection itself against this node; false when that node is at the
+// load limit (step (2) then needs the front). Called with r.mu held.
+func (r *repairRouter) leastLoaded(m uint32) (int, bool) {
+	load := func(i int) int {
+		l := 0
+		if i < len(r.loads) {
+			l = r.loads[i]
+		}
+		if i == r.self {
+			l--
+		}
+		return l
+	}
+	best := -1
+	for k := range 32 {
+		i := (r.self + k) % 32
+		if m&(1<<i) == 0 {
+			continue
+		}
+		if _, known := r.peers[i]; i != r.self && !known {
+			continue
+		}
+		if best < 0 || load(i) < load(best) {
+			best = i
+		}
+	}
+	if best < 0 || r.limit <= 0 || load(best) >= r.limit {
+		return -1, false
+	}
+	return best, true
 }
 
 // usable reports whether node i can take a move from here: this node, or
