@@ -26,7 +26,8 @@
 #
 # Usage: sudo bench/tag-lab.sh
 # Env:   RUNS=3 DURATION=5s WARM=2s CONNS=16 NODES=3 FILES=200
-#        FRONT_CORE=0 LOAD_CORE=1 SHOAL=path/to/shoal
+#        FRONT_CORE=0 LOAD_CORE=1 SHOAL=path/to/shoal PATHS="relay tag first"
+#        PERF=/tmp/front.perf (perf record of each front during its runs)
 set -euo pipefail
 
 RUNS=${RUNS:-3}
@@ -122,7 +123,12 @@ for run in $(seq "$RUNS"); do
 		load "$WARM"
 		read -r h0 m0 < <(hits)
 		c0=$(cpuns "$FRONTPID") s0=$(softirq "$FRONT_CORE")
+		if [ -n "${PERF:-}" ]; then
+			perf record -q -g -o "$PERF.$path" -p "$FRONTPID" -- sleep "${DURATION%s}" >/dev/null 2>&1 &
+			PERFPID=$!
+		fi
 		load "$DURATION"
+		[ -n "${PERF:-}" ] && wait "$PERFPID"
 		c1=$(cpuns "$FRONTPID") s1=$(softirq "$FRONT_CORE")
 		read -r h1 m1 < <(hits)
 		read -r ok errs rps < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["ok"], r["errors_total"], r["rps"])' "$W/out.json")
