@@ -45,7 +45,7 @@ type RepairConfig struct {
 	// where its first request sent it.
 	Moves MoveMode
 	// TagFlush is how long the front gathers table changes before it
-	// pushes them (default DefaultTagFlush).
+	// pushes them (default DefaultRepairTagFlush).
 	TagFlush time.Duration
 }
 

@@ -80,12 +80,19 @@ func (p *RepairPath) kickPush() {
 	}
 }
 
+// DefaultRepairTagFlush is how long the repair front gathers table changes
+// before it pushes them (RepairConfig.TagFlush). Longer than passfd's
+// DefaultTagFlush: the repair table carries every node's load, which
+// changes at nearly every move, and each push costs the front one sealed
+// message per node; nodes' loads lag by at most this much.
+const DefaultRepairTagFlush = 5 * time.Millisecond
+
 // pushLoop pushes the table's changes at most once per TagFlush, when
 // something may have changed, until the server shuts down.
 func (p *RepairPath) pushLoop(s *Server) {
 	every := p.cfg.TagFlush
 	if every <= 0 {
-		every = DefaultTagFlush
+		every = DefaultRepairTagFlush
 	}
 	for {
 		select {
