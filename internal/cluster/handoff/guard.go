@@ -35,7 +35,7 @@ type Guard struct {
 	vips  map[netip.Addr]bool
 	devs  []string
 	m     *ebpf.Map // guarded addresses (IPv4, network order) → 1
-	held  *ebpf.Map // held flows (struct bpf_sock_tuple.ipv4) → 1: Hold
+	held  *ebpf.Map // held flows (struct bpf_sock_tuple.ipv4) → 0 (Hold) or a node's IPv4 (Forward)
 	ctr   *ebpf.Map // [0]: segments dropped
 	prog  *ebpf.Program
 	links []link.Link
@@ -46,6 +46,9 @@ const tcpListen = 10
 
 // bpfSockState is offsetof(struct bpf_sock, state).
 const bpfSockState = 72
+
+// skbIfindex is offsetof(struct __sk_buff, ifindex).
+const skbIfindex = 40
 
 // NewGuard attaches the guard for vips (IPv4) to the ingress of each of
 // devs. It needs CAP_BPF and CAP_NET_ADMIN and a kernel with TCX (≥ 6.6).
@@ -59,7 +62,7 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("handoff: guard: bpf map: %w", err)
 	}
-	g.held, err = ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_guard_hold", Type: ebpf.Hash, KeySize: 12, ValueSize: 1, MaxEntries: 1 << 14})
+	g.held, err = ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_guard_hold", Type: ebpf.Hash, KeySize: 12, ValueSize: 4, MaxEntries: 1 << 14})
 	if err != nil {
 		g.Close()
 		return nil, fmt.Errorf("handoff: guard: bpf map: %w", err)
@@ -104,15 +107,33 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "pass"), // not a guarded address
 		// A flow this node is moving to another node (Hold): dropped,
-		// so that its frozen socket takes nothing the next one misses.
+		// so that its frozen socket takes nothing the next one misses; a
+		// flow it moved (Forward): sent on to the new holder.
 		asm.LoadMapPtr(asm.R1, g.held.FD()),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -16),
 		asm.FnMapLookupElem.Call(),
-		asm.JNE.Imm(asm.R0, 0, "drop"),
+		asm.JEq.Imm(asm.R0, 0, "lookup"),
+		asm.LoadMem(asm.R5, asm.R0, 0, asm.Word),
+		asm.JEq.Imm(asm.R5, 0, "drop"),
+		// struct bpf_redir_neigh { u32 nh_family; be32 ipv4_nh; u32 pad[3] } at fp-48
+		asm.StoreImm(asm.RFP, -48, 2, asm.Word), // AF_INET
+		asm.StoreMem(asm.RFP, -44, asm.R5, asm.Word),
+		asm.StoreImm(asm.RFP, -40, 0, asm.Word),
+		asm.StoreImm(asm.RFP, -36, 0, asm.Word),
+		asm.StoreImm(asm.RFP, -32, 0, asm.Word),
+		// bpf_redirect_neigh(skb->ifindex, &nh, 20, 0): back out of the
+		// interface it came in on, to the new holder's MAC.
+		asm.LoadMem(asm.R1, asm.R6, skbIfindex, asm.Word),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -48),
+		asm.Mov.Imm(asm.R3, 20),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnRedirectNeigh.Call(),
+		asm.Return(),
 		// bpf_skc_lookup_tcp(skb, &tuple, sizeof tuple.ipv4, BPF_F_CURRENT_NETNS, 0):
 		// established (or time-wait, or request) socket first, else listener.
-		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("lookup"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -16),
 		asm.Mov.Imm(asm.R3, 12),
@@ -196,8 +217,27 @@ func (g *Guard) Hold(f Flow) error {
 		return errors.New("handoff: guard: no guard to hold a flow")
 	}
 	k := holdKey(f)
-	if err := g.held.Put(k[:], []byte{1}); err != nil {
+	if err := g.held.Put(k[:], []byte{0, 0, 0, 0}); err != nil {
 		return fmt.Errorf("handoff: guard: hold %v: %w", f, err)
+	}
+	return nil
+}
+
+// Forward sends f's segments on to the node at to (its address on the
+// guarded interface's network) instead of dropping them, until Unhold:
+// after a move, the front's flow map may still send a few of them here
+// until the new holder's report has reached it, and forwarding them saves
+// the client a retransmission timeout.
+func (g *Guard) Forward(f Flow, to netip.Addr) error {
+	if g == nil || g.held == nil {
+		return errors.New("handoff: guard: no guard to forward a flow")
+	}
+	if !to.Is4() || to.IsUnspecified() {
+		return fmt.Errorf("handoff: guard: forward %v to %v: need an IPv4 address", f, to)
+	}
+	k, a := holdKey(f), to.As4()
+	if err := g.held.Put(k[:], a[:]); err != nil {
+		return fmt.Errorf("handoff: guard: forward %v: %w", f, err)
 	}
 	return nil
 }

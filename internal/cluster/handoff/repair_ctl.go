@@ -596,9 +596,6 @@ type RepairListener struct {
 	// refused or for sending none in time.
 	Restored, Failed, Fins, Limited, Refused     atomic.Uint64
 	MovedOut, MoveFailed, MoveLost, Asked, Notes atomic.Uint64
-	// SteerLate counts connections moved here whose MsgFlowSteered did not
-	// come within a second (served anyway).
-	SteerLate atomic.Uint64
 }
 
 // chanState is what the listener knows of one control connection.
@@ -826,9 +823,6 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 		case MsgAnswer:
 			l.router.answer(p)
 			continue
-		case MsgFlowSteered:
-			l.router.flowSteered(p)
-			continue
 		case MsgHandoff, MsgTagHandoff:
 		default:
 			continue
@@ -861,10 +855,6 @@ func (l *RepairListener) take(ch *channel, k MsgKind, p []byte) bool {
 	if err := ch.send(MsgHandoffAck, ack); err != nil {
 		conn.Close()
 		return false
-	}
-	if m, ok := conn.(*movedConn); ok && m.steered != nil {
-		go l.serveSteered(m) // a node-to-node move: once the front steered
-		return true
 	}
 	return l.queue(conn)
 }
@@ -930,9 +920,6 @@ type movedConn struct {
 	tm    *TagMove
 	asked string
 	gone  bool
-	// steered is closed when the front has steered the flow here after a
-	// node-to-node move (nil otherwise).
-	steered chan struct{}
 }
 
 // FetchHint is the node whose memory the first request's object should be

@@ -255,9 +255,6 @@ func (m *RepairMover) tagMsg(i int, k MsgKind, p []byte) {
 		return
 	}
 	m.Retagged.Add(1)
-	if cl := m.client(i); cl != nil {
-		cl.SendMsg(MsgFlowSteered, AppendFlowSteered(nil, f, t.Seq))
-	}
 	if m.cfg.OnMoved != nil {
 		t.Conn = mf.conn
 		m.cfg.OnMoved(i, t)

@@ -31,7 +31,8 @@ type repairRouter struct {
 	front   *channel
 	asks    map[uint64]chan int
 	askID   uint64
-	steered map[flowSeq]chan struct{} // moves waiting for MsgFlowSteered
+	fwdGen  map[Flow]uint64 // flows this node forwards after a move, by generation
+	gen     uint64
 	notes   []byte
 	armed   bool
 	timer   *time.Timer
@@ -47,7 +48,7 @@ const maxNotesFrame = 32 << 10
 
 func newRepairRouter(l *RepairListener) *repairRouter {
 	r := &repairRouter{l: l, self: -1, table: map[string]int32{}, holders: map[string]uint32{}, peers: map[int]netip.AddrPort{},
-		clients: map[int]*RepairClient{}, asks: map[uint64]chan int{}, steered: map[flowSeq]chan struct{}{}}
+		clients: map[int]*RepairClient{}, asks: map[uint64]chan int{}, fwdGen: map[Flow]uint64{}}
 	r.timer = time.AfterFunc(time.Hour, r.flush)
 	r.timer.Stop()
 	return r
@@ -260,42 +261,46 @@ func (r *repairRouter) answer(p []byte) {
 	}
 }
 
-// flowSeq names one move of a flow.
-type flowSeq struct {
-	f   Flow
-	seq uint32
-}
+// forwardLinger is how long a node forwards a flow it moved away: the
+// front's flow map follows the new holder's report within a message's
+// time; this only covers a front slowed down by load.
+const forwardLinger = 2 * time.Second
 
-// expectSteered registers a move that waits for the front's
-// MsgFlowSteered; call it before MsgFlowMoved goes out.
-func (r *repairRouter) expectSteered(f Flow, seq uint32) chan struct{} {
-	ch := make(chan struct{})
+// forward has the guard send f's segments on to node's host for
+// forwardLinger (Guard.Forward); a newer hold or forward of f, or f's
+// rebuild here (unforward), cancels the removal.
+func (r *repairRouter) forward(f Flow, node int) {
+	g := r.l.guard
 	r.mu.Lock()
-	r.steered[flowSeq{f, seq}] = ch
+	ap, ok := r.peers[node]
+	r.gen++
+	gen := r.gen
+	r.fwdGen[f] = gen
 	r.mu.Unlock()
-	return ch
-}
-
-// flowSteered handles a MsgFlowSteered: the move it names may be served.
-func (r *repairRouter) flowSteered(p []byte) {
-	f, seq, err := ParseFlowSteered(p)
-	if err != nil {
+	if !ok || g.Forward(f, ap.Addr()) != nil {
+		g.Unhold(f)
 		return
 	}
-	r.mu.Lock()
-	ch := r.steered[flowSeq{f, seq}]
-	delete(r.steered, flowSeq{f, seq})
-	r.mu.Unlock()
-	if ch != nil {
-		close(ch)
-	}
+	time.AfterFunc(forwardLinger, func() {
+		r.mu.Lock()
+		mine := r.fwdGen[f] == gen
+		if mine {
+			delete(r.fwdGen, f)
+		}
+		r.mu.Unlock()
+		if mine {
+			g.Unhold(f)
+		}
+	})
 }
 
-// forgetSteered drops a wait that timed out.
-func (r *repairRouter) forgetSteered(f Flow, seq uint32) {
+// unforward ends any hold or forward of f at once: f is (again) this
+// node's, or a move of it is starting (Hold follows).
+func (r *repairRouter) unforward(f Flow) {
 	r.mu.Lock()
-	delete(r.steered, flowSeq{f, seq})
+	delete(r.fwdGen, f)
 	r.mu.Unlock()
+	r.l.guard.Unhold(f)
 }
 
 // note queues a NoteServed record for the front, sent within

@@ -43,6 +43,9 @@ func (l *RepairListener) rebuild(ch *channel, k MsgKind, p []byte) (net.Conn, *T
 			return nil, nil, fmt.Errorf("handoff: move for node %d reached node %d", tm.Node, self)
 		}
 	}
+	// A flow this node moved away and now takes back is no longer
+	// forwarded (nor held) here.
+	l.router.unforward(Flow{Client: st.Remote, VIP: st.Local})
 	tc, err := Restore(st)
 	if err != nil {
 		return nil, nil, err
@@ -53,36 +56,12 @@ func (l *RepairListener) rebuild(ch *channel, k MsgKind, p []byte) (net.Conn, *T
 		m.tag = tm.Inc
 	}
 	if tm != nil && tm.Seq > 0 {
-		m.steered = l.router.expectSteered(m.flow, tm.Seq)
 		if err := front.send(MsgFlowMoved, AppendFlowMoved(nil, m.flow, *tm)); err != nil {
-			l.router.forgetSteered(m.flow, tm.Seq)
 			closeSilently(tc) // the sender keeps the connection
 			return nil, nil, fmt.Errorf("handoff: report the move to the front: %w", err)
 		}
 	}
 	return m, st, nil
-}
-
-// steerWait bounds how long a connection moved here waits for the front to
-// steer its flow before it is served anyway.
-const steerWait = time.Second
-
-// serveSteered queues m for Accept once the front has steered its flow
-// here (MsgFlowSteered) or steerWait passed: answering earlier would let
-// the client's next request reach the old node.
-func (l *RepairListener) serveSteered(m *movedConn) {
-	t := time.NewTimer(steerWait)
-	defer t.Stop()
-	select {
-	case <-m.steered:
-	case <-t.C:
-		l.router.forgetSteered(m.flow, m.tm.Seq)
-		l.SteerLate.Add(1)
-	case <-l.done:
-		m.Close()
-		return
-	}
-	l.queue(m)
 }
 
 // closeSilently puts a rebuilt socket back in repair mode and closes it, so
@@ -165,10 +144,9 @@ func (m *movedConn) Served(key string) {
 // connection stays), holds the flow in the node's guard so that the socket
 // frozen next takes no segment the new node would miss, freezes it, and
 // sends the sealed state to node, which reports the move to the front (the
-// front steers the flow there) before it acknowledges. Then the frozen copy
-// is closed silently and the hold lifted (segments still steered here find
-// no socket and are dropped by the guard until the front's steering
-// follows). nil: the connection left this node (moved, or given up when
+// front steers the flow there) before it acknowledges. Then the hold turns
+// into a forward (segments the front still steers here go on to node, see
+// repairRouter.forward) and the frozen copy is closed silently. nil: the connection left this node (moved, or given up when
 // the outcome is unknown); an error: it is still here, normal again.
 func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 	counted := m.asked == key
@@ -181,7 +159,8 @@ func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 		m.l.MoveFailed.Add(1)
 		return err
 	}
-	g := m.l.guard
+	g, r := m.l.guard, m.l.router
+	r.unforward(m.flow)
 	if err := g.Hold(m.flow); err != nil {
 		return err
 	}
@@ -202,8 +181,12 @@ func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 		}
 	}
 	m.gone = true
+	if err == nil {
+		r.forward(m.flow, node) // stray segments go on to node until the front's map follows
+	} else {
+		g.Unhold(m.flow)
+	}
 	m.TCPConn.Close() // frozen: no FIN, no RST
-	g.Unhold(m.flow)
 	if err != nil {
 		m.l.MoveLost.Add(1)
 	} else {

@@ -20,8 +20,8 @@ import (
 //	    A holds the flow (Guard.Hold), freezes the socket,
 //	    A ──MsgTagHandoff (seq n+1, the same sealed state)──▶ B
 //	    B rebuilds, B ──MsgFlowMoved──▶ front (steers the flow to B), B ──MsgHandoffAck──▶ A
-//	    A drops its frozen copy silently and lets the flow go
-//	    front ──MsgFlowSteered──▶ B, which only now serves the connection
+//	    A drops its frozen copy silently; its guard forwards to B whatever
+//	    segments of the flow still reach A until the front's map follows
 //	node A, a request the table gives A: serve it, MsgNotes "served" (batched)
 //	node A, a URL the table cannot tell: A ──MsgAsk──▶ front ──MsgAnswer──▶ A (the front picks)
 //
@@ -48,27 +48,7 @@ const (
 	// int32 node, -1 for none).
 	MsgAsk    MsgKind = 10
 	MsgAnswer MsgKind = 11
-	// MsgFlowSteered (front → node) answers a MsgFlowMoved once the flow
-	// is steered to the node: the flow and the move count. The node serves
-	// the connection only then, so that the client's next segments, sent
-	// as soon as it has the answer, go to the new holder and not to the
-	// old one (where they would be dropped and wait for a retransmission).
-	MsgFlowSteered MsgKind = 12
 )
-
-// AppendFlowSteered appends a MsgFlowSteered payload.
-func AppendFlowSteered(b []byte, f Flow, seq uint32) []byte {
-	return binary.BigEndian.AppendUint32(f.AppendBinary(b), seq)
-}
-
-// ParseFlowSteered decodes a MsgFlowSteered payload.
-func ParseFlowSteered(b []byte) (Flow, uint32, error) {
-	f, err := UnmarshalFlow(b)
-	if err != nil || len(b) < 16 {
-		return Flow{}, 0, fmt.Errorf("%w: flow steered of %d bytes", ErrMalformed, len(b))
-	}
-	return f, binary.BigEndian.Uint32(b[12:]), nil
-}
 
 // TagMove is what a tag-mode handoff says beyond the state, and what the new
 // holder repeats to the front in MsgFlowMoved.
