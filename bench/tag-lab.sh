@@ -142,7 +142,7 @@ for run in $(seq "$RUNS"); do
 		stop_pids "$FRONTPID"
 		grep -ho 'stats="[^"]*"' "$W/front-$path.log" | tail -1 | cut -c1-400 >&2 || true
 		stop_pids "${NODEPIDS[@]}"
-		grep -ho 'moved_out=[0-9]* move_failed=[0-9]* move_lost=[0-9]* asked=[0-9]* guard_dropped=[0-9]*' "$W"/node*.log >&2 || true
+		grep -ho 'moved_out=[0-9]* move_failed=[0-9]* move_lost=[0-9]* asked=[0-9]* forward_late=[0-9]*' "$W"/node*.log >&2 || true
 	done
 done
 

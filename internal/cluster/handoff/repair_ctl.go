@@ -596,6 +596,9 @@ type RepairListener struct {
 	// refused or for sending none in time.
 	Restored, Failed, Fins, Limited, Refused     atomic.Uint64
 	MovedOut, MoveFailed, MoveLost, Asked, Notes atomic.Uint64
+	// ForwardLate counts connections moved here whose MsgForwarding did
+	// not come within a second (served anyway).
+	ForwardLate atomic.Uint64
 }
 
 // chanState is what the listener knows of one control connection.
@@ -823,6 +826,9 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 		case MsgAnswer:
 			l.router.answer(p)
 			continue
+		case MsgForwarding:
+			l.router.forwarding(p)
+			continue
 		case MsgHandoff, MsgTagHandoff:
 		default:
 			continue
@@ -855,6 +861,10 @@ func (l *RepairListener) take(ch *channel, k MsgKind, p []byte) bool {
 	if err := ch.send(MsgHandoffAck, ack); err != nil {
 		conn.Close()
 		return false
+	}
+	if m, ok := conn.(*movedConn); ok && m.forwarded != nil {
+		go l.serveForwarded(m) // a node-to-node move: once the old node forwards
+		return true
 	}
 	return l.queue(conn)
 }
@@ -920,6 +930,9 @@ type movedConn struct {
 	tm    *TagMove
 	asked string
 	gone  bool
+	// forwarded is closed when the old holder's guard forwards the flow
+	// here after a node-to-node move (MsgForwarding; nil otherwise).
+	forwarded chan struct{}
 }
 
 // FetchHint is the node whose memory the first request's object should be

@@ -33,6 +33,7 @@ type repairRouter struct {
 	askID   uint64
 	fwdGen  map[Flow]uint64 // flows this node forwards after a move, by generation
 	gen     uint64
+	waits   map[flowSeq]chan struct{} // moves here waiting for MsgForwarding
 	notes   []byte
 	armed   bool
 	timer   *time.Timer
@@ -48,7 +49,8 @@ const maxNotesFrame = 32 << 10
 
 func newRepairRouter(l *RepairListener) *repairRouter {
 	r := &repairRouter{l: l, self: -1, table: map[string]int32{}, holders: map[string]uint32{}, peers: map[int]netip.AddrPort{},
-		clients: map[int]*RepairClient{}, asks: map[uint64]chan int{}, fwdGen: map[Flow]uint64{}}
+		clients: map[int]*RepairClient{}, asks: map[uint64]chan int{}, fwdGen: map[Flow]uint64{},
+		waits: map[flowSeq]chan struct{}{}}
 	r.timer = time.AfterFunc(time.Hour, r.flush)
 	r.timer.Stop()
 	return r
@@ -301,6 +303,44 @@ func (r *repairRouter) unforward(f Flow) {
 	delete(r.fwdGen, f)
 	r.mu.Unlock()
 	r.l.guard.Unhold(f)
+}
+
+// flowSeq names one move of a flow.
+type flowSeq struct {
+	f   Flow
+	seq uint32
+}
+
+// expectForwarding registers a move here that waits for the old holder's
+// MsgForwarding.
+func (r *repairRouter) expectForwarding(f Flow, seq uint32) chan struct{} {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	r.waits[flowSeq{f, seq}] = ch
+	r.mu.Unlock()
+	return ch
+}
+
+// forwarding handles a MsgForwarding: the move it names may be served.
+func (r *repairRouter) forwarding(p []byte) {
+	f, seq, err := ParseForwarding(p)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	ch := r.waits[flowSeq{f, seq}]
+	delete(r.waits, flowSeq{f, seq})
+	r.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// forgetForwarding drops a wait that ended otherwise.
+func (r *repairRouter) forgetForwarding(f Flow, seq uint32) {
+	r.mu.Lock()
+	delete(r.waits, flowSeq{f, seq})
+	r.mu.Unlock()
 }
 
 // note queues a NoteServed record for the front, sent within

@@ -56,12 +56,35 @@ func (l *RepairListener) rebuild(ch *channel, k MsgKind, p []byte) (net.Conn, *T
 		m.tag = tm.Inc
 	}
 	if tm != nil && tm.Seq > 0 {
+		m.forwarded = l.router.expectForwarding(m.flow, tm.Seq)
 		if err := front.send(MsgFlowMoved, AppendFlowMoved(nil, m.flow, *tm)); err != nil {
+			l.router.forgetForwarding(m.flow, tm.Seq)
 			closeSilently(tc) // the sender keeps the connection
 			return nil, nil, fmt.Errorf("handoff: report the move to the front: %w", err)
 		}
 	}
 	return m, st, nil
+}
+
+// forwardWait bounds how long a connection moved here waits for the old
+// holder's MsgForwarding before it is served anyway.
+const forwardWait = time.Second
+
+// serveForwarded queues m for Accept once the old holder forwards its flow
+// here (MsgForwarding) or forwardWait passed.
+func (l *RepairListener) serveForwarded(m *movedConn) {
+	t := time.NewTimer(forwardWait)
+	defer t.Stop()
+	select {
+	case <-m.forwarded:
+	case <-t.C:
+		l.router.forgetForwarding(m.flow, m.tm.Seq)
+		l.ForwardLate.Add(1)
+	case <-l.done:
+		m.Close()
+		return
+	}
+	l.queue(m)
 }
 
 // closeSilently puts a rebuilt socket back in repair mode and closes it, so
@@ -187,6 +210,9 @@ func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 		g.Unhold(m.flow)
 	}
 	m.TCPConn.Close() // frozen: no FIN, no RST
+	if err == nil {
+		cl.SendMsg(MsgForwarding, AppendForwarding(nil, m.flow, t.Seq)) // node may answer now
+	}
 	if err != nil {
 		m.l.MoveLost.Add(1)
 	} else {

@@ -20,8 +20,9 @@ import (
 //	    A holds the flow (Guard.Hold), freezes the socket,
 //	    A ──MsgTagHandoff (seq n+1, the same sealed state)──▶ B
 //	    B rebuilds, B ──MsgFlowMoved──▶ front (steers the flow to B), B ──MsgHandoffAck──▶ A
-//	    A drops its frozen copy silently; its guard forwards to B whatever
-//	    segments of the flow still reach A until the front's map follows
+//	    A's guard forwards to B whatever segments of the flow still reach A
+//	    until the front's map follows; A drops its frozen copy silently,
+//	    A ──MsgForwarding──▶ B, which only now serves the connection
 //	node A, a request the table gives A: serve it, MsgNotes "served" (batched)
 //	node A, a URL the table cannot tell: A ──MsgAsk──▶ front ──MsgAnswer──▶ A (the front picks)
 //
@@ -48,7 +49,29 @@ const (
 	// int32 node, -1 for none).
 	MsgAsk    MsgKind = 10
 	MsgAnswer MsgKind = 11
+	// MsgForwarding (old holder → new holder, after the acknowledgement):
+	// the flow and the move count. The old holder's guard now forwards
+	// the flow's segments to the new holder, so the new holder may answer:
+	// the client's next request, sent as soon as it has the answer, reaches
+	// it even if the front's flow map has not followed yet. Answering
+	// earlier let that request reach the old node while it still held the
+	// flow, where it waited for a retransmission (200 ms).
+	MsgForwarding MsgKind = 12
 )
+
+// AppendForwarding appends a MsgForwarding payload.
+func AppendForwarding(b []byte, f Flow, seq uint32) []byte {
+	return binary.BigEndian.AppendUint32(f.AppendBinary(b), seq)
+}
+
+// ParseForwarding decodes a MsgForwarding payload.
+func ParseForwarding(b []byte) (Flow, uint32, error) {
+	f, err := UnmarshalFlow(b)
+	if err != nil || len(b) < 16 {
+		return Flow{}, 0, fmt.Errorf("%w: forwarding of %d bytes", ErrMalformed, len(b))
+	}
+	return f, binary.BigEndian.Uint32(b[12:]), nil
+}
 
 // TagMove is what a tag-mode handoff says beyond the state, and what the new
 // holder repeats to the front in MsgFlowMoved.
