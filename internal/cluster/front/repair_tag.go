@@ -268,6 +268,12 @@ func (p *RepairPath) tagMoved(i int, t handoff.TagMove) {
 	}
 	s.ctr.tag.moved.Add(1)
 	s.ctr.tag.served.Add(1)
+	if t.Conn == 0 { // stale report: the request only
+		if !t.Counted {
+			s.cl.Tagged([]control.TagNote{{URL: t.URL, Node: i}})
+		}
+		return
+	}
 	if t.Counted {
 		for _, b := range s.cl.Backends() {
 			if b.Index == i {

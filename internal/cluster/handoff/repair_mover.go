@@ -125,7 +125,9 @@ type RepairMoverConfig struct {
 	OnError func(error)
 	// OnMoved, if set, is called in tag mode when node i took over a
 	// connection from another node and the mover steered its flow there
-	// (from the channel's reader: do not block).
+	// (from the channel's reader: do not block); with t.Conn 0 when the
+	// report was stale (a later move of the flow came first), so only the
+	// request that caused it is accounted.
 	OnMoved func(i int, t TagMove)
 	// OnTag, if set, receives node i's other tag-mode messages (MsgNotes,
 	// MsgAsk) from the channel's reader; p is valid only during the call.
@@ -240,6 +242,10 @@ func (m *RepairMover) tagMsg(i int, k MsgKind, p []byte) {
 	if !ok || mf.pending || mf.tag != t.Inc || t.Seq <= mf.seq {
 		m.mu.Unlock()
 		m.Stale.Add(1)
+		if ok && mf.tag == t.Inc && m.cfg.OnMoved != nil {
+			t.Conn = 0 // a later move was applied first: the request counts, the connection stays
+			m.cfg.OnMoved(i, t)
+		}
 		return
 	}
 	err = m.steer.Add(f, i)

@@ -18,7 +18,7 @@ import (
 
 // tagStats is what a stopped front and its nodes logged about tag mode.
 type tagStats struct {
-	moved, lost, ended, steered, retagged int
+	moved, lost, ended, steered, retagged, staleMoves int
 	movedOut, moveFailed, moveLost        int
 }
 
@@ -27,7 +27,7 @@ func stopTagCluster(t *testing.T, rc *repairCluster) tagStats {
 	t.Helper()
 	time.Sleep(300 * time.Millisecond) // the last FIN-HANDOFF notices
 	rc.front.stop()
-	re := regexp.MustCompile(`stats="\{Moved:(\d+) FallbackFreeze:\d+ FallbackNode:\d+ Lost:(\d+) Ended:(\d+) Dropped:\d+ Steered:(\d+) .*Retagged:(\d+)`)
+	re := regexp.MustCompile(`stats="\{Moved:(\d+) FallbackFreeze:\d+ FallbackNode:\d+ Lost:(\d+) Ended:(\d+) Dropped:\d+ Steered:(\d+) .*Retagged:(\d+) StaleMoves:(\d+)`)
 	m := rc.front.waitLog(re, 5*time.Second)
 	if m == nil {
 		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
@@ -39,6 +39,7 @@ func stopTagCluster(t *testing.T, rc *repairCluster) tagStats {
 	s.ended, _ = strconv.Atoi(m[3])
 	s.steered, _ = strconv.Atoi(m[4])
 	s.retagged, _ = strconv.Atoi(m[5])
+	s.staleMoves, _ = strconv.Atoi(m[6])
 	nre := regexp.MustCompile(`moved_out=(\d+) move_failed=(\d+) move_lost=(\d+)`)
 	for i, n := range rc.nodes {
 		n.stop()
@@ -74,8 +75,11 @@ func TestRepairTagKeepAlive(t *testing.T) {
 	}
 	s := stopTagCluster(t, rc)
 	t.Logf("tag: %+v", s)
-	if s.movedOut == 0 || s.retagged != s.movedOut {
-		t.Errorf("nodes moved %d connections, the front steered %d of those moves: want some, all steered", s.movedOut, s.retagged)
+	// A report that arrives after the next move's (two moves in quick
+	// succession) is stale: the flow is already where the later one says.
+	if s.movedOut == 0 || s.retagged+s.staleMoves != s.movedOut {
+		t.Errorf("nodes moved %d connections, the front applied %d of those moves and found %d stale: want some, all accounted",
+			s.movedOut, s.retagged, s.staleMoves)
 	}
 	if s.lost != 0 || s.moveLost != 0 || s.ended != s.moved || s.steered != 0 {
 		t.Errorf("front lost %d, nodes lost %d moves; %d ends for %d connections, %d flows still steered", s.lost, s.moveLost, s.ended, s.moved, s.steered)
