@@ -28,6 +28,7 @@
 # Env:   RUNS=3 DURATION=5s WARM=2s CONNS=16 NODES=3 FILES=200
 #        FRONT_CORE=0 LOAD_CORE=1 SHOAL=path/to/shoal PATHS="relay tag first"
 #        PERF=/tmp/front.perf (perf record of each front during its runs)
+#        KEEP=/tmp/taglab-logs (keep each run's front and node logs)
 set -euo pipefail
 
 RUNS=${RUNS:-3}
@@ -142,6 +143,7 @@ for run in $(seq "$RUNS"); do
 		stop_pids "$FRONTPID"
 		grep -ho 'stats="[^"]*"' "$W/front-$path.log" | tail -1 | cut -c1-400 >&2 || true
 		stop_pids "${NODEPIDS[@]}"
+		[ -z "${KEEP:-}" ] || { mkdir -p "$KEEP/$run-$path" && cp "$W"/*.log "$KEEP/$run-$path/"; }
 		grep -ho 'moved_out=[0-9]* move_failed=[0-9]* move_lost=[0-9]* asked=[0-9]* forward_late=[0-9]*' "$W"/node*.log >&2 || true
 	done
 done

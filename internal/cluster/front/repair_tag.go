@@ -230,9 +230,15 @@ func (p *RepairPath) tagMsg(i int, k handoff.MsgKind, b []byte) {
 		s.ctr.tag.notes.Add(1)
 		var batch []control.TagNote
 		handoff.ParseNotes(b, func(n handoff.Note) {
-			if n.Op == handoff.NoteServed {
-				batch = append(batch, control.TagNote{URL: string(n.URL), Node: i, Conn: n.Conn})
+			if n.Op != handoff.NoteServed {
+				return
 			}
+			conn := n.Conn
+			if !p.mover.Live(conn) {
+				conn = 0 // after the connection's end: the URL only
+				s.ctr.tag.stale.Add(1)
+			}
+			batch = append(batch, control.TagNote{URL: string(n.URL), Node: i, Conn: conn})
 		})
 		s.ctr.tag.served.Add(uint64(len(batch)))
 		s.cl.Tagged(batch)
@@ -243,6 +249,9 @@ func (p *RepairPath) tagMsg(i int, k handoff.MsgKind, b []byte) {
 			return
 		}
 		s.ctr.tag.asked.Add(1)
+		if !p.mover.Live(conn) {
+			conn = 0
+		}
 		r := policy.Request{URL: string(url), Size: -1, Conn: conn, Holder: i}
 		node := -1
 		if _, be := s.cl.Pick(&r); be != nil {

@@ -67,6 +67,7 @@ type RepairMover struct {
 	mu      sync.Mutex
 	clients map[int]*RepairClient
 	flows   map[Flow]movedFlow // steered or held flows
+	conns   map[uint64]Flow    // the caller's connection ids of flows (Live)
 	unsteer []Flow             // ended flows waiting for a batched removal
 
 	// Moved counts connections a node acknowledged; Refused, handoffs that
@@ -180,7 +181,8 @@ func NewRepairMover(cfg RepairMoverConfig) (*RepairMover, error) {
 	if err != nil {
 		return nil, fmt.Errorf("handoff: repair mover: %w", err)
 	}
-	m := &RepairMover{cfg: cfg, steer: st, auth: auth, clients: map[int]*RepairClient{}, flows: map[Flow]movedFlow{}}
+	m := &RepairMover{cfg: cfg, steer: st, auth: auth, clients: map[int]*RepairClient{}, flows: map[Flow]movedFlow{},
+		conns: map[uint64]Flow{}}
 	for i, n := range cfg.Nodes {
 		if err := m.AddNode(i, n); err != nil {
 			st.Close()
@@ -417,6 +419,9 @@ func (op *moveOp) start(conn uint64, freeze func() (*TCPState, error)) error {
 	}
 	if err == nil {
 		m.flows[op.f] = movedFlow{pending: true, node: op.i, conn: conn}
+		if conn != 0 {
+			m.conns[conn] = op.f
+		}
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -506,7 +511,7 @@ func (m *RepairMover) forget(f Flow, tag uint32, pending bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if mf, ok := m.flows[f]; ok && mf.pending == pending && (pending || mf.tag == tag) {
-		delete(m.flows, f)
+		m.dropFlow(f, mf)
 		m.steer.Remove(f)
 	}
 }
@@ -524,7 +529,7 @@ func (m *RepairMover) fin(f Flow, tag uint32) {
 		m.mu.Unlock()
 		return
 	}
-	delete(m.flows, f)
+	m.dropFlow(f, mf)
 	now := m.cfg.Linger <= 0 && m.steer.Backend() == "bpf"
 	var err error
 	if now {
@@ -545,6 +550,24 @@ func (m *RepairMover) fin(f Flow, tag uint32) {
 	default:
 		time.AfterFunc(m.cfg.Linger, func() { m.unsteerLater(f) })
 	}
+}
+
+// dropFlow forgets flow f (whose entry is mf). Called with m.mu held.
+func (m *RepairMover) dropFlow(f Flow, mf movedFlow) {
+	delete(m.flows, f)
+	if g, ok := m.conns[mf.conn]; ok && g == f {
+		delete(m.conns, mf.conn)
+	}
+}
+
+// Live reports whether the connection the caller named conn (MoveConn,
+// MoveFD) is moved and not ended: a tag-mode report about a connection
+// that has ended must not bring it back into the caller's tables.
+func (m *RepairMover) Live(conn uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.conns[conn]
+	return ok
 }
 
 // unsteerBatch is how long removals wait to share one netlink commit.
@@ -588,7 +611,7 @@ func (m *RepairMover) nodeDown(i int, err error) {
 	n, _ := m.steer.RemoveNode(i)
 	for f, mf := range m.flows {
 		if mf.node == i {
-			delete(m.flows, f)
+			m.dropFlow(f, mf)
 		}
 	}
 	m.mu.Unlock()

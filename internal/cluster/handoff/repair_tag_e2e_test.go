@@ -19,7 +19,7 @@ import (
 // tagStats is what a stopped front and its nodes logged about tag mode.
 type tagStats struct {
 	moved, lost, ended, steered, retagged, staleMoves int
-	movedOut, moveFailed, moveLost        int
+	movedOut, moveFailed, moveLost                    int
 }
 
 // stopTagCluster stops the front and the nodes and reads their counters.
