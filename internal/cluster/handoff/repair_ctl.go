@@ -983,6 +983,9 @@ func (m *movedConn) finish() {
 		}
 	}
 	m.TCPConn.Close()
+	if m.tm != nil {
+		m.l.router.flush() // the move reports before the end
+	}
 	if m.ch.send(MsgFinHandoff, binary.BigEndian.AppendUint32(m.flow.AppendBinary(nil), m.tag)) == nil {
 		m.l.Fins.Add(1)
 	}

@@ -225,9 +225,8 @@ func (m *RepairMover) Client(i int) *RepairClient { return m.client(i) }
 // (repair_tagmsg.go).
 func (m *RepairMover) SetTag(on bool) { m.tag.Store(on) }
 
-// tagMsg handles node i's tag-mode messages: MsgFlowMoved steers the flow
-// to i if it names a flow this mover moved (same incarnation) and is newer
-// than the last move applied; the others go to OnTag.
+// tagMsg handles node i's tag-mode messages: each record of a
+// MsgFlowMoved steers its flow to i (flowMoved); the others go to OnTag.
 func (m *RepairMover) tagMsg(i int, k MsgKind, p []byte) {
 	if k != MsgFlowMoved {
 		if m.cfg.OnTag != nil {
@@ -235,10 +234,20 @@ func (m *RepairMover) tagMsg(i int, k MsgKind, p []byte) {
 		}
 		return
 	}
-	f, t, err := ParseFlowMoved(p)
-	if err != nil {
-		return
+	for len(p) > 0 {
+		f, t, rest, err := parseFlowMoved(p)
+		if err != nil {
+			return
+		}
+		p = rest
+		m.flowMoved(i, f, t)
 	}
+}
+
+// flowMoved steers flow f to node i if it names a flow this mover moved
+// (same incarnation) and is newer than the last move applied; a stale one
+// still reaches OnMoved, without its connection, so its request counts.
+func (m *RepairMover) flowMoved(i int, f Flow, t TagMove) {
 	m.mu.Lock()
 	mf, ok := m.flows[f]
 	if !ok || mf.pending || mf.tag != t.Inc || t.Seq <= mf.seq {
@@ -250,7 +259,7 @@ func (m *RepairMover) tagMsg(i int, k MsgKind, p []byte) {
 		}
 		return
 	}
-	err = m.steer.Add(f, i)
+	err := m.steer.Add(f, i)
 	if err == nil {
 		mf.node, mf.seq = i, t.Seq
 		m.flows[f] = mf

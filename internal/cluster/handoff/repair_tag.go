@@ -35,6 +35,7 @@ type repairRouter struct {
 	gen     uint64
 	waits   map[flowSeq]chan struct{} // moves here waiting for MsgForwarding
 	notes   []byte
+	moves   []byte // MsgFlowMoved records not yet sent
 	armed   bool
 	timer   *time.Timer
 	closed  bool
@@ -359,16 +360,39 @@ func (r *repairRouter) note(seq uint32, conn uint64, url string) {
 	}
 }
 
-// flush sends the queued notes to the front in one frame.
+// reportMove queues a MsgFlowMoved record for the front, sent with the
+// notes within DefaultNoteDelay: until the front's flow map follows, the
+// old holder's guard forwards the flow here.
+func (r *repairRouter) reportMove(f Flow, t TagMove) {
+	r.mu.Lock()
+	r.moves = AppendFlowMoved(r.moves, f, t)
+	now := len(r.moves) >= maxNotesFrame
+	if !now && !r.armed && !r.closed {
+		r.armed = true
+		r.timer.Reset(DefaultNoteDelay)
+	}
+	r.mu.Unlock()
+	if now {
+		r.flush()
+	}
+}
+
+// flush sends the queued move reports and notes to the front, moves first
+// (a note may be about a connection a report brings here). The channel's
+// send lock keeps them ahead of any later frame, such as a FIN-HANDOFF
+// that calls flush first.
 func (r *repairRouter) flush() {
 	r.mu.Lock()
-	b, front := r.notes, r.front
-	r.notes, r.armed = nil, false
+	b, mv, front := r.notes, r.moves, r.front
+	r.notes, r.moves, r.armed = nil, nil, false
 	r.mu.Unlock()
-	if len(b) == 0 || front == nil {
+	if front == nil {
 		return
 	}
-	if front.send(MsgNotes, b) == nil {
+	if len(mv) > 0 && front.send(MsgFlowMoved, mv) == nil {
+		r.l.Notes.Add(1)
+	}
+	if len(b) > 0 && front.send(MsgNotes, b) == nil {
 		r.l.Notes.Add(1)
 	}
 }

@@ -14,10 +14,10 @@ import (
 // rebuild decodes a handoff's payload (after its id), rebuilds the socket
 // and returns the moved connection. A tag-mode handoff from the front (move
 // count 0) names the front's channel and this node's index; one from
-// another node is reported to the front (MsgFlowMoved, which steers the
-// flow here) before it is acknowledged, so the front hears of the move
-// before anything this node says later about the connection on the same
-// channel (its notes, its FIN-HANDOFF).
+// another node is reported to the front (MsgFlowMoved, batched; the front
+// then steers the flow here), ahead of anything this node says later about
+// the connection on the same channel (its notes, its FIN-HANDOFF, which
+// flushes the reports first).
 func (l *RepairListener) rebuild(ch *channel, k MsgKind, p []byte) (net.Conn, *TCPState, error) {
 	var tm *TagMove
 	if k == MsgTagHandoff {
@@ -57,11 +57,7 @@ func (l *RepairListener) rebuild(ch *channel, k MsgKind, p []byte) (net.Conn, *T
 	}
 	if tm != nil && tm.Seq > 0 {
 		m.forwarded = l.router.expectForwarding(m.flow, tm.Seq)
-		if err := front.send(MsgFlowMoved, AppendFlowMoved(nil, m.flow, *tm)); err != nil {
-			l.router.forgetForwarding(m.flow, tm.Seq)
-			closeSilently(tc) // the sender keeps the connection
-			return nil, nil, fmt.Errorf("handoff: report the move to the front: %w", err)
-		}
+		l.router.reportMove(m.flow, *tm)
 	}
 	return m, st, nil
 }

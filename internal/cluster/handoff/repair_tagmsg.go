@@ -19,7 +19,8 @@ import (
 //	node A, a request the table gives node B:
 //	    A holds the flow (Guard.Hold), freezes the socket,
 //	    A ──MsgTagHandoff (seq n+1, the same sealed state)──▶ B
-//	    B rebuilds, B ──MsgFlowMoved──▶ front (steers the flow to B), B ──MsgHandoffAck──▶ A
+//	    B rebuilds, B ──MsgHandoffAck──▶ A
+//	    B ──MsgFlowMoved (batched ≤ 2 ms)──▶ front, which steers the flow to B
 //	    A's guard forwards to B whatever segments of the flow still reach A
 //	    until the front's map follows; A drops its frozen copy silently,
 //	    A ──MsgForwarding──▶ B, which only now serves the connection
@@ -39,8 +40,9 @@ const (
 	// MsgTable (front → node): the receiver's index (int32) and table
 	// records (AppendTable; TablePeer's text is the node's handoff port).
 	MsgTable MsgKind = 7
-	// MsgFlowMoved (node → front): the sender took over a flow from
-	// another node (TagMove); the front steers the flow to it.
+	// MsgFlowMoved (node → front): the sender took over flows from other
+	// nodes (records of flow and TagMove, batched like notes: the old
+	// holder forwards the flow meanwhile); the front steers them to it.
 	MsgFlowMoved MsgKind = 8
 	// MsgNotes (node → front): note records (AppendNote), NoteServed only.
 	MsgNotes MsgKind = 9
@@ -129,19 +131,26 @@ func UnmarshalTagMove(b []byte) (TagMove, []byte, error) {
 	return t, b[tagMoveFixed+n:], nil
 }
 
-// AppendFlowMoved appends a MsgFlowMoved payload: the flow, then the move.
+// AppendFlowMoved appends one MsgFlowMoved record: the flow, then the
+// move. A MsgFlowMoved carries one or more records.
 func AppendFlowMoved(b []byte, f Flow, t TagMove) []byte {
 	return t.AppendBinary(f.AppendBinary(b))
 }
 
-// ParseFlowMoved decodes a MsgFlowMoved payload.
+// ParseFlowMoved decodes the first record of a MsgFlowMoved payload.
 func ParseFlowMoved(b []byte) (Flow, TagMove, error) {
+	f, t, _, err := parseFlowMoved(b)
+	return f, t, err
+}
+
+// parseFlowMoved decodes one record and returns the rest.
+func parseFlowMoved(b []byte) (Flow, TagMove, []byte, error) {
 	f, err := UnmarshalFlow(b)
 	if err != nil {
-		return Flow{}, TagMove{}, err
+		return Flow{}, TagMove{}, nil, err
 	}
-	t, _, err := UnmarshalTagMove(b[12:])
-	return f, t, err
+	t, rest, err := UnmarshalTagMove(b[12:])
+	return f, t, rest, err
 }
 
 // AppendAsk appends a MsgAsk payload.
