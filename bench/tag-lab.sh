@@ -29,9 +29,15 @@
 #        FRONT_CORE=0 LOAD_CORE=1 SHOAL=path/to/shoal PATHS="relay tag first"
 #        PERF=/tmp/front.perf (perf record of each front during its runs)
 #        KEEP=/tmp/taglab-logs (keep each run's front and node logs)
+#        RATE=2500 (requests per second for every path; empty: as fast as
+#        each path goes). CPU per request falls as the request rate rises
+#        (wake-ups and system calls are shared by more requests), and on a
+#        shared machine the paths' rates differ by up to 10× between runs,
+#        so compare them at one rate.
 set -euo pipefail
 
 RUNS=${RUNS:-3}
+RATE=${RATE-2500}
 DURATION=${DURATION:-5s}
 WARM=${WARM:-2s}
 CONNS=${CONNS:-16}
@@ -112,7 +118,7 @@ start_front() { # start_front PATH
 
 load() { # load DURATION: one run, JSON in $W/out.json
 	nsx client taskset -c "$LOAD_CORE" "$SHOAL" bench http --url "http://$VIP:80/" --zipf 0.8 --files "$FILES" \
-		--connections "$CONNS" --conn-requests 10 --duration "$1" --json >"$W/out.json"
+		--connections "$CONNS" --conn-requests 10 --duration "$1" ${RATE:+--rate "$RATE"} --json >"$W/out.json"
 }
 
 declare -A COST SOFT HIT N
@@ -151,7 +157,7 @@ done
 rng() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f–%.2f", lo, hi}'; }
 echo
 echo "Front CPU per request under tbccrd across hosts (repair lab: netns on one bridge), $NODES nodes, 1 KB files,"
-echo "$CONNS connections of 10 requests; median (range) of $RUNS rounds of $DURATION, GOMAXPROCS=1;"
+echo "$CONNS connections of 10 requests at ${RATE:-full} req/s; median (range) of $RUNS rounds of $DURATION, GOMAXPROCS=1;"
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| path | front µs/request | range | core $FRONT_CORE softirq µs/request | hit ratio | requests/run |"
