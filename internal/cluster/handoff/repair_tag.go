@@ -41,6 +41,14 @@ type repairRouter struct {
 	closed  bool
 }
 
+// RepairNoteDelay is how long a node gathers its notes and move reports
+// before it sends them to the front in tag mode across hosts. Longer than
+// passfd's DefaultNoteDelay: every frame costs the front a wake-up and a
+// read, a report's only urgency is the front's flow map (the old holder
+// forwards the flow meanwhile) and a note's the policy's accounting, which
+// lags by at most this much.
+const RepairNoteDelay = 10 * time.Millisecond
+
 // askTimeout bounds the wait for the front's answer to an ask; without one
 // the node serves the request itself.
 const askTimeout = time.Second
@@ -345,14 +353,14 @@ func (r *repairRouter) forgetForwarding(f Flow, seq uint32) {
 }
 
 // note queues a NoteServed record for the front, sent within
-// DefaultNoteDelay together with the others.
+// RepairNoteDelay together with the others.
 func (r *repairRouter) note(seq uint32, conn uint64, url string) {
 	r.mu.Lock()
 	r.notes = AppendNote(r.notes, NoteServed, r.self, seq, conn, url)
 	now := len(r.notes) >= maxNotesFrame
 	if !now && !r.armed && !r.closed {
 		r.armed = true
-		r.timer.Reset(DefaultNoteDelay)
+		r.timer.Reset(RepairNoteDelay)
 	}
 	r.mu.Unlock()
 	if now {
@@ -361,7 +369,7 @@ func (r *repairRouter) note(seq uint32, conn uint64, url string) {
 }
 
 // reportMove queues a MsgFlowMoved record for the front, sent with the
-// notes within DefaultNoteDelay: until the front's flow map follows, the
+// notes within RepairNoteDelay: until the front's flow map follows, the
 // old holder's guard forwards the flow here.
 func (r *repairRouter) reportMove(f Flow, t TagMove) {
 	r.mu.Lock()
@@ -369,7 +377,7 @@ func (r *repairRouter) reportMove(f Flow, t TagMove) {
 	now := len(r.moves) >= maxNotesFrame
 	if !now && !r.armed && !r.closed {
 		r.armed = true
-		r.timer.Reset(DefaultNoteDelay)
+		r.timer.Reset(RepairNoteDelay)
 	}
 	r.mu.Unlock()
 	if now {
