@@ -68,7 +68,9 @@ type RepairConfig struct {
 //
 // Limits: IPv4 only. A moved keep-alive connection stays with its node to
 // its end (later requests never reach the front, so content-aware policies
-// only see the first request of each connection). Stopping the front
+// only see the first request of each connection), except in tag mode
+// (repair_tag.go: tbccrd), where the nodes move it among themselves by the
+// front's table. Stopping the front
 // removes the steering, which ends every moved connection (its next packet
 // meets a reset from the front). The nodes' handoff port authenticates
 // every message but should still be reachable only from the front.

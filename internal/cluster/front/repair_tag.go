@@ -20,20 +20,21 @@ import (
 // each new connection over in tag mode and pushes the table's changes to
 // every node on its control channel; the node holding a connection routes
 // each later request by it: serves it, or moves the connection with
-// TCP_REPAIR straight to the node the table names, which tells the front
-// in one sealed MsgFlowMoved so that the flow's steering follows. A URL the
-// table cannot tell is asked about (MsgAsk): the front picks as it would
-// for a relayed request and answers. The front's per-request work is thus
-// one note record for a request served in place, one MsgFlowMoved (a map
-// update) per move and one ask per unknown URL per node, instead of
-// relaying every request and answer.
+// TCP_REPAIR straight to the node the table names, which reports the move
+// in a batched MsgFlowMoved so that the flow's steering follows (the old
+// holder forwards the flow meanwhile). A URL the table cannot tell is asked
+// about (MsgAsk): the front picks as it would for a relayed request and
+// answers. The front's per-request work is thus a share of a batched frame
+// (notes and move reports), one flow-map update per move and one ask per
+// step (2), instead of relaying every request and answer.
 //
-// This is the intermediate design of the issue, not the seed's: the seed's
-// front reads every request in the packet path and tags it there (an eBPF
-// parser would); here the node reads the request and consults its copy of
-// the table. The decisions are the policy's either way; the difference is
-// who parses the request line and that a node's table lags the front's by
-// at most TagFlush plus a message.
+// This is the issue's intermediate design, not the seed's: the seed's
+// front reads every request in the packet path and tags it (an eBPF parser
+// would); here the node reads the request and consults its copy of the
+// table. The decisions are the policy's either way; what differs is who
+// parses the request line, that a node's table and loads lag the front's
+// by at most TagFlush plus a message, and that the front's flow map lags a
+// move by at most handoff.RepairNoteDelay.
 type repairTag struct {
 	on   atomic.Int32 // 0 undecided, 1 tag mode, -1 not
 	kick chan struct{}
