@@ -84,11 +84,36 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 		}
 		g.vips[v] = true
 	}
+	insns := guardProgram(g.m, g.held, g.ctr)
+	g.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: "shoal_guard", Type: ebpf.SchedCLS, License: "Apache-2.0", Instructions: insns})
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("handoff: guard: load bpf program: %w", err)
+	}
+	for _, d := range devs {
+		ifc, err := net.InterfaceByName(d)
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("handoff: guard: %w", err)
+		}
+		l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: g.prog, Attach: ebpf.AttachTCXIngress})
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("handoff: guard: attach tcx ingress on %s: %w", d, err)
+		}
+		g.links = append(g.links, l)
+	}
+	return g, nil
+}
+
+// guardProgram is the guard's TCX program over its maps: guarded addresses,
+// held or forwarded flows, and the drop counter.
+func guardProgram(vips, held, ctr *ebpf.Map) asm.Instructions {
 	const (
 		ipOff  = 14
 		tcpOff = ipOff + 20
 	)
-	insns := append(ipv4TCPPrologue(tcpOff), asm.Instructions{
+	return append(ipv4TCPPrologue(tcpOff), asm.Instructions{
 		asm.LoadMem(asm.R5, asm.R2, tcpOff+13, asm.Byte),
 		asm.And.Imm(asm.R5, 0x06), // SYN or RST: not ours
 		asm.JNE.Imm(asm.R5, 0, "pass"),
@@ -101,7 +126,7 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 		asm.StoreMem(asm.RFP, -4, asm.R5, asm.Word),
 		asm.LoadMem(asm.R5, asm.R2, tcpOff, asm.Word),
 		asm.StoreMem(asm.RFP, -8, asm.R5, asm.Word),
-		asm.LoadMapPtr(asm.R1, g.m.FD()),
+		asm.LoadMapPtr(asm.R1, vips.FD()),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -4),
 		asm.FnMapLookupElem.Call(),
@@ -109,7 +134,7 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 		// A flow this node is moving to another node (Hold): dropped,
 		// so that its frozen socket takes nothing the next one misses; a
 		// flow it moved (Forward): sent on to the new holder.
-		asm.LoadMapPtr(asm.R1, g.held.FD()),
+		asm.LoadMapPtr(asm.R1, held.FD()),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -16),
 		asm.FnMapLookupElem.Call(),
@@ -148,7 +173,7 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 		asm.Mov.Imm(asm.R0, -1).WithSymbol("pass"), // TCX_NEXT
 		asm.Return(),
 		asm.StoreImm(asm.RFP, -20, 0, asm.Word).WithSymbol("drop"),
-		asm.LoadMapPtr(asm.R1, g.ctr.FD()),
+		asm.LoadMapPtr(asm.R1, ctr.FD()),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -20),
 		asm.FnMapLookupElem.Call(),
@@ -158,25 +183,6 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 		asm.Mov.Imm(asm.R0, 2).WithSymbol("shot"), // TC_ACT_SHOT: the client retransmits later
 		asm.Return(),
 	}...)
-	g.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: "shoal_guard", Type: ebpf.SchedCLS, License: "Apache-2.0", Instructions: insns})
-	if err != nil {
-		g.Close()
-		return nil, fmt.Errorf("handoff: guard: load bpf program: %w", err)
-	}
-	for _, d := range devs {
-		ifc, err := net.InterfaceByName(d)
-		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("handoff: guard: %w", err)
-		}
-		l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: g.prog, Attach: ebpf.AttachTCXIngress})
-		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("handoff: guard: attach tcx ingress on %s: %w", d, err)
-		}
-		g.links = append(g.links, l)
-	}
-	return g, nil
 }
 
 // Covers reports whether segments to addr are guarded.
