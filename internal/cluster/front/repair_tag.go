@@ -86,7 +86,7 @@ func (p *RepairPath) kickPush() {
 // DefaultTagFlush: the repair table carries every node's load, which
 // changes at nearly every move, and each push costs the front one sealed
 // message per node; nodes' loads lag by at most this much.
-const DefaultRepairTagFlush = 10 * time.Millisecond
+const DefaultRepairTagFlush = 20 * time.Millisecond
 
 // pushLoop pushes the table's changes at most once per TagFlush, when
 // something may have changed, until the server shuts down.
