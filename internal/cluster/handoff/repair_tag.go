@@ -211,6 +211,32 @@ func (r *repairRouter) leastLoaded(m uint32) (int, bool) {
 	return best, true
 }
 
+// movedAway counts a connection this node moved to node in its copy of
+// the loads until the front's next push says what they are: without it,
+// every node that read the same least loaded holder from one push would
+// send it connections until the next one, and the connections would swing
+// back and forth between the nodes.
+func (r *repairRouter) movedAway(node int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if node >= 0 && node < len(r.loads) {
+		r.loads[node]++
+	}
+	if r.self >= 0 && r.self < len(r.loads) && r.loads[r.self] > 0 {
+		r.loads[r.self]--
+	}
+}
+
+// movedHere counts a connection another node moved here, as movedAway
+// does on the sender.
+func (r *repairRouter) movedHere() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.self >= 0 && r.self < len(r.loads) {
+		r.loads[r.self]++
+	}
+}
+
 // usable reports whether node i can take a move from here: this node, or
 // one whose handoff port the table gave.
 func (r *repairRouter) usable(i int) bool {

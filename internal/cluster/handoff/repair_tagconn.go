@@ -58,6 +58,7 @@ func (l *RepairListener) rebuild(ch *channel, k MsgKind, p []byte) (net.Conn, *T
 	if tm != nil && tm.Seq > 0 {
 		m.forwarded = l.router.expectForwarding(m.flow, tm.Seq)
 		l.router.reportMove(m.flow, *tm)
+		l.router.movedHere()
 	}
 	return m, st, nil
 }
@@ -202,6 +203,7 @@ func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 	m.gone = true
 	if err == nil {
 		r.forward(m.flow, node) // stray segments go on to node until the front's map follows
+		r.movedAway(node)
 	} else {
 		g.Unhold(m.flow)
 	}
