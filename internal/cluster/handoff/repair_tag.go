@@ -14,8 +14,10 @@ import (
 // repairRouter is a node's side of tag mode across hosts (repair_tagmsg.go),
 // one per RepairListener: its copy of the front's shared table, the front's
 // channel (where notes, asks and flow moves go), its channels to the other
-// nodes' handoff ports, and the notes not yet sent. It is the repair twin of
-// passfd's tagRouter; the table's records are the same.
+// nodes' handoff ports, the flows its guard holds or forwards, and the notes
+// and move reports not yet sent. It is the repair twin of passfd's
+// tagRouter; the table's records are the same, plus the cache holders and
+// loads of TableHolders, TableLoad and TableLimit.
 type repairRouter struct {
 	l *RepairListener
 
@@ -149,9 +151,9 @@ func (r *repairRouter) applyTable(ch *channel, p []byte) error {
 	return err
 }
 
-// route is the node the table names for url and true, or false when the
-// front must be asked (no entry, a full node, or one without a known
-// handoff port).
+// route is the node the table names for url (its one cache holder, or the
+// least loaded of its holders) and true, or false when the front must be
+// asked (no entry, a full node, or one without a known handoff port).
 func (r *repairRouter) route(url string) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -299,8 +301,9 @@ func (r *repairRouter) answer(p []byte) {
 }
 
 // forwardLinger is how long a node forwards a flow it moved away: the
-// front's flow map follows the new holder's report within a message's
-// time; this only covers a front slowed down by load.
+// front's flow map follows the new holder's batched report within
+// RepairNoteDelay and a message's time; the rest covers a front or node
+// slowed down by load.
 const forwardLinger = 2 * time.Second
 
 // forward has the guard send f's segments on to node's host for
