@@ -200,12 +200,14 @@ func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 			return fmt.Errorf("handoff: move to node %d: %w", node, err)
 		}
 	}
+	// Moved, or no answer (node may have it): either way this node lets
+	// go, and the flow's segments go on to node — to the rebuilt socket,
+	// or, if node's process died, to a kernel without its guard that
+	// resets the client instead of leaving it hanging.
 	m.gone = true
+	r.forward(m.flow, node)
 	if err == nil {
-		r.forward(m.flow, node) // stray segments go on to node until the front's map follows
 		r.movedAway(node)
-	} else {
-		g.Unhold(m.flow)
 	}
 	m.TCPConn.Close() // frozen: no FIN, no RST
 	if err == nil {
