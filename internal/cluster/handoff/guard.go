@@ -62,7 +62,7 @@ func NewGuard(devs []string, vips []netip.Addr) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("handoff: guard: bpf map: %w", err)
 	}
-	g.held, err = ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_guard_hold", Type: ebpf.Hash, KeySize: 12, ValueSize: 4, MaxEntries: 1 << 14})
+	g.held, err = ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_guard_hold", Type: ebpf.Hash, KeySize: 12, ValueSize: 4, MaxEntries: 1 << 17})
 	if err != nil {
 		g.Close()
 		return nil, fmt.Errorf("handoff: guard: bpf map: %w", err)
@@ -141,6 +141,7 @@ func guardProgram(vips, held, ctr *ebpf.Map) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, "lookup"),
 		asm.LoadMem(asm.R5, asm.R0, 0, asm.Word),
 		asm.JEq.Imm(asm.R5, 0, "drop"),
+		asm.JEq.Imm32(asm.R5, -1, "pass"), // Pass: the kernel resets the client
 		// struct bpf_redir_neigh { u32 nh_family; be32 ipv4_nh; u32 pad[3] } at fp-48
 		asm.StoreImm(asm.RFP, -48, 2, asm.Word), // AF_INET
 		asm.StoreMem(asm.RFP, -44, asm.R5, asm.Word),
@@ -248,7 +249,23 @@ func (g *Guard) Forward(f Flow, to netip.Addr) error {
 	return nil
 }
 
-// Unhold ends Hold for f.
+// Pass lets f's segments through to the kernel even though no socket here
+// matches them, so that the client gets a reset rather than silence: for a
+// flow this node moved away whose new holder never reported the move to
+// the front (it died), so the front still sends the flow here after the
+// forward ended.
+func (g *Guard) Pass(f Flow) error {
+	if g == nil || g.held == nil {
+		return errors.New("handoff: guard: no guard")
+	}
+	k := holdKey(f)
+	if err := g.held.Put(k[:], []byte{0xff, 0xff, 0xff, 0xff}); err != nil {
+		return fmt.Errorf("handoff: guard: pass %v: %w", f, err)
+	}
+	return nil
+}
+
+// Unhold ends Hold, Forward or Pass for f.
 func (g *Guard) Unhold(f Flow) {
 	if g == nil || g.held == nil {
 		return

@@ -307,8 +307,9 @@ func (r *repairRouter) answer(p []byte) {
 const forwardLinger = 2 * time.Second
 
 // forward has the guard send f's segments on to node's host for
-// forwardLinger (Guard.Forward); a newer hold or forward of f, or f's
-// rebuild here (unforward), cancels the removal.
+// forwardLinger (Guard.Forward), then let them reset for passLinger
+// (Guard.Pass); a newer hold or forward of f, or f's rebuild here
+// (unforward), cancels both.
 func (r *repairRouter) forward(f Flow, node int) {
 	g := r.l.guard
 	r.mu.Lock()
@@ -324,15 +325,30 @@ func (r *repairRouter) forward(f Flow, node int) {
 	time.AfterFunc(forwardLinger, func() {
 		r.mu.Lock()
 		mine := r.fwdGen[f] == gen
-		if mine {
-			delete(r.fwdGen, f)
-		}
 		r.mu.Unlock()
-		if mine {
-			g.Unhold(f)
+		if !mine || g.Pass(f) != nil {
+			return
 		}
+		time.AfterFunc(passLinger, func() {
+			r.mu.Lock()
+			mine := r.fwdGen[f] == gen
+			if mine {
+				delete(r.fwdGen, f)
+			}
+			r.mu.Unlock()
+			if mine {
+				g.Unhold(f)
+			}
+		})
 	})
 }
+
+// passLinger is how long, after forwardLinger, the guard lets a flow this
+// node moved away through to the kernel (Guard.Pass), which resets the
+// client: only a flow whose new holder died before its report reached the
+// front still arrives here then, and without it the client would wait for
+// its own timeout.
+const passLinger = 10 * time.Second
 
 // unforward ends any hold or forward of f at once: f is (again) this
 // node's, or a move of it is starting (Hold follows).

@@ -44,6 +44,9 @@ func stopTagCluster(t *testing.T, rc *repairCluster) tagStats {
 	for i, n := range rc.nodes {
 		n.stop()
 		nm := n.waitLog(nre, 5*time.Second)
+		if nm == nil && n.cmd.ProcessState != nil && !n.cmd.ProcessState.Success() && n.cmd.ProcessState.ExitCode() == -1 {
+			continue // killed by the test
+		}
 		if nm == nil {
 			t.Fatalf("node %d logged no counters:\n%s", i, n.logText())
 		}
@@ -146,4 +149,47 @@ func TestRepairTagPeerUnreachable(t *testing.T) {
 	if s.moveFailed == 0 || s.moveLost != 0 || s.lost != 0 || s.steered != 0 {
 		t.Errorf("failed moves %d (want some), lost moves %d (front %d), %d flows still steered", s.moveFailed, s.moveLost, s.lost, s.steered)
 	}
+}
+
+// TestRepairTagNodeKilled: a node's process is killed while the nodes move
+// connections among themselves under load. Its clients' connections end
+// (reset or end of file) and moves towards it fail or are forwarded to a
+// kernel that resets them, and the other nodes keep serving: at least half
+// of the requests after the kill are answered, none corrupt.
+//
+// Known gap, logged rather than failed: a few connections (3–7 of the ~30
+// open in this test) hang until the client's timeout instead of being
+// reset; their flows' last move reports were still in the dead node's
+// batch, and where their segments go after that is not yet understood.
+func TestRepairTagNodeKilled(t *testing.T) {
+	rc := startRepairClusterPath(t, 3, 24, "repair", "--policy", "tbccrd")
+	if r := runFetch(t, rc.lab.ClientNS(), rc.base, "4", "96", rc.manPath); r.OK != 96 {
+		t.Fatalf("warm-up: %+v", r)
+	}
+	var out strings.Builder
+	cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &out, rc.base, "8", "3000", rc.manPath)
+	time.Sleep(300 * time.Millisecond)
+	rc.nodes[2].cmd.Process.Kill()
+	rc.nodes[2].cmd.Wait()
+	start := time.Now()
+	if err := cl.Wait(); err != nil {
+		t.Fatalf("Go client: %v", err)
+	}
+	var r fetchResult
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out.String())), &r); err != nil {
+		t.Fatalf("Go client output %q: %v", out.String(), err)
+	}
+	t.Logf("after the kill: %+v in %v", r, time.Since(start).Round(time.Millisecond))
+	hung := 0
+	for why, n := range r.ReadErrors {
+		if strings.Contains(why, "timeout") {
+			hung += n
+		}
+	}
+	t.Logf("KNOWN GAP: %d connections hung until the client's timeout", hung)
+	if r.OK < 3000/2 || r.Bad != 0 {
+		t.Errorf("%d of 3000 requests answered (%d corrupt) after one of three nodes died", r.OK, r.Bad)
+	}
+	s := stopTagCluster(t, rc)
+	t.Logf("tag: %+v", s)
 }
