@@ -174,6 +174,11 @@ var ErrRebuildFailed = errors.New("handoff: node could not rebuild the connectio
 // written to the channel): the front may thaw the socket and relay.
 var ErrNotSent = errors.New("handoff: state not sent")
 
+// ErrChannelBroken is the outcome of the handoffs still waiting for an
+// answer when the control channel broke (the node died, or its link): the
+// node may or may not have rebuilt the socket (NodeMayOwn).
+var ErrChannelBroken = errors.New("handoff: control channel broke")
+
 // ErrNoChannel is returned by HandoffAsync when the node's channel is not
 // connected yet: dialing may block, so only Handoff dials.
 var ErrNoChannel = fmt.Errorf("%w: control channel not connected", ErrNotSent)
@@ -438,7 +443,7 @@ func (c *RepairClient) drop(conn net.Conn, err error) {
 	if !mine {
 		return
 	}
-	c.failPending(fmt.Errorf("handoff: channel to %s broke: %w", c.addr, err))
+	c.failPending(fmt.Errorf("%w: %s: %w", ErrChannelBroken, c.addr, err))
 	if c.onDown != nil && !c.closed.Load() {
 		c.onDown(err)
 	}

@@ -153,14 +153,14 @@ func TestRepairTagPeerUnreachable(t *testing.T) {
 
 // TestRepairTagNodeKilled: a node's process is killed while the nodes move
 // connections among themselves under load. Its clients' connections end
-// (reset or end of file) and moves towards it fail or are forwarded to a
-// kernel that resets them, and the other nodes keep serving: at least half
-// of the requests after the kill are answered, none corrupt.
+// (reset or end of file): moves towards it fail before the state left (the
+// socket is thawed and served where it is) or, when its channel broke with
+// the state on it, end in a reset from the old holder; no client may wait
+// until its timeout, and the other nodes keep serving (at least half of
+// the requests after the kill answered, none corrupt).
 //
-// Known gap, logged rather than failed: a few connections (3–7 of the ~30
-// open in this test) hang until the client's timeout instead of being
-// reset; their flows' last move reports were still in the dead node's
-// batch, and where their segments go after that is not yet understood.
+// Known gap, logged: the flows whose last move report was still in the dead
+// node's batch stay in the front's flow map (nothing ends them there).
 func TestRepairTagNodeKilled(t *testing.T) {
 	rc := startRepairClusterPath(t, 3, 24, "repair", "--policy", "tbccrd")
 	if r := runFetch(t, rc.lab.ClientNS(), rc.base, "4", "96", rc.manPath); r.OK != 96 {
@@ -186,10 +186,12 @@ func TestRepairTagNodeKilled(t *testing.T) {
 			hung += n
 		}
 	}
-	t.Logf("KNOWN GAP: %d connections hung until the client's timeout", hung)
+	if hung > 0 {
+		t.Errorf("%d connections hung until the client's timeout", hung)
+	}
 	if r.OK < 3000/2 || r.Bad != 0 {
 		t.Errorf("%d of 3000 requests answered (%d corrupt) after one of three nodes died", r.OK, r.Bad)
 	}
 	s := stopTagCluster(t, rc)
-	t.Logf("tag: %+v", s)
+	t.Logf("tag: %+v (KNOWN GAP: %d flows left in the front's map)", s, s.steered)
 }

@@ -200,6 +200,15 @@ func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 			return fmt.Errorf("handoff: move to node %d: %w", node, err)
 		}
 	}
+	if errors.Is(err, ErrChannelBroken) && m.reset() {
+		// The node's channel broke with the state on it: most likely the
+		// node died, and with it any copy it rebuilt. The client, whose
+		// request this node had acknowledged, would wait for an answer
+		// without sending anything: reset it instead.
+		g.Unhold(m.flow)
+		m.l.MoveLost.Add(1)
+		return nil
+	}
 	// Moved, or no answer (node may have it): either way this node lets
 	// go, and the flow's segments go on to node — to the rebuilt socket,
 	// or, if node's process died, to a kernel without its guard that
@@ -219,6 +228,19 @@ func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 		m.l.MovedOut.Add(1)
 	}
 	return nil
+}
+
+// reset thaws the frozen socket and closes it with a reset (SO_LINGER 0),
+// and reports whether that worked; the connection is gone either way.
+func (m *movedConn) reset() bool {
+	m.gone = true
+	if Thaw(m.TCPConn) != nil {
+		m.TCPConn.Close() // still frozen: silent
+		return false
+	}
+	m.TCPConn.SetLinger(0)
+	m.TCPConn.Close()
+	return true
 }
 
 // moveDrainTimeout bounds MoveTo's wait for the client's ACK of the answers
