@@ -120,6 +120,11 @@ type Config struct {
 	// Cost is GDSF's retrieval cost of a body (cache.Config.Cost). Default
 	// cache.DiskCost: a disk read and its transfer.
 	Cost func(key string, size int64) float64
+	// NoAdmission turns off the memory tier's admission (cache.Config's
+	// Admission, on by default under GDSF and cluster GDSF): with it off,
+	// every body read is cached and evicts what it needs, so a working set
+	// larger than the tier churns through it.
+	NoAdmission bool
 	// CachedElsewhere and PeerCost are cluster GDSF's (cache.Config).
 	CachedElsewhere func(key string) bool
 	PeerCost        func(key string, size int64) float64
@@ -270,6 +275,7 @@ func Open(cfg Config) (*Store, error) {
 			Policy: cfg.Policy, Capacity: cfg.MemoryBytes, MaxObject: Footprint(cfg.MaxObject, MaxMeta),
 			OnEvict: s.memEvicted,
 			Cost:    cfg.Cost, CachedElsewhere: cfg.CachedElsewhere, PeerCost: cfg.PeerCost,
+			Admission: !cfg.NoAdmission,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("store: memory tier: %w", err)

@@ -72,16 +72,19 @@ func TestGDSFMirrorLearnsSizes(t *testing.T) {
 // TestNodeCacheKey: Config.NodeCache ([tuning] node_cache) makes tbccrd's
 // mirror evict in the nodes' order. Budget 100 B: /s1 (10 B), /big (60),
 // /s2 (10), /big again, then /s3 (30) overflows by 10. LRU drops the
-// oldest, /s1; GDSF with cost 1 the lowest frequency per byte, /big
-// (2/60 against 1/10).
+// oldest, /s1. The GDSF mirrors have the nodes' admission and cost
+// (cache.DiskCost, 1 + size/41,667): the victim would be /big, of the
+// lowest value per byte, 2·1.00144/60 = 0.033381 against /s1's and /s2's
+// 0.1, but the newcomer /s3 is worth 1·1.00072/30 = 0.033357, less, so
+// /s3 is turned away and nothing is evicted.
 func TestNodeCacheKey(t *testing.T) {
 	for _, tt := range []struct {
 		nodeCache, gone string
 	}{
 		{"", "/s1"},
 		{cache.LRU, "/s1"},
-		{cache.GDSF, "/big"},
-		{cache.CGDSF, "/big"},
+		{cache.GDSF, "/s3"},
+		{cache.CGDSF, "/s3"},
 	} {
 		c := newCluster(1)
 		p := mustNew(t, "tbccrd", Config{CacheBytes: 100, NodeCache: tt.nodeCache}).(*TBCCRD)
