@@ -10,8 +10,12 @@
 // holding the cache close to GOMEMLIMIT made the collector run constantly).
 // The memory tier is the set of entries the replacement policy admitted
 // (internal/base/cache's LRU, GDSF or cluster GDSF, with only this package's
-// metadata as values), charged by Footprint against Config.MemoryBytes, and
-// its bodies are held in one of two places:
+// metadata as values), charged by Footprint against Config.MemoryBytes.
+// Under GDSF a body read on a miss enters only if it is worth more than
+// what it would evict (cache.Config.Admission, a TinyLFU-style frequency
+// sketch): a working set larger than the tier then stays put instead of
+// churning through it, and a body turned away is sent from the page cache
+// once and dropped. The tier's bodies are held in one of two places:
 //
 //   - Small bodies (up to Config.InlineMax, 16 KiB by default) are copied
 //     into an off-heap arena (anonymous mmap, 4 KiB blocks chained per
