@@ -191,6 +191,26 @@ func (t *urlTable) charge(size int64) int64 {
 	return size
 }
 
+// room reports whether node's cache mirror takes an object of size bytes
+// (unknown: < 0) without evicting.
+func (t *urlTable) room(node int, size int64) bool {
+	if node >= len(t.caches) {
+		return false
+	}
+	nc := &t.caches[node]
+	return size <= t.noCache && nc.used+t.charge(size) <= nc.limit
+}
+
+// admits reports whether the mirrors are of caches with admission
+// (Admitter replacers).
+func (t *urlTable) admits() bool {
+	if len(t.caches) == 0 {
+		return false
+	}
+	_, ok := t.caches[0].repl.(Admitter)
+	return ok
+}
+
 // insert caches id on node (or refreshes it), then evicts in replacement
 // order while the node's Σ size exceeds its budget, clearing the victims'
 // cache_hit flags. It reports whether id is cached afterwards (not if it is
