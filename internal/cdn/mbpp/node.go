@@ -23,6 +23,8 @@ type Stats struct {
 	JoinsRefused        uint64
 	ProposalsRejected   uint64 // proposals this PoP rejected (Config.Accept)
 	Rejoins             uint64 // times this PoP found itself declared dead and rejoined
+	Probes              uint64 // probes sent to PoPs held dead (heal.go)
+	Merges              uint64 // times this PoP left its ring to join a larger one it found (heal.go)
 	MsgsOut, EntriesOut uint64
 }
 
@@ -77,6 +79,9 @@ type Node struct {
 	lastPingSent, lastPongSent int64
 	lastPingTo, lastPongTo     ID
 	out                        [2]outstanding // unacked ping, pong
+
+	healDue  time.Time // the next probe of a dead PoP (heal.go)
+	healNext int       // which dead PoP it goes to, in turn
 
 	sentTo ID
 	// sent holds, per entry, the version the successor has acked: a ping
@@ -252,6 +257,7 @@ func (n *Node) Next() time.Time {
 		}
 	}
 	at(n.watchdogDue())
+	at(n.healDueAt())
 	return t
 }
 
@@ -310,7 +316,7 @@ func (n *Node) Tick(now time.Time) []Msg {
 	if n.havePong && !now.Before(n.pongDue) {
 		out = append(out, n.sendPong(now)...)
 	}
-	return out
+	return append(out, n.probe(now)...)
 }
 
 // unmine returns the proposals of others; this PoP's own go back to pending.
@@ -538,10 +544,12 @@ func (n *Node) Handle(now time.Time, m Msg) []Msg {
 			*o = outstanding{}
 		}
 		if n.joined && len(m.Entries) > 0 {
-			return n.mergeList(now, m.Entries)
+			return n.mergeListFrom(now, m.Entries, m.From)
 		}
 	case KindJoin:
 		return n.onJoin(now, m)
+	case KindProbe:
+		return n.onProbe(now, m)
 	case KindWelcome:
 		if n.joined || n.refused != "" {
 			return nil
@@ -667,12 +675,22 @@ func (n *Node) onPong(now time.Time, m Msg) []Msg {
 
 // mergeList folds received entries into the view. If this PoP finds itself
 // declared dead it leaves the ring and joins again.
-func (n *Node) mergeList(now time.Time, es []Entry) []Msg {
+func (n *Node) mergeList(now time.Time, es []Entry) []Msg { return n.mergeListFrom(now, es, 0) }
+
+// mergeListFrom is mergeList for entries PoP from sent: a PoP that finds
+// itself declared dead joins again through from first, which holds it dead
+// and so belongs to the ring that declared it (after a partition, the
+// PoP's own ring may be the one about to dissolve).
+func (n *Node) mergeListFrom(now time.Time, es []Entry, from ID) []Msg {
 	for i := range es {
 		d := &es[i]
 		if d.ID == n.cfg.Self {
 			if self := n.view[n.cfg.Self]; self != nil && d.Inc >= self.Inc && !d.Alive {
-				return n.rejoin(now)
+				via := ""
+				if e := n.view[from]; e != nil && from != n.cfg.Self {
+					via = e.Addr
+				}
+				return n.rejoin(now, via)
 			}
 			continue
 		}
@@ -699,11 +717,15 @@ func (n *Node) mergeList(now time.Time, es []Entry) []Msg {
 	return nil
 }
 
-// rejoin is taken by a PoP the others declared failed (it was cut off): it
-// drops its tokens and joins again through the PoPs it knows.
-func (n *Node) rejoin(now time.Time) []Msg {
+// rejoin is taken by a PoP the others declared failed (it was cut off), or
+// whose ring dissolves into a larger one (heal.go): it drops its tokens and
+// joins again, through via first ("" for none), then the PoPs it knows.
+func (n *Node) rejoin(now time.Time, via string) []Msg {
 	n.stats.Rejoins++
 	var contacts []string
+	if via != "" {
+		contacts = append(contacts, via)
+	}
 	for _, id := range n.members() {
 		if id != n.cfg.Self {
 			contacts = append(contacts, n.view[id].Addr)

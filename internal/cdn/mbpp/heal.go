@@ -1,0 +1,132 @@
+package mbpp
+
+import (
+	"slices"
+	"time"
+)
+
+// This file heals a partition. Misra's ping-pong keeps one ring turning
+// among the PoPs that can reach each other: cut the network in two and
+// each side declares the other dead and goes on as a ring of its own
+// (SPEC §5's failure detection working as meant). Nothing in the seed's
+// protocol brings the two rings back together, since no token crosses from
+// one to the other once the links return. So every member probes, every
+// Config.HealEvery, one PoP its view holds dead (each in turn), carrying
+// the members of its own ring. A probe that reaches a member of another
+// ring compares the two: the smaller ring (ties: the one whose lowest ID
+// is higher) dissolves, each of its members joining the larger one
+// through the normal join (seed 003 §3.1: one cycle accepted by every
+// PoP), member by member, as each learns of the other ring by a probe it
+// sends or receives. The winner only grows and the loser only shrinks, so
+// the choice never flips. A probe to a PoP that really died goes nowhere:
+// one message per period, whatever the number of dead PoPs.
+
+// wins reports whether the ring of members mine absorbs the ring of
+// members theirs when the two meet: more members, or as many and the
+// lowest ID. Two rings with the same lowest ID are one ring seen at two
+// moments: neither wins.
+func wins(mine, theirs []ID) bool {
+	if len(mine) != len(theirs) {
+		return len(mine) > len(theirs)
+	}
+	if len(mine) == 0 {
+		return false
+	}
+	return slices.Min(mine) < slices.Min(theirs)
+}
+
+// healDueAt is when the next probe goes: never while no dead PoP has an
+// address, nor when probing is off or this PoP is not a member.
+func (n *Node) healDueAt() time.Time {
+	if n.cfg.HealEvery <= 0 || !n.joined || len(n.probeTargets()) == 0 {
+		return time.Time{}
+	}
+	return n.healDue
+}
+
+// probeTargets are the PoPs the view holds dead and can address, by ID.
+func (n *Node) probeTargets() []ID {
+	var out []ID
+	for id, e := range n.view {
+		if !e.Alive && e.Addr != "" && id != n.cfg.Self {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// probe returns the probe due at now (none if it is not due), to the next
+// dead PoP in turn.
+func (n *Node) probe(now time.Time) []Msg {
+	if n.cfg.HealEvery <= 0 || !n.joined {
+		return nil
+	}
+	if n.healDue.IsZero() {
+		n.healDue = now.Add(n.cfg.HealEvery)
+		return nil
+	}
+	if now.Before(n.healDue) {
+		return nil
+	}
+	n.healDue = now.Add(n.cfg.HealEvery)
+	ts := n.probeTargets()
+	if len(ts) == 0 {
+		return nil
+	}
+	to := ts[n.healNext%len(ts)]
+	n.healNext++
+	n.stats.Probes++
+	return []Msg{n.ringMsg(to, n.view[to].Addr)}
+}
+
+// ringMsg is a probe to id at addr carrying this PoP's own entry in full
+// (the receiver learns its address) and the other members' IDs.
+func (n *Node) ringMsg(to ID, addr string) Msg {
+	m := Msg{Kind: KindProbe, From: n.cfg.Self, To: to, ToAddr: addr, Inc: n.inc()}
+	for _, id := range n.members() {
+		if id == n.cfg.Self {
+			m.Entries = append(m.Entries, n.view[id].delta(0, 0, false))
+			continue
+		}
+		m.Entries = append(m.Entries, Entry{ID: id, Alive: true})
+	}
+	return n.count(m)
+}
+
+// onProbe handles another ring's probe. A member of this ring, or a
+// sender this PoP has alive in its ring, is no other ring: ignored. Else
+// the larger ring wins: if it is this one, the sender is told (the same
+// probe back, with this ring's members); if it is the sender's, this PoP
+// leaves its ring and joins the sender's through the sender.
+func (n *Node) onProbe(now time.Time, m Msg) []Msg {
+	if !n.joined || m.From == n.cfg.Self {
+		return nil
+	}
+	if e := n.view[m.From]; e != nil && e.Alive {
+		return nil
+	}
+	var theirs []ID
+	addr := ""
+	for _, e := range m.Entries {
+		if e.ID == n.cfg.Self || n.Alive(e.ID) {
+			return nil // the sender's ring overlaps this one: not two rings
+		}
+		if e.ID == m.From {
+			addr = e.Addr
+		}
+		theirs = append(theirs, e.ID)
+	}
+	if addr == "" || !slices.Contains(theirs, m.From) {
+		return nil
+	}
+	mine := n.members()
+	switch {
+	case wins(mine, theirs):
+		return []Msg{n.ringMsg(m.From, addr)}
+	case wins(theirs, mine):
+		n.stats.Merges++
+		return n.rejoin(now, addr)
+	}
+	return nil
+}
