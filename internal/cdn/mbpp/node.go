@@ -124,6 +124,12 @@ func NewFounder(cfg Config, now time.Time) (*Node, error) {
 	return n, nil
 }
 
+// SetProof sets the proof this PoP presents when it joins again (rejoin:
+// declared dead, or its ring dissolving into a larger one after a
+// partition): a founder is given none at its start, yet may have to join
+// the others' ring later like any PoP.
+func (n *Node) SetProof(proof []byte) { n.proof = slices.Clone(proof) }
+
 // NewJoiner starts a PoP that joins an existing ring through the contacts
 // (peer addresses), with proof for Config.Accept. It returns the join
 // request to send.

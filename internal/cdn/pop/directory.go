@@ -2,6 +2,8 @@ package pop
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"shoal/internal/cdn/chord"
@@ -179,9 +181,30 @@ func (m *manager) refresh(ctx context.Context, now time.Time) {
 	m.sendRegs(regs)
 }
 
-// homeDied: a PoP left the view; the keys registered there are registered
-// at their new homes now rather than at their next refresh.
+// homeDied: a PoP left the view (it died, or a partition cut it off). The
+// keys registered there are registered at their new homes now rather than
+// at their next refresh, and this PoP's directory stops listing it as a
+// holder: its copies cannot be fetched, and it registers them again when
+// it comes back (homeBack).
 func (m *manager) homeDied(id uint64) {
+	prefix := fmt.Sprintf("%016x|", id)
+	m.mu.Lock()
+	m.dir.DropHolder(func(h string) bool { return strings.HasPrefix(h, prefix) })
+	keys := m.store.At(id)
+	for _, k := range keys {
+		m.store.Forget(k)
+	}
+	m.mu.Unlock()
+	if len(keys) > 0 {
+		go m.refresh(context.Background(), time.Now())
+	}
+}
+
+// homeBack: a PoP came back to the view (a partition healed, or it
+// restarted). Its directory dropped this PoP's entries when it lost sight
+// of this one (or lost them with its process), so the keys registered there
+// are registered again now, where a lookup puts them.
+func (m *manager) homeBack(id uint64) {
 	m.mu.Lock()
 	keys := m.store.At(id)
 	for _, k := range keys {

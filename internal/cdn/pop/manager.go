@@ -99,6 +99,7 @@ const (
 	opSync       = "sync"       // what purges after Vector do you have? → purges
 	opPurges     = "purges"     // Purges the asker lacks
 	opPush       = "push"       // URL is hot at Holder: fetch a copy (seed 003 §3.1)
+	opReregister = "reregister" // the sender's directory forgot the receiver's copies: register them there again
 )
 
 // manager is a PoP's content manager (seed 003 §3.1): the table of what
@@ -250,6 +251,8 @@ func (m *manager) onMsg(from uint64, in msg) {
 		m.answered(in)
 	case opPush:
 		m.onPush(from, in)
+	case opReregister:
+		m.homeBack(from)
 	case opHolders, opPurged:
 		m.answered(in)
 	}
@@ -302,8 +305,10 @@ const syncEvery = 30 * time.Second
 // directory's refresh, the purge anti-entropy, and a watch (every second)
 // on the view and the ring. A PoP that comes back to the view (or is seen
 // for the first time) is asked for the purges this one lacks; a PoP that
-// leaves it is a dead home whose keys are registered again elsewhere; a
-// new Chord predecessor receives its share of the directory.
+// leaves it is a dead home whose keys are registered again elsewhere (and
+// a holder this PoP's directory forgets); one that comes back is a home
+// whose directory forgot this PoP's copies, registered there again; a new
+// Chord predecessor receives its share of the directory.
 func (m *manager) run(ctx context.Context) {
 	roll := time.NewTicker(m.cfg.Window)
 	defer roll.Stop()
@@ -340,7 +345,15 @@ func (m *manager) watchView(now time.Time, alive map[uint64]bool) {
 		alive[id] = v.Alive
 		switch {
 		case v.Self:
-		case v.Alive && (!seen || !was):
+		case v.Alive && seen && !was:
+			m.syncPurges(id, v.Addr, now)
+			m.homeBack(id)
+			// This PoP's directory dropped id's entries when it left
+			// the view, which id may not have seen happen (its own
+			// view may never have lost this PoP): ask it to register
+			// here again.
+			m.r.send(id, v.Addr, msg{Op: opReregister})
+		case v.Alive && !seen:
 			m.syncPurges(id, v.Addr, now)
 		case !v.Alive && seen && was:
 			m.homeDied(id)

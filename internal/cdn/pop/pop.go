@@ -213,6 +213,7 @@ func (p *PoP) joinRings() error {
 		if p.mb, err = mbpp.NewFounder(mc, now); err != nil {
 			return err
 		}
+		p.mb.SetProof(p.proof(mc.Self, cfg.Name, p.PeerAddr))
 		if p.ch, err = chord.Create(cc, now); err != nil {
 			return err
 		}
