@@ -35,10 +35,11 @@ func wins(mine, theirs []ID) bool {
 	return slices.Min(mine) < slices.Min(theirs)
 }
 
-// healDueAt is when the next probe goes: never while no dead PoP has an
-// address, nor when probing is off or this PoP is not a member.
+// healDueAt is when the next probe goes: never while the view holds no
+// dead PoP (every entry a member: members is cached, so this costs nothing
+// on a steady ring), nor when probing is off or this PoP is not a member.
 func (n *Node) healDueAt() time.Time {
-	if n.cfg.HealEvery <= 0 || !n.joined || len(n.probeTargets()) == 0 {
+	if n.cfg.HealEvery <= 0 || !n.joined || len(n.members()) == len(n.view) {
 		return time.Time{}
 	}
 	return n.healDue

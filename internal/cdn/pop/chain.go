@@ -369,7 +369,13 @@ func (m *manager) route(ctx context.Context, key string) route {
 	ck := chord.ContentKey("", key)
 	var holders []string
 	homeGW := ""
-	if owner, err := m.r.lookup(ctx, ck); err == nil {
+	owner, err := m.r.lookup(ctx, ck)
+	m.mu.Lock()
+	gone := err == nil && m.gone[uint64(owner.ID)]
+	m.mu.Unlock()
+	// A home that has left the view (Chord, in repair, may still name
+	// it) is not asked: it would cost the miss queryTimeout for nothing.
+	if err == nil && !gone {
 		rt.home = uint64(owner.ID)
 		if rt.home == self {
 			m.mu.Lock()

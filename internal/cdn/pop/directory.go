@@ -28,9 +28,19 @@ func (m *manager) Stored(key string) {
 	}
 	home := m.homes[k]
 	delete(m.homes, k)
+	later := m.gone[home]
+	if later {
+		// Chord, in repair, named a home that has left the view: a
+		// registration there would be lost, and the copy listed nowhere
+		// until its refresh an hour later.
+		home = 0
+	}
 	regs := m.store.Hold(now, k, home)
 	m.mu.Unlock()
 	m.sendRegs(regs)
+	if later {
+		m.refreshLater()
+	}
 }
 
 // Evicted is called when no node of this PoP holds key any more (the
@@ -136,15 +146,35 @@ func (m *manager) onRegister(from uint64, in msg) {
 	}
 }
 
+// notMineWait is how long a PoP waits before it looks homes up again when
+// a home answered notmine or a lookup found a home that has left the
+// view: Chord is in repair (a PoP died, joined or a partition healed), and
+// until the home's predecessor and the others' successors are right the
+// lookup finds the same home again. Answered at once, that loop ran a
+// thousand messages in ten milliseconds after a PoP was killed; a second
+// is a few stabilise and check-predecessor periods.
+const notMineWait = time.Second
+
 // onNotMine: the home these keys were registered at no longer owns them;
-// they are registered again at the homes a lookup finds now.
+// they are registered again at the homes a lookup finds after notMineWait.
 func (m *manager) onNotMine(items []regItem) {
 	m.mu.Lock()
 	for _, it := range items {
 		m.store.Forget(it.Key)
 	}
 	m.mu.Unlock()
-	go m.refresh(context.Background(), time.Now())
+	m.refreshLater()
+}
+
+// refreshLater runs refresh after notMineWait, once however often it is
+// asked meanwhile.
+func (m *manager) refreshLater() {
+	if m.refreshDue.CompareAndSwap(false, true) {
+		time.AfterFunc(notMineWait, func() {
+			m.refreshDue.Store(false)
+			m.refresh(context.Background(), time.Now())
+		})
+	}
 }
 
 // refresh registers again every copy whose registration is due
@@ -163,14 +193,16 @@ func (m *manager) refresh(ctx context.Context, now time.Time) {
 		alive[uint64(v.ID)] = v.Alive
 	}
 	var regs []replica.Reg[uint64]
+	retry := false
 	for _, k := range due {
 		m.mu.Lock()
 		home := m.store.Home(k)
 		m.mu.Unlock()
 		if home == 0 || !alive[home] {
 			owner, err := m.r.lookup(ctx, chord.ID(k))
-			if err != nil {
-				continue // next refresh
+			if err != nil || !alive[uint64(owner.ID)] {
+				retry = true
+				continue // Chord is in repair: look again soon
 			}
 			home = uint64(owner.ID)
 		}
@@ -179,6 +211,9 @@ func (m *manager) refresh(ctx context.Context, now time.Time) {
 		m.mu.Unlock()
 	}
 	m.sendRegs(regs)
+	if retry {
+		m.refreshLater()
+	}
 }
 
 // homeDied: a PoP left the view (it died, or a partition cut it off). The

@@ -140,7 +140,12 @@ func (cl *clients) halt() { close(cl.stop); cl.wg.Wait() }
 func within(t *testing.T, what string, limit time.Duration, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
+	last := ""
 	for !cond() {
+		if lastDiff != last && testing.Verbose() {
+			t.Logf("%v: %s", time.Since(start).Round(time.Millisecond), lastDiff)
+			last = lastDiff
+		}
 		if time.Since(start) > limit {
 			t.Fatalf("%s: not after %v (%s)", what, limit, lastDiff)
 		}

@@ -123,6 +123,7 @@ type manager struct {
 	dir    *chord.Directory
 	purges *replica.PurgeLog
 	homes  map[uint64]uint64 // key → the home a fetch found, until it is stored
+	gone   map[uint64]bool   // PoPs that left the view (watchView), not to be taken as homes
 	pred   chord.Peer        // the Chord predecessor last seen
 
 	rmu     sync.Mutex
@@ -135,6 +136,10 @@ type manager struct {
 	// counts the origin's own work too, so it errs long, towards asking
 	// the holders (replica.Config.NearerOrigin).
 	originRTT atomic.Int64
+
+	// refreshDue is set while a refresh waits for Chord's repair
+	// (refreshLater).
+	refreshDue atomic.Bool
 }
 
 // noteOrigin folds one origin fetch's time to headers into originRTT,
@@ -161,7 +166,7 @@ func newManager(r ring, cfg replica.Config, name, gateway string, cache Cache, l
 	m := &manager{r: r, cfg: cfg, name: name, cache: cache, log: log,
 		stats: &Counters{}, warm: func(string) {}, confirm: confirmTimeout, store: st,
 		dir: chord.NewDirectory(1<<20, 64), purges: replica.NewPurgeLog(cfg, name+"@"+incarnation),
-		homes: map[uint64]uint64{}, waiting: map[uint64]chan msg{}}
+		homes: map[uint64]uint64{}, gone: map[uint64]bool{}, waiting: map[uint64]chan msg{}}
 	m.setGateway(gateway)
 	return m, nil
 }
@@ -343,6 +348,11 @@ func (m *manager) watchView(now time.Time, alive map[uint64]bool) {
 		id := uint64(v.ID)
 		was, seen := alive[id]
 		alive[id] = v.Alive
+		if !v.Self {
+			m.mu.Lock()
+			m.gone[id] = !v.Alive
+			m.mu.Unlock()
+		}
 		switch {
 		case v.Self:
 		case v.Alive && seen && !was:
