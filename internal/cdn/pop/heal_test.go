@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"shoal/internal/cdn/chord"
+	"shoal/internal/cdn/replica"
 )
 
 // cutter partitions in-process PoPs: their peer links (links.setCut) and
@@ -318,7 +319,9 @@ func TestFailureAndHealing(t *testing.T) {
 	cut.partition(live)
 	d = within(t, "one ring after the heal", time.Minute, func() bool { return viewIs(live) && chordIs(cks, live) })
 	t.Logf("heal: one MBPP view and one Chord ring %v after the heal", d)
-	d = within(t, "the purge reaches the other side", time.Minute, func() bool { return applied(b[0]) && applied(b[1]) })
+	// Under syncEvery, so that it is the sync on the PoPs' return that
+	// carries the purge, not the periodic anti-entropy.
+	d = within(t, "the purge reaches the other side", syncEvery/3, func() bool { return applied(b[0]) && applied(b[1]) })
 	t.Logf("heal: the purge reached the other side %v later", d)
 	if holds(b[0], "/k1") {
 		t.Fatal("b still holds the copy of /k1 made before the purge")
@@ -333,4 +336,31 @@ func TestFailureAndHealing(t *testing.T) {
 	if cl.fail > 0 || cl.n == 0 {
 		t.Fatalf("%d of %d client requests failed: %v", cl.fail, cl.n, cl.errs[:min(len(cl.errs), 5)])
 	}
+}
+
+// TestHomeForgetsAndRecallsHolder: a home whose view loses a holder stops
+// listing it (its copies cannot be fetched), and when the holder comes
+// back asks it to register again — which the holder does though its own
+// view never lost the home (a PoP declared dead by the others, not by
+// itself), so nothing else would make it register before its refresh.
+func TestHomeForgetsAndRecallsHolder(t *testing.T) {
+	fn, ps, _ := fakeRing(t, 3, replica.DefaultConfig())
+	key := "s/h"
+	home, a, _ := roles(t, ps, key)
+	a.get(key)
+	eventually(t, "a listed", func() bool { return slices.Contains(holders(home, key), a.id) })
+	alive := map[uint64]bool{}
+	home.m.watchView(time.Now(), alive)
+	fn.mu.Lock()
+	fn.down[a.id] = true
+	fn.mu.Unlock()
+	home.m.watchView(time.Now(), alive)
+	if slices.Contains(holders(home, key), a.id) {
+		t.Fatal("the home still lists a holder that left its view")
+	}
+	fn.mu.Lock()
+	fn.down[a.id] = false
+	fn.mu.Unlock()
+	home.m.watchView(time.Now(), alive)
+	eventually(t, "a listed again", func() bool { return slices.Contains(holders(home, key), a.id) })
 }
