@@ -113,7 +113,8 @@ func opName(op replica.Op) string {
 	return opUnregister
 }
 
-// onRegister is a holder's (un)registration at this PoP. A key this PoP
+// onRegister is a holder's (un)registration at this PoP, taken by
+// replica.Home's rules (the simulator's too). A key this PoP
 // is not the home of is answered notmine, so the holder looks its home up
 // again (ownership moved since it registered).
 func (m *manager) onRegister(from uint64, in msg) {
@@ -123,18 +124,15 @@ func (m *manager) onRegister(from uint64, in msg) {
 	now := time.Now()
 	var notMine []regItem
 	m.mu.Lock()
+	op := replica.Register
+	if in.Op == opUnregister {
+		op = replica.Unregister
+	}
 	for _, it := range in.Items {
 		key := chord.ID(it.Key)
-		switch {
-		case in.Op == opUnregister:
-			m.dir.Remove(key, in.Holder)
-		case !m.r.owns(key):
+		if !m.dir.Apply(now, op, key, in.Holder, from == m.r.selfID(), op == replica.Register && m.r.owns(key)) {
 			notMine = append(notMine, it)
-		case from != m.r.selfID():
-			m.dir.Add(now, key, in.Holder, m.cfg.DirTTL)
 		}
-		// The home lists only other holders: a PoP asking it is sent
-		// to it as shield anyway, which answers from its own copy.
 	}
 	m.mu.Unlock()
 	if len(notMine) > 0 {
@@ -224,7 +222,7 @@ func (m *manager) refresh(ctx context.Context, now time.Time) {
 func (m *manager) homeDied(id uint64) {
 	prefix := fmt.Sprintf("%016x|", id)
 	m.mu.Lock()
-	m.dir.DropHolder(func(h string) bool { return strings.HasPrefix(h, prefix) })
+	m.dir.Lost(func(h string) bool { return strings.HasPrefix(h, prefix) })
 	keys := m.store.At(id)
 	for _, k := range keys {
 		m.store.Forget(k)
@@ -304,7 +302,7 @@ func (m *manager) onHandOver(in msg) {
 		}
 	}
 	m.mu.Lock()
-	m.dir.Put(now, keep)
+	m.dir.Adopt(now, keep)
 	m.mu.Unlock()
 	if pred, ok := m.r.predecessor(); ok && len(pass) > 0 && in.Hops > 1 {
 		m.sendEntries(pred, pass, in.Hops-1)

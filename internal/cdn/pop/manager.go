@@ -120,7 +120,7 @@ type manager struct {
 
 	mu     sync.Mutex
 	store  *replica.Table[uint64]
-	dir    *chord.Directory
+	dir    *replica.Home
 	purges *replica.PurgeLog
 	homes  map[uint64]uint64 // key → the home a fetch found, until it is stored
 	gone   map[uint64]bool   // PoPs that left the view (watchView), not to be taken as homes
@@ -165,7 +165,7 @@ func newManager(r ring, cfg replica.Config, name, gateway string, cache Cache, l
 	incarnation := strconv.FormatInt(now.UnixNano(), 36)
 	m := &manager{r: r, cfg: cfg, name: name, cache: cache, log: log,
 		stats: &Counters{}, warm: func(string) {}, confirm: confirmTimeout, store: st,
-		dir: chord.NewDirectory(1<<20, 64), purges: replica.NewPurgeLog(cfg, name+"@"+incarnation),
+		dir: replica.NewHome(cfg), purges: replica.NewPurgeLog(cfg, name+"@"+incarnation),
 		homes: map[uint64]uint64{}, gone: map[uint64]bool{}, waiting: map[uint64]chan msg{}}
 	m.setGateway(gateway)
 	return m, nil

@@ -1,0 +1,57 @@
+package replica
+
+import (
+	"time"
+
+	"shoal/internal/cdn/chord"
+)
+
+// Home is the directory a PoP keeps as the home of keys (seed 003 §1: the
+// PoP owning a key knows which PoPs hold it): chord.Directory, with the
+// rules by which a home takes its holders' registration messages, written
+// once for the live PoPs (internal/cdn/pop) and the simulator
+// (internal/cdn/cdnsim). Holders name themselves; Home compares names
+// only.
+type Home struct {
+	*chord.Directory
+	cfg Config
+}
+
+// NewHome returns an empty directory for a home with the replication
+// constants cfg (the registrations' TTL is cfg.DirTTL), of at most 2²⁰
+// keys with at most 64 holders each.
+func NewHome(cfg Config) *Home {
+	return &Home{Directory: chord.NewDirectory(1<<20, 64), cfg: cfg}
+}
+
+// Apply takes one registration message from holder for key at now: an
+// Unregister removes the holder; a Register of a key this home does not
+// own (owns false: Chord ownership moved since the holder looked it up) is
+// refused, and mine is false, so that the holder looks the key's home up
+// again (the live PoPs answer notmine); a Register from the home itself
+// (self) is not listed, since any PoP that asks the home is sent to it as
+// shield anyway, which answers from its own copy; any other Register lists
+// the holder for DirTTL.
+func (h *Home) Apply(now time.Time, op Op, key chord.ID, holder string, self, owns bool) (mine bool) {
+	switch {
+	case op == Unregister:
+		h.Remove(key, holder)
+	case !owns:
+		return false
+	case !self:
+		h.Add(now, key, holder, h.cfg.DirTTL)
+	}
+	return true
+}
+
+// Lost forgets every entry of the holders gone selects, when they leave
+// this home's view (they died, or a partition cut them off): their copies
+// cannot be fetched, and each registers again when it comes back. It
+// returns how many entries went.
+func (h *Home) Lost(gone func(holder string) bool) int { return h.DropHolder(gone) }
+
+// Adopt keeps the entries another home handed over, each with its expiry:
+// a PoP that joined before that home (or a partition that healed) made
+// this one the keys' home (Chord §4.4: a joining node takes its keys from
+// its successor), and lookups reaching it must find their holders at once.
+func (h *Home) Adopt(now time.Time, es []chord.Entry) { h.Put(now, es) }
