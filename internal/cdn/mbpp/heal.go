@@ -21,18 +21,30 @@ import (
 // the choice never flips. A probe to a PoP that really died goes nowhere:
 // one message per period, whatever the number of dead PoPs.
 
-// wins reports whether the ring of members mine absorbs the ring of
-// members theirs when the two meet: more members, or as many and the
-// lowest ID. Two rings with the same lowest ID are one ring seen at two
-// moments: neither wins.
-func wins(mine, theirs []ID) bool {
-	if len(mine) != len(theirs) {
-		return len(mine) > len(theirs)
+// ringSig is what a probe says of a ring: its members and the lowest ID
+// among them, all two rings need to agree which dissolves.
+type ringSig struct {
+	n   int
+	low ID
+}
+
+// wins reports whether ring mine absorbs ring theirs when the two meet:
+// more members, or as many and the lowest ID. Two rings with the same
+// lowest ID are one ring seen at two moments: neither wins.
+func wins(mine, theirs ringSig) bool {
+	if mine.n != theirs.n {
+		return mine.n > theirs.n
 	}
-	if len(mine) == 0 {
-		return false
+	return mine.n > 0 && mine.low < theirs.low
+}
+
+// sig is this PoP's ring's signature.
+func (n *Node) sig() ringSig {
+	ms := n.members()
+	if len(ms) == 0 {
+		return ringSig{}
 	}
-	return slices.Min(mine) < slices.Min(theirs)
+	return ringSig{n: len(ms), low: ms[0]}
 }
 
 // healDueAt is when the next probe goes: never while the view holds no
@@ -81,33 +93,32 @@ func (n *Node) probe(now time.Time) []Msg {
 	return []Msg{n.ringMsg(to, n.view[to].Addr)}
 }
 
-// ringMsg is a probe to id at addr carrying this PoP's own entry in full
-// (the receiver learns its address) and the other members' IDs.
+// ringMsg is a probe to id at addr: Nb is the size of this PoP's ring,
+// Entries its own entry in full (the receiver learns its address) and,
+// when another PoP has the lowest ID, that PoP's ID. A few dozen bytes
+// whatever the ring's size, so probing costs O(N) bytes a period across N
+// PoPs, not O(N²).
 func (n *Node) ringMsg(to ID, addr string) Msg {
-	m := Msg{Kind: KindProbe, From: n.cfg.Self, To: to, ToAddr: addr, Inc: n.inc()}
-	for _, id := range n.members() {
-		if id == n.cfg.Self {
-			m.Entries = append(m.Entries, n.view[id].delta(0, 0, false))
-			continue
-		}
-		m.Entries = append(m.Entries, Entry{ID: id, Alive: true})
+	sig := n.sig()
+	m := Msg{Kind: KindProbe, From: n.cfg.Self, To: to, ToAddr: addr, Inc: n.inc(), Nb: int64(sig.n)}
+	m.Entries = append(m.Entries, n.view[n.cfg.Self].delta(0, 0, false))
+	if sig.low != n.cfg.Self {
+		m.Entries = append(m.Entries, Entry{ID: sig.low, Alive: true})
 	}
 	return n.count(m)
 }
 
-// onProbe handles another ring's probe. A member of this ring, or a
-// sender this PoP has alive in its ring, is no other ring: ignored. Else
-// the larger ring wins: if it is this one, the sender is told (the same
-// probe back, with this ring's members); if it is the sender's, this PoP
-// leaves its ring and joins the sender's through the sender.
+// onProbe handles another ring's probe. A sender this PoP has alive in
+// its ring, or a ring whose lowest member is this PoP or alive here, is no
+// other ring: ignored. Else the larger ring wins: if it is this one, the
+// sender is told (a probe back, with this ring's signature); if it is the
+// sender's, this PoP leaves its ring and joins the sender's through the
+// sender.
 func (n *Node) onProbe(now time.Time, m Msg) []Msg {
-	if !n.joined || m.From == n.cfg.Self {
+	if !n.joined || m.From == n.cfg.Self || n.Alive(m.From) || m.Nb < 1 || len(m.Entries) == 0 || len(m.Entries) > 2 {
 		return nil
 	}
-	if e := n.view[m.From]; e != nil && e.Alive {
-		return nil
-	}
-	var theirs []ID
+	theirs := ringSig{n: int(m.Nb), low: m.From}
 	addr := ""
 	for _, e := range m.Entries {
 		if e.ID == n.cfg.Self || n.Alive(e.ID) {
@@ -116,12 +127,12 @@ func (n *Node) onProbe(now time.Time, m Msg) []Msg {
 		if e.ID == m.From {
 			addr = e.Addr
 		}
-		theirs = append(theirs, e.ID)
+		theirs.low = min(theirs.low, e.ID)
 	}
-	if addr == "" || !slices.Contains(theirs, m.From) {
+	if addr == "" {
 		return nil
 	}
-	mine := n.members()
+	mine := n.sig()
 	switch {
 	case wins(mine, theirs):
 		return []Msg{n.ringMsg(m.From, addr)}

@@ -87,10 +87,11 @@ func TestSplitRingHeals(t *testing.T) {
 }
 
 // A PoP that really died is probed once per HealEvery, whatever else is
-// dead: the probes cost one message a period, and stop when it rejoins.
+// dead: the probes cost one message a period, of a size that does not grow
+// with the ring.
 func TestProbesOnePerPeriod(t *testing.T) {
 	v := newVnet(t)
-	ids := v.ring(5, 30*time.Second)
+	ids := v.ring(24, 60*time.Second)
 	v.down[ids[1]], v.down[ids[3]] = true, true
 	v.run(v.now.Add(20 * time.Second))
 	p0 := v.nodes[ids[0]].Stats().Probes
@@ -100,19 +101,22 @@ func TestProbesOnePerPeriod(t *testing.T) {
 	if got < want-1 || got > want+1 {
 		t.Fatalf("%d probes in 20 s, want %d (one per period)", got, want)
 	}
+	if size := v.bytes[KindProbe] / max(v.msgs[KindProbe], 1); size > 128 {
+		t.Fatalf("a probe is %d bytes: it should not grow with the ring", size)
+	}
 }
 
 func TestWins(t *testing.T) {
 	for _, tc := range []struct {
-		mine, theirs []ID
+		mine, theirs ringSig
 		want         bool
 	}{
-		{[]ID{5, 6, 7}, []ID{1, 2}, true},
-		{[]ID{1, 2}, []ID{5, 6, 7}, false},
-		{[]ID{1, 9}, []ID{5, 6}, true},
-		{[]ID{5, 6}, []ID{1, 9}, false},
-		{[]ID{1, 2}, []ID{1, 3}, false},
-		{nil, nil, false},
+		{ringSig{3, 5}, ringSig{2, 1}, true},
+		{ringSig{2, 1}, ringSig{3, 5}, false},
+		{ringSig{2, 1}, ringSig{2, 5}, true},
+		{ringSig{2, 5}, ringSig{2, 1}, false},
+		{ringSig{2, 1}, ringSig{2, 1}, false},
+		{ringSig{}, ringSig{}, false},
 	} {
 		if got := wins(tc.mine, tc.theirs); got != tc.want {
 			t.Errorf("wins(%v, %v) = %v, want %v", tc.mine, tc.theirs, got, tc.want)
