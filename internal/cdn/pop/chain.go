@@ -324,25 +324,25 @@ func (r route) better() (string, bool) {
 // past it the miss goes on without holders or shield.
 const queryTimeout = 3 * time.Second
 
-// askHome asks the key's home which PoPs hold ck, and returns them with
-// the home's gateway ("" when it runs no content tier: then it is no
-// shield). A home that does not answer costs the miss queryTimeout: that
-// is counted and logged (once a minute per home), so a slow miss has its
-// reason in the log.
-func (m *manager) askHome(ctx context.Context, home chord.Peer, ck chord.ID) ([]string, string) {
+// askHome asks the key's home which PoPs hold ck, and returns its answer:
+// the holders, the home's gateway ("" when it runs no content tier: then it
+// is no shield) and its time to the origin. A home that does not answer
+// costs the miss queryTimeout: that is counted and logged (once a minute
+// per home), so a slow miss has its reason in the log.
+func (m *manager) askHome(ctx context.Context, home chord.Peer, ck chord.ID) msg {
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	start := time.Now()
 	a, err := m.request(qctx, uint64(home.ID), home.Addr, msg{Op: opQuery, Key: uint64(ck)})
 	if err == nil {
-		return a.Holders, a.Gateway
+		return a
 	}
 	m.stats.HomeQueryFailures.Add(1)
 	if m.warnDue(uint64(home.ID), start) {
 		m.log.Warn("the key's home did not answer the directory query: misses of its keys wait for it, then go on without holders or shield",
 			"home", fmt.Sprintf("%016x", uint64(home.ID)), "addr", home.Addr, "waited", time.Since(start).Round(time.Millisecond), "err", err)
 	}
-	return nil, ""
+	return msg{}
 }
 
 // warnDue reports whether a warning about PoP id may be logged now: once a
@@ -368,7 +368,7 @@ func (m *manager) route(ctx context.Context, key string) route {
 	rt := route{gateways: map[uint64]string{}}
 	ck := chord.ContentKey("", key)
 	var holders []string
-	homeGW := ""
+	homeGW, homeOrigin := "", int64(0)
 	owner, err := m.r.lookup(ctx, ck)
 	m.mu.Lock()
 	gone := err == nil && m.gone[uint64(owner.ID)]
@@ -382,7 +382,8 @@ func (m *manager) route(ctx context.Context, key string) route {
 			holders = m.dir.Holders(time.Now(), ck)
 			m.mu.Unlock()
 		} else {
-			holders, homeGW = m.askHome(ctx, owner, ck)
+			a := m.askHome(ctx, owner, ck)
+			holders, homeGW, homeOrigin = a.Holders, a.Gateway, a.OriginRTT
 		}
 	}
 	now := time.Now()
@@ -407,7 +408,7 @@ func (m *manager) route(ctx context.Context, key string) route {
 	miss.Holders = rt.holders
 	if rt.home != 0 && (rt.home == self || homeGW != "") {
 		miss.Home = cand(rt.home)
-		miss.SelfHome = view[rt.home].RTT
+		miss.SelfHome, miss.HomeOrigin = view[rt.home].RTT, time.Duration(homeOrigin)
 		if homeGW != "" {
 			rt.gateways[rt.home] = homeGW
 		}

@@ -325,3 +325,28 @@ func TestPurgeAnswer(t *testing.T) {
 		t.Fatalf("nothing named: %d, want 400", code)
 	}
 }
+
+// TestShieldDetourLive: the live plan weighs the shield's detour as the
+// simulator's does (replica.Config.ShieldStretch, 1.5): the home's answer
+// carries its time to the origin. self→origin 100 ms, self→home 20 ms:
+// through a home 10 ms from the origin (30 ms ≤ 150) the shield is taken;
+// through one 200 ms from it (220 > 150) the miss goes straight to the
+// origin.
+func TestShieldDetourLive(t *testing.T) {
+	fn, ps, _ := fakeRing(t, 3, replica.DefaultConfig())
+	fn.rtt = 20 * time.Millisecond
+	key := "s/detour"
+	home, a, _ := roles(t, ps, key)
+	a.m.originRTT.Store(int64(100 * time.Millisecond))
+	for _, tc := range []struct {
+		homeOrigin time.Duration
+		shield     bool
+	}{{10 * time.Millisecond, true}, {200 * time.Millisecond, false}} {
+		home.m.originRTT.Store(int64(tc.homeOrigin))
+		rt := a.m.route(t.Context(), key)
+		got := slices.ContainsFunc(rt.steps, func(s replica.Step) bool { return s.Source == replica.Shield })
+		if got != tc.shield {
+			t.Errorf("home %v from the origin: plan %v, shield %v, want %v", tc.homeOrigin, rt.steps, got, tc.shield)
+		}
+	}
+}

@@ -79,6 +79,10 @@ type msg struct {
 	Purges  []replica.Purge   `json:"purges,omitempty"`
 	Vector  map[string]uint64 `json:"vector,omitempty"`
 	From    string            `json:"from,omitempty"`
+	// OriginRTT is, in a home's holders answer, its own smoothed time to
+	// the origin (ns, 0 unknown): the asker's plan weighs the shield's
+	// detour with it (replica.Config.ShieldStretch).
+	OriginRTT int64 `json:"origin_rtt,omitempty"`
 }
 
 // regItem names one key (hashed: HashKey) in a registration message.
@@ -232,7 +236,7 @@ func (m *manager) onMsg(from uint64, in msg) {
 		m.mu.Lock()
 		hs := m.dir.Holders(time.Now(), chord.ID(in.Key))
 		m.mu.Unlock()
-		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gw()})
+		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gw(), OriginRTT: m.originRTT.Load()})
 	case opRegister, opUnregister:
 		m.onRegister(from, in)
 	case opNotMine:
