@@ -84,6 +84,22 @@ type Config struct {
 	CacheControl []CacheControlShare
 	HTTP         httpcache.Config
 	Seed         uint64
+	// Trace, when set, is told where each request was served from, in
+	// order: what a test replays through the live PoPs to compare their
+	// decisions with the simulator's, step by step. Nil by default.
+	Trace func(Decision)
+}
+
+// Decision is where one request was served from, as Config.Trace reports
+// it: at the ingress PoP (by name), from its own copy ("hit"), from
+// another PoP holding it ("remote", From names it), through the key's home
+// as shield ("shield", From), from the origin ("origin"), or by sending
+// the client to a better holder ("redirect", From).
+type Decision struct {
+	Request Request
+	PoP     string
+	Source  string
+	From    string
 }
 
 // DefaultConfig returns the simulator's defaults. MBPP and the CDN keep the
@@ -143,6 +159,10 @@ type Result struct {
 	SimulatedS    float64 `json:"simulated_s"`
 	Events        uint64  `json:"events"`
 	WallS         float64 `json:"wall_s"`
+	// Names are the PoPs' names, by index (their ring IDs are
+	// chord.Hash of them): what a replay of a Trace starts the same PoPs
+	// by.
+	Names []string `json:"-"`
 }
 
 type evKind uint8
@@ -297,6 +317,7 @@ type sim struct {
 	staleSum                float64
 	staleN                  int
 	res                     Result
+	dec                     Decision // the request being served (Config.Trace)
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -970,6 +991,10 @@ func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool
 	oracle, random = s.oracle(r), s.random(r.Client)
 	ing, penalty := s.ingress(r.Client)
 	p := s.pops[ing]
+	s.dec = Decision{Request: r, PoP: p.name}
+	if s.cfg.Trace != nil {
+		defer func() { s.cfg.Trace(s.dec) }()
+	}
 	p.load++
 	base := penalty + s.rttLoc(r.Client, ing)
 	if p.store.Request(r.URL) {
@@ -977,6 +1002,7 @@ func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool
 			if revalidate { // stale-while-revalidate: refreshed behind the answer
 				s.keep(ing, r.URL, idx(p.store.Home(r.URL)), false, 0)
 			}
+			s.dec.Source = "hit"
 			return base, oracle, random, true, false
 		}
 		s.res.StaleMisses++
@@ -1000,6 +1026,7 @@ func (s *sim) redirect(ing, client, home int, r Request, m replica.Miss) (cost f
 	s.res.Redirects++
 	cost = s.rttLoc(client, j)
 	s.pops[j].load++
+	defer func() { s.dec.Source, s.dec.From = "redirect", s.pops[j].name }()
 	if s.pops[j].store.Request(r.URL) {
 		if usable, _, age := s.usable(j, r.URL, &s.org.asked); usable {
 			s.keep(ing, r.URL, home, true, age) // ing's copy comes from j's
@@ -1076,6 +1103,7 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 	if !ok {
 		s.res.LookupFails++
 		s.keep(ing, r.URL, -1, true, 0)
+		s.dec.Source, s.dec.From = "origin", ""
 		return s.m.RTT(p.loc, s.origin), true
 	}
 	m := replica.Miss{Self: pid(ing), SelfOrigin: dur(s.m.RTT(p.loc, s.origin)),
@@ -1118,6 +1146,7 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 			s.pops[j].load++
 			s.res.RemoteFetches++
 			s.keep(ing, r.URL, home, true, age)
+			s.dec.Source, s.dec.From = "remote", s.pops[j].name
 			return cost + float64(s.ms(ing, j))/1e6, false
 		case replica.Shield:
 			if s.pops[j].dead {
@@ -1127,9 +1156,11 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 			}
 			c, origin, age := s.shield(j, r)
 			s.keep(ing, r.URL, home, true, age)
+			s.dec.Source, s.dec.From = "shield", s.pops[j].name
 			return cost + float64(s.ms(ing, j))/1e6 + c, origin
 		case replica.Origin:
 			s.keep(ing, r.URL, home, true, 0)
+			s.dec.Source, s.dec.From = "origin", ""
 			return cost + s.m.RTT(p.loc, s.origin), true
 		}
 	}
@@ -1216,6 +1247,9 @@ func (s *sim) refresh() {
 func (s *sim) finish() {
 	s.res.View, s.res.Ring = s.cfg.View, s.cfg.Ring
 	s.res.PoPs = len(s.pops)
+	for _, p := range s.pops {
+		s.res.Names = append(s.res.Names, p.name)
+	}
 	s.res.Clients = s.w.Clients
 	s.res.Requests = len(s.w.Requests)
 	if s.staleN > 0 {
