@@ -14,8 +14,8 @@ import (
 // key knows which PoPs hold it): a copy is registered at its key's home
 // when a node stores it, registered again before the directory's TTL,
 // moved when Chord ownership changes, and unregistered when the nodes
-// evict it or a purge removes it. The decisions are replica.Holdings'; this
-// file sends them.
+// evict it or a purge removes it. The decisions are replica.Table's (the
+// holder's side) and replica.Home's (the home's); this file sends them.
 
 // Stored is called when a node of this PoP has stored a response under key
 // (a PoP key): the copy counts in the window and is registered at its home.
@@ -176,7 +176,7 @@ func (m *manager) refreshLater() {
 }
 
 // refresh registers again every copy whose registration is due
-// (replica.Holdings.Due: half the TTL, or none yet), at the home it was
+// (replica.Table.RegDue: half the TTL, or none yet), at the home it was
 // registered at while that home still answers for the key, else where a
 // Chord lookup puts it.
 func (m *manager) refresh(ctx context.Context, now time.Time) {
