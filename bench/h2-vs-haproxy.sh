@@ -44,33 +44,17 @@ bench_autogroup
 bench_stop_services
 bench_build_shoal
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
-	-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$W/key.pem" -out "$W/cert.pem" 2>/dev/null
-chmod 600 "$W/key.pem"
-cat "$W/cert.pem" "$W/key.pem" >"$W/haproxy.pem"
-mkdir -p "$W/www"
-head -c 1024 /dev/urandom >"$W/www/1k"
-chmod -R a+rX "$W/www"
-chmod a+x "$W"
+bench_tls_site
 
 start_nginx 1 "$N1"
 start_nginx 2 "$N2"
 start_haproxy 8192 "ssl crt $W/haproxy.pem alpn h2,http/1.1 ssl-min-ver TLSv1.2"
 
-GOMAXPROCS=1 nice -n "$NICE" taskset -c "$PROXY_CORE" "$SHOAL" front --listen "$SHO" --nodes "http://$N1,http://$N2" \
-	--policy rr --health-interval 0 --max-conns-per-ip -1 --admin 127.0.0.1:0 \
-	--tls-cert "$W/cert.pem" --tls-key "$W/key.pem" 2>"$W/shoal.err" &
-SPID=$!
-PIDS+=($SPID)
+bench_tls_front "$SHO" "$N1" "$N2"
 
 for a in $HAP $SHO; do
-	for _ in $(seq 100); do
-		curl -sfk -o /dev/null "https://$a/1k" && break
-		sleep 0.1
-	done
-	v=$(curl -sf --http2 --cacert "$W/cert.pem" -o /dev/null -w '%{http_version}' "https://$a/1k") ||
-		{ echo "h2-vs-haproxy: https://$a does not answer with the certificate" >&2; cat "$W"/*.err >&2; exit 1; }
-	[ "$v" = 2 ] || { echo "h2-vs-haproxy: https://$a answered HTTP/$v, not HTTP/2" >&2; exit 1; }
+	v=$(bench_wait_https "$a" --http2)
+	[ "$v" = 2 ] || { echo "$BENCH: https://$a answered HTTP/$v, not HTTP/2" >&2; exit 1; }
 done
 
 # run ADDR CELL PID → "rps mean_ms cpu_us_per_request errors requests"

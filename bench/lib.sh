@@ -51,10 +51,10 @@ bench_autogroup() {
 	local f=/proc/self/autogroup old
 	[ -e "$f" ] && [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ] || return 0
 	old=$(awk '{print $NF}' "$f")
-	if echo "$NICE" >"$f" 2>/dev/null; then
+	if echo "${NICE:--10}" >"$f" 2>/dev/null; then
 		AUTOGROUP_OLD=$old
 	else
-		echo "$BENCH: could not set the session's autogroup nice to $NICE: other sessions share the cores equally" >&2
+		echo "$BENCH: could not set the session's autogroup nice to ${NICE:--10}: other sessions share the cores equally" >&2
 	fi
 }
 
@@ -65,6 +65,48 @@ bench_build_shoal() {
 		SHOAL=$W/shoal
 		go build -o "$SHOAL" ./cmd/shoal
 	fi
+}
+
+# bench_tls_site: one ECDSA P-256 self-signed certificate (SANs localhost and
+# 127.0.0.1) for both proxies of a TLS comparison ($W/cert.pem, $W/key.pem and
+# $W/haproxy.pem, the two concatenated), and the 1 KB file under $W/www.
+bench_tls_site() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+		-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$W/key.pem" -out "$W/cert.pem" 2>/dev/null
+	chmod 600 "$W/key.pem"
+	cat "$W/cert.pem" "$W/key.pem" >"$W/haproxy.pem"
+	mkdir -p "$W/www"
+	head -c 1024 /dev/urandom >"$W/www/1k"
+	chmod -R a+rX "$W/www"
+	chmod a+x "$W"
+}
+
+# bench_tls_front ADDR NODES...: `shoal front --policy rr` terminating TLS with
+# bench_tls_site's certificate on PROXY_CORE (GOMAXPROCS=1), in the background;
+# SPID is its pid.
+bench_tls_front() {
+	local addr=$1 nodes
+	shift
+	nodes=$(printf 'http://%s,' "$@")
+	GOMAXPROCS=1 nice -n "$NICE" taskset -c "$PROXY_CORE" "$SHOAL" front --listen "$addr" --nodes "${nodes%,}" \
+		--policy rr --health-interval 0 --max-conns-per-ip -1 --admin 127.0.0.1:0 \
+		--tls-cert "$W/cert.pem" --tls-key "$W/key.pem" 2>"$W/shoal.err" &
+	SPID=$!
+	PIDS+=($SPID)
+}
+
+# bench_wait_https ADDR [CURL-ARGS...]: waits until ADDR answers over HTTPS,
+# then fetches /1k once more trusting only bench_tls_site's certificate and
+# prints the HTTP version it spoke; exits the script when it does not answer.
+bench_wait_https() {
+	local a=$1
+	shift
+	for _ in $(seq 100); do
+		curl -sfk -o /dev/null "https://$a/1k" && break
+		sleep 0.1
+	done
+	curl -sf "$@" --cacert "$W/cert.pem" -o /dev/null -w '%{http_version}' "https://$a/1k" ||
+		{ echo "$BENCH: https://$a does not answer with the certificate" >&2; cat "$W"/*.err >&2; exit 1; }
 }
 
 # bench_stop_services: the Debian nginx and HAProxy services would hold the

@@ -45,37 +45,19 @@ BENCH=tls-vs-haproxy
 bench_need nginx haproxy wrk taskset openssl curl python3
 [ -n "${SHOAL:-}" ] || command -v go >/dev/null || { echo "tls-vs-haproxy: needs Go or SHOAL=path" >&2; exit 1; }
 bench_workdir shoal-tvh
+bench_autogroup
 bench_stop_services
 bench_build_shoal
 
-# One certificate for both: ECDSA P-256, SANs localhost and 127.0.0.1.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
-	-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$W/key.pem" -out "$W/cert.pem" 2>/dev/null
-chmod 600 "$W/key.pem"
-cat "$W/cert.pem" "$W/key.pem" >"$W/haproxy.pem"
-
-mkdir -p "$W/www"
-head -c 1024 /dev/urandom >"$W/www/1k"
-chmod -R a+rX "$W/www"
-chmod a+x "$W"
+bench_tls_site
 
 start_nginx 1 "$N1"
 start_nginx 2 "$N2"
 start_haproxy 8192 "ssl crt $W/haproxy.pem alpn http/1.1 ssl-min-ver TLSv1.2" "stats socket $W/haproxy.sock mode 600 level admin"
 
-GOMAXPROCS=1 nice -n "$NICE" taskset -c "$PROXY_CORE" "$SHOAL" front --listen "$SHO" --nodes "http://$N1,http://$N2" \
-	--policy rr --health-interval 0 --max-conns-per-ip -1 --tls-cert "$W/cert.pem" --tls-key "$W/key.pem" 2>"$W/shoal.err" &
-SPID=$!
-PIDS+=($SPID)
+bench_tls_front "$SHO" "$N1" "$N2"
 
-for a in $HAP $SHO; do
-	for _ in $(seq 100); do
-		curl -sfk -o /dev/null "https://$a/1k" && break
-		sleep 0.1
-	done
-	curl -sf --cacert "$W/cert.pem" -o /dev/null "https://$a/1k" ||
-		{ echo "tls-vs-haproxy: https://$a does not answer with the certificate" >&2; cat "$W"/*.err >&2; exit 1; }
-done
+for a in $HAP $SHO; do bench_wait_https "$a" >/dev/null; done
 
 # run ADDR MODE PID → "rps p99ms cpu_us_per_request errors requests"
 run() {

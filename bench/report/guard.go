@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,23 +139,15 @@ func GuardMarkdown(w io.Writer, fs []GuardFlag, runs int) error {
 // oldest first; blank lines are skipped.
 func ReadHistory(r io.Reader) ([]Report, error) {
 	var hist []Report
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
+	err := eachLine(r, "history", 16<<20, func(line string) error {
 		rep, err := ReadReport(strings.NewReader(line))
 		if err != nil {
-			return nil, fmt.Errorf("history line %d: %w", n, err)
+			return err
 		}
 		hist = append(hist, *rep)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading history: %w", err)
-	}
-	return hist, nil
+		return nil
+	})
+	return hist, err
 }
 
 // AcceptLine is rep as one history line, or an error when its run was made

@@ -121,14 +121,9 @@ func run(args []string, stdout io.Writer) error {
 		if *in == "" {
 			return errors.New("--in is required")
 		}
-		f, err := os.Open(*in)
+		rep, err := readReportFile(*in)
 		if err != nil {
 			return err
-		}
-		rep, err := ReadReport(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", *in, err)
 		}
 		if args[0] == "table" {
 			return tables(stdout, rep)
@@ -212,14 +207,9 @@ func runGuard(mode string, args []string, stdout io.Writer) error {
 	if *in == "" || *histPath == "" {
 		return fmt.Errorf("%s needs --in and --history", mode)
 	}
-	f, err := os.Open(*in)
+	rep, err := readReportFile(*in)
 	if err != nil {
 		return err
-	}
-	rep, err := ReadReport(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("%s: %w", *in, err)
 	}
 	if mode == "accept" {
 		line, err := AcceptLine(rep, *maxLoad, *force)
@@ -254,4 +244,18 @@ func runGuard(mode string, args []string, stdout io.Writer) error {
 		return fmt.Errorf("%d comparison(s) below the spread of the last accepted runs: %w", n, errRegression)
 	}
 	return nil
+}
+
+// readReportFile reads the summary (Report) at path.
+func readReportFile(path string) (*Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rep, err := ReadReport(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rep, nil
 }

@@ -152,28 +152,40 @@ type Report struct {
 // are rejected so that a typo in a sub-script cannot silently drop a field.
 func ReadRuns(r io.Reader) ([]Run, error) {
 	var runs []Run
+	err := eachLine(r, "runs", 1<<20, func(line string) error {
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		var run Run
+		if err := dec.Decode(&run); err != nil {
+			return err
+		}
+		if run.Comparison == "" || run.Size == "" {
+			return errors.New("comparison and size are required")
+		}
+		runs = append(runs, run)
+		return nil
+	})
+	return runs, err
+}
+
+// eachLine calls fn with every non-blank line of r (trimmed, at most max
+// bytes long), naming what and the line's number in the error it returns.
+func eachLine(r io.Reader, what string, max int, fn func(line string) error) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), max)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" {
 			continue
 		}
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.DisallowUnknownFields()
-		var run Run
-		if err := dec.Decode(&run); err != nil {
-			return nil, fmt.Errorf("runs line %d: %w", n, err)
+		if err := fn(line); err != nil {
+			return fmt.Errorf("%s line %d: %w", what, n, err)
 		}
-		if run.Comparison == "" || run.Size == "" {
-			return nil, fmt.Errorf("runs line %d: comparison and size are required", n)
-		}
-		runs = append(runs, run)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading runs: %w", err)
+		return fmt.Errorf("reading %s: %w", what, err)
 	}
-	return runs, nil
+	return nil
 }
 
 // Summarize groups runs by (comparison, size, layout) in first-seen order and

@@ -33,10 +33,10 @@ func ForwardPath(rawPath string) (string, error) {
 		c := rawPath[i]
 		switch {
 		case c == '%':
-			if i+2 >= len(rawPath) || unhex(rawPath[i+1]) < 0 || unhex(rawPath[i+2]) < 0 {
+			if i+2 >= len(rawPath) || Unhex(rawPath[i+1]) < 0 || Unhex(rawPath[i+2]) < 0 {
 				return "", ErrForwardPath
 			}
-			v := byte(unhex(rawPath[i+1])<<4 | unhex(rawPath[i+2]))
+			v := byte(Unhex(rawPath[i+1])<<4 | Unhex(rawPath[i+2]))
 			i += 2
 			switch {
 			case v == '/' || v == '\\' || v < 0x20 || v == 0x7f:
@@ -121,7 +121,9 @@ func pchar(c byte) bool {
 	return unreserved(c) || strings.IndexByte("!$&'()*+,;=:@", c) >= 0
 }
 
-func unhex(c byte) int {
+// Unhex is the value of the hex digit c, or -1 when c is not one; the
+// access-log parser decodes nginx's \xHH escapes with it too.
+func Unhex(c byte) int {
 	switch {
 	case '0' <= c && c <= '9':
 		return int(c - '0')

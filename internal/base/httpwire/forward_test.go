@@ -95,7 +95,7 @@ func FuzzForwardPath(f *testing.F) {
 		for i := 0; i < len(out); i++ {
 			c := out[i]
 			if c == '%' {
-				v := unhex(out[i+1])<<4 | unhex(out[i+2])
+				v := Unhex(out[i+1])<<4 | Unhex(out[i+2])
 				if v == '/' || v == '\\' || v < 0x20 || v == 0x7f || unreserved(byte(v)) {
 					t.Fatalf("%q → %q: escape %s left", in, out, out[i:i+3])
 				}

@@ -448,7 +448,7 @@ func unescapeHex(b []byte) string {
 	out := make([]byte, 0, len(b))
 	for i := 0; i < len(b); i++ {
 		if b[i] == '\\' && i+3 < len(b) && b[i+1] == 'x' {
-			if hi, lo := unhex(b[i+2]), unhex(b[i+3]); hi >= 0 && lo >= 0 {
+			if hi, lo := httpwire.Unhex(b[i+2]), httpwire.Unhex(b[i+3]); hi >= 0 && lo >= 0 {
 				out = append(out, byte(hi<<4|lo))
 				i += 3
 				continue
@@ -457,18 +457,6 @@ func unescapeHex(b []byte) string {
 		out = append(out, b[i])
 	}
 	return string(out)
-}
-
-func unhex(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'a' <= c && c <= 'f':
-		return int(c - 'a' + 10)
-	case 'A' <= c && c <= 'F':
-		return int(c - 'A' + 10)
-	}
-	return -1
 }
 
 // method and protocol return constant strings for the common values so the

@@ -57,11 +57,18 @@ const labNice = -15
 // a minute, so the links' RTTs were not the matrix's and the PoPs measured
 // them 20 % to 2.3× too long. Ahead of such work they are the matrix's
 // again. Nice orders threads within one scheduler autogroup (a session,
-// such as go test's): load from other sessions still shares the CPUs
-// equally. Threads the runtime starts later inherit the value of the
-// thread that starts them, so the loop runs until it finds no thread it
+// such as go test's): load from other sessions would still share the CPUs
+// equally, so the session's autogroup gets the same nice (and its old one
+// back on restore). Threads the runtime starts later inherit the value of
+// the thread that starts them, so the loop runs until it finds no thread it
 // missed.
 func raisePriority(nice int) (restore func(), err error) {
+	restoreGroup := raiseAutogroup(nice)
+	defer func() {
+		if err != nil {
+			restoreGroup()
+		}
+	}()
 	// getpriority's raw syscall returns 20 − nice.
 	prio, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
 	if err != nil {
@@ -110,7 +117,24 @@ func raisePriority(nice int) (restore func(), err error) {
 			}
 			unix.Setpriority(unix.PRIO_PROCESS, tid, n)
 		}
+		restoreGroup()
 	}, nil
+}
+
+// raiseAutogroup gives this process's scheduler autogroup (its session) the
+// nice value nice, when the kernel groups by session, and returns what puts
+// the old value back; without autogroups it does nothing.
+func raiseAutogroup(nice int) (restore func()) {
+	const f = "/proc/self/autogroup"
+	b, err := os.ReadFile(f) // "/autogroup-123 nice 0"
+	fields := strings.Fields(string(b))
+	if err != nil || len(fields) != 3 {
+		return func() {}
+	}
+	if os.WriteFile(f, []byte(fmt.Sprint(nice)), 0) != nil {
+		return func() {}
+	}
+	return func() { os.WriteFile(f, []byte(fields[2]), 0) }
 }
 
 // newLab skips unless root and not -short, builds shoal, starts the WAN

@@ -36,32 +36,32 @@ func nasaFingerprint(tb testing.TB, pc policy.Config) string {
 // nasaUnbounded is nasaFingerprint as the policies gave it before their
 // per-URL tables were bounded (main at f001268, tables unbounded), with
 // requests keyed by the file they name (content.ObjectKey) since then.
-// It moved again with the store's footprints and admission (see
-// allPoliciesBefore).
-const nasaUnbounded = `lru lard/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 t=502058786000
-lru lard/4 req=33612 mem=26969 peer=0 disk=6643 hand=33612 rej=0 t=79769950000
-lru lard/8 req=33612 mem=29119 peer=0 disk=4493 hand=33612 rej=0 t=31083286000
-lru lardr/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 t=502058786000
-lru lardr/4 req=33612 mem=26969 peer=0 disk=6643 hand=33612 rej=0 t=79769950000
-lru lardr/8 req=33612 mem=29119 peer=0 disk=4493 hand=33612 rej=0 t=31083286000
-lru tbccrd/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 t=502058570000
-lru tbccrd/4 req=33612 mem=27008 peer=0 disk=6604 hand=24880 rej=0 t=78435710000
-lru tbccrd/8 req=33612 mem=29082 peer=0 disk=4530 hand=28988 rej=0 t=30279800000
-lru weblins/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 t=502058560000
-lru weblins/4 req=33612 mem=20035 peer=5328 disk=8249 hand=910 rej=0 t=102974185000
-lru weblins/8 req=33612 mem=18359 peer=9263 disk=5990 hand=1057 rej=0 t=43505640000
-cgdsf lard/1 req=33612 mem=26423 peer=0 disk=7189 hand=33612 rej=0 t=356774776000
-cgdsf lard/4 req=33612 mem=29586 peer=0 disk=4026 hand=33612 rej=0 t=61831204000
-cgdsf lard/8 req=33612 mem=30754 peer=0 disk=2858 hand=33612 rej=0 t=24060588000
-cgdsf lardr/1 req=33612 mem=26423 peer=0 disk=7189 hand=33612 rej=0 t=356774776000
-cgdsf lardr/4 req=33612 mem=29586 peer=0 disk=4026 hand=33612 rej=0 t=61831204000
-cgdsf lardr/8 req=33612 mem=30754 peer=0 disk=2858 hand=33612 rej=0 t=24060588000
-cgdsf tbccrd/1 req=33612 mem=26423 peer=0 disk=7189 hand=0 rej=0 t=356774560000
-cgdsf tbccrd/4 req=33612 mem=29588 peer=0 disk=4024 hand=24861 rej=0 t=61192570000
-cgdsf tbccrd/8 req=33612 mem=30711 peer=0 disk=2901 hand=29155 rej=0 t=24684390000
-cgdsf weblins/1 req=33612 mem=26423 peer=0 disk=7189 hand=0 rej=0 t=356774550000
-cgdsf weblins/4 req=33612 mem=19473 peer=7434 disk=6705 hand=905 rej=0 t=94100315000
-cgdsf weblins/8 req=33612 mem=17083 peer=10997 disk=5532 hand=1046 rej=0 t=42113585000
+// It moved again with the store's footprints and admission, and with the
+// footprint's charge per entry (see allPoliciesBefore).
+const nasaUnbounded = `lru lard/1 req=33612 mem=21122 peer=0 disk=12490 hand=33612 rej=0 t=506310266000
+lru lard/4 req=33612 mem=26894 peer=0 disk=6718 hand=33612 rej=0 t=81221220000
+lru lard/8 req=33612 mem=29065 peer=0 disk=4547 hand=33612 rej=0 t=31852512000
+lru lardr/1 req=33612 mem=21122 peer=0 disk=12490 hand=33612 rej=0 t=506310266000
+lru lardr/4 req=33612 mem=26894 peer=0 disk=6718 hand=33612 rej=0 t=81221220000
+lru lardr/8 req=33612 mem=29065 peer=0 disk=4547 hand=33612 rej=0 t=31852512000
+lru tbccrd/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 t=506310050000
+lru tbccrd/4 req=33612 mem=26957 peer=0 disk=6655 hand=24903 rej=0 t=78855120000
+lru tbccrd/8 req=33612 mem=29019 peer=0 disk=4593 hand=28966 rej=0 t=30632280000
+lru weblins/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 t=506310040000
+lru weblins/4 req=33612 mem=19963 peer=5209 disk=8440 hand=893 rej=0 t=107577015000
+lru weblins/8 req=33612 mem=18419 peer=8994 disk=6199 hand=1048 rej=0 t=44351885000
+cgdsf lard/1 req=33612 mem=26172 peer=0 disk=7440 hand=33612 rej=0 t=364529686000
+cgdsf lard/4 req=33612 mem=29472 peer=0 disk=4140 hand=33612 rej=0 t=62064890000
+cgdsf lard/8 req=33612 mem=30640 peer=0 disk=2972 hand=33612 rej=0 t=26095962000
+cgdsf lardr/1 req=33612 mem=26172 peer=0 disk=7440 hand=33612 rej=0 t=364529686000
+cgdsf lardr/4 req=33612 mem=29472 peer=0 disk=4140 hand=33612 rej=0 t=62064890000
+cgdsf lardr/8 req=33612 mem=30640 peer=0 disk=2972 hand=33612 rej=0 t=26095962000
+cgdsf tbccrd/1 req=33612 mem=26172 peer=0 disk=7440 hand=0 rej=0 t=364529470000
+cgdsf tbccrd/4 req=33612 mem=29414 peer=0 disk=4198 hand=24865 rej=0 t=62618890000
+cgdsf tbccrd/8 req=33612 mem=30616 peer=0 disk=2996 hand=29116 rej=0 t=25054420000
+cgdsf weblins/1 req=33612 mem=26172 peer=0 disk=7440 hand=0 rej=0 t=364529460000
+cgdsf weblins/4 req=33612 mem=19360 peer=7413 disk=6839 hand=907 rej=0 t=95823265000
+cgdsf weblins/8 req=33612 mem=16914 peer=10908 disk=5790 hand=1037 rej=0 t=42524600000
 `
 
 // TestNASABoundedTablesIdentical: with the URL-table bound at or above the

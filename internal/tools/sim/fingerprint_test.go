@@ -42,46 +42,47 @@ func allPoliciesFingerprint(tb testing.TB) string {
 // Every count moved again when the simulator began to charge each object
 // its store footprint and to admit what a live node's store admits
 // (store.Footprint; the largest object an eighth of the budget, at least
-// 500 KB).
-const allPoliciesBefore = `chbl/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 ib=0.0 t=502058786000
-chbl/4 req=33612 mem=25104 peer=0 disk=8508 hand=33612 rej=0 ib=0.0 t=94300890000
-chbl/8 req=33612 mem=27012 peer=0 disk=6600 hand=33612 rej=0 ib=0.0 t=39726610000
-dfwrr/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
-dfwrr/4 req=33612 mem=20914 peer=0 disk=12698 hand=0 rej=0 ib=0.0 t=138977660000
-dfwrr/8 req=33612 mem=20647 peer=0 disk=12965 hand=0 rej=0 ib=0.0 t=71397930000
-gwrr/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
-gwrr/4 req=33612 mem=20905 peer=0 disk=12707 hand=0 rej=0 ib=0.0 t=136806100000
-gwrr/8 req=33612 mem=20626 peer=0 disk=12986 hand=0 rej=0 ib=0.0 t=70748330000
-lard/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 ib=0.0 t=502058786000
-lard/4 req=33612 mem=26969 peer=0 disk=6643 hand=33612 rej=0 ib=0.0 t=79769950000
-lard/8 req=33612 mem=29119 peer=0 disk=4493 hand=33612 rej=0 ib=0.0 t=31083286000
-lardr/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 ib=0.0 t=502058786000
-lardr/4 req=33612 mem=26969 peer=0 disk=6643 hand=33612 rej=0 ib=0.0 t=79769950000
-lardr/8 req=33612 mem=29119 peer=0 disk=4493 hand=33612 rej=0 ib=0.0 t=31083286000
-lc/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
-lc/4 req=33612 mem=20953 peer=0 disk=12659 hand=0 rej=0 ib=0.0 t=129111830000
-lc/8 req=33612 mem=20650 peer=0 disk=12962 hand=0 rej=0 ib=0.0 t=66189450000
-p2c/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
-p2c/4 req=33612 mem=20795 peer=0 disk=12817 hand=0 rej=0 ib=0.0 t=130438390000
-p2c/8 req=33612 mem=20638 peer=0 disk=12974 hand=0 rej=0 ib=0.0 t=66167380000
-rr/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
-rr/4 req=33612 mem=20905 peer=0 disk=12707 hand=0 rej=0 ib=0.0 t=136806100000
-rr/8 req=33612 mem=20626 peer=0 disk=12986 hand=0 rej=0 ib=0.0 t=70748330000
-tbccrd/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=36.0 t=502058570000
-tbccrd/4 req=33612 mem=27008 peer=0 disk=6604 hand=24880 rej=0 ib=36.0 t=78435710000
-tbccrd/8 req=33612 mem=29082 peer=0 disk=4530 hand=28988 rej=0 ib=36.0 t=30279800000
-urlhash/1 req=33612 mem=21259 peer=0 disk=12353 hand=33612 rej=0 ib=0.0 t=502058786000
-urlhash/4 req=33612 mem=27059 peer=0 disk=6553 hand=33612 rej=0 ib=0.0 t=84428666000
-urlhash/8 req=33612 mem=29165 peer=0 disk=4447 hand=33612 rej=0 ib=0.0 t=39134178000
-weblins/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=156.0 t=502058560000
-weblins/4 req=33612 mem=20035 peer=5328 disk=8249 hand=910 rej=0 ib=4474.9 t=102974185000
-weblins/8 req=33612 mem=18359 peer=9263 disk=5990 hand=1057 rej=0 ib=5334.4 t=43505640000
-wlc/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
-wlc/4 req=33612 mem=20953 peer=0 disk=12659 hand=0 rej=0 ib=0.0 t=129111830000
-wlc/8 req=33612 mem=20650 peer=0 disk=12962 hand=0 rej=0 ib=0.0 t=66189450000
-wrr/1 req=33612 mem=21259 peer=0 disk=12353 hand=0 rej=0 ib=0.0 t=502058560000
-wrr/4 req=33612 mem=20905 peer=0 disk=12707 hand=0 rej=0 ib=0.0 t=136806100000
-wrr/8 req=33612 mem=20626 peer=0 disk=12986 hand=0 rej=0 ib=0.0 t=70748330000
+// 500 KB), and once more when that footprint began to charge an entry's Go
+// objects 1,024 bytes, as a live node's heap holds them, not 256.
+const allPoliciesBefore = `chbl/1 req=33612 mem=21122 peer=0 disk=12490 hand=33612 rej=0 ib=0.0 t=506310266000
+chbl/4 req=33612 mem=25178 peer=0 disk=8434 hand=33612 rej=0 ib=0.0 t=93563890000
+chbl/8 req=33612 mem=26913 peer=0 disk=6699 hand=33612 rej=0 ib=0.0 t=40195160000
+dfwrr/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 ib=0.0 t=506310040000
+dfwrr/4 req=33612 mem=20817 peer=0 disk=12795 hand=0 rej=0 ib=0.0 t=138211490000
+dfwrr/8 req=33612 mem=20422 peer=0 disk=13190 hand=0 rej=0 ib=0.0 t=73307820000
+gwrr/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 ib=0.0 t=506310040000
+gwrr/4 req=33612 mem=20773 peer=0 disk=12839 hand=0 rej=0 ib=0.0 t=138133050000
+gwrr/8 req=33612 mem=20523 peer=0 disk=13089 hand=0 rej=0 ib=0.0 t=71354390000
+lard/1 req=33612 mem=21122 peer=0 disk=12490 hand=33612 rej=0 ib=0.0 t=506310266000
+lard/4 req=33612 mem=26894 peer=0 disk=6718 hand=33612 rej=0 ib=0.0 t=81221220000
+lard/8 req=33612 mem=29065 peer=0 disk=4547 hand=33612 rej=0 ib=0.0 t=31852512000
+lardr/1 req=33612 mem=21122 peer=0 disk=12490 hand=33612 rej=0 ib=0.0 t=506310266000
+lardr/4 req=33612 mem=26894 peer=0 disk=6718 hand=33612 rej=0 ib=0.0 t=81221220000
+lardr/8 req=33612 mem=29065 peer=0 disk=4547 hand=33612 rej=0 ib=0.0 t=31852512000
+lc/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 ib=0.0 t=506310040000
+lc/4 req=33612 mem=20819 peer=0 disk=12793 hand=0 rej=0 ib=0.0 t=129963560000
+lc/8 req=33612 mem=20570 peer=0 disk=13042 hand=0 rej=0 ib=0.0 t=66390630000
+p2c/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 ib=0.0 t=506310040000
+p2c/4 req=33612 mem=20833 peer=0 disk=12779 hand=0 rej=0 ib=0.0 t=130056980000
+p2c/8 req=33612 mem=20504 peer=0 disk=13108 hand=0 rej=0 ib=0.0 t=66594120000
+rr/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 ib=0.0 t=506310040000
+rr/4 req=33612 mem=20773 peer=0 disk=12839 hand=0 rej=0 ib=0.0 t=138133050000
+rr/8 req=33612 mem=20523 peer=0 disk=13089 hand=0 rej=0 ib=0.0 t=71354390000
+tbccrd/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 ib=36.0 t=506310050000
+tbccrd/4 req=33612 mem=26957 peer=0 disk=6655 hand=24903 rej=0 ib=36.0 t=78855120000
+tbccrd/8 req=33612 mem=29019 peer=0 disk=4593 hand=28966 rej=0 ib=36.0 t=30632280000
+urlhash/1 req=33612 mem=21122 peer=0 disk=12490 hand=33612 rej=0 ib=0.0 t=506310266000
+urlhash/4 req=33612 mem=26979 peer=0 disk=6633 hand=33612 rej=0 ib=0.0 t=85232491000
+urlhash/8 req=33612 mem=29107 peer=0 disk=4505 hand=33612 rej=0 ib=0.0 t=39508718000
+weblins/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 ib=156.0 t=506310040000
+weblins/4 req=33612 mem=19963 peer=5209 disk=8440 hand=893 rej=0 ib=4437.3 t=107577015000
+weblins/8 req=33612 mem=18419 peer=8994 disk=6199 hand=1048 rej=0 ib=5313.7 t=44351885000
+wlc/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 ib=0.0 t=506310040000
+wlc/4 req=33612 mem=20819 peer=0 disk=12793 hand=0 rej=0 ib=0.0 t=129963560000
+wlc/8 req=33612 mem=20570 peer=0 disk=13042 hand=0 rej=0 ib=0.0 t=66390630000
+wrr/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 ib=0.0 t=506310040000
+wrr/4 req=33612 mem=20773 peer=0 disk=12839 hand=0 rej=0 ib=0.0 t=138133050000
+wrr/8 req=33612 mem=20523 peer=0 disk=13089 hand=0 rej=0 ib=0.0 t=71354390000
 `
 
 // TestAllPoliciesFingerprint: every policy is charged exactly what it was
