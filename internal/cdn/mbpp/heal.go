@@ -10,16 +10,19 @@ import (
 // each side declares the other dead and goes on as a ring of its own
 // (SPEC §5's failure detection working as meant). Nothing in the seed's
 // protocol brings the two rings back together, since no token crosses from
-// one to the other once the links return. So every member probes, every
-// Config.HealEvery, one PoP its view holds dead (each in turn), carrying
-// the members of its own ring. A probe that reaches a member of another
-// ring compares the two: the smaller ring (ties: the one whose lowest ID
-// is higher) dissolves, each of its members joining the larger one
-// through the normal join (seed 003 §3.1: one cycle accepted by every
-// PoP), member by member, as each learns of the other ring by a probe it
-// sends or receives. The winner only grows and the loser only shrinks, so
-// the choice never flips. A probe to a PoP that really died goes nowhere:
-// one message per period, whatever the number of dead PoPs.
+// one to the other once the links return. So the member with the lowest ID
+// of each ring probes, every Config.HealEvery, one PoP its view holds dead
+// (each in turn), saying how large its ring is. A probe that reaches a
+// member of another ring compares the two: the smaller ring (ties: the one
+// whose lowest ID is higher) dissolves into the larger through the normal
+// join (seed 003 §3.1: one cycle accepted by every PoP). The member that
+// learns it first joins through the other ring's PoP; its old ring's
+// tokens then reach it, it answers that their senders are dead (the
+// larger ring declared them so), and each joins in turn through the PoP
+// that told it (mergeListFrom). The winner only grows and the loser only
+// shrinks, so the choice never flips. A probe to a PoP that really died
+// goes nowhere: one message of a few dozen bytes per ring per period,
+// whatever the number of PoPs, dead or alive.
 
 // ringSig is what a probe says of a ring: its members and the lowest ID
 // among them, all two rings need to agree which dissolves.
@@ -51,7 +54,7 @@ func (n *Node) sig() ringSig {
 // dead PoP (every entry a member: members is cached, so this costs nothing
 // on a steady ring), nor when probing is off or this PoP is not a member.
 func (n *Node) healDueAt() time.Time {
-	if n.cfg.HealEvery <= 0 || !n.joined || len(n.members()) == len(n.view) {
+	if n.cfg.HealEvery <= 0 || !n.joined || len(n.members()) == len(n.view) || n.sig().low != n.cfg.Self {
 		return time.Time{}
 	}
 	return n.healDue
@@ -72,7 +75,7 @@ func (n *Node) probeTargets() []ID {
 // probe returns the probe due at now (none if it is not due), to the next
 // dead PoP in turn.
 func (n *Node) probe(now time.Time) []Msg {
-	if n.cfg.HealEvery <= 0 || !n.joined {
+	if n.cfg.HealEvery <= 0 || !n.joined || n.sig().low != n.cfg.Self {
 		return nil
 	}
 	if n.healDue.IsZero() {
@@ -101,7 +104,8 @@ func (n *Node) probe(now time.Time) []Msg {
 func (n *Node) ringMsg(to ID, addr string) Msg {
 	sig := n.sig()
 	m := Msg{Kind: KindProbe, From: n.cfg.Self, To: to, ToAddr: addr, Inc: n.inc(), Nb: int64(sig.n)}
-	m.Entries = append(m.Entries, n.view[n.cfg.Self].delta(0, 0, false))
+	e := n.view[n.cfg.Self]
+	m.Entries = append(m.Entries, Entry{ID: e.ID, Inc: e.Inc, Alive: true, HasMeta: true, Name: e.Name, Addr: e.Addr, MetaVer: e.MetaVer})
 	if sig.low != n.cfg.Self {
 		m.Entries = append(m.Entries, Entry{ID: sig.low, Alive: true})
 	}
