@@ -860,7 +860,7 @@ func (s *sim) deliver(i int, regs []replica.Reg[string], retry bool) {
 			continue
 		}
 		key := chord.Hash(r.Key)
-		if !s.pops[h].dir.Apply(s.now, r.Op, key, strconv.Itoa(i), h == i, s.pops[h].ch.Owns(key)) {
+		if !s.pops[h].dir.Apply(s.now, r.Op, key, strconv.Itoa(i), s.pops[h].ch.Owns(key)) {
 			notMine = append(notMine, r.Key)
 		}
 	}

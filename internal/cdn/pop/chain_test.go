@@ -43,7 +43,7 @@ func sorted(ids ...uint64) []uint64 { slices.Sort(ids); return ids }
 
 // TestMissChain: a miss nobody holds goes through the key's home (shield)
 // to the origin, and the asker's copy is registered at the home (which
-// does not list its own: it is the shield anyway); a miss at a
+// lists its own copy too); a miss at a
 // third PoP is then fetched from a holder, never the origin; the third
 // request is a hit. An eviction unregisters the copy.
 func TestMissChain(t *testing.T) {
@@ -57,16 +57,16 @@ func TestMissChain(t *testing.T) {
 		t.Fatalf("first GET: origin %d, a's shield fetches %d, home's shield served %d (want 1 each)",
 			origin.count("/x?v=1"), a.m.stats.ShieldFetches.Load(), home.m.stats.ShieldServed.Load())
 	}
-	eventually(t, "a listed at the home", func() bool { return slices.Equal(holders(home, key), sorted(a.id)) })
+	eventually(t, "a and the home (its shield copy) listed at the home", func() bool { return slices.Equal(holders(home, key), sorted(a.id, home.id)) })
 	if _, how := b.get(key); how != "MISS" || origin.count("/x?v=1") != 1 || b.m.stats.RemoteFetches.Load() != 1 {
 		t.Fatalf("GET at b: %s, origin %d, b's remote fetches %d (want a holder's copy)", how, origin.count("/x?v=1"), b.m.stats.RemoteFetches.Load())
 	}
 	if _, how := b.get(key); how != "HIT" {
 		t.Fatalf("second GET at b: %s, want HIT", how)
 	}
-	eventually(t, "b listed too", func() bool { return slices.Equal(holders(home, key), sorted(a.id, b.id)) })
+	eventually(t, "b listed too", func() bool { return slices.Equal(holders(home, key), sorted(a.id, b.id, home.id)) })
 	a.m.Evicted(key)
-	eventually(t, "a unlisted after its eviction", func() bool { return slices.Equal(holders(home, key), sorted(b.id)) })
+	eventually(t, "a unlisted after its eviction", func() bool { return slices.Equal(holders(home, key), sorted(b.id, home.id)) })
 	if a.m.store.Has(HashKey(key)) || a.m.stats.Evictions.Load() != 1 || !home.m.store.Has(HashKey(key)) {
 		t.Fatalf("a still counts %s", key)
 	}
@@ -87,7 +87,7 @@ func TestRemoteFetchByScore(t *testing.T) {
 	home.score, lo.score, hi.score, asker.score = 0.1, 0.3, 0.6, 0.2
 	lo.get(key)
 	hi.get(key)
-	eventually(t, "both listed", func() bool { return len(holders(home, key)) == 2 })
+	eventually(t, "both listed, and the home's shield copy", func() bool { return len(holders(home, key)) == 3 })
 	before := [2]int{lo.node.hitsOf(key), hi.node.hitsOf(key)}
 	asker.get(key)
 	if lo.node.hitsOf(key) != before[0] || hi.node.hitsOf(key) != before[1]+1 {
@@ -157,7 +157,7 @@ func TestPurgeEveryPoPConfirms(t *testing.T) {
 	home, a, b := roles(t, ps, key)
 	a.get(key)
 	b.get(key)
-	eventually(t, "two holders besides the home", func() bool { return len(holders(home, key)) == 2 })
+	eventually(t, "two holders and the home", func() bool { return len(holders(home, key)) == 3 })
 	res, err := b.m.issuePurge(t.Context(), replica.Purge{URL: "/p"})
 	if err != nil || len(res.Confirmed) != 3 || len(res.Missing) != 0 || res.Local != 1 {
 		t.Fatalf("purge: %+v %v", res, err)

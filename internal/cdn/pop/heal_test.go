@@ -203,7 +203,7 @@ func chordIs(keys []chord.ID, sides ...[]*PoP) bool {
 }
 
 // dirTrue reports whether, for every key, the key's home (among live)
-// lists exactly the other live PoPs that hold it; when not, lastDiff says
+// lists exactly the live PoPs that hold it (itself included); when not, lastDiff says
 // where it differs.
 func dirTrue(live []*PoP, keys []string) bool {
 	lastDiff = dirDiff(live, keys)
@@ -228,7 +228,7 @@ func dirDiff(live []*PoP, keys []string) string {
 		}
 		var want, got []string
 		for _, p := range live {
-			if p != home && holds(p, k) {
+			if holds(p, k) {
 				want = append(want, p.cm.m.holderID())
 			}
 		}
