@@ -51,10 +51,11 @@ type Config struct {
 	// JoinTimeout is how long a newcomer waits for an answer from one
 	// contact before trying the next.
 	JoinTimeout time.Duration
-	// HealEvery is how often a member probes one PoP its view holds dead
-	// (in turn), so that two rings a partition made find each other when
-	// it heals and the smaller dissolves into the larger (heal.go). 0
-	// turns probing off: a split ring then stays split.
+	// HealEvery is how often a ring's member with the lowest ID probes
+	// one PoP its view holds dead (each in turn), so that two rings a
+	// partition made find each other when it heals and the smaller
+	// dissolves into the larger (heal.go). 0 turns probing off: a split
+	// ring then stays split.
 	HealEvery time.Duration
 
 	// LearningFactor is A of seed 003 §2 (2): perf_link ← (1−A)·perf_link
