@@ -860,7 +860,7 @@ func (s *sim) deliver(i int, regs []replica.Reg[string], retry bool) {
 			continue
 		}
 		key := chord.Hash(r.Key)
-		if !s.pops[h].dir.Apply(s.now, r.Op, key, strconv.Itoa(i), s.pops[h].ch.Owns(key)) {
+		if !s.pops[h].dir.Apply(s.now, r.Op, key, strconv.Itoa(i), h == i, s.pops[h].ch.Owns(key)) {
 			notMine = append(notMine, r.Key)
 		}
 	}
@@ -1110,7 +1110,7 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 		SelfHome: s.ms(ing, home), HomeOrigin: dur(s.m.RTT(s.pops[home].loc, s.origin))}
 	m.Home, _ = s.candidate(ing, home)
 	ages := map[uint64]time.Duration{}
-	for _, h := range s.pops[home].dir.Holders(s.now, key) {
+	for _, h := range s.pops[home].dir.List(s.now, key, strconv.Itoa(home), s.pops[home].store.Has(r.URL)) {
 		j, _ := strconv.Atoi(h)
 		if j == ing || j < 0 || j >= len(s.pops) {
 			continue

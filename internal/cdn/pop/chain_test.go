@@ -31,7 +31,9 @@ func holders(p *fakePoP, key string) []uint64 {
 	p.m.mu.Lock()
 	defer p.m.mu.Unlock()
 	var ids []uint64
-	for _, h := range p.m.dir.Holders(time.Now(), chord.ContentKey("", key)) {
+	ck := chord.ContentKey("", key)
+	// What p answers as the key's home: its own copy counts while it is.
+	for _, h := range p.m.dir.List(time.Now(), ck, p.m.holderID(), p.m.store.Has(HashKey(key)) && p.owns(ck)) {
 		id, _, _ := parseHolder(h)
 		ids = append(ids, id)
 	}

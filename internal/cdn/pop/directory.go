@@ -130,7 +130,7 @@ func (m *manager) onRegister(from uint64, in msg) {
 	}
 	for _, it := range in.Items {
 		key := chord.ID(it.Key)
-		if !m.dir.Apply(now, op, key, in.Holder, op == replica.Register && m.r.owns(key)) {
+		if !m.dir.Apply(now, op, key, in.Holder, from == m.r.selfID(), op == replica.Register && m.r.owns(key)) {
 			notMine = append(notMine, it)
 		}
 	}
@@ -263,8 +263,8 @@ func (m *manager) handOver(now time.Time) {
 	moved := 0
 	if changed && pred.ID != chord.ID(m.r.selfID()) {
 		es = m.dir.Take(now, func(k chord.ID) bool { return !m.r.owns(k) })
-		// This PoP's own copies of those keys are registered at the
-		// new home (their entries here went with the others).
+		// This PoP's own copies of those keys were listed from its
+		// table, not its directory: register them at the new home.
 		for _, k := range m.store.At(m.r.selfID()) {
 			if !m.r.owns(chord.ID(k)) {
 				m.store.Forget(k)

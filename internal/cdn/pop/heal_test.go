@@ -233,7 +233,7 @@ func dirDiff(live []*PoP, keys []string) string {
 			}
 		}
 		home.cm.m.mu.Lock()
-		got = home.cm.m.dir.Holders(time.Now(), ck)
+		got = home.cm.m.dir.List(time.Now(), ck, home.cm.m.holderID(), home.cm.m.store.Has(uint64(ck)))
 		home.cm.m.mu.Unlock()
 		slices.Sort(want)
 		slices.Sort(got)

@@ -234,7 +234,7 @@ func (m *manager) onMsg(from uint64, in msg) {
 	switch in.Op {
 	case opQuery:
 		m.mu.Lock()
-		hs := m.dir.Holders(time.Now(), chord.ID(in.Key))
+		hs := m.dir.List(time.Now(), chord.ID(in.Key), m.holderID(), m.store.Has(in.Key))
 		m.mu.Unlock()
 		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gw(), OriginRTT: m.originRTT.Load()})
 	case opRegister, opUnregister:
