@@ -47,6 +47,7 @@ var frontFlagKeys = map[string]string{
 	"repair-port":            "repair.port",
 	"repair-dev":             "repair.dev",
 	"repair-steer":           "repair.steer",
+	"repair-moves":           "repair.moves",
 	"access-log":             "access_log",
 	"access-log-format":      "access_log_format",
 	"log-level":              "log_level",
@@ -115,6 +116,7 @@ func frontFileFlags(f config.Front) map[string]string {
 		"repair-port":     strconv.Itoa(f.Repair.Port),
 		"repair-dev":      f.Repair.Dev,
 		"repair-steer":    f.Repair.Steer,
+		"repair-moves":    f.Repair.Moves,
 	}
 }
 

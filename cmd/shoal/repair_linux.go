@@ -24,8 +24,12 @@ func (rf *repairFlags) frontPath(listen string, logger *slog.Logger) (front.Data
 	if err != nil {
 		return nil, nil, fmt.Errorf("--path repair: --listen must be VIP:port, got %q: %w", listen, err)
 	}
+	moves, err := front.ParseMoveMode(*rf.moves)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--repair-moves: %w", err)
+	}
 	rp, err := front.Repair(front.RepairConfig{Key: key, VIP: vip, Dev: *rf.dev, Port: *rf.port,
-		Steer: handoff.SteerConfig{Backend: *rf.steer}})
+		Steer: handoff.SteerConfig{Backend: *rf.steer}, Moves: moves})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -55,10 +59,18 @@ func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ..
 	return func() {
 		a := rl.Auth()
 		logf("repair handoff port closed", "restored", rl.Restored.Load(), "failed", rl.Failed.Load(),
-			"fin_handoff", rl.Fins.Load(), "limited", rl.Limited.Load(), "refused", rl.Refused.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
+			"fin_handoff", rl.Fins.Load(), "moved_out", rl.MovedOut.Load(), "move_failed", rl.MoveFailed.Load(),
+			"move_lost", rl.MoveLost.Load(), "asked", rl.Asked.Load(), "forward_late", rl.ForwardLate.Load(), "guard_dropped", guardDropped(rl), "limited", rl.Limited.Load(), "refused", rl.Refused.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
 			"stale", a.Stale.Load(), "malformed", a.Malformed.Load())
 		rl.Close()
 	}, nil
+}
+
+// guardDropped is the number of segments the node's guard dropped, 0
+// without a guard.
+func guardDropped(rl *handoff.RepairListener) uint64 {
+	g, _ := rl.Guard()
+	return g.Dropped()
 }
 
 // serveRepairSink opens a repair handoff port for `shoal bench sink` (the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"text/tabwriter"
@@ -11,6 +12,7 @@ import (
 
 	"shoal/internal/base/trace"
 	"shoal/internal/cdn/cdnsim"
+	"shoal/internal/cdn/scenario"
 	"shoal/internal/tools/sim"
 )
 
@@ -37,6 +39,8 @@ func runSimCDN(args []string) error {
 	redirect := fs.Bool("redirect", d.Redirect, "a PoP that misses sends the client (HTTP 302) to a holder scoring above it, as shoal pop --redirect does")
 	stretch := fs.Float64("shield-stretch", d.CDN.ShieldStretch, "a miss nobody holds goes through the key's home when self→home→origin ≤ this × self→origin (0: always)")
 	nearer := fs.Bool("nearer-origin", d.CDN.NearerOrigin, "a miss skips the holders farther than the origin")
+	routeCost := fs.Bool("route-cost", d.RouteCost, "a miss also pays what a live PoP's miss spends before its fetch (Chord lookup, directory query) and TCP handshakes over connections not kept (as --scenario does; the oracle and random RTTs pay none of it)")
+	learnOrigin := fs.Bool("learn-origin", d.LearnOrigin, "a PoP knows its distance to the origin, and the home's, only from its own fetches, as a live PoP does (false: every PoP knows the matrix's distances from the start)")
 	chordRTT := fs.Bool("chord-rtt", d.ChordRTT, "MBPP also samples the RTT of Chord connections (false: ring neighbours and probes only)")
 	origin := fs.String("origin", d.Origin, "location of the origin server")
 	killAt := fs.Float64("kill-at", d.KillAt, "fraction of the workload at which one PoP fails (0 = none)")
@@ -48,12 +52,16 @@ func runSimCDN(args []string) error {
 	cacheControl := fs.String("cache-control", "", "the origin's Cache-Control per class of URLs, WEIGHT:VALUE joined by |, e.g. \"70:max-age=3600|20:max-age=60, stale-while-revalidate=30|10:no-store\" (each URL drawn into a class by a seeded hash; default: fresh for a year)")
 	seed := fs.Uint64("seed", d.Seed, "seed of placement, client locations and draws; equal seeds give identical output")
 	asJSON := fs.Bool("json", false, "print one JSON object per run (one per line)")
+	scenarioPath := fs.String("scenario", "", "a scenario file (internal/cdn/scenario: PoPs, client sites, delay matrix, workload), the WAN lab's: sets the matrix, the PoPs' places, the origin, the workload and --redirect, and prints the rows the lab measures")
 	plotOut := fs.String("plot", "", "write the client RTT, staleness and traffic plots against N to NAME.svg and NAME.png")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *scenarioPath != "" {
+		return runSimScenario(*scenarioPath, *asJSON, *seed)
 	}
 	mix := d.CacheControl
 	if *cacheControl != "" {
@@ -90,7 +98,7 @@ func runSimCDN(args []string) error {
 			cfg.CDN.Window, cfg.CDN.MinRequests, cfg.CDN.HotTop = *window, *minReq, *hotTop
 			cfg.CDN.DirTTL = max(cfg.CDN.DirTTL, 2**window)
 			cfg.MBPP.Hold, cfg.Gossip.Period, cfg.MBPP.EstimateRTT, cfg.Redirect = *hold, *gossipPeriod, *estimate, *redirect
-			cfg.CDN.ShieldStretch, cfg.CDN.NearerOrigin = *stretch, *nearer
+			cfg.CDN.ShieldStretch, cfg.CDN.NearerOrigin, cfg.RouteCost, cfg.LearnOrigin = *stretch, *nearer, *routeCost, *learnOrigin
 			cfg.CacheControl = mix
 			r, err := cdnsim.Run(cfg, m, w)
 			if err != nil {
@@ -102,10 +110,7 @@ func runSimCDN(args []string) error {
 				fmt.Println(string(b))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t%.1f\t\n",
-				r.View, r.PoPs, r.Requests, r.MBPPRoundS, r.ViewStalenessS, r.MBPPBytesRound, r.MBPPMsgsRound, r.ViewBytesPerS,
-				r.ChordHopsMean, r.ChordHopsP99, r.FailureDetectS, r.ClientRTTMean, r.OracleRTTMean, r.RandomRTTMean,
-				r.HitRatio, r.OriginFetchRatio, r.WallS)
+			simRow(tw, r)
 		}
 	}
 	tw.Flush()
@@ -119,6 +124,14 @@ func runSimCDN(args []string) error {
 		return errors.New("no run: --pops and --views are empty")
 	}
 	return nil
+}
+
+// simRow prints one run as a row of the table.
+func simRow(w io.Writer, r cdnsim.Result) {
+	fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t%.1f\t\n",
+		r.View, r.PoPs, r.Requests, r.MBPPRoundS, r.ViewStalenessS, r.MBPPBytesRound, r.MBPPMsgsRound, r.ViewBytesPerS,
+		r.ChordHopsMean, r.ChordHopsP99, r.FailureDetectS, r.ClientRTTMean, r.OracleRTTMean, r.RandomRTTMean,
+		r.HitRatio, r.OriginFetchRatio, r.WallS)
 }
 
 // simMatrix loads the --rtt-matrix file, or generates the --topology's
@@ -166,4 +179,41 @@ func popCounts(list string, locs int) ([]int, error) {
 		pops = append(pops, n)
 	}
 	return pops, nil
+}
+
+// runSimScenario runs the scenario file at path on the simulator with
+// its defaults (the live PoPs' defaults), as the WAN lab runs it, and
+// prints the rows the lab compares: client RTT, hit and origin ratios,
+// PoP-to-PoP bytes, and each site's PoP.
+func runSimScenario(path string, asJSON bool, seed uint64) error {
+	sc, err := scenario.Load(path)
+	if err != nil {
+		return err
+	}
+	m, err := sc.Matrix()
+	if err != nil {
+		return err
+	}
+	w, err := sc.BuildWorkload()
+	if err != nil {
+		return err
+	}
+	cfg := sc.SimConfig()
+	cfg.Seed = seed
+	r, err := cdnsim.Run(cfg, m, w)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		b, _ := json.Marshal(r)
+		fmt.Println(string(b))
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "requests\t%d\t\nclient_rtt_ms_mean\t%.1f\t\nhit_ratio\t%.3f\t\norigin_fetch_ratio\t%.3f\t\npeer_bytes\t%d\t\n",
+		r.Requests, r.ClientRTTMean, r.HitRatio, r.OriginFetchRatio, r.PeerBytes)
+	for _, x := range sc.Sites {
+		fmt.Fprintf(tw, "pop of %s\t%s\t\n", x.Name, r.Ingress[x.Name])
+	}
+	return tw.Flush()
 }

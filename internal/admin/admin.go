@@ -621,7 +621,8 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 			labelled{"lost", r.Lost}, labelled{"ended", r.Ended}, labelled{"dropped", r.Dropped},
 			labelled{"refused_forged", r.Forged}, labelled{"refused_replayed", r.Replayed},
 			labelled{"refused_stale", r.Stale}, labelled{"refused_malformed", r.Malformed},
-			labelled{"steered_early", r.Early}, labelled{"held", r.Held})
+			labelled{"steered_early", r.Early}, labelled{"held", r.Held},
+			labelled{"moved_by_nodes", r.Retagged}, labelled{"moves_stale", r.StaleMoves})
 		gauge(descSteered, float64(r.Steered))
 	}
 }

@@ -133,6 +133,10 @@ type RepairStats struct {
 	// and moves held at the front until the node acknowledged.
 	Early uint64 `json:"steered_early"`
 	Held  uint64 `json:"held"`
+	// Retagged and StaleMoves: in tag mode, flows steered to a node that
+	// took them over from another node, and such reports found stale.
+	Retagged   uint64 `json:"moved_by_nodes"`
+	StaleMoves uint64 `json:"moves_stale"`
 }
 
 // FrontStats converts the front's counters to the form /stats serves.
@@ -170,7 +174,7 @@ func FrontStats(st front.Stats) Stats {
 		out.Repair = &RepairStats{Moved: r.Moved, Fast: r.Fast, FallbackFreeze: r.FallbackFreeze, FallbackNode: r.FallbackNode,
 			Lost: r.Lost, Ended: r.Ended, Dropped: r.Dropped, Steered: r.Steered,
 			Forged: r.Forged, Replayed: r.Replayed, Stale: r.Stale, Malformed: r.Malformed,
-			Early: r.Early, Held: r.Held}
+			Early: r.Early, Held: r.Held, Retagged: r.Retagged, StaleMoves: r.StaleMoves}
 	}
 	return out
 }

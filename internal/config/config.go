@@ -271,6 +271,12 @@ type Repair struct {
 	Dev string `toml:"dev"`
 	// Steer is the per-flow steering: bpf, nftables or auto. Default "auto".
 	Steer string `toml:"steer"`
+	// Moves says who moves a connection to the node its next request
+	// belongs to under a policy that shares its URL table (tbccrd): nodes
+	// (node to node with TCP_REPAIR, by the table the front pushes) or
+	// front (a connection stays where its first request sent it).
+	// Default "nodes".
+	Moves string `toml:"moves"`
 }
 
 // Tuning holds the policies' knobs: the [tuning] table, which
@@ -324,6 +330,7 @@ func (f *Front) fill() {
 	def(&f.Policy, "wrr")
 	def(&f.Path, "relay")
 	def(&f.Repair.Steer, "auto")
+	def(&f.Repair.Moves, "nodes")
 	def(&f.PassFDMoves, "nodes")
 	num(&f.Repair.Port, front.DefaultRepairPort)
 	if f.Hybrid.CPUPercent == 0 {
@@ -516,6 +523,9 @@ func (f *Front) validate(name string, data []byte) []error {
 	}
 	if !slices.Contains([]string{"auto", "bpf", "nftables"}, f.Repair.Steer) {
 		bad([]string{"repair", "steer"}, fmt.Sprintf("repair steer %q is unknown", f.Repair.Steer), "use auto, bpf or nftables")
+	}
+	if !slices.Contains([]string{"nodes", "front"}, f.Repair.Moves) {
+		bad([]string{"repair", "moves"}, fmt.Sprintf("repair moves %q is unknown", f.Repair.Moves), "use nodes or front")
 	}
 	if f.Limits.MaxConnPerNode < 0 {
 		bad([]string{"limits", "max_conn_per_node"}, "max_conn_per_node is negative", "use a positive count such as 256")

@@ -101,5 +101,6 @@ key_file = ""                  # HMAC key shared with the nodes, >= 16 bytes (re
 port = 7070                    # the nodes' handoff port (shoal node --repair-listen)
 dev = ""                       # interface towards the nodes; "" = the one holding the listen address
 steer = "auto"                 # per-flow steering: bpf (kernel >= 6.6), nftables, or auto
+moves = "nodes"                # under tbccrd: nodes move connections among themselves, or "front" (they stay put)
 
 `

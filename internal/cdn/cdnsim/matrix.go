@@ -295,3 +295,27 @@ func (m *Matrix) Index(name string) int {
 	}
 	return -1
 }
+
+// NewMatrix builds a matrix from names and a square table of RTTs in ms
+// (row i, column j: from names[i] to names[j]), as a scenario file gives
+// it; the table is taken as symmetric (the mean of both directions).
+func NewMatrix(names []string, rtt [][]float64) (*Matrix, error) {
+	n := len(names)
+	if n == 0 || len(rtt) != n {
+		return nil, fmt.Errorf("rtt matrix: %d rows for %d locations", len(rtt), n)
+	}
+	m := newMatrix(names)
+	for i, row := range rtt {
+		if len(row) != n {
+			return nil, fmt.Errorf("rtt matrix: row %d (%s) has %d entries, want %d", i+1, names[i], len(row), n)
+		}
+		for j := i; j < n; j++ {
+			a, b := row[j], rtt[j][i]
+			if a < 0 || b < 0 || math.IsNaN(a) || math.IsNaN(b) {
+				return nil, fmt.Errorf("rtt matrix: %s–%s is not a delay", names[i], names[j])
+			}
+			m.set(i, j, (a+b)/2)
+		}
+	}
+	return m, nil
+}

@@ -75,8 +75,33 @@ type Config struct {
 	// that bound, 1,000 PoPs needed over 10 GB). false keeps the ring
 	// neighbours' and probed links only.
 	ChordRTT bool
+	// RouteCost counts in a miss's time what a live PoP's miss spends
+	// before its fetch (the Chord lookup's round trips, the directory
+	// query to the key's home) and the TCP handshake of a fetch over no
+	// kept connection: the client RTT the WAN lab measures. Off (the
+	// default), a miss costs its fetch alone, the measure the oracle's
+	// and a random PoP's RTT (which pay neither) are compared with.
+	RouteCost bool
+	// LearnOrigin has a PoP's plan know its distance to the origin, and
+	// the home's, as a live PoP does: from its own fetches (the smoothed
+	// time to the answer's headers; the home's comes with its directory
+	// answer), unknown before the first, and an unknown detour through
+	// the home is taken. false gives every PoP the matrix's distances
+	// from the start, as the simulator did before (the scaling tables of
+	// docs/cdn.md were measured so).
+	LearnOrigin bool
+	// ConnIdle is how long a PoP keeps an idle connection to another PoP
+	// or the origin (the live transports' IdleConnTimeout): a fetch over
+	// none costs a handshake first.
+	ConnIdle time.Duration
 	// JoinGap spaces the PoPs' joins at the start.
 	JoinGap time.Duration
+	// PoPLocs, when set, places the PoPs at these locations (PoPs is then
+	// its length) and names each PoP after its location, as a scenario
+	// file does for the WAN lab, whose PoPs carry those names (and so the
+	// same Chord IDs, the same homes for each key); nil draws PoPs
+	// locations with the seed.
+	PoPLocs []int
 	// CacheControl is the origin's answers: classes of URLs and the
 	// Cache-Control each is answered with (freshness.go); HTTP the cache's
 	// choices where the RFCs leave one, as a live node's
@@ -84,22 +109,18 @@ type Config struct {
 	CacheControl []CacheControlShare
 	HTTP         httpcache.Config
 	Seed         uint64
-	// Trace, when set, is told where each request was served from, in
-	// order: what a test replays through the live PoPs to compare their
-	// decisions with the simulator's, step by step. Nil by default.
-	Trace func(Decision)
+	// OnRequest, when set, is told each request's outcome in workload
+	// order: to compare a run with the WAN lab's request by request.
+	OnRequest func(i int, o Outcome) `json:"-"`
 }
 
-// Decision is where one request was served from, as Config.Trace reports
-// it: at the ingress PoP (by name), from its own copy ("hit"), from
-// another PoP holding it ("remote", From names it), through the key's home
-// as shield ("shield", From), from the origin ("origin"), or by sending
-// the client to a better holder ("redirect", From).
-type Decision struct {
-	Request Request
-	PoP     string
-	Source  string
-	From    string
+// Outcome is one request's fate: the client's RTT in ms, whether its PoP
+// held the content, whether the origin was asked, and where a miss was
+// served from ("remote NAME", "shield NAME", "origin", "redirect NAME").
+type Outcome struct {
+	ClientMs    float64
+	Hit, Origin bool
+	Via         string
 }
 
 // DefaultConfig returns the simulator's defaults. MBPP and the CDN keep the
@@ -114,7 +135,7 @@ func DefaultConfig() Config {
 		PoPs: 100, View: "mbpp", Ring: "hash",
 		MBPP: mbpp.DefaultConfig(0, "", ""), Chord: ch, CDN: replica.DefaultConfig(), Gossip: DefaultGossipConfig(),
 		Origin: "orlando", KillAt: 0.5, FetchTimeout: time.Second, CapacityRPS: 200,
-		SampleEvery: 10 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1, ChordRTT: true,
+		SampleEvery: 10 * time.Second, LearnOrigin: true, ConnIdle: 90 * time.Second, JoinGap: 50 * time.Millisecond, Seed: 1, ChordRTT: true,
 		CacheControl: DefaultCacheControl, HTTP: httpcache.DefaultConfig(),
 	}
 }
@@ -147,6 +168,12 @@ type Result struct {
 	StaleMisses uint64 `json:"stale_misses"`
 	NotStored   uint64 `json:"not_stored"`
 
+	// PeerBytes are the body bytes PoPs fetched from each other (holders'
+	// copies, shields' answers, hot pushes); Ingress is, per client
+	// location, the PoP most of its requests entered at.
+	PeerBytes uint64            `json:"peer_bytes"`
+	Ingress   map[string]string `json:"ingress,omitempty"`
+
 	RemoteFetches uint64  `json:"remote_fetches"`
 	Redirects     uint64  `json:"redirects"`
 	ShieldFetches uint64  `json:"shield_fetches"`
@@ -160,7 +187,7 @@ type Result struct {
 	Events        uint64  `json:"events"`
 	WallS         float64 `json:"wall_s"`
 	// Names are the PoPs' names, by index (their ring IDs are
-	// chord.Hash of them): what a replay of a Trace starts the same PoPs
+	// chord.Hash of them): what a replay of OnRequest's outcomes starts the same PoPs
 	// by.
 	Names []string `json:"-"`
 }
@@ -317,7 +344,17 @@ type sim struct {
 	staleSum                float64
 	staleN                  int
 	res                     Result
-	dec                     Decision // the request being served (Config.Trace)
+
+	// sizes are the workload's body sizes by URL (for PeerBytes); entered
+	// counts requests by client location and ingress PoP (for Ingress).
+	sizes   map[string]int64
+	entered map[[2]int]int
+	// conns are when each PoP last used its connection to another PoP
+	// (or the origin, -1); originEst is each PoP's smoothed time to the
+	// origin (0 before its first fetch).
+	conns     map[[2]int]time.Time
+	originEst []time.Duration
+	via       string // where the request being served was answered from (Outcome.Via)
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -325,6 +362,9 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // Run simulates the workload over the matrix.
 func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 	wall := time.Now()
+	if len(cfg.PoPLocs) > 0 {
+		cfg.PoPs = len(cfg.PoPLocs)
+	}
 	if cfg.PoPs < 1 || cfg.PoPs > m.Len() {
 		return Result{}, fmt.Errorf("cdnsim: %d PoPs for %d locations", cfg.PoPs, m.Len())
 	}
@@ -345,11 +385,21 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 		return Result{}, fmt.Errorf("cdnsim: sample period, fetch timeout, capacity and gossip period/fanout must be > 0")
 	}
 	s := &sim{cfg: cfg, m: m, w: w, now: epoch, byMID: map[mbpp.ID]int{}, byCID: map[chord.ID]int{}, byAddr: map[string]int{},
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0xcd4)), victim: -1, org: org}
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0xcd4)), victim: -1, org: org,
+		sizes: map[string]int64{}, entered: map[[2]int]int{}, conns: map[[2]int]time.Time{}}
 	s.origin = max(m.Index(cfg.Origin), 0)
-	locs := s.rng.Perm(m.Len())[:cfg.PoPs]
+	locs, named := cfg.PoPLocs, len(cfg.PoPLocs) > 0
+	if !named {
+		locs = s.rng.Perm(m.Len())[:cfg.PoPs]
+	}
 	for i, loc := range locs {
+		if loc < 0 || loc >= m.Len() {
+			return Result{}, fmt.Errorf("cdnsim: PoP location %d not in the matrix", loc)
+		}
 		name := "pop-" + strconv.Itoa(i) + "-" + m.Names[loc]
+		if named {
+			name = m.Names[loc]
+		}
 		p := &popState{idx: i, loc: loc, name: name, addr: "p" + strconv.Itoa(i),
 			dir: replica.NewHome(cfg.CDN), rtt: map[int]time.Duration{}, copies: map[string]copyState{}}
 		p.cid = chord.Hash(name)
@@ -367,6 +417,7 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 			s.byMID[s.pops[i].mid] = i
 		}
 	}
+	s.originEst = make([]time.Duration, len(s.pops))
 	s.order = make([][]int32, m.Len())
 	for l := range s.order {
 		o := make([]int32, cfg.PoPs)
@@ -796,15 +847,25 @@ func (s *sim) probe(i, j int) {
 // messages are delivered at once (a lookup is a few RTTs, short against the
 // workload's gaps); a lookup that needs a timeout (a dead hop) fails.
 func (s *sim) lookup(i int, key chord.ID) (int, bool) {
+	home, ok, _ := s.lookupCost(i, key)
+	return home, ok
+}
+
+// lookupCost is lookup with the time it takes in ms: the critical path of
+// its messages at the matrix's one-way delays (the last answer to reach
+// PoP i), what a live PoP's miss waits for it.
+func (s *sim) lookupCost(i int, key chord.ID) (int, bool, float64) {
 	id, out := s.pops[i].ch.Lookup(s.now, key)
 	type pend struct {
 		from int
 		m    chord.Msg
+		at   float64 // ms after the lookup started that it was sent
 	}
 	var q []pend
 	for _, m := range out {
-		q = append(q, pend{i, m})
+		q = append(q, pend{i, m, 0})
 	}
+	cost := 0.0
 	touched := []int{i} // in order: the scheduling below must not follow map order
 	for len(q) > 0 {
 		x := q[0]
@@ -819,8 +880,12 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 		if s.cfg.ChordRTT {
 			s.sample(to, x.from)
 		}
+		arrived := x.at + float64(s.ms(x.from, to))/2e6
+		if to == i {
+			cost = max(cost, arrived)
+		}
 		for _, m := range s.pops[to].ch.Handle(s.now, x.m) {
-			q = append(q, pend{to, m})
+			q = append(q, pend{to, m, arrived})
 		}
 	}
 	home, found := -1, false
@@ -840,7 +905,7 @@ func (s *sim) lookup(i int, key chord.ID) (int, bool) {
 		}
 		s.sched(j, pChord)
 	}
-	return home, found
+	return home, found, cost
 }
 
 // send delivers PoP i's registration messages to the homes' directories
@@ -941,9 +1006,13 @@ func (s *sim) replay() {
 	}
 	var sumC, sumO, sumR float64
 	var hits, origin uint64
-	for _, r := range s.w.Requests {
+	for i, r := range s.w.Requests {
 		s.runUntil(start.Add(r.At))
+		s.via = ""
 		c, o, rnd, hit, org := s.serve(r)
+		if s.cfg.OnRequest != nil {
+			s.cfg.OnRequest(i, Outcome{ClientMs: c, Hit: hit, Origin: org, Via: s.via})
+		}
 		sumC, sumO, sumR = sumC+c, sumO+o, sumR+rnd
 		if hit {
 			hits++
@@ -990,11 +1059,9 @@ func (s *sim) rttLoc(loc, i int) float64 { return s.m.RTT(loc, s.pops[i].loc) }
 func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool) {
 	oracle, random = s.oracle(r), s.random(r.Client)
 	ing, penalty := s.ingress(r.Client)
+	s.sizes[r.URL] = r.Size
+	s.entered[[2]int{r.Client, ing}]++
 	p := s.pops[ing]
-	s.dec = Decision{Request: r, PoP: p.name}
-	if s.cfg.Trace != nil {
-		defer func() { s.cfg.Trace(s.dec) }()
-	}
 	p.load++
 	base := penalty + s.rttLoc(r.Client, ing)
 	if p.store.Request(r.URL) {
@@ -1002,7 +1069,6 @@ func (s *sim) serve(r Request) (client, oracle, random float64, hit, origin bool
 			if revalidate { // stale-while-revalidate: refreshed behind the answer
 				s.keep(ing, r.URL, idx(p.store.Home(r.URL)), false, 0)
 			}
-			s.dec.Source = "hit"
 			return base, oracle, random, true, false
 		}
 		s.res.StaleMisses++
@@ -1024,11 +1090,12 @@ func (s *sim) redirect(ing, client, home int, r Request, m replica.Miss) (cost f
 		return 0, false, false
 	}
 	s.res.Redirects++
+	s.setVia("redirect", j)
 	cost = s.rttLoc(client, j)
 	s.pops[j].load++
-	defer func() { s.dec.Source, s.dec.From = "redirect", s.pops[j].name }()
 	if s.pops[j].store.Request(r.URL) {
 		if usable, _, age := s.usable(j, r.URL, &s.org.asked); usable {
+			s.res.PeerBytes += uint64(r.Size)
 			s.keep(ing, r.URL, home, true, age) // ing's copy comes from j's
 			return cost, false, true
 		}
@@ -1097,17 +1164,17 @@ func dur(ms float64) time.Duration { return time.Duration(ms * float64(time.Mill
 // (never for a request already redirected). It returns the cost in ms and
 // whether the origin was asked.
 func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
-	p := s.pops[ing]
 	key := chord.Hash(r.URL)
-	home, ok := s.lookup(ing, key)
+	home, ok, cost := s.route(ing, key)
 	if !ok {
 		s.res.LookupFails++
 		s.keep(ing, r.URL, -1, true, 0)
-		s.dec.Source, s.dec.From = "origin", ""
-		return s.m.RTT(p.loc, s.origin), true
+		return cost + s.fromOrigin(ing), true
 	}
-	m := replica.Miss{Self: pid(ing), SelfOrigin: dur(s.m.RTT(p.loc, s.origin)),
-		SelfHome: s.ms(ing, home), HomeOrigin: dur(s.m.RTT(s.pops[home].loc, s.origin))}
+	m := replica.Miss{Self: pid(ing), SelfOrigin: s.originEst[ing], SelfHome: s.ms(ing, home), HomeOrigin: s.originEst[home]}
+	if !s.cfg.LearnOrigin {
+		m.SelfOrigin, m.HomeOrigin = dur(s.m.RTT(s.pops[ing].loc, s.origin)), dur(s.m.RTT(s.pops[home].loc, s.origin))
+	}
 	m.Home, _ = s.candidate(ing, home)
 	ages := map[uint64]time.Duration{}
 	for _, h := range s.pops[home].dir.List(s.now, key, strconv.Itoa(home), s.pops[home].store.Has(r.URL)) {
@@ -1121,10 +1188,9 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 	}
 	if s.cfg.Redirect && !redirected {
 		if c, origin, ok := s.redirect(ing, r.Client, home, r, m); ok {
-			return c, origin
+			return cost + c, origin
 		}
 	}
-	cost := 0.0
 	for _, st := range s.cfg.CDN.Plan(m) {
 		j := idx(st.PoP)
 		switch st.Source {
@@ -1145,23 +1211,26 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 			}
 			s.pops[j].load++
 			s.res.RemoteFetches++
+			s.setVia("remote", j)
+			s.res.PeerBytes += uint64(r.Size)
 			s.keep(ing, r.URL, home, true, age)
-			s.dec.Source, s.dec.From = "remote", s.pops[j].name
-			return cost + float64(s.ms(ing, j))/1e6, false
+			return cost + s.connect(ing, j) + float64(s.ms(ing, j))/1e6, false
 		case replica.Shield:
 			if s.pops[j].dead {
 				cost += s.timeoutMs()
 				s.res.DeadTries++
 				continue
 			}
-			c, origin, age := s.shield(j, r)
+			c := s.connect(ing, j) + float64(s.ms(ing, j))/1e6
+			s.setVia("shield", j)
+			sc, origin, age := s.shield(j, r)
+			s.res.PeerBytes += uint64(r.Size)
 			s.keep(ing, r.URL, home, true, age)
-			s.dec.Source, s.dec.From = "shield", s.pops[j].name
-			return cost + float64(s.ms(ing, j))/1e6 + c, origin
+			return cost + c + sc, origin
 		case replica.Origin:
+			s.setVia("origin", -1)
 			s.keep(ing, r.URL, home, true, 0)
-			s.dec.Source, s.dec.From = "origin", ""
-			return cost + s.m.RTT(p.loc, s.origin), true
+			return cost + s.fromOrigin(ing), true
 		}
 	}
 	return cost, false // unreachable: a plan ends at the origin
@@ -1181,7 +1250,52 @@ func (s *sim) shield(h int, r Request) (float64, bool, int64) {
 		}
 	}
 	s.keep(h, r.URL, h, true, 0)
-	return s.m.RTT(p.loc, s.origin), true, 0
+	return s.fromOrigin(h), true, 0
+}
+
+// route is what a live PoP's miss does before it fetches: the Chord
+// lookup of the key's home, then (when the home is another PoP) the
+// directory query to it, one round trip. It returns the home and the
+// time spent in ms.
+func (s *sim) route(ing int, key chord.ID) (int, bool, float64) {
+	home, ok, cost := s.lookupCost(ing, key)
+	if ok && home != ing {
+		cost += float64(s.ms(ing, home)) / 1e6
+	}
+	if !s.cfg.RouteCost {
+		cost = 0
+	}
+	return home, ok, cost
+}
+
+// connect is what PoP a's next request to PoP b (b < 0: the origin)
+// costs before it is sent, in ms: nothing over a connection used within
+// ConnIdle, else a TCP handshake, one round trip, as the live PoPs'
+// HTTP transports keep connections.
+func (s *sim) connect(a, b int) float64 {
+	k := [2]int{a, b}
+	last, ok := s.conns[k]
+	s.conns[k] = s.now
+	if !s.cfg.RouteCost || ok && s.now.Sub(last) <= s.cfg.ConnIdle {
+		return 0
+	}
+	if b < 0 {
+		return s.m.RTT(s.pops[a].loc, s.origin)
+	}
+	return float64(s.ms(a, b)) / 1e6
+}
+
+// fromOrigin is PoP i's fetch from the origin in ms (connection and
+// request), which it folds into its estimate of the origin's distance as
+// a live PoP does (smoothed, A = 1/8, from the first fetch on).
+func (s *sim) fromOrigin(i int) float64 {
+	c := s.connect(i, -1) + s.m.RTT(s.pops[i].loc, s.origin)
+	d, old := dur(c), s.originEst[i]
+	if old != 0 {
+		d = old + (d-old)/8
+	}
+	s.originEst[i] = d
+	return c
 }
 
 // roll ends every PoP's window: evictions leave the directory and hot
@@ -1214,6 +1328,7 @@ func (s *sim) roll() {
 					continue
 				}
 				s.res.Pushes++
+				s.res.PeerBytes += uint64(s.sizes[u])
 				s.keep(j, u, home, false, age)
 			}
 		}
@@ -1252,6 +1367,7 @@ func (s *sim) finish() {
 	}
 	s.res.Clients = s.w.Clients
 	s.res.Requests = len(s.w.Requests)
+	s.res.Ingress = s.ingressByLoc()
 	if s.staleN > 0 {
 		s.res.ViewStalenessS = s.staleSum / float64(s.staleN)
 	}
@@ -1268,5 +1384,33 @@ func (s *sim) finish() {
 		s.res.FailureDetectS = s.found.Sub(s.killed).Seconds()
 	} else if s.victim >= 0 {
 		s.res.FailureDetectS = -1 // not detected
+	}
+}
+
+// ingressByLoc names, for each client location, the PoP most of its
+// requests entered at (ties: the lower PoP index).
+func (s *sim) ingressByLoc() map[string]string {
+	best := map[int][2]int{} // location → PoP, count
+	for k, n := range s.entered {
+		b, seen := best[k[0]]
+		if !seen || n > b[1] || n == b[1] && k[1] < b[0] {
+			best[k[0]] = [2]int{k[1], n}
+		}
+	}
+	out := make(map[string]string, len(best))
+	for loc, b := range best {
+		out[s.m.Names[loc]] = s.pops[b[0]].name
+	}
+	return out
+}
+
+// setVia records the first source a request was served from (Outcome.Via).
+func (s *sim) setVia(how string, j int) {
+	if s.via != "" {
+		return
+	}
+	s.via = how
+	if j >= 0 {
+		s.via += " " + s.pops[j].name
 	}
 }

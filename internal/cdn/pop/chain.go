@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -126,7 +127,9 @@ func (c *chain) Fetch(ctx context.Context, req *http.Request) (*http.Response, e
 			return resp, nil
 		}
 	}
+	start := time.Now()
 	rt := c.m.route(ctx, key)
+	routed := time.Since(start)
 	c.m.fetchedHome(key, rt.home)
 	if c.redirect && !marked && role == "" {
 		if gw, ok := rt.better(); ok {
@@ -140,18 +143,34 @@ func (c *chain) Fetch(ctx context.Context, req *http.Request) (*http.Response, e
 		case replica.Remote:
 			if resp, ok := c.ask(ctx, req, rt.gateways[s.PoP], uri, ""); ok {
 				st.RemoteFetches.Add(1)
+				c.logMiss(key, rt, s, routed, start)
 				return resp, nil
 			}
 		case replica.Shield:
 			if resp, ok := c.ask(ctx, req, rt.gateways[s.PoP], uri, "shield"); ok {
 				st.ShieldFetches.Add(1)
+				c.logMiss(key, rt, s, routed, start)
 				return resp, nil
 			}
 		case replica.Origin:
+			c.logMiss(key, rt, s, routed, start)
 			return c.fromOrigin(ctx, req)
 		}
 	}
 	return c.fromOrigin(ctx, req)
+}
+
+// logMiss logs at debug level how a miss went: its key's home, the plan,
+// the step that answered, and the time spent routing (Chord lookup and
+// directory query) and in all (to the answer's headers, or to the origin
+// fetch's start): what a slow miss spent its time on.
+func (c *chain) logMiss(key string, rt route, served replica.Step, routed time.Duration, start time.Time) {
+	if !c.m.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	c.m.log.Debug("miss routed", "key", key, "home", fmt.Sprintf("%016x", rt.home), "steps", len(rt.steps),
+		"source", served.Source, "from", fmt.Sprintf("%016x", served.PoP), "route_ms", float64(routed)/1e6,
+		"total_ms", float64(time.Since(start))/1e6)
 }
 
 // fromOrigin is the last hop, counted: fetches and the bytes they bring.
@@ -219,6 +238,7 @@ func (c *chain) ask(ctx context.Context, req *http.Request, gateway, uri, role s
 		// the asker's client did not ask for only-if-cached.
 		resp.Request = req
 	}
+	resp.Body = &counted{ReadCloser: resp.Body, n: &c.m.stats.PeerBytes}
 	return resp, true
 }
 
@@ -324,25 +344,27 @@ func (r route) better() (string, bool) {
 // past it the miss goes on without holders or shield.
 const queryTimeout = 3 * time.Second
 
-// askHome asks the key's home which PoPs hold ck, and returns its answer:
-// the holders, the home's gateway ("" when it runs no content tier: then it
-// is no shield) and its time to the origin. A home that does not answer
-// costs the miss queryTimeout: that is counted and logged (once a minute
-// per home), so a slow miss has its reason in the log.
-func (m *manager) askHome(ctx context.Context, home chord.Peer, ck chord.ID) msg {
+// askHome asks the key's home which PoPs hold ck, and returns them with
+// the home's gateway ("" when it runs no content tier: then it is no
+// shield) and its smoothed time to the origin (0: unknown), the plan's
+// HomeOrigin: without it the shield's detour bound
+// (replica.Config.ShieldStretch) never applied to a live PoP. A home that
+// does not answer costs the miss queryTimeout: that is counted and logged
+// (once a minute per home), so a slow miss has its reason in the log.
+func (m *manager) askHome(ctx context.Context, home chord.Peer, ck chord.ID) ([]string, string, time.Duration) {
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	start := time.Now()
 	a, err := m.request(qctx, uint64(home.ID), home.Addr, msg{Op: opQuery, Key: uint64(ck)})
 	if err == nil {
-		return a
+		return a.Holders, a.Gateway, time.Duration(a.OriginNs)
 	}
 	m.stats.HomeQueryFailures.Add(1)
 	if m.warnDue(uint64(home.ID), start) {
 		m.log.Warn("the key's home did not answer the directory query: misses of its keys wait for it, then go on without holders or shield",
 			"home", fmt.Sprintf("%016x", uint64(home.ID)), "addr", home.Addr, "waited", time.Since(start).Round(time.Millisecond), "err", err)
 	}
-	return msg{}
+	return nil, "", 0
 }
 
 // warnDue reports whether a warning about PoP id may be logged now: once a
@@ -368,7 +390,7 @@ func (m *manager) route(ctx context.Context, key string) route {
 	rt := route{gateways: map[uint64]string{}}
 	ck := chord.ContentKey("", key)
 	var holders []string
-	homeGW, homeOrigin := "", int64(0)
+	homeGW, homeOrigin := "", time.Duration(0)
 	owner, err := m.r.lookup(ctx, ck)
 	m.mu.Lock()
 	gone := err == nil && m.gone[uint64(owner.ID)]
@@ -382,8 +404,7 @@ func (m *manager) route(ctx context.Context, key string) route {
 			holders = m.dir.Holders(time.Now(), ck)
 			m.mu.Unlock()
 		} else {
-			a := m.askHome(ctx, owner, ck)
-			holders, homeGW, homeOrigin = a.Holders, a.Gateway, a.OriginRTT
+			holders, homeGW, homeOrigin = m.askHome(ctx, owner, ck)
 		}
 	}
 	now := time.Now()
@@ -408,7 +429,8 @@ func (m *manager) route(ctx context.Context, key string) route {
 	miss.Holders = rt.holders
 	if rt.home != 0 && (rt.home == self || homeGW != "") {
 		miss.Home = cand(rt.home)
-		miss.SelfHome, miss.HomeOrigin = view[rt.home].RTT, time.Duration(homeOrigin)
+		miss.SelfHome = view[rt.home].RTT
+		miss.HomeOrigin = homeOrigin
 		if homeGW != "" {
 			rt.gateways[rt.home] = homeGW
 		}

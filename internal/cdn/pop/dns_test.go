@@ -76,8 +76,10 @@ func TestDNSAnswersCoveragePoPThenALiveOne(t *testing.T) {
 	t.Logf("b's prefix answered by a %v after b stopped", time.Since(start).Round(10*time.Millisecond))
 	st := a.DNS.Stats()
 	// b's prefix after b left is answered by another PoP: counted as a
-	// fallback (b still in the view, dead) or balanced (b gone from it).
-	if st.Outcomes["fallback"]+st.Outcomes["balanced"] == 0 || st.ByPoP["b"] == 0 || st.ECS == 0 {
+	// fallback (b still in the view, dead) or balanced (b gone from it),
+	// or overloaded when a, the one live PoP, reports itself above capacity
+	// (its server score follows the CPU, which a loaded machine takes).
+	if st.Outcomes["fallback"]+st.Outcomes["balanced"]+st.Outcomes["overloaded"] == 0 || st.ByPoP["b"] == 0 || st.ECS == 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -140,7 +140,10 @@ func raiseAutogroup(nice int) (restore func()) {
 // newLab skips unless root and not -short, builds shoal, starts the WAN
 // switch with labRTT and writes the shared seed; on cleanup it interrupts
 // and waits for every process in procs, then closes the WAN.
-func newLab(t *testing.T) *lab {
+func newLab(t *testing.T) *lab { return newLabMatrix(t, labRTT) }
+
+// newLabMatrix is newLab on the delay matrix rtt (one WAN node a row).
+func newLabMatrix(t *testing.T, rtt [][]float64) *lab {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces and TUN (run under flock /work/lab.lock)")
 	}
@@ -157,7 +160,7 @@ func newLab(t *testing.T) *lab {
 		t.Fatal(err)
 	}
 	t.Cleanup(restore) // registered first: runs after the lab is down
-	w, err := wan.Start(context.Background(), wan.Matrix{RTT: labRTT})
+	w, err := wan.Start(context.Background(), wan.Matrix{RTT: rtt})
 	if err != nil {
 		t.Fatal(err)
 	}

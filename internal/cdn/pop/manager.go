@@ -79,10 +79,9 @@ type msg struct {
 	Purges  []replica.Purge   `json:"purges,omitempty"`
 	Vector  map[string]uint64 `json:"vector,omitempty"`
 	From    string            `json:"from,omitempty"`
-	// OriginRTT is, in a home's holders answer, its own smoothed time to
-	// the origin (ns, 0 unknown): the asker's plan weighs the shield's
-	// detour with it (replica.Config.ShieldStretch).
-	OriginRTT int64 `json:"origin_rtt,omitempty"`
+	// OriginNs is, in a holders answer, the home's smoothed time to the
+	// origin in ns (0: not measured yet).
+	OriginNs int64 `json:"origin_ns,omitempty"`
 }
 
 // regItem names one key (hashed: HashKey) in a registration message.
@@ -233,10 +232,16 @@ func (m *manager) answered(a msg) {
 func (m *manager) onMsg(from uint64, in msg) {
 	switch in.Op {
 	case opQuery:
+		// The answer names every holder (seed 003 §1), this home too
+		// when it holds the key. Left out, the asker ranked only the
+		// other holders, and its plan tries every holder before the
+		// shield: a miss 24 ms from a home holding the copy was
+		// fetched from a holder 60 ms away (the WAN lab's scenario).
+		self := m.holderID()
 		m.mu.Lock()
-		hs := m.dir.List(time.Now(), chord.ID(in.Key), m.holderID(), m.store.Has(in.Key))
+		hs := m.dir.List(time.Now(), chord.ID(in.Key), self, m.store.Has(in.Key))
 		m.mu.Unlock()
-		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gw(), OriginRTT: m.originRTT.Load()})
+		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gw(), OriginNs: m.originRTT.Load()})
 	case opRegister, opUnregister:
 		m.onRegister(from, in)
 	case opNotMine:

@@ -3,6 +3,7 @@ package pop
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 // TestSameDecisionsAsTheSimulator: one behaviour, both places. A request
 // sequence runs through `shoal sim cdn`'s simulator, which reports where
-// each request was served from; the same sequence is then replayed,
+// each request was served from (Config.OnRequest); the same sequence is then replayed,
 // request by request, through live content managers and miss chains
 // (the in-memory ring: the same PoP names, so the same ring IDs and the
 // same homes), and each request must be served the same way: a hit at the
@@ -37,14 +38,37 @@ func TestSameDecisionsAsTheSimulator(t *testing.T) {
 		w.Requests = append(w.Requests, cdnsim.Request{At: time.Duration(i) * time.Second, Client: rng.IntN(4), URL: urls[rng.IntN(len(urls))], Size: 100})
 	}
 	w.Clients = 4
-	var trace []cdnsim.Decision
-	cfg.Trace = func(d cdnsim.Decision) { trace = append(trace, d) }
+	var outs []cdnsim.Outcome
+	cfg.OnRequest = func(i int, o cdnsim.Outcome) { outs = append(outs, o) }
 	res, err := cdnsim.Run(cfg, m, &w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(trace) != len(w.Requests) {
-		t.Fatalf("%d decisions for %d requests", len(trace), len(w.Requests))
+	if len(outs) != len(w.Requests) {
+		t.Fatalf("%d outcomes for %d requests", len(outs), len(w.Requests))
+	}
+	// Each location has a PoP (named after it), its clients' nearest.
+	ingress := func(client int) string {
+		for _, n := range res.Names {
+			if strings.HasSuffix(n, "-"+m.Names[client]) {
+				return n
+			}
+		}
+		t.Fatalf("no PoP at %s", m.Names[client])
+		return ""
+	}
+	type decision struct {
+		Request      cdnsim.Request
+		PoP          string
+		Source, From string
+	}
+	var trace []decision
+	for i, o := range outs {
+		d := decision{Request: w.Requests[i], PoP: ingress(w.Requests[i].Client), Source: "hit"}
+		if !o.Hit {
+			d.Source, d.From, _ = strings.Cut(o.Via, " ")
+		}
+		trace = append(trace, d)
 	}
 
 	rc := replica.DefaultConfig()

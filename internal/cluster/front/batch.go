@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"shoal/internal/base/rawio"
 )
 
 // batcher writes request heads to nodes in batches, the way an event loop
@@ -100,7 +102,7 @@ func (b *batcher) run() {
 // ordinary way or reports the error.
 func (nc *nodeConn) flushHead() {
 	for nc.wn < len(nc.wbuf) {
-		m, err := syscall.Write(nc.fd, nc.wbuf[nc.wn:])
+		m, err := rawio.Write(nc.fd, nc.wbuf[nc.wn:])
 		if err == syscall.EINTR {
 			continue
 		}

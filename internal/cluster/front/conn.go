@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/rawio"
 	"shoal/internal/cluster/policy"
 )
 
@@ -27,6 +28,7 @@ type clientConn struct {
 	out    []byte
 	vec    [2][]byte
 	bufs   net.Buffers
+	io     rawio.Conn // raw reads and writes of a plain TCP connection
 	req    httpwire.Request
 	pr     policy.Request
 	lr     io.LimitedReader
@@ -91,6 +93,7 @@ func (s *Server) getClientConn(c net.Conn) *clientConn {
 	}
 	cc.c, cc.holder = c, -1
 	cc.tls = isTLS(c)
+	cc.io.Bind(c)
 	cc.in.r, cc.in.w = 0, 0
 	cc.now = time.Now().UnixNano()
 	return cc
@@ -104,6 +107,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 		return
 	}
 	cc.c, cc.ip, cc.id, cc.addr = nil, "", 0, netip.Addr{}
+	cc.io.Unbind()
 	cc.out = cc.out[:0]
 	cc.vec = [2][]byte{}
 	cc.bufs = nil
@@ -298,7 +302,7 @@ func (cc *clientConn) readHead(first bool) bool {
 		} else {
 			cc.state.CompareAndSwap(connIdle, connBusy)
 		}
-		n, err := cc.in.fill(cc.c)
+		n, err := cc.fill()
 		if n > 0 {
 			s.ctr.bytesIn.Add(uint64(n))
 			continue
@@ -409,15 +413,19 @@ func (cc *clientConn) writeError(status int, why answerReason, close bool) int {
 	cc.log.body = int64(len(text) + 1)
 	cc.log.reason = why
 	cc.wdl.setWrite(cc.c, cc.now, s.cfg.WriteTimeout)
-	n, _ := cc.c.Write(out)
-	s.ctr.bytesOut.Add(uint64(n))
-	cc.sent += int64(n)
+	cc.write(out)
 	return status
 }
 
 // write sends b to the client, counting the bytes.
 func (cc *clientConn) write(b []byte) error {
-	n, err := cc.c.Write(b)
+	var n int
+	var err error
+	if cc.io.Active() {
+		n, err = cc.io.Write(b, nil)
+	} else {
+		n, err = cc.c.Write(b)
+	}
 	cc.s.ctr.bytesOut.Add(uint64(n))
 	cc.sent += int64(n)
 	return err
@@ -432,6 +440,12 @@ func (cc *clientConn) writev(a, b []byte) error {
 		// One TLS record instead of two (writev cannot gather records);
 		// b is never in a's array (it is a node connection's buffer).
 		return cc.write(append(a, b...))
+	}
+	if cc.io.Active() {
+		n, err := cc.io.Write(a, b)
+		cc.s.ctr.bytesOut.Add(uint64(n))
+		cc.sent += int64(n)
+		return err
 	}
 	cc.vec[0], cc.vec[1] = a, b
 	cc.bufs = cc.vec[:]

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"shoal/internal/base/accept"
+	"shoal/internal/base/rawio"
 )
 
 // The raw accept path: under passfd alone (Config.Path is PassFD, no
@@ -160,7 +160,7 @@ func (ra *rawAccept) conn(fd int) {
 		rawClose(fd)
 		return
 	}
-	n, err := rawRead(fd, ra.buf)
+	n, err := rawio.Read(fd, ra.buf)
 	switch {
 	case n > 0:
 		s.ctr.bytesIn.Add(uint64(n))
@@ -175,14 +175,4 @@ func (ra *rawAccept) conn(fd int) {
 	}
 	ra.rr.m = rawMove{fd: fd, data: ra.buf[:n], holder: -1}
 	s.dispatchRaw(ra.mv, &ra.rr)
-}
-
-// rawRead reads from the non-blocking socket fd without the runtime's
-// syscall bookkeeping.
-func rawRead(fd int, b []byte) (int, error) {
-	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
 }

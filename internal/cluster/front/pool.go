@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/rawio"
 	"shoal/internal/cluster/control"
 )
 
@@ -148,7 +149,7 @@ func (nc *nodeConn) rawStep(fd uintptr) bool {
 			return false // wait for readability
 		}
 		for nc.wn < len(nc.wbuf) {
-			m, err := syscall.Write(int(fd), nc.wbuf[nc.wn:])
+			m, err := rawio.Write(int(fd), nc.wbuf[nc.wn:])
 			if err == syscall.EINTR {
 				continue
 			}
@@ -163,22 +164,23 @@ func (nc *nodeConn) rawStep(fd uintptr) bool {
 		return false // wait for readability
 	}
 	for {
-		m, err := syscall.Read(int(fd), nc.in.b[nc.in.w:])
+		m, err := rawio.Read(int(fd), nc.in.b[nc.in.w:])
 		if err == syscall.EINTR {
 			continue
 		}
 		if err == syscall.EAGAIN {
 			return false
 		}
+		if err != nil {
+			nc.rerr = err
+			return true
+		}
 		if m > 0 {
 			nc.in.w += m
 			nc.rn = m
 			return true
 		}
-		if err == nil {
-			err = io.EOF
-		}
-		nc.rerr = err
+		nc.rerr = io.EOF
 		return true
 	}
 }
@@ -207,8 +209,7 @@ func (nc *nodeConn) quiet() bool {
 
 // peekStep is quiet's RawConn.Control callback.
 func (nc *nodeConn) peekStep(fd uintptr) {
-	_, _, err := syscall.Recvfrom(int(fd), nc.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	nc.quietNow = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+	nc.quietNow = rawQuiet(int(fd), nc.peekBuf[:])
 }
 
 // pool is a LIFO free list of idle node connections. LIFO keeps the hottest

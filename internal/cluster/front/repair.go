@@ -38,6 +38,15 @@ type RepairConfig struct {
 	// Steer overrides the nftables/routing parameters (VIP and Dev are
 	// filled from above).
 	Steer handoff.SteerConfig
+	// Moves says who moves a connection to the node its next request
+	// belongs to under a policy that shares its table (repair_tag.go):
+	// MovesNodes (default) hands connections over in tag mode and the
+	// nodes move them among themselves; MovesFront keeps the connection
+	// where its first request sent it.
+	Moves MoveMode
+	// TagFlush is how long the front gathers table changes before it
+	// pushes them (default DefaultRepairTagFlush).
+	TagFlush time.Duration
 }
 
 // RepairPath is the repair data path (seed 002, SPEC §4): the front reads a
@@ -59,7 +68,9 @@ type RepairConfig struct {
 //
 // Limits: IPv4 only. A moved keep-alive connection stays with its node to
 // its end (later requests never reach the front, so content-aware policies
-// only see the first request of each connection). Stopping the front
+// only see the first request of each connection), except in tag mode
+// (repair_tag.go: tbccrd), where the nodes move it among themselves by the
+// front's table. Stopping the front
 // removes the steering, which ends every moved connection (its next packet
 // meets a reset from the front). The nodes' handoff port authenticates
 // every message but should still be reachable only from the front.
@@ -67,6 +78,7 @@ type RepairPath struct {
 	cfg   RepairConfig
 	mover *handoff.RepairMover
 	s     atomic.Pointer[Server] // set on first Serve
+	tag   repairTag
 
 	moved, fast, fallbackFreeze, fallbackNode, lost atomic.Uint64
 }
@@ -83,7 +95,7 @@ func Repair(cfg RepairConfig) (*RepairPath, error) {
 	p := &RepairPath{cfg: cfg}
 	m, err := handoff.NewRepairMover(handoff.RepairMoverConfig{
 		Key: cfg.Key, VIP: cfg.VIP, Dev: cfg.Dev, Timeout: cfg.Timeout, Linger: cfg.Linger, Steer: cfg.Steer,
-		OnNodeDown: p.nodeDown, OnEnd: p.end,
+		OnNodeDown: p.nodeDown, OnEnd: p.end, OnMoved: p.tagMoved, OnTag: p.tagMsg,
 		OnError: func(err error) {
 			if s := p.s.Load(); s != nil {
 				s.logf("front: repair: %v", err)
@@ -108,6 +120,7 @@ func (p *RepairPath) Stats() RepairStats {
 		Lost: p.lost.Load(), Ended: m.Ended.Load(), Dropped: m.Dropped.Load(), Steered: m.Steer().Len(),
 		Forged: a.Forged.Load(), Replayed: a.Replayed.Load(), Stale: a.Stale.Load(),
 		Malformed: a.Malformed.Load(), Early: m.Early.Load(), Held: m.Held.Load(), Fast: p.fast.Load(),
+		Retagged: m.Retagged.Load(), StaleMoves: m.Stale.Load(),
 	}
 }
 
@@ -129,22 +142,32 @@ func (p *RepairPath) node(s *Server, idx int, hostport string) error {
 	if p.mover.HasNode(idx) {
 		return nil
 	}
+	ap, err := resolveHandoff(hostport, p.cfg.Port)
+	if err != nil {
+		return err
+	}
+	if err := p.mover.AddNode(idx, ap); err != nil {
+		return fmt.Errorf("front: repair: %w", err)
+	}
+	return nil
+}
+
+// resolveHandoff is the handoff port of the node whose HTTP address is
+// hostport: its host (an IPv4 literal, else looked up) and port.
+func resolveHandoff(hostport string, port int) (netip.AddrPort, error) {
 	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return fmt.Errorf("front: repair: node address %q: %w", hostport, err)
+		return netip.AddrPort{}, fmt.Errorf("front: repair: node address %q: %w", hostport, err)
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
 		ips, lerr := net.LookupIP(host)
 		if lerr != nil || len(ips) == 0 {
-			return fmt.Errorf("front: repair: node host %q: %v", host, lerr)
+			return netip.AddrPort{}, fmt.Errorf("front: repair: node host %q: %v", host, lerr)
 		}
 		ip, _ = netip.AddrFromSlice(ips[0].To4())
 	}
-	if err := p.mover.AddNode(idx, netip.AddrPortFrom(ip.Unmap(), uint16(p.cfg.Port))); err != nil {
-		return fmt.Errorf("front: repair: %w", err)
-	}
-	return nil
+	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), nil
 }
 
 // end is the mover's OnEnd: a moved connection ended on its node, so the
@@ -184,6 +207,9 @@ func (p *RepairPath) Serve(x *Exchange) Result {
 		p.fallbackNode.Add(1)
 		s.logf("%v; relaying", err)
 		return cc.relay(x)
+	}
+	if p.tagOn(s) {
+		p.kickPush() // the pick may have changed the shared table
 	}
 	// Head and Buffered are contiguous in the connection's buffer.
 	buf := x.Buffered()

@@ -28,4 +28,8 @@ type RepairStats struct {
 	// Fast counts the moved connections handed off straight from the raw
 	// accept loop (repairfast.go).
 	Fast uint64
+	// Retagged counts flows steered from one node to another at a node's
+	// report in tag mode (repair_tag.go); StaleMoves, reports refused as
+	// older than a move already applied or for a flow not moved.
+	Retagged, StaleMoves uint64
 }

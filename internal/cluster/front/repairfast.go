@@ -45,6 +45,9 @@ func (p *RepairPath) moveRaw(s *Server, t *ticket, m *rawMove) rawOutcome {
 		s.cl.Hold(b, id)
 		return rawNormal // a node without a channel yet: the normal path dials
 	}
+	if p.tagOn(s) {
+		p.kickPush() // the pick may have changed the shared table
+	}
 	h := &repairHandoff{s: s, p: p, fd: fd, id: id, b: b, t: *t, pr: *t.pr}
 	h.t.pr = &h.pr
 	s.cl.Hold(b, id) // until FIN-HANDOFF (held.go)

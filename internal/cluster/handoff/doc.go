@@ -105,6 +105,14 @@
 // counted. See repair*.go, steer*.go, guard.go and lab*.go (the
 // network-namespace test topology).
 //
+// Tag mode across hosts (repair_tagmsg.go, repair_tag.go,
+// repair_tagconn.go): under tbccrd the front also pushes its URL table to
+// the nodes, and the node holding a connection moves it to the node the
+// table names with the same sealed state message, node to node; the old
+// holder's guard holds the flow while it freezes and then forwards it to
+// the new holder until the front's flow map follows the new holder's
+// batched report.
+//
 // RepairMover is the one implementation of those front-side steps (the HTTP
 // front and internal/cluster/l4 both use it). While a flow moves, the client may
 // still send: the rest of a request of several segments, pipelined

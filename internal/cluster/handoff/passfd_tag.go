@@ -45,6 +45,15 @@ const (
 	TableFull uint8 = 3
 	// TableTag: requests for the URL in the text go to node (-1: ask).
 	TableTag uint8 = 4
+	// TableHolders: the URL in the text is cached by the nodes of the bit
+	// set in node (policy.Tag.Holders); the node holding a connection
+	// picks the least loaded of them below the load limit. Only the
+	// repair path's nodes use it (passfd's ignore it and ask).
+	TableHolders uint8 = 5
+	// TableLoad: node's open connections are the text (4 bytes, big
+	// endian); TableLimit: the load limit is the text (node unused).
+	TableLoad  uint8 = 6
+	TableLimit uint8 = 7
 )
 
 // Note operations (FDNote payload): op byte, int32 node, uint32 seq, uint64
@@ -94,7 +103,7 @@ func ParseTable(b []byte, f func(op uint8, node int, text []byte)) error {
 		var text []byte
 		switch op {
 		case TableReset:
-		case TablePeer, TableFull, TableTag:
+		case TablePeer, TableFull, TableTag, TableHolders, TableLoad, TableLimit:
 			if len(b) < 2 {
 				return fmt.Errorf("%w: table record without its length", ErrFDMessage)
 			}

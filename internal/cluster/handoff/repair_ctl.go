@@ -92,6 +92,7 @@ type RepairClient struct {
 	timeout time.Duration
 	onFin   func(Flow, uint32)
 	onDown  func(error)
+	onTag   func(k MsgKind, p []byte)
 
 	wmu    sync.Mutex // serialises writes and redials
 	c      net.Conn
@@ -147,6 +148,10 @@ type RepairClientConfig struct {
 	// VIP, if valid, is sent in a MsgHello when the channel is dialled;
 	// the node's answer says whether it guards the address (Guarded).
 	VIP netip.Addr
+	// OnTag, if set, receives the tag-mode messages a node sends the
+	// front (MsgFlowMoved, MsgNotes, MsgAsk; repair_tag.go), from the
+	// reader goroutine; p is valid only during the call.
+	OnTag func(k MsgKind, p []byte)
 }
 
 // NewRepairClient returns a client; it dials lazily on the first Handoff.
@@ -155,7 +160,7 @@ func NewRepairClient(cfg RepairClientConfig) *RepairClient {
 		cfg.Timeout = 2 * time.Second
 	}
 	c := &RepairClient{addr: cfg.Addr, auth: cfg.Auth, timeout: cfg.Timeout, onFin: cfg.OnFin, onDown: cfg.OnDown,
-		pending: make(map[uint64]pendingAck), vip: cfg.VIP}
+		onTag: cfg.OnTag, pending: make(map[uint64]pendingAck), vip: cfg.VIP}
 	c.sweep = time.AfterFunc(time.Hour, c.sweepPending)
 	c.sweep.Stop()
 	return c
@@ -168,6 +173,11 @@ var ErrRebuildFailed = errors.New("handoff: node could not rebuild the connectio
 // ErrNotSent means the state certainly did not reach the node (nothing was
 // written to the channel): the front may thaw the socket and relay.
 var ErrNotSent = errors.New("handoff: state not sent")
+
+// ErrChannelBroken is the outcome of the handoffs still waiting for an
+// answer when the control channel broke (the node died, or its link): the
+// node may or may not have rebuilt the socket (NodeMayOwn).
+var ErrChannelBroken = errors.New("handoff: control channel broke")
 
 // ErrNoChannel is returned by HandoffAsync when the node's channel is not
 // connected yet: dialing may block, so only Handoff dials.
@@ -185,6 +195,42 @@ func (c *RepairClient) Handoff(st *TCPState) error {
 	return <-ch
 }
 
+// HandoffTag is Handoff of a tag-mode move (MsgTagHandoff): pre is the
+// move's tag header (AppendTagHandoff), sent between the handoff's id and
+// the state.
+func (c *RepairClient) HandoffTag(pre []byte, st *TCPState) error {
+	ch := make(chan error, 1)
+	if err := c.sendKind(MsgTagHandoff, pre, st, func(err error) { ch <- err }, true); err != nil {
+		return err
+	}
+	return <-ch
+}
+
+// SendMsg sends one frame of kind k with payload p on the channel, which
+// must be up (ErrNoChannel otherwise): the tag-mode messages that carry no
+// connection (MsgTable, MsgAnswer).
+func (c *RepairClient) SendMsg(k MsgKind, p []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.c == nil {
+		return ErrNoChannel
+	}
+	c.out = c.na.Seal(c.out[:0], ToNode, k, p)
+	c.c.SetWriteDeadline(time.Now().Add(c.timeout))
+	if _, err := c.c.Write(c.out); err != nil {
+		return fmt.Errorf("handoff: send to %s: %w", c.addr, err)
+	}
+	return nil
+}
+
+// Generation counts the channel's connections: it changes when the
+// channel is dialled again (the node then needs the whole table).
+func (c *RepairClient) Generation() uint64 {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.gen
+}
+
 // HandoffAsync sends st without waiting for the answer and without
 // blocking (unless the channel's socket buffer is full). If it returns nil,
 // done is called exactly once, from another goroutine, with what Handoff
@@ -197,6 +243,11 @@ func (c *RepairClient) HandoffAsync(st *TCPState, done func(error)) error {
 }
 
 func (c *RepairClient) send(st *TCPState, done func(error), dial bool) error {
+	return c.sendKind(MsgHandoff, nil, st, done, dial)
+}
+
+// sendKind sends a handoff of kind k: the id, pre and the state.
+func (c *RepairClient) sendKind(k MsgKind, pre []byte, st *TCPState, done func(error), dial bool) error {
 	if c.closed.Load() {
 		return fmt.Errorf("%w: repair client closed", ErrNotSent)
 	}
@@ -216,9 +267,10 @@ func (c *RepairClient) send(st *TCPState, done func(error), dial bool) error {
 		}
 	}
 	id := c.nextID.Add(1)
-	p := binary.BigEndian.AppendUint64(make([]byte, 0, 8+stateFixed+len(st.RecvQueue)+len(st.SendQueue)), id)
+	p := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(pre)+stateFixed+len(st.RecvQueue)+len(st.SendQueue)), id)
+	p = append(p, pre...)
 	p = st.AppendBinary(p)
-	c.out = c.na.Seal(c.out[:0], ToNode, MsgHandoff, p)
+	c.out = c.na.Seal(c.out[:0], ToNode, k, p)
 	// Registered before the write: the answer may come back at once.
 	c.pmu.Lock()
 	c.pending[id] = pendingAck{done: done, epoch: c.epoch}
@@ -391,7 +443,7 @@ func (c *RepairClient) drop(conn net.Conn, err error) {
 	if !mine {
 		return
 	}
-	c.failPending(fmt.Errorf("handoff: channel to %s broke: %w", c.addr, err))
+	c.failPending(fmt.Errorf("%w: %s: %w", ErrChannelBroken, c.addr, err))
 	if c.onDown != nil && !c.closed.Load() {
 		c.onDown(err)
 	}
@@ -472,6 +524,10 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth, hel
 			if f, err := UnmarshalFlow(p); err == nil && len(p) >= 16 && c.onFin != nil {
 				c.onFin(f, binary.BigEndian.Uint32(p[12:]))
 			}
+		case MsgFlowMoved, MsgNotes, MsgAsk:
+			if c.onTag != nil {
+				c.onTag(k, p)
+			}
 		}
 	}
 }
@@ -531,12 +587,23 @@ type RepairListener struct {
 	// sends FIN-HANDOFF anyway (DefaultDrainTimeout; set before use).
 	DrainTimeout time.Duration
 
+	// router is the node's tag mode (repair_tag.go).
+	router *repairRouter
+
 	// Restored, Failed and Fins count rebuilt connections, rebuilds that
-	// failed, and FIN-HANDOFF notices sent. Limited counts connections
+	// failed, and FIN-HANDOFF notices sent. In tag mode, MovedOut counts
+	// connections this node moved to another node, MoveFailed moves that
+	// failed with the connection kept here, MoveLost moves whose outcome
+	// was unknown (the connection let go), Asked requests the table could
+	// not route and the front was asked about, Notes note frames sent. Limited counts connections
 	// closed by the connection limit (refused, or evicted before they
 	// sent a valid frame); Refused, channels closed for a frame Auth
 	// refused or for sending none in time.
-	Restored, Failed, Fins, Limited, Refused atomic.Uint64
+	Restored, Failed, Fins, Limited, Refused     atomic.Uint64
+	MovedOut, MoveFailed, MoveLost, Asked, Notes atomic.Uint64
+	// ForwardLate counts connections moved here whose MsgForwarding did
+	// not come within a second (served anyway).
+	ForwardLate atomic.Uint64
 }
 
 // chanState is what the listener knows of one control connection.
@@ -613,6 +680,7 @@ func ListenRepair(ln net.Listener, auth *Auth, cfg RepairListenerConfig) *Repair
 	}
 	l := &RepairListener{ln: ln, auth: auth, cfg: cfg, ch: make(chan net.Conn, 64), done: make(chan struct{}),
 		chans: map[net.Conn]*chanState{}, DrainTimeout: DefaultDrainTimeout}
+	l.router = newRepairRouter(l)
 	if cfg.NoGuard {
 		l.guardErr = errors.New("handoff: guard: disabled")
 	} else {
@@ -754,43 +822,66 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 			}
 			continue
 		}
-		if k != MsgHandoff || len(p) < 8 {
-			continue
-		}
-		id := p[:8]
-		st, err := UnmarshalState(p[8:])
-		var conn net.Conn
-		if err == nil {
-			var tc *net.TCPConn
-			tc, err = Restore(st)
-			if err == nil {
-				conn = &movedConn{TCPConn: tc, flow: Flow{Client: st.Remote, VIP: st.Local}, tag: st.RcvSeq, ch: ch, l: l, fetch: st.Fetch}
+		switch k {
+		case MsgTable:
+			if l.router.applyTable(ch, p) != nil {
+				l.Refused.Add(1)
 			}
-		}
-		ack := append([]byte(nil), id...)
-		if err != nil {
-			l.Failed.Add(1)
-			ack = append(ack, 1)
-			ack = append(ack, err.Error()...)
-			ch.send(MsgHandoffAck, ack)
+			continue
+		case MsgAnswer:
+			l.router.answer(p)
+			continue
+		case MsgForwarding:
+			l.router.forwarding(p)
+			continue
+		case MsgHandoff, MsgTagHandoff:
+		default:
 			continue
 		}
-		l.Restored.Add(1)
-		var flags byte
-		if l.guard.Covers(st.Local.Addr()) {
-			flags |= AckGuarded
-		}
-		ack = append(ack, 0, flags)
-		if err := ch.send(MsgHandoffAck, ack); err != nil {
-			conn.Close()
+		if len(p) >= 8 && !l.take(ch, k, p) {
 			return
 		}
-		select {
-		case l.ch <- conn:
-		case <-l.done:
-			conn.Close()
-			return
-		}
+	}
+}
+
+// take rebuilds the connection of one handoff (p: id, then the payload),
+// answers it on ch and queues the connection for Accept; false: the
+// channel is done.
+func (l *RepairListener) take(ch *channel, k MsgKind, p []byte) bool {
+	ack := append([]byte(nil), p[:8]...)
+	conn, st, err := l.rebuild(ch, k, p[8:])
+	if err != nil {
+		l.Failed.Add(1)
+		ack = append(ack, 1)
+		ack = append(ack, err.Error()...)
+		ch.send(MsgHandoffAck, ack)
+		return true
+	}
+	l.Restored.Add(1)
+	var flags byte
+	if l.guard.Covers(st.Local.Addr()) {
+		flags |= AckGuarded
+	}
+	ack = append(ack, 0, flags)
+	if err := ch.send(MsgHandoffAck, ack); err != nil {
+		conn.Close()
+		return false
+	}
+	if m, ok := conn.(*movedConn); ok && m.forwarded != nil {
+		go l.serveForwarded(m) // a node-to-node move: once the old node forwards
+		return true
+	}
+	return l.queue(conn)
+}
+
+// queue hands a rebuilt connection to Accept; false: the listener closed.
+func (l *RepairListener) queue(conn net.Conn) bool {
+	select {
+	case l.ch <- conn:
+		return true
+	case <-l.done:
+		conn.Close()
+		return false
 	}
 }
 
@@ -810,6 +901,7 @@ func (l *RepairListener) Close() error {
 	l.once.Do(func() {
 		close(l.done)
 		err = l.ln.Close()
+		l.router.close()
 		if l.guard != nil {
 			l.guard.Close()
 		}
@@ -837,6 +929,15 @@ type movedConn struct {
 	ch    *channel
 	l     *RepairListener
 	once  sync.Once
+	// tm is the connection's tag-mode move (nil outside tag mode); asked,
+	// the URL the front was asked about last (it accounted the request);
+	// gone, that the connection moved on to another node.
+	tm    *TagMove
+	asked string
+	gone  bool
+	// forwarded is closed when the old holder's guard forwards the flow
+	// here after a node-to-node move (MsgForwarding; nil otherwise).
+	forwarded chan struct{}
 }
 
 // FetchHint is the node whose memory the first request's object should be
@@ -858,6 +959,9 @@ func (m *movedConn) Flow() Flow { return m.flow }
 func (m *movedConn) Close() error {
 	var err error
 	m.once.Do(func() {
+		if m.gone {
+			return // moved on: its frozen copy was closed silently
+		}
 		err = m.TCPConn.CloseWrite()
 		go m.finish()
 	})
@@ -884,6 +988,9 @@ func (m *movedConn) finish() {
 		}
 	}
 	m.TCPConn.Close()
+	if m.tm != nil {
+		m.l.router.flush() // the move reports before the end
+	}
 	if m.ch.send(MsgFinHandoff, binary.BigEndian.AppendUint32(m.flow.AppendBinary(nil), m.tag)) == nil {
 		m.l.Fins.Add(1)
 	}

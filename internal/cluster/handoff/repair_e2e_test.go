@@ -498,7 +498,7 @@ func TestRepairRefusedRelay(t *testing.T) {
 		t.Errorf("Go client through refused handoffs: %+v", r)
 	}
 	rc.front.stop()
-	m := rc.front.waitLog(regexp.MustCompile(`stats="\{Moved:(\d+) FallbackFreeze:(\d+) FallbackNode:(\d+) Lost:(\d+) .*Steered:(\d+) .*Fast:(\d+)\}`), 5*time.Second)
+	m := rc.front.waitLog(regexp.MustCompile(`stats="\{Moved:(\d+) FallbackFreeze:(\d+) FallbackNode:(\d+) Lost:(\d+) .*Steered:(\d+) .*Fast:(\d+)[ }]`), 5*time.Second)
 	if m == nil {
 		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
 	}

@@ -62,9 +62,12 @@ type RepairMover struct {
 	steer *Steer
 	auth  *Auth
 
+	tag atomic.Bool // hand connections over in tag mode (SetTag)
+
 	mu      sync.Mutex
 	clients map[int]*RepairClient
 	flows   map[Flow]movedFlow // steered or held flows
+	conns   map[uint64]Flow    // the caller's connection ids of flows (Live)
 	unsteer []Flow             // ended flows waiting for a batched removal
 
 	// Moved counts connections a node acknowledged; Refused, handoffs that
@@ -73,8 +76,10 @@ type RepairMover struct {
 	// FIN-HANDOFF notices that removed a steering entry; Dropped, flows
 	// unsteered because a node's channel broke. Early counts moves steered
 	// before the freeze (the node guards, or nftables), Held those held
-	// until the node's acknowledgement.
-	Moved, Refused, Lost, Ended, Dropped, Early, Held atomic.Uint64
+	// until the node's acknowledgement. In tag mode, Retagged counts flows
+	// steered to another node at a node's MsgFlowMoved, Stale the
+	// MsgFlowMoved refused (unknown flow or incarnation, or an older move).
+	Moved, Refused, Lost, Ended, Dropped, Early, Held, Retagged, Stale atomic.Uint64
 }
 
 // movedFlow is one moved connection as the mover remembers it.
@@ -83,6 +88,7 @@ type movedFlow struct {
 	pending bool   // steered, not frozen yet: tag unknown
 	node    int
 	conn    uint64 // the caller's connection id (OnEnd)
+	seq     uint32 // tag mode: the last node-to-node move applied
 }
 
 // RepairMoverConfig configures a RepairMover.
@@ -118,6 +124,15 @@ type RepairMoverConfig struct {
 	// OnError, if set, receives steering errors that have no caller to
 	// return to (removals after FIN-HANDOFF).
 	OnError func(error)
+	// OnMoved, if set, is called in tag mode when node i took over a
+	// connection from another node and the mover steered its flow there
+	// (from the channel's reader: do not block); with t.Conn 0 when the
+	// report was stale (a later move of the flow came first), so only the
+	// request that caused it is accounted.
+	OnMoved func(i int, t TagMove)
+	// OnTag, if set, receives node i's other tag-mode messages (MsgNotes,
+	// MsgAsk) from the channel's reader; p is valid only during the call.
+	OnTag func(i int, k MsgKind, p []byte)
 }
 
 // ErrNotMoved wraps a Move failure after which the node certainly does not
@@ -166,7 +181,8 @@ func NewRepairMover(cfg RepairMoverConfig) (*RepairMover, error) {
 	if err != nil {
 		return nil, fmt.Errorf("handoff: repair mover: %w", err)
 	}
-	m := &RepairMover{cfg: cfg, steer: st, auth: auth, clients: map[int]*RepairClient{}, flows: map[Flow]movedFlow{}}
+	m := &RepairMover{cfg: cfg, steer: st, auth: auth, clients: map[int]*RepairClient{}, flows: map[Flow]movedFlow{},
+		conns: map[uint64]Flow{}}
 	for i, n := range cfg.Nodes {
 		if err := m.AddNode(i, n); err != nil {
 			st.Close()
@@ -194,8 +210,72 @@ func (m *RepairMover) AddNode(i int, addr netip.AddrPort) error {
 	m.clients[i] = NewRepairClient(RepairClientConfig{
 		Addr: addr.String(), Auth: m.auth, Timeout: m.cfg.Timeout, OnFin: m.fin, VIP: m.cfg.VIP.Addr(),
 		OnDown: func(err error) { m.nodeDown(i, err) },
+		OnTag:  func(k MsgKind, p []byte) { m.tagMsg(i, k, p) },
 	})
 	return nil
+}
+
+// Client is node i's control channel (nil before AddNode): tag mode sends
+// the table and answers on it (RepairClient.SendMsg).
+func (m *RepairMover) Client(i int) *RepairClient { return m.client(i) }
+
+// SetTag turns tag mode on or off for later handoffs: a connection handed
+// over in tag mode is routed by its node, request by request, with the
+// table the front pushes (MsgTable), and moved node to node
+// (repair_tagmsg.go).
+func (m *RepairMover) SetTag(on bool) { m.tag.Store(on) }
+
+// tagMsg handles node i's tag-mode messages: each record of a
+// MsgFlowMoved steers its flow to i (flowMoved); the others go to OnTag.
+func (m *RepairMover) tagMsg(i int, k MsgKind, p []byte) {
+	if k != MsgFlowMoved {
+		if m.cfg.OnTag != nil {
+			m.cfg.OnTag(i, k, p)
+		}
+		return
+	}
+	for len(p) > 0 {
+		f, t, rest, err := parseFlowMoved(p)
+		if err != nil {
+			return
+		}
+		p = rest
+		m.flowMoved(i, f, t)
+	}
+}
+
+// flowMoved steers flow f to node i if it names a flow this mover moved
+// (same incarnation) and is newer than the last move applied; a stale one
+// still reaches OnMoved, without its connection, so its request counts.
+func (m *RepairMover) flowMoved(i int, f Flow, t TagMove) {
+	m.mu.Lock()
+	mf, ok := m.flows[f]
+	if !ok || mf.pending || mf.tag != t.Inc || t.Seq <= mf.seq {
+		m.mu.Unlock()
+		m.Stale.Add(1)
+		if ok && mf.tag == t.Inc && m.cfg.OnMoved != nil {
+			t.Conn = 0 // a later move was applied first: the request counts, the connection stays
+			m.cfg.OnMoved(i, t)
+		}
+		return
+	}
+	err := m.steer.Add(f, i)
+	if err == nil {
+		mf.node, mf.seq = i, t.Seq
+		m.flows[f] = mf
+	}
+	m.mu.Unlock()
+	if err != nil {
+		if m.cfg.OnError != nil {
+			m.cfg.OnError(err)
+		}
+		return
+	}
+	m.Retagged.Add(1)
+	if m.cfg.OnMoved != nil {
+		t.Conn = mf.conn
+		m.cfg.OnMoved(i, t)
+	}
 }
 
 // HasNode reports whether node i was added.
@@ -253,7 +333,7 @@ func (m *RepairMover) MoveConn(c *net.TCPConn, prefix []byte, i int, conn uint64
 		return err
 	}
 	ch := make(chan error, 1)
-	if err := op.cl.send(op.st, func(err error) { ch <- op.finish(err) }, true); err != nil {
+	if err := op.send(conn, func(err error) { ch <- op.finish(err) }, true); err != nil {
 		return op.finish(err)
 	}
 	return <-ch
@@ -280,7 +360,7 @@ func (m *RepairMover) MoveFD(fd int, prefix []byte, i int, conn uint64, fetch ui
 		return err
 	}
 	n := len(prefix)
-	if err := op.cl.send(op.st, func(err error) { done(op.finish(err), op.st.RecvQueue[:n]) }, false); err != nil {
+	if err := op.send(conn, func(err error) { done(op.finish(err), op.st.RecvQueue[:n]) }, false); err != nil {
 		return op.finish(err)
 	}
 	return nil
@@ -348,6 +428,9 @@ func (op *moveOp) start(conn uint64, freeze func() (*TCPState, error)) error {
 	}
 	if err == nil {
 		m.flows[op.f] = movedFlow{pending: true, node: op.i, conn: conn}
+		if conn != 0 {
+			m.conns[conn] = op.f
+		}
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -374,6 +457,16 @@ func (op *moveOp) start(conn uint64, freeze func() (*TCPState, error)) error {
 		m.Early.Add(1)
 	}
 	return nil
+}
+
+// send sends the frozen state to the node: a plain MsgHandoff, or in tag
+// mode a MsgTagHandoff with the connection's id and move count 0.
+func (op *moveOp) send(conn uint64, done func(error), dial bool) error {
+	if !op.m.tag.Load() {
+		return op.cl.send(op.st, done, dial)
+	}
+	pre := TagMove{Conn: conn, Node: op.i}.AppendBinary(nil)
+	return op.cl.sendKind(MsgTagHandoff, pre, op.st, done, dial)
 }
 
 // finish turns the node's answer (or a send error) into Move's result and
@@ -427,7 +520,7 @@ func (m *RepairMover) forget(f Flow, tag uint32, pending bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if mf, ok := m.flows[f]; ok && mf.pending == pending && (pending || mf.tag == tag) {
-		delete(m.flows, f)
+		m.dropFlow(f, mf)
 		m.steer.Remove(f)
 	}
 }
@@ -445,7 +538,7 @@ func (m *RepairMover) fin(f Flow, tag uint32) {
 		m.mu.Unlock()
 		return
 	}
-	delete(m.flows, f)
+	m.dropFlow(f, mf)
 	now := m.cfg.Linger <= 0 && m.steer.Backend() == "bpf"
 	var err error
 	if now {
@@ -466,6 +559,24 @@ func (m *RepairMover) fin(f Flow, tag uint32) {
 	default:
 		time.AfterFunc(m.cfg.Linger, func() { m.unsteerLater(f) })
 	}
+}
+
+// dropFlow forgets flow f (whose entry is mf). Called with m.mu held.
+func (m *RepairMover) dropFlow(f Flow, mf movedFlow) {
+	delete(m.flows, f)
+	if g, ok := m.conns[mf.conn]; ok && g == f {
+		delete(m.conns, mf.conn)
+	}
+}
+
+// Live reports whether the connection the caller named conn (MoveConn,
+// MoveFD) is moved and not ended: a tag-mode report about a connection
+// that has ended must not bring it back into the caller's tables.
+func (m *RepairMover) Live(conn uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.conns[conn]
+	return ok
 }
 
 // unsteerBatch is how long removals wait to share one netlink commit.
@@ -509,7 +620,7 @@ func (m *RepairMover) nodeDown(i int, err error) {
 	n, _ := m.steer.RemoveNode(i)
 	for f, mf := range m.flows {
 		if mf.node == i {
-			delete(m.flows, f)
+			m.dropFlow(f, mf)
 		}
 	}
 	m.mu.Unlock()

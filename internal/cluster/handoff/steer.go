@@ -402,9 +402,9 @@ func (s *Steer) Add(f Flow, node int) error {
 	if _, ok := s.nodes[node]; !ok {
 		return fmt.Errorf("%w: %d", ErrUnknownNode, node)
 	}
-	if old, ok := s.flows[f]; ok && old != node && old != held {
+	if old, ok := s.flows[f]; ok && old != node && old != held && s.cfg.Backend != "bpf" {
 		s.m.del([]Flow{f})
-	} // a held entry is overwritten in place: no moment without one
+	} // a held entry, or any eBPF entry, is overwritten in place: no moment without one
 	if err := s.m.put(f, s.Mark(node), s.nodes[node]); err != nil {
 		s.Errors.Add(1)
 		return fmt.Errorf("handoff: steer %v: %w", f, err)

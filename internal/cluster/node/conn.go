@@ -11,6 +11,7 @@ import (
 	"shoal/internal/base/cache"
 	"shoal/internal/base/content"
 	"shoal/internal/base/httpwire"
+	"shoal/internal/base/rawio"
 	"shoal/internal/base/store"
 	"shoal/internal/base/trace"
 	"shoal/internal/cluster/peer"
@@ -86,6 +87,7 @@ type conn struct {
 	scratch []byte          // names and keys built per request without allocating
 
 	out      []byte        // response bytes for the current batch
+	rio      rawio.Conn    // raw reads and writes when nc is a plain TCP connection
 	bufs     net.Buffers   // segments for writev when large bodies are not copied
 	wbufs    net.Buffers   // scratch that WriteTo consumes
 	segStart int           // start of out not yet referenced by bufs
@@ -128,6 +130,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 
 		handHint: -1,
 	}
+	c.rio.Bind(nc)
 	_, c.operator = nc.(*net.TCPConn)
 	c.front = c.operator && s.peer != nil && s.trustedPeer(nc)
 	if f, ok := nc.(interface{ FetchHint() int }); ok {
@@ -310,7 +313,11 @@ func (c *conn) flush() error {
 			return nil
 		}
 		var m int
-		m, err = c.nc.Write(c.out)
+		if c.rio.Active() {
+			m, err = c.rio.Write(c.out, nil)
+		} else {
+			m, err = c.nc.Write(c.out)
+		}
 		n = int64(m)
 	} else {
 		if c.segStart < len(c.out) {

@@ -103,6 +103,7 @@ func (c *conn) adoptHandoff() {
 		return
 	}
 	c.nc = h.NetConn()
+	c.rio.Bind(c.nc)
 	c.setPreread(h.Preread())
 	c.hb = &handback{h: h, oneShot: h.OneRequest()}
 	if t, ok := h.(TagRouted); ok && t.TagMode() {
@@ -176,10 +177,10 @@ func (c *conn) read() (int, error) {
 	}
 	hb := c.hb
 	if hb == nil || !hb.oneShot || !hb.served {
-		return c.nc.Read(c.buf[c.w:])
+		return c.readNC(c.buf[c.w:])
 	}
 	if c.r == c.w {
-		n, err := c.nc.Read(c.buf[c.w:])
+		n, err := c.readNC(c.buf[c.w:])
 		if n <= 0 {
 			return n, err
 		}
@@ -193,6 +194,15 @@ func (c *conn) read() (int, error) {
 	n := c.w - c.r
 	c.w = c.r
 	return n, nil
+}
+
+// readNC reads from the client once: raw when nc is a plain TCP
+// connection (internal/base/rawio), through net.Conn otherwise.
+func (c *conn) readNC(p []byte) (int, error) {
+	if c.rio.Active() {
+		return c.rio.Read(p)
+	}
+	return c.nc.Read(p)
 }
 
 // oneServed records an answered request and reports whether the batch

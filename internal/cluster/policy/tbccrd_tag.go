@@ -33,6 +33,12 @@ type Tagger interface {
 type Tag struct {
 	URL  string
 	Node int
+	// Holders, for an entry with Node -1, is the set of usable nodes that
+	// cache the URL (bit i: node i; nodes 0–31 only, else 0): a node that
+	// knows every node's connection count (TagUpdate.Loads) can take
+	// step (1) of seed 000 §2.2.2 itself, the least loaded holder below
+	// the load limit. 0: ask the front.
+	Holders uint32
 }
 
 // TagUpdate is a batch of changes to the shared table.
@@ -46,6 +52,10 @@ type TagUpdate struct {
 	// its entries must not be used while it is full (seed 000 §2.2.2 step
 	// 2 then picks a disk holder, which depends on loads).
 	Full []bool
+	// Loads is, per node, its open connections as the policy counts them,
+	// and LoadLimit the policy's limit: with Holders, what step (1) needs.
+	Loads     []int
+	LoadLimit int
 }
 
 // maxTagLog bounds the URLs waiting in a change log; beyond it the log
@@ -95,7 +105,8 @@ func (l *tagLog) mark(url string) {
 // below the load limit, which Full tells. With several cache holders the
 // least loaded one wins and the entry is -1 (ask the front).
 func (p *TBCCRD) TagUpdates(c *Cluster, dst TagUpdate) TagUpdate {
-	dst.Reset, dst.Tags, dst.Full = false, dst.Tags[:0], dst.Full[:0]
+	dst.Reset, dst.Tags, dst.Full, dst.Loads = false, dst.Tags[:0], dst.Full[:0], dst.Loads[:0]
+	dst.LoadLimit = p.loadLimit
 	if p.tags == nil {
 		p.tags = &tagLog{dirty: map[string]struct{}{}, reset: true}
 		p.t.onCache = p.tags.mark
@@ -110,11 +121,14 @@ func (p *TBCCRD) TagUpdates(c *Cluster, dst TagUpdate) TagUpdate {
 		dst.Reset = true
 	}
 	for u := range l.dirty {
-		node := -1
+		g := Tag{URL: u, Node: -1}
 		if id, ok := p.t.lookup(u); ok {
-			node = p.tagOf(c, id)
+			g.Node = p.tagOf(c, id)
+			if g.Node < 0 {
+				g.Holders = p.holdersOf(c, id)
+			}
 		}
-		dst.Tags = append(dst.Tags, Tag{URL: u, Node: node})
+		dst.Tags = append(dst.Tags, g)
 	}
 	clear(l.dirty)
 	for i := range c.Nodes {
@@ -123,8 +137,24 @@ func (p *TBCCRD) TagUpdates(c *Cluster, dst TagUpdate) TagUpdate {
 			n = p.connCount[i]
 		}
 		dst.Full = append(dst.Full, n >= p.loadLimit)
+		dst.Loads = append(dst.Loads, n)
 	}
 	return dst
+}
+
+// holdersOf is row id's usable cache holders as a bit set (Tag.Holders),
+// 0 when there are none or one has an index above 31.
+func (p *TBCCRD) holdersOf(c *Cluster, id int32) uint32 {
+	var m uint32
+	for i, cell := range p.t.rows[id].cells {
+		if cell.cache && i < len(c.Nodes) && c.Nodes[i].Usable() {
+			if i >= 32 {
+				return 0
+			}
+			m |= 1 << i
+		}
+	}
+	return m
 }
 
 // tagOf is row id's shared entry: its only usable cache holder, else -1.

@@ -52,27 +52,30 @@ func TestTBCCRDTagUpdates(t *testing.T) {
 	}
 	check("first call", true, nil, []bool{false, false})
 	p.Pick(c, &Request{URL: "/a", Size: 60, Conn: 1, Holder: -1, Now: 1})
-	check("conn 1 /a → node 0 caches it", false, []Tag{{"/a", 0}}, []bool{false, false})
+	check("conn 1 /a → node 0 caches it", false, []Tag{{URL: "/a", Node: 0}}, []bool{false, false})
 	p.Pick(c, &Request{URL: "/b", Size: 30, Conn: 2, Holder: -1, Now: 2})
-	check("conn 2 /b → node 1", false, []Tag{{"/b", 1}}, []bool{false, false})
+	check("conn 2 /b → node 1", false, []Tag{{URL: "/b", Node: 1}}, []bool{false, false})
 	p.Tagged(c, &Request{URL: "/a", Size: -1, Conn: 2, Now: 3}, 0)
 	check("node 1 moves conn 2 to node 0 for /a: a hit, node 0 full", false, nil, []bool{true, false})
 	p.Tagged(c, &Request{URL: "/c", Size: 50, Conn: 2, Now: 4}, 1)
-	check("a stale tag served /c on node 1: now cached there", false, []Tag{{"/c", 1}}, []bool{false, false})
+	check("a stale tag served /c on node 1: now cached there", false, []Tag{{URL: "/c", Node: 1}}, []bool{false, false})
 	if !slices.Equal(p.connCount, []int{1, 1}) {
 		t.Fatalf("connections %v, want [1 1]", p.connCount)
 	}
 	p.Tagged(c, &Request{URL: "/d", Size: 40, Conn: 2, Now: 5}, 1)
-	check("/d on node 1 evicts /b (LRU)", false, []Tag{{"/b", -1}, {"/d", 1}}, []bool{false, false})
+	check("/d on node 1 evicts /b (LRU)", false, []Tag{{URL: "/b", Node: -1}, {URL: "/d", Node: 1}}, []bool{false, false})
 	p.Pick(c, &Request{URL: "/a", Size: 60, Conn: 3, Holder: -1, Now: 6})
 	p.Pick(c, &Request{URL: "/a", Size: 60, Conn: 4, Holder: -1, Now: 7})
-	check("node 0 at the limit: /a also cached on node 1 → ask the front", false, []Tag{{"/a", -1}, {"/c", -1}},
+	check("node 0 at the limit: /a also cached on node 1 → ask the front", false, []Tag{{URL: "/a", Node: -1, Holders: 3}, {URL: "/c", Node: -1}},
 		[]bool{true, true})
+	if !slices.Equal(u.Loads, []int{2, 2}) || u.LoadLimit != 2 {
+		t.Fatalf("loads %v limit %d, want [2 2] and 2", u.Loads, u.LoadLimit)
+	}
 	c.Nodes[1].Up = false
 	c.Version++
 	check("node 1 down", true, nil, []bool{true, true})
 	p.TagAsked("/a")
-	check("asked about /a", false, []Tag{{"/a", 0}}, []bool{true, true})
+	check("asked about /a", false, []Tag{{URL: "/a", Node: 0}}, []bool{true, true})
 }
 
 func cmpString(a, b string) int {

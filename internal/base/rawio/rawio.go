@@ -1,0 +1,169 @@
+//go:build unix
+
+// Package rawio reads and writes non-blocking sockets with raw system calls.
+//
+// Each call here is made on a non-blocking descriptor and cannot block, so
+// the runtime's syscall bookkeeping (entersyscall/exitsyscall) buys nothing.
+// Worse, on a server that idles between bursts, the first bookkept call of
+// each burst wakes the runtime's sysmon thread (a futex wake, then sysmon's
+// nanosleep polling until the process idles again). Conn makes a plain TCP
+// connection's reads and writes raw while keeping Go's poller for the waits:
+// they run inside the connection's syscall.RawConn, so the goroutine still
+// parks when the socket is empty or full and read and write deadlines still
+// apply. Measured in docs/benchmarks.md ("Wake-ups nobody asked for").
+package rawio
+
+import (
+	"io"
+	"net"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Read reads from the non-blocking descriptor fd once.
+func Read(fd int, b []byte) (int, error) {
+	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// Write writes b to the non-blocking descriptor fd once.
+func Write(fd int, b []byte) (int, error) {
+	r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// Writev writes a then b to the non-blocking descriptor fd once.
+func Writev(fd int, a, b []byte) (int, error) {
+	iov := [2]unix.Iovec{{Base: unsafe.SliceData(a)}, {Base: unsafe.SliceData(b)}}
+	iov[0].SetLen(len(a))
+	iov[1].SetLen(len(b))
+	r, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), 2)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// Conn is the raw reads and writes of one plain TCP connection. The zero
+// value is unbound (Active false); a Conn is reused across connections
+// (Bind, Unbind) and its callbacks are bound once, so a call allocates
+// nothing. One goroutine reads and one writes at a time.
+type Conn struct {
+	raw syscall.RawConn
+	// rstep and wstep are readStep and writeStep bound once.
+	rstep, wstep func(fd uintptr) bool
+	rb           []byte
+	rn           int
+	rerr         error
+	wv           [2][]byte
+	wn           int
+	werr         error
+}
+
+// Bind makes c serve nc when it is a *net.TCPConn and reports whether it
+// does; other connections (TLS, wrappers) keep net.Conn's own calls.
+func (c *Conn) Bind(nc net.Conn) bool {
+	c.raw = nil
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return false
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	if c.rstep == nil {
+		c.rstep, c.wstep = c.readStep, c.writeStep
+	}
+	c.raw = raw
+	return true
+}
+
+// Unbind forgets the connection.
+func (c *Conn) Unbind() { c.raw = nil }
+
+// Active reports whether c is bound to a connection.
+func (c *Conn) Active() bool { return c.raw != nil }
+
+// Read reads once into p, waiting in the poller while the socket is empty,
+// as net.Conn's Read does (io.EOF at the end of the stream).
+func (c *Conn) Read(p []byte) (int, error) {
+	c.rb, c.rn, c.rerr = p, 0, nil
+	err := c.raw.Read(c.rstep)
+	c.rb = nil
+	if err == nil {
+		err = c.rerr
+	}
+	return c.rn, err
+}
+
+func (c *Conn) readStep(fd uintptr) bool {
+	for {
+		n, err := Read(int(fd), c.rb)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return false
+		case err != nil:
+			c.rerr = err
+		case n == 0 && len(c.rb) > 0:
+			c.rerr = io.EOF
+		}
+		c.rn = n
+		return true
+	}
+}
+
+// Write writes a then b (either may be empty) whole, in one writev when
+// both have bytes, waiting in the poller while the socket is full; it
+// returns the bytes written.
+func (c *Conn) Write(a, b []byte) (int, error) {
+	c.wv[0], c.wv[1], c.wn, c.werr = a, b, 0, nil
+	err := c.raw.Write(c.wstep)
+	c.wv[0], c.wv[1] = nil, nil
+	if err == nil {
+		err = c.werr
+	}
+	return c.wn, err
+}
+
+func (c *Conn) writeStep(fd uintptr) bool {
+	for len(c.wv[0])+len(c.wv[1]) > 0 {
+		if len(c.wv[0]) == 0 {
+			c.wv[0], c.wv[1] = c.wv[1], nil
+		}
+		var n int
+		var err error
+		if len(c.wv[1]) == 0 {
+			n, err = Write(int(fd), c.wv[0])
+		} else {
+			n, err = Writev(int(fd), c.wv[0], c.wv[1])
+		}
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return false
+		case err != nil:
+			c.werr = err
+			return true
+		}
+		c.wn += n
+		if n < len(c.wv[0]) {
+			c.wv[0] = c.wv[0][n:]
+			continue
+		}
+		n -= len(c.wv[0])
+		c.wv[0], c.wv[1] = c.wv[1][n:], nil
+	}
+	return true
+}

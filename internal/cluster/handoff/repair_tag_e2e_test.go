@@ -1,0 +1,197 @@
+//go:build linux
+
+package handoff
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// End-to-end tests of tag mode across hosts (repair_tagmsg.go): `shoal
+// front --path repair --policy tbccrd` hands connections over in tag mode
+// and the nodes move them among themselves with TCP_REPAIR.
+
+// tagStats is what a stopped front and its nodes logged about tag mode.
+type tagStats struct {
+	moved, lost, ended, steered, retagged, staleMoves int
+	movedOut, moveFailed, moveLost                    int
+}
+
+// stopTagCluster stops the front and the nodes and reads their counters.
+func stopTagCluster(t *testing.T, rc *repairCluster) tagStats {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond) // the last FIN-HANDOFF notices
+	rc.front.stop()
+	re := regexp.MustCompile(`stats="\{Moved:(\d+) FallbackFreeze:\d+ FallbackNode:\d+ Lost:(\d+) Ended:(\d+) Dropped:\d+ Steered:(\d+) .*Retagged:(\d+) StaleMoves:(\d+)`)
+	m := rc.front.waitLog(re, 5*time.Second)
+	if m == nil {
+		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
+	}
+	t.Logf("front: %s", m[0])
+	var s tagStats
+	s.moved, _ = strconv.Atoi(m[1])
+	s.lost, _ = strconv.Atoi(m[2])
+	s.ended, _ = strconv.Atoi(m[3])
+	s.steered, _ = strconv.Atoi(m[4])
+	s.retagged, _ = strconv.Atoi(m[5])
+	s.staleMoves, _ = strconv.Atoi(m[6])
+	nre := regexp.MustCompile(`moved_out=(\d+) move_failed=(\d+) move_lost=(\d+)`)
+	for i, n := range rc.nodes {
+		n.stop()
+		nm := n.waitLog(nre, 5*time.Second)
+		if nm == nil && n.cmd.ProcessState != nil && !n.cmd.ProcessState.Success() && n.cmd.ProcessState.ExitCode() == -1 {
+			continue // killed by the test
+		}
+		if nm == nil {
+			t.Fatalf("node %d logged no counters:\n%s", i, n.logText())
+		}
+		a, _ := strconv.Atoi(nm[1])
+		b, _ := strconv.Atoi(nm[2])
+		c, _ := strconv.Atoi(nm[3])
+		s.movedOut, s.moveFailed, s.moveLost = s.movedOut+a, s.moveFailed+b, s.moveLost+c
+	}
+	rc.lab.Down(t.Context())
+	return s
+}
+
+// TestRepairTagKeepAlive: keep-alive connections of many requests under
+// tbccrd; the nodes move connections among themselves, every body arrives
+// intact on the one connection each client opened, the front's steering
+// followed every move (no flow left steered, every connection's end seen)
+// and no move was lost.
+func TestRepairTagKeepAlive(t *testing.T) {
+	conns, reqs := 24, 2400
+	if testing.Short() {
+		conns, reqs = 8, 400
+	}
+	rc := startRepairClusterPath(t, 3, 48, "repair", "--policy", "tbccrd")
+	r := runFetch(t, rc.lab.ClientNS(), rc.base, strconv.Itoa(conns), strconv.Itoa(reqs), rc.manPath)
+	t.Logf("Go client: %+v", r)
+	if r.OK != reqs || r.Bad != 0 || r.Errors != 0 || r.Dials != conns {
+		t.Errorf("Go client: %d ok of %d, %d corrupt, %d errors, %d dials for %d connections (first: %s)",
+			r.OK, reqs, r.Bad, r.Errors, r.Dials, conns, r.FirstError)
+	}
+	s := stopTagCluster(t, rc)
+	t.Logf("tag: %+v", s)
+	// A report that arrives after the next move's (two moves in quick
+	// succession) is stale: the flow is already where the later one says.
+	if s.movedOut == 0 || s.retagged+s.staleMoves != s.movedOut {
+		t.Errorf("nodes moved %d connections, the front applied %d of those moves and found %d stale: want some, all accounted",
+			s.movedOut, s.retagged, s.staleMoves)
+	}
+	if s.lost != 0 || s.moveLost != 0 || s.ended != s.moved || s.steered != 0 {
+		t.Errorf("front lost %d, nodes lost %d moves; %d ends for %d connections, %d flows still steered", s.lost, s.moveLost, s.ended, s.moved, s.steered)
+	}
+}
+
+// TestRepairTagPipelined: each connection sends ten requests in one write,
+// for files of 1 KB to 1 MB that the table spreads over the nodes, so a
+// connection moves while the answers before the move are still being sent
+// (the holder waits for them) and carries the requests after it to the new
+// node; every answer must arrive, intact and in order.
+func TestRepairTagPipelined(t *testing.T) {
+	rc := startRepairClusterPath(t, 3, 24, "repair", "--policy", "tbccrd")
+	// Warm the table: each file served once, so that its entry names one
+	// node.
+	if r := runFetch(t, rc.lab.ClientNS(), rc.base, "4", "48", rc.manPath); r.OK != 48 {
+		t.Fatalf("warm-up: %+v", r)
+	}
+	time.Sleep(50 * time.Millisecond) // the table's push
+	var out strings.Builder
+	cl, _ := helper(t, rc.lab.ClientNS(), "pipeline", &out, rc.lab.VIP.String()+":80", "12", rc.manPath, "0")
+	if err := cl.Wait(); err != nil {
+		t.Fatalf("pipeline client: %v", err)
+	}
+	var res struct {
+		OK, Bad, Errors int
+		First           string `json:"first_error"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out.String())), &res); err != nil {
+		t.Fatalf("pipeline client output %q: %v", out.String(), err)
+	}
+	t.Logf("pipelined: %+v", res)
+	if res.OK != 120 || res.Bad != 0 || res.Errors != 0 {
+		t.Errorf("pipelined: %d of 120 answers ok, %d corrupt, %d errors (first: %s)", res.OK, res.Bad, res.Errors, res.First)
+	}
+	s := stopTagCluster(t, rc)
+	t.Logf("tag: %+v", s)
+	if s.movedOut == 0 || s.moveLost != 0 || s.lost != 0 || s.steered != 0 {
+		t.Errorf("moves %d, lost %d (front %d), %d flows still steered", s.movedOut, s.moveLost, s.lost, s.steered)
+	}
+}
+
+// TestRepairTagPeerUnreachable: node 1 cannot reach node 2's handoff port
+// (refused, as for a node whose process died), while the front can. Every
+// move node 1 tries fails before anything was sent: it thaws the socket and
+// serves the request itself, so no request is lost, while node 2 still moves
+// connections to node 1.
+func TestRepairTagPeerUnreachable(t *testing.T) {
+	rc := startRepairClusterPath(t, 2, 16, "repair", "--policy", "tbccrd")
+	script := fmt.Sprintf("table inet shoaltest {\n chain in {\n type filter hook input priority 0;\n ip saddr %s tcp dport 7070 reject with tcp reset\n }\n}\n",
+		rc.lab.NodeAddrs[0])
+	cmd := Exec(t.Context(), rc.lab.NodeNS(1), "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("nft in the node's namespace: %v: %s", err, out)
+	}
+	r := runFetch(t, rc.lab.ClientNS(), rc.base, "4", "400", rc.manPath)
+	t.Logf("Go client: %+v", r)
+	if r.OK != 400 || r.Bad != 0 || r.Errors != 0 || r.Dials != 4 {
+		t.Errorf("Go client: %d ok of 400, %d corrupt, %d errors, %d dials (first: %s)", r.OK, r.Bad, r.Errors, r.Dials, r.FirstError)
+	}
+	s := stopTagCluster(t, rc)
+	t.Logf("tag: %+v", s)
+	if s.moveFailed == 0 || s.moveLost != 0 || s.lost != 0 || s.steered != 0 {
+		t.Errorf("failed moves %d (want some), lost moves %d (front %d), %d flows still steered", s.moveFailed, s.moveLost, s.lost, s.steered)
+	}
+}
+
+// TestRepairTagNodeKilled: a node's process is killed while the nodes move
+// connections among themselves under load. Its clients' connections end
+// (reset or end of file): moves towards it fail before the state left (the
+// socket is thawed and served where it is) or, when its channel broke with
+// the state on it, end in a reset from the old holder; no client may wait
+// until its timeout, and the other nodes keep serving (at least half of
+// the requests after the kill answered, none corrupt).
+//
+// Known gap, logged: the flows whose last move report was still in the dead
+// node's batch stay in the front's flow map (nothing ends them there).
+func TestRepairTagNodeKilled(t *testing.T) {
+	rc := startRepairClusterPath(t, 3, 24, "repair", "--policy", "tbccrd")
+	if r := runFetch(t, rc.lab.ClientNS(), rc.base, "4", "96", rc.manPath); r.OK != 96 {
+		t.Fatalf("warm-up: %+v", r)
+	}
+	var out strings.Builder
+	cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &out, rc.base, "8", "3000", rc.manPath)
+	time.Sleep(300 * time.Millisecond)
+	rc.nodes[2].cmd.Process.Kill()
+	rc.nodes[2].cmd.Wait()
+	start := time.Now()
+	if err := cl.Wait(); err != nil {
+		t.Fatalf("Go client: %v", err)
+	}
+	var r fetchResult
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out.String())), &r); err != nil {
+		t.Fatalf("Go client output %q: %v", out.String(), err)
+	}
+	t.Logf("after the kill: %+v in %v", r, time.Since(start).Round(time.Millisecond))
+	hung := 0
+	for why, n := range r.ReadErrors {
+		if strings.Contains(why, "timeout") {
+			hung += n
+		}
+	}
+	if hung > 0 {
+		t.Errorf("%d connections hung until the client's timeout", hung)
+	}
+	if r.OK < 3000/2 || r.Bad != 0 {
+		t.Errorf("%d of 3000 requests answered (%d corrupt) after one of three nodes died", r.OK, r.Bad)
+	}
+	s := stopTagCluster(t, rc)
+	t.Logf("tag: %+v (KNOWN GAP: %d flows left in the front's map)", s, s.steered)
+}
