@@ -51,8 +51,8 @@ func (h *Home) Apply(now time.Time, op Op, key chord.ID, holder string, self, ow
 // order. The home's own copy is listed so that a miss elsewhere asks the
 // home by its score among the holders rather than only as shield after
 // all of them (measured with `shoal sim cdn`, 20,000 Zipf requests: a mean
-// client RTT of 112.4 ms at 100 PoPs against 116.0 ms with the home left
-// out, 147.0 against 153.2 at 10; docs/cdn.md).
+// client RTT of 115.2 ms at 100 PoPs against 119.7 ms with the home left
+// out, 147.1 against 153.4 at 10; docs/cdn.md).
 func (h *Home) List(now time.Time, key chord.ID, self string, selfHolds bool) []string {
 	hs := h.Holders(now, key)
 	if selfHolds && !slices.Contains(hs, self) {
