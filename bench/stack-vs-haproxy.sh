@@ -160,6 +160,17 @@ cg_peak() {
 	else cat "$(cgdir memory "$1")/memory.max_usage_in_bytes"; fi
 }
 
+cg_memstat() { # cg_memstat NAME: memory.stat of NAME, and on v1 its usage and kernel memory
+	if [ "$CGV" = 2 ]; then cat "$(cgdir - "$1")/memory.stat"
+	else
+		cat "$(cgdir memory "$1")/memory.stat"
+		local d
+		d=$(cgdir memory "$1")
+		echo "usage_in_bytes $(cat "$d/memory.usage_in_bytes")"
+		echo "kmem_usage_in_bytes $(cat "$d/memory.kmem.usage_in_bytes" 2>/dev/null || echo 0)"
+	fi
+}
+
 cg_rm() { # kill what is left in NAME and remove it
 	local d p
 	if [ "$CGV" = 2 ]; then d=$(cgdir - "$1"); else d=$(cgdir memory "$1"); fi
@@ -309,6 +320,7 @@ run() {
 	if [ "$kind" = shoal ]; then
 		for i in $(seq $NB); do curl -fs "http://127.0.0.1:$(port "$i")/.shoal/status" || echo '{}'; echo; done >"$OUT/status-$cfg-$disk-$layout-$round.jsonl"
 	fi
+	for i in $(seq $NB); do { echo "## b$i"; cg_memstat "b$i"; } >>"$OUT/memstat-$cfg-$disk-$layout-$round.txt"; done
 	local ooms=0 peak=0 alive=0
 	for i in $(seq $NB); do
 		ooms=$((ooms + $(cg_ooms "b$i"))); peak=$(( $(cg_peak "b$i") > peak ? $(cg_peak "b$i") : peak ))

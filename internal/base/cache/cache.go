@@ -109,6 +109,17 @@ type Config[V any] struct {
 	// from a peer's memory. nil = Cost/10. It should be below Cost so that
 	// duplicates are evicted before singlets.
 	PeerCost func(key string, size int64) float64
+	// Admission (gdsf and cgdsf) makes a new object earn its place: the
+	// cache counts every request, cached or not, in a frequency sketch
+	// (TinyLFU's, sketch.go), and an Add that needs room evicts a victim
+	// only while the newcomer's value, requests·C/S, beats the victim's;
+	// otherwise Add caches nothing and returns false. Without it every
+	// miss is cached and evicts something, so a working set larger than
+	// the cache churns through it: on a replayed trace (each pass asks for
+	// the same files) plain GDSF re-read about a quarter of the cache's
+	// worth per pass (docs/benchmarks.md). Off (false) by default; the
+	// nodes' stores and the front's mirrors of them turn it on.
+	Admission bool
 }
 
 // DiskBytesPerIO is the size at which a disk read's transfer costs as much

@@ -33,13 +33,46 @@ package cache
 type gdsf[V any] struct {
 	common[V]
 	cluster bool
+	sketch  *sketch // Config.Admission's request counts; nil without it
 	clock   float64 // L
 	seq     uint64
 	heap    []*entry[V] // 4-ary min-heap on (h, seq)
 }
 
 func newGDSF[V any](cfg Config[V], cluster bool) *gdsf[V] {
-	return &gdsf[V]{common: common[V]{cfg: cfg, m: make(map[string]*entry[V])}, cluster: cluster}
+	c := &gdsf[V]{common: common[V]{cfg: cfg, m: make(map[string]*entry[V])}, cluster: cluster}
+	if cfg.Admission {
+		c.sketch = newSketch(cfg.Capacity / admissionObject)
+	}
+	return c
+}
+
+// admissionObject is the object size the admission sketch is sized for: a
+// page, so a cache of small objects still counts them apart.
+const admissionObject = 4096
+
+// value is what admission compares: key's recent requests times its
+// retrieval cost over its size (GDSF's F·C/S without the clock, since the
+// sketch's counts age by themselves); dup (cgdsf) prices a copy another
+// node's memory holds at the peer cost, as prioritise does.
+func (c *gdsf[V]) value(key string, size int64, dup bool) float64 {
+	return float64(c.sketch.estimate(key)) * max(c.cost(key, size, dup), 0) / float64(max(size, 1))
+}
+
+// cost is C for key: the disk cost, or for a copy held elsewhere (dup,
+// cgdsf) the peer cost (default a tenth of the disk cost).
+func (c *gdsf[V]) cost(key string, size int64, dup bool) float64 {
+	disk := 1.0
+	if c.cfg.Cost != nil {
+		disk = c.cfg.Cost(key, size)
+	}
+	switch {
+	case !dup:
+		return disk
+	case c.cfg.PeerCost != nil:
+		return c.cfg.PeerCost(key, size)
+	}
+	return disk / 10
 }
 
 // diskCost is C for the last cached copy (and for plain GDSF).
@@ -52,16 +85,8 @@ func (c *gdsf[V]) diskCost(e *entry[V]) float64 {
 
 // prioritise recomputes e's cost and priority against the current clock.
 func (c *gdsf[V]) prioritise(e *entry[V]) {
-	cost := 0.0
 	e.dup = c.cluster && c.cfg.CachedElsewhere != nil && c.cfg.CachedElsewhere(e.key)
-	switch {
-	case !e.dup:
-		cost = c.diskCost(e)
-	case c.cfg.PeerCost != nil:
-		cost = c.cfg.PeerCost(e.key, e.size)
-	default:
-		cost = c.diskCost(e) / 10
-	}
+	cost := c.cost(e.key, e.size, e.dup)
 	e.base = c.clock
 	e.h = c.clock + e.freq*max(cost, 0)/float64(max(e.size, 1)) // H ≥ L keeps L monotone
 	c.seq++
@@ -73,6 +98,9 @@ func (c *gdsf[V]) Get(key string) (V, bool) {
 	if e == nil {
 		var zero V
 		return zero, false
+	}
+	if c.sketch != nil {
+		c.sketch.add(key)
 	}
 	e.freq++
 	c.prioritise(e)
@@ -88,9 +116,17 @@ func (c *gdsf[V]) Add(key string, v V, size int64) bool {
 		c.drop(e)
 	} else {
 		c.st.MissBytes += max(size, 0)
+		if c.sketch != nil {
+			c.sketch.add(key)
+		}
 	}
 	if !c.admissible(size) {
 		return false
+	}
+	if c.sketch != nil && c.bytes+size > c.cfg.Capacity {
+		if !c.makeRoom(key, size) {
+			return false
+		}
 	}
 	for c.bytes+size > c.cfg.Capacity {
 		c.evict()
@@ -101,6 +137,25 @@ func (c *gdsf[V]) Add(key string, v V, size int64) bool {
 	c.bytes += size
 	c.prioritise(e)
 	c.push(e)
+	return true
+}
+
+// makeRoom is Config.Admission's test: it evicts in priority order while
+// the newcomer key (size bytes) is worth more than the next victim, and
+// reports whether that made room. A tie keeps the cached object, so a
+// steady working set larger than the cache stays put instead of churning;
+// victims already evicted when a later one wins stay evicted (their room
+// goes to the next newcomer).
+func (c *gdsf[V]) makeRoom(key string, size int64) bool {
+	dup := c.cluster && c.cfg.CachedElsewhere != nil && c.cfg.CachedElsewhere(key)
+	v := c.value(key, size, dup)
+	for c.bytes+size > c.cfg.Capacity {
+		e := c.heap[0]
+		if c.value(e.key, e.size, e.dup) >= v {
+			return false
+		}
+		c.evict()
+	}
 	return true
 }
 

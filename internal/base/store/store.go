@@ -10,8 +10,12 @@
 // holding the cache close to GOMEMLIMIT made the collector run constantly).
 // The memory tier is the set of entries the replacement policy admitted
 // (internal/base/cache's LRU, GDSF or cluster GDSF, with only this package's
-// metadata as values), charged by Footprint against Config.MemoryBytes, and
-// its bodies are held in one of two places:
+// metadata as values), charged by Footprint against Config.MemoryBytes.
+// Under GDSF a body read on a miss enters only if it is worth more than
+// what it would evict (cache.Config.Admission, a TinyLFU-style frequency
+// sketch): a working set larger than the tier then stays put instead of
+// churning through it, and a body turned away is sent from the page cache
+// once and dropped. The tier's bodies are held in one of two places:
 //
 //   - Small bodies (up to Config.InlineMax, 16 KiB by default) are copied
 //     into an off-heap arena (anonymous mmap, 4 KiB blocks chained per
@@ -120,6 +124,11 @@ type Config struct {
 	// Cost is GDSF's retrieval cost of a body (cache.Config.Cost). Default
 	// cache.DiskCost: a disk read and its transfer.
 	Cost func(key string, size int64) float64
+	// NoAdmission turns off the memory tier's admission (cache.Config's
+	// Admission, on by default under GDSF and cluster GDSF): with it off,
+	// every body read is cached and evicts what it needs, so a working set
+	// larger than the tier churns through it.
+	NoAdmission bool
 	// CachedElsewhere and PeerCost are cluster GDSF's (cache.Config).
 	CachedElsewhere func(key string) bool
 	PeerCost        func(key string, size int64) float64
@@ -270,6 +279,7 @@ func Open(cfg Config) (*Store, error) {
 			Policy: cfg.Policy, Capacity: cfg.MemoryBytes, MaxObject: Footprint(cfg.MaxObject, MaxMeta),
 			OnEvict: s.memEvicted,
 			Cost:    cfg.Cost, CachedElsewhere: cfg.CachedElsewhere, PeerCost: cfg.PeerCost,
+			Admission: !cfg.NoAdmission,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("store: memory tier: %w", err)

@@ -263,8 +263,10 @@ func (b *byteReader) Read(p []byte) (int, error) { return b.c.Read(p[:min(len(p)
 // "/dup" and sends its digest; node 0 then caches "/one", "/two" and
 // "/dup" (each 10 KB, three fit its 40 KB budget) and a fourth file
 // arrives: cgdsf evicts "/dup", whose other copy node 1's digest shows
-// (cost C/10), not "/one", the oldest, which plain GDSF evicts (the same
-// run without the digest).
+// (cost C/10, so the newcomer, asked for as often, is worth more). The
+// same run without the digest turns "/new" away: every candidate victim
+// is worth as much as it (one request each, the same size and cost), and
+// the store's admission keeps what is cached on a tie.
 func TestClusterGDSFLiveEvictsDuplicate(t *testing.T) {
 	root := t.TempDir()
 	for _, n := range []string{"one", "two", "dup", "new"} {
@@ -273,7 +275,7 @@ func TestClusterGDSFLiveEvictsDuplicate(t *testing.T) {
 	for _, tc := range []struct {
 		digest bool
 		victim string
-	}{{true, "/dup"}, {false, "/one"}} {
+	}{{true, "/dup"}, {false, "/new"}} {
 		ns := startPeers(t, root, 2, func(i int, c *Config) { c.CachePolicy = "cgdsf"; c.CacheBytes = 40 << 10 })
 		c1 := ns[1].dial(t)
 		c1.send(get("/dup"))

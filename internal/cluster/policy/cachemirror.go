@@ -109,6 +109,10 @@ func (r *cacheReplacer) Resize(id int32, size int64) {
 	}
 }
 
+// Holds implements Admitter: whether the mirror's cache took id (a cache
+// with Config.Admission turns newcomers away).
+func (r *cacheReplacer) Holds(id int32) bool { return peeked(r.c, r.m.key(id)) }
+
 // Hit implements Replacer.
 func (r *cacheReplacer) Hit(id int32, _ time.Duration) { r.c.Get(r.m.key(id)) }
 

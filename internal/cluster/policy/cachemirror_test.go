@@ -72,16 +72,19 @@ func TestGDSFMirrorLearnsSizes(t *testing.T) {
 // TestNodeCacheKey: Config.NodeCache ([tuning] node_cache) makes tbccrd's
 // mirror evict in the nodes' order. Budget 100 B: /s1 (10 B), /big (60),
 // /s2 (10), /big again, then /s3 (30) overflows by 10. LRU drops the
-// oldest, /s1; GDSF with cost 1 the lowest frequency per byte, /big
-// (2/60 against 1/10).
+// oldest, /s1. The GDSF mirrors have the nodes' admission and cost
+// (cache.DiskCost, 1 + size/41,667): the victim would be /big, of the
+// lowest value per byte, 2·1.00144/60 = 0.033381 against /s1's and /s2's
+// 0.1, but the newcomer /s3 is worth 1·1.00072/30 = 0.033357, less, so
+// /s3 is turned away and nothing is evicted.
 func TestNodeCacheKey(t *testing.T) {
 	for _, tt := range []struct {
 		nodeCache, gone string
 	}{
 		{"", "/s1"},
 		{cache.LRU, "/s1"},
-		{cache.GDSF, "/big"},
-		{cache.CGDSF, "/big"},
+		{cache.GDSF, "/s3"},
+		{cache.CGDSF, "/s3"},
 	} {
 		c := newCluster(1)
 		p := mustNew(t, "tbccrd", Config{CacheBytes: 100, NodeCache: tt.nodeCache}).(*TBCCRD)
@@ -103,5 +106,36 @@ func TestNodeCacheKey(t *testing.T) {
 	}
 	if _, err := New("tbccrd", Config{NodeCache: "arc"}); err == nil {
 		t.Error(`node_cache "arc": no error`)
+	}
+}
+
+// TestMirrorAdmission: a GDSF mirror turns newcomers away as the nodes'
+// stores do, and a newcomer that evicted one victim before meeting a
+// better one leaves that victim uncached in the table too. One node,
+// budget 100, cost cache.DiskCost (about 1 for these sizes), so a URL's
+// value is its requests over its size: /s 10 B asked 3 times (0.3), /m
+// 40 B twice (0.05), /l 50 B once (0.02). /n (60 B) at 1 request (0.017)
+// is turned away; at 2 (0.033) it evicts /l and meets /m: turned away.
+func TestMirrorAdmission(t *testing.T) {
+	c := newCluster(1)
+	p := mustNew(t, "tbccrd", Config{CacheBytes: 100, NodeCache: cache.GDSF}).(*TBCCRD)
+	pick := func(u string, size int64) { p.Pick(c, &Request{URL: u, Size: size, Holder: -1}) }
+	for _, r := range []struct {
+		url  string
+		size int64
+	}{{"/s", 10}, {"/s", 10}, {"/s", 10}, {"/m", 40}, {"/m", 40}, {"/l", 50}, {"/n", 60}} {
+		pick(r.url, r.size)
+	}
+	if _, cached := flags(p, "/n"); cached != nil || p.t.caches[0].used != 100 {
+		t.Fatalf("after /n's first request: cached on %v, mirror %d B; want turned away, 100 B", cached, p.t.caches[0].used)
+	}
+	pick("/n", 60)
+	for u, want := range map[string]bool{"/s": true, "/m": true, "/l": false, "/n": false} {
+		if _, cached := flags(p, u); (cached != nil) != want {
+			t.Errorf("%s cached = %v, want %v", u, cached != nil, want)
+		}
+	}
+	if nc := p.t.caches[0]; nc.used != 50 || nc.objects != 2 {
+		t.Errorf("mirror holds %d objects, %d B; want 2, 50 B", nc.objects, nc.used)
 	}
 }

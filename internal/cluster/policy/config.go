@@ -148,7 +148,8 @@ func (c *Config) fill() {
 	if c.NewReplacer == nil && c.NodeCache != "" && c.NodeCache != cache.LRU {
 		budgets := slices.Clone(c.NodeCacheBytes)
 		budget := c.CacheBytes
-		c.NewReplacer = nodeCacheMirrors(cache.Config[struct{}]{Policy: c.NodeCache, Capacity: budget, Cost: cache.DiskCost}, func(i int) int64 {
+		c.NewReplacer = nodeCacheMirrors(cache.Config[struct{}]{Policy: c.NodeCache, Capacity: budget, Cost: cache.DiskCost,
+			Admission: true}, func(i int) int64 {
 			if i < len(budgets) && budgets[i] > 0 {
 				return budgets[i]
 			}

@@ -191,6 +191,26 @@ func (t *urlTable) charge(size int64) int64 {
 	return size
 }
 
+// room reports whether node's cache mirror takes an object of size bytes
+// (unknown: < 0) without evicting.
+func (t *urlTable) room(node int, size int64) bool {
+	if node >= len(t.caches) {
+		return false
+	}
+	nc := &t.caches[node]
+	return size <= t.noCache && nc.used+t.charge(size) <= nc.limit
+}
+
+// admits reports whether the mirrors are of caches with admission
+// (Admitter replacers).
+func (t *urlTable) admits() bool {
+	if len(t.caches) == 0 {
+		return false
+	}
+	_, ok := t.caches[0].repl.(Admitter)
+	return ok
+}
+
 // insert caches id on node (or refreshes it), then evicts in replacement
 // order while the node's Σ size exceeds its budget, clearing the victims'
 // cache_hit flags. It reports whether id is cached afterwards (not if it is
@@ -214,8 +234,46 @@ func (t *urlTable) insert(id int32, node int, now time.Duration) bool {
 	nc.used += size
 	nc.objects++
 	nc.repl.Add(id, size, now)
+	if !t.admitted(id, node) {
+		return false
+	}
 	t.evict(node)
 	return e.cells[node].cache
+}
+
+// Admitter is implemented by a Replacer that may turn an object away
+// (NodeCacheMirrors' mirrors of nodes whose caches have admission, as
+// shoal's stores do): Holds reports whether id is cached after an Add or
+// a Resize. Such a replacer may also evict to make room and then turn the
+// newcomer away, so its Victim names only objects it already evicted.
+type Admitter interface {
+	Holds(id int32) bool
+}
+
+// admitted settles node's mirror after an Add or Resize of id: an
+// Admitter's victims leave the table even if the budget holds, and id
+// leaves it when the replacer turned it away. It reports whether id is
+// still cached on node.
+func (t *urlTable) admitted(id int32, node int) bool {
+	nc := &t.caches[node]
+	a, ok := nc.repl.(Admitter)
+	if !ok {
+		return true
+	}
+	for {
+		v, ok := nc.repl.Victim()
+		if !ok {
+			break
+		}
+		if !t.remove(v, node) {
+			nc.repl.Remove(v)
+		}
+	}
+	if !a.Holds(id) {
+		t.remove(id, node)
+		return false
+	}
+	return true
 }
 
 // evict drops objects from node in replacement order until its budget holds.
@@ -276,6 +334,9 @@ func (t *urlTable) setSize(id int32, size int64) {
 		}
 		if rs, ok := nc.repl.(Resizer); ok {
 			rs.Resize(id, t.charge(size))
+			if !t.admitted(id, i) {
+				continue
+			}
 		}
 		t.evict(i)
 	}

@@ -90,18 +90,36 @@ func (p *TBCCRD) sync(c *Cluster) {
 
 // leastLoaded returns the usable node holding row e's URL in cache (disk:
 // on disk) with the least load, scanning from node from so that the first
-// after it wins ties, or -1 when no usable node holds it.
-func (p *TBCCRD) leastLoaded(c *Cluster, r *Request, e *urlRow, from int, disk bool) int {
+// after it wins ties, or -1 when no usable node holds it. With roomy, only
+// nodes whose cache mirror has room for the URL without evicting count.
+func (p *TBCCRD) leastLoaded(c *Cluster, r *Request, e *urlRow, from int, disk, roomy bool) int {
 	n := len(c.Nodes)
 	best := -1
 	for k := range n {
 		i := (from + k) % n
 		if i < len(e.cells) && (disk && e.cells[i].disk || !disk && e.cells[i].cache) && c.Nodes[i].Usable() &&
-			(best < 0 || p.load(c, r, i) < p.load(c, r, best)) {
+			(!roomy || p.t.room(i, e.size)) && (best < 0 || p.load(c, r, i) < p.load(c, r, best)) {
 			best = i
 		}
 	}
 	return best
+}
+
+// missNode is the disk holder step (2) sends a URL no usable node has in
+// memory to: the least loaded one (seed 000 §2.2.2), except that when the
+// nodes' caches have admission (their mirrors are Admitters, as shoal's
+// GDSF stores are), the least loaded among those with room for the URL
+// comes first. A full node with admission turns most newcomers away, and
+// its connections stay on it on equal load, so misses kept landing on
+// full nodes that re-read them from disk while another node's cache was a
+// quarter empty (measured: docs/benchmarks.md).
+func (p *TBCCRD) missNode(c *Cluster, r *Request, e *urlRow, from int) int {
+	if p.t.admits() {
+		if d := p.leastLoaded(c, r, e, from, true, true); d >= 0 {
+			return d
+		}
+	}
+	return p.leastLoaded(c, r, e, from, true, false)
 }
 
 // load is node i's open-connection count, not counting the request's own
@@ -162,12 +180,13 @@ func (p *TBCCRD) Pick(c *Cluster, r *Request) Decision {
 	// (no handoff) or goes to the first one after it: with the lowest index
 	// winning ties, every new URL went to node 0 whenever the nodes showed
 	// equal counts, as they do at low concurrency.
-	best := p.leastLoaded(c, r, e, holder, false)
+	best := p.leastLoaded(c, r, e, holder, false, false)
 	if best >= 0 && p.load(c, r, best) < p.loadLimit {
 		p.t.hit(id, best, r.Now)
 	} else {
-		// (2) least-connection disk holder, which now caches the URL.
-		d := p.leastLoaded(c, r, e, holder, true)
+		// (2) least-connection disk holder, which now caches the URL
+		// (missNode: one with room first when the nodes admit).
+		d := p.missNode(c, r, e, holder)
 		switch {
 		case d >= 0:
 			best = d

@@ -227,3 +227,30 @@ func TestTBCCRDTiesStayAtHolder(t *testing.T) {
 		t.Errorf("from a busy holder: %+v, want a handoff to 2", d)
 	}
 }
+
+// TestTBCCRDMissToRoom: when the nodes' caches admit (GDSF mirrors), a URL
+// no node caches goes to a disk holder with room before a full one. Two
+// nodes, 100 B each: connection 1 lands on a (wrr) and a caches /x (90 B);
+// it then asks /y (50 B). Both nodes count 0 other connections, so the
+// seed's rule (LRU mirrors) keeps it on a, which evicts /x; with GDSF
+// mirrors it moves to b, which has room, and /x stays.
+func TestTBCCRDMissToRoom(t *testing.T) {
+	for _, tc := range []struct {
+		nodeCache string
+		node      int
+		xCached   []int
+	}{{"", 0, nil}, {"gdsf", 1, []int{0}}} {
+		c := newCluster(1, 1)
+		p := mustNew(t, "tbccrd", Config{CacheBytes: 100, NodeCache: tc.nodeCache}).(*TBCCRD)
+		if d := p.Pick(c, &Request{URL: "/x", Size: 90, Conn: 1, Holder: -1}); d.Node != 0 {
+			t.Fatalf("%q: /x on node %d, want 0", tc.nodeCache, d.Node)
+		}
+		d := p.Pick(c, &Request{URL: "/y", Size: 50, Conn: 1, Holder: -1, Now: time.Second})
+		if d.Node != tc.node || d.Handoff != (tc.node != 0) {
+			t.Errorf("%q: /y got %+v, want node %d", tc.nodeCache, d, tc.node)
+		}
+		if _, cached := flags(p, "/x"); !slices.Equal(cached, tc.xCached) {
+			t.Errorf("%q: /x cached on %v, want %v", tc.nodeCache, cached, tc.xCached)
+		}
+	}
+}

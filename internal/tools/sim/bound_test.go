@@ -37,7 +37,9 @@ func nasaFingerprint(tb testing.TB, pc policy.Config) string {
 // per-URL tables were bounded (main at f001268, tables unbounded), with
 // requests keyed by the file they name (content.ObjectKey) since then.
 // It moved again with the store's footprints and admission, and with the
-// footprint's charge per entry (see allPoliciesBefore).
+// footprint's charge per entry (see allPoliciesBefore), and its cgdsf
+// rows when GDSF's caches began to admit (a frequency sketch; a newcomer
+// evicts only victims worth less).
 const nasaUnbounded = `lru lard/1 req=33612 mem=21122 peer=0 disk=12490 hand=33612 rej=0 t=506310266000
 lru lard/4 req=33612 mem=26894 peer=0 disk=6718 hand=33612 rej=0 t=81221220000
 lru lard/8 req=33612 mem=29065 peer=0 disk=4547 hand=33612 rej=0 t=31852512000
@@ -50,18 +52,18 @@ lru tbccrd/8 req=33612 mem=29019 peer=0 disk=4593 hand=28966 rej=0 t=30632280000
 lru weblins/1 req=33612 mem=21122 peer=0 disk=12490 hand=0 rej=0 t=506310040000
 lru weblins/4 req=33612 mem=19963 peer=5209 disk=8440 hand=893 rej=0 t=107577015000
 lru weblins/8 req=33612 mem=18419 peer=8994 disk=6199 hand=1048 rej=0 t=44351885000
-cgdsf lard/1 req=33612 mem=26172 peer=0 disk=7440 hand=33612 rej=0 t=364529686000
-cgdsf lard/4 req=33612 mem=29472 peer=0 disk=4140 hand=33612 rej=0 t=62064890000
-cgdsf lard/8 req=33612 mem=30640 peer=0 disk=2972 hand=33612 rej=0 t=26095962000
-cgdsf lardr/1 req=33612 mem=26172 peer=0 disk=7440 hand=33612 rej=0 t=364529686000
-cgdsf lardr/4 req=33612 mem=29472 peer=0 disk=4140 hand=33612 rej=0 t=62064890000
-cgdsf lardr/8 req=33612 mem=30640 peer=0 disk=2972 hand=33612 rej=0 t=26095962000
-cgdsf tbccrd/1 req=33612 mem=26172 peer=0 disk=7440 hand=0 rej=0 t=364529470000
-cgdsf tbccrd/4 req=33612 mem=29414 peer=0 disk=4198 hand=24865 rej=0 t=62618890000
-cgdsf tbccrd/8 req=33612 mem=30616 peer=0 disk=2996 hand=29116 rej=0 t=25054420000
-cgdsf weblins/1 req=33612 mem=26172 peer=0 disk=7440 hand=0 rej=0 t=364529460000
-cgdsf weblins/4 req=33612 mem=19360 peer=7413 disk=6839 hand=907 rej=0 t=95823265000
-cgdsf weblins/8 req=33612 mem=16914 peer=10908 disk=5790 hand=1037 rej=0 t=42524600000
+cgdsf lard/1 req=33612 mem=27139 peer=0 disk=6473 hand=33612 rej=0 t=339990426000
+cgdsf lard/4 req=33612 mem=29931 peer=0 disk=3681 hand=33612 rej=0 t=59615022000
+cgdsf lard/8 req=33612 mem=30932 peer=0 disk=2680 hand=33612 rej=0 t=24380224000
+cgdsf lardr/1 req=33612 mem=27139 peer=0 disk=6473 hand=33612 rej=0 t=339990426000
+cgdsf lardr/4 req=33612 mem=29931 peer=0 disk=3681 hand=33612 rej=0 t=59615022000
+cgdsf lardr/8 req=33612 mem=30932 peer=0 disk=2680 hand=33612 rej=0 t=24380224000
+cgdsf tbccrd/1 req=33612 mem=27139 peer=0 disk=6473 hand=0 rej=0 t=339990210000
+cgdsf tbccrd/4 req=33612 mem=29876 peer=0 disk=3736 hand=24836 rej=0 t=60173020000
+cgdsf tbccrd/8 req=33612 mem=30985 peer=0 disk=2627 hand=29272 rej=0 t=23891500000
+cgdsf weblins/1 req=33612 mem=27139 peer=0 disk=6473 hand=0 rej=0 t=339990200000
+cgdsf weblins/4 req=33612 mem=20072 peer=7687 disk=5853 hand=897 rej=0 t=90894470000
+cgdsf weblins/8 req=33612 mem=17332 peer=11184 disk=5096 hand=1040 rej=0 t=39631575000
 `
 
 // TestNASABoundedTablesIdentical: with the URL-table bound at or above the

@@ -457,7 +457,7 @@ func (s *sim) newPolicy(cost, peerCost func(string, int64) float64) error {
 	}
 	if pc.NewReplacer == nil {
 		pc.NewReplacer = policy.NodeCacheMirrors(cache.Config[struct{}]{Policy: cfg.Cache, Capacity: cfg.CacheBytes,
-			Cost: cost, PeerCost: peerCost})
+			Cost: cost, PeerCost: peerCost, Admission: true})
 	}
 	pol, err := cfg.Registry.New(cfg.Policy, pc)
 	if err != nil {
@@ -518,7 +518,7 @@ func (s *sim) newNodes(cost, peerCost func(string, int64) float64) error {
 			MaxObject: store.Footprint(s.c.NoCacheAbove, 0), // objects are charged their footprint
 		}
 		if cfg.Cache != cache.LRU {
-			cc.Cost, cc.PeerCost = cost, peerCost
+			cc.Cost, cc.PeerCost, cc.Admission = cost, peerCost, true // as the nodes' stores
 			self := i
 			cc.CachedElsewhere = func(key string) bool { return s.cachedElsewhere(self, key) }
 		}
