@@ -36,7 +36,7 @@ func popFile(c pop.Config) config.Pop {
 			LearningFactor: c.MBPP.LearningFactor, WeightLink: c.MBPP.WeightLink, WeightServer: c.MBPP.WeightServer,
 			LocalBonus: c.MBPP.LocalBonus, RTTRef: d(c.MBPP.RTTRef), RTTDeadband: c.MBPP.RTTDeadband,
 			ServerDeadband: c.MBPP.ServerDeadband, PublishLinks: c.MBPP.PublishLinks, WatchdogRounds: c.MBPP.WatchdogRounds,
-			EstimateRTT: c.MBPP.EstimateRTT},
+			EstimateRTT: c.MBPP.EstimateRTT, HealEvery: d(c.MBPP.HealEvery)},
 		Chord: config.PopChord{Successors: c.Chord.Successors, Stabilise: d(c.Chord.Stabilise), FixFingers: d(c.Chord.FixFingers),
 			CheckPredecessor: d(c.Chord.CheckPredecessor)},
 		DNS: popDNSFile(c),
@@ -69,7 +69,7 @@ func popConfig(f config.Pop, c pop.Config) pop.Config {
 	m.Hold, m.AckTimeout, m.Retries, m.LearningFactor = f.MBPP.Hold.Duration, f.MBPP.AckTimeout.Duration, f.MBPP.Retries, f.MBPP.LearningFactor
 	m.WeightLink, m.WeightServer, m.LocalBonus, m.RTTRef = f.MBPP.WeightLink, f.MBPP.WeightServer, f.MBPP.LocalBonus, f.MBPP.RTTRef.Duration
 	m.RTTDeadband, m.ServerDeadband, m.PublishLinks, m.WatchdogRounds = f.MBPP.RTTDeadband, f.MBPP.ServerDeadband, f.MBPP.PublishLinks, f.MBPP.WatchdogRounds
-	m.EstimateRTT = f.MBPP.EstimateRTT
+	m.EstimateRTT, m.HealEvery = f.MBPP.EstimateRTT, f.MBPP.HealEvery.Duration
 	h := &c.Chord
 	h.Successors, h.Stabilise, h.FixFingers, h.CheckPredecessor = f.Chord.Successors, f.Chord.Stabilise.Duration, f.Chord.FixFingers.Duration, f.Chord.CheckPredecessor.Duration
 	c.GatewayIPs = f.GatewayIPs

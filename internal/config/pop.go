@@ -112,6 +112,7 @@ type PopMBPP struct {
 	PublishLinks   int      `toml:"publish_links"`
 	WatchdogRounds int      `toml:"watchdog_rounds"`
 	EstimateRTT    bool     `toml:"estimate_rtt"`
+	HealEvery      Duration `toml:"heal_every"`
 }
 
 // PopChord is [chord]: see internal/cdn/chord.Config.
@@ -240,6 +241,9 @@ func (p *Pop) validate(name string, data []byte) []error {
 	}
 	if m.WatchdogRounds < 1 {
 		bad([]string{"mbpp", "watchdog_rounds"}, fmt.Sprintf("watchdog_rounds = %d", m.WatchdogRounds), "use 3")
+	}
+	if m.HealEvery.Duration < 0 {
+		bad([]string{"mbpp", "heal_every"}, fmt.Sprintf("heal_every = %v", m.HealEvery.Duration), "use \"2s\", or 0 to leave a split ring split")
 	}
 	if p.Chord.Successors < 3 {
 		bad([]string{"chord", "successors"}, fmt.Sprintf("successors = %d", p.Chord.Successors), "use 3 or more")

@@ -186,6 +186,10 @@ type Result struct {
 	SimulatedS    float64 `json:"simulated_s"`
 	Events        uint64  `json:"events"`
 	WallS         float64 `json:"wall_s"`
+	// Names are the PoPs' names, by index (their ring IDs are
+	// chord.Hash of them): what a replay of OnRequest's outcomes starts the same PoPs
+	// by.
+	Names []string `json:"-"`
 }
 
 type evKind uint8
@@ -296,11 +300,14 @@ type popState struct {
 	// copies are the held URLs' freshness (freshness.go): what httpcache
 	// decides by.
 	copies map[string]copyState
-	dir    *chord.Directory
+	dir    *replica.Home
 	dead   bool
-	load   int
-	due    [3]time.Time
-	gen    [3]uint32
+	// sawDead: this PoP's view has declared the killed PoP dead, and it
+	// has done what a live PoP does then (watchDeaths).
+	sawDead bool
+	load    int
+	due     [3]time.Time
+	gen     [3]uint32
 }
 
 type sim struct {
@@ -394,7 +401,7 @@ func Run(cfg Config, m *Matrix, w *Workload) (Result, error) {
 			name = m.Names[loc]
 		}
 		p := &popState{idx: i, loc: loc, name: name, addr: "p" + strconv.Itoa(i),
-			dir: chord.NewDirectory(1<<20, 64), rtt: map[int]time.Duration{}, copies: map[string]copyState{}}
+			dir: replica.NewHome(cfg.CDN), rtt: map[int]time.Duration{}, copies: map[string]copyState{}}
 		p.cid = chord.Hash(name)
 		p.mid = mbpp.ID(p.cid)
 		if _, dup := s.byCID[p.cid]; dup || p.cid == 0 {
@@ -719,6 +726,7 @@ func (s *sim) do(e *event) {
 		s.killed = s.now
 		s.push(event{at: s.now.Add(time.Second), kind: evCheck})
 	case evCheck:
+		s.watchDeaths()
 		if s.detected() {
 			s.found = s.now
 			return
@@ -901,17 +909,57 @@ func (s *sim) lookupCost(i int, key chord.ID) (int, bool, float64) {
 }
 
 // send delivers PoP i's registration messages to the homes' directories
-// (a registration is one message, short against the TTL: delivered now).
-func (s *sim) send(i int, regs []replica.Reg[string]) {
+// (a registration is one message, short against the TTL: delivered now),
+// which take them by replica.Home's rules, the live PoPs' own. A key its
+// home no longer owns comes back as the live notmine does: the holder
+// forgets where it was registered and looks the home up again (once; a
+// second refusal waits for the next refresh, as a live PoP's retry waits
+// for Chord's repair).
+func (s *sim) send(i int, regs []replica.Reg[string]) { s.deliver(i, regs, true) }
+
+func (s *sim) deliver(i int, regs []replica.Reg[string], retry bool) {
+	var notMine []string
 	for _, r := range regs {
 		h := idx(r.Home)
 		if h < 0 || h >= len(s.pops) || s.pops[h].dead {
 			continue
 		}
-		if r.Op == replica.Register {
-			s.pops[h].dir.Add(s.now, chord.Hash(r.Key), strconv.Itoa(i), s.cfg.CDN.DirTTL)
-		} else {
-			s.pops[h].dir.Remove(chord.Hash(r.Key), strconv.Itoa(i))
+		key := chord.Hash(r.Key)
+		if !s.pops[h].dir.Apply(s.now, r.Op, key, strconv.Itoa(i), h == i, s.pops[h].ch.Owns(key)) {
+			notMine = append(notMine, r.Key)
+		}
+	}
+	p := s.pops[i]
+	for _, u := range notMine {
+		p.store.Forget(u)
+		if !retry {
+			continue
+		}
+		if h, ok := s.lookup(i, chord.Hash(u)); ok {
+			s.deliver(i, p.store.Hold(s.now, u, pid(h)), false)
+		}
+	}
+}
+
+// watchDeaths does, for each live PoP whose view has just declared the
+// killed PoP dead, what a live PoP's content manager does then: its
+// directory forgets the dead holder (replica.Home.Lost), and the copies it
+// had registered at the dead PoP are registered at their new homes at once
+// (replica.Table.At, Forget, a lookup and Hold).
+func (s *sim) watchDeaths() {
+	v := s.victim
+	for i, p := range s.pops {
+		if p.dead || p.sawDead || s.aliveIn(i, v) {
+			continue
+		}
+		p.sawDead = true
+		name := strconv.Itoa(v)
+		p.dir.Lost(func(h string) bool { return h == name })
+		for _, u := range p.store.At(pid(v)) {
+			p.store.Forget(u)
+			if h, ok := s.lookup(i, chord.Hash(u)); ok {
+				s.send(i, p.store.Hold(s.now, u, pid(h)))
+			}
 		}
 	}
 }
@@ -1129,7 +1177,7 @@ func (s *sim) miss(ing int, r Request, redirected bool) (float64, bool) {
 	}
 	m.Home, _ = s.candidate(ing, home)
 	ages := map[uint64]time.Duration{}
-	for _, h := range s.pops[home].dir.Holders(s.now, key) {
+	for _, h := range s.pops[home].dir.List(s.now, key, strconv.Itoa(home), s.pops[home].store.Has(r.URL)) {
 		j, _ := strconv.Atoi(h)
 		if j == ing || j < 0 || j >= len(s.pops) {
 			continue
@@ -1288,9 +1336,10 @@ func (s *sim) roll() {
 }
 
 // refresh registers again what each PoP holds whose registration is due
-// (replica.Holdings.Due), at the home it was registered at while that home
-// still owns the key, else at the owner a lookup finds: the live PoP's
-// rule, where the old home answers that the key is no longer its own.
+// (replica.Table.RegDue), at the home it was registered at while that home
+// is alive in the PoP's view, else at the owner a lookup finds: the live
+// PoP's rule (a home that no longer owns the key refuses it, and send
+// looks again).
 func (s *sim) refresh() {
 	for i, p := range s.pops {
 		if p.dead {
@@ -1299,7 +1348,7 @@ func (s *sim) refresh() {
 		for _, u := range p.store.RegDue(s.now) {
 			key := chord.Hash(u)
 			h := idx(p.store.Home(u))
-			if h < 0 || s.pops[h].dead || !s.pops[h].ch.Owns(key) {
+			if h < 0 || !s.aliveIn(i, h) {
 				var ok bool
 				if h, ok = s.lookup(i, key); !ok {
 					continue
@@ -1313,6 +1362,9 @@ func (s *sim) refresh() {
 func (s *sim) finish() {
 	s.res.View, s.res.Ring = s.cfg.View, s.cfg.Ring
 	s.res.PoPs = len(s.pops)
+	for _, p := range s.pops {
+		s.res.Names = append(s.res.Names, p.name)
+	}
 	s.res.Clients = s.w.Clients
 	s.res.Requests = len(s.w.Requests)
 	s.res.Ingress = s.ingressByLoc()

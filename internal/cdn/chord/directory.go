@@ -200,6 +200,35 @@ func (d *Directory) Holders(now time.Time, key ID) []string {
 	return out
 }
 
+// DropHolder forgets every entry of the holders gone selects, and returns
+// how many went: when a PoP leaves the view (it died, or a partition cut it
+// off) its copies cannot be fetched, and a directory that kept listing it
+// for the rest of the TTL would not say who holds what. The holder
+// registers again when it comes back.
+func (d *Directory) DropHolder(gone func(holder string) bool) int {
+	refs := map[uint32]bool{}
+	for i, name := range d.names {
+		if gone(name) {
+			refs[uint32(i+1)] = true
+		}
+	}
+	if len(refs) == 0 {
+		return 0
+	}
+	n := 0
+	for k, hs := range d.keys {
+		before := hs.count()
+		hs.drop(func(h holding) bool { return refs[h.who] })
+		n += before - hs.count()
+		if hs.count() == 0 {
+			delete(d.keys, k)
+		} else {
+			d.keys[k] = hs
+		}
+	}
+	return n
+}
+
 // Expire drops every expired entry.
 func (d *Directory) Expire(now time.Time) {
 	t := d.nowSec(now)

@@ -363,6 +363,26 @@ func (n *Node) notified(p Peer) {
 	}
 }
 
+// Consider tells the node that p is a live member of the ring, as the PoP
+// layer knows every member from MBPP's view: when p lies between this node
+// and its successor it becomes the successor, and stabilise does the rest.
+// Chord alone cannot join two rings a partition made: once each side has
+// forgotten the other, no successor, finger or predecessor crosses. MBPP
+// heals its ring (its heal.go); fed the healed membership, every node finds
+// its true successor and the two Chord rings become one in a few
+// stabilise rounds. A node suspected of failure is not taken.
+func (n *Node) Consider(p Peer) {
+	if !n.Joined() || p.ID == n.cfg.Self.ID || p.ID == 0 {
+		return
+	}
+	if _, bad := n.suspect[p.ID]; bad {
+		return
+	}
+	if s := n.succ[0]; s.ID == n.cfg.Self.ID || between(n.cfg.Self.ID, p.ID, s.ID) {
+		n.setSuccs(p, n.succ)
+	}
+}
+
 // stabilised is the second half of stabilise: adopt the successor's
 // predecessor if it sits between, rebuild the successor list from the
 // successor's, and notify the successor.

@@ -51,6 +51,12 @@ type Config struct {
 	// JoinTimeout is how long a newcomer waits for an answer from one
 	// contact before trying the next.
 	JoinTimeout time.Duration
+	// HealEvery is how often a ring's member with the lowest ID probes
+	// one PoP its view holds dead (each in turn), so that two rings a
+	// partition made find each other when it heals and the smaller
+	// dissolves into the larger (heal.go). 0 turns probing off: a split
+	// ring then stays split.
+	HealEvery time.Duration
 
 	// LearningFactor is A of seed 003 §2 (2): perf_link ← (1−A)·perf_link
 	// + A·sample smooths sudden changes of the measured link delay.
@@ -105,6 +111,7 @@ func DefaultConfig(self ID, name, addr string) Config {
 		Retries:        2,
 		WatchdogRounds: 3,
 		JoinTimeout:    5 * time.Second,
+		HealEvery:      2 * time.Second,
 		LearningFactor: 0.125, // RFC 6298's α for SRTT
 		WeightLink:     1,
 		WeightServer:   3,
@@ -123,6 +130,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("mbpp: id 0 is reserved")
 	case c.Hold <= 0, c.AckTimeout <= 0, c.JoinTimeout <= 0, c.RTTRef <= 0:
 		return fmt.Errorf("mbpp: hold, ack timeout, join timeout and rtt ref must be > 0")
+	case c.HealEvery < 0:
+		return fmt.Errorf("mbpp: heal period %v must be ≥ 0", c.HealEvery)
 	case c.PublishLinks < 0:
 		return fmt.Errorf("mbpp: publish links %d must be ≥ 0", c.PublishLinks)
 	case c.Retries < 0, c.WatchdogRounds < 1:

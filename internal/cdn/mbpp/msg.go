@@ -23,9 +23,10 @@ const (
 	KindJoin                    // a newcomer asks a contact to propose it (Proposals[0])
 	KindWelcome                 // the join went round accepted: full list (Entries)
 	KindRefuse                  // the join was refused (Reason)
+	KindProbe                   // a ring asks a PoP it holds dead whether it is a ring of its own (heal.go)
 )
 
-var kindNames = [...]string{"?", "ping", "pong", "ack", "join", "welcome", "refuse"}
+var kindNames = [...]string{"?", "ping", "pong", "ack", "join", "welcome", "refuse", "probe"}
 
 // String names the kind for logs.
 func (k Kind) String() string {
@@ -172,7 +173,7 @@ func Decode(b []byte) (Msg, error) {
 	m.Nb = r.Varint()
 	m.Inc = uint32(r.Uvarint())
 	m.Reason = r.String(maxString)
-	if r.Err() == nil && (m.Kind < KindPing || m.Kind > KindRefuse) {
+	if r.Err() == nil && (m.Kind < KindPing || m.Kind > KindProbe) {
 		r.Fail(fmt.Sprintf("unknown kind %d", m.Kind))
 	}
 	if n := r.Count(12); n > 0 {

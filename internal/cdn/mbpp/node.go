@@ -23,6 +23,8 @@ type Stats struct {
 	JoinsRefused        uint64
 	ProposalsRejected   uint64 // proposals this PoP rejected (Config.Accept)
 	Rejoins             uint64 // times this PoP found itself declared dead and rejoined
+	Probes              uint64 // probes sent to PoPs held dead (heal.go)
+	Merges              uint64 // times this PoP left its ring to join a larger one it found (heal.go)
 	MsgsOut, EntriesOut uint64
 }
 
@@ -78,6 +80,9 @@ type Node struct {
 	lastPingTo, lastPongTo     ID
 	out                        [2]outstanding // unacked ping, pong
 
+	healDue  time.Time // the next probe of a dead PoP (heal.go)
+	healNext int       // which dead PoP it goes to, in turn
+
 	sentTo ID
 	// sent holds, per entry, the version the successor has acked: a ping
 	// carries what changed since then. Counting a version as delivered
@@ -118,6 +123,12 @@ func NewFounder(cfg Config, now time.Time) (*Node, error) {
 	n.pingDue, n.pongDue = now.Add(cfg.Hold), now.Add(cfg.Hold)
 	return n, nil
 }
+
+// SetProof sets the proof this PoP presents when it joins again (rejoin:
+// declared dead, or its ring dissolving into a larger one after a
+// partition): a founder is given none at its start, yet may have to join
+// the others' ring later like any PoP.
+func (n *Node) SetProof(proof []byte) { n.proof = slices.Clone(proof) }
 
 // NewJoiner starts a PoP that joins an existing ring through the contacts
 // (peer addresses), with proof for Config.Accept. It returns the join
@@ -252,6 +263,7 @@ func (n *Node) Next() time.Time {
 		}
 	}
 	at(n.watchdogDue())
+	at(n.healDueAt())
 	return t
 }
 
@@ -310,7 +322,7 @@ func (n *Node) Tick(now time.Time) []Msg {
 	if n.havePong && !now.Before(n.pongDue) {
 		out = append(out, n.sendPong(now)...)
 	}
-	return out
+	return append(out, n.probe(now)...)
 }
 
 // unmine returns the proposals of others; this PoP's own go back to pending.
@@ -538,10 +550,12 @@ func (n *Node) Handle(now time.Time, m Msg) []Msg {
 			*o = outstanding{}
 		}
 		if n.joined && len(m.Entries) > 0 {
-			return n.mergeList(now, m.Entries)
+			return n.mergeListFrom(now, m.Entries, m.From)
 		}
 	case KindJoin:
 		return n.onJoin(now, m)
+	case KindProbe:
+		return n.onProbe(now, m)
 	case KindWelcome:
 		if n.joined || n.refused != "" {
 			return nil
@@ -667,12 +681,22 @@ func (n *Node) onPong(now time.Time, m Msg) []Msg {
 
 // mergeList folds received entries into the view. If this PoP finds itself
 // declared dead it leaves the ring and joins again.
-func (n *Node) mergeList(now time.Time, es []Entry) []Msg {
+func (n *Node) mergeList(now time.Time, es []Entry) []Msg { return n.mergeListFrom(now, es, 0) }
+
+// mergeListFrom is mergeList for entries PoP from sent: a PoP that finds
+// itself declared dead joins again through from first, which holds it dead
+// and so belongs to the ring that declared it (after a partition, the
+// PoP's own ring may be the one about to dissolve).
+func (n *Node) mergeListFrom(now time.Time, es []Entry, from ID) []Msg {
 	for i := range es {
 		d := &es[i]
 		if d.ID == n.cfg.Self {
 			if self := n.view[n.cfg.Self]; self != nil && d.Inc >= self.Inc && !d.Alive {
-				return n.rejoin(now)
+				via := ""
+				if e := n.view[from]; e != nil && from != n.cfg.Self {
+					via = e.Addr
+				}
+				return n.rejoin(now, via)
 			}
 			continue
 		}
@@ -699,11 +723,15 @@ func (n *Node) mergeList(now time.Time, es []Entry) []Msg {
 	return nil
 }
 
-// rejoin is taken by a PoP the others declared failed (it was cut off): it
-// drops its tokens and joins again through the PoPs it knows.
-func (n *Node) rejoin(now time.Time) []Msg {
+// rejoin is taken by a PoP the others declared failed (it was cut off), or
+// whose ring dissolves into a larger one (heal.go): it drops its tokens and
+// joins again, through via first ("" for none), then the PoPs it knows.
+func (n *Node) rejoin(now time.Time, via string) []Msg {
 	n.stats.Rejoins++
 	var contacts []string
+	if via != "" {
+		contacts = append(contacts, via)
+	}
 	for _, id := range n.members() {
 		if id != n.cfg.Self {
 			contacts = append(contacts, n.view[id].Addr)

@@ -348,9 +348,9 @@ const queryTimeout = 3 * time.Second
 // the home's gateway ("" when it runs no content tier: then it is no
 // shield) and its smoothed time to the origin (0: unknown), the plan's
 // HomeOrigin: without it the shield's detour bound
-// (replica.Config.ShieldStretch) never applied to a live PoP. A home that does not answer costs the miss queryTimeout: that
-// is counted and logged (once a minute per home), so a slow miss has its
-// reason in the log.
+// (replica.Config.ShieldStretch) never applied to a live PoP. A home that
+// does not answer costs the miss queryTimeout: that is counted and logged
+// (once a minute per home), so a slow miss has its reason in the log.
 func (m *manager) askHome(ctx context.Context, home chord.Peer, ck chord.ID) ([]string, string, time.Duration) {
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
@@ -391,7 +391,13 @@ func (m *manager) route(ctx context.Context, key string) route {
 	ck := chord.ContentKey("", key)
 	var holders []string
 	homeGW, homeOrigin := "", time.Duration(0)
-	if owner, err := m.r.lookup(ctx, ck); err == nil {
+	owner, err := m.r.lookup(ctx, ck)
+	m.mu.Lock()
+	gone := err == nil && m.gone[uint64(owner.ID)]
+	m.mu.Unlock()
+	// A home that has left the view (Chord, in repair, may still name
+	// it) is not asked: it would cost the miss queryTimeout for nothing.
+	if err == nil && !gone {
 		rt.home = uint64(owner.ID)
 		if rt.home == self {
 			m.mu.Lock()

@@ -31,7 +31,9 @@ func holders(p *fakePoP, key string) []uint64 {
 	p.m.mu.Lock()
 	defer p.m.mu.Unlock()
 	var ids []uint64
-	for _, h := range p.m.dir.Holders(time.Now(), chord.ContentKey("", key)) {
+	ck := chord.ContentKey("", key)
+	// What p answers as the key's home: its own copy counts while it is.
+	for _, h := range p.m.dir.List(time.Now(), ck, p.m.holderID(), p.m.store.Has(HashKey(key)) && p.owns(ck)) {
 		id, _, _ := parseHolder(h)
 		ids = append(ids, id)
 	}
@@ -43,7 +45,7 @@ func sorted(ids ...uint64) []uint64 { slices.Sort(ids); return ids }
 
 // TestMissChain: a miss nobody holds goes through the key's home (shield)
 // to the origin, and the asker's copy is registered at the home (which
-// does not list its own: it is the shield anyway); a miss at a
+// lists its own copy too); a miss at a
 // third PoP is then fetched from a holder, never the origin; the third
 // request is a hit. An eviction unregisters the copy.
 func TestMissChain(t *testing.T) {
@@ -57,16 +59,16 @@ func TestMissChain(t *testing.T) {
 		t.Fatalf("first GET: origin %d, a's shield fetches %d, home's shield served %d (want 1 each)",
 			origin.count("/x?v=1"), a.m.stats.ShieldFetches.Load(), home.m.stats.ShieldServed.Load())
 	}
-	eventually(t, "a listed at the home", func() bool { return slices.Equal(holders(home, key), sorted(a.id)) })
+	eventually(t, "a and the home (its shield copy) listed at the home", func() bool { return slices.Equal(holders(home, key), sorted(a.id, home.id)) })
 	if _, how := b.get(key); how != "MISS" || origin.count("/x?v=1") != 1 || b.m.stats.RemoteFetches.Load() != 1 {
 		t.Fatalf("GET at b: %s, origin %d, b's remote fetches %d (want a holder's copy)", how, origin.count("/x?v=1"), b.m.stats.RemoteFetches.Load())
 	}
 	if _, how := b.get(key); how != "HIT" {
 		t.Fatalf("second GET at b: %s, want HIT", how)
 	}
-	eventually(t, "b listed too", func() bool { return slices.Equal(holders(home, key), sorted(a.id, b.id)) })
+	eventually(t, "b listed too", func() bool { return slices.Equal(holders(home, key), sorted(a.id, b.id, home.id)) })
 	a.m.Evicted(key)
-	eventually(t, "a unlisted after its eviction", func() bool { return slices.Equal(holders(home, key), sorted(b.id)) })
+	eventually(t, "a unlisted after its eviction", func() bool { return slices.Equal(holders(home, key), sorted(b.id, home.id)) })
 	if a.m.store.Has(HashKey(key)) || a.m.stats.Evictions.Load() != 1 || !home.m.store.Has(HashKey(key)) {
 		t.Fatalf("a still counts %s", key)
 	}
@@ -87,7 +89,7 @@ func TestRemoteFetchByScore(t *testing.T) {
 	home.score, lo.score, hi.score, asker.score = 0.1, 0.3, 0.6, 0.2
 	lo.get(key)
 	hi.get(key)
-	eventually(t, "both listed", func() bool { return len(holders(home, key)) == 2 })
+	eventually(t, "both listed, and the home's shield copy", func() bool { return len(holders(home, key)) == 3 })
 	before := [2]int{lo.node.hitsOf(key), hi.node.hitsOf(key)}
 	asker.get(key)
 	if lo.node.hitsOf(key) != before[0] || hi.node.hitsOf(key) != before[1]+1 {
@@ -157,7 +159,7 @@ func TestPurgeEveryPoPConfirms(t *testing.T) {
 	home, a, b := roles(t, ps, key)
 	a.get(key)
 	b.get(key)
-	eventually(t, "two holders besides the home", func() bool { return len(holders(home, key)) == 2 })
+	eventually(t, "two holders and the home", func() bool { return len(holders(home, key)) == 3 })
 	res, err := b.m.issuePurge(t.Context(), replica.Purge{URL: "/p"})
 	if err != nil || len(res.Confirmed) != 3 || len(res.Missing) != 0 || res.Local != 1 {
 		t.Fatalf("purge: %+v %v", res, err)
@@ -323,5 +325,30 @@ func TestPurgeAnswer(t *testing.T) {
 	}
 	if code, _ := post("host=x.com"); code != 400 {
 		t.Fatalf("nothing named: %d, want 400", code)
+	}
+}
+
+// TestShieldDetourLive: the live plan weighs the shield's detour as the
+// simulator's does (replica.Config.ShieldStretch, 1.5): the home's answer
+// carries its time to the origin. self→origin 100 ms, self→home 20 ms:
+// through a home 10 ms from the origin (30 ms ≤ 150) the shield is taken;
+// through one 200 ms from it (220 > 150) the miss goes straight to the
+// origin.
+func TestShieldDetourLive(t *testing.T) {
+	fn, ps, _ := fakeRing(t, 3, replica.DefaultConfig())
+	fn.rtt = 20 * time.Millisecond
+	key := "s/detour"
+	home, a, _ := roles(t, ps, key)
+	a.m.originRTT.Store(int64(100 * time.Millisecond))
+	for _, tc := range []struct {
+		homeOrigin time.Duration
+		shield     bool
+	}{{10 * time.Millisecond, true}, {200 * time.Millisecond, false}} {
+		home.m.originRTT.Store(int64(tc.homeOrigin))
+		rt := a.m.route(t.Context(), key)
+		got := slices.ContainsFunc(rt.steps, func(s replica.Step) bool { return s.Source == replica.Shield })
+		if got != tc.shield {
+			t.Errorf("home %v from the origin: plan %v, shield %v, want %v", tc.homeOrigin, rt.steps, got, tc.shield)
+		}
 	}
 }

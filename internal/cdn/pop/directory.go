@@ -2,6 +2,8 @@ package pop
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"shoal/internal/cdn/chord"
@@ -12,8 +14,8 @@ import (
 // key knows which PoPs hold it): a copy is registered at its key's home
 // when a node stores it, registered again before the directory's TTL,
 // moved when Chord ownership changes, and unregistered when the nodes
-// evict it or a purge removes it. The decisions are replica.Holdings'; this
-// file sends them.
+// evict it or a purge removes it. The decisions are replica.Table's (the
+// holder's side) and replica.Home's (the home's); this file sends them.
 
 // Stored is called when a node of this PoP has stored a response under key
 // (a PoP key): the copy counts in the window and is registered at its home.
@@ -26,9 +28,19 @@ func (m *manager) Stored(key string) {
 	}
 	home := m.homes[k]
 	delete(m.homes, k)
+	later := m.gone[home]
+	if later {
+		// Chord, in repair, named a home that has left the view: a
+		// registration there would be lost, and the copy listed nowhere
+		// until its refresh an hour later.
+		home = 0
+	}
 	regs := m.store.Hold(now, k, home)
 	m.mu.Unlock()
 	m.sendRegs(regs)
+	if later {
+		m.refreshLater()
+	}
 }
 
 // Evicted is called when no node of this PoP holds key any more (the
@@ -101,7 +113,8 @@ func opName(op replica.Op) string {
 	return opUnregister
 }
 
-// onRegister is a holder's (un)registration at this PoP. A key this PoP
+// onRegister is a holder's (un)registration at this PoP, taken by
+// replica.Home's rules (the simulator's too). A key this PoP
 // is not the home of is answered notmine, so the holder looks its home up
 // again (ownership moved since it registered).
 func (m *manager) onRegister(from uint64, in msg) {
@@ -111,19 +124,15 @@ func (m *manager) onRegister(from uint64, in msg) {
 	now := time.Now()
 	var notMine []regItem
 	m.mu.Lock()
+	op := replica.Register
+	if in.Op == opUnregister {
+		op = replica.Unregister
+	}
 	for _, it := range in.Items {
 		key := chord.ID(it.Key)
-		switch {
-		case in.Op == opUnregister:
-			m.dir.Remove(key, in.Holder)
-		case !m.r.owns(key):
+		if !m.dir.Apply(now, op, key, in.Holder, from == m.r.selfID(), op == replica.Register && m.r.owns(key)) {
 			notMine = append(notMine, it)
-		case from != m.r.selfID():
-			m.dir.Add(now, key, in.Holder, m.cfg.DirTTL)
 		}
-		// The home keeps only other holders: its own copies are in its
-		// store, and its answer to a query adds itself from there
-		// (onCDNFrame), at no cost in directory memory.
 	}
 	m.mu.Unlock()
 	if len(notMine) > 0 {
@@ -135,19 +144,39 @@ func (m *manager) onRegister(from uint64, in msg) {
 	}
 }
 
+// notMineWait is how long a PoP waits before it looks homes up again when
+// a home answered notmine or a lookup found a home that has left the
+// view: Chord is in repair (a PoP died, joined or a partition healed), and
+// until the home's predecessor and the others' successors are right the
+// lookup finds the same home again. Answered at once, that loop ran a
+// thousand messages in ten milliseconds after a PoP was killed; a second
+// is a few stabilise and check-predecessor periods.
+const notMineWait = time.Second
+
 // onNotMine: the home these keys were registered at no longer owns them;
-// they are registered again at the homes a lookup finds now.
+// they are registered again at the homes a lookup finds after notMineWait.
 func (m *manager) onNotMine(items []regItem) {
 	m.mu.Lock()
 	for _, it := range items {
 		m.store.Forget(it.Key)
 	}
 	m.mu.Unlock()
-	go m.refresh(context.Background(), time.Now())
+	m.refreshLater()
+}
+
+// refreshLater runs refresh after notMineWait, once however often it is
+// asked meanwhile.
+func (m *manager) refreshLater() {
+	if m.refreshDue.CompareAndSwap(false, true) {
+		time.AfterFunc(notMineWait, func() {
+			m.refreshDue.Store(false)
+			m.refresh(context.Background(), time.Now())
+		})
+	}
 }
 
 // refresh registers again every copy whose registration is due
-// (replica.Holdings.Due: half the TTL, or none yet), at the home it was
+// (replica.Table.RegDue: half the TTL, or none yet), at the home it was
 // registered at while that home still answers for the key, else where a
 // Chord lookup puts it.
 func (m *manager) refresh(ctx context.Context, now time.Time) {
@@ -162,14 +191,16 @@ func (m *manager) refresh(ctx context.Context, now time.Time) {
 		alive[uint64(v.ID)] = v.Alive
 	}
 	var regs []replica.Reg[uint64]
+	retry := false
 	for _, k := range due {
 		m.mu.Lock()
 		home := m.store.Home(k)
 		m.mu.Unlock()
 		if home == 0 || !alive[home] {
 			owner, err := m.r.lookup(ctx, chord.ID(k))
-			if err != nil {
-				continue // next refresh
+			if err != nil || !alive[uint64(owner.ID)] {
+				retry = true
+				continue // Chord is in repair: look again soon
 			}
 			home = uint64(owner.ID)
 		}
@@ -178,11 +209,35 @@ func (m *manager) refresh(ctx context.Context, now time.Time) {
 		m.mu.Unlock()
 	}
 	m.sendRegs(regs)
+	if retry {
+		m.refreshLater()
+	}
 }
 
-// homeDied: a PoP left the view; the keys registered there are registered
-// at their new homes now rather than at their next refresh.
+// homeDied: a PoP left the view (it died, or a partition cut it off). The
+// keys registered there are registered at their new homes now rather than
+// at their next refresh, and this PoP's directory stops listing it as a
+// holder: its copies cannot be fetched, and it registers them again when
+// it comes back (homeBack).
 func (m *manager) homeDied(id uint64) {
+	prefix := fmt.Sprintf("%016x|", id)
+	m.mu.Lock()
+	m.dir.Lost(func(h string) bool { return strings.HasPrefix(h, prefix) })
+	keys := m.store.At(id)
+	for _, k := range keys {
+		m.store.Forget(k)
+	}
+	m.mu.Unlock()
+	if len(keys) > 0 {
+		go m.refresh(context.Background(), time.Now())
+	}
+}
+
+// homeBack: a PoP came back to the view (a partition healed, or it
+// restarted). Its directory dropped this PoP's entries when it lost sight
+// of this one (or lost them with its process), so the keys registered there
+// are registered again now, where a lookup puts them.
+func (m *manager) homeBack(id uint64) {
 	m.mu.Lock()
 	keys := m.store.At(id)
 	for _, k := range keys {
@@ -208,8 +263,8 @@ func (m *manager) handOver(now time.Time) {
 	moved := 0
 	if changed && pred.ID != chord.ID(m.r.selfID()) {
 		es = m.dir.Take(now, func(k chord.ID) bool { return !m.r.owns(k) })
-		// This PoP's own copies of those keys were listed nowhere
-		// (a home does not list itself): register them at the new home.
+		// This PoP's own copies of those keys were listed from its
+		// table, not its directory: register them at the new home.
 		for _, k := range m.store.At(m.r.selfID()) {
 			if !m.r.owns(chord.ID(k)) {
 				m.store.Forget(k)
@@ -247,7 +302,7 @@ func (m *manager) onHandOver(in msg) {
 		}
 	}
 	m.mu.Lock()
-	m.dir.Put(now, keep)
+	m.dir.Adopt(now, keep)
 	m.mu.Unlock()
 	if pred, ok := m.r.predecessor(); ok && len(pass) > 0 && in.Hops > 1 {
 		m.sendEntries(pred, pass, in.Hops-1)

@@ -16,7 +16,8 @@ func TestHomeAnswersOwnCopy(t *testing.T) {
 	home, a, b := roles(t, ps, key)
 	home.score, a.score, b.score = 0.9, 0.2, 0.5
 	a.get(key) // a's miss: the home fetches it as shield and keeps it
-	eventually(t, "a listed at the home", func() bool { return len(holders(home, key)) == 1 })
+	// holders is the home's answer: a, and the home's own copy.
+	eventually(t, "a listed at the home", func() bool { return len(holders(home, key)) == 2 })
 	before := [2]int{home.node.hitsOf(key), a.node.hitsOf(key)}
 	if _, how := b.get(key); how != "MISS" || origin.count("/own") != 1 {
 		t.Fatalf("GET at b: %s, origin %d (want a holder's copy)", how, origin.count("/own"))

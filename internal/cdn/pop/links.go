@@ -64,6 +64,30 @@ type links struct {
 	// handshaking counts peer connections accepted and not yet
 	// authenticated or closed; it never exceeds maxHandshakes.
 	handshaking atomic.Int64
+
+	// cut is the peers whose frames are dropped both ways, as a network
+	// partition would lose them (setCut; empty outside tests, which
+	// partition PoPs in one process with it).
+	cut map[uint64]bool
+}
+
+// setCut drops every frame to and from the peers ids from now on (none:
+// the partition heals). The links stay open, so the PoPs find the
+// partition as they would a lost route: by silence.
+func (ls *links) setCut(ids ...uint64) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.cut = map[uint64]bool{}
+	for _, id := range ids {
+		ls.cut[id] = true
+	}
+}
+
+// isCut reports whether frames of peer id are dropped.
+func (ls *links) isCut(id uint64) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.cut[id]
 }
 
 func newLinks(cfg *peerwire.Config, log *slog.Logger) *links {
@@ -157,7 +181,7 @@ func (ls *links) reader(l *link) {
 		// Acknowledge at once: a delayed ACK would inflate the kernel's
 		// smoothed RTT, which is MBPP's link measurement.
 		quickAck(l.c.NetConn())
-		if len(b) == 0 || b[0] == protoNop {
+		if len(b) == 0 || b[0] == protoNop || ls.isCut(l.peer) {
 			continue
 		}
 		ls.in <- inbound{from: l.peer, proto: b[0], body: append([]byte(nil), b[1:]...)}
@@ -185,6 +209,9 @@ func (ls *links) send(id uint64, addr string, frame []byte) {
 	l := ls.byID[id]
 	if l == nil && addr != "" {
 		l = ls.byAddr[addr]
+	}
+	if ls.cut[id] || l != nil && ls.cut[l.peer] {
+		return
 	}
 	if l != nil {
 		select {
@@ -215,8 +242,8 @@ func (ls *links) send(id uint64, addr string, frame []byte) {
 		}
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
-		if ls.byID[l.peer] != l {
-			return // already dropped
+		if ls.byID[l.peer] != l || ls.cut[l.peer] {
+			return // already dropped, or cut off
 		}
 		for _, f := range q {
 			select {

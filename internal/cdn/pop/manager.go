@@ -102,6 +102,7 @@ const (
 	opSync       = "sync"       // what purges after Vector do you have? → purges
 	opPurges     = "purges"     // Purges the asker lacks
 	opPush       = "push"       // URL is hot at Holder: fetch a copy (seed 003 §3.1)
+	opReregister = "reregister" // the sender's directory forgot the receiver's copies: register them there again
 )
 
 // manager is a PoP's content manager (seed 003 §3.1): the table of what
@@ -122,9 +123,10 @@ type manager struct {
 
 	mu     sync.Mutex
 	store  *replica.Table[uint64]
-	dir    *chord.Directory
+	dir    *replica.Home
 	purges *replica.PurgeLog
 	homes  map[uint64]uint64 // key → the home a fetch found, until it is stored
+	gone   map[uint64]bool   // PoPs that left the view (watchView), not to be taken as homes
 	pred   chord.Peer        // the Chord predecessor last seen
 
 	rmu     sync.Mutex
@@ -137,6 +139,10 @@ type manager struct {
 	// counts the origin's own work too, so it errs long, towards asking
 	// the holders (replica.Config.NearerOrigin).
 	originRTT atomic.Int64
+
+	// refreshDue is set while a refresh waits for Chord's repair
+	// (refreshLater).
+	refreshDue atomic.Bool
 }
 
 // noteOrigin folds one origin fetch's time to headers into originRTT,
@@ -162,8 +168,8 @@ func newManager(r ring, cfg replica.Config, name, gateway string, cache Cache, l
 	incarnation := strconv.FormatInt(now.UnixNano(), 36)
 	m := &manager{r: r, cfg: cfg, name: name, cache: cache, log: log,
 		stats: &Counters{}, warm: func(string) {}, confirm: confirmTimeout, store: st,
-		dir: chord.NewDirectory(1<<20, 64), purges: replica.NewPurgeLog(cfg, name+"@"+incarnation),
-		homes: map[uint64]uint64{}, waiting: map[uint64]chan msg{}}
+		dir: replica.NewHome(cfg), purges: replica.NewPurgeLog(cfg, name+"@"+incarnation),
+		homes: map[uint64]uint64{}, gone: map[uint64]bool{}, waiting: map[uint64]chan msg{}}
 	m.setGateway(gateway)
 	return m, nil
 }
@@ -233,10 +239,7 @@ func (m *manager) onMsg(from uint64, in msg) {
 		// fetched from a holder 60 ms away (the WAN lab's scenario).
 		self := m.holderID()
 		m.mu.Lock()
-		hs := m.dir.Holders(time.Now(), chord.ID(in.Key))
-		if m.store.Has(in.Key) {
-			hs = append(hs, self)
-		}
+		hs := m.dir.List(time.Now(), chord.ID(in.Key), self, m.store.Has(in.Key))
 		m.mu.Unlock()
 		m.r.send(from, "", msg{Op: opHolders, Req: in.Req, Holders: hs, Gateway: m.gw(), OriginNs: m.originRTT.Load()})
 	case opRegister, opUnregister:
@@ -262,6 +265,8 @@ func (m *manager) onMsg(from uint64, in msg) {
 		m.answered(in)
 	case opPush:
 		m.onPush(from, in)
+	case opReregister:
+		m.homeBack(from)
 	case opHolders, opPurged:
 		m.answered(in)
 	}
@@ -314,8 +319,10 @@ const syncEvery = 30 * time.Second
 // directory's refresh, the purge anti-entropy, and a watch (every second)
 // on the view and the ring. A PoP that comes back to the view (or is seen
 // for the first time) is asked for the purges this one lacks; a PoP that
-// leaves it is a dead home whose keys are registered again elsewhere; a
-// new Chord predecessor receives its share of the directory.
+// leaves it is a dead home whose keys are registered again elsewhere (and
+// a holder this PoP's directory forgets); one that comes back is a home
+// whose directory forgot this PoP's copies, registered there again; a new
+// Chord predecessor receives its share of the directory.
 func (m *manager) run(ctx context.Context) {
 	roll := time.NewTicker(m.cfg.Window)
 	defer roll.Stop()
@@ -350,9 +357,22 @@ func (m *manager) watchView(now time.Time, alive map[uint64]bool) {
 		id := uint64(v.ID)
 		was, seen := alive[id]
 		alive[id] = v.Alive
+		if !v.Self {
+			m.mu.Lock()
+			m.gone[id] = !v.Alive
+			m.mu.Unlock()
+		}
 		switch {
 		case v.Self:
-		case v.Alive && (!seen || !was):
+		case v.Alive && seen && !was:
+			m.syncPurges(id, v.Addr, now)
+			m.homeBack(id)
+			// This PoP's directory dropped id's entries when it left
+			// the view, which id may not have seen happen (its own
+			// view may never have lost this PoP): ask it to register
+			// here again.
+			m.r.send(id, v.Addr, msg{Op: opReregister})
+		case v.Alive && !seen:
 			m.syncPurges(id, v.Addr, now)
 		case !v.Alive && seen && was:
 			m.homeDied(id)

@@ -34,6 +34,8 @@ type fakeNet struct {
 	// cut drops messages between the two PoPs (either direction).
 	cut  map[[2]uint64]bool
 	sent atomic.Int64
+	// rtt is every link's RTT in the views (0: unknown).
+	rtt time.Duration
 }
 
 type fakePoP struct {
@@ -131,7 +133,7 @@ func (p *fakePoP) view(now time.Time) []mbpp.PeerView {
 	defer n.mu.Unlock()
 	var out []mbpp.PeerView
 	for id, q := range n.pops {
-		out = append(out, mbpp.PeerView{ID: mbpp.ID(id), Name: q.name, Alive: !n.down[id], Score: q.score, Self: id == p.id, Addr: "x"})
+		out = append(out, mbpp.PeerView{ID: mbpp.ID(id), Name: q.name, Alive: !n.down[id], Score: q.score, Self: id == p.id, Addr: "x", RTT: n.rtt})
 	}
 	return out
 }

@@ -213,6 +213,7 @@ func (p *PoP) joinRings() error {
 		if p.mb, err = mbpp.NewFounder(mc, now); err != nil {
 			return err
 		}
+		p.mb.SetProof(p.proof(mc.Self, cfg.Name, p.PeerAddr))
 		if p.ch, err = chord.Create(cc, now); err != nil {
 			return err
 		}
@@ -549,6 +550,16 @@ func (p *PoP) sample() {
 	}
 	p.mu.Lock()
 	view := p.mb.View(time.Now())
+	if p.ch != nil {
+		// Every live member of MBPP's ring is a member of Chord's: after a
+		// partition healed (MBPP merges its two rings), this is what joins
+		// the two Chord rings again (chord.Node.Consider).
+		for _, v := range view {
+			if v.Alive && !v.Self {
+				p.ch.Consider(chord.Peer{ID: chord.ID(v.ID), Addr: v.Addr})
+			}
+		}
+	}
 	p.mu.Unlock()
 	for _, v := range view {
 		if v.Alive && !v.Self && !p.links.connected(uint64(v.ID)) {

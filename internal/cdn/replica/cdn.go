@@ -4,8 +4,10 @@
 // window), which are hot enough to push to every PoP (Store.Roll), where a
 // miss is fetched from (Config.Plan: best-scoring holder, the key's home as
 // shield, the origin) and where a client is redirected (Better), how the
-// Chord directory is kept true from the holder's side (Holdings: register,
-// refresh, move, unregister), and purges with their tombstones (PurgeLog).
+// Chord directory is kept true from the holder's side (Table.Hold, RegDue:
+// register, refresh, move, unregister) and taken at the home (Home: notmine,
+// no self-listing, lost holders, hand-over), and purges with their
+// tombstones (PurgeLog).
 //
 // Like internal/cdn/mbpp and internal/cdn/chord it is a pure state machine:
 // every call takes the time, nothing reads a clock or does I/O, so `shoal
