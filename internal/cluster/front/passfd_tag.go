@@ -1,6 +1,7 @@
 package front
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -235,22 +236,24 @@ func (p *passfdPath) untrack(id uint64) {
 // TagFlush, when something may have changed (kickPush), until the server
 // shuts down.
 func (p *passfdPath) pushLoop(s *Server) {
-	every := p.cfg.TagFlush
-	if every <= 0 {
-		every = DefaultTagFlush
-	}
+	pushEvery(s.done, p.tag.kick, cmp.Or(max(p.cfg.TagFlush, 0), DefaultTagFlush), func() { p.push(s) })
+}
+
+// pushEvery calls push after each kick, at most once per every, until done
+// closes: the tag paths' table pushes, batched.
+func pushEvery(done, kick <-chan struct{}, every time.Duration, push func()) {
 	for {
 		select {
-		case <-s.done:
+		case <-done:
 			return
-		case <-p.tag.kick:
+		case <-kick:
 		}
 		select {
-		case <-s.done:
+		case <-done:
 			return
 		case <-time.After(every):
 		}
-		p.push(s)
+		push()
 	}
 }
 

@@ -3,6 +3,7 @@
 package front
 
 import (
+	"cmp"
 	"encoding/binary"
 	"net/netip"
 	"sync"
@@ -91,23 +92,7 @@ const DefaultRepairTagFlush = 20 * time.Millisecond
 // pushLoop pushes the table's changes at most once per TagFlush, when
 // something may have changed, until the server shuts down.
 func (p *RepairPath) pushLoop(s *Server) {
-	every := p.cfg.TagFlush
-	if every <= 0 {
-		every = DefaultRepairTagFlush
-	}
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-p.tag.kick:
-		}
-		select {
-		case <-s.done:
-			return
-		case <-time.After(every):
-		}
-		p.push(s)
-	}
+	pushEvery(s.done, p.tag.kick, cmp.Or(max(p.cfg.TagFlush, 0), DefaultRepairTagFlush), func() { p.push(s) })
 }
 
 // push sends every node what changed: URL entries, load flags, the nodes'
