@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -150,7 +151,14 @@ func Start(ctx context.Context, m Matrix) (*WAN, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wan: lab lock: %w", err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+	err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == syscall.EWOULDBLOCK {
+		// Say so: a wait with no word looks like a hang (shoal up --pops as
+		// root while a lab test runs).
+		slog.Warn("wan: another WAN lab owns this host's lab subnet; waiting for it to close", "lock", lockPath)
+		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
+	}
+	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("wan: lab lock %s: %w", lockPath, err)
 	}
