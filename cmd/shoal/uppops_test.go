@@ -24,7 +24,10 @@ func TestUpPopsIsACDN(t *testing.T) {
 	c := startChild(t, exe, "up", "--pops", "3", "--data", t.TempDir())
 	curl := regexp.MustCompile(`curl -s -o /dev/null -D - (http://\S+) `)
 	var urls []string
-	deadline := time.After(120 * time.Second)
+	// As root `shoal up --pops` builds a WAN lab, which waits for the
+	// host-wide lab lock while another package's lab tests hold it (go test
+	// ./... runs them in parallel, a few minutes in all).
+	deadline := time.After(300 * time.Second)
 	for len(urls) < 3 {
 		select {
 		case l := <-c.lines:
@@ -35,7 +38,7 @@ func TestUpPopsIsACDN(t *testing.T) {
 		case <-c.exit:
 			t.Fatalf("shoal up --pops 3 exited: %v", c.err)
 		case <-deadline:
-			t.Fatal("no instructions after 120 s")
+			t.Fatal("no instructions after 300 s")
 		}
 	}
 	pops := regexp.MustCompile(`^http://([^/]+)/`)
