@@ -198,7 +198,7 @@ func checkSpread(t *testing.T, c *Cluster, pol, path string, urls []string) {
 		t.Errorf("%s over %s: the front never counted a handed-off connection against its node (Held 0 throughout)", pol, path)
 	}
 	if res.OK < res.Requests || res.Requests < spreadRequests {
-		t.Fatalf("%d requests answered, %d ok (want %d ok)", res.Requests, res.OK, spreadRequests)
+		t.Fatalf("%d requests answered, %d ok (want %d ok); errors by kind %v", res.Requests, res.OK, spreadRequests, res.Errors)
 	}
 	served, total := servedSince(t, c, before, int64(res.Requests))
 	t.Logf("%s over %s: per-node requests %v of %d, at most %d connections held", pol, path, served, total, mostHeld)
