@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,11 +279,13 @@ func (w *WAN) read(i int) {
 	}
 }
 
-// deliverSpin is how long before a packet is due deliver stops sleeping and
-// yields in a loop instead: a Go timer fires up to about a millisecond late
-// (the poller waits in whole milliseconds), which made every link of the lab
-// 1.2–1.4 ms longer a round trip than its matrix entry.
-const deliverSpin = 2 * time.Millisecond
+// deliverEarly is how early deliver may send a packet: it wakes that much
+// before the next one is due and sends all that are due by then. A Go timer
+// fires up to about a millisecond late (the poller waits in whole
+// milliseconds), which made every link of the lab 1.2–1.4 ms longer a round
+// trip than its matrix entry; waking early centres the error on zero
+// without spinning (a spinning switch took a core from the tests beside it).
+const deliverEarly = 500 * time.Microsecond
 
 // deliver writes each packet to its destination's TUN when its time comes.
 func (w *WAN) deliver() {
@@ -295,7 +296,7 @@ func (w *WAN) deliver() {
 		w.mu.Lock()
 		now := time.Now()
 		var due []pkt
-		for p, _, ok := w.q.PopDue(now); ok; p, _, ok = w.q.PopDue(now) {
+		for p, _, ok := w.q.PopDue(now.Add(deliverEarly)); ok; p, _, ok = w.q.PopDue(now.Add(deliverEarly)) {
 			due = append(due, p)
 		}
 		next := time.Hour
@@ -307,18 +308,7 @@ func (w *WAN) deliver() {
 		for _, p := range due {
 			w.tun[p.to].Write(p.b)
 		}
-		if next <= deliverSpin {
-			// Due within the spin window: yield instead of sleeping, so the
-			// packet leaves on time and not a timer's lateness after it.
-			select {
-			case <-w.stop:
-				return
-			default:
-			}
-			runtime.Gosched()
-			continue
-		}
-		t.Reset(next - deliverSpin)
+		t.Reset(next - deliverEarly)
 		select {
 		case <-w.stop:
 			return
