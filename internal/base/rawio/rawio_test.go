@@ -7,29 +7,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"shoal/internal/testutil"
 	"testing"
 	"time"
 )
-
-// pair returns both ends of a loopback TCP connection.
-func pair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); s.Close() })
-	return c, s
-}
 
 func TestConnWriteRead(t *testing.T) {
 	big := make([]byte, 8<<20) // larger than the socket buffers: partial writes and waits
@@ -46,7 +27,7 @@ func TestConnWriteRead(t *testing.T) {
 		{"large body", []byte("head:"), big},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, s := pair(t)
+			c, s := testutil.TCPPair(t)
 			var w, r Conn
 			if !w.Bind(s) || !r.Bind(c) {
 				t.Fatal("a TCP connection did not bind")
@@ -84,7 +65,7 @@ func TestConnWriteRead(t *testing.T) {
 }
 
 func TestConnReadDeadline(t *testing.T) {
-	c, _ := pair(t)
+	c, _ := testutil.TCPPair(t)
 	var r Conn
 	r.Bind(c)
 	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
