@@ -156,11 +156,21 @@ func spreadSite(t *testing.T, dir string, n, size int) []string {
 }
 
 // checkSpread replays urls uniformly (32 connections, spreadRequests)
-// through c's front and fails if one node served more than 40 %, or if the
-// front never counted a handed-off connection against its node (Held):
-// since ties among equally loaded nodes rotate (internal/cluster/policy's rotor),
-// an even spread alone no longer shows that handed-off connections are
-// counted, as an always-idle view would be served round robin.
+// through c's front and checks the load-aware choice itself: sampled every
+// 10 ms, no node may carry more than 40 % of the connections the front
+// counts against the nodes (Active: in flight plus handed-off ones not yet
+// ended), every node must serve at least 2.5 % of the requests, and on the
+// handoff paths the front must have counted a handed-off connection against
+// its node (Held) at least once.
+//
+// The requests' shares are logged, not bounded: four node processes on two
+// shared cores are not equal servers. A node the scheduler favours ends its
+// connections sooner, so a load-aware policy rightly gives it more (under
+// other test packages or three CPU hogs one node served 41–76 % with every
+// policy, while the connections in progress stayed balanced). What the
+// policies control is the load in progress, so that is what is bounded; a
+// hold that leaks, a policy that ignores load or a node left out breaks it,
+// and holds released at the send leave Held at 0.
 func checkSpread(t *testing.T, c *Cluster, pol, path string, urls []string) {
 	t.Helper()
 	before := nodeRequests(t, c)
@@ -169,43 +179,73 @@ func checkSpread(t *testing.T, c *Cluster, pol, path string, urls []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, sampled := make(chan struct{}), make(chan int)
-	go func() { // the most connections the front held at once, sampled
-		most := 0
-		for tick := time.NewTicker(10 * time.Millisecond); ; {
-			select {
-			case <-stop:
-				tick.Stop()
-				sampled <- most
-				return
-			case <-tick.C:
-				nodes, _ := fetchNodeInfos(c) // a failed sample counts nothing
-				held := 0
-				for _, n := range nodes {
-					held += n.Held
-				}
-				most = max(most, held)
-			}
-		}
-	}()
+	stop, sampled := make(chan struct{}), make(chan spreadSample)
+	go sampleActive(c, stop, sampled)
 	res, err := r.Run(context.Background())
 	close(stop)
-	mostHeld := <-sampled
+	smp := <-sampled
 	if err != nil {
 		t.Fatal(err)
 	}
-	if path != "relay" && mostHeld == 0 {
+	if path != "relay" && smp.mostHeld == 0 {
 		t.Errorf("%s over %s: the front never counted a handed-off connection against its node (Held 0 throughout)", pol, path)
 	}
 	if res.OK < res.Requests || res.Requests < spreadRequests {
 		t.Fatalf("%d requests answered, %d ok (want %d ok); errors by kind %v", res.Requests, res.OK, spreadRequests, res.Errors)
 	}
 	served, total := servedSince(t, c, before, int64(res.Requests))
-	t.Logf("%s over %s: per-node requests %v of %d, at most %d connections held", pol, path, served, total, mostHeld)
+	var load int64
+	for _, a := range smp.active {
+		load += a
+	}
+	t.Logf("%s over %s: per-node requests %v of %d; connections in progress summed over %d samples %v; at most %d held",
+		pol, path, served, total, smp.n, smp.active, smp.mostHeld)
+	for i, a := range smp.active {
+		if load > 0 && a*100 > load*40 {
+			t.Errorf("%s over %s: node %d carried %.1f %% of the connections in progress (want at most 40 %%)",
+				pol, path, i, 100*float64(a)/float64(load))
+		}
+	}
 	for i, n := range served {
-		if total > 0 && n*100 > total*40 {
-			t.Errorf("%s over %s: node %d served %d of %d requests (%.1f %%, want at most 40 %%)",
-				pol, path, i, n, total, 100*float64(n)/float64(total))
+		if total > 0 && n*1000 < total*25 {
+			t.Errorf("%s over %s: node %d served %d of %d requests (want at least 2.5 %%)", pol, path, i, n, total)
+		}
+	}
+}
+
+// spreadSample is what sampleActive saw: each node's Active summed over n
+// samples, and the most connections held at once.
+type spreadSample struct {
+	active   []int64
+	n        int
+	mostHeld int
+}
+
+// sampleActive reads the front's view of the nodes every 10 ms until stop
+// closes, then sends what it saw. A failed read counts nothing.
+func sampleActive(c *Cluster, stop <-chan struct{}, out chan<- spreadSample) {
+	var s spreadSample
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			out <- s
+			return
+		case <-tick.C:
+			nodes, _ := fetchNodeInfos(c)
+			held := 0
+			for i, n := range nodes {
+				for len(s.active) <= i {
+					s.active = append(s.active, 0)
+				}
+				s.active[i] += int64(n.Active)
+				held += n.Held
+			}
+			if len(nodes) > 0 {
+				s.n++
+			}
+			s.mostHeld = max(s.mostHeld, held)
 		}
 	}
 }

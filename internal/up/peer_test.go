@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"shoal/internal/cluster/control"
+	"shoal/internal/testutil"
 )
 
 // peerSite writes 240 small files (4 KB, distinct bytes) and returns the
@@ -100,6 +101,11 @@ func TestWeblinsFetchesFromPeers(t *testing.T) {
 		t.Logf("peer counters: %+v", p)
 		if p.Fetches < 40 || p.Failures != 0 || p.Served != p.Fetches || p.ServedDisk > uint64(len(sums)) || p.Refused != 0 {
 			t.Errorf("peer counters %+v: want ≥ 40 fetches, no failure, served = fetches, served_disk ≤ %d", p, len(sums))
+			for _, n := range nodeInfos(t, c) {
+				if st := n.Status; st != nil {
+					t.Logf("node %d: up %v, %d requests sent by the front, %d served, peer %+v", n.Index, n.Up, n.Requests, st.Requests, st.Peer)
+				}
+			}
 		}
 	}
 	t.Run("relay", func(t *testing.T) {
@@ -114,8 +120,9 @@ func TestWeblinsFetchesFromPeers(t *testing.T) {
 	t.Run("passfd", func(t *testing.T) {
 		logs, _ := os.CreateTemp(t.TempDir(), "nodes.log")
 		defer logs.Close()
+		var flog testutil.SyncBuf
 		p, err := StartProcs(Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), Nodes: 4, Site: site, Policy: "weblins",
-			HealthInterval: 100 * time.Millisecond, Logger: quiet}, ProcsConfig{Path: "passfd", Exe: shoalBinary(t), Stderr: logs})
+			HealthInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&flog, nil))}, ProcsConfig{Path: "passfd", Exe: shoalBinary(t), Stderr: logs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,6 +145,7 @@ func TestWeblinsFetchesFromPeers(t *testing.T) {
 		if t.Failed() {
 			b, _ := os.ReadFile(logs.Name())
 			t.Logf("node logs:\n%s", b)
+			t.Logf("front log:\n%s", flog.String())
 		}
 		if st := p.Front.Stats(); st.Handoff.Passed == 0 {
 			t.Errorf("no connection was handed off: %+v", st.Handoff)
