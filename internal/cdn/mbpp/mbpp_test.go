@@ -214,6 +214,43 @@ func TestRejoinAfterFailure(t *testing.T) {
 	}
 }
 
+// TestJoinThroughAContactStillJoining: a joiner whose first contact is
+// itself not a member yet (after a partition, two cut-off PoPs rejoin and
+// each lists the other) moves on to its next contact and joins; a contact
+// that is not a member only stays silent: a refusal is final, and two
+// such PoPs would stay out of every ring for good.
+func TestJoinThroughAContactStillJoining(t *testing.T) {
+	v := newVnet(t)
+	ids := v.ring(4, 30*time.Second)
+	// PoP 90 keeps trying to join, but its joins are lost.
+	v.hook = func(m Msg) (int, bool) {
+		if m.Kind == KindJoin && m.From == 90 {
+			return 0, false
+		}
+		return 1, false
+	}
+	other, ms, err := NewJoiner(testConfig(90), []string{v.nodes[ids[1]].cfg.Addr}, nil, v.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.add(other)
+	v.send(90, ms)
+	j, ms, err := NewJoiner(testConfig(91), []string{other.cfg.Addr, v.nodes[ids[0]].cfg.Addr}, nil, v.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.add(j)
+	v.send(91, ms)
+	v.run(v.now.Add(30 * time.Second))
+	if !j.Joined() || j.Refused() != "" {
+		t.Fatalf("joiner: joined=%v refused=%q, want joined through its second contact", j.Joined(), j.Refused())
+	}
+	if !v.formed(append(ids, 91)) {
+		v.dump()
+		t.Fatal("ring not formed with the joiner")
+	}
+}
+
 func TestCutOffPoPRejoinsWhenHealed(t *testing.T) {
 	v := newVnet(t)
 	ids := v.ring(5, 30*time.Second)

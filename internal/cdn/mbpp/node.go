@@ -590,7 +590,10 @@ func (n *Node) onJoin(now time.Time, m Msg) []Msg {
 	}
 	p := m.Proposals[0]
 	if !n.joined {
-		return []Msg{n.count(Msg{Kind: KindRefuse, From: n.cfg.Self, ToAddr: p.Addr, Reason: "contact is not a member of a ring yet"})}
+		// Not a member (yet): stay silent, and the joiner's retry tries its
+		// next contact. A refusal would be final, and two PoPs rejoining
+		// after a partition, each the other's contact, would stay out.
+		return nil
 	}
 	if p.ID == n.cfg.Self || p.ID == 0 {
 		return []Msg{n.count(Msg{Kind: KindRefuse, From: n.cfg.Self, ToAddr: p.Addr, Reason: fmt.Sprintf("id %x is in use", p.ID)})}

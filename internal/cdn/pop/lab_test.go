@@ -293,6 +293,11 @@ func (l *lab) until(what string, limit time.Duration, cond func() bool) time.Dur
 			for i, v := range l.views([]int{0, 1, 2, 3, 4}) {
 				l.t.Logf("pop%d: %+v", i, v.Peers)
 			}
+			for i := range 5 {
+				b, _ := os.ReadFile(filepath.Join(l.dir, fmt.Sprintf("pop%d.log", i)))
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				l.t.Logf("pop%d.log, last lines:\n%s", i, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+			}
 			l.t.Fatalf("%s: not after %v", what, limit)
 		}
 		time.Sleep(200 * time.Millisecond)
