@@ -97,7 +97,7 @@ type Entry struct {
 	// the directory listing would.
 	ETag string
 	// ContentType comes from the extension: a pinned table of web types, then
-	// mime.TypeByExtension, then application/octet-stream. It is never sniffed
+	// nginx's mime.types, then application/octet-stream. It is never sniffed
 	// from content. Directories have none: the server decides between an
 	// index file and a listing.
 	ContentType string

@@ -16,6 +16,11 @@ func TestNginxTypes(t *testing.T) {
 		".js":   "text/javascript; charset=utf-8", // pinned (RFC 9239), nginx says application/javascript
 		".ico":  "image/vnd.microsoft.icon",       // pinned (IANA), nginx says image/x-icon
 		".nope": DefaultContentType,
+		// In the host's /etc/mime.types (Debian: audio/x-wav, image/x-xbitmap)
+		// but not in nginx's: the host's table is not read, so every node
+		// answers as nginx does.
+		".wav": DefaultContentType,
+		".xbm": DefaultContentType,
 		"":      DefaultContentType,
 	}
 	for ext, want := range cases {
