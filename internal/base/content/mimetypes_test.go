@@ -21,7 +21,7 @@ func TestNginxTypes(t *testing.T) {
 		// answers as nginx does.
 		".wav": DefaultContentType,
 		".xbm": DefaultContentType,
-		"":      DefaultContentType,
+		"":     DefaultContentType,
 	}
 	for ext, want := range cases {
 		if got := contentType(ext); got != want {
