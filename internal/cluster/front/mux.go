@@ -258,19 +258,8 @@ func (m *muxStream) finish(res Result) {
 func (m *muxStream) relay() Result {
 	s := m.s
 	u := s.upstream(m.t.b)
-	queued, err := u.lim.acquire(s.cfg.QueueTimeout, s.done)
-	if queued {
-		s.ctr.queued.Add(1)
-	}
-	if err != nil {
-		why := answerQueueTimeout
-		if err == errQueueFull {
-			s.ctr.queueFull.Add(1)
-			why = answerQueueFull
-		} else {
-			s.ctr.queueTimeouts.Add(1)
-		}
-		return m.fail(503, why, fmt.Errorf("node %s: %w", u.b.URL, err))
+	if why, err := s.acquireNode(u); err != nil {
+		return m.fail(503, why, err)
 	}
 	held := true
 	defer func() {

@@ -19,6 +19,27 @@ var (
 	errUpgrade          = errors.New("node switched protocols without being asked")
 )
 
+// acquireNode takes one of u's request slots (Config.MaxConn),
+// waiting in its queue up to Config.QueueTimeout, and counts the wait or
+// the refusal. On failure it returns the 503 answer's reason and the error.
+func (s *Server) acquireNode(u *upstream) (why answerReason, err error) {
+	queued, err := u.lim.acquire(s.cfg.QueueTimeout, s.done)
+	if queued {
+		s.ctr.queued.Add(1)
+	}
+	if err == nil {
+		return 0, nil
+	}
+	why = answerQueueTimeout
+	if err == errQueueFull {
+		s.ctr.queueFull.Add(1)
+		why = answerQueueFull
+	} else {
+		s.ctr.queueTimeouts.Add(1)
+	}
+	return why, fmt.Errorf("node %s: %w", u.b.URL, err)
+}
+
 // relay forwards x over a pooled connection to x.Backend and streams the
 // response back. The request head goes out in one write (with the start of
 // the body when it is already buffered); a small response comes back in one
@@ -27,20 +48,10 @@ func (cc *clientConn) relay(x *Exchange) Result {
 	s := cc.s
 	req := x.Req
 	u := s.upstream(x.Backend)
-	queued, err := u.lim.acquire(s.cfg.QueueTimeout, s.done)
-	if queued {
-		s.ctr.queued.Add(1)
-	}
+	why, err := s.acquireNode(u)
 	if err != nil {
-		why := answerQueueTimeout
-		if err == errQueueFull {
-			s.ctr.queueFull.Add(1)
-			why = answerQueueFull
-		} else {
-			s.ctr.queueTimeouts.Add(1)
-		}
 		closeConn := req.Close || req.HasBody()
-		return Result{Status: cc.writeError(503, why, closeConn), Close: closeConn, Err: fmt.Errorf("node %s: %w", u.b.URL, err)}
+		return Result{Status: cc.writeError(503, why, closeConn), Close: closeConn, Err: err}
 	}
 	held := true // the node slot; relayResponse gives it back early for a streamed body
 	defer func() {
