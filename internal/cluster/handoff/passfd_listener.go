@@ -297,7 +297,7 @@ func (p *fdPeer) read() {
 	}()
 	buf := make([]byte, FDHeaderLen+FDMaxData)
 	for {
-		r, err := RecvFD(p.uc, buf)
+		r, err := recvAdopt(p.uc, buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || !isFDMessageError(err) {
 				return
@@ -336,6 +336,21 @@ func (p *fdPeer) read() {
 			return
 		}
 	}
+}
+
+// recvAdopt is RecvFD for a node: a received descriptor is adopted as the
+// connection's own (SockConn) instead of being duplicated by net.FileConn.
+func recvAdopt(uc *net.UnixConn, buf []byte) (FDMessage, error) {
+	r, err := RecvRawFD(uc, buf)
+	if err != nil || r.FD < 0 {
+		return r, err
+	}
+	c, err := adoptFD(r.FD) // closes it on error
+	if err != nil {
+		return FDMessage{}, err
+	}
+	r.Conn, r.FD = c, -1
+	return r, nil
 }
 
 // isFDMessageError reports whether err concerns one message (so reading may

@@ -324,7 +324,11 @@ func (c *conn) flush() error {
 			c.bufs = append(c.bufs, c.out[c.segStart:])
 		}
 		c.wbufs = c.bufs
-		n, err = c.wbufs.WriteTo(c.nc)
+		if c.rio.Active() {
+			n, err = c.rio.WriteBuffers(&c.wbufs)
+		} else {
+			n, err = c.wbufs.WriteTo(c.nc)
+		}
 		clear(c.bufs)
 		c.bufs = c.bufs[:0]
 		c.wbufs = nil
