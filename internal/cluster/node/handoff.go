@@ -105,7 +105,8 @@ func (c *conn) adoptHandoff() {
 	c.nc = h.NetConn()
 	c.rio.Bind(c.nc)
 	c.setPreread(h.Preread())
-	c.hb = &handback{h: h, oneShot: h.OneRequest()}
+	c.hbv = handback{h: h, oneShot: h.OneRequest()}
+	c.hb = &c.hbv
 	if t, ok := h.(TagRouted); ok && t.TagMode() {
 		c.hb.tag, c.hb.fresh = t, true
 	}
