@@ -296,14 +296,16 @@ func (c *FDClient) read(uc *net.UnixConn) {
 			c.onDisconnect()
 		}
 	}()
+	rd, err := newFDReader(uc)
+	if err != nil {
+		return
+	}
 	buf := make([]byte, FDHeaderLen+FDMaxData)
 	for {
-		var r FDMessage
-		var err error
-		if c.raw {
-			r, err = RecvRawFD(uc, buf)
-		} else {
-			r, err = RecvFD(uc, buf)
+		r, err := rd.recv(buf)
+		if err == nil && r.FD >= 0 && !c.raw {
+			r.Conn, err = WrapFD(r.FD) // closes it
+			r.FD = -1
 		}
 		if err != nil {
 			if isFDMessageError(err) {

@@ -295,9 +295,13 @@ func (p *fdPeer) read() {
 		delete(p.l.peers, p)
 		p.l.mu.Unlock()
 	}()
+	rd, err := newFDReader(p.uc)
+	if err != nil {
+		return
+	}
 	buf := make([]byte, FDHeaderLen+FDMaxData)
 	for {
-		r, err := recvAdopt(p.uc, buf)
+		r, err := recvAdopt(rd, buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || !isFDMessageError(err) {
 				return
@@ -340,8 +344,8 @@ func (p *fdPeer) read() {
 
 // recvAdopt is RecvFD for a node: a received descriptor is adopted as the
 // connection's own (SockConn) instead of being duplicated by net.FileConn.
-func recvAdopt(uc *net.UnixConn, buf []byte) (FDMessage, error) {
-	r, err := RecvRawFD(uc, buf)
+func recvAdopt(rd *fdReader, buf []byte) (FDMessage, error) {
+	r, err := rd.recv(buf)
 	if err != nil || r.FD < 0 {
 		return r, err
 	}

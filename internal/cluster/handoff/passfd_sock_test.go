@@ -1,0 +1,67 @@
+package handoff
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"shoal/internal/base/rawio"
+	"shoal/internal/testutil"
+)
+
+// TestSockConn: a socket a node adopts is the client's connection: it
+// reads what the client sent, writes (also by writev through rawio), knows
+// both addresses, keeps deadlines, and closing it ends the connection.
+func TestSockConn(t *testing.T) {
+	a, b := fdSeqpair(t)
+	client, server := testutil.TCPPair(t)
+	if _, err := SendFD(a, FDHeader{Kind: FDMove, Conn: 9}, server, time.Second, nil, []byte("GET /")); err != nil {
+		t.Fatal(err)
+	}
+	server.Close()
+	rd, err := newFDReader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := recvAdopt(rd, make([]byte, FDHeaderLen+FDMaxData))
+	if err != nil || r.Header.Conn != 9 || string(r.Data) != "GET /" {
+		t.Fatalf("received %+v %q, %v", r.Header, r.Data, err)
+	}
+	sc, ok := r.Conn.(*SockConn)
+	if !ok {
+		t.Fatalf("received %T, want *SockConn", r.Conn)
+	}
+	defer sc.Close()
+	if got, want := sc.RemoteAddr().String(), client.LocalAddr().String(); got != want {
+		t.Errorf("RemoteAddr %s, want %s", got, want)
+	}
+	if got, want := sc.LocalAddr().String(), client.RemoteAddr().String(); got != want {
+		t.Errorf("LocalAddr %s, want %s", got, want)
+	}
+	client.Write([]byte("ping"))
+	got := make([]byte, 4)
+	sc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(sc, got); err != nil || string(got) != "ping" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	sc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := sc.Read(got); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline: %v", err)
+	}
+	var rio rawio.Conn
+	if !rio.Bind(sc) {
+		t.Fatal("rawio does not bind an adopted socket")
+	}
+	bufs := net.Buffers{[]byte("he"), nil, []byte("llo"), []byte(" world")}
+	if n, err := rio.WriteBuffers(&bufs); n != 11 || err != nil || len(bufs) != 0 {
+		t.Fatalf("WriteBuffers = %d, %v, %d left", n, err, len(bufs))
+	}
+	sc.Close()
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if all, err := io.ReadAll(client); string(all) != "hello world" || err != nil {
+		t.Fatalf("client read %q, %v", all, err)
+	}
+}
