@@ -237,7 +237,12 @@ func (l *FDListener) acceptPeers() {
 			c.Close()
 			return
 		}
-		p := &fdPeer{l: l, uc: uc}
+		rc, err := uc.SyscallConn()
+		if err != nil {
+			c.Close()
+			return
+		}
+		p := &fdPeer{l: l, uc: uc, rc: rc, snd: newFDSender()}
 		l.mu.Lock()
 		select {
 		case <-l.done:
@@ -256,24 +261,29 @@ func (l *FDListener) acceptPeers() {
 // fdPeer is one front's connection to the handoff socket. Returns go back on
 // the same connection, so a node needs no address for the front.
 type fdPeer struct {
-	l       *FDListener
-	uc      *net.UnixConn
-	sendMu  sync.Mutex
-	scratch []byte
+	l      *FDListener
+	uc     *net.UnixConn
+	rc     syscall.RawConn // uc's
+	sendMu sync.Mutex
+	snd    *fdSender
 }
+
+// fdPeerSendTimeout bounds a send to a front or node whose socket stays
+// full.
+const fdPeerSendTimeout = 5 * time.Second
 
 func (p *fdPeer) send(h FDHeader, data []byte, c net.Conn) error {
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
 	var err error
 	if c == nil {
-		p.scratch, err = SendFD(p.uc, h, nil, 5*time.Second, p.scratch, data)
+		err = p.snd.send(p.uc, p.rc, h, -1, fdPeerSendTimeout, [][]byte{data})
 	} else {
 		sc, ok := c.(syscall.Conn)
 		if !ok {
 			return fmt.Errorf("handoff: %T has no descriptor", c)
 		}
-		p.scratch, err = SendFD(p.uc, h, sc, 5*time.Second, p.scratch, data)
+		p.snd.msg, err = SendFD(p.uc, h, sc, fdPeerSendTimeout, p.snd.msg, data)
 	}
 	return err
 }
@@ -283,9 +293,7 @@ func (p *fdPeer) send(h FDHeader, data []byte, c net.Conn) error {
 func (p *fdPeer) sendRaw(h FDHeader, data []byte, fd int) error {
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
-	var err error
-	p.scratch, err = SendRawFD(p.uc, h, fd, 5*time.Second, p.scratch, data)
-	return err
+	return p.snd.send(p.uc, p.rc, h, fd, fdPeerSendTimeout, [][]byte{data})
 }
 
 func (p *fdPeer) read() {

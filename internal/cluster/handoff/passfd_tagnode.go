@@ -251,7 +251,9 @@ func (r *tagRouter) moveTo(c *FDConn, node int, url string, rest []byte) error {
 	}
 	m[k] = pm
 	r.mu.Unlock()
-	if err := cl.Send(h, sc, rest); err != nil {
+	// The duplicate goes: it is the same socket, and sending a bare
+	// descriptor costs no RawConn call for the connection's.
+	if err := cl.SendRaw(h, dup, rest); err != nil {
 		r.mu.Lock()
 		delete(r.pending[cl], k)
 		r.mu.Unlock()
