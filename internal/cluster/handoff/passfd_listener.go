@@ -27,6 +27,24 @@ type FDConn struct {
 	fdPeer *fdPeer
 	router *tagRouter // tag mode (FDFlagTag): the listener's router
 	done   bool       // HandBack, MoveTo or Ended succeeded
+	// inline holds data when it fits (a request head usually does), so
+	// a received connection is one allocation, not two.
+	inline [fdConnInline]byte
+}
+
+// fdConnInline is the room for client bytes inside an FDConn.
+const fdConnInline = 512
+
+// newFDConn makes the FDConn of a received message, with a copy of its
+// client bytes.
+func newFDConn(m FDMessage, p *fdPeer, r *tagRouter) *FDConn {
+	c := &FDConn{Conn: m.Conn, Header: m.Header, fdPeer: p, router: r}
+	if len(m.Data) <= len(c.inline) {
+		c.data = c.inline[:copy(c.inline[:], m.Data)]
+	} else {
+		c.data = append([]byte(nil), m.Data...)
+	}
+	return c
 }
 
 // NetConn returns the client connection itself.
@@ -336,11 +354,12 @@ func (p *fdPeer) read() {
 			continue
 		}
 		p.l.stats.received.Add(1)
-		c := &FDConn{Conn: r.Conn, Header: r.Header, data: append([]byte(nil), r.Data...), fdPeer: p}
+		var router *tagRouter
 		if r.Header.Flags&FDFlagTag != 0 {
 			p.l.tag.learn(p, r.Header)
-			c.router = p.l.tag
+			router = p.l.tag
 		}
+		c := newFDConn(r, p, router)
 		select {
 		case p.l.conns <- c:
 		case <-p.l.done:

@@ -32,35 +32,31 @@ type SockConn struct {
 // adoptFD wraps fd, a received socket, without duplicating it. On error fd
 // is closed.
 func adoptFD(fd int) (*SockConn, error) {
-	// os.NewFile registers a descriptor with the poller only when it is
-	// non-blocking. A sender's Go socket always is (the flag lives in the
-	// file description the descriptor shares); anyone else's is made so.
-	fl, _, e := unix.RawSyscall(unix.SYS_FCNTL, uintptr(fd), unix.F_GETFL, 0)
-	if e == 0 && fl&unix.O_NONBLOCK == 0 {
-		e = errnoOf(unix.SetNonblock(fd, true))
-	}
-	if e != 0 {
-		unix.Close(fd)
-		return nil, fmt.Errorf("%w: received socket: %v", ErrFDMessage, e)
-	}
+	// os.NewFile registers a descriptor with the poller when it is
+	// non-blocking, which a sender's Go socket always is (the flag lives in
+	// the file description the descriptor shares). SetDeadline fails on a
+	// file the poller does not hold: a blocking socket (a test's, another
+	// program's) is then duplicated, made non-blocking and wrapped again.
 	f := os.NewFile(uintptr(fd), "handoff")
+	if f.SetDeadline(time.Time{}) != nil {
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		f.Close()
+		if err == nil {
+			if err = unix.SetNonblock(dup, true); err != nil {
+				unix.Close(dup)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: received socket: %v", ErrFDMessage, err)
+		}
+		fd, f = dup, os.NewFile(uintptr(dup), "handoff")
+	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%w: received socket: %v", ErrFDMessage, err)
 	}
 	return &SockConn{f: f, rc: rc, fd: fd}, nil
-}
-
-// errnoOf is err's errno, EINVAL for another error, 0 for nil.
-func errnoOf(err error) unix.Errno {
-	if err == nil {
-		return 0
-	}
-	if e, ok := err.(unix.Errno); ok {
-		return e
-	}
-	return unix.EINVAL
 }
 
 // Read implements net.Conn.

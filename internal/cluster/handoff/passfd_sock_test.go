@@ -10,6 +10,8 @@ import (
 
 	"shoal/internal/base/rawio"
 	"shoal/internal/testutil"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSockConn: a socket a node adopts is the client's connection: it
@@ -63,5 +65,43 @@ func TestSockConn(t *testing.T) {
 	client.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if all, err := io.ReadAll(client); string(all) != "hello world" || err != nil {
 		t.Fatalf("client read %q, %v", all, err)
+	}
+}
+
+// TestSockConnBlocking: a blocking socket (no shoal sender passes one, but
+// a test or another program may) is made non-blocking and served through
+// the poller: a read past its deadline returns instead of blocking.
+func TestSockConnBlocking(t *testing.T) {
+	a, b := fdSeqpair(t)
+	client, server := testutil.TCPPair(t)
+	f, err := server.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.Close()
+	if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.WriteMsgUnix(AppendFDHeader(nil, FDHeader{Kind: FDMove}), unix.UnixRights(int(f.Fd())), nil); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	rd, err := newFDReader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := recvAdopt(rd, make([]byte, FDHeaderLen+FDMaxData))
+	if err != nil {
+		t.Fatalf("blocking socket: %v", err)
+	}
+	defer r.Conn.Close()
+	r.Conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := r.Conn.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline: %v", err)
+	}
+	client.Write([]byte("x"))
+	r.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := r.Conn.Read(make([]byte, 1)); n != 1 || err != nil {
+		t.Fatalf("read %d, %v", n, err)
 	}
 }

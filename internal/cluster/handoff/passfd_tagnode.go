@@ -39,6 +39,9 @@ type tagRouter struct {
 	armed   bool
 	timer   *time.Timer
 	closed  bool
+	// moves recycles pendingMoves and their byte buffers: a node in tag
+	// mode makes one per moved request.
+	moves sync.Pool
 }
 
 // moveKey names a move: the connection and its move count after it.
@@ -241,7 +244,11 @@ func (r *tagRouter) moveTo(c *FDConn, node int, url string, rest []byte) error {
 	}
 	h := c.Header
 	h.Kind, h.Flags, h.Node, h.Moves, h.Fetch = FDMove, FDFlagTag, int32(node), h.Moves+1, 0
-	pm := &pendingMove{fd: dup, data: append([]byte(nil), rest...), h: h, url: url}
+	pm, _ := r.moves.Get().(*pendingMove)
+	if pm == nil {
+		pm = &pendingMove{}
+	}
+	pm.fd, pm.data, pm.h, pm.url = dup, append(pm.data[:0], rest...), h, url
 	k := moveKey{h.Conn, h.Moves}
 	r.mu.Lock()
 	m := r.pending[cl]
@@ -258,6 +265,7 @@ func (r *tagRouter) moveTo(c *FDConn, node int, url string, rest []byte) error {
 		delete(r.pending[cl], k)
 		r.mu.Unlock()
 		unix.Close(dup)
+		r.recycle(pm)
 		return err
 	}
 	r.l.stats.moved.Add(1)
@@ -300,6 +308,16 @@ func (r *tagRouter) acked(cl *FDClient, h FDHeader) {
 	}
 	unix.Close(pm.fd)
 	r.note(NoteMoved, int(pm.h.Node), pm.h.Moves, pm.h.Conn, pm.url)
+	r.recycle(pm)
+}
+
+// recycle returns a settled move to the pool.
+func (r *tagRouter) recycle(pm *pendingMove) {
+	if cap(pm.data) > 16<<10 {
+		pm.data = nil
+	}
+	pm.fd, pm.url, pm.data = -1, "", pm.data[:0]
+	r.moves.Put(pm)
 }
 
 // lost hands every unacknowledged move to node back to the front: the node
@@ -319,6 +337,7 @@ func (r *tagRouter) lost(node int, cl *FDClient) {
 
 // reroute hands a move that did not happen to the front, which picks again.
 func (r *tagRouter) reroute(pm *pendingMove) {
+	defer r.recycle(pm)
 	defer unix.Close(pm.fd)
 	r.flush()
 	r.mu.Lock()
@@ -363,7 +382,7 @@ func (r *tagRouter) take(p *fdPeer, m FDMessage) {
 		r.mu.Unlock()
 	}
 	r.l.stats.received.Add(1)
-	c := &FDConn{Conn: m.Conn, Header: m.Header, data: append([]byte(nil), m.Data...), fdPeer: p, router: r}
+	c := newFDConn(m, p, r)
 	select {
 	case r.l.conns <- c:
 	case <-r.l.done:
