@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"shoal/internal/base/accept"
+
+	"golang.org/x/sys/unix"
 )
 
 // FDConn is a client connection received over a handoff socket. It is a
@@ -379,6 +381,14 @@ func recvAdopt(rd *fdReader, buf []byte) (FDMessage, error) {
 	c, err := adoptFD(r.FD) // closes it on error
 	if err != nil {
 		return FDMessage{}, err
+	}
+	if r.Header.Kind != FDMove {
+		// Small answers must not wait for the client's ACK (Nagle):
+		// net.FileConn set TCP_NODELAY on every received socket, the
+		// front's raw accept path sets none, so the node sets it once,
+		// when a connection comes from the front; a node moves it on
+		// with the option set (it belongs to the socket).
+		unix.SetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
 	r.Conn, r.FD = c, -1
 	return r, nil

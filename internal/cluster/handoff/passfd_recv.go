@@ -51,7 +51,7 @@ func (r *fdReader) recvStep(fd uintptr) bool {
 	msg.Control = &oob[0]
 	msg.SetControllen(len(oob))
 	for {
-		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&msg)), unix.MSG_CMSG_CLOEXEC)
+		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&msg)), recvFlags)
 		switch e {
 		case unix.EINTR:
 			continue

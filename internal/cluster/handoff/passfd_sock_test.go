@@ -105,3 +105,34 @@ func TestSockConnBlocking(t *testing.T) {
 		t.Fatalf("read %d, %v", n, err)
 	}
 }
+
+// TestAdoptNoDelay: a connection from the front (whose raw accept sets no
+// socket option) gets TCP_NODELAY, so small answers do not wait for the
+// client's ACK; a move between nodes leaves the socket's option as it is.
+func TestAdoptNoDelay(t *testing.T) {
+	for _, tc := range []struct {
+		kind uint8
+		want int
+	}{{FDHandoff, 1}, {FDMove, 0}} {
+		a, b := fdSeqpair(t)
+		_, server := testutil.TCPPair(t)
+		server.SetNoDelay(false)
+		if _, err := SendFD(a, FDHeader{Kind: tc.kind}, server, time.Second, nil); err != nil {
+			t.Fatal(err)
+		}
+		server.Close()
+		rd, err := newFDReader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := recvAdopt(rd, make([]byte, FDHeaderLen+FDMaxData))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := unix.GetsockoptInt(r.Conn.(*SockConn).fd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+		r.Conn.Close()
+		if err != nil || (got != 0) != (tc.want != 0) {
+			t.Errorf("kind %d: TCP_NODELAY %d, %v; want %d", tc.kind, got, err, tc.want)
+		}
+	}
+}
