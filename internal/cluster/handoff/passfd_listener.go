@@ -38,15 +38,28 @@ type FDConn struct {
 const fdConnInline = 512
 
 // newFDConn makes the FDConn of a received message, with a copy of its
-// client bytes.
+// client bytes; it comes from the listener's pool when one was released.
 func newFDConn(m FDMessage, p *fdPeer, r *tagRouter) *FDConn {
-	c := &FDConn{Conn: m.Conn, Header: m.Header, fdPeer: p, router: r}
+	c, _ := p.l.fdConns.Get().(*FDConn)
+	if c == nil {
+		c = &FDConn{}
+	}
+	c.Conn, c.Header, c.fdPeer, c.router, c.done = m.Conn, m.Header, p, r, false
 	if len(m.Data) <= len(c.inline) {
 		c.data = c.inline[:copy(c.inline[:], m.Data)]
 	} else {
 		c.data = append([]byte(nil), m.Data...)
 	}
 	return c
+}
+
+// Release recycles c: the caller is done with it (closed it, handed it
+// back or moved it on) and must not use it, or anything it returned,
+// again. Optional: an FDConn never released is garbage as usual.
+func (c *FDConn) Release() {
+	l := c.fdPeer.l
+	*c = FDConn{data: c.inline[:0]}
+	l.fdConns.Put(c)
 }
 
 // NetConn returns the client connection itself.
@@ -154,6 +167,8 @@ type FDListener struct {
 	mu    sync.Mutex
 	peers map[*fdPeer]struct{}
 	tag   *tagRouter
+	// fdConns recycles released FDConns (Release).
+	fdConns sync.Pool
 }
 
 // ListenFD creates the handoff socket at path. A stale socket file left by a

@@ -40,8 +40,8 @@ type tagRouter struct {
 	timer   *time.Timer
 	closed  bool
 	// moves recycles pendingMoves and their byte buffers: a node in tag
-	// mode makes one per moved request.
-	moves sync.Pool
+	// mode makes one per moved request; dupers the state of dupConn.
+	moves, dupers sync.Pool
 }
 
 // moveKey names a move: the connection and its move count after it.
@@ -238,7 +238,7 @@ func (r *tagRouter) moveTo(c *FDConn, node int, url string, rest []byte) error {
 	if !ok {
 		return fmt.Errorf("handoff: %T has no descriptor", c.Conn)
 	}
-	dup, err := dupConn(sc)
+	dup, err := r.dupConn(sc)
 	if err != nil {
 		return err
 	}
@@ -272,24 +272,40 @@ func (r *tagRouter) moveTo(c *FDConn, node int, url string, rest []byte) error {
 	return nil
 }
 
-// dupConn duplicates sc's descriptor (close-on-exec).
-func dupConn(sc syscall.Conn) (int, error) {
+// dupConn duplicates sc's descriptor (close-on-exec). The duplication
+// runs under the socket's RawConn (Control holds a reference, so a
+// concurrent Close cannot hand us a reused number), through a duper from
+// r.dupers, whose step is bound once: no allocation per move.
+func (r *tagRouter) dupConn(sc syscall.Conn) (int, error) {
 	rc, err := sc.SyscallConn()
 	if err != nil {
 		return -1, fmt.Errorf("handoff: client socket: %w", err)
 	}
-	dup := -1
-	var derr error
-	if cerr := rc.Control(func(fd uintptr) {
-		dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
-	}); cerr != nil {
+	d, _ := r.dupers.Get().(*duper)
+	if d == nil {
+		d = &duper{}
+		d.step = d.run
+	}
+	defer r.dupers.Put(d)
+	d.fd, d.err = -1, nil
+	if cerr := rc.Control(d.step); cerr != nil {
 		return -1, fmt.Errorf("handoff: client socket: %w", cerr)
 	}
-	if derr != nil {
-		return -1, fmt.Errorf("handoff: dup: %w", derr)
+	if d.err != nil {
+		return -1, fmt.Errorf("handoff: dup: %w", d.err)
 	}
-	return dup, nil
+	return d.fd, nil
 }
+
+// duper is dupConn's state: the result of one F_DUPFD_CLOEXEC and the
+// step that makes it, bound once.
+type duper struct {
+	fd   int
+	err  error
+	step func(fd uintptr)
+}
+
+func (d *duper) run(fd uintptr) { d.fd, d.err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }
 
 // acked settles the move h acknowledges: done (the front is told), or
 // refused (the connection goes back to the front).

@@ -243,6 +243,7 @@ func (c *conn) serve() {
 		} else {
 			c.nc.Close()
 			c.s.untrack(c)
+			c.releaseHandoff()
 		}
 		c.s.connBufs.put(c.buf)
 		c.s.outBufs.put(c.out)
