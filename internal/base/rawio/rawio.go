@@ -66,22 +66,30 @@ type Conn struct {
 	wv           [2][]byte
 	wn           int
 	werr         error
+	// vstep is writevStep bound once; vb the buffers it writes, iov its
+	// iovec scratch.
+	vstep func(fd uintptr) bool
+	vb    [][]byte
+	vn    int64
+	iov   []unix.Iovec
 }
 
-// Bind makes c serve nc when it is a *net.TCPConn and reports whether it
-// does; other connections (TLS, wrappers) keep net.Conn's own calls.
+// Bind makes c serve nc when it is a socket of its own (a *net.TCPConn, or
+// any connection with a descriptor: syscall.Conn, such as a socket received
+// from another process) and reports whether it does; other connections
+// (TLS, wrappers) keep net.Conn's own calls.
 func (c *Conn) Bind(nc net.Conn) bool {
 	c.raw = nil
-	tc, ok := nc.(*net.TCPConn)
+	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return false
 	}
-	raw, err := tc.SyscallConn()
+	raw, err := sc.SyscallConn()
 	if err != nil {
 		return false
 	}
 	if c.rstep == nil {
-		c.rstep, c.wstep = c.readStep, c.writeStep
+		c.rstep, c.wstep, c.vstep = c.readStep, c.writeStep, c.writevStep
 	}
 	c.raw = raw
 	return true
@@ -166,4 +174,65 @@ func (c *Conn) writeStep(fd uintptr) bool {
 		c.wv[0], c.wv[1] = c.wv[1][n:], nil
 	}
 	return true
+}
+
+// maxIov bounds the buffers of one writev(2) (the kernel's UIO_MAXIOV is
+// 1024).
+const maxIov = 1024
+
+// WriteBuffers writes every buffer of bufs whole with writev(2), as
+// net.Buffers.WriteTo does for a *net.TCPConn (which a socket of another
+// type does not get from the standard library: it writes buffer by
+// buffer), waiting in the poller while the socket is full. bufs is
+// consumed; it returns the bytes written.
+func (c *Conn) WriteBuffers(bufs *net.Buffers) (int64, error) {
+	c.vb, c.vn, c.werr = *bufs, 0, nil
+	err := c.raw.Write(c.vstep)
+	*bufs = c.vb
+	c.vb = nil
+	clear(c.iov) // the iovecs point into the caller's buffers
+	if err == nil {
+		err = c.werr
+	}
+	return c.vn, err
+}
+
+func (c *Conn) writevStep(fd uintptr) bool {
+	for {
+		for len(c.vb) > 0 && len(c.vb[0]) == 0 {
+			c.vb = c.vb[1:]
+		}
+		if len(c.vb) == 0 {
+			return true
+		}
+		c.iov = c.iov[:0]
+		for _, b := range c.vb[:min(len(c.vb), maxIov)] {
+			if len(b) > 0 {
+				v := unix.Iovec{Base: unsafe.SliceData(b)}
+				v.SetLen(len(b))
+				c.iov = append(c.iov, v)
+			}
+		}
+		r, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&c.iov[0])), uintptr(len(c.iov)))
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e == unix.EAGAIN:
+			return false
+		case e != 0:
+			c.werr = e
+			return true
+		}
+		n := int64(r)
+		c.vn += n
+		for n > 0 && len(c.vb) > 0 {
+			if k := int64(len(c.vb[0])); k <= n {
+				n -= k
+				c.vb = c.vb[1:]
+			} else {
+				c.vb[0] = c.vb[0][n:]
+				n = 0
+			}
+		}
+	}
 }

@@ -300,6 +300,13 @@ func RecvRawFD(uc *net.UnixConn, buf []byte) (FDMessage, error) {
 	if oobn > 0 {
 		fds = parseFDRights(oob[:oobn])
 	}
+	return parseRecv(buf, n, oobn, flags, fds, err)
+}
+
+// parseRecv makes the message of a recvmsg that read n bytes into buf and
+// oobn bytes of control data holding fds, closing every descriptor it does
+// not return.
+func parseRecv(buf []byte, n, oobn, flags int, fds []int, err error) (FDMessage, error) {
 	if err != nil {
 		closeFDs(fds)
 		if errors.Is(err, io.EOF) {

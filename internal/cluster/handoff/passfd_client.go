@@ -39,6 +39,7 @@ type FDClient struct {
 
 	mu     sync.Mutex
 	uc     *net.UnixConn
+	rc     syscall.RawConn // uc's, made once per dial
 	closed bool
 	// refused is the last trust refusal, returned without dialling again
 	// until refusedUntil: a refused socket costs one check per
@@ -46,7 +47,9 @@ type FDClient struct {
 	refused      error
 	refusedUntil time.Time
 
-	scratch sync.Pool
+	// senders are fdSenders (record buffers and sendmsg state), one per
+	// send in progress.
+	senders sync.Pool
 }
 
 // FDClientConfig configures NewFDClient.
@@ -98,7 +101,7 @@ func NewFDClient(cfg FDClientConfig) *FDClient {
 		t := *cfg.Trust
 		c.trust = &t
 	}
-	c.scratch.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	c.senders.New = func() any { return newFDSender() }
 	return c
 }
 
@@ -108,21 +111,21 @@ func (c *FDClient) Path() string { return c.path }
 // ErrFDClientClosed is returned by Send after Close.
 var ErrFDClientClosed = errors.New("handoff: client closed")
 
-// conn returns the live socket, dialling it if needed.
-func (c *FDClient) conn() (*net.UnixConn, error) {
+// conn returns the live socket and its RawConn, dialling it if needed.
+func (c *FDClient) conn() (*net.UnixConn, syscall.RawConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrFDClientClosed
+		return nil, nil, ErrFDClientClosed
 	}
 	if c.uc != nil {
-		return c.uc, nil
+		return c.uc, c.rc, nil
 	}
 	var uc *net.UnixConn
 	var err error
 	if c.trust != nil {
 		if c.refused != nil && time.Now().Before(c.refusedUntil) {
-			return nil, c.refused
+			return nil, nil, c.refused
 		}
 		uc, err = dialTrusted(c.path, *c.trust)
 		if errors.Is(err, ErrUntrusted) {
@@ -135,20 +138,25 @@ func (c *FDClient) conn() (*net.UnixConn, error) {
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		uc.Close()
+		return nil, nil, fmt.Errorf("handoff: dial %s: %w", c.path, err)
 	}
 	c.refused = nil
-	c.uc = uc
+	c.uc, c.rc = uc, rc
 	c.gen.Add(1)
 	go c.read(uc)
-	return uc, nil
+	return uc, rc, nil
 }
 
 // drop forgets uc (if it is still the current socket) and closes it.
 func (c *FDClient) drop(uc *net.UnixConn) {
 	c.mu.Lock()
 	if c.uc == uc {
-		c.uc = nil
+		c.uc, c.rc = nil, nil
 	}
 	c.mu.Unlock()
 	uc.Close()
@@ -187,18 +195,14 @@ var ErrWouldBlock = errors.New("handoff: node socket full")
 // listener from one goroutine and hands a blocked send to a goroutine of its
 // own. On success the caller closes fd; on any error it still owns it.
 func (c *FDClient) TrySendRaw(h FDHeader, fd int, data ...[]byte) error {
-	uc, err := c.conn()
+	uc, rc, err := c.conn()
 	if err != nil {
 		return err
 	}
-	rc, err := uc.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("handoff: send to %s: %w", c.path, err)
-	}
-	bp := c.scratch.Get().(*[]byte)
-	defer c.scratch.Put(bp)
-	msg, err := record(nil, h, 0, *bp, data)
-	*bp = msg[:0]
+	snd := c.senders.Get().(*fdSender)
+	defer c.senders.Put(snd)
+	msg, err := record(nil, h, 0, snd.msg, data)
+	snd.msg = msg[:0]
 	if err != nil {
 		return err
 	}
@@ -250,18 +254,18 @@ func appendRights(b []byte, fd int) []byte {
 }
 
 func (c *FDClient) send(h FDHeader, conn syscall.Conn, fd int, data [][]byte) error {
-	uc, err := c.conn()
+	uc, rc, err := c.conn()
 	if err != nil {
 		return err
 	}
-	bp := c.scratch.Get().(*[]byte)
-	if conn != nil || fd < 0 {
-		*bp, err = SendFD(uc, h, conn, c.timeout, *bp, data...)
+	snd := c.senders.Get().(*fdSender)
+	if conn != nil {
+		snd.msg, err = SendFD(uc, h, conn, c.timeout, snd.msg, data...)
 	} else {
-		*bp, err = SendRawFD(uc, h, fd, c.timeout, *bp, data...)
+		err = snd.send(uc, rc, h, fd, c.timeout, data)
 	}
-	if cap(*bp) <= 64<<10 {
-		c.scratch.Put(bp)
+	if cap(snd.msg) <= 64<<10 {
+		c.senders.Put(snd)
 	}
 	if err != nil {
 		var ne net.Error
@@ -281,7 +285,7 @@ func (c *FDClient) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	uc := c.uc
-	c.uc = nil
+	c.uc, c.rc = nil, nil
 	c.mu.Unlock()
 	if uc != nil {
 		return uc.Close()
@@ -296,14 +300,16 @@ func (c *FDClient) read(uc *net.UnixConn) {
 			c.onDisconnect()
 		}
 	}()
+	rd, err := newFDReader(uc)
+	if err != nil {
+		return
+	}
 	buf := make([]byte, FDHeaderLen+FDMaxData)
 	for {
-		var r FDMessage
-		var err error
-		if c.raw {
-			r, err = RecvRawFD(uc, buf)
-		} else {
-			r, err = RecvFD(uc, buf)
+		r, err := rd.recv(buf)
+		if err == nil && r.FD >= 0 && !c.raw {
+			r.Conn, err = WrapFD(r.FD) // closes it
+			r.FD = -1
 		}
 		if err != nil {
 			if isFDMessageError(err) {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"shoal/internal/base/accept"
+
+	"golang.org/x/sys/unix"
 )
 
 // FDConn is a client connection received over a handoff socket. It is a
@@ -27,6 +29,37 @@ type FDConn struct {
 	fdPeer *fdPeer
 	router *tagRouter // tag mode (FDFlagTag): the listener's router
 	done   bool       // HandBack, MoveTo or Ended succeeded
+	// inline holds data when it fits (a request head usually does), so
+	// a received connection is one allocation, not two.
+	inline [fdConnInline]byte
+}
+
+// fdConnInline is the room for client bytes inside an FDConn.
+const fdConnInline = 512
+
+// newFDConn makes the FDConn of a received message, with a copy of its
+// client bytes; it comes from the listener's pool when one was released.
+func newFDConn(m FDMessage, p *fdPeer, r *tagRouter) *FDConn {
+	c, _ := p.l.fdConns.Get().(*FDConn)
+	if c == nil {
+		c = &FDConn{}
+	}
+	c.Conn, c.Header, c.fdPeer, c.router, c.done = m.Conn, m.Header, p, r, false
+	if len(m.Data) <= len(c.inline) {
+		c.data = c.inline[:copy(c.inline[:], m.Data)]
+	} else {
+		c.data = append([]byte(nil), m.Data...)
+	}
+	return c
+}
+
+// Release recycles c: the caller is done with it (closed it, handed it
+// back or moved it on) and must not use it, or anything it returned,
+// again. Optional: an FDConn never released is garbage as usual.
+func (c *FDConn) Release() {
+	l := c.fdPeer.l
+	*c = FDConn{data: c.inline[:0]}
+	l.fdConns.Put(c)
 }
 
 // NetConn returns the client connection itself.
@@ -134,6 +167,8 @@ type FDListener struct {
 	mu    sync.Mutex
 	peers map[*fdPeer]struct{}
 	tag   *tagRouter
+	// fdConns recycles released FDConns (Release).
+	fdConns sync.Pool
 }
 
 // ListenFD creates the handoff socket at path. A stale socket file left by a
@@ -237,7 +272,12 @@ func (l *FDListener) acceptPeers() {
 			c.Close()
 			return
 		}
-		p := &fdPeer{l: l, uc: uc}
+		rc, err := uc.SyscallConn()
+		if err != nil {
+			c.Close()
+			return
+		}
+		p := &fdPeer{l: l, uc: uc, rc: rc, snd: newFDSender()}
 		l.mu.Lock()
 		select {
 		case <-l.done:
@@ -256,24 +296,29 @@ func (l *FDListener) acceptPeers() {
 // fdPeer is one front's connection to the handoff socket. Returns go back on
 // the same connection, so a node needs no address for the front.
 type fdPeer struct {
-	l       *FDListener
-	uc      *net.UnixConn
-	sendMu  sync.Mutex
-	scratch []byte
+	l      *FDListener
+	uc     *net.UnixConn
+	rc     syscall.RawConn // uc's
+	sendMu sync.Mutex
+	snd    *fdSender
 }
+
+// fdPeerSendTimeout bounds a send to a front or node whose socket stays
+// full.
+const fdPeerSendTimeout = 5 * time.Second
 
 func (p *fdPeer) send(h FDHeader, data []byte, c net.Conn) error {
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
 	var err error
 	if c == nil {
-		p.scratch, err = SendFD(p.uc, h, nil, 5*time.Second, p.scratch, data)
+		err = p.snd.send(p.uc, p.rc, h, -1, fdPeerSendTimeout, [][]byte{data})
 	} else {
 		sc, ok := c.(syscall.Conn)
 		if !ok {
 			return fmt.Errorf("handoff: %T has no descriptor", c)
 		}
-		p.scratch, err = SendFD(p.uc, h, sc, 5*time.Second, p.scratch, data)
+		p.snd.msg, err = SendFD(p.uc, h, sc, fdPeerSendTimeout, p.snd.msg, data)
 	}
 	return err
 }
@@ -283,9 +328,7 @@ func (p *fdPeer) send(h FDHeader, data []byte, c net.Conn) error {
 func (p *fdPeer) sendRaw(h FDHeader, data []byte, fd int) error {
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
-	var err error
-	p.scratch, err = SendRawFD(p.uc, h, fd, 5*time.Second, p.scratch, data)
-	return err
+	return p.snd.send(p.uc, p.rc, h, fd, fdPeerSendTimeout, [][]byte{data})
 }
 
 func (p *fdPeer) read() {
@@ -295,9 +338,13 @@ func (p *fdPeer) read() {
 		delete(p.l.peers, p)
 		p.l.mu.Unlock()
 	}()
+	rd, err := newFDReader(p.uc)
+	if err != nil {
+		return
+	}
 	buf := make([]byte, FDHeaderLen+FDMaxData)
 	for {
-		r, err := RecvFD(p.uc, buf)
+		r, err := recvAdopt(rd, buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || !isFDMessageError(err) {
 				return
@@ -324,11 +371,12 @@ func (p *fdPeer) read() {
 			continue
 		}
 		p.l.stats.received.Add(1)
-		c := &FDConn{Conn: r.Conn, Header: r.Header, data: append([]byte(nil), r.Data...), fdPeer: p}
+		var router *tagRouter
 		if r.Header.Flags&FDFlagTag != 0 {
 			p.l.tag.learn(p, r.Header)
-			c.router = p.l.tag
+			router = p.l.tag
 		}
+		c := newFDConn(r, p, router)
 		select {
 		case p.l.conns <- c:
 		case <-p.l.done:
@@ -336,6 +384,29 @@ func (p *fdPeer) read() {
 			return
 		}
 	}
+}
+
+// recvAdopt is RecvFD for a node: a received descriptor is adopted as the
+// connection's own (SockConn) instead of being duplicated by net.FileConn.
+func recvAdopt(rd *fdReader, buf []byte) (FDMessage, error) {
+	r, err := rd.recv(buf)
+	if err != nil || r.FD < 0 {
+		return r, err
+	}
+	c, err := adoptFD(r.FD) // closes it on error
+	if err != nil {
+		return FDMessage{}, err
+	}
+	if r.Header.Kind != FDMove {
+		// Small answers must not wait for the client's ACK (Nagle):
+		// net.FileConn set TCP_NODELAY on every received socket, the
+		// front's raw accept path sets none, so the node sets it once,
+		// when a connection comes from the front; a node moves it on
+		// with the option set (it belongs to the socket).
+		unix.SetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	}
+	r.Conn, r.FD = c, -1
+	return r, nil
 }
 
 // isFDMessageError reports whether err concerns one message (so reading may

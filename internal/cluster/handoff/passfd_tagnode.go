@@ -39,6 +39,9 @@ type tagRouter struct {
 	armed   bool
 	timer   *time.Timer
 	closed  bool
+	// moves recycles pendingMoves and their byte buffers: a node in tag
+	// mode makes one per moved request; dupers the state of dupConn.
+	moves, dupers sync.Pool
 }
 
 // moveKey names a move: the connection and its move count after it.
@@ -235,13 +238,17 @@ func (r *tagRouter) moveTo(c *FDConn, node int, url string, rest []byte) error {
 	if !ok {
 		return fmt.Errorf("handoff: %T has no descriptor", c.Conn)
 	}
-	dup, err := dupConn(sc)
+	dup, err := r.dupConn(sc)
 	if err != nil {
 		return err
 	}
 	h := c.Header
 	h.Kind, h.Flags, h.Node, h.Moves, h.Fetch = FDMove, FDFlagTag, int32(node), h.Moves+1, 0
-	pm := &pendingMove{fd: dup, data: append([]byte(nil), rest...), h: h, url: url}
+	pm, _ := r.moves.Get().(*pendingMove)
+	if pm == nil {
+		pm = &pendingMove{}
+	}
+	pm.fd, pm.data, pm.h, pm.url = dup, append(pm.data[:0], rest...), h, url
 	k := moveKey{h.Conn, h.Moves}
 	r.mu.Lock()
 	m := r.pending[cl]
@@ -251,35 +258,54 @@ func (r *tagRouter) moveTo(c *FDConn, node int, url string, rest []byte) error {
 	}
 	m[k] = pm
 	r.mu.Unlock()
-	if err := cl.Send(h, sc, rest); err != nil {
+	// The duplicate goes: it is the same socket, and sending a bare
+	// descriptor costs no RawConn call for the connection's.
+	if err := cl.SendRaw(h, dup, rest); err != nil {
 		r.mu.Lock()
 		delete(r.pending[cl], k)
 		r.mu.Unlock()
 		unix.Close(dup)
+		r.recycle(pm)
 		return err
 	}
 	r.l.stats.moved.Add(1)
 	return nil
 }
 
-// dupConn duplicates sc's descriptor (close-on-exec).
-func dupConn(sc syscall.Conn) (int, error) {
+// dupConn duplicates sc's descriptor (close-on-exec). The duplication
+// runs under the socket's RawConn (Control holds a reference, so a
+// concurrent Close cannot hand us a reused number), through a duper from
+// r.dupers, whose step is bound once: no allocation per move.
+func (r *tagRouter) dupConn(sc syscall.Conn) (int, error) {
 	rc, err := sc.SyscallConn()
 	if err != nil {
 		return -1, fmt.Errorf("handoff: client socket: %w", err)
 	}
-	dup := -1
-	var derr error
-	if cerr := rc.Control(func(fd uintptr) {
-		dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
-	}); cerr != nil {
+	d, _ := r.dupers.Get().(*duper)
+	if d == nil {
+		d = &duper{}
+		d.step = d.run
+	}
+	defer r.dupers.Put(d)
+	d.fd, d.err = -1, nil
+	if cerr := rc.Control(d.step); cerr != nil {
 		return -1, fmt.Errorf("handoff: client socket: %w", cerr)
 	}
-	if derr != nil {
-		return -1, fmt.Errorf("handoff: dup: %w", derr)
+	if d.err != nil {
+		return -1, fmt.Errorf("handoff: dup: %w", d.err)
 	}
-	return dup, nil
+	return d.fd, nil
 }
+
+// duper is dupConn's state: the result of one F_DUPFD_CLOEXEC and the
+// step that makes it, bound once.
+type duper struct {
+	fd   int
+	err  error
+	step func(fd uintptr)
+}
+
+func (d *duper) run(fd uintptr) { d.fd, d.err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }
 
 // acked settles the move h acknowledges: done (the front is told), or
 // refused (the connection goes back to the front).
@@ -298,6 +324,16 @@ func (r *tagRouter) acked(cl *FDClient, h FDHeader) {
 	}
 	unix.Close(pm.fd)
 	r.note(NoteMoved, int(pm.h.Node), pm.h.Moves, pm.h.Conn, pm.url)
+	r.recycle(pm)
+}
+
+// recycle returns a settled move to the pool.
+func (r *tagRouter) recycle(pm *pendingMove) {
+	if cap(pm.data) > 16<<10 {
+		pm.data = nil
+	}
+	pm.fd, pm.url, pm.data = -1, "", pm.data[:0]
+	r.moves.Put(pm)
 }
 
 // lost hands every unacknowledged move to node back to the front: the node
@@ -317,6 +353,7 @@ func (r *tagRouter) lost(node int, cl *FDClient) {
 
 // reroute hands a move that did not happen to the front, which picks again.
 func (r *tagRouter) reroute(pm *pendingMove) {
+	defer r.recycle(pm)
 	defer unix.Close(pm.fd)
 	r.flush()
 	r.mu.Lock()
@@ -361,7 +398,7 @@ func (r *tagRouter) take(p *fdPeer, m FDMessage) {
 		r.mu.Unlock()
 	}
 	r.l.stats.received.Add(1)
-	c := &FDConn{Conn: m.Conn, Header: m.Header, data: append([]byte(nil), m.Data...), fdPeer: p, router: r}
+	c := newFDConn(m, p, r)
 	select {
 	case r.l.conns <- c:
 	case <-r.l.done:

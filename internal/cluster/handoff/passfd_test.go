@@ -113,6 +113,22 @@ func TestSendRecv(t *testing.T) {
 	}
 }
 
+// receivers are the two ways a message is read: RecvFD (fronts, wrapping
+// with net.FileConn) and a node's fdReader, adopting the socket.
+var receivers = []struct {
+	name string
+	recv func(uc *net.UnixConn, buf []byte) (FDMessage, error)
+}{
+	{"RecvFD", RecvFD},
+	{"adopt", func(uc *net.UnixConn, buf []byte) (FDMessage, error) {
+		rd, err := newFDReader(uc)
+		if err != nil {
+			return FDMessage{}, err
+		}
+		return recvAdopt(rd, buf)
+	}},
+}
+
 // TestRecvRefuses checks that bad messages are refused, their descriptors
 // closed (the client sees EOF, not a hang), and that reading goes on.
 func TestRecvRefuses(t *testing.T) {
@@ -131,79 +147,82 @@ func TestRecvRefuses(t *testing.T) {
 		{"too many descriptors", good, 5, 0, ErrFDTruncated, 0}, // 5 > oob room for 4
 		{"two descriptors", good, 2, 0, nil, 1},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			a, b := fdSeqpair(t)
-			var clients []*net.TCPConn
-			var rights []int
-			for range tc.fds {
+	for _, rv := range receivers {
+		for _, tc := range tests {
+			t.Run(rv.name+"/"+tc.name, func(t *testing.T) {
+				recv := rv.recv
+				a, b := fdSeqpair(t)
+				var clients []*net.TCPConn
+				var rights []int
+				for range tc.fds {
+					c, s := testutil.TCPPair(t)
+					clients = append(clients, c)
+					f, err := s.File()
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer f.Close()
+					rights = append(rights, int(f.Fd()))
+					s.Close()
+				}
+				var oob []byte
+				if len(rights) > 0 {
+					oob = unix.UnixRights(rights...)
+				}
+				if _, _, err := a.WriteMsgUnix(tc.msg, oob, nil); err != nil {
+					t.Fatal(err)
+				}
+				// Close our dup'ed files so the kernel's copies are the last.
+				for _, fd := range rights {
+					unix.Close(fd)
+				}
+				size := tc.bufSize
+				if size == 0 {
+					size = FDHeaderLen + FDMaxData
+				}
+				r, err := recv(b, make([]byte, size))
+				if tc.want != nil {
+					if !errors.Is(err, tc.want) {
+						t.Fatalf("err = %v, want %v", err, tc.want)
+					}
+					if !isFDMessageError(err) {
+						t.Fatalf("%v is not a per-message error", err)
+					}
+					for i, c := range clients {
+						c.SetReadDeadline(time.Now().Add(5 * time.Second))
+						if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+							t.Errorf("client %d: %v, want EOF (descriptor closed)", i, err)
+						}
+					}
+				} else {
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer r.Conn.Close()
+					if r.Stray != tc.stray {
+						t.Errorf("stray %d, want %d", r.Stray, tc.stray)
+					}
+					for i, c := range clients[1:] {
+						c.SetReadDeadline(time.Now().Add(5 * time.Second))
+						if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+							t.Errorf("stray client %d: %v, want EOF", i+1, err)
+						}
+					}
+				}
+				// The socket still works for the next message.
 				c, s := testutil.TCPPair(t)
-				clients = append(clients, c)
-				f, err := s.File()
-				if err != nil {
+				if _, err := SendFD(a, FDHeader{Kind: FDHandoff}, s, time.Second, nil); err != nil {
 					t.Fatal(err)
 				}
-				defer f.Close()
-				rights = append(rights, int(f.Fd()))
 				s.Close()
-			}
-			var oob []byte
-			if len(rights) > 0 {
-				oob = unix.UnixRights(rights...)
-			}
-			if _, _, err := a.WriteMsgUnix(tc.msg, oob, nil); err != nil {
-				t.Fatal(err)
-			}
-			// Close our dup'ed files so the kernel's copies are the last.
-			for _, fd := range rights {
-				unix.Close(fd)
-			}
-			size := tc.bufSize
-			if size == 0 {
-				size = FDHeaderLen + FDMaxData
-			}
-			r, err := RecvFD(b, make([]byte, size))
-			if tc.want != nil {
-				if !errors.Is(err, tc.want) {
-					t.Fatalf("err = %v, want %v", err, tc.want)
-				}
-				if !isFDMessageError(err) {
-					t.Fatalf("%v is not a per-message error", err)
-				}
-				for i, c := range clients {
-					c.SetReadDeadline(time.Now().Add(5 * time.Second))
-					if _, err := c.Read(make([]byte, 1)); err != io.EOF {
-						t.Errorf("client %d: %v, want EOF (descriptor closed)", i, err)
-					}
-				}
-			} else {
+				r, err = recv(b, make([]byte, FDHeaderLen+FDMaxData))
 				if err != nil {
-					t.Fatal(err)
+					t.Fatalf("next message: %v", err)
 				}
-				defer r.Conn.Close()
-				if r.Stray != tc.stray {
-					t.Errorf("stray %d, want %d", r.Stray, tc.stray)
-				}
-				for i, c := range clients[1:] {
-					c.SetReadDeadline(time.Now().Add(5 * time.Second))
-					if _, err := c.Read(make([]byte, 1)); err != io.EOF {
-						t.Errorf("stray client %d: %v, want EOF", i+1, err)
-					}
-				}
-			}
-			// The socket still works for the next message.
-			c, s := testutil.TCPPair(t)
-			if _, err := SendFD(a, FDHeader{Kind: FDHandoff}, s, time.Second, nil); err != nil {
-				t.Fatal(err)
-			}
-			s.Close()
-			r, err = RecvFD(b, make([]byte, FDHeaderLen+FDMaxData))
-			if err != nil {
-				t.Fatalf("next message: %v", err)
-			}
-			r.Conn.Close()
-			_ = c
-		})
+				r.Conn.Close()
+				_ = c
+			})
+		}
 	}
 }
 

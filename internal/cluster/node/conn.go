@@ -46,29 +46,54 @@ var (
 // bufPool recycles connections' buffers: a connection handed over by a
 // front (passfd) may serve one request, and its 13 KiB read buffer should
 // not be garbage after it. Buffers of another capacity than the pool's
-// (grown ones) are dropped.
+// (grown ones) are dropped. The pool holds *[]byte; the empty slice
+// headers go to hdrs when a buffer is taken and come back for the next
+// put, so neither allocates.
 type bufPool struct {
 	p    sync.Pool
+	hdrs sync.Pool
 	size atomic.Int64 // the capacity the pool holds, set by the first get
 }
 
 func (b *bufPool) get(n int) []byte {
 	b.size.CompareAndSwap(0, int64(n))
-	if v, ok := b.p.Get().(*[]byte); ok && len(*v) == n {
-		return *v
+	if v, ok := b.p.Get().(*[]byte); ok {
+		buf := *v
+		*v = nil
+		b.hdrs.Put(v)
+		if len(buf) == n {
+			return buf
+		}
 	}
 	return make([]byte, n)
 }
 
 func (b *bufPool) put(buf []byte) {
 	if buf != nil && int64(cap(buf)) == b.size.Load() {
-		buf = buf[:cap(buf)]
-		b.p.Put(&buf)
+		v, _ := b.hdrs.Get().(*[]byte)
+		if v == nil {
+			v = new([]byte)
+		}
+		*v = buf[:cap(buf)]
+		b.p.Put(v)
 	}
 }
 
-// conn is one client connection, served by one goroutine.
+// conn is one client connection, served by one goroutine. A conn is
+// recycled through Server.connPool when its connection ends (newConn,
+// release): under tbccrd in passfd tag mode nearly every request arrives on
+// a connection another node just moved here, so a conn, its header slice
+// and raw I/O steps would otherwise be garbage after one request. The
+// sweeper's atomics stay outside connFields, so newConn can reset the
+// rest in one assignment.
 type conn struct {
+	connFields
+	state atomic.Int32
+	since atomic.Int64 // unix ns when the current state began
+}
+
+// connFields is a conn's state but the sweeper's atomics.
+type connFields struct {
 	s    *Server
 	nc   net.Conn
 	host string // client address for the access log
@@ -95,14 +120,12 @@ type conn struct {
 	snd      *store.Sender // sends store bodies to nc, made on first use
 	logLine  []byte
 
-	state atomic.Int32
-	since atomic.Int64 // unix ns when the current state began
-
 	nreq, nbytes int64 // batch counters, added to the server's per batch
 	served       cache.Served
 
 	pre int       // bytes at buf[w:] handed over with the connection, read first
 	hb  *handback // non-nil for a connection handed off by the front (handoff.go)
+	hbv handback  // what hb points to, kept with the conn
 	// operator: the connection was accepted on the node's own TCP port,
 	// where the front's health checker and the operator come, so
 	// /.shoal/status is answered. Connections handed over by a front
@@ -122,14 +145,24 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{
+	c, _ := s.connPool.Get().(*conn)
+	if c == nil {
+		c = &conn{}
+	}
+	// Keep what only grows (header slice, scratch, raw I/O steps bound to
+	// c.rio); everything else starts from zero.
+	c.connFields = connFields{
 		s:   s,
 		nc:  nc,
 		buf: s.connBufs.get(s.cfg.MaxHead + 4096),
 		out: s.outBufs.get(4096)[:0],
+		req: httpwire.Request{Headers: c.req.Headers[:0]},
 
+		hostBuf: c.hostBuf[:0], spans: c.spans[:0], scratch: c.scratch[:0],
+		bufs: c.bufs[:0], logLine: c.logLine[:0], rio: c.rio,
 		handHint: -1,
 	}
+	c.state.Store(stIdle)
 	c.rio.Bind(nc)
 	_, c.operator = nc.(*net.TCPConn)
 	c.front = c.operator && s.peer != nil && s.trustedPeer(nc)
@@ -147,6 +180,24 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	c.since.Store(time.Now().UnixNano())
 	return c
+}
+
+// release returns c, untracked and done with, to the server's pool. The
+// references it holds are dropped now, so a pooled conn keeps no
+// connection, site or handoff state alive.
+func (c *conn) release() {
+	s := c.s
+	c.rio.Unbind()
+	clear(c.req.Headers[:cap(c.req.Headers)])
+	clear(c.bufs[:cap(c.bufs)])
+	c.connFields = connFields{
+		req:     httpwire.Request{Headers: c.req.Headers[:0]},
+		hostBuf: c.hostBuf[:0], spans: c.spans[:0], scratch: c.scratch[:0],
+		bufs: c.bufs[:0], logLine: c.logLine[:0], rio: c.rio,
+	}
+	if cap(c.scratch) <= 64<<10 && cap(c.logLine) <= 64<<10 {
+		s.connPool.Put(c)
+	}
 }
 
 // checkTimeout is called by the sweeper: it closes the connection if its
@@ -192,10 +243,14 @@ func (c *conn) serve() {
 		} else {
 			c.nc.Close()
 			c.s.untrack(c)
+			c.releaseHandoff()
 		}
 		c.s.connBufs.put(c.buf)
 		c.s.outBufs.put(c.out)
 		c.buf, c.out = nil, nil
+		if !c.peerUp {
+			c.release()
+		}
 	}()
 	st := stIdle // the zero state; Shutdown may already have closed it
 	headStart := c.since.Load()
@@ -324,7 +379,11 @@ func (c *conn) flush() error {
 			c.bufs = append(c.bufs, c.out[c.segStart:])
 		}
 		c.wbufs = c.bufs
-		n, err = c.wbufs.WriteTo(c.nc)
+		if c.rio.Active() {
+			n, err = c.rio.WriteBuffers(&c.wbufs)
+		} else {
+			n, err = c.wbufs.WriteTo(c.nc)
+		}
 		clear(c.bufs)
 		c.bufs = c.bufs[:0]
 		c.wbufs = nil

@@ -54,6 +54,11 @@ type TagRouted interface {
 	MoveTo(node int, key string, rest []byte) error
 }
 
+// releaser is a Handed connection the node gives back for reuse when it is
+// done with it (handoff.FDConn.Release), so a received connection's wrapper
+// is not garbage after one request.
+type releaser interface{ Release() }
+
 // handback is the handoff state of one connection.
 type handback struct {
 	h        Handed
@@ -105,7 +110,8 @@ func (c *conn) adoptHandoff() {
 	c.nc = h.NetConn()
 	c.rio.Bind(c.nc)
 	c.setPreread(h.Preread())
-	c.hb = &handback{h: h, oneShot: h.OneRequest()}
+	c.hbv = handback{h: h, oneShot: h.OneRequest()}
+	c.hb = &c.hbv
 	if t, ok := h.(TagRouted); ok && t.TagMode() {
 		c.hb.tag, c.hb.fresh = t, true
 	}
@@ -219,5 +225,17 @@ func (c *conn) oneServed() bool {
 func (c *conn) endHandoff() {
 	if c.hb != nil && !c.hb.returned {
 		c.hb.h.Ended()
+	}
+}
+
+// releaseHandoff recycles the Handed wrapper once the connection is closed
+// (or gone to another owner).
+func (c *conn) releaseHandoff() {
+	if c.hb == nil {
+		return
+	}
+	if r, ok := c.hb.h.(releaser); ok {
+		c.hb.h = nil
+		r.Release()
 	}
 }

@@ -44,7 +44,7 @@ func (s *Server) ServeLocal(nc net.Conn, req *httpwire.Request, now time.Time, c
 	}
 	c, _ := e.local.Get().(*conn)
 	if c == nil {
-		c = &conn{s: s, out: make([]byte, 0, 4096), handHint: -1, hint: -1}
+		c = &conn{connFields: connFields{s: s, out: make([]byte, 0, 4096), handHint: -1, hint: -1}}
 	}
 	c.nc, c.req, c.wto = nc, *req, writeTimeout
 	res := c.serveLocal(now, closeAfter || s.draining.Load())

@@ -63,8 +63,9 @@ type Server struct {
 
 	shedCand []idleConn // makeRoom's scratch, under mu
 	// connBufs and outBufs recycle the connections' read and output
-	// buffers (conn.go).
+	// buffers, connPool the conns themselves (conn.go).
 	connBufs, outBufs bufPool
+	connPool          sync.Pool
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off

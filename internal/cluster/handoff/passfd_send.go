@@ -1,0 +1,100 @@
+package handoff
+
+import (
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// fdSender writes one record at a time with sendmsg(2) called in the
+// socket's RawConn, a bare descriptor attached or none. SendFD's path costs
+// three allocations a message (a closure for the descriptor, UnixRights'
+// control buffer, the RawConn) and arms the socket's write deadline (a
+// poller timer) for every message; a node in tag mode sends a move or an
+// acknowledgement per moved request. Here the record buffer, the message
+// header and the steps are made once, and the deadline is armed only when
+// the socket is full and the send must wait. Not safe for concurrent use:
+// FDClient pools them, fdPeer holds one under its send lock.
+type fdSender struct {
+	msg  []byte
+	iov  unix.Iovec
+	mh   unix.Msghdr
+	oob  [32]byte
+	ctl  func(fd uintptr)      // control bound once
+	wait func(fd uintptr) bool // step bound once
+	err  error
+}
+
+func newFDSender() *fdSender {
+	s := &fdSender{msg: make([]byte, 0, 4<<10)}
+	s.ctl, s.wait = s.control, s.step
+	return s
+}
+
+// send writes h and data with fd attached (fd < 0: none) on uc, whose
+// RawConn is rc; a send that finds the socket full waits up to timeout (0:
+// no limit). A nil error means the record (and the descriptor) is queued
+// for the peer.
+func (s *fdSender) send(uc *net.UnixConn, rc syscall.RawConn, h FDHeader, fd int, timeout time.Duration, data [][]byte) error {
+	msg, err := record(nil, h, 0, s.msg, data)
+	s.msg = msg
+	if err != nil {
+		return err
+	}
+	s.iov.Base = unsafe.SliceData(msg)
+	s.iov.SetLen(len(msg))
+	s.mh = unix.Msghdr{Iov: &s.iov}
+	s.mh.Iovlen = 1
+	if fd >= 0 {
+		rights := appendRights(s.oob[:0], fd)
+		s.mh.Control = &rights[0]
+		s.mh.SetControllen(len(rights))
+	}
+	// First try without waiting, under Control: Write would refuse at once
+	// if a deadline armed by an earlier wait has expired.
+	s.err = nil
+	if err := rc.Control(s.ctl); err != nil {
+		return fmt.Errorf("handoff: sendmsg: %w", err)
+	}
+	if s.err == unix.EAGAIN {
+		var dl time.Time
+		if timeout > 0 {
+			dl = time.Now().Add(timeout)
+		}
+		uc.SetWriteDeadline(dl)
+		s.err = nil
+		if err := rc.Write(s.wait); err != nil {
+			return fmt.Errorf("handoff: sendmsg: %w", err)
+		}
+	}
+	if s.err != nil {
+		return fmt.Errorf("handoff: sendmsg: %w", s.err)
+	}
+	return nil
+}
+
+func (s *fdSender) control(fd uintptr) { s.step(fd) }
+
+// step is one sendmsg; false on EAGAIN (under Write: wait in the poller
+// and call again; under Control: s.err is EAGAIN).
+func (s *fdSender) step(fd uintptr) bool {
+	for {
+		_, _, e := unix.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&s.mh)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			s.err = e
+			return false
+		case 0:
+			s.err = nil
+		default:
+			s.err = e
+		}
+		return true
+	}
+}
