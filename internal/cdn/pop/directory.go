@@ -223,21 +223,19 @@ func (m *manager) homeDied(id uint64) {
 	prefix := fmt.Sprintf("%016x|", id)
 	m.mu.Lock()
 	m.dir.Lost(func(h string) bool { return strings.HasPrefix(h, prefix) })
-	keys := m.store.At(id)
-	for _, k := range keys {
-		m.store.Forget(k)
-	}
 	m.mu.Unlock()
-	if len(keys) > 0 {
-		go m.refresh(context.Background(), time.Now())
-	}
+	m.reregister(id)
 }
 
 // homeBack: a PoP came back to the view (a partition healed, or it
 // restarted). Its directory dropped this PoP's entries when it lost sight
 // of this one (or lost them with its process), so the keys registered there
 // are registered again now, where a lookup puts them.
-func (m *manager) homeBack(id uint64) {
+func (m *manager) homeBack(id uint64) { m.reregister(id) }
+
+// reregister forgets which keys this PoP registered at home id and, if
+// there were any, registers them again where a lookup now puts them.
+func (m *manager) reregister(id uint64) {
 	m.mu.Lock()
 	keys := m.store.At(id)
 	for _, k := range keys {
