@@ -36,6 +36,10 @@
 #        (shoal-POLICY-PATH picks the front's data path: shoal-tbccrd-hybrid);
 #        DISKS="fast throttled"; LAYOUTS="0:1 1:0"; THROTTLE_BPS=125000000;
 #        THROTTLE_IOPS=3000; TRACE=path; NICE=-10; SHOAL=path/to/shoal;
+#        PERF=record or stat (perf record -g, or perf stat of its CPU,
+#        context switches and system calls, of the front's process during
+#        the measured passes: OUT/perf*-CONFIG-DISK-LAYOUT-ROUND.*);
+#        FRONT_ARGS="" (extra `shoal front` flags, e.g. "--passfd-moves front");
 #        NODE_ARGS="" (extra `shoal node` flags, e.g. "--cache lru"; none by
 #        default: the nodes size themselves);
 #        OUT=dir (raw results and the table; default a temporary folder kept).
@@ -267,7 +271,7 @@ start_shoal_front() { # start_shoal_front POLICY CORE PATH: the nodes' planned s
 	store_mb=$(curl -fs "http://127.0.0.1:$(port 1)/.shoal/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["memory"]["store"]["memory_capacity"] >> 20)')
 	printf '[tuning]\ncache_mb = %d\nnode_cache = "gdsf"\nno_cache_kb = %d\n' "$store_mb" $((store_mb * 1024 / 8)) >"$W/front.toml"
 	GOMAXPROCS=1 cg_start front "$2" "$SHOAL" front --config "$W/front.toml" --listen "127.0.0.1:$(port 5)" --nodes "$nodes" \
-		--policy "$1" --path "$3" --handoff-dir "$W" --log-level warn
+		--policy "$1" --path "$3" --handoff-dir "$W" --log-level warn ${FRONT_ARGS:-}
 }
 
 node_status_sum() { # GC CPU s, process CPU s, peak heap: summed over the nodes
@@ -300,6 +304,7 @@ run() {
 		waitup "127.0.0.1:$(port "$i")"
 	done
 	if [ "$kind" = haproxy ]; then start_haproxy_front "$pol" "$lcore"; else start_shoal_front "$pol" "$lcore" "$path"; fi
+	local frontpid=$LASTPID perfpid=
 	waitup "127.0.0.1:$(port 5)"
 	sleep 1.5 # the front's health checks see every node
 	sync; echo 3 >/proc/sys/vm/drop_caches
@@ -311,9 +316,15 @@ run() {
 	for i in $(seq $NB); do cb0=$((cb0 + $(cg_cpu_ns "b$i"))); done
 	cf0=$(cg_cpu_ns front)
 	gc0=$([ "$kind" = shoal ] && node_status_sum || echo "0 0")
+	case ${PERF:-} in
+	record) perf record -q -g -o "$OUT/perf-$cfg-$disk-$layout-$round.data" -p "$frontpid" >/dev/null 2>&1 & perfpid=$! ;;
+	stat) perf stat -e 'task-clock,context-switches,syscalls:sys_enter_*' -o "$OUT/perfstat-$cfg-$disk-$layout-$round.txt" \
+		-p "$frontpid" >/dev/null 2>&1 & perfpid=$! ;;
+	esac
 	nice -n "$NICE" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" --trace "$TRACE" \
 		--requests $((PASSES * REQS)) --connections "$CONNS" --timeout 30s --json >"$OUT/bench-$cfg-$disk-$layout-$round.json"
 	rb2=$(disk_readbytes)
+	if [ -n "$perfpid" ]; then kill -INT "$perfpid"; wait "$perfpid" || true; fi
 	for i in $(seq $NB); do cb1=$((cb1 + $(cg_cpu_ns "b$i"))); done
 	cf1=$(cg_cpu_ns front)
 	gc1=$([ "$kind" = shoal ] && node_status_sum || echo "0 0")

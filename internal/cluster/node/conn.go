@@ -43,47 +43,59 @@ var (
 	connectionKeepAlive = []byte("Connection: keep-alive\r\n")
 )
 
-// bufPool recycles connections' buffers: a connection handed over by a
-// front (passfd) may serve one request, and its 13 KiB read buffer should
-// not be garbage after it. Buffers of another capacity than the pool's
-// (grown ones) are dropped. The pool holds *[]byte; the empty slice
-// headers go to hdrs when a buffer is taken and come back for the next
-// put, so neither allocates.
-type bufPool struct {
-	p    sync.Pool
-	hdrs sync.Pool
-	size atomic.Int64 // the capacity the pool holds, set by the first get
+// freeConns is the bounded free list of ended conns, kept with their read
+// and output buffers: under tbccrd in passfd tag mode nearly every request
+// arrives on a connection another node just moved here, so a conn and its
+// buffers would otherwise be garbage after one request, and the collector
+// they feed clears a sync.Pool at every cycle, which made such a node
+// allocate a read buffer and grow an output buffer per moved connection
+// (docs/benchmarks.md, "Receiving a handed connection"). A plain list
+// survives collections; its bound keeps what an idle node holds small
+// (maxFreeConns conns of about 13 KiB of read buffer and at most
+// maxKeptOut of output each).
+type freeConns struct {
+	mu   sync.Mutex
+	list []*conn
 }
 
-func (b *bufPool) get(n int) []byte {
-	b.size.CompareAndSwap(0, int64(n))
-	if v, ok := b.p.Get().(*[]byte); ok {
-		buf := *v
-		*v = nil
-		b.hdrs.Put(v)
-		if len(buf) == n {
-			return buf
-		}
+const (
+	// maxFreeConns bounds the free list: about the connections one node
+	// serves at once under a front's usual concurrency.
+	maxFreeConns = 32
+	// maxKeptOut is the largest output buffer a freed conn keeps; a
+	// larger one (a long pipelined batch) is dropped.
+	maxKeptOut = flushAt
+)
+
+// get takes a freed conn, or nil when there is none.
+func (f *freeConns) get() *conn {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.list)
+	if n == 0 {
+		return nil
 	}
-	return make([]byte, n)
+	c := f.list[n-1]
+	f.list[n-1] = nil
+	f.list = f.list[:n-1]
+	return c
 }
 
-func (b *bufPool) put(buf []byte) {
-	if buf != nil && int64(cap(buf)) == b.size.Load() {
-		v, _ := b.hdrs.Get().(*[]byte)
-		if v == nil {
-			v = new([]byte)
-		}
-		*v = buf[:cap(buf)]
-		b.p.Put(v)
+// put keeps c for the next connection, unless the list is full.
+func (f *freeConns) put(c *conn) {
+	f.mu.Lock()
+	if len(f.list) < maxFreeConns {
+		f.list = append(f.list, c)
 	}
+	f.mu.Unlock()
 }
 
 // conn is one client connection, served by one goroutine. A conn is
 // recycled through Server.connPool when its connection ends (newConn,
 // release): under tbccrd in passfd tag mode nearly every request arrives on
-// a connection another node just moved here, so a conn, its header slice
-// and raw I/O steps would otherwise be garbage after one request. The
+// a connection another node just moved here, so a conn, its buffers,
+// header slice and raw I/O steps would otherwise be garbage after one
+// request (freeConns). The
 // sweeper's atomics stay outside connFields, so newConn can reset the
 // rest in one assignment.
 type conn struct {
@@ -145,17 +157,24 @@ type connFields struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c, _ := s.connPool.Get().(*conn)
+	c := s.freeConns.get()
 	if c == nil {
 		c = &conn{}
 	}
-	// Keep what only grows (header slice, scratch, raw I/O steps bound to
-	// c.rio); everything else starts from zero.
+	buf, out := c.buf, c.out[:0]
+	if len(buf) != s.cfg.MaxHead+4096 {
+		buf = make([]byte, s.cfg.MaxHead+4096)
+	}
+	if out == nil {
+		out = make([]byte, 0, 4096)
+	}
+	// Keep what only grows (buffers, header slice, scratch, raw I/O steps
+	// bound to c.rio); everything else starts from zero.
 	c.connFields = connFields{
 		s:   s,
 		nc:  nc,
-		buf: s.connBufs.get(s.cfg.MaxHead + 4096),
-		out: s.outBufs.get(4096)[:0],
+		buf: buf,
+		out: out,
 		req: httpwire.Request{Headers: c.req.Headers[:0]},
 
 		hostBuf: c.hostBuf[:0], spans: c.spans[:0], scratch: c.scratch[:0],
@@ -182,21 +201,26 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return c
 }
 
-// release returns c, untracked and done with, to the server's pool. The
-// references it holds are dropped now, so a pooled conn keeps no
-// connection, site or handoff state alive.
+// release returns c, untracked and done with, to the server's free list
+// with its buffers. The references it holds are dropped now, so a freed
+// conn keeps no connection, site or handoff state alive.
 func (c *conn) release() {
 	s := c.s
 	c.rio.Unbind()
 	clear(c.req.Headers[:cap(c.req.Headers)])
 	clear(c.bufs[:cap(c.bufs)])
+	out := c.out[:0]
+	if cap(out) > maxKeptOut {
+		out = nil
+	}
 	c.connFields = connFields{
+		buf: c.buf, out: out,
 		req:     httpwire.Request{Headers: c.req.Headers[:0]},
 		hostBuf: c.hostBuf[:0], spans: c.spans[:0], scratch: c.scratch[:0],
 		bufs: c.bufs[:0], logLine: c.logLine[:0], rio: c.rio,
 	}
 	if cap(c.scratch) <= 64<<10 && cap(c.logLine) <= 64<<10 {
-		s.connPool.Put(c)
+		s.freeConns.put(c)
 	}
 }
 
@@ -245,10 +269,9 @@ func (c *conn) serve() {
 			c.s.untrack(c)
 			c.releaseHandoff()
 		}
-		c.s.connBufs.put(c.buf)
-		c.s.outBufs.put(c.out)
-		c.buf, c.out = nil, nil
-		if !c.peerUp {
+		if c.peerUp {
+			c.buf, c.out = nil, nil // the peer protocol goes on with the conn
+		} else {
 			c.release()
 		}
 	}()

@@ -30,7 +30,7 @@ func (f *fakeTagged) MoveTo(node int, key string, rest []byte) error {
 }
 
 // TestTagMoveKeepsKey: the key a connection moves with is still the
-// request's URL after the connection's read buffer went back to the pool
+// request's URL after the connection's read buffer went back to the free list
 // and was written over, as the next connection's requests would write it.
 func TestTagMoveKeepsKey(t *testing.T) {
 	f := &fakeTagged{fakeHanded: &fakeHanded{pre: []byte(twoRequests)}, moved: make(chan string, 1)}
@@ -44,13 +44,13 @@ func TestTagMoveKeepsKey(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no move for /b.txt")
 	}
-	// The connection's buffer returns to the pool once its serve loop
-	// ends; whatever the pool hands out meanwhile is scribbled over.
+	// The connection's buffer goes to the free list with its conn once its
+	// serve loop ends; whatever the list hands out meanwhile is scribbled
+	// over.
 	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if n := s.connBufs.size.Load(); n > 0 {
-			buf := s.connBufs.get(int(n))
-			copy(buf, bytes.Repeat([]byte("X"), len(buf)))
-			s.connBufs.put(buf)
+		if fc := s.freeConns.get(); fc != nil {
+			copy(fc.buf, bytes.Repeat([]byte("X"), len(fc.buf)))
+			s.freeConns.put(fc)
 		}
 		if key != "/b.txt" {
 			t.Fatalf("moved with key %q, want /b.txt", key)

@@ -62,10 +62,8 @@ type Server struct {
 	shed      atomic.Int64      // idle connections closed to make room
 
 	shedCand []idleConn // makeRoom's scratch, under mu
-	// connBufs and outBufs recycle the connections' read and output
-	// buffers, connPool the conns themselves (conn.go).
-	connBufs, outBufs bufPool
-	connPool          sync.Pool
+	// freeConns recycles ended conns with their buffers (conn.go).
+	freeConns freeConns
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
