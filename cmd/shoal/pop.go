@@ -108,31 +108,10 @@ func runPop(args []string) error {
 	f := popFile(def)
 	cfgPath := fs.String("config", "", "TOML configuration file (flags override it)")
 	printConfig := fs.Bool("print-config", false, "print a configuration file with every default and exit")
-	name := fs.String("name", "", "this PoP's name (its ring ID is the SHA-256 of it)")
-	peer := fs.String("peer", f.Peer, "peer listen address (other PoPs connect here)")
-	join := fs.String("join", "", "comma-separated peer addresses of PoPs to join; empty founds a new DCDN")
-	seed := fs.String("seed-file", "", "shared authentication seed file (≥ 16 bytes, mode 0600: (umask 077; head -c 32 /dev/urandom > seed))")
-	listen := fs.String("listen", f.Listen, "gateway (front) address")
-	adminAddr := fs.String("admin", f.Admin, "admin API, /pops, /chord and /metrics address (\"off\" disables it)")
 	tokenFile := fs.String("admin-token-file", "", "the admin API's bearer token, made if missing (default: admin.token in the --data folder); needed for reads off loopback")
-	nodes := fs.Int("nodes", f.Nodes, "in-process nodes")
-	cacheMB := fs.Int("cache-mb", f.CacheMB, "memory cache per node, MiB")
-	dnsAddr := fs.String("dns", f.DNS.Addr, "authoritative DNS listen address (UDP and TCP) for --zone; empty: no DNS")
-	zone := fs.String("zone", f.DNS.Zone, "the CDN's DNS zone, e.g. cdn.example.: A/AAAA for its names answer the best PoP for the client")
-	nsList := fs.String("ns", strings.Join(f.DNS.NS, ","), "the zone's name servers, NAME=ADDRESS once per address (ns1=192.0.2.1,ns1=2001:db8::1); default: ns1 at the --dns address, or at --gateway-ip when --dns listens on all addresses")
-	dnsNames := fs.String("dns-names", strings.Join(f.DNS.Names, ","), "names of the zone answered with the client's PoP, relative to --zone (@ = the zone itself, * = any name); others are NXDOMAIN")
-	gatewayIP := fs.String("gateway-ip", strings.Join(f.GatewayIPs, ","), "addresses clients reach this PoP's gateway at (an IPv4 and/or an IPv6), answered by every PoP's DNS; default: --listen's IP when specific, else --peer's")
-	coverage := fs.String("coverage", f.DNS.Coverage, "coverage-zone file: address prefix → PoP name (CSV \"prefix,pop\" or JSON); clients by EDNS Client Subnet or resolver address")
-	edge := fs.String("edge", f.Content.Edge, "gone: the gateway (--listen) serves the CDN's content (give --origin)")
-	redirect := fs.Bool("redirect", f.Content.Redirect, "on a miss, send the client (HTTP 302, once) to a PoP holding the content whose MBPP score beats this one's")
-	origins := &originFlag{def: f.Content.Origin, hosts: f.Content.Origins}
-	fs.Var(origins, "origin", "the CDN's origin (URL, or HOST=URL for one host; repeatable): the nodes cache it, and a miss goes to a PoP holding the content, the key's home PoP (shield), then the origin; empty: serve the sample site")
 	data := fs.String("data", "", "folder for the generated sample site, and the nodes' stored responses with --origin (default: your cache folder/shoal; stored responses: temporary)")
 	shutdownTO := fs.Duration("shutdown-timeout", config.DefaultShutdownTimeout, "on Ctrl-C or SIGTERM, how long requests in flight may finish before connections are cut")
-	tls := fs.Bool("tls", f.TLS, "serve the gateway over HTTPS with a self-signed certificate kept in the --data folder (clients: curl -k)")
-	var pk protocolKeys
-	protos := f.Protocols
-	bindProtocols(fs, &protos, f.Protocols, &pk)
+	apply := bindPopFlags(fs, f)
 	logf := addLogFlags(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -147,53 +126,7 @@ func runPop(args []string) error {
 			return err
 		}
 	}
-	fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "name":
-			f.Name = *name
-		case "peer":
-			f.Peer = *peer
-		case "join":
-			f.Join = splitList(*join)
-		case "seed-file":
-			f.SeedFile = *seed
-		case "listen":
-			f.Listen = *listen
-		case "admin":
-			f.Admin = *adminAddr
-		case "nodes":
-			f.Nodes = *nodes
-		case "cache-mb":
-			f.CacheMB = *cacheMB
-		case "dns":
-			f.DNS.Addr = *dnsAddr
-		case "zone":
-			f.DNS.Zone = *zone
-		case "coverage":
-			f.DNS.Coverage = *coverage
-		case "ns":
-			f.DNS.NS = splitList(*nsList)
-		case "dns-names":
-			f.DNS.Names = splitList(*dnsNames)
-		case "gateway-ip":
-			f.GatewayIPs = splitList(*gatewayIP)
-		case "edge":
-			f.Content.Edge = *edge
-		case "origin":
-			f.Content.Origin, f.Content.Origins = origins.def, origins.hosts
-		case "redirect":
-			f.Content.Redirect = *redirect
-		case "tls":
-			f.TLS = *tls
-		case "h2c":
-			f.Protocols.H2C = protos.H2C
-		case "http3":
-			f.Protocols.HTTP3 = protos.HTTP3
-		case "max-concurrent-streams":
-			f.Protocols.MaxConcurrentStreams = protos.MaxConcurrentStreams
-		}
-	})
-	pk.convert(&f.Protocols, func(name string) bool { return fs.Lookup(name) != nil && flagGiven(fs, name) })
+	apply(&f)
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -494,4 +427,82 @@ func runUpPops(r popsRun) error {
 		}(p.Err())
 	}
 	return waitAndStop(stopAll, errc)
+}
+
+// bindPopFlags defines the flags of shoal pop that set fields of its
+// configuration file on fs, with f's values as defaults; the function it
+// returns copies those given on the command line into a file (which a
+// --config file may have filled since), so flags override the file.
+func bindPopFlags(fs *flag.FlagSet, f config.Pop) func(*config.Pop) {
+	name := fs.String("name", "", "this PoP's name (its ring ID is the SHA-256 of it)")
+	peer := fs.String("peer", f.Peer, "peer listen address (other PoPs connect here)")
+	join := fs.String("join", "", "comma-separated peer addresses of PoPs to join; empty founds a new DCDN")
+	seed := fs.String("seed-file", "", "shared authentication seed file (≥ 16 bytes, mode 0600: (umask 077; head -c 32 /dev/urandom > seed))")
+	listen := fs.String("listen", f.Listen, "gateway (front) address")
+	adminAddr := fs.String("admin", f.Admin, "admin API, /pops, /chord and /metrics address (\"off\" disables it)")
+	nodes := fs.Int("nodes", f.Nodes, "in-process nodes")
+	cacheMB := fs.Int("cache-mb", f.CacheMB, "memory cache per node, MiB")
+	dnsAddr := fs.String("dns", f.DNS.Addr, "authoritative DNS listen address (UDP and TCP) for --zone; empty: no DNS")
+	zone := fs.String("zone", f.DNS.Zone, "the CDN's DNS zone, e.g. cdn.example.: A/AAAA for its names answer the best PoP for the client")
+	nsList := fs.String("ns", strings.Join(f.DNS.NS, ","), "the zone's name servers, NAME=ADDRESS once per address (ns1=192.0.2.1,ns1=2001:db8::1); default: ns1 at the --dns address, or at --gateway-ip when --dns listens on all addresses")
+	dnsNames := fs.String("dns-names", strings.Join(f.DNS.Names, ","), "names of the zone answered with the client's PoP, relative to --zone (@ = the zone itself, * = any name); others are NXDOMAIN")
+	gatewayIP := fs.String("gateway-ip", strings.Join(f.GatewayIPs, ","), "addresses clients reach this PoP's gateway at (an IPv4 and/or an IPv6), answered by every PoP's DNS; default: --listen's IP when specific, else --peer's")
+	coverage := fs.String("coverage", f.DNS.Coverage, "coverage-zone file: address prefix → PoP name (CSV \"prefix,pop\" or JSON); clients by EDNS Client Subnet or resolver address")
+	edge := fs.String("edge", f.Content.Edge, "gone: the gateway (--listen) serves the CDN's content (give --origin)")
+	redirect := fs.Bool("redirect", f.Content.Redirect, "on a miss, send the client (HTTP 302, once) to a PoP holding the content whose MBPP score beats this one's")
+	origins := &originFlag{def: f.Content.Origin, hosts: f.Content.Origins}
+	fs.Var(origins, "origin", "the CDN's origin (URL, or HOST=URL for one host; repeatable): the nodes cache it, and a miss goes to a PoP holding the content, the key's home PoP (shield), then the origin; empty: serve the sample site")
+	tls := fs.Bool("tls", f.TLS, "serve the gateway over HTTPS with a self-signed certificate kept in the --data folder (clients: curl -k)")
+	var pk protocolKeys
+	protos := f.Protocols
+	bindProtocols(fs, &protos, f.Protocols, &pk)
+	return func(f *config.Pop) {
+		fs.Visit(func(fl *flag.Flag) {
+			switch fl.Name {
+			case "name":
+				f.Name = *name
+			case "peer":
+				f.Peer = *peer
+			case "join":
+				f.Join = splitList(*join)
+			case "seed-file":
+				f.SeedFile = *seed
+			case "listen":
+				f.Listen = *listen
+			case "admin":
+				f.Admin = *adminAddr
+			case "nodes":
+				f.Nodes = *nodes
+			case "cache-mb":
+				f.CacheMB = *cacheMB
+			case "dns":
+				f.DNS.Addr = *dnsAddr
+			case "zone":
+				f.DNS.Zone = *zone
+			case "coverage":
+				f.DNS.Coverage = *coverage
+			case "ns":
+				f.DNS.NS = splitList(*nsList)
+			case "dns-names":
+				f.DNS.Names = splitList(*dnsNames)
+			case "gateway-ip":
+				f.GatewayIPs = splitList(*gatewayIP)
+			case "edge":
+				f.Content.Edge = *edge
+			case "origin":
+				f.Content.Origin, f.Content.Origins = origins.def, origins.hosts
+			case "redirect":
+				f.Content.Redirect = *redirect
+			case "tls":
+				f.TLS = *tls
+			case "h2c":
+				f.Protocols.H2C = protos.H2C
+			case "http3":
+				f.Protocols.HTTP3 = protos.HTTP3
+			case "max-concurrent-streams":
+				f.Protocols.MaxConcurrentStreams = protos.MaxConcurrentStreams
+			}
+		})
+		pk.convert(&f.Protocols, func(name string) bool { return fs.Lookup(name) != nil && flagGiven(fs, name) })
+	}
 }
