@@ -85,35 +85,18 @@ func runSimCDN(args []string) error {
 	if err != nil {
 		return err
 	}
-	var rows []cdnsim.Result
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if !*asJSON {
-		fmt.Fprintln(tw, "view\tpops\trequests\tround_s\tstale_s\tbytes/round\tmsgs/round\tview_B/s\thops\thops_p99\tdetect_s\tclient_ms\toracle_ms\trandom_ms\thit\torigin\twall_s\t")
+	tmpl := cdnsim.DefaultConfig()
+	tmpl.Ring, tmpl.ChordRTT = *ring, *chordRTT
+	tmpl.Origin, tmpl.KillAt, tmpl.Seed = *origin, *killAt, *seed
+	tmpl.CDN.Window, tmpl.CDN.MinRequests, tmpl.CDN.HotTop = *window, *minReq, *hotTop
+	tmpl.CDN.DirTTL = max(tmpl.CDN.DirTTL, 2**window)
+	tmpl.MBPP.Hold, tmpl.Gossip.Period, tmpl.MBPP.EstimateRTT, tmpl.Redirect = *hold, *gossipPeriod, *estimate, *redirect
+	tmpl.CDN.ShieldStretch, tmpl.CDN.NearerOrigin, tmpl.RouteCost, tmpl.LearnOrigin = *stretch, *nearer, *routeCost, *learnOrigin
+	tmpl.CacheControl = mix
+	rows, err := simCDNRows(tmpl, pops, splitList(*views), m, w, *asJSON)
+	if err != nil {
+		return err
 	}
-	for _, n := range pops {
-		for _, v := range splitList(*views) {
-			cfg := cdnsim.DefaultConfig()
-			cfg.Ring, cfg.ChordRTT = *ring, *chordRTT
-			cfg.PoPs, cfg.View, cfg.Origin, cfg.KillAt, cfg.Seed = n, v, *origin, *killAt, *seed
-			cfg.CDN.Window, cfg.CDN.MinRequests, cfg.CDN.HotTop = *window, *minReq, *hotTop
-			cfg.CDN.DirTTL = max(cfg.CDN.DirTTL, 2**window)
-			cfg.MBPP.Hold, cfg.Gossip.Period, cfg.MBPP.EstimateRTT, cfg.Redirect = *hold, *gossipPeriod, *estimate, *redirect
-			cfg.CDN.ShieldStretch, cfg.CDN.NearerOrigin, cfg.RouteCost, cfg.LearnOrigin = *stretch, *nearer, *routeCost, *learnOrigin
-			cfg.CacheControl = mix
-			r, err := cdnsim.Run(cfg, m, w)
-			if err != nil {
-				return err
-			}
-			rows = append(rows, r)
-			if *asJSON {
-				b, _ := json.Marshal(r)
-				fmt.Println(string(b))
-				continue
-			}
-			simRow(tw, r)
-		}
-	}
-	tw.Flush()
 	if *plotOut != "" {
 		svg, png := sim.PlotPaths(*plotOut)
 		if err := cdnsim.Plot(rows, svg, png); err != nil {
@@ -124,6 +107,35 @@ func runSimCDN(args []string) error {
 		return errors.New("no run: --pops and --views are empty")
 	}
 	return nil
+}
+
+// simCDNRows runs the simulation once per PoP count and view, each with
+// tmpl's settings, printing a table row (or a JSON line) per run.
+func simCDNRows(tmpl cdnsim.Config, pops []int, views []string, m *cdnsim.Matrix, w *cdnsim.Workload, asJSON bool) ([]cdnsim.Result, error) {
+	var rows []cdnsim.Result
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if !asJSON {
+		fmt.Fprintln(tw, "view\tpops\trequests\tround_s\tstale_s\tbytes/round\tmsgs/round\tview_B/s\thops\thops_p99\tdetect_s\tclient_ms\toracle_ms\trandom_ms\thit\torigin\twall_s\t")
+	}
+	defer tw.Flush()
+	for _, n := range pops {
+		for _, v := range views {
+			cfg := tmpl
+			cfg.PoPs, cfg.View = n, v
+			r, err := cdnsim.Run(cfg, m, w)
+			if err != nil {
+				return rows, err
+			}
+			rows = append(rows, r)
+			if asJSON {
+				b, _ := json.Marshal(r)
+				fmt.Println(string(b))
+				continue
+			}
+			simRow(tw, r)
+		}
+	}
+	return rows, nil
 }
 
 // simRow prints one run as a row of the table.
