@@ -72,6 +72,24 @@ func interruptible() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
+// benchZipf is bench http's Zipf workload over the first files names of
+// the index file, or of the printf pattern without one (all when files is 0).
+func benchZipf(prefix, index, pattern string, files int, alpha float64, seed uint64) (loadgen.Workload, error) {
+	var names []string
+	var err error
+	if index != "" {
+		if names, err = loadgen.ReadIndex(index, prefix); err != nil {
+			return nil, err
+		}
+		if files > 0 && files < len(names) {
+			names = names[:files]
+		}
+	} else if names, err = loadgen.PatternNames(prefix, pattern, files); err != nil {
+		return nil, fmt.Errorf("--files/--pattern: %w", err)
+	}
+	return loadgen.NewZipf(alpha, names, seed)
+}
+
 func benchHTTP(args []string) error {
 	fs := newFlags("bench http", "--url URL [--connections C] [--duration D | --requests N] [--trace FILE | --zipf α --files N] [--rate R] [--json]",
 		"HTTP/1.1 load generator: closed loop over persistent connections, or open loop at a fixed rate (latency from the intended send time)")
@@ -119,30 +137,14 @@ func benchHTTP(args []string) error {
 		URL: *rawURL, Connections: *conns, Duration: *duration, Requests: *requests, Rate: *rate,
 		DisableKeepAlive: !*keepalive, ConnRequests: *connReqs, Timeout: *timeout, Method: *method, Insecure: *insecure,
 	}
-	switch {
-	case *tracePath != "":
-		list, err := loadgen.LoadTrace(*tracePath, prefix, int(*requests))
-		if err != nil {
+	if *tracePath != "" {
+		if cfg.Workload, err = loadgen.LoadTrace(*tracePath, prefix, int(*requests)); err != nil {
 			return err
 		}
-		cfg.Workload = list
-	case set["zipf"] || set["index"] || set["files"]:
-		var names []string
-		if *index != "" {
-			if names, err = loadgen.ReadIndex(*index, prefix); err != nil {
-				return err
-			}
-			if *files > 0 && *files < len(names) {
-				names = names[:*files]
-			}
-		} else if names, err = loadgen.PatternNames(prefix, *pattern, *files); err != nil {
-			return fmt.Errorf("--files/--pattern: %w", err)
-		}
-		z, err := loadgen.NewZipf(*zipf, names, *seed)
-		if err != nil {
+	} else if set["zipf"] || set["index"] || set["files"] {
+		if cfg.Workload, err = benchZipf(prefix, *index, *pattern, *files, *zipf, *seed); err != nil {
 			return err
 		}
-		cfg.Workload = z
 	}
 	r, err := loadgen.New(cfg)
 	if err != nil {
