@@ -466,25 +466,7 @@ func (f *Front) validate(name string, data []byte) []error {
 				"give each [[tls]] table a cert and a key file (PEM)")
 		}
 	}
-	for i, n := range f.Nodes {
-		if _, err := control.ParseNodeURL(n.URL); err != nil {
-			msg, fix := err.Error(), ""
-			var ue *control.NodeURLError
-			if errors.As(err, &ue) {
-				msg, fix = fmt.Sprintf("node %d: url %q: %s", i+1, n.URL, ue.Problem), control.NodeURLFix
-			}
-			bad([]string{"node", "url"}, msg, fix)
-		}
-		if n.DiskWeight < 0 {
-			bad([]string{"node", "disk_weight"}, fmt.Sprintf("node %d: disk_weight %v is negative", i+1, n.DiskWeight), "give the disk size in any unit common to all nodes, or leave it out (1)")
-		}
-		if n.Weight != nil && *n.Weight < 0 {
-			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is negative", i+1, *n.Weight), "use 0 to drain a node, or a positive weight")
-		}
-		if n.Weight != nil && *n.Weight > policy.MaxWeight {
-			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is above the largest, %d", i+1, *n.Weight, policy.MaxWeight), "weights are ratios: scale them into 1.."+fmt.Sprint(policy.MaxWeight))
-		}
-	}
+	f.validateNodes(bad)
 	if _, err := front.ParsePrefixes(f.Protocols.ProxyProtocolFrom); err != nil {
 		bad([]string{"protocols", "proxy_protocol_from"}, "proxy_protocol_from: "+err.Error(), "list addresses or networks such as \"10.0.0.0/8\" or \"192.0.2.7\"")
 	}
@@ -549,6 +531,29 @@ func (f *Front) validate(name string, data []byte) []error {
 		bad([]string{"tuning"}, err.Error(), "correct the [tuning] value it names")
 	}
 	return errs
+}
+
+// validateNodes checks each [[node]] table: its URL, disk weight and weight.
+func (f *Front) validateNodes(bad func(key []string, msg, fix string)) {
+	for i, n := range f.Nodes {
+		if _, err := control.ParseNodeURL(n.URL); err != nil {
+			msg, fix := err.Error(), ""
+			var ue *control.NodeURLError
+			if errors.As(err, &ue) {
+				msg, fix = fmt.Sprintf("node %d: url %q: %s", i+1, n.URL, ue.Problem), control.NodeURLFix
+			}
+			bad([]string{"node", "url"}, msg, fix)
+		}
+		if n.DiskWeight < 0 {
+			bad([]string{"node", "disk_weight"}, fmt.Sprintf("node %d: disk_weight %v is negative", i+1, n.DiskWeight), "give the disk size in any unit common to all nodes, or leave it out (1)")
+		}
+		if n.Weight != nil && *n.Weight < 0 {
+			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is negative", i+1, *n.Weight), "use 0 to drain a node, or a positive weight")
+		}
+		if n.Weight != nil && *n.Weight > policy.MaxWeight {
+			bad([]string{"node", "weight"}, fmt.Sprintf("node %d: weight %d is above the largest, %d", i+1, *n.Weight, policy.MaxWeight), "weights are ratios: scale them into 1.."+fmt.Sprint(policy.MaxWeight))
+		}
+	}
 }
 
 // lineOf finds the 1-based line that sets key (a dotted path such as
