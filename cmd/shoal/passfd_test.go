@@ -127,7 +127,10 @@ func TestFrontPassFDBlindPolicyKeepsConnections(t *testing.T) {
 	// A request to a node whose socket the front has not learnt yet (at
 	// start, after a reload) is relayed (fallback_no_socket): wait until
 	// two in a row are passed.
-	sockets := func() bool { return keepAlive(1).Passed == 1 && keepAlive(1).Passed == 1 }
+	sockets := func() bool {
+		first := keepAlive(1)
+		return first.Passed == 1 && keepAlive(1).Passed == 1
+	}
 	waitFor("both handoff sockets", sockets)
 
 	if got := keepAlive(20); got.Passed != 1 || got.Returned != 0 || got.FallbackNoSocket != 0 {

@@ -52,6 +52,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"shoal/internal/base/cache"
@@ -303,7 +304,7 @@ func NewMetrics(cl *control.Cluster, policyName string) *Metrics {
 	m.siteBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_site_sent_bytes_total",
 		Help: "Bytes the front sent to clients (heads and bodies) by site; a handed-off connection's bytes go from the node and are not counted. Only with virtual hosts."}, []string{"site"})
 	m.reg.MustRegister(m.siteReqs, m.siteBytes, m.requests, m.latency, m.decisions, m.retries, m.health, m.refused,
-		&nodeCollector{cl: cl}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		&nodeCollector{cl: cl}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cl.OnChange(func(e control.Event) { m.health.WithLabelValues(strconv.Itoa(e.Node), e.Kind).Inc() })
 	return m
 }

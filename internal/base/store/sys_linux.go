@@ -16,9 +16,6 @@ func mapAnon(n int) ([]byte, error) {
 	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 }
 
-// unmapAnon returns a mapping of mapAnon's.
-func unmapAnon(b []byte) { _ = unix.Munmap(b) }
-
 // releasePages gives a block's pages back to the kernel; they read as
 // zeros afterwards and are charged again only when written.
 func releasePages(b []byte) { _ = unix.Madvise(b, unix.MADV_DONTNEED) }

@@ -11,7 +11,6 @@ import (
 // steered: the store works, without its memory guarantees.
 
 func mapAnon(n int) ([]byte, error)                    { return make([]byte, n), nil }
-func unmapAnon(b []byte)                               {}
 func releasePages(b []byte)                            { clear(b) }
 func dropCache(f *os.File, off, n int64)               {}
 func writeBehind(f *os.File, off, n int64)             {}

@@ -327,7 +327,6 @@ type sim struct {
 	origin int
 	org    *origin
 	rng    *rand.Rand
-	buf    []byte
 	victim int
 	killed time.Time
 	found  time.Time

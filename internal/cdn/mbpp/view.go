@@ -130,12 +130,6 @@ type Entry struct {
 	heard time.Time // local: when this PoP last learned something new of it
 }
 
-func (e *Entry) clone() Entry {
-	c := *e
-	c.Links = slices.Clone(e.Links)
-	return c
-}
-
 // delta returns the part of e a peer that last got (inc, ver) lacks; full
 // when it had another incarnation.
 func (e *Entry) delta(inc uint32, ver uint64, known bool) Entry {

@@ -615,6 +615,9 @@ func TestRelayNodeBytesOutOfTurn(t *testing.T) {
 			})
 			addr, _, _ := startFront(t, Config{}, node)
 			resp, _ := dialFront(t, addr).do(tc.method + " /attack HTTP/1.1\r\nHost: x\r\n\r\n")
+			if want := tc.first[9:12]; resp.Status[:3] != want {
+				t.Fatalf("attack answered %q, want the node's first answer (%s)", resp.Status, want)
+			}
 			if tc.later {
 				close(goOn)
 			}

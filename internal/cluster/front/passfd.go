@@ -267,15 +267,8 @@ func (p *passfdPath) client(s *Server, path string) *handoff.FDClient {
 	return c
 }
 
-// owe records that connection id went to the node at path with a return
-// request; settle forgets it when it comes back or ends.
-func (p *passfdPath) owe(path string, id uint64) {
-	p.mu.Lock()
-	p.oweLocked(path, id)
-	p.mu.Unlock()
-}
-
-// oweLocked is owe with p.mu held.
+// oweLocked records, with p.mu held, that connection id went to the node at
+// path with a return request; settle forgets it when it comes back or ends.
 func (p *passfdPath) oweLocked(path string, id uint64) {
 	m := p.out[path]
 	if m == nil {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -603,6 +604,7 @@ func TestPassFDHelperNode(t *testing.T) {
 	go srv.Serve(ln)
 	fmt.Printf("http://%s\n", ln.Addr())
 	var held []net.Conn
+	defer func() { runtime.KeepAlive(held) }() // unreferenced, they would be closed by the collector
 	for {
 		c, err := hl.Accept()
 		if err != nil {
