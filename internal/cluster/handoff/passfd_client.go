@@ -37,9 +37,16 @@ type FDClient struct {
 	// connection (the front's tag table) sees when one was made.
 	gen atomic.Uint64
 
+	// polled: no reader goroutine; Poll reads with pollRd into pollBuf,
+	// one caller at a time (pollMu).
+	polled  bool
+	pollMu  sync.Mutex
+	pollBuf []byte
+
 	mu     sync.Mutex
 	uc     *net.UnixConn
 	rc     syscall.RawConn // uc's, made once per dial
+	pollRd *fdReader       // uc's reader when polled
 	closed bool
 	// refused is the last trust refusal, returned without dialling again
 	// until refusedUntil: a refused socket costs one check per
@@ -78,6 +85,13 @@ type FDClientConfig struct {
 	// descriptors (FDMessage.FD, Conn nil), for a front that passes most of
 	// them straight on with SendRaw.
 	RawReturns bool
+	// PolledReads starts no reader goroutine: what the node sends back is
+	// read only when the owner calls Poll. A node's client of another
+	// node's socket gets only acknowledgements of its moves, which nothing
+	// waits for; reading them on a timer instead of as they come saves the
+	// sending node a wake-up per move (docs/benchmarks.md, "Receiving a
+	// handed connection").
+	PolledReads bool
 	// Trust, when set, is checked on every dial (SocketTrust): an
 	// untrusted socket is never connected to, or is closed before
 	// anything is sent, and Send returns an error wrapping ErrUntrusted.
@@ -96,7 +110,7 @@ func NewFDClient(cfg FDClientConfig) *FDClient {
 		cfg.SendTimeout = time.Second
 	}
 	c := &FDClient{path: cfg.Path, timeout: cfg.SendTimeout, onReturn: cfg.OnReturn, onEnded: cfg.OnEnded, raw: cfg.RawReturns,
-		onDisconnect: cfg.OnDisconnect, onAck: cfg.OnAck, onNotes: cfg.OnNotes}
+		onDisconnect: cfg.OnDisconnect, onAck: cfg.OnAck, onNotes: cfg.OnNotes, polled: cfg.PolledReads}
 	if cfg.Trust != nil {
 		t := *cfg.Trust
 		c.trust = &t
@@ -145,10 +159,18 @@ func (c *FDClient) conn() (*net.UnixConn, syscall.RawConn, error) {
 		uc.Close()
 		return nil, nil, fmt.Errorf("handoff: dial %s: %w", c.path, err)
 	}
+	if c.polled {
+		if c.pollRd, err = newFDReader(uc); err != nil {
+			uc.Close()
+			return nil, nil, err
+		}
+	}
 	c.refused = nil
 	c.uc, c.rc = uc, rc
 	c.gen.Add(1)
-	go c.read(uc)
+	if !c.polled {
+		go c.read(uc)
+	}
 	return uc, rc, nil
 }
 
@@ -234,7 +256,7 @@ func (c *FDClient) TrySendRaw(h FDHeader, fd int, data ...[]byte) error {
 	case errors.Is(cerr, unix.EAGAIN):
 		return ErrWouldBlock
 	default:
-		c.drop(uc)
+		c.broken(uc)
 		return fmt.Errorf("handoff: send to %s: %w", c.path, cerr)
 	}
 }
@@ -271,7 +293,7 @@ func (c *FDClient) send(h FDHeader, conn syscall.Conn, fd int, data [][]byte) er
 		var ne net.Error
 		if !(errors.As(err, &ne) && ne.Timeout()) {
 			// A broken socket (the node restarted): redial next time.
-			c.drop(uc)
+			c.broken(uc)
 		}
 		return fmt.Errorf("handoff: send to %s: %w", c.path, err)
 	}
@@ -280,17 +302,92 @@ func (c *FDClient) send(h FDHeader, conn syscall.Conn, fd int, data [][]byte) er
 
 // Close closes the socket. Connections the node still holds are not
 // affected; ones it tries to return afterwards are closed by the kernel
-// when the socket goes away.
+// when the socket goes away. A polled client reads what came before it
+// closes, and calls OnDisconnect as the reader goroutine does.
 func (c *FDClient) Close() error {
+	if c.polled {
+		c.Poll()
+	}
 	c.mu.Lock()
 	c.closed = true
 	uc := c.uc
-	c.uc, c.rc = nil, nil
+	c.uc, c.rc, c.pollRd = nil, nil, nil
 	c.mu.Unlock()
-	if uc != nil {
-		return uc.Close()
+	if uc == nil {
+		return nil
 	}
-	return nil
+	err := uc.Close()
+	if c.polled && c.onDisconnect != nil {
+		c.onDisconnect()
+	}
+	return err
+}
+
+// broken drops uc after a failed send. A polled client first reads what
+// the node sent before (its acknowledgements say which moves it took),
+// then calls OnDisconnect, which the reader goroutine calls otherwise.
+func (c *FDClient) broken(uc *net.UnixConn) {
+	if !c.polled {
+		c.drop(uc)
+		return
+	}
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	if c.pollLocked(uc) {
+		c.drop(uc)
+		if c.onDisconnect != nil {
+			c.onDisconnect()
+		}
+	}
+}
+
+// Poll reads, without waiting, what the node sent back on a client made
+// with PolledReads and hands it to the callbacks. When the node's end is
+// gone (it died or restarted) it drops the socket and calls OnDisconnect,
+// after the messages the node sent before. Safe for concurrent use.
+func (c *FDClient) Poll() {
+	c.mu.Lock()
+	uc := c.uc
+	c.mu.Unlock()
+	if uc == nil {
+		return
+	}
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	if !c.pollLocked(uc) {
+		c.drop(uc)
+		if c.onDisconnect != nil {
+			c.onDisconnect()
+		}
+	}
+}
+
+// pollLocked reads and dispatches every message queued on uc, with pollMu
+// held; false when the stream ended or broke.
+func (c *FDClient) pollLocked(uc *net.UnixConn) bool {
+	c.mu.Lock()
+	rd := c.pollRd
+	if c.uc != uc {
+		rd = nil // dropped meanwhile: another poll already told
+	}
+	c.mu.Unlock()
+	if rd == nil {
+		return true
+	}
+	if c.pollBuf == nil {
+		c.pollBuf = make([]byte, FDHeaderLen+FDMaxData)
+	}
+	for {
+		r, err := c.wrap(rd.tryRecv(c.pollBuf))
+		switch {
+		case err == errNoMessage:
+			return true
+		case err == nil:
+			c.dispatch(r)
+		case !isFDMessageError(err):
+			return false
+		}
+	}
 }
 
 func (c *FDClient) read(uc *net.UnixConn) {
@@ -306,39 +403,50 @@ func (c *FDClient) read(uc *net.UnixConn) {
 	}
 	buf := make([]byte, FDHeaderLen+FDMaxData)
 	for {
-		r, err := rd.recv(buf)
-		if err == nil && r.FD >= 0 && !c.raw {
-			r.Conn, err = WrapFD(r.FD) // closes it
-			r.FD = -1
-		}
+		r, err := c.wrap(rd.recv(buf))
 		if err != nil {
 			if isFDMessageError(err) {
 				continue
 			}
 			return
 		}
-		switch r.Header.Kind {
-		case FDReturn:
-			if c.onReturn == nil {
-				r.close()
-				continue
-			}
-			r.Data = append([]byte(nil), r.Data...)
-			c.onReturn(r)
-		case FDEnded:
-			if c.onEnded != nil {
-				c.onEnded(r.Header)
-			}
-		case FDAck:
-			if c.onAck != nil {
-				c.onAck(r.Header)
-			}
-		case FDNote:
-			if c.onNotes != nil {
-				c.onNotes(r.Header, r.Data)
-			}
-		default:
+		c.dispatch(r)
+	}
+}
+
+// wrap makes a received descriptor a net.Conn, unless the client takes
+// bare descriptors (RawReturns).
+func (c *FDClient) wrap(r FDMessage, err error) (FDMessage, error) {
+	if err == nil && r.FD >= 0 && !c.raw {
+		r.Conn, err = WrapFD(r.FD) // closes it
+		r.FD = -1
+	}
+	return r, err
+}
+
+// dispatch hands one message the node sent back to its callback.
+func (c *FDClient) dispatch(r FDMessage) {
+	switch r.Header.Kind {
+	case FDReturn:
+		if c.onReturn == nil {
 			r.close()
+			return
 		}
+		r.Data = append([]byte(nil), r.Data...)
+		c.onReturn(r)
+	case FDEnded:
+		if c.onEnded != nil {
+			c.onEnded(r.Header)
+		}
+	case FDAck:
+		if c.onAck != nil {
+			c.onAck(r.Header)
+		}
+	case FDNote:
+		if c.onNotes != nil {
+			c.onNotes(r.Header, r.Data)
+		}
+	default:
+		r.close()
 	}
 }

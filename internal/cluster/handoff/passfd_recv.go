@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"syscall"
@@ -26,7 +27,12 @@ type fdReader struct {
 	oobn int
 	flag int
 	err  error
+	// nowait makes the step answer errNoMessage instead of waiting.
+	nowait bool
 }
+
+// errNoMessage is tryRecv's answer when the socket is empty.
+var errNoMessage = errors.New("handoff: no message queued")
 
 // newFDReader binds a reader to uc.
 func newFDReader(uc *net.UnixConn) (*fdReader, error) {
@@ -56,6 +62,10 @@ func (r *fdReader) recvStep(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			if r.nowait {
+				r.n, r.oobn, r.flag, r.err = 0, 0, 0, errNoMessage
+				return true
+			}
 			return false
 		case 0:
 			r.n, r.oobn, r.flag, r.err = int(n), int(msg.Controllen), int(msg.Flags), nil
@@ -80,6 +90,14 @@ func (r *fdReader) recv(buf []byte) (FDMessage, error) {
 		fds = appendRightsFDs(fds, r.oob[:r.oobn])
 	}
 	return parseRecv(buf, r.n, r.oobn, r.flag, fds, err)
+}
+
+// tryRecv is recv that does not wait: errNoMessage when nothing is queued.
+func (r *fdReader) tryRecv(buf []byte) (FDMessage, error) {
+	r.nowait = true
+	m, err := r.recv(buf)
+	r.nowait = false
+	return m, err
 }
 
 // appendRightsFDs appends every descriptor of oob's SCM_RIGHTS messages to

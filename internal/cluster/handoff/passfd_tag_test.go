@@ -294,3 +294,60 @@ func shortTempDir(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// TestPolledClient: a client made with PolledReads hands what the node sent
+// back to its callbacks only in Poll, in order, and reads everything the
+// node sent before its end of the socket closed before it calls
+// OnDisconnect (an acknowledgement queued by a node that died after it
+// still settles its move).
+func TestPolledClient(t *testing.T) {
+	dir := shortTempDir(t)
+	path := filepath.Join(dir, "n.sock")
+	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	acked, closeNode := make(chan struct{}), make(chan struct{})
+	go func() { // a node that acknowledges two messages, then goes away
+		uc, err := ul.AcceptUnix()
+		if err != nil {
+			return
+		}
+		defer uc.Close()
+		buf := make([]byte, FDHeaderLen+FDMaxData)
+		for i := range 2 {
+			if _, err := RecvRawFD(uc, buf); err != nil {
+				return
+			}
+			SendFD(uc, FDHeader{Kind: FDAck, Conn: uint64(i + 1)}, nil, 0, nil)
+		}
+		close(acked)
+		<-closeNode
+	}()
+	var got []uint64
+	disconnects := 0
+	c := NewFDClient(FDClientConfig{Path: path, PolledReads: true,
+		OnAck:        func(h FDHeader) { got = append(got, h.Conn) },
+		OnDisconnect: func() { disconnects++ }})
+	defer c.Close()
+	for range 2 {
+		if err := c.SendMsg(FDHeader{Kind: FDTable}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-acked
+	if len(got) != 0 {
+		t.Fatalf("acknowledgements %v handed over before Poll", got)
+	}
+	c.Poll()
+	if !slices.Equal(got, []uint64{1, 2}) || disconnects != 0 {
+		t.Fatalf("after Poll: acknowledgements %v, disconnects %d; want [1 2], 0", got, disconnects)
+	}
+	c.Poll() // nothing new
+	close(closeNode)
+	waitFor(t, func() bool { c.Poll(); return disconnects > 0 })
+	if !slices.Equal(got, []uint64{1, 2}) || disconnects != 1 {
+		t.Fatalf("after the node closed: acknowledgements %v, disconnects %d; want [1 2], 1", got, disconnects)
+	}
+}

@@ -38,7 +38,12 @@ type tagRouter struct {
 	spare   []byte
 	armed   bool
 	timer   *time.Timer
-	closed  bool
+	// pollTimer reads the other nodes' acknowledgements (pollMoves) delay
+	// after a move, while moves are pending: they need no prompt reader
+	// (FDClientConfig.PolledReads), and one read settles many moves.
+	pollArmed bool
+	pollTimer *time.Timer
+	closed    bool
 	// moves recycles pendingMoves and their byte buffers: a node in tag
 	// mode makes one per moved request; dupers the state of dupConn.
 	moves, dupers sync.Pool
@@ -68,6 +73,8 @@ func newTagRouter(l *FDListener) *tagRouter {
 	r.trust = SocketTrust{Dir: filepath.Dir(l.path), UID: os.Geteuid()}
 	r.timer = time.AfterFunc(time.Hour, r.flush)
 	r.timer.Stop()
+	r.pollTimer = time.AfterFunc(time.Hour, r.pollMoves)
+	r.pollTimer.Stop()
 	return r
 }
 
@@ -219,7 +226,7 @@ func (r *tagRouter) client(node int) (*FDClient, error) {
 		return nil, fmt.Errorf("handoff: no socket for node %d", node)
 	}
 	var c *FDClient
-	c = NewFDClient(FDClientConfig{Path: path, Trust: &r.trust,
+	c = NewFDClient(FDClientConfig{Path: path, Trust: &r.trust, PolledReads: true,
 		OnAck:        func(h FDHeader) { r.acked(c, h) },
 		OnDisconnect: func() { r.lost(node, c) }})
 	r.clients[node] = c
@@ -269,7 +276,46 @@ func (r *tagRouter) moveTo(c *FDConn, node int, url string, rest []byte) error {
 		return err
 	}
 	r.l.stats.moved.Add(1)
+	r.armPoll()
 	return nil
+}
+
+// armPoll makes sure the pending moves' acknowledgements are read within
+// delay.
+func (r *tagRouter) armPoll() {
+	r.mu.Lock()
+	if !r.pollArmed && !r.closed {
+		r.pollArmed = true
+		r.pollTimer.Reset(r.delay)
+	}
+	r.mu.Unlock()
+}
+
+// pollMoves reads the acknowledgements (and ends of stream) that came on
+// the connections to the nodes with moves pending, settling those moves
+// (acked, lost), and looks again later while some are still pending.
+func (r *tagRouter) pollMoves() {
+	r.mu.Lock()
+	r.pollArmed = false
+	var clients []*FDClient
+	for c, m := range r.pending {
+		if len(m) > 0 {
+			clients = append(clients, c)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range clients {
+		c.Poll()
+	}
+	r.mu.Lock()
+	more := false
+	for _, m := range r.pending {
+		more = more || len(m) > 0
+	}
+	r.mu.Unlock()
+	if more {
+		r.armPoll()
+	}
 }
 
 // dupConn duplicates sc's descriptor (close-on-exec). The duplication
@@ -412,13 +458,14 @@ func (r *tagRouter) close() {
 	r.mu.Lock()
 	r.closed = true
 	r.timer.Stop()
+	r.pollTimer.Stop()
 	clients := make([]*FDClient, 0, len(r.clients))
 	for _, c := range r.clients {
 		clients = append(clients, c)
 	}
 	r.mu.Unlock()
-	r.flush()
 	for _, c := range clients {
-		c.Close()
+		c.Close() // reads the acknowledgements that came, then hands the rest back
 	}
+	r.flush()
 }

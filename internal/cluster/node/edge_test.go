@@ -152,9 +152,9 @@ func TestEdgeMissThenHit(t *testing.T) {
 	}
 	// The status reports the stored responses as the node's objects (the
 	// second miss is committed once its body is in, maybe after the
-	// answer).
+	// answer, and counted stored after that).
 	st := srv.Status()
-	for i := 0; i < 250 && st.CacheObjects < 2; i++ {
+	for i := 0; i < 250 && (st.CacheObjects < 2 || st.Edge == nil || st.Edge.Stored < 2); i++ {
 		time.Sleep(20 * time.Millisecond)
 		st = srv.Status()
 	}
