@@ -52,11 +52,20 @@ type leftFlow struct {
 
 // flowsLeft handles node i's MsgFlowLeft: each record naming a flow steered
 // to i, of the same incarnation and at an older move, is ended after
-// LeftGrace unless the flow changed meanwhile (dropLeft). Malformed tails
-// are ignored, like MsgFlowMoved's.
+// LeftGrace unless the flow changed meanwhile (dropLeft).
 func (m *RepairMover) flowsLeft(i int, p []byte) {
+	if cand := m.leftCandidates(i, p); len(cand) > 0 {
+		time.AfterFunc(m.cfg.LeftGrace, func() { m.dropLeft(cand) })
+	}
+}
+
+// leftCandidates is the flows of MsgFlowLeft payload p, from node i, that
+// the front steers to i at an older move of the same incarnation, as the
+// map has them now. A malformed tail is ignored, like MsgFlowMoved's.
+func (m *RepairMover) leftCandidates(i int, p []byte) []leftFlow {
 	var cand []leftFlow
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	for len(p) > 0 {
 		f, inc, seq, rest, err := ParseFlowLeft(p)
 		if err != nil {
@@ -67,10 +76,7 @@ func (m *RepairMover) flowsLeft(i int, p []byte) {
 			cand = append(cand, leftFlow{f: f, node: i, inc: inc, seq: mf.seq})
 		}
 	}
-	m.mu.Unlock()
-	if len(cand) > 0 {
-		time.AfterFunc(m.cfg.LeftGrace, func() { m.dropLeft(cand) })
-	}
+	return cand
 }
 
 // dropLeft ends the flows of cand that are still as flowsLeft found them:
