@@ -15,11 +15,12 @@ import (
 // one per RepairListener: its copy of the front's shared table, the front's
 // channel (where notes, asks and flow moves go), its channels to the other
 // nodes' handoff ports, the flows its guard holds or forwards, and the notes
-// and move reports not yet sent. When the channel to a node breaks, the
-// flows this node moved there recently are reported to the front as left
-// (MsgFlowLeft): the dead node's own report of them may have died with it. It is the repair twin of passfd's
+// and move reports not yet sent. It is the repair twin of passfd's
 // tagRouter; the table's records are the same, plus the cache holders and
-// loads of TableHolders, TableLoad and TableLimit.
+// loads of TableHolders, TableLoad and TableLimit. When the channel to a
+// node breaks, the flows this node moved there recently are reported to the
+// front as left (MsgFlowLeft, repair_left.go): the dead node's own report
+// of them may have died with it.
 type repairRouter struct {
 	l *RepairListener
 
@@ -504,9 +505,8 @@ func (r *repairRouter) reportMove(f Flow, t TagMove) {
 // flush sends the queued move reports, flows left and notes to the front,
 // moves first (a note may be about a connection a report brings here, and
 // a flow that came here and left again must be steered here before it can
-// be found left). The channel's
-// send lock keeps them ahead of any later frame, such as a FIN-HANDOFF
-// that calls flush first.
+// be found left). The channel's send lock keeps them ahead of any later
+// frame, such as a FIN-HANDOFF that calls flush first.
 func (r *repairRouter) flush() {
 	r.mu.Lock()
 	b, mv, left, front := r.notes, r.moves, r.left, r.front
