@@ -60,7 +60,7 @@ func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ..
 		a := rl.Auth()
 		logf("repair handoff port closed", "restored", rl.Restored.Load(), "failed", rl.Failed.Load(),
 			"fin_handoff", rl.Fins.Load(), "moved_out", rl.MovedOut.Load(), "move_failed", rl.MoveFailed.Load(),
-			"move_lost", rl.MoveLost.Load(), "asked", rl.Asked.Load(), "forward_late", rl.ForwardLate.Load(), "guard_dropped", guardDropped(rl), "limited", rl.Limited.Load(), "refused", rl.Refused.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
+			"move_lost", rl.MoveLost.Load(), "flows_left", rl.Left.Load(), "asked", rl.Asked.Load(), "forward_late", rl.ForwardLate.Load(), "guard_dropped", guardDropped(rl), "limited", rl.Limited.Load(), "refused", rl.Refused.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
 			"stale", a.Stale.Load(), "malformed", a.Malformed.Load())
 		rl.Close()
 	}, nil

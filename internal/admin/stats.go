@@ -137,6 +137,9 @@ type RepairStats struct {
 	// took them over from another node, and such reports found stale.
 	Retagged   uint64 `json:"moved_by_nodes"`
 	StaleMoves uint64 `json:"moves_stale"`
+	// Left: in tag mode, flows unsteered because their old holder reported
+	// them left (their new holder died before reporting them).
+	Left uint64 `json:"left"`
 }
 
 // FrontStats converts the front's counters to the form /stats serves.
@@ -174,7 +177,7 @@ func FrontStats(st front.Stats) Stats {
 		out.Repair = &RepairStats{Moved: r.Moved, Fast: r.Fast, FallbackFreeze: r.FallbackFreeze, FallbackNode: r.FallbackNode,
 			Lost: r.Lost, Ended: r.Ended, Dropped: r.Dropped, Steered: r.Steered,
 			Forged: r.Forged, Replayed: r.Replayed, Stale: r.Stale, Malformed: r.Malformed,
-			Early: r.Early, Held: r.Held, Retagged: r.Retagged, StaleMoves: r.StaleMoves}
+			Early: r.Early, Held: r.Held, Retagged: r.Retagged, StaleMoves: r.StaleMoves, Left: r.Left}
 	}
 	return out
 }

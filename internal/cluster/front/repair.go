@@ -120,7 +120,7 @@ func (p *RepairPath) Stats() RepairStats {
 		Lost: p.lost.Load(), Ended: m.Ended.Load(), Dropped: m.Dropped.Load(), Steered: m.Steer().Len(),
 		Forged: a.Forged.Load(), Replayed: a.Replayed.Load(), Stale: a.Stale.Load(),
 		Malformed: a.Malformed.Load(), Early: m.Early.Load(), Held: m.Held.Load(), Fast: p.fast.Load(),
-		Retagged: m.Retagged.Load(), StaleMoves: m.Stale.Load(),
+		Retagged: m.Retagged.Load(), StaleMoves: m.Stale.Load(), Left: m.Left.Load(),
 	}
 }
 

@@ -32,4 +32,8 @@ type RepairStats struct {
 	// report in tag mode (repair_tag.go); StaleMoves, reports refused as
 	// older than a move already applied or for a flow not moved.
 	Retagged, StaleMoves uint64
+	// Left counts flows unsteered in tag mode because their old holder
+	// reported them left and no later move came (the node they moved to
+	// died before it reported them; handoff's repair_left.go).
+	Left uint64
 }

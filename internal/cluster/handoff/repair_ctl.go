@@ -149,7 +149,7 @@ type RepairClientConfig struct {
 	// the node's answer says whether it guards the address (Guarded).
 	VIP netip.Addr
 	// OnTag, if set, receives the tag-mode messages a node sends the
-	// front (MsgFlowMoved, MsgNotes, MsgAsk; repair_tag.go), from the
+	// front (MsgFlowMoved, MsgFlowLeft, MsgNotes, MsgAsk; repair_tag.go), from the
 	// reader goroutine; p is valid only during the call.
 	OnTag func(k MsgKind, p []byte)
 }
@@ -524,7 +524,7 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth, hel
 			if f, err := UnmarshalFlow(p); err == nil && len(p) >= 16 && c.onFin != nil {
 				c.onFin(f, binary.BigEndian.Uint32(p[12:]))
 			}
-		case MsgFlowMoved, MsgNotes, MsgAsk:
+		case MsgFlowMoved, MsgFlowLeft, MsgNotes, MsgAsk:
 			if c.onTag != nil {
 				c.onTag(k, p)
 			}
@@ -601,6 +601,10 @@ type RepairListener struct {
 	// refused or for sending none in time.
 	Restored, Failed, Fins, Limited, Refused     atomic.Uint64
 	MovedOut, MoveFailed, MoveLost, Asked, Notes atomic.Uint64
+	// Left counts flows reported to the front as left (MsgFlowLeft): moved
+	// away from here to a node whose channel broke, or reset here when
+	// the move's outcome was lost with the channel.
+	Left atomic.Uint64
 	// ForwardLate counts connections moved here whose MsgForwarding did
 	// not come within a second (served anyway).
 	ForwardLate atomic.Uint64

@@ -78,8 +78,10 @@ type RepairMover struct {
 	// before the freeze (the node guards, or nftables), Held those held
 	// until the node's acknowledgement. In tag mode, Retagged counts flows
 	// steered to another node at a node's MsgFlowMoved, Stale the
-	// MsgFlowMoved refused (unknown flow or incarnation, or an older move).
-	Moved, Refused, Lost, Ended, Dropped, Early, Held, Retagged, Stale atomic.Uint64
+	// MsgFlowMoved refused (unknown flow or incarnation, or an older move),
+	// Left the flows unsteered at their old holder's MsgFlowLeft
+	// (repair_left.go).
+	Moved, Refused, Lost, Ended, Dropped, Early, Held, Retagged, Stale, Left atomic.Uint64
 }
 
 // movedFlow is one moved connection as the mover remembers it.
@@ -133,6 +135,10 @@ type RepairMoverConfig struct {
 	// OnTag, if set, receives node i's other tag-mode messages (MsgNotes,
 	// MsgAsk) from the channel's reader; p is valid only during the call.
 	OnTag func(i int, k MsgKind, p []byte)
+	// LeftGrace is how long a flow reported left by its old holder
+	// (MsgFlowLeft) stays steered in case a report of a later move of it
+	// is still on its way (default DefaultLeftGrace).
+	LeftGrace time.Duration
 }
 
 // ErrNotMoved wraps a Move failure after which the node certainly does not
@@ -163,6 +169,9 @@ func NewRepairMover(cfg RepairMoverConfig) (*RepairMover, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.LeftGrace <= 0 {
+		cfg.LeftGrace = DefaultLeftGrace
 	}
 	if cfg.Dev == "" {
 		dev, err := InterfaceOf(cfg.VIP.Addr())
@@ -226,8 +235,13 @@ func (m *RepairMover) Client(i int) *RepairClient { return m.client(i) }
 func (m *RepairMover) SetTag(on bool) { m.tag.Store(on) }
 
 // tagMsg handles node i's tag-mode messages: each record of a
-// MsgFlowMoved steers its flow to i (flowMoved); the others go to OnTag.
+// MsgFlowMoved steers its flow to i (flowMoved), a MsgFlowLeft may end
+// flows steered to i (flowsLeft); the others go to OnTag.
 func (m *RepairMover) tagMsg(i int, k MsgKind, p []byte) {
+	if k == MsgFlowLeft {
+		m.flowsLeft(i, p)
+		return
+	}
 	if k != MsgFlowMoved {
 		if m.cfg.OnTag != nil {
 			m.cfg.OnTag(i, k, p)

@@ -17,7 +17,10 @@ import (
 // nodes' handoff ports, the flows its guard holds or forwards, and the notes
 // and move reports not yet sent. It is the repair twin of passfd's
 // tagRouter; the table's records are the same, plus the cache holders and
-// loads of TableHolders, TableLoad and TableLimit.
+// loads of TableHolders, TableLoad and TableLimit. When the channel to a
+// node breaks, the flows this node moved there recently are reported to the
+// front as left (MsgFlowLeft, repair_left.go): the dead node's own report
+// of them may have died with it.
 type repairRouter struct {
 	l *RepairListener
 
@@ -33,11 +36,13 @@ type repairRouter struct {
 	front   *channel
 	asks    map[uint64]chan int
 	askID   uint64
-	fwdGen  map[Flow]uint64 // flows this node forwards after a move, by generation
+	fwd     map[Flow]fwdEntry // flows this node moved away recently (forwarded, then passed)
 	gen     uint64
+	downs   map[int]uint64            // by node: how often its channel broke (forward checks it)
 	waits   map[flowSeq]chan struct{} // moves here waiting for MsgForwarding
 	notes   []byte
 	moves   []byte // MsgFlowMoved records not yet sent
+	left    []byte // MsgFlowLeft records not yet sent
 	armed   bool
 	timer   *time.Timer
 	closed  bool
@@ -60,8 +65,8 @@ const maxNotesFrame = 32 << 10
 
 func newRepairRouter(l *RepairListener) *repairRouter {
 	r := &repairRouter{l: l, self: -1, table: map[string]int32{}, holders: map[string]uint32{}, peers: map[int]netip.AddrPort{},
-		clients: map[int]*RepairClient{}, asks: map[uint64]chan int{}, fwdGen: map[Flow]uint64{},
-		waits: map[flowSeq]chan struct{}{}}
+		clients: map[int]*RepairClient{}, asks: map[uint64]chan int{}, fwd: map[Flow]fwdEntry{},
+		waits: map[flowSeq]chan struct{}{}, downs: map[int]uint64{}}
 	r.timer = time.AfterFunc(time.Hour, r.flush)
 	r.timer.Stop()
 	return r
@@ -306,41 +311,108 @@ func (r *repairRouter) answer(p []byte) {
 // slowed down by load.
 const forwardLinger = 2 * time.Second
 
+// fwdEntry is a flow this node moved away: the move (its generation here,
+// the new holder, the flow's incarnation and the move count) that a
+// MsgFlowLeft names if the new holder's channel breaks.
+type fwdEntry struct {
+	gen      uint64
+	node     int
+	inc, seq uint32
+}
+
 // forward has the guard send f's segments on to node's host for
 // forwardLinger (Guard.Forward), then let them reset for passLinger
 // (Guard.Pass); a newer hold or forward of f, or f's rebuild here
-// (unforward), cancels both.
-func (r *repairRouter) forward(f Flow, node int) {
+// (unforward), cancels both. Until then the move (incarnation inc, move
+// count seq) is remembered for peerDown; epoch is downEpoch(node) from
+// before the move, so that a channel that broke while the move was under
+// way reports the flow as left at once.
+func (r *repairRouter) forward(f Flow, node int, inc, seq uint32, epoch uint64) {
 	g := r.l.guard
 	r.mu.Lock()
 	ap, ok := r.peers[node]
 	r.gen++
 	gen := r.gen
-	r.fwdGen[f] = gen
+	r.fwd[f] = fwdEntry{gen: gen, node: node, inc: inc, seq: seq}
+	if r.downs[node] != epoch {
+		r.queueLeft(f, inc, seq)
+	}
 	r.mu.Unlock()
 	if !ok || g.Forward(f, ap.Addr()) != nil {
 		g.Unhold(f)
+		time.AfterFunc(forwardLinger+passLinger, func() { r.endForward(f, gen) })
 		return
 	}
 	time.AfterFunc(forwardLinger, func() {
 		r.mu.Lock()
-		mine := r.fwdGen[f] == gen
+		mine := r.fwd[f].gen == gen
 		r.mu.Unlock()
 		if !mine || g.Pass(f) != nil {
 			return
 		}
 		time.AfterFunc(passLinger, func() {
-			r.mu.Lock()
-			mine := r.fwdGen[f] == gen
-			if mine {
-				delete(r.fwdGen, f)
-			}
-			r.mu.Unlock()
-			if mine {
+			if r.endForward(f, gen) {
 				g.Unhold(f)
 			}
 		})
 	})
+}
+
+// endForward forgets the move of f of generation gen and reports whether it
+// was still the latest.
+func (r *repairRouter) endForward(f Flow, gen uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fwd[f].gen != gen {
+		return false
+	}
+	delete(r.fwd, f)
+	return true
+}
+
+// downEpoch counts the breaks of node's channel so far.
+func (r *repairRouter) downEpoch(node int) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.downs[node]
+}
+
+// peerDown is the OnDown of the channel to node: every flow this node moved
+// there and still remembers is reported to the front as left. If node died
+// with its MsgFlowMoved for them still batched, the front's map names this
+// node for ever otherwise; if the report did arrive, or a later move of the
+// flow, the front ignores this one.
+func (r *repairRouter) peerDown(node int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.downs[node]++
+	for f, e := range r.fwd {
+		if e.node == node {
+			r.queueLeft(f, e.inc, e.seq)
+		}
+	}
+}
+
+// reportLeft queues a MsgFlowLeft record: f (incarnation inc) left this
+// node with move seq and its new holder may never report it.
+func (r *repairRouter) reportLeft(f Flow, inc, seq uint32) {
+	r.mu.Lock()
+	r.queueLeft(f, inc, seq)
+	r.mu.Unlock()
+}
+
+// queueLeft queues a MsgFlowLeft record, sent with the notes within
+// RepairNoteDelay (not urgent: the front waits LeftGrace anyway). The queue
+// is bounded by r.fwd, of which it names each flow at most once per break
+// of its new holder's channel; flush cuts it into frames of at most
+// maxNotesFrame. Called with r.mu held.
+func (r *repairRouter) queueLeft(f Flow, inc, seq uint32) {
+	r.left = AppendFlowLeft(r.left, f, inc, seq)
+	r.l.Left.Add(1)
+	if !r.armed && !r.closed {
+		r.armed = true
+		r.timer.Reset(RepairNoteDelay)
+	}
 }
 
 // passLinger is how long, after forwardLinger, the guard lets a flow this
@@ -354,7 +426,7 @@ const passLinger = 10 * time.Second
 // node's, or a move of it is starting (Hold follows).
 func (r *repairRouter) unforward(f Flow) {
 	r.mu.Lock()
-	delete(r.fwdGen, f)
+	delete(r.fwd, f)
 	r.mu.Unlock()
 	r.l.guard.Unhold(f)
 }
@@ -430,20 +502,28 @@ func (r *repairRouter) reportMove(f Flow, t TagMove) {
 	}
 }
 
-// flush sends the queued move reports and notes to the front, moves first
-// (a note may be about a connection a report brings here). The channel's
-// send lock keeps them ahead of any later frame, such as a FIN-HANDOFF
-// that calls flush first.
+// flush sends the queued move reports, flows left and notes to the front,
+// moves first (a note may be about a connection a report brings here, and
+// a flow that came here and left again must be steered here before it can
+// be found left). The channel's send lock keeps them ahead of any later
+// frame, such as a FIN-HANDOFF that calls flush first.
 func (r *repairRouter) flush() {
 	r.mu.Lock()
-	b, mv, front := r.notes, r.moves, r.front
-	r.notes, r.moves, r.armed = nil, nil, false
+	b, mv, left, front := r.notes, r.moves, r.left, r.front
+	r.notes, r.moves, r.left, r.armed = nil, nil, nil, false
 	r.mu.Unlock()
 	if front == nil {
 		return
 	}
 	if len(mv) > 0 && front.send(MsgFlowMoved, mv) == nil {
 		r.l.Notes.Add(1)
+	}
+	for len(left) > 0 {
+		n := min(len(left), maxNotesFrame/flowLeftLen*flowLeftLen)
+		if front.send(MsgFlowLeft, left[:n]) == nil {
+			r.l.Notes.Add(1)
+		}
+		left = left[n:]
 	}
 	if len(b) > 0 && front.send(MsgNotes, b) == nil {
 		r.l.Notes.Add(1)
@@ -461,7 +541,7 @@ func (r *repairRouter) client(node int) (*RepairClient, error) {
 	if !ok || r.closed {
 		return nil, fmt.Errorf("handoff: no handoff port for node %d", node)
 	}
-	c := NewRepairClient(RepairClientConfig{Addr: ap.String(), Auth: r.l.auth})
+	c := NewRepairClient(RepairClientConfig{Addr: ap.String(), Auth: r.l.auth, OnDown: func(error) { r.peerDown(node) }})
 	r.clients[node] = c
 	return c, nil
 }

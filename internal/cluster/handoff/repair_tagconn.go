@@ -180,6 +180,7 @@ func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 		return err
 	}
 	g, r := m.l.guard, m.l.router
+	epoch := r.downEpoch(node)
 	r.unforward(m.flow)
 	if err := g.Hold(m.flow); err != nil {
 		return err
@@ -206,6 +207,7 @@ func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 		// request this node had acknowledged, would wait for an answer
 		// without sending anything: reset it instead.
 		g.Unhold(m.flow)
+		r.reportLeft(m.flow, m.tag, t.Seq) // node's report of it, if any, may be lost too
 		m.l.MoveLost.Add(1)
 		return nil
 	}
@@ -214,7 +216,7 @@ func (m *movedConn) MoveTo(node int, key string, rest []byte) error {
 	// or, if node's process died, to a kernel without its guard that
 	// resets the client instead of leaving it hanging.
 	m.gone = true
-	r.forward(m.flow, node)
+	r.forward(m.flow, node, m.tag, t.Seq, epoch)
 	if err == nil {
 		r.movedAway(node)
 	}

@@ -24,6 +24,9 @@ import (
 //	    A's guard forwards to B whatever segments of the flow still reach A
 //	    until the front's map follows; A drops its frozen copy silently,
 //	    A ──MsgForwarding──▶ B, which only now serves the connection
+//	B dies before its MsgFlowMoved left (A's channel to B breaks):
+//	    A ──MsgFlowLeft (batched)──▶ front, which unsteers the flow unless
+//	    a later move of it arrives within LeftGrace
 //	node A, a request the table gives A: serve it, MsgNotes "served" (batched)
 //	node A, a URL the table cannot tell: A ──MsgAsk──▶ front ──MsgAnswer──▶ A (the front picks)
 //
@@ -59,7 +62,38 @@ const (
 	// earlier let that request reach the old node while it still held the
 	// flow, where it waited for a retransmission (200 ms).
 	MsgForwarding MsgKind = 12
+	// MsgFlowLeft (node → front): records of flow, incarnation and move
+	// count (AppendFlowLeft) for flows the sender moved away whose new
+	// holder may never report them: its channel broke before or after the
+	// acknowledgement (most likely the node died, and its batched
+	// MsgFlowMoved with it). The front unsteers such a flow if, after
+	// RepairMoverConfig.LeftGrace, its map still names the sender with an
+	// older move count (no later move came): the connection is gone, and
+	// without this its entry would stay for ever.
+	MsgFlowLeft MsgKind = 13
 )
+
+// flowLeftLen is one MsgFlowLeft record: flow, incarnation, move count.
+const flowLeftLen = 12 + 4 + 4
+
+// AppendFlowLeft appends one MsgFlowLeft record: flow f of incarnation inc
+// left the sender with move seq (the move count of the move away).
+func AppendFlowLeft(b []byte, f Flow, inc, seq uint32) []byte {
+	b = binary.BigEndian.AppendUint32(f.AppendBinary(b), inc)
+	return binary.BigEndian.AppendUint32(b, seq)
+}
+
+// ParseFlowLeft decodes the first MsgFlowLeft record of b and returns the
+// rest.
+func ParseFlowLeft(b []byte) (f Flow, inc, seq uint32, rest []byte, err error) {
+	if len(b) < flowLeftLen {
+		return Flow{}, 0, 0, nil, fmt.Errorf("%w: flow left record of %d bytes", ErrMalformed, len(b))
+	}
+	if f, err = UnmarshalFlow(b); err != nil {
+		return Flow{}, 0, 0, nil, err
+	}
+	return f, binary.BigEndian.Uint32(b[12:]), binary.BigEndian.Uint32(b[16:]), b[flowLeftLen:], nil
+}
 
 // AppendForwarding appends a MsgForwarding payload.
 func AppendForwarding(b []byte, f Flow, seq uint32) []byte {
