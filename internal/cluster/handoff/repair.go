@@ -424,13 +424,6 @@ func fillQueue(fd, queue int, b []byte) error {
 	return nil
 }
 
-func sockaddrPort(sa unix.Sockaddr) (netip.AddrPort, bool) {
-	if a, ok := sa.(*unix.SockaddrInet4); ok {
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), true
-	}
-	return netip.AddrPort{}, false
-}
-
 func sockaddr(ap netip.AddrPort) *unix.SockaddrInet4 {
 	return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
 }

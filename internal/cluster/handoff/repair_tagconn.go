@@ -84,17 +84,6 @@ func (l *RepairListener) serveForwarded(m *movedConn) {
 	l.queue(m)
 }
 
-// closeSilently puts a rebuilt socket back in repair mode and closes it, so
-// that the client sees nothing (no FIN, no RST).
-func closeSilently(tc *net.TCPConn) {
-	if rc, err := tc.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) {
-			unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON)
-		})
-	}
-	tc.Close()
-}
-
 // The node's server (internal/cluster/node) routes each request on a moved
 // connection in tag mode through these methods: they make *movedConn a
 // node.Handed and node.TagRouted, as passfd's FDConn is.
