@@ -29,11 +29,15 @@
 //   - polling the network when nobody else has for 10 ms;
 //   - forcing a GC every 2 minutes.
 //
-// SCHED_IDLE still guarantees a share of the CPU, so nothing starves. The
-// front does no blocking file I/O on its request path, so this delay costs
-// it nothing. The node uses it too (config.NodeServer.SysmonIdle): there a
-// goroutine blocked in a disk read keeps its P until the core has a moment
-// for sysmon, which only a host whose cores other work keeps busy notices.
+// SCHED_IDLE still guarantees a share of the CPU, so nothing starves, but
+// a thread in it can wait long for the core: sysmon preempted while it
+// holds the scheduler's lock stalls every thread of the process that needs
+// the lock meanwhile. The front does no blocking file I/O and few bookkept
+// system calls on its request path, so it rarely wakes sysmon; there the
+// class pays. A node can use it (config.NodeServer.SysmonIdle) but does not
+// by default: four nodes moving connections on one saturated core ran at
+// half their speed in most runs with it (futex waits and sysmon rounds per
+// request, docs/benchmarks.md "Receiving a handed connection").
 //
 // There is no API that names sysmon's thread. The runtime starts sysmon
 // first, as its second thread, and sysmon sleeps with nanosleep, which no

@@ -271,7 +271,7 @@ func (r *tagRouter) moveTo(c *FDConn, node int, url string, rest []byte) error {
 		r.mu.Lock()
 		delete(r.pending[cl], k)
 		r.mu.Unlock()
-		unix.Close(dup)
+		rawCloseFD(dup)
 		r.recycle(pm)
 		return err
 	}
@@ -351,7 +351,25 @@ type duper struct {
 	step func(fd uintptr)
 }
 
-func (d *duper) run(fd uintptr) { d.fd, d.err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }
+func (d *duper) run(fd uintptr) { d.fd, d.err = rawDupCloexec(fd) }
+
+// rawDupCloexec duplicates fd close-on-exec and rawCloseFD closes a
+// descriptor: raw system calls, since neither can block. A bookkept one
+// (entersyscall) lets the runtime's sysmon hand the node's only P to
+// another thread whenever the kernel preempts the caller inside the call,
+// which on a core shared by busy nodes it often does; the thread hand-offs
+// that followed (futex wakes, sysmon polling) tripled a moving node's
+// context switches per request (docs/benchmarks.md, "Receiving a handed
+// connection").
+func rawDupCloexec(fd uintptr) (int, error) {
+	r, _, e := unix.RawSyscall(unix.SYS_FCNTL, fd, unix.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
+func rawCloseFD(fd int) { unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0) }
 
 // acked settles the move h acknowledges: done (the front is told), or
 // refused (the connection goes back to the front).
@@ -368,7 +386,7 @@ func (r *tagRouter) acked(cl *FDClient, h FDHeader) {
 		r.reroute(pm)
 		return
 	}
-	unix.Close(pm.fd)
+	rawCloseFD(pm.fd)
 	r.note(NoteMoved, int(pm.h.Node), pm.h.Moves, pm.h.Conn, pm.url)
 	r.recycle(pm)
 }
@@ -400,7 +418,7 @@ func (r *tagRouter) lost(node int, cl *FDClient) {
 // reroute hands a move that did not happen to the front, which picks again.
 func (r *tagRouter) reroute(pm *pendingMove) {
 	defer r.recycle(pm)
-	defer unix.Close(pm.fd)
+	defer rawCloseFD(pm.fd)
 	r.flush()
 	r.mu.Lock()
 	p, self := r.front, r.self
