@@ -25,8 +25,10 @@ func TestHTTPS(t *testing.T) {
 	defer srv.Close()
 
 	res := run(t, Config{URL: srv.URL + "/x", Requests: 20, Connections: 2, Insecure: true})
-	if res.Requests != 20 || res.OK != 20 || res.BodyBytes != 100 || res.Connects != 2 {
-		t.Errorf("keep-alive: requests %d ok %d body %d connects %d, want 20 20 100 2", res.Requests, res.OK, res.BodyBytes, res.Connects)
+	// Two connections at most; one when its worker took all 20 requests
+	// before the other one's first (a loaded machine).
+	if res.Requests != 20 || res.OK != 20 || res.BodyBytes != 100 || res.Connects < 1 || res.Connects > 2 {
+		t.Errorf("keep-alive: requests %d ok %d body %d connects %d, want 20 20 100 and 1 or 2", res.Requests, res.OK, res.BodyBytes, res.Connects)
 	}
 	res = run(t, Config{URL: srv.URL + "/x", Requests: 10, DisableKeepAlive: true, Insecure: true})
 	if res.Requests != 10 || res.OK != 10 || res.Connects != 10 {
