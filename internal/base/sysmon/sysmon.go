@@ -29,15 +29,16 @@
 //   - polling the network when nobody else has for 10 ms;
 //   - forcing a GC every 2 minutes.
 //
-// SCHED_IDLE still guarantees a share of the CPU, so nothing starves, but
-// a thread in it can wait long for the core: sysmon preempted while it
-// holds the scheduler's lock stalls every thread of the process that needs
-// the lock meanwhile. The front does no blocking file I/O and few bookkept
-// system calls on its request path, so it rarely wakes sysmon; there the
-// class pays. A node can use it (config.NodeServer.SysmonIdle) but does not
-// by default: four nodes moving connections on one saturated core ran at
-// half their speed in most runs with it (futex waits and sysmon rounds per
-// request, docs/benchmarks.md "Receiving a handed connection").
+// SCHED_IDLE still guarantees a share of the CPU, so nothing starves. The
+// front does no blocking file I/O on its request path, so this delay costs
+// it nothing. The node uses it too (config.NodeServer.SysmonIdle): there a
+// goroutine blocked in a disk read keeps its P until the core has a moment
+// for sysmon, which only a host whose cores other work keeps busy notices.
+//
+// Threads sysmon starts inherit its class (see Idle): before Idle watched
+// for them, four nodes moving connections on one saturated core ran their
+// goroutines on such threads in most runs, at half their speed
+// (docs/benchmarks.md, "Receiving a handed connection").
 //
 // There is no API that names sysmon's thread. The runtime starts sysmon
 // first, as its second thread, and sysmon sleeps with nanosleep, which no
@@ -61,15 +62,68 @@ import (
 // returning its thread ID. It looks for up to about 50 ms (sysmon sleeps at
 // most 10 ms between rounds while the program runs) and fails, changing
 // nothing, if no single thread is seen in nanosleep.
+//
+// A thread inherits its creator's scheduling class, and sysmon creates
+// threads: when it takes a P from a system call and no thread is idle, the
+// one it starts runs goroutines from then on. In SCHED_IDLE those would be
+// starved by any other work on the core, so Idle also starts a watcher
+// that, every second, puts any other thread of the process found in
+// SCHED_IDLE back in the class the process runs in.
 func Idle() (int, error) {
+	return idle(time.Second)
+}
+
+// idle is Idle with the watcher's period.
+func idle(every time.Duration) (int, error) {
 	tid, err := find(50*time.Millisecond, unix.SYS_NANOSLEEP)
 	if err != nil {
 		return 0, err
 	}
+	base, err := unix.SchedGetAttr(unix.Getpid(), 0)
+	if err != nil {
+		return 0, fmt.Errorf("sysmon: process: sched_getattr: %w", err)
+	}
 	if err := unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
 		return 0, fmt.Errorf("sysmon: thread %d: sched_setattr SCHED_IDLE: %w", tid, err)
 	}
+	go watch(tid, *base, every)
 	return tid, nil
+}
+
+// watch puts every thread but sysmon's that is in SCHED_IDLE back in
+// base's class, every period, for the life of the process.
+func watch(sysmonTID int, base unix.SchedAttr, every time.Duration) {
+	base.Size = unix.SizeofSchedAttr
+	for range time.Tick(every) {
+		tids, err := threadsWith(unix.SCHED_IDLE)
+		if err != nil {
+			continue
+		}
+		for _, t := range tids {
+			if t != sysmonTID {
+				_ = unix.SchedSetAttr(t, &base, 0)
+			}
+		}
+	}
+}
+
+// threadsWith lists the threads of this process in scheduling policy p.
+func threadsWith(p uint32) ([]int, error) {
+	d, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, fmt.Errorf("sysmon: %w", err)
+	}
+	var tids []int
+	for _, e := range d {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if a, err := unix.SchedGetAttr(tid, 0); err == nil && a.Policy == p {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
 }
 
 // Policy returns the scheduling policy of thread tid of this process

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,5 +56,49 @@ func TestIdleFindsSysmonNotAWorker(t *testing.T) {
 		if p == unix.SCHED_IDLE {
 			t.Errorf("worker thread %d was moved to SCHED_IDLE too", w)
 		}
+	}
+}
+
+// TestIdleWatchRestoresInheritors: a thread that ends up in SCHED_IDLE
+// besides sysmon (as one sysmon starts would, inheriting its class) is put
+// back in the process's class by the watcher; sysmon stays idle.
+func TestIdleWatchRestoresInheritors(t *testing.T) {
+	tid, err := idle(20 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
+			got <- -1
+			return
+		}
+		got <- unix.Gettid()
+		<-stop
+	}()
+	w := <-got
+	if w < 0 {
+		t.Skip("cannot set SCHED_IDLE on a thread here")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p, err := Policy(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != unix.SCHED_IDLE {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d still in SCHED_IDLE after 5 s", w)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if p, err := Policy(tid); err != nil || p != unix.SCHED_IDLE {
+		t.Fatalf("sysmon's thread %d: policy %d (%v), want SCHED_IDLE", tid, p, err)
 	}
 }
