@@ -90,15 +90,18 @@ func TestLimitsBounds(t *testing.T) {
 			c.Close()
 		}
 	}()
+	// The server marks a connection idle after its answer went out, which a
+	// loaded machine may delay past the client's read, and past the next
+	// connection's: each waits for it, so that the idle times go in the
+	// order of the connections and conns[0] is the longest idle.
 	for range 3 {
 		get(t, dial("127.0.0.1"))
+		waitBusy(t, b, 0)
 	}
 	if c := dial("127.0.0.1"); !closedWithin(c, 5*time.Second) {
 		t.Error("a fourth connection from one address was kept (MaxPerIP 3)")
 	}
 	get(t, dial("127.0.0.2"))
-	// The server marks a connection idle after its answer went out, which a
-	// loaded machine may delay past the client's read: wait for all four.
 	waitBusy(t, b, 0)
 	time.Sleep(2 * shedMinIdle)
 	get(t, dial("127.0.0.3")) // the fifth: the longest idle one makes room
