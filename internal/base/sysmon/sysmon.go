@@ -109,21 +109,10 @@ func watch(sysmonTID int, base unix.SchedAttr, every time.Duration) {
 
 // threadsWith lists the threads of this process in scheduling policy p.
 func threadsWith(p uint32) ([]int, error) {
-	d, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return nil, fmt.Errorf("sysmon: %w", err)
-	}
-	var tids []int
-	for _, e := range d {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if a, err := unix.SchedGetAttr(tid, 0); err == nil && a.Policy == p {
-			tids = append(tids, tid)
-		}
-	}
-	return tids, nil
+	return threadsWhere(func(tid int) (bool, error) {
+		a, err := unix.SchedGetAttr(tid, 0)
+		return err == nil && a.Policy == p, nil // an error: the thread exited
+	})
 }
 
 // Policy returns the scheduling policy of thread tid of this process
@@ -164,29 +153,39 @@ func find(limit time.Duration, nr int) (int, error) {
 // is nr, reading /proc/self/task/TID/syscall (first field: the number, or
 // "running").
 func threadsIn(nr int) ([]int, error) {
+	want := strconv.Itoa(nr)
+	return threadsWhere(func(tid int) (bool, error) {
+		b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/syscall")
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) { // the thread exited
+				return false, nil
+			}
+			return false, fmt.Errorf("sysmon: %w", err)
+		}
+		f, _, _ := strings.Cut(string(b), " ")
+		return f == want, nil
+	})
+}
+
+// threadsWhere lists the threads of this process for which ok holds.
+func threadsWhere(ok func(tid int) (bool, error)) ([]int, error) {
 	d, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return nil, fmt.Errorf("sysmon: %w", err)
 	}
-	want := strconv.Itoa(nr)
 	var tids []int
 	for _, e := range d {
-		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/syscall")
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) { // the thread exited
-				continue
-			}
-			return nil, fmt.Errorf("sysmon: %w", err)
-		}
-		f, _, _ := strings.Cut(string(b), " ")
-		if f != want {
-			continue
-		}
 		tid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		tids = append(tids, tid)
+		yes, err := ok(tid)
+		if err != nil {
+			return nil, err
+		}
+		if yes {
+			tids = append(tids, tid)
+		}
 	}
 	return tids, nil
 }
