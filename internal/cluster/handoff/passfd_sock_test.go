@@ -24,11 +24,7 @@ func TestSockConn(t *testing.T) {
 		t.Fatal(err)
 	}
 	server.Close()
-	rd, err := newFDReader(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := recvAdopt(rd, make([]byte, FDHeaderLen+FDMaxData))
+	r, err := adoptOne(t, b)
 	if err != nil || r.Header.Conn != 9 || string(r.Data) != "GET /" {
 		t.Fatalf("received %+v %q, %v", r.Header, r.Data, err)
 	}
@@ -86,11 +82,7 @@ func TestSockConnBlocking(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	rd, err := newFDReader(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := recvAdopt(rd, make([]byte, FDHeaderLen+FDMaxData))
+	r, err := adoptOne(t, b)
 	if err != nil {
 		t.Fatalf("blocking socket: %v", err)
 	}
@@ -121,11 +113,7 @@ func TestAdoptNoDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		server.Close()
-		rd, err := newFDReader(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := recvAdopt(rd, make([]byte, FDHeaderLen+FDMaxData))
+		r, err := adoptOne(t, b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,4 +123,14 @@ func TestAdoptNoDelay(t *testing.T) {
 			t.Errorf("kind %d: TCP_NODELAY %d, %v; want %d", tc.kind, got, err, tc.want)
 		}
 	}
+}
+
+// adoptOne receives one message on b the way a node does (recvAdopt).
+func adoptOne(t *testing.T, b *net.UnixConn) (FDMessage, error) {
+	t.Helper()
+	rd, err := newFDReader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recvAdopt(rd, make([]byte, FDHeaderLen+FDMaxData))
 }
