@@ -333,12 +333,8 @@ func (c *FDClient) broken(uc *net.UnixConn) {
 	}
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
-	if c.pollLocked(uc) {
-		c.drop(uc)
-		if c.onDisconnect != nil {
-			c.onDisconnect()
-		}
-	}
+	c.pollLocked(uc)
+	c.lose(uc)
 }
 
 // Poll reads, without waiting, what the node sent back on a client made
@@ -355,10 +351,23 @@ func (c *FDClient) Poll() {
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
 	if !c.pollLocked(uc) {
-		c.drop(uc)
-		if c.onDisconnect != nil {
-			c.onDisconnect()
-		}
+		c.lose(uc)
+	}
+}
+
+// lose drops a polled client's socket after its last messages were read
+// and calls OnDisconnect, once per socket: only while uc is still the
+// client's current one.
+func (c *FDClient) lose(uc *net.UnixConn) {
+	c.mu.Lock()
+	current := c.uc == uc
+	if current {
+		c.uc, c.rc, c.pollRd = nil, nil, nil
+	}
+	c.mu.Unlock()
+	uc.Close()
+	if current && c.onDisconnect != nil {
+		c.onDisconnect()
 	}
 }
 

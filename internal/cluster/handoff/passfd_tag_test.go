@@ -351,3 +351,47 @@ func TestPolledClient(t *testing.T) {
 		t.Fatalf("after the node closed: acknowledgements %v, disconnects %d; want [1 2], 1", got, disconnects)
 	}
 }
+
+// TestPolledClientSendToDeadNode: a send that fails because the node went
+// away settles what the node had acknowledged first, then reports the
+// disconnect once, as the reader goroutine of an unpolled client would.
+func TestPolledClientSendToDeadNode(t *testing.T) {
+	dir := shortTempDir(t)
+	path := filepath.Join(dir, "n.sock")
+	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	gone := make(chan struct{})
+	go func() { // a node that acknowledges one message and dies
+		defer close(gone)
+		uc, err := ul.AcceptUnix()
+		if err != nil {
+			return
+		}
+		buf := make([]byte, FDHeaderLen+FDMaxData)
+		if _, err := RecvRawFD(uc, buf); err == nil {
+			SendFD(uc, FDHeader{Kind: FDAck, Conn: 1}, nil, 0, nil)
+		}
+		uc.Close()
+	}()
+	var got []uint64
+	disconnects := 0
+	c := NewFDClient(FDClientConfig{Path: path, PolledReads: true,
+		OnAck:        func(h FDHeader) { got = append(got, h.Conn) },
+		OnDisconnect: func() { disconnects++ }})
+	defer c.Close()
+	if err := c.SendMsg(FDHeader{Kind: FDTable}, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-gone
+	ul.Close() // no redial either
+	for i := 0; i < 100 && disconnects == 0; i++ {
+		c.SendMsg(FDHeader{Kind: FDTable}, nil) // EPIPE once the close is seen
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !slices.Equal(got, []uint64{1}) || disconnects != 1 {
+		t.Fatalf("after sends to a dead node: acknowledgements %v, disconnects %d; want [1], 1", got, disconnects)
+	}
+}
