@@ -38,6 +38,10 @@ type ProcsConfig struct {
 	// the nodes by the table (front.MovesNodes, default) or the front
 	// after every request (front.MovesFront).
 	Moves front.MoveMode
+	// hybridCPU, when set, is the hybrid rule's CPU threshold (percent):
+	// tests pin it where the front's CPU, shared with their load, cannot
+	// reach or cannot stay below.
+	hybridCPU float64
 }
 
 // Procs is a cluster whose nodes run as separate processes, each taking
@@ -157,7 +161,7 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 		}
 	}
 
-	if err := p.startFront(root, pc.Path, vm, pubArgs != nil); err != nil {
+	if err := p.startFront(root, pc, vm, pubArgs != nil); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -167,10 +171,11 @@ func StartProcs(cfg Config, pc ProcsConfig) (*Procs, error) {
 // startFront starts the front over the node processes on the passfd or
 // hybrid path (hybrid's size table from root) and, with publish, the
 // publisher that drives the nodes.
-func (p *Procs) startFront(root, path string, vm *vhost.Map, publish bool) error {
+func (p *Procs) startFront(root string, pc ProcsConfig, vm *vhost.Map, publish bool) error {
 	pass := front.PassFD(front.PassFDConfig{HandoffDir: p.SocketDir, Moves: p.moves})
 	gc := gateway.Config{Path: pass, VHosts: vm}
-	if path == "hybrid" {
+	if pc.Path == "hybrid" {
+		gc.Hybrid.CPUPercent = pc.hybridCPU
 		st, err := content.Open(root)
 		if err != nil {
 			return err

@@ -155,3 +155,68 @@ func TestTagMovesLiveVsSim(t *testing.T) {
 			tg.Served, len(urls))
 	}
 }
+
+// TestHybridSharesTagWork runs the short parity trace through `shoal up
+// --path hybrid --policy tbccrd` on 8 long keep-alive connections. Under
+// the hybrid rule the front relays as many connections as keep its CPU
+// below the threshold and the nodes move the others by the shared table
+// (tag mode), handing connections back when the front says it has room.
+// The front's CPU here includes the test's load, so the threshold is
+// pinned out of reach both ways: at 1000 % the front wants every
+// connection, and the nodes, which get some of them by the size rule
+// (hand off large files) and move them, must hand them back; at 0.01 %
+// it relays none (every request goes by the table).
+func TestHybridSharesTagWork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a trace through a live multi-process cluster; skipped with -short")
+	}
+	pc := parityCase{Name: "nasa-small", Path: paritySmall}
+	cfg := Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), Nodes: 4, CacheMB: 2, Cache: "gdsf",
+		SiteFromTrace: pc.Path, HealthInterval: time.Second, Policy: "tbccrd",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := cfg.fill(); err != nil {
+		t.Fatal(err)
+	}
+	root, _, err := prepareSite(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Site, cfg.SiteFromTrace = root, ""
+	urls, _ := parityWorkload(t, pc, root)
+	for _, cpu := range []float64{1000, 0.01} {
+		p, err := StartProcs(cfg, ProcsConfig{Path: "hybrid", Exe: shoalBinary(t), hybridCPU: cpu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitSockets(t, p)
+		var h, last front.HandoffStats
+		for round := range 4 {
+			last = h
+			if bad := replayKeepAlive(t, p.URL, urls, 8, len(urls)/8+1); bad != 0 {
+				t.Errorf("threshold %g %%: %d of %d requests failed", cpu, bad, len(urls))
+			}
+			h = p.Front.Stats().Handoff
+			t.Logf("threshold %g %%, round %d: the front relayed %d requests and handed off %d for CPU, %d for size; "+
+				"nodes moved %d, served %d by the table, handed back %d", cpu, round, h.HybridRelay, h.HybridCPU,
+				h.HybridSize, h.Tag.Moved, h.Tag.Served, h.Returned)
+		}
+		p.Close()
+		// The last round, once the CPU samples have set the share.
+		relayed, forCPU, forSize := h.HybridRelay-last.HybridRelay, h.HybridCPU-last.HybridCPU, h.HybridSize-last.HybridSize
+		moved, served := h.Tag.Moved-last.Tag.Moved, h.Tag.Served-last.Tag.Served
+		half := uint64(len(urls) / 2)
+		if cpu > 100 {
+			// Connections handed off for size come back instead of moving.
+			if relayed < half || forCPU != 0 || forSize == 0 || moved != 0 {
+				t.Errorf("threshold %g %%, last round: relayed %d of %d, handed off %d for CPU and %d for size, the nodes "+
+					"moved %d; want most relayed, none for CPU, some for size and none moved", cpu, relayed, len(urls), forCPU,
+					forSize, moved)
+			}
+			continue
+		}
+		if relayed != 0 || forCPU == 0 || moved == 0 || served < half {
+			t.Errorf("threshold %g %%, last round: relayed %d, handed off %d for CPU, the nodes moved %d and served %d of %d; "+
+				"want none relayed and most served by the table", cpu, relayed, forCPU, moved, served, len(urls))
+		}
+	}
+}

@@ -62,6 +62,13 @@ type clientConn struct {
 	// tls is set for a TLS client connection (tls.go): its requests are
 	// never handed off, and small responses go out in one record.
 	tls bool
+	// asked: a node handed the connection back in tag mode (its table
+	// could not tell, or the front had room), so its next request's URL
+	// is told to the policy (tagAsked).
+	asked bool
+	// relayed: the hybrid rule counts this connection among those the
+	// front relays in tag mode (relayShare).
+	relayed bool
 	// rawHeld: the raw accept path picked a node for this connection and
 	// could not hand it off at once, so it holds the connection against
 	// that node (control.Hold) until this path picks again (held.go).
@@ -119,7 +126,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 	cc.rdl, cc.wdl = deadline{}, deadline{}
 	clear(cc.tokens)
 	cc.tokens = cc.tokens[:0]
-	cc.relayOnce, cc.rawHeld, cc.proxied = false, false, false
+	cc.relayOnce, cc.rawHeld, cc.proxied, cc.relayed, cc.asked = false, false, false, false, false
 	cc.log.captured = false
 	s.ccPool.Put(cc)
 }
@@ -192,6 +199,9 @@ func (cc *clientConn) serve() {
 		s.ctr.connsActive.Add(-1)
 		if cc.rawHeld {
 			s.cl.Release(cc.id)
+		}
+		if cc.relayed {
+			s.relayEnded(cc)
 		}
 		if cc.holder >= 0 {
 			s.cl.CloseConn(cc.id)
@@ -368,6 +378,10 @@ func (cc *clientConn) handle() Result {
 	}
 	if !routed {
 		return s.finish(t, Result{Status: cc.writeError(503, answerNoNode, closeConn), Close: closeConn}, cc)
+	}
+	if cc.asked {
+		cc.asked = false
+		s.tagAsked(cc.url)
 	}
 	cc.holder = t.d.Node
 	x := &cc.x

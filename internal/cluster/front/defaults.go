@@ -31,7 +31,7 @@ func DefaultConfig() Config {
 // DefaultHybridConfig returns the hybrid rule's thresholds (seed 002 §3's
 // CPU threshold, seed 001's T and S), which HybridConfig's zero fields take.
 func DefaultHybridConfig() HybridConfig {
-	return HybridConfig{CPUPercent: 30, ActiveConns: 130, MinSize: 100 << 10, SampleEvery: time.Second}
+	return HybridConfig{CPUPercent: 30, ActiveConns: 130, MinSize: 100 << 10, SampleEvery: 100 * time.Millisecond}
 }
 
 // DefaultRepairPort is the nodes' repair handoff port (shoal node

@@ -307,6 +307,7 @@ func (s *Server) serveFD(m *rawMove, relay bool) {
 		}
 		s.ctr.connsAccepted.Add(^uint64(0)) // a returning connection, not a new one
 		cc.holder = m.holder
+		cc.asked = s.share.Load() != nil
 	} else if cc = s.acceptConn(c); cc == nil {
 		return // refused by a limit, or shutting down: closed
 	}

@@ -254,6 +254,9 @@ type Server struct {
 
 	ctr   counters
 	paths sync.Map // path name → *atomic.Uint64
+	// share is the hybrid rule's count of relayed connections in tag
+	// mode (hybrid.go), set by its first choice.
+	share atomic.Pointer[relayShare]
 
 	upMu      sync.Mutex
 	upstreams atomic.Pointer[[]*upstream] // by Backend.Index; grown copy-on-write

@@ -179,6 +179,9 @@ type passfdPath struct {
 	warned map[string]bool
 	// tag is tag mode's state (passfd_tag.go).
 	tag *tagState
+	// hybrid is the hybrid rule that chooses this path (Hybrid), nil when
+	// the path is configured alone; tag mode then shares the work.
+	hybrid *hybrid
 }
 
 // maxWarned bounds passfdPath.warned.

@@ -2,6 +2,7 @@ package front
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -31,7 +32,7 @@ const (
 	// MovesNodes (default): the nodes move connections among themselves
 	// by the shared table (tag mode), when the policy shares one, no
 	// virtual hosts are served (the nodes key requests by path) and no
-	// hybrid rule chooses paths.
+	// rule other than Hybrid's chooses paths.
 	MovesNodes MoveMode = iota
 	// MovesFront: every later request goes back to the front, which
 	// re-dispatches it (hand-back after each request).
@@ -93,9 +94,14 @@ type tagState struct {
 	nodeAt map[string]int
 	pathOf map[int]string
 
+	// room is how many connections each node may hand back for the front
+	// to relay (hybrid rule, TableRoom), set by the CPU sampler.
+	room atomic.Int64
+
 	// The pusher's own state (one goroutine).
 	upd   policy.TagUpdate
 	full  []bool
+	sent  int64 // the room last pushed
 	peers map[int]string
 	gens  map[string]uint64
 	// notes is the apply buffer, reused under notesMu.
@@ -122,8 +128,8 @@ func (p *passfdPath) tagOn(s *Server) bool {
 	v := t.on.Load()
 	if v == 0 {
 		v = -1
-		if p.cfg.Moves == MovesNodes && p.cfg.Return == ReturnAuto && s.cfg.VHosts == nil && s.cfg.Choose == nil &&
-			s.cl.Tagger() {
+		if p.cfg.Moves == MovesNodes && p.cfg.Return == ReturnAuto && s.cfg.VHosts == nil &&
+			(s.cfg.Choose == nil || p.hybrid != nil) && s.cl.Tagger() {
 			v = 1
 			t.once.Do(func() { go p.pushLoop(s) })
 		}
@@ -137,6 +143,14 @@ func (p *passfdPath) tagOn(s *Server) bool {
 func (p *passfdPath) track(id uint64, node int, path string, seq uint32) {
 	p.tag.conns[id] = tagConn{node: node, path: path, seq: seq}
 	p.tag.nodeAt[path], p.tag.pathOf[node] = node, path
+}
+
+// setRoom sets the connections the front has room to relay (the hybrid
+// rule's share, relayShare.update) and pushes it when it changed.
+func (p *passfdPath) setRoom(n int64) {
+	if p.tag.room.Swap(n) != n {
+		p.kickPush()
+	}
 }
 
 // kickPush asks the pusher to send the table's changes soon.
@@ -277,6 +291,13 @@ func (p *passfdPath) push(s *Server) {
 	}
 	t.full = append(t.full[:0], t.upd.Full...)
 	backends := s.cl.Backends()
+	if room := t.room.Load(); room != t.sent {
+		// Shared among the nodes, rounded up: a node that hands back one
+		// more than the front wanted costs it one handoff.
+		each := (room + int64(len(backends)) - 1) / int64(max(len(backends), 1))
+		body = handoff.AppendTable(body, handoff.TableRoom, 0, string(binary.BigEndian.AppendUint32(nil, uint32(each))))
+		t.sent = room
+	}
 	peers := map[int]string{}
 	for _, b := range backends {
 		if sock := socket(b); sock != "" {

@@ -54,6 +54,12 @@ const (
 	// endian); TableLimit: the load limit is the text (node unused).
 	TableLoad  uint8 = 6
 	TableLimit uint8 = 7
+	// TableRoom: the front has room to relay connections itself (the
+	// hybrid rule, seed 002 §3: a front that is not loaded keeps the
+	// work): the receiving node hands back, instead of moving to another
+	// node, up to the text's count of connections (4 bytes, big endian)
+	// until the next TableRoom. Node unused.
+	TableRoom uint8 = 8
 )
 
 // Note operations (FDNote payload): op byte, int32 node, uint32 seq, uint64
@@ -103,7 +109,7 @@ func ParseTable(b []byte, f func(op uint8, node int, text []byte)) error {
 		var text []byte
 		switch op {
 		case TableReset:
-		case TablePeer, TableFull, TableTag, TableHolders, TableLoad, TableLimit:
+		case TablePeer, TableFull, TableTag, TableHolders, TableLoad, TableLimit, TableRoom:
 			if len(b) < 2 {
 				return fmt.Errorf("%w: table record without its length", ErrFDMessage)
 			}

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"net"
 	"os"
@@ -393,5 +394,37 @@ func TestPolledClientSendToDeadNode(t *testing.T) {
 	}
 	if !slices.Equal(got, []uint64{1}) || disconnects != 1 {
 		t.Fatalf("after sends to a dead node: acknowledgements %v, disconnects %d; want [1], 1", got, disconnects)
+	}
+}
+
+// TestTagRouteRoom: a node told the front has room for two connections
+// hands back (route -1) the next two requests it would have moved to
+// another node, never one it serves itself, then moves again; a new
+// TableRoom replaces what is left.
+func TestTagRouteRoom(t *testing.T) {
+	r := &tagRouter{self: -1, table: map[string]int32{}, peers: map[int]string{}}
+	room := func(n uint32) []byte {
+		return AppendTable(nil, TableRoom, 0, string(binary.BigEndian.AppendUint32(nil, n)))
+	}
+	var b []byte
+	b = AppendTable(b, TablePeer, 0, "/s/n0.sock")
+	b = AppendTable(b, TablePeer, 1, "/s/n1.sock")
+	b = AppendTable(b, TableTag, 0, "/here")
+	b = AppendTable(b, TableTag, 1, "/there")
+	if err := r.applyTable(nil, FDHeader{Node: 0}, append(b, room(2)...)); err != nil {
+		t.Fatal(err)
+	}
+	got := []int{r.route("/here"), r.route("/there"), r.route("/here"), r.route("/there"), r.route("/there")}
+	if want := []int{0, -1, 0, -1, 1}; !slices.Equal(got, want) {
+		t.Fatalf("routes with room 2 = %v, want %v", got, want)
+	}
+	if err := r.applyTable(nil, FDHeader{Node: 0}, room(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.applyTable(nil, FDHeader{Node: 0}, room(0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.route("/there"); got != 1 {
+		t.Fatalf("route after room 0 = %d, want 1", got)
 	}
 }

@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -30,6 +31,7 @@ type tagRouter struct {
 	self    int              // this node's index, -1 until the front says
 	table   map[string]int32 // URL → node
 	full    []bool           // by node: at its load limit
+	room    int              // connections to hand back rather than move (TableRoom)
 	peers   map[int]string   // by node: handoff socket
 	clients map[int]*FDClient
 	pending map[*FDClient]map[moveKey]*pendingMove
@@ -111,6 +113,10 @@ func (r *tagRouter) applyTable(p *fdPeer, h FDHeader, data []byte) error {
 				}
 				r.full[node] = len(text) > 0
 			}
+		case TableRoom:
+			if len(text) == 4 {
+				r.room = int(binary.BigEndian.Uint32(text))
+			}
 		case TableTag:
 			if node < 0 {
 				delete(r.table, string(text))
@@ -137,7 +143,8 @@ func (r *tagRouter) selfIndex() int {
 
 // route is the node the table names for url: this node, another node with a
 // known socket, or -1 (ask the front: no entry, a full node, no socket, or
-// this node's index unknown).
+// this node's index unknown; or a move the front has room to take instead,
+// TableRoom).
 func (r *tagRouter) route(url string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -150,6 +157,10 @@ func (r *tagRouter) route(url string) int {
 		return -1
 	}
 	if i != r.self && r.peers[i] == "" {
+		return -1
+	}
+	if i != r.self && r.room > 0 {
+		r.room--
 		return -1
 	}
 	return i
