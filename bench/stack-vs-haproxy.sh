@@ -40,6 +40,9 @@
 #        context switches and system calls, of the front's process during
 #        the measured passes: OUT/perf*-CONFIG-DISK-LAYOUT-ROUND.*);
 #        FRONT_ARGS="" (extra `shoal front` flags, e.g. "--passfd-moves front");
+#        METRICS=1 (the front serves /metrics, saved after the passes as
+#        OUT/metrics-CONFIG-DISK-LAYOUT-ROUND.txt; it costs the front its
+#        decision logging, so leave it off for the numbers);
 #        NODE_ARGS="" (extra `shoal node` flags, e.g. "--cache lru"; none by
 #        default: the nodes size themselves);
 #        OUT=dir (raw results and the table; default a temporary folder kept).
@@ -225,7 +228,7 @@ chmod -R a+rX "$W"
 echo "site: $(find "$W/www1" -type f | wc -l) files, $(du -sm "$W/www1" | cut -f1) MB per copy" >&2
 REQS=$(python3 -c "import gzip,sys; print(sum(1 for _ in gzip.open(sys.argv[1],'rt',errors='replace')))" "$TRACE")
 
-port() { echo $((BASE + $1)); } # 1..4 back-ends, 5 front
+port() { echo $((BASE + $1)); } # 1..4 back-ends, 5 front, 6 its admin API
 
 start_nginx_backend() { # start_nginx_backend I CORE THROTTLE
 	local i=$1
@@ -271,7 +274,7 @@ start_shoal_front() { # start_shoal_front POLICY CORE PATH: the nodes' planned s
 	store_mb=$(curl -fs "http://127.0.0.1:$(port 1)/.shoal/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["memory"]["store"]["memory_capacity"] >> 20)')
 	printf '[tuning]\ncache_mb = %d\nnode_cache = "gdsf"\nno_cache_kb = %d\n' "$store_mb" $((store_mb * 1024 / 8)) >"$W/front.toml"
 	GOMAXPROCS=1 cg_start front "$2" "$SHOAL" front --config "$W/front.toml" --listen "127.0.0.1:$(port 5)" --nodes "$nodes" \
-		--policy "$1" --path "$3" --handoff-dir "$W" --log-level warn ${FRONT_ARGS:-}
+		--policy "$1" --path "$3" --handoff-dir "$W" --log-level warn ${METRICS:+--admin "127.0.0.1:$(port 6)"} ${FRONT_ARGS:-}
 }
 
 node_status_sum() { # GC CPU s, process CPU s, peak heap: summed over the nodes
@@ -330,6 +333,7 @@ run() {
 	gc1=$([ "$kind" = shoal ] && node_status_sum || echo "0 0")
 	if [ "$kind" = shoal ]; then
 		for i in $(seq $NB); do curl -fs "http://127.0.0.1:$(port "$i")/.shoal/status" || echo '{}'; echo; done >"$OUT/status-$cfg-$disk-$layout-$round.jsonl"
+		[ -z "${METRICS:-}" ] || curl -fs "http://127.0.0.1:$(port 6)/metrics" >"$OUT/metrics-$cfg-$disk-$layout-$round.txt" || true
 	fi
 	for i in $(seq $NB); do { echo "## b$i"; cg_memstat "b$i"; } >>"$OUT/memstat-$cfg-$disk-$layout-$round.txt"; done
 	local ooms=0 peak=0 alive=0
