@@ -197,19 +197,24 @@ func TestHybridSharesTagWork(t *testing.T) {
 			}
 			h = p.Front.Stats().Handoff
 			t.Logf("threshold %g %%, round %d: the front relayed %d requests and handed off %d for CPU, %d for size; "+
-				"nodes moved %d, served %d by the table, handed back %d", cpu, round, h.HybridRelay, h.HybridCPU,
-				h.HybridSize, h.Tag.Moved, h.Tag.Served, h.Returned)
+				"nodes moved %d, served %d by the table, handed back %d; notes stale %d, refused %d", cpu, round, h.HybridRelay,
+				h.HybridCPU, h.HybridSize, h.Tag.Moved, h.Tag.Served, h.Returned, h.Tag.Stale, h.Tag.Refused)
 		}
 		p.Close()
 		// The last round, once the CPU samples have set the share.
 		relayed, forCPU, forSize := h.HybridRelay-last.HybridRelay, h.HybridCPU-last.HybridCPU, h.HybridSize-last.HybridSize
 		moved, served := h.Tag.Moved-last.Tag.Moved, h.Tag.Served-last.Tag.Served
+		t.Logf("threshold %g %%, last round: relayed %d, handed off %d for CPU and %d for size, moved %d, served %d by the table, %d handed back",
+			cpu, relayed, forCPU, forSize, moved, served, h.Returned-last.Returned)
 		half := uint64(len(urls) / 2)
 		if cpu > 100 {
-			// Connections handed off for size come back instead of moving.
-			if relayed < half || forCPU != 0 || forSize == 0 || moved != 0 {
+			// Connections handed off for size come back instead of moving
+			// (a node whose room ran out until the next sample moves a few:
+			// 12–59 moves for 90–93 size handoffs in a round; without the
+			// room the nodes made 13 moves per size handoff).
+			if relayed < half || forCPU != 0 || forSize == 0 || moved >= forSize {
 				t.Errorf("threshold %g %%, last round: relayed %d of %d, handed off %d for CPU and %d for size, the nodes "+
-					"moved %d; want most relayed, none for CPU, some for size and none moved", cpu, relayed, len(urls), forCPU,
+					"moved %d; want most relayed, none for CPU, some for size and few moved", cpu, relayed, len(urls), forCPU,
 					forSize, moved)
 			}
 			continue

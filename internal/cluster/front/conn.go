@@ -66,6 +66,11 @@ type clientConn struct {
 	// could not tell, or the front had room), so its next request's URL
 	// is told to the policy (tagAsked).
 	asked bool
+	// moves is the move count a node returned the connection with
+	// (handoff.FDHeader.Moves), 0 for one the front accepted: the next
+	// handoff continues it, so notes about the moves before are known
+	// to be older.
+	moves uint32
 	// relayed: the hybrid rule counts this connection among those the
 	// front relays in tag mode (relayShare).
 	relayed bool
@@ -126,7 +131,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 	cc.rdl, cc.wdl = deadline{}, deadline{}
 	clear(cc.tokens)
 	cc.tokens = cc.tokens[:0]
-	cc.relayOnce, cc.rawHeld, cc.proxied, cc.relayed, cc.asked = false, false, false, false, false
+	cc.relayOnce, cc.rawHeld, cc.proxied, cc.relayed, cc.asked, cc.moves = false, false, false, false, false, 0
 	cc.log.captured = false
 	s.ccPool.Put(cc)
 }

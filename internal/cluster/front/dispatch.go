@@ -306,7 +306,7 @@ func (s *Server) serveFD(m *rawMove, relay bool) {
 			return
 		}
 		s.ctr.connsAccepted.Add(^uint64(0)) // a returning connection, not a new one
-		cc.holder = m.holder
+		cc.holder, cc.moves = m.holder, m.moves
 		cc.asked = s.share.Load() != nil
 	} else if cc = s.acceptConn(c); cc == nil {
 		return // refused by a limit, or shutting down: closed

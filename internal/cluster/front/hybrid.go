@@ -65,8 +65,8 @@ func (h *HybridConfig) fill() {
 // works by connections instead: the front relays as many connections as
 // keep its CPU near CPUPercent (relayShare) and lets the nodes move the
 // rest among themselves; when it has room for more it tells the nodes
-// (handoff.TableRoom), which then hand connections back instead of moving
-// them. Seed 000's nodes and seed 002's loaded front thus share the work.
+// (handoff.TableRoom, each node the whole room), which then hand
+// connections back instead of moving them. Seed 000's nodes and seed 002's loaded front thus share the work.
 func Hybrid(handoff DataPath) func(d policy.Decision, x *Exchange) DataPath {
 	h := &hybrid{handoff: handoff, relay: Relay()}
 	if p, ok := handoff.(*passfdPath); ok {
@@ -136,7 +136,7 @@ func (h *hybrid) sampled(s *Server, pct float64) {
 	if h.tags == nil || !h.tags.tagOn(s) {
 		return
 	}
-	h.tags.setRoom(h.share.update(pct, h.cfg.CPUPercent))
+	h.tags.setRoom(h.share.update(pct, h.cfg.CPUPercent, h.tags.tagHeld()))
 }
 
 // sampleCPU stores the process's CPU use over each period in
@@ -210,20 +210,22 @@ func (r *relayShare) drop(counted *bool) {
 
 // update sets want from the CPU share pct (percent of a core) the front used
 // over the last period, aiming at target, and returns how many more
-// connections than it relays the front wants (the room it offers the
-// nodes). The front's CPU grows with the connections it relays, so want
-// scales with target/pct (fixed point: pct = target). Below the target want
-// grows by at least one and at most doubles (plus one) from the larger of
-// itself and the connections relayed: room offered and not yet taken up
-// stays offered. At or above it, want follows the connections relayed,
-// down to half of them per period.
-func (r *relayShare) update(pct, target float64) (room int64) {
+// connections than it relays the front wants (the room it offers the nodes,
+// which hold held connections). The front's CPU grows with the connections
+// it relays, so want scales with target/pct (fixed point: pct = target).
+// Below the target want grows by at least one and at most doubles (plus
+// one) from the larger of itself and the connections relayed, room offered
+// and not yet taken up staying offered, up to twice every connection there
+// is (the room is offered ahead: a connection a node takes over between
+// two samples can come back at once); at or above it, want follows the
+// connections relayed, down to half of them per period.
+func (r *relayShare) update(pct, target float64, held int64) (room int64) {
 	n, prev := r.relayed.Load(), r.want.Load()
 	var want int64
 	if pct < target {
-		base := max(prev, n)
-		w := int64(math.Ceil(float64(n) * target / max(pct, 1)))
-		want = min(max(w, base+1), 2*base+1)
+		base := min(max(prev, n), math.MaxInt32)
+		w := int64(min(math.Ceil(float64(n)*target/max(pct, 1)), math.MaxInt32))
+		want = min(max(w, base+1), 2*base+1, 2*(n+max(held, 0))+1)
 	} else {
 		want = max(int64(float64(n)*target/pct), n/2)
 	}

@@ -393,7 +393,7 @@ func (p *passfdPath) Serve(x *Exchange) Result {
 	if !ok {
 		return Result{fallback: fallbackSend}
 	}
-	back, err := p.send(s, x.Backend, x.Decision, sock, cc.id, 1, sc, -1, x.Head, x.Buffered())
+	back, err := p.send(s, x.Backend, x.Decision, sock, cc.id, cc.moves+1, sc, -1, x.Head, x.Buffered())
 	if err != nil {
 		return Result{fallback: p.sendFailed(s, x.Backend.URL, sock, err)}
 	}

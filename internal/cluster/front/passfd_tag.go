@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,12 +97,12 @@ type tagState struct {
 
 	// room is how many connections each node may hand back for the front
 	// to relay (hybrid rule, TableRoom), set by the CPU sampler.
-	room atomic.Int64
+	room    atomic.Int64
+	roomDue atomic.Bool // the room is to be pushed
 
 	// The pusher's own state (one goroutine).
 	upd   policy.TagUpdate
 	full  []bool
-	sent  int64 // the room last pushed
 	peers map[int]string
 	gens  map[string]uint64
 	// notes is the apply buffer, reused under notesMu.
@@ -146,11 +147,20 @@ func (p *passfdPath) track(id uint64, node int, path string, seq uint32) {
 }
 
 // setRoom sets the connections the front has room to relay (the hybrid
-// rule's share, relayShare.update) and pushes it when it changed.
+// rule's share, relayShare.update) and pushes it when it changed or is
+// not zero: the nodes use up their share as they hand connections back.
 func (p *passfdPath) setRoom(n int64) {
-	if p.tag.room.Swap(n) != n {
+	if p.tag.room.Swap(n) != n || n > 0 {
+		p.tag.roomDue.Store(true)
 		p.kickPush()
 	}
+}
+
+// tagHeld is how many connections the nodes hold in tag mode.
+func (p *passfdPath) tagHeld() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return int64(len(p.tag.conns))
 }
 
 // kickPush asks the pusher to send the table's changes soon.
@@ -291,12 +301,13 @@ func (p *passfdPath) push(s *Server) {
 	}
 	t.full = append(t.full[:0], t.upd.Full...)
 	backends := s.cl.Backends()
-	if room := t.room.Load(); room != t.sent {
-		// Shared among the nodes, rounded up: a node that hands back one
-		// more than the front wanted costs it one handoff.
-		each := (room + int64(len(backends)) - 1) / int64(max(len(backends), 1))
-		body = handoff.AppendTable(body, handoff.TableRoom, 0, string(binary.BigEndian.AppendUint32(nil, uint32(each))))
-		t.sent = room
+	if t.roomDue.Swap(false) {
+		// Each node gets the whole room: a connection one too many costs
+		// the front one handoff at its next request, a node without room
+		// for a connection the front wants costs it the connection's moves
+		// until the next sample.
+		room := uint32(min(t.room.Load(), math.MaxUint32))
+		body = handoff.AppendTable(body, handoff.TableRoom, 0, string(binary.BigEndian.AppendUint32(nil, room)))
 	}
 	peers := map[int]string{}
 	for _, b := range backends {
