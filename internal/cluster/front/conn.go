@@ -75,6 +75,10 @@ type clientConn struct {
 	// proxied: the peer is in Config.ProxyFrom, so the connection begins
 	// with a PROXY header, read first (proxyproto.go).
 	proxied bool
+	// lp is the keep-alive loop's state; looping is set while the loop
+	// may run, for Server.Close (keepalive.go).
+	lp      loopState
+	looping atomic.Bool
 }
 
 // inSize and outSize are the sizes of a connection's buffers: a maximal
@@ -213,6 +217,15 @@ func (cc *clientConn) serve() {
 	}
 	first := true
 	for {
+		if !first && cc.loopable() {
+			switch cc.serveLoop() {
+			case loopDetached:
+				detached = true
+				return
+			case loopClose:
+				return
+			}
+		}
 		if !cc.readHead(first) {
 			return
 		}
