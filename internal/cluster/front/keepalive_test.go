@@ -178,3 +178,28 @@ func TestKeepAliveLoopClose(t *testing.T) {
 		t.Error("a connection waiting for its node stayed open after Close")
 	}
 }
+
+// TestKeepAliveLoopShutdown: a connection waiting in the loop when
+// Shutdown begins may still send one request, answered with "Connection:
+// close".
+func TestKeepAliveLoopShutdown(t *testing.T) {
+	addr, s, _ := startFront(t, Config{}, pathBackend(t, noWait))
+	cl := dialFront(t, addr)
+	cl.do(get("/first"))
+	cl.expectBodyAfter(get("/second"), "/second") // waiting in the loop now
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(contextWithTimeout(t, 10*time.Second)) }()
+	for !s.closing.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	resp, body := cl.do(get("/last"))
+	if resp.StatusCode != 200 || body != "/last" || !resp.Close {
+		t.Fatalf("request after Shutdown began: %d %q close=%v, want 200 \"/last\" with Connection: close", resp.StatusCode, body, resp.Close)
+	}
+	if !cl.closed() {
+		t.Error("the connection stayed open after its last answer")
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
