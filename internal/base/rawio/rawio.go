@@ -131,6 +131,30 @@ func (c *Conn) readStep(fd uintptr) bool {
 	}
 }
 
+// Loop runs f inside one syscall.RawConn.Read: f is called at once, then
+// again each time the poller reports the socket readable, until it reports
+// true. Go's poller forgets the socket's readiness at the start of every
+// Read (a reader must then try the socket before it may wait), not between
+// the calls of one: a caller that reads inside f and lets f return false
+// only after a read came back short (the socket drained) or with EAGAIN
+// waits without the read that would answer EAGAIN, and loses no bytes
+// that arrive meanwhile. f must not read the connection through it (its
+// read lock is held: that would deadlock) nor close it (Close waits for f
+// to return); Shutdown ends it from another goroutine.
+func (c *Conn) Loop(f func(fd uintptr) bool) error { return c.raw.Read(f) }
+
+// Shutdown shuts both directions of the connection down (shutdown(2)),
+// which wakes a Loop waiting on it (its read answers the end of the
+// stream) and fails its writes, without waiting for it as Close would.
+// The descriptor stays open until its owner closes the connection.
+func (c *Conn) Shutdown() error {
+	var err error
+	if cerr := c.raw.Control(func(fd uintptr) { err = unix.Shutdown(int(fd), unix.SHUT_RDWR) }); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
 // Write writes a then b (either may be empty) whole, in one writev when
 // both have bytes, waiting in the poller while the socket is full; it
 // returns the bytes written.

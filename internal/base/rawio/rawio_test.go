@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"shoal/internal/testutil"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -86,5 +87,65 @@ func TestBindOnlyTCP(t *testing.T) {
 	var c Conn
 	if c.Bind(a) || c.Active() {
 		t.Fatal("bound a net.Pipe")
+	}
+}
+
+// TestLoopKeepsReadiness: within one Loop, bytes that arrive while the
+// callback runs, after its last read came back short, wake the next wait:
+// the guarantee that lets a caller wait without the read that would answer
+// EAGAIN. If Go's poller forgot readiness between the calls of one
+// RawConn.Read, this would hang.
+func TestLoopKeepsReadiness(t *testing.T) {
+	c, s := testutil.TCPPair(t)
+	var r Conn
+	r.Bind(c)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 64)
+	got, calls := 0, 0
+	err := r.Loop(func(fd uintptr) bool {
+		calls++
+		if calls == 1 {
+			s.Write([]byte("a")) // arrives before the first read
+		}
+		for {
+			n, err := Read(int(fd), buf)
+			if err != nil || n == 0 {
+				return err != syscall.EAGAIN // EAGAIN: wait
+			}
+			got += n
+			if got == 3 {
+				return true
+			}
+			if n < len(buf) { // short: drained; now more arrives before the wait
+				s.Write([]byte("b"))
+				time.Sleep(20 * time.Millisecond)
+				return false
+			}
+		}
+	})
+	if err != nil || got != 3 {
+		t.Fatalf("Loop: %v, %d bytes read, want 3", err, got)
+	}
+}
+
+// TestLoopShutdown: Shutdown from another goroutine wakes a Loop waiting
+// for bytes, whose read then answers the end of the stream.
+func TestLoopShutdown(t *testing.T) {
+	c, _ := testutil.TCPPair(t)
+	var r Conn
+	r.Bind(c)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		r.Shutdown()
+	}()
+	var n int
+	var rerr error
+	err := r.Loop(func(fd uintptr) bool {
+		n, rerr = Read(int(fd), make([]byte, 8))
+		return rerr != syscall.EAGAIN
+	})
+	if err != nil || rerr != nil || n != 0 {
+		t.Fatalf("Loop: %v; last read %d, %v; want the end of the stream", err, n, rerr)
 	}
 }

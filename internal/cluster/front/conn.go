@@ -87,6 +87,10 @@ type clientConn struct {
 	// proxied: the peer is in Config.ProxyFrom, so the connection begins
 	// with a PROXY header, read first (proxyproto.go).
 	proxied bool
+	// lp is the keep-alive loop's state; looping is set while the loop
+	// may run, for Server.Close (keepalive.go).
+	lp      loopState
+	looping atomic.Bool
 }
 
 // inSize and outSize are the sizes of a connection's buffers: a maximal
@@ -228,6 +232,15 @@ func (cc *clientConn) serve() {
 	}
 	first := true
 	for {
+		if !first && cc.loopable() {
+			switch cc.serveLoop() {
+			case loopDetached:
+				detached = true
+				return
+			case loopClose:
+				return
+			}
+		}
 		if !cc.readHead(first) {
 			return
 		}
@@ -251,8 +264,32 @@ func (cc *clientConn) serve() {
 // readHead reads until a complete head is parsed into cc.req, answering
 // refusals itself. It reports false when the connection must close.
 func (cc *clientConn) readHead(first bool) bool {
+	started := cc.armHead(first)
+	for {
+		switch cc.parseHead(first, &started) {
+		case headReady:
+			return true
+		case headEnd:
+			return false
+		}
+		cc.markWait()
+		n, err := cc.fill()
+		if n > 0 {
+			cc.s.ctr.bytesIn.Add(uint64(n))
+			continue
+		}
+		if err != nil {
+			cc.readFailed(err)
+			return false
+		}
+	}
+}
+
+// armHead sets the read deadline for the next head (the head timeout for a
+// connection's first, the idle timeout while nothing is buffered, drainAt
+// once shutting down) and reports whether a head has begun.
+func (cc *clientConn) armHead(first bool) bool {
 	s := cc.s
-	now := cc.now
 	switch {
 	case s.closing.Load():
 		// Shutting down: one more request may come until drainAt.
@@ -260,77 +297,104 @@ func (cc *clientConn) readHead(first bool) bool {
 		cc.rdl.at = at
 		cc.c.SetReadDeadline(time.Unix(0, at))
 	case first:
-		cc.rdl.setRead(cc.c, now, s.cfg.HeaderTimeout)
+		cc.rdl.setRead(cc.c, cc.now, s.cfg.HeaderTimeout)
 	case cc.in.len() == 0:
-		cc.rdl.setRead(cc.c, now, s.cfg.IdleTimeout)
+		cc.rdl.setRead(cc.c, cc.now, s.cfg.IdleTimeout)
 	}
-	started := cc.in.len() > 0
-	for {
-		wait := false
-		if first && s.cfg.H2C && !s.cfg.NoHTTP2 && cc.in.len() > 0 {
-			switch h2PrefaceState(cc.in.bytes()) {
-			case 1:
-				cc.h2c = true // the HTTP/2 preface: serve hands over
-				return true
-			case 0:
-				wait = true // a prefix of it: read on before parsing
-			}
+	return cc.in.len() > 0
+}
+
+// headState is what parseHead made of the buffered bytes.
+type headState uint8
+
+const (
+	headMore  headState = iota // no complete head yet: read on
+	headReady                  // cc.req holds a head, or cc.h2c is set
+	headEnd                    // the connection closes (answered if need be)
+)
+
+// parseHead parses the buffered bytes into cc.req, answering a malformed
+// head itself. *started records that a head has begun, from which it must
+// complete within HeaderTimeout; first looks for the h2c preface.
+func (cc *clientConn) parseHead(first bool, started *bool) headState {
+	s := cc.s
+	wait := false
+	if first && s.cfg.H2C && !s.cfg.NoHTTP2 && cc.in.len() > 0 {
+		switch h2PrefaceState(cc.in.bytes()) {
+		case 1:
+			cc.h2c = true // the HTTP/2 preface: serve hands over
+			return headReady
+		case 0:
+			wait = true // a prefix of it: read on before parsing
 		}
-		if cc.in.len() > 0 && !wait {
-			_, err := s.parser.Parse(cc.in.bytes(), &cc.req)
-			if err == nil {
-				if cc.state.Swap(connBusy) == connShed {
-					return false // closed by the idle shedder as it arrived
-				}
-				if s.closing.Load() {
-					cc.rdl.at = 0 // Shutdown moved the deadline: set it anew
-				}
-				return true
-			}
-			if err != httpwire.ErrNeedMore {
-				if first && len(s.cfg.ProxyFrom) > 0 && looksLikeProxy(cc.in.bytes()) {
-					s.ctr.proxyUntrusted.Add(1) // a PROXY header from outside ProxyFrom
-					return false
-				}
-				st := 400
-				var he *httpwire.Error
-				if errors.As(err, &he) && he.Status != 0 {
-					st = he.Status
-				}
-				s.ctr.requests.Add(1)
-				start := time.Now()
-				cc.writeError(st, requestReason(st), true)
-				s.answerBare(cc.clientIP(), start, st, cc.log.body, requestReason(st))
-				return false
-			}
-			if !started {
-				// The head has begun: from now on it must complete within
-				// HeaderTimeout, however slowly the bytes trickle in.
-				started = true
-				cc.rdl.setRead(cc.c, time.Now().UnixNano(), s.cfg.HeaderTimeout)
-			}
+	}
+	if cc.in.len() == 0 || wait {
+		return headMore
+	}
+	_, err := s.parser.Parse(cc.in.bytes(), &cc.req)
+	if err == nil {
+		if cc.state.Swap(connBusy) == connShed {
+			return headEnd // closed by the idle shedder as it arrived
 		}
-		if cc.in.len() == 0 {
-			if cc.state.CompareAndSwap(connBusy, connIdle) {
-				cc.idleAt.Store(cc.now)
-			}
-		} else {
-			cc.state.CompareAndSwap(connIdle, connBusy)
+		if s.closing.Load() {
+			cc.rdl.at = 0 // Shutdown moved the deadline: set it anew
 		}
-		n, err := cc.fill()
-		if n > 0 {
-			s.ctr.bytesIn.Add(uint64(n))
-			continue
+		return headReady
+	}
+	if err != httpwire.ErrNeedMore {
+		cc.refuseHead(first, err)
+		return headEnd
+	}
+	if !*started {
+		// The head has begun: from now on it must complete within
+		// HeaderTimeout, however slowly the bytes trickle in.
+		*started = true
+		cc.rdl.setRead(cc.c, time.Now().UnixNano(), s.cfg.HeaderTimeout)
+	}
+	return headMore
+}
+
+// refuseHead answers a head the parser refused with err (400 or the
+// status the error names); a PROXY header from outside ProxyFrom is
+// dropped unanswered.
+func (cc *clientConn) refuseHead(first bool, err error) {
+	s := cc.s
+	if first && len(s.cfg.ProxyFrom) > 0 && looksLikeProxy(cc.in.bytes()) {
+		s.ctr.proxyUntrusted.Add(1) // a PROXY header from outside ProxyFrom
+		return
+	}
+	st := 400
+	var he *httpwire.Error
+	if errors.As(err, &he) && he.Status != 0 {
+		st = he.Status
+	}
+	s.ctr.requests.Add(1)
+	start := time.Now()
+	cc.writeError(st, requestReason(st), true)
+	s.answerBare(cc.clientIP(), start, st, cc.log.body, requestReason(st))
+}
+
+// markWait tells the idle shedder, before a read that may wait, whether
+// the connection is idle (nothing buffered) or inside a head.
+func (cc *clientConn) markWait() {
+	if cc.in.len() == 0 {
+		if cc.state.CompareAndSwap(connBusy, connIdle) {
+			cc.idleAt.Store(cc.now)
 		}
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && cc.in.len() > 0 && !s.closing.Load() {
-				start := time.Now()
-				cc.writeError(408, answerHeaderTimeout, true)
-				s.answerBare(cc.clientIP(), start, 408, cc.log.body, answerHeaderTimeout)
-			}
-			return false
-		}
+	} else {
+		cc.state.CompareAndSwap(connIdle, connBusy)
+	}
+}
+
+// readFailed answers 408 when a read for a begun head ran out of time
+// (outside a shutdown); other failures close the connection unanswered.
+func (cc *clientConn) readFailed(err error) {
+	s := cc.s
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() && cc.in.len() > 0 && !s.closing.Load() {
+		start := time.Now()
+		cc.writeError(408, answerHeaderTimeout, true)
+		s.answerBare(cc.clientIP(), start, 408, cc.log.body, answerHeaderTimeout)
 	}
 }
 

@@ -440,13 +440,16 @@ func lingerClose(c net.Conn) {
 }
 
 // Close closes listeners, every client connection and every pooled node
-// connection at once.
+// connection at once. A connection in the keep-alive loop is shut down
+// (shutLoop) and closed by its own goroutine as the shutdown wakes it.
 func (s *Server) Close() error {
 	s.beginClose()
 	s.mu.Lock()
 	s.drained = true
 	for cc := range s.conns {
-		closeNow(cc.c)
+		if !cc.shutLoop() {
+			closeNow(cc.c)
+		}
 	}
 	s.mu.Unlock()
 	s.closePools()

@@ -371,9 +371,13 @@ func TestPassFDFallback(t *testing.T) {
 
 // TestPassFDHybrid checks the hybrid rule's decisions with each threshold.
 func TestPassFDHybrid(t *testing.T) {
+	// The cluster's warm-up requests read sizes while the test fills it.
+	var mu sync.Mutex
 	sizes := map[string]int64{}
 	cfg := Config{Hybrid: HybridConfig{CPUPercent: -1, ActiveConns: -1, MinSize: 100 << 10,
 		Size: func(u string) int64 {
+			mu.Lock()
+			defer mu.Unlock()
 			if n, ok := sizes[u]; ok {
 				return n
 			}
@@ -381,12 +385,14 @@ func TestPassFDHybrid(t *testing.T) {
 		}}}
 	cfg.Choose = Hybrid(PassFD(PassFDConfig{}))
 	addr, s, _, _, urls, _ := passfdCluster(t, "wrr", 2, cfg)
+	mu.Lock()
 	for _, u := range urls {
 		var i, j int
 		fmt.Sscanf(u, "/f%d-%d.bin", &i, &j)
 		sizes[u] = int64(sizeOf(t, u))
 	}
 	sizes["/f0-0.bin"] = -1 // unknown: relay
+	mu.Unlock()
 	want := map[string]string{"/f0-0.bin": "relay", "/f3-0.bin": "relay", "/f4-0.bin": "passfd", "/f7-1.bin": "passfd"}
 	for u, path := range want {
 		before := s.Stats().Handoff
