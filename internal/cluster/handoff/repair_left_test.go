@@ -14,6 +14,12 @@ import (
 type memFlowMap map[Flow]uint32
 
 func (m memFlowMap) put(f Flow, mark uint32, _ netip.Addr) error { m[f] = mark; return nil }
+func (m memFlowMap) putAll(fs []Flow, mark uint32, _ netip.Addr) error {
+	for _, f := range fs {
+		m[f] = mark
+	}
+	return nil
+}
 func (m memFlowMap) del(fs []Flow) error {
 	for _, f := range fs {
 		delete(m, f)
