@@ -41,8 +41,10 @@ type repairRouter struct {
 	downs   map[int]uint64            // by node: how often its channel broke (forward checks it)
 	waits   map[flowSeq]chan struct{} // moves here waiting for MsgForwarding
 	notes   []byte
-	moves   []byte // MsgFlowMoved records not yet sent
-	left    []byte // MsgFlowLeft records not yet sent
+	moves   []byte   // MsgFlowMoved records not yet sent
+	left    []byte   // MsgFlowLeft records not yet sent
+	acks    [][]byte // MsgHandoffAck payloads for the front not yet sent
+	fins    []byte   // FIN-HANDOFF records not yet sent
 	armed   bool
 	timer   *time.Timer
 	closed  bool
@@ -502,6 +504,47 @@ func (r *repairRouter) reportMove(f Flow, t TagMove) {
 	}
 }
 
+// queue appends a record to one of the router's queues (under r.mu) and
+// arms the flush timer; it reports whether the queue is big enough to be
+// flushed at once.
+func (r *repairRouter) queue(add func()) bool {
+	r.mu.Lock()
+	add()
+	now := len(r.notes) >= maxNotesFrame || len(r.moves) >= maxNotesFrame || len(r.fins) >= maxNotesFrame ||
+		len(r.acks) >= maxNotesFrame/16
+	if !now && !r.armed && !r.closed {
+		r.armed = true
+		r.timer.Reset(RepairNoteDelay)
+	}
+	r.mu.Unlock()
+	return now
+}
+
+// ackLater queues the acknowledgement of one of the front's tag-mode
+// handoffs to a guarded flow, sent with the notes within RepairNoteDelay
+// rather than at once: the front only closes its frozen copy on it (the
+// flow already reaches this node, and a segment the front's copy takes
+// meanwhile is dropped there, never acknowledged), so one frame of
+// acknowledgements, move reports, notes and ends per period costs the
+// front one wake-up instead of one per connection for each.
+func (r *repairRouter) ackLater(ack []byte) {
+	if r.queue(func() { r.acks = append(r.acks, ack) }) {
+		r.flush()
+	}
+}
+
+// finLater queues the FIN-HANDOFF of a connection in tag mode, sent after
+// the reports and notes queued before it (the front must steer the flow
+// here before it can end it here) within RepairNoteDelay. The flow is fully
+// closed, so the entry that stays on the front meanwhile steers nothing
+// (and a new connection on the same 4-tuple is a new incarnation, which
+// this notice cannot end).
+func (r *repairRouter) finLater(f Flow, tag uint32) {
+	if r.queue(func() { r.fins = AppendFin(r.fins, f, tag) }) {
+		r.flush()
+	}
+}
+
 // flush sends the queued move reports, flows left and notes to the front,
 // moves first (a note may be about a connection a report brings here, and
 // a flow that came here and left again must be steered here before it can
@@ -509,24 +552,43 @@ func (r *repairRouter) reportMove(f Flow, t TagMove) {
 // frame, such as a FIN-HANDOFF that calls flush first.
 func (r *repairRouter) flush() {
 	r.mu.Lock()
-	b, mv, left, front := r.notes, r.moves, r.left, r.front
-	r.notes, r.moves, r.left, r.armed = nil, nil, nil, false
+	acks, b, mv, left, fins, front := r.acks, r.notes, r.moves, r.left, r.fins, r.front
+	r.acks, r.notes, r.moves, r.left, r.fins, r.armed = nil, nil, nil, nil, nil, false
 	r.mu.Unlock()
 	if front == nil {
 		return
 	}
-	if len(mv) > 0 && front.send(MsgFlowMoved, mv) == nil {
-		r.l.Notes.Add(1)
+	// All in one write: one wake-up of the front for the period.
+	fs := make([]frame, 0, len(acks)+4)
+	for _, a := range acks {
+		fs = append(fs, frame{MsgHandoffAck, a})
+	}
+	if len(mv) > 0 {
+		fs = append(fs, frame{MsgFlowMoved, mv})
 	}
 	for len(left) > 0 {
 		n := min(len(left), maxNotesFrame/flowLeftLen*flowLeftLen)
-		if front.send(MsgFlowLeft, left[:n]) == nil {
-			r.l.Notes.Add(1)
-		}
+		fs = append(fs, frame{MsgFlowLeft, left[:n]})
 		left = left[n:]
 	}
-	if len(b) > 0 && front.send(MsgNotes, b) == nil {
-		r.l.Notes.Add(1)
+	if len(b) > 0 {
+		fs = append(fs, frame{MsgNotes, b})
+	}
+	for len(fins) > 0 {
+		n := min(len(fins), maxNotesFrame/finLen*finLen)
+		fs = append(fs, frame{MsgFinHandoff, fins[:n]})
+		fins = fins[n:]
+	}
+	if len(fs) == 0 || front.sendFrames(fs) != nil {
+		return
+	}
+	for _, f := range fs {
+		switch f.k {
+		case MsgFlowMoved, MsgFlowLeft, MsgNotes:
+			r.l.Notes.Add(1)
+		case MsgFinHandoff:
+			r.l.Fins.Add(uint64(len(f.p) / finLen))
+		}
 	}
 }
 
