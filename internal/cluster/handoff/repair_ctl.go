@@ -221,11 +221,41 @@ func (c *RepairClient) SendMsg(k MsgKind, p []byte) error {
 		return ErrNoChannel
 	}
 	c.out = c.na.Seal(c.out[:0], ToNode, k, p)
-	c.c.SetWriteDeadline(time.Now().Add(c.timeout))
-	if _, err := c.c.Write(c.out); err != nil {
+	if _, err := c.writeLocked(c.c, c.rc); err != nil {
 		return fmt.Errorf("handoff: send to %s: %w", c.addr, err)
 	}
 	return nil
+}
+
+// writeLocked writes c.out (with c.wmu held) on conn: with a raw system
+// call first, which never blocks and does not wake the runtime's sysmon (a
+// bookkept write did, for every table push), and the blocking way, bounded
+// by the timeout, for what the socket buffer did not take. It returns how
+// many bytes left.
+func (c *RepairClient) writeLocked(conn net.Conn, rc syscall.RawConn) (int, error) {
+	var n int
+	var err error
+	if cerr := rc.Control(func(fd uintptr) {
+		for {
+			n, err = rawWrite(fd, c.out)
+			if err != unix.EINTR {
+				return
+			}
+		}
+	}); cerr != nil {
+		n, err = 0, cerr
+	}
+	if err == unix.EAGAIN {
+		n, err = 0, nil
+	}
+	if err == nil && n < len(c.out) {
+		// The socket buffer is full: finish the frame the blocking way.
+		conn.SetWriteDeadline(time.Now().Add(c.timeout))
+		var m int
+		m, err = conn.Write(c.out[n:])
+		n += m
+	}
+	return n, err
 }
 
 // Generation counts the channel's connections: it changes when the
@@ -284,29 +314,8 @@ func (c *RepairClient) sendKind(k MsgKind, pre []byte, st *TCPState, done func(e
 		c.sweep.Reset(c.timeout / sweepTicks)
 	}
 	c.pmu.Unlock()
-	conn, rc := c.c, c.rc
-	var n int
-	var err error
-	if cerr := rc.Control(func(fd uintptr) {
-		for {
-			n, err = rawWrite(fd, c.out)
-			if err != unix.EINTR {
-				return
-			}
-		}
-	}); cerr != nil {
-		n, err = 0, cerr
-	}
-	if err == unix.EAGAIN {
-		n, err = 0, nil
-	}
-	if err == nil && n < len(c.out) {
-		// The socket buffer is full: finish the frame the blocking way.
-		conn.SetWriteDeadline(time.Now().Add(c.timeout))
-		var m int
-		m, err = conn.Write(c.out[n:])
-		n += m
-	}
+	conn := c.c
+	n, err := c.writeLocked(conn, c.rc)
 	c.wmu.Unlock()
 	if err != nil {
 		if n == 0 {

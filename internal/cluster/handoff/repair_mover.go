@@ -409,7 +409,7 @@ func (m *RepairMover) MoveFD(fd int, prefix []byte, i int, conn uint64, fetch ui
 	}
 	op := &moveOp{m: m, f: f, i: i, fetch: fetch,
 		thaw: func() error { return ThawFD(fd) }, close: func() { rawCloseFD(fd) }}
-	if err := op.start(conn, func() (*TCPState, error) { return FreezeFD(fd, prefix) }); err != nil {
+	if err := op.start(conn, func() (*TCPState, error) { return freezeFD(fd, prefix, &f) }); err != nil {
 		return err
 	}
 	n := len(prefix)
