@@ -92,7 +92,41 @@ const DefaultRepairTagFlush = 20 * time.Millisecond
 // pushLoop pushes the table's changes at most once per TagFlush, when
 // something may have changed, until the server shuts down.
 func (p *RepairPath) pushLoop(s *Server) {
-	pushEvery(s.done, p.tag.kick, cmp.Or(max(p.cfg.TagFlush, 0), DefaultRepairTagFlush), func() { p.push(s) })
+	pushRiding(s.done, p.tag.kick, cmp.Or(max(p.cfg.TagFlush, 0), DefaultRepairTagFlush), func() { p.push(s) })
+}
+
+// pushRiding calls push after a kick once every has passed since the last
+// push: at the first kick after that, or by a timer 2×every after the last
+// push if no kick comes sooner. Kicks come from what changes the table —
+// an accepted connection, a node's frame — so the front is awake for them
+// anyway; pushEvery's timer woke it once more per push (a wake-up costs
+// the front more than the push itself). A change waits at most 2×every.
+func pushRiding(done, kick <-chan struct{}, every time.Duration, push func()) {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	var last time.Time
+	armed := false
+	for {
+		select {
+		case <-done:
+			t.Stop()
+			return
+		case <-kick:
+			since := time.Since(last)
+			if since < every {
+				if !armed {
+					armed = true
+					t.Reset(2*every - since)
+				}
+				continue
+			}
+		case <-t.C:
+		}
+		t.Stop()
+		armed = false
+		last = time.Now()
+		push()
+	}
 }
 
 // push sends every node what changed: URL entries, load flags, the nodes'
