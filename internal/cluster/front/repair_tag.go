@@ -286,33 +286,50 @@ func (p *RepairPath) tagMsg(i int, k handoff.MsgKind, b []byte) {
 	}
 }
 
-// tagMoved is the mover's OnMoved: node i took a connection over from another
-// node and its flow now goes there. The policy hears of the request that
-// caused the move (unless it answered an ask for it) and the connection's
-// hold moves with it.
-func (p *RepairPath) tagMoved(i int, t handoff.TagMove) {
+// tagMoved is the mover's OnMoved: node i took connections over from other
+// nodes and their flows now go there. The policy hears of the requests that
+// caused the moves (unless it answered an ask for one), in one batch, and
+// each connection's hold moves with it.
+func (p *RepairPath) tagMoved(i int, ts []handoff.TagMove) {
 	s := p.s.Load()
 	if s == nil {
 		return
 	}
-	s.ctr.tag.moved.Add(1)
-	s.ctr.tag.served.Add(1)
-	if t.Conn == 0 { // stale report: the request only
-		if !t.Counted {
-			s.cl.Tagged([]control.TagNote{{URL: t.URL, Node: i}})
-		}
-		return
-	}
-	if t.Counted {
-		for _, b := range s.cl.Backends() {
-			if b.Index == i {
-				s.cl.Hold(b, t.Conn)
+	s.ctr.tag.moved.Add(uint64(len(ts)))
+	s.ctr.tag.served.Add(uint64(len(ts)))
+	var batch []control.TagNote
+	var be *control.Backend
+	for _, t := range ts {
+		switch {
+		case t.Conn == 0: // stale report: the request only
+			if !t.Counted {
+				batch = append(batch, control.TagNote{URL: t.URL, Node: i})
 			}
+		case t.Counted:
+			if be == nil {
+				be = backendOf(s, i)
+			}
+			if be != nil {
+				s.cl.Hold(be, t.Conn)
+			}
+		default:
+			batch = append(batch, control.TagNote{URL: t.URL, Node: i, Conn: t.Conn, Move: true})
 		}
-	} else {
-		s.cl.Tagged([]control.TagNote{{URL: t.URL, Node: i, Conn: t.Conn, Move: true}})
+	}
+	if len(batch) > 0 {
+		s.cl.Tagged(batch)
 	}
 	p.kickPush()
+}
+
+// backendOf is node i's backend, nil if there is none.
+func backendOf(s *Server, i int) *control.Backend {
+	for _, b := range s.cl.Backends() {
+		if b.Index == i {
+			return b
+		}
+	}
+	return nil
 }
 
 // handoffAddr is the handoff port of the node whose HTTP address is

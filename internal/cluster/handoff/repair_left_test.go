@@ -153,11 +153,11 @@ func TestRepairMoverFlowsMovedBatch(t *testing.T) {
 	st := &Steer{cfg: SteerConfig{Backend: "bpf"}, m: kmap, flows: map[Flow]int{}, nodes: map[int]netip.Addr{0: a, 1: a, 2: a}}
 	var moved []TagMove
 	m := &RepairMover{steer: st, flows: map[Flow]movedFlow{}, conns: map[uint64]Flow{},
-		cfg: RepairMoverConfig{OnMoved: func(i int, t TagMove) {
+		cfg: RepairMoverConfig{OnMoved: func(i int, ts []TagMove) {
 			if i != 2 {
-				t.Node = -1
+				t.Errorf("OnMoved for node %d, want 2", i)
 			}
-			moved = append(moved, t)
+			moved = append(moved, ts...)
 		}}}
 	const inc = 100
 	for port, mf := range map[uint16]movedFlow{

@@ -124,12 +124,13 @@ type RepairMoverConfig struct {
 	// OnError, if set, receives steering errors that have no caller to
 	// return to (removals after FIN-HANDOFF).
 	OnError func(error)
-	// OnMoved, if set, is called in tag mode when node i took over a
-	// connection from another node and the mover steered its flow there
-	// (from the channel's reader: do not block); with t.Conn 0 when the
-	// report was stale (a later move of the flow came first), so only the
-	// request that caused it is accounted.
-	OnMoved func(i int, t TagMove)
+	// OnMoved, if set, is called in tag mode with the connections node i
+	// took over from other nodes and whose flows the mover steered there,
+	// a report frame's at once (from the channel's reader: do not block;
+	// ts is valid only during the call); a move with Conn 0 was stale (a
+	// later move of the flow came first), so only the request that caused
+	// it is accounted.
+	OnMoved func(i int, ts []TagMove)
 	// OnTag, if set, receives node i's other tag-mode messages (MsgNotes,
 	// MsgAsk) from the channel's reader; p is valid only during the call.
 	OnTag func(i int, k MsgKind, p []byte)
@@ -320,14 +321,18 @@ func (m *RepairMover) flowsMoved(i int, ms []flowMove) {
 	if m.cfg.OnMoved == nil {
 		return
 	}
+	ts := make([]TagMove, 0, len(stale)+len(ok))
 	for _, t := range stale {
 		t.Conn = 0 // a later move was applied first: the request counts, the connection stays
-		m.cfg.OnMoved(i, t)
+		ts = append(ts, t)
 	}
 	for k, r := range ok {
 		t := r.t
 		t.Conn = conns[k]
-		m.cfg.OnMoved(i, t)
+		ts = append(ts, t)
+	}
+	if len(ts) > 0 {
+		m.cfg.OnMoved(i, ts)
 	}
 }
 
