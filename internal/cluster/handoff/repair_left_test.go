@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 )
 
 // memFlowMap is a flowMap in memory: the mover's bookkeeping without a
@@ -211,5 +212,20 @@ func TestRepairMoverFlowsMovedBatch(t *testing.T) {
 	slices.Sort(conns)
 	if !slices.Equal(conns, []uint64{11, 11, 12}) || stale != 3 {
 		t.Errorf("OnMoved: connections %v and %d stale, want [11 11 12] and 3 (repeated, older, pending)", conns, stale)
+	}
+}
+
+// TestUntilTick: the wait ends on the next multiple of the period, at most
+// a period away.
+func TestUntilTick(t *testing.T) {
+	const p = 10 * time.Millisecond
+	base := time.Unix(1700000000, 0) // on a tick
+	for _, c := range []struct{ at, want time.Duration }{
+		{0, p}, {time.Microsecond, p - time.Microsecond}, {3 * time.Millisecond, 7 * time.Millisecond},
+		{p - time.Nanosecond, time.Nanosecond}, {p, p},
+	} {
+		if got := untilTick(base.Add(c.at), p); got != c.want {
+			t.Errorf("untilTick(tick+%v) = %v, want %v", c.at, got, c.want)
+		}
 	}
 }

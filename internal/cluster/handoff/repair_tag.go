@@ -58,6 +58,17 @@ type repairRouter struct {
 // lags by at most this much.
 const RepairNoteDelay = 10 * time.Millisecond
 
+// untilTick is how long from now to the next multiple of period on the
+// wall clock (a full period when now is on one). Every node flushes its
+// batch at these ticks rather than a period after its first record, so the
+// frames of all nodes reach the front together, in one of its wake-ups
+// instead of one per node (nodes' clocks agree within far less than a
+// period; where they do not, this is no worse than a timer per node). A
+// record still waits at most one period.
+func untilTick(now time.Time, period time.Duration) time.Duration {
+	return period - time.Duration(now.UnixNano()%int64(period))
+}
+
 // askTimeout bounds the wait for the front's answer to an ask; without one
 // the node serves the request itself.
 const askTimeout = time.Second
@@ -413,7 +424,7 @@ func (r *repairRouter) queueLeft(f Flow, inc, seq uint32) {
 	r.l.Left.Add(1)
 	if !r.armed && !r.closed {
 		r.armed = true
-		r.timer.Reset(RepairNoteDelay)
+		r.timer.Reset(untilTick(time.Now(), RepairNoteDelay))
 	}
 }
 
@@ -479,7 +490,7 @@ func (r *repairRouter) note(seq uint32, conn uint64, url string) {
 	now := len(r.notes) >= maxNotesFrame
 	if !now && !r.armed && !r.closed {
 		r.armed = true
-		r.timer.Reset(RepairNoteDelay)
+		r.timer.Reset(untilTick(time.Now(), RepairNoteDelay))
 	}
 	r.mu.Unlock()
 	if now {
@@ -496,7 +507,7 @@ func (r *repairRouter) reportMove(f Flow, t TagMove) {
 	now := len(r.moves) >= maxNotesFrame
 	if !now && !r.armed && !r.closed {
 		r.armed = true
-		r.timer.Reset(RepairNoteDelay)
+		r.timer.Reset(untilTick(time.Now(), RepairNoteDelay))
 	}
 	r.mu.Unlock()
 	if now {
@@ -514,7 +525,7 @@ func (r *repairRouter) queue(add func()) bool {
 		len(r.acks) >= maxNotesFrame/16
 	if !now && !r.armed && !r.closed {
 		r.armed = true
-		r.timer.Reset(RepairNoteDelay)
+		r.timer.Reset(untilTick(time.Now(), RepairNoteDelay))
 	}
 	r.mu.Unlock()
 	return now
