@@ -1028,7 +1028,8 @@ func (m *movedConn) Flow() Flow { return m.flow }
 // returns at once. A background goroutine waits until the kernel has the
 // connection fully closed — every byte and our FIN acknowledged and the
 // client's FIN received (TCP_CLOSE) — or DrainTimeout passes, then closes
-// the descriptor and sends FIN-HANDOFF. Telling the front at close(2) time
+// the descriptor and sends FIN-HANDOFF (in tag mode with the node's next
+// batch, repairRouter.finLater). Telling the front at close(2) time
 // would be too early: close returns while up to a socket buffer of response
 // is still in flight, and the client's ACKs for it must keep reaching this
 // node; once the front removes the steering entry they would meet a reset.
