@@ -87,6 +87,7 @@ start_nodes() {
 		ip netns exec "$NS-node$i" taskset -c "$LOAD_CORE" "$SHOAL" node --root "$W/www" --listen "$ip:8080" \
 			--cache-mb 64 --repair-listen "$ip:7070" --repair-key-file "$W/key" 2>"$W/node$i.log" &
 		NODEPIDS+=($!)
+		PIDS+=($!) # killed before bench_cleanup waits, should the script stop early
 		urls="$urls${urls:+,}http://$ip:8080"
 	done
 	for i in $(seq "$NODES"); do
@@ -116,6 +117,7 @@ start_front() { # start_front PATH
 	esac
 	GOMAXPROCS=1 ip netns exec "$NS-front" taskset -c "$FRONT_CORE" "$SHOAL" "${args[@]}" 2>"$W/front-$1.log" &
 	FRONTPID=$!
+	PIDS+=("$FRONTPID")
 	for _ in $(seq 100); do grep -q "msg=serving" "$W/front-$1.log" && break; sleep 0.05; done
 	sleep 1.2 # a health check
 }
