@@ -87,7 +87,7 @@ start_nodes() {
 		ip netns exec "$NS-node$i" taskset -c "$LOAD_CORE" "$SHOAL" node --root "$W/www" --listen "$ip:8080" \
 			--cache-mb 64 --repair-listen "$ip:7070" --repair-key-file "$W/key" 2>"$W/node$i.log" &
 		NODEPIDS+=($!)
-		PIDS+=($!) # killed before bench_cleanup waits, should the script stop early
+		PIDS=("${NODEPIDS[@]}") # killed before bench_cleanup waits, should the script stop early
 		urls="$urls${urls:+,}http://$ip:8080"
 	done
 	for i in $(seq "$NODES"); do
@@ -117,7 +117,7 @@ start_front() { # start_front PATH
 	esac
 	GOMAXPROCS=1 ip netns exec "$NS-front" taskset -c "$FRONT_CORE" "$SHOAL" "${args[@]}" 2>"$W/front-$1.log" &
 	FRONTPID=$!
-	PIDS+=("$FRONTPID")
+	PIDS=("${NODEPIDS[@]}" "$FRONTPID")
 	for _ in $(seq 100); do grep -q "msg=serving" "$W/front-$1.log" && break; sleep 0.05; done
 	sleep 1.2 # a health check
 }
@@ -162,6 +162,7 @@ for run in $(seq "$RUNS"); do
 		stop_pids "$FRONTPID"
 		grep -ho 'stats="[^"]*"' "$W/front-$path.log" | tail -1 | cut -c1-400 >&2 || true
 		stop_pids "${NODEPIDS[@]}"
+		PIDS=() # gone: their ids may be reused
 		[ -z "${KEEP:-}" ] || { mkdir -p "$KEEP/$run-$path" && cp "$W"/*.log "$KEEP/$run-$path/"; }
 		grep -ho 'moved_out=[0-9]* move_failed=[0-9]* move_lost=[0-9]* asked=[0-9]* forward_late=[0-9]*' "$W"/node*.log >&2 || true
 	done
