@@ -938,7 +938,7 @@ func (l *RepairListener) take(ch *channel, k MsgKind, p []byte) bool {
 	}
 	ack = append(ack, 0, flags)
 	if m, ok := conn.(*movedConn); ok && m.tm != nil && m.tm.Seq == 0 && flags&AckGuarded != 0 {
-		l.router.ackLater(ack) // from the front: see ackLater
+		l.router.ackLater(ch, ack) // from the front: see ackLater
 	} else if err := ch.send(MsgHandoffAck, ack); err != nil {
 		conn.Close()
 		return false

@@ -41,10 +41,10 @@ type repairRouter struct {
 	downs   map[int]uint64            // by node: how often its channel broke (forward checks it)
 	waits   map[flowSeq]chan struct{} // moves here waiting for MsgForwarding
 	notes   []byte
-	moves   []byte   // MsgFlowMoved records not yet sent
-	left    []byte   // MsgFlowLeft records not yet sent
-	acks    [][]byte // MsgHandoffAck payloads for the front not yet sent
-	fins    []byte   // FIN-HANDOFF records not yet sent
+	moves   []byte            // MsgFlowMoved records not yet sent
+	left    []byte            // MsgFlowLeft records not yet sent
+	acks    []pendingAckFrame // acknowledgements of the front's handoffs not yet sent
+	fins    []byte            // FIN-HANDOFF records not yet sent
 	armed   bool
 	timer   *time.Timer
 	closed  bool
@@ -538,10 +538,17 @@ func (r *repairRouter) queue(add func()) bool {
 // meanwhile is dropped there, never acknowledged), so one frame of
 // acknowledgements, move reports, notes and ends per period costs the
 // front one wake-up instead of one per connection for each.
-func (r *repairRouter) ackLater(ack []byte) {
-	if r.queue(func() { r.acks = append(r.acks, ack) }) {
+func (r *repairRouter) ackLater(ch *channel, ack []byte) {
+	if r.queue(func() { r.acks = append(r.acks, pendingAckFrame{ch, ack}) }) {
 		r.flush()
 	}
+}
+
+// pendingAckFrame is a queued acknowledgement and the channel its handoff
+// came on.
+type pendingAckFrame struct {
+	ch *channel
+	p  []byte
 }
 
 // finLater queues the FIN-HANDOFF of a connection in tag mode, sent after
@@ -556,11 +563,12 @@ func (r *repairRouter) finLater(f Flow, tag uint32) {
 	}
 }
 
-// flush sends the queued move reports, flows left and notes to the front,
-// moves first (a note may be about a connection a report brings here, and
-// a flow that came here and left again must be steered here before it can
-// be found left). The channel's send lock keeps them ahead of any later
-// frame, such as a FIN-HANDOFF that calls flush first.
+// flush sends the queued acknowledgements, move reports, flows left, notes
+// and FIN-HANDOFFs to the front in one write, in that order: moves before
+// notes and ends (a note may be about a connection a report brings here, a
+// flow that came here and left again must be steered here before it can be
+// found left, and a flow must be steered here before its end here counts).
+// The channel's send lock keeps them ahead of any later frame.
 func (r *repairRouter) flush() {
 	r.mu.Lock()
 	acks, b, mv, left, fins, front := r.acks, r.notes, r.moves, r.left, r.fins, r.front
@@ -572,7 +580,11 @@ func (r *repairRouter) flush() {
 	// All in one write: one wake-up of the front for the period.
 	fs := make([]frame, 0, len(acks)+4)
 	for _, a := range acks {
-		fs = append(fs, frame{MsgHandoffAck, a})
+		if a.ch != front { // the front's channel changed meanwhile: on the handoff's own
+			a.ch.send(MsgHandoffAck, a.p)
+			continue
+		}
+		fs = append(fs, frame{MsgHandoffAck, a.p})
 	}
 	if len(mv) > 0 {
 		fs = append(fs, frame{MsgFlowMoved, mv})
