@@ -28,6 +28,10 @@
 # Env:   RUNS=3 DURATION=5s WARM=2s CONNS=16 NODES=3 FILES=200
 #        FRONT_CORE=0 LOAD_CORE=1 SHOAL=path/to/shoal PATHS="relay tag first"
 #        PERF=/tmp/front.perf (perf record of each front during its runs)
+#        STAT=/tmp/front.stat (perf stat of each front during its runs:
+#        task-clock, context switches and every system call by name; with
+#        the requests answered, this is the per-connection list of
+#        docs/benchmarks.md "Tag mode across hosts")
 #        KEEP=/tmp/taglab-logs (keep each run's front and node logs)
 #        RATE=2500 (requests per second for every path; empty: as fast as
 #        each path goes). CPU per request falls as the request rate rises
@@ -83,6 +87,7 @@ start_nodes() {
 		ip netns exec "$NS-node$i" taskset -c "$LOAD_CORE" "$SHOAL" node --root "$W/www" --listen "$ip:8080" \
 			--cache-mb 64 --repair-listen "$ip:7070" --repair-key-file "$W/key" 2>"$W/node$i.log" &
 		NODEPIDS+=($!)
+		PIDS=("${NODEPIDS[@]}") # killed before bench_cleanup waits, should the script stop early
 		urls="$urls${urls:+,}http://$ip:8080"
 	done
 	for i in $(seq "$NODES"); do
@@ -112,6 +117,7 @@ start_front() { # start_front PATH
 	esac
 	GOMAXPROCS=1 ip netns exec "$NS-front" taskset -c "$FRONT_CORE" "$SHOAL" "${args[@]}" 2>"$W/front-$1.log" &
 	FRONTPID=$!
+	PIDS=("${NODEPIDS[@]}" "$FRONTPID")
 	for _ in $(seq 100); do grep -q "msg=serving" "$W/front-$1.log" && break; sleep 0.05; done
 	sleep 1.2 # a health check
 }
@@ -134,12 +140,19 @@ for run in $(seq "$RUNS"); do
 			perf record -q -g -o "$PERF.$path" -p "$FRONTPID" -- sleep "${DURATION%s}" >/dev/null 2>&1 &
 			PERFPID=$!
 		fi
+		if [ -n "${STAT:-}" ]; then
+			perf stat -e 'task-clock,context-switches,syscalls:sys_enter_*' -o "$STAT.$path.$run" -p "$FRONTPID" \
+				-- sleep "${DURATION%s}" >/dev/null 2>&1 &
+			STATPID=$!
+		fi
 		load "$DURATION"
 		[ -n "${PERF:-}" ] && wait "$PERFPID"
+		[ -z "${STAT:-}" ] || wait "$STATPID"
 		c1=$(cpuns "$FRONTPID") s1=$(softirq "$FRONT_CORE")
 		read -r h1 m1 < <(hits)
 		read -r ok errs rps < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["ok"], r["errors_total"], r["rps"])' "$W/out.json")
 		[ "$errs" = 0 ] || echo "tag-lab: $path: $errs errors" >&2
+		[ -z "${STAT:-}" ] || echo "requests $ok" >>"$STAT.$path.$run"
 		c=$(python3 -c "print(($c1 - $c0) / 1e3 / max($ok, 1))")
 		s=$(python3 -c "print(($s1 - $s0) * 1e6 / $TCK / max($ok, 1))")
 		hr=$(python3 -c "d = ($h1 - $h0) + ($m1 - $m0); print(($h1 - $h0) / d if d else 0)")
@@ -149,6 +162,7 @@ for run in $(seq "$RUNS"); do
 		stop_pids "$FRONTPID"
 		grep -ho 'stats="[^"]*"' "$W/front-$path.log" | tail -1 | cut -c1-400 >&2 || true
 		stop_pids "${NODEPIDS[@]}"
+		PIDS=() # gone: their ids may be reused
 		[ -z "${KEEP:-}" ] || { mkdir -p "$KEEP/$run-$path" && cp "$W"/*.log "$KEEP/$run-$path/"; }
 		grep -ho 'moved_out=[0-9]* move_failed=[0-9]* move_lost=[0-9]* asked=[0-9]* forward_late=[0-9]*' "$W"/node*.log >&2 || true
 	done

@@ -92,7 +92,41 @@ const DefaultRepairTagFlush = 20 * time.Millisecond
 // pushLoop pushes the table's changes at most once per TagFlush, when
 // something may have changed, until the server shuts down.
 func (p *RepairPath) pushLoop(s *Server) {
-	pushEvery(s.done, p.tag.kick, cmp.Or(max(p.cfg.TagFlush, 0), DefaultRepairTagFlush), func() { p.push(s) })
+	pushRiding(s.done, p.tag.kick, cmp.Or(max(p.cfg.TagFlush, 0), DefaultRepairTagFlush), func() { p.push(s) })
+}
+
+// pushRiding calls push after a kick once every has passed since the last
+// push: at the first kick after that, or by a timer 2×every after the last
+// push if no kick comes sooner. Kicks come from what changes the table —
+// an accepted connection, a node's frame — so the front is awake for them
+// anyway; pushEvery's timer woke it once more per push (a wake-up costs
+// the front more than the push itself). A change waits at most 2×every.
+func pushRiding(done, kick <-chan struct{}, every time.Duration, push func()) {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	var last time.Time
+	armed := false
+	for {
+		select {
+		case <-done:
+			t.Stop()
+			return
+		case <-kick:
+			since := time.Since(last)
+			if since < every {
+				if !armed {
+					armed = true
+					t.Reset(2*every - since)
+				}
+				continue
+			}
+		case <-t.C:
+		}
+		t.Stop()
+		armed = false
+		last = time.Now()
+		push()
+	}
 }
 
 // push sends every node what changed: URL entries, load flags, the nodes'
@@ -252,33 +286,50 @@ func (p *RepairPath) tagMsg(i int, k handoff.MsgKind, b []byte) {
 	}
 }
 
-// tagMoved is the mover's OnMoved: node i took a connection over from another
-// node and its flow now goes there. The policy hears of the request that
-// caused the move (unless it answered an ask for it) and the connection's
-// hold moves with it.
-func (p *RepairPath) tagMoved(i int, t handoff.TagMove) {
+// tagMoved is the mover's OnMoved: node i took connections over from other
+// nodes and their flows now go there. The policy hears of the requests that
+// caused the moves (unless it answered an ask for one), in one batch, and
+// each connection's hold moves with it.
+func (p *RepairPath) tagMoved(i int, ts []handoff.TagMove) {
 	s := p.s.Load()
 	if s == nil {
 		return
 	}
-	s.ctr.tag.moved.Add(1)
-	s.ctr.tag.served.Add(1)
-	if t.Conn == 0 { // stale report: the request only
-		if !t.Counted {
-			s.cl.Tagged([]control.TagNote{{URL: t.URL, Node: i}})
-		}
-		return
-	}
-	if t.Counted {
-		for _, b := range s.cl.Backends() {
-			if b.Index == i {
-				s.cl.Hold(b, t.Conn)
+	s.ctr.tag.moved.Add(uint64(len(ts)))
+	s.ctr.tag.served.Add(uint64(len(ts)))
+	var batch []control.TagNote
+	var be *control.Backend
+	for _, t := range ts {
+		switch {
+		case t.Conn == 0: // stale report: the request only
+			if !t.Counted {
+				batch = append(batch, control.TagNote{URL: t.URL, Node: i})
 			}
+		case t.Counted:
+			if be == nil {
+				be = backendOf(s, i)
+			}
+			if be != nil {
+				s.cl.Hold(be, t.Conn)
+			}
+		default:
+			batch = append(batch, control.TagNote{URL: t.URL, Node: i, Conn: t.Conn, Move: true})
 		}
-	} else {
-		s.cl.Tagged([]control.TagNote{{URL: t.URL, Node: i, Conn: t.Conn, Move: true}})
+	}
+	if len(batch) > 0 {
+		s.cl.Tagged(batch)
 	}
 	p.kickPush()
+}
+
+// backendOf is node i's backend, nil if there is none.
+func backendOf(s *Server, i int) *control.Backend {
+	for _, b := range s.cl.Backends() {
+		if b.Index == i {
+			return b
+		}
+	}
+	return nil
 }
 
 // handoffAddr is the handoff port of the node whose HTTP address is

@@ -91,6 +91,7 @@ type RepairClient struct {
 	auth    *Auth
 	timeout time.Duration
 	onFin   func(Flow, uint32)
+	onFins  func([]FinNotice)
 	onDown  func(error)
 	onTag   func(k MsgKind, p []byte)
 
@@ -142,6 +143,10 @@ type RepairClientConfig struct {
 	// TCPState.RcvSeq that was sent), so that a late notice for an earlier
 	// connection on the same 4-tuple cannot end a newer one.
 	OnFin func(f Flow, tag uint32)
+	// OnFins, if set, replaces OnFin: it receives every notice of one
+	// MsgFinHandoff frame at once (a node in tag mode batches them), so
+	// that their steering entries can go in one update.
+	OnFins func([]FinNotice)
 	// OnDown is called when an established channel breaks: every flow
 	// moved to this node is now unowned.
 	OnDown func(error)
@@ -159,7 +164,7 @@ func NewRepairClient(cfg RepairClientConfig) *RepairClient {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	c := &RepairClient{addr: cfg.Addr, auth: cfg.Auth, timeout: cfg.Timeout, onFin: cfg.OnFin, onDown: cfg.OnDown,
+	c := &RepairClient{addr: cfg.Addr, auth: cfg.Auth, timeout: cfg.Timeout, onFin: cfg.OnFin, onFins: cfg.OnFins, onDown: cfg.OnDown,
 		onTag: cfg.OnTag, pending: make(map[uint64]pendingAck), vip: cfg.VIP}
 	c.sweep = time.AfterFunc(time.Hour, c.sweepPending)
 	c.sweep.Stop()
@@ -216,11 +221,41 @@ func (c *RepairClient) SendMsg(k MsgKind, p []byte) error {
 		return ErrNoChannel
 	}
 	c.out = c.na.Seal(c.out[:0], ToNode, k, p)
-	c.c.SetWriteDeadline(time.Now().Add(c.timeout))
-	if _, err := c.c.Write(c.out); err != nil {
+	if _, err := c.writeLocked(c.c, c.rc); err != nil {
 		return fmt.Errorf("handoff: send to %s: %w", c.addr, err)
 	}
 	return nil
+}
+
+// writeLocked writes c.out (with c.wmu held) on conn: with a raw system
+// call first, which never blocks and does not wake the runtime's sysmon (a
+// bookkept write did, for every table push), and the blocking way, bounded
+// by the timeout, for what the socket buffer did not take. It returns how
+// many bytes left.
+func (c *RepairClient) writeLocked(conn net.Conn, rc syscall.RawConn) (int, error) {
+	var n int
+	var err error
+	if cerr := rc.Control(func(fd uintptr) {
+		for {
+			n, err = rawWrite(fd, c.out)
+			if err != unix.EINTR {
+				return
+			}
+		}
+	}); cerr != nil {
+		n, err = 0, cerr
+	}
+	if err == unix.EAGAIN {
+		n, err = 0, nil
+	}
+	if err == nil && n < len(c.out) {
+		// The socket buffer is full: finish the frame the blocking way.
+		conn.SetWriteDeadline(time.Now().Add(c.timeout))
+		var m int
+		m, err = conn.Write(c.out[n:])
+		n += m
+	}
+	return n, err
 }
 
 // Generation counts the channel's connections: it changes when the
@@ -279,29 +314,8 @@ func (c *RepairClient) sendKind(k MsgKind, pre []byte, st *TCPState, done func(e
 		c.sweep.Reset(c.timeout / sweepTicks)
 	}
 	c.pmu.Unlock()
-	conn, rc := c.c, c.rc
-	var n int
-	var err error
-	if cerr := rc.Control(func(fd uintptr) {
-		for {
-			n, err = rawWrite(fd, c.out)
-			if err != unix.EINTR {
-				return
-			}
-		}
-	}); cerr != nil {
-		n, err = 0, cerr
-	}
-	if err == unix.EAGAIN {
-		n, err = 0, nil
-	}
-	if err == nil && n < len(c.out) {
-		// The socket buffer is full: finish the frame the blocking way.
-		conn.SetWriteDeadline(time.Now().Add(c.timeout))
-		var m int
-		m, err = conn.Write(c.out[n:])
-		n += m
-	}
+	conn := c.c
+	n, err := c.writeLocked(conn, c.rc)
 	c.wmu.Unlock()
 	if err != nil {
 		if n == 0 {
@@ -482,7 +496,7 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth, hel
 			close(hello) // the channel broke before the answer
 		}
 	}()
-	r := bufio.NewReaderSize(rawConnReader{rc}, 4096)
+	r := bufio.NewReaderSize(rawConnReader{rc}, 32<<10) // a node's batched frames in one read
 	var buf []byte
 	for {
 		var err error
@@ -521,13 +535,50 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth, hel
 				helloOpen = false
 			}
 		case MsgFinHandoff:
-			if f, err := UnmarshalFlow(p); err == nil && len(p) >= 16 && c.onFin != nil {
-				c.onFin(f, binary.BigEndian.Uint32(p[12:]))
-			}
+			c.finFrame(p)
 		case MsgFlowMoved, MsgFlowLeft, MsgNotes, MsgAsk:
 			if c.onTag != nil {
 				c.onTag(k, p)
 			}
+		}
+	}
+}
+
+// FinNotice is one FIN-HANDOFF record: the flow that ended and the
+// incarnation tag of the handoff it ends.
+type FinNotice struct {
+	Flow Flow
+	Tag  uint32
+}
+
+// finLen is one FIN-HANDOFF record's length: the flow (12) and its tag.
+const finLen = 16
+
+// AppendFin appends a FIN-HANDOFF record to b; a MsgFinHandoff carries one
+// or more.
+func AppendFin(b []byte, f Flow, tag uint32) []byte {
+	return binary.BigEndian.AppendUint32(f.AppendBinary(b), tag)
+}
+
+// finFrame hands a MsgFinHandoff's records to OnFins (or OnFin, one by
+// one); a malformed record ends the frame.
+func (c *RepairClient) finFrame(p []byte) {
+	var ns []FinNotice
+	for len(p) >= finLen {
+		f, err := UnmarshalFlow(p[:finLen])
+		if err != nil {
+			break
+		}
+		ns = append(ns, FinNotice{Flow: f, Tag: binary.BigEndian.Uint32(p[12:])})
+		p = p[finLen:]
+	}
+	switch {
+	case len(ns) == 0:
+	case c.onFins != nil:
+		c.onFins(ns)
+	case c.onFin != nil:
+		for _, n := range ns {
+			c.onFin(n.Flow, n.Tag)
 		}
 	}
 }
@@ -766,6 +817,25 @@ func (ch *channel) send(k MsgKind, p []byte) error {
 	return err
 }
 
+// frame is one message to seal: its kind and payload.
+type frame struct {
+	k MsgKind
+	p []byte
+}
+
+// sendFrames sends fs in one write (the peer reads them in one wake-up).
+func (ch *channel) sendFrames(fs []frame) error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.buf = ch.buf[:0]
+	for _, f := range fs {
+		ch.buf = ch.na.Seal(ch.buf, ToFront, f.k, f.p)
+	}
+	ch.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, err := ch.c.Write(ch.buf)
+	return err
+}
+
 func (l *RepairListener) serveChannel(c net.Conn) {
 	defer func() {
 		l.mu.Lock()
@@ -867,7 +937,9 @@ func (l *RepairListener) take(ch *channel, k MsgKind, p []byte) bool {
 		flags |= AckGuarded
 	}
 	ack = append(ack, 0, flags)
-	if err := ch.send(MsgHandoffAck, ack); err != nil {
+	if m, ok := conn.(*movedConn); ok && m.tm != nil && m.tm.Seq == 0 && flags&AckGuarded != 0 {
+		l.router.ackLater(ch, ack) // from the front: see ackLater
+	} else if err := ch.send(MsgHandoffAck, ack); err != nil {
 		conn.Close()
 		return false
 	}
@@ -956,7 +1028,8 @@ func (m *movedConn) Flow() Flow { return m.flow }
 // returns at once. A background goroutine waits until the kernel has the
 // connection fully closed — every byte and our FIN acknowledged and the
 // client's FIN received (TCP_CLOSE) — or DrainTimeout passes, then closes
-// the descriptor and sends FIN-HANDOFF. Telling the front at close(2) time
+// the descriptor and sends FIN-HANDOFF (in tag mode with the node's next
+// batch, repairRouter.finLater). Telling the front at close(2) time
 // would be too early: close returns while up to a socket buffer of response
 // is still in flight, and the client's ACKs for it must keep reaching this
 // node; once the front removes the steering entry they would meet a reset.
@@ -993,9 +1066,10 @@ func (m *movedConn) finish() {
 	}
 	m.TCPConn.Close()
 	if m.tm != nil {
-		m.l.router.flush() // the move reports before the end
+		m.l.router.finLater(m.flow, m.tag) // after the move reports, batched
+		return
 	}
-	if m.ch.send(MsgFinHandoff, binary.BigEndian.AppendUint32(m.flow.AppendBinary(nil), m.tag)) == nil {
+	if m.ch.send(MsgFinHandoff, AppendFin(nil, m.flow, m.tag)) == nil {
 		m.l.Fins.Add(1)
 	}
 }

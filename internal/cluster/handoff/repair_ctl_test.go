@@ -342,3 +342,47 @@ func TestRepairHello(t *testing.T) {
 		t.Error("node without a guard answered guarded")
 	}
 }
+
+// TestFinFrameBatch: a MsgFinHandoff of several records (a tag-mode node's
+// batch) reaches OnFins whole, and OnFin record by record; a truncated
+// last record is left out.
+func TestFinFrameBatch(t *testing.T) {
+	want := []FinNotice{{testFlow(1), 7}, {testFlow(2), 0xfeedface}, {testFlow(3), 1}}
+	var p []byte
+	for _, n := range want {
+		p = AppendFin(p, n.Flow, n.Tag)
+	}
+	p = append(p, 1, 2, 3) // a truncated record
+	var got []FinNotice
+	c := NewRepairClient(RepairClientConfig{Addr: "127.0.0.1:1", Auth: mustAuth(t), OnFins: func(ns []FinNotice) {
+		if got != nil {
+			t.Error("OnFins called twice for one frame")
+		}
+		got = append([]FinNotice{}, ns...)
+	}})
+	c.finFrame(p)
+	if len(got) != len(want) {
+		t.Fatalf("OnFins got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("record %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	var one []FinNotice
+	c = NewRepairClient(RepairClientConfig{Addr: "127.0.0.1:1", Auth: mustAuth(t),
+		OnFin: func(f Flow, tag uint32) { one = append(one, FinNotice{f, tag}) }})
+	c.finFrame(p)
+	if len(one) != len(want) {
+		t.Errorf("OnFin got %v, want %v", one, want)
+	}
+}
+
+func mustAuth(t *testing.T) *Auth {
+	t.Helper()
+	a, err := NewAuth(ctlKey, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

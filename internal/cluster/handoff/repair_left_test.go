@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 )
 
 // memFlowMap is a flowMap in memory: the mover's bookkeeping without a
@@ -14,6 +15,12 @@ import (
 type memFlowMap map[Flow]uint32
 
 func (m memFlowMap) put(f Flow, mark uint32, _ netip.Addr) error { m[f] = mark; return nil }
+func (m memFlowMap) putAll(fs []Flow, mark uint32, _ netip.Addr) error {
+	for _, f := range fs {
+		m[f] = mark
+	}
+	return nil
+}
 func (m memFlowMap) del(fs []Flow) error {
 	for _, f := range fs {
 		delete(m, f)
@@ -132,5 +139,93 @@ func TestRepairRouterPeerDown(t *testing.T) {
 	}
 	if r.l.Left.Load() != 2 {
 		t.Errorf("Left %d, want 2", r.l.Left.Load())
+	}
+}
+
+// TestRepairMoverFlowsMovedBatch: one MsgFlowMoved frame of several moves
+// steers each applicable flow to its sender in order (a flow moved twice
+// in the frame ends at its later move; an older or repeated move, another
+// incarnation, an unknown flow and one still pending are refused), and
+// OnMoved hears the applied ones with their connections and the stale ones
+// of a known incarnation without.
+func TestRepairMoverFlowsMovedBatch(t *testing.T) {
+	kmap := memFlowMap{}
+	a := netip.MustParseAddr("10.0.0.11")
+	st := &Steer{cfg: SteerConfig{Backend: "bpf"}, m: kmap, flows: map[Flow]int{}, nodes: map[int]netip.Addr{0: a, 1: a, 2: a}}
+	var moved []TagMove
+	m := &RepairMover{steer: st, flows: map[Flow]movedFlow{}, conns: map[uint64]Flow{},
+		cfg: RepairMoverConfig{OnMoved: func(i int, ts []TagMove) {
+			if i != 2 {
+				t.Errorf("OnMoved for node %d, want 2", i)
+			}
+			moved = append(moved, ts...)
+		}}}
+	const inc = 100
+	for port, mf := range map[uint16]movedFlow{
+		1: {tag: inc, node: 0, seq: 1, conn: 11},
+		2: {tag: inc, node: 1, seq: 4, conn: 12},
+		3: {tag: inc - 1, node: 0, seq: 1, conn: 13},
+		4: {tag: inc, node: 0, conn: 14, pending: true},
+	} {
+		if err := st.Add(testFlow(port), mf.node); err != nil {
+			t.Fatal(err)
+		}
+		m.flows[testFlow(port)], m.conns[mf.conn] = mf, testFlow(port)
+	}
+	var p []byte
+	for _, r := range []struct {
+		port     uint16
+		inc, seq uint32
+	}{
+		{1, inc, 2}, // applied
+		{2, inc, 5}, // applied
+		{2, inc, 5}, // repeated: stale
+		{1, inc, 3}, // applied again, later
+		{1, inc, 2}, // older than the last applied: stale
+		{3, inc, 2}, // another incarnation: refused, unheard
+		{4, inc, 1}, // pending: refused
+		{9, inc, 1}, // unknown
+	} {
+		p = AppendFlowMoved(p, testFlow(r.port), TagMove{Inc: r.inc, Seq: r.seq, Node: 2, URL: "/x"})
+	}
+	m.tagMsg(2, MsgFlowMoved, p)
+	if m.Retagged.Load() != 3 || m.Stale.Load() != 5 {
+		t.Errorf("retagged %d, stale %d: want 3, 5", m.Retagged.Load(), m.Stale.Load())
+	}
+	for port, want := range map[uint16]int{1: 2, 2: 2, 3: 0, 4: 0} {
+		if n := st.flows[testFlow(port)]; n != want {
+			t.Errorf("flow %d steered to %d, want %d", port, n, want)
+		}
+	}
+	if mf := m.flows[testFlow(1)]; mf.seq != 3 || mf.node != 2 {
+		t.Errorf("flow 1: node %d move %d, want node 2 move 3", mf.node, mf.seq)
+	}
+	var conns []uint64
+	stale := 0
+	for _, t := range moved {
+		if t.Conn == 0 {
+			stale++
+		} else {
+			conns = append(conns, t.Conn)
+		}
+	}
+	slices.Sort(conns)
+	if !slices.Equal(conns, []uint64{11, 11, 12}) || stale != 3 {
+		t.Errorf("OnMoved: connections %v and %d stale, want [11 11 12] and 3 (repeated, older, pending)", conns, stale)
+	}
+}
+
+// TestUntilTick: the wait ends on the next multiple of the period, at most
+// a period away.
+func TestUntilTick(t *testing.T) {
+	const p = 10 * time.Millisecond
+	base := time.Unix(1700000000, 0) // on a tick
+	for _, c := range []struct{ at, want time.Duration }{
+		{0, p}, {time.Microsecond, p - time.Microsecond}, {3 * time.Millisecond, 7 * time.Millisecond},
+		{p - time.Nanosecond, time.Nanosecond}, {p, p},
+	} {
+		if got := untilTick(base.Add(c.at), p); got != c.want {
+			t.Errorf("untilTick(tick+%v) = %v, want %v", c.at, got, c.want)
+		}
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // RepairMover is the front half of the repair path, the one place that knows
@@ -126,12 +124,13 @@ type RepairMoverConfig struct {
 	// OnError, if set, receives steering errors that have no caller to
 	// return to (removals after FIN-HANDOFF).
 	OnError func(error)
-	// OnMoved, if set, is called in tag mode when node i took over a
-	// connection from another node and the mover steered its flow there
-	// (from the channel's reader: do not block); with t.Conn 0 when the
-	// report was stale (a later move of the flow came first), so only the
-	// request that caused it is accounted.
-	OnMoved func(i int, t TagMove)
+	// OnMoved, if set, is called in tag mode with the connections node i
+	// took over from other nodes and whose flows the mover steered there,
+	// a report frame's at once (from the channel's reader: do not block;
+	// ts is valid only during the call); a move with Conn 0 was stale (a
+	// later move of the flow came first), so only the request that caused
+	// it is accounted.
+	OnMoved func(i int, ts []TagMove)
 	// OnTag, if set, receives node i's other tag-mode messages (MsgNotes,
 	// MsgAsk) from the channel's reader; p is valid only during the call.
 	OnTag func(i int, k MsgKind, p []byte)
@@ -217,7 +216,7 @@ func (m *RepairMover) AddNode(i int, addr netip.AddrPort) error {
 		return fmt.Errorf("handoff: repair mover: %w", err)
 	}
 	m.clients[i] = NewRepairClient(RepairClientConfig{
-		Addr: addr.String(), Auth: m.auth, Timeout: m.cfg.Timeout, OnFin: m.fin, VIP: m.cfg.VIP.Addr(),
+		Addr: addr.String(), Auth: m.auth, Timeout: m.cfg.Timeout, OnFins: m.fins, VIP: m.cfg.VIP.Addr(),
 		OnDown: func(err error) { m.nodeDown(i, err) },
 		OnTag:  func(k MsgKind, p []byte) { m.tagMsg(i, k, p) },
 	})
@@ -248,47 +247,92 @@ func (m *RepairMover) tagMsg(i int, k MsgKind, p []byte) {
 		}
 		return
 	}
+	var ms []flowMove
 	for len(p) > 0 {
 		f, t, rest, err := parseFlowMoved(p)
 		if err != nil {
-			return
+			break
 		}
 		p = rest
-		m.flowMoved(i, f, t)
+		ms = append(ms, flowMove{f, t})
 	}
+	m.flowsMoved(i, ms)
 }
 
-// flowMoved steers flow f to node i if it names a flow this mover moved
-// (same incarnation) and is newer than the last move applied; a stale one
-// still reaches OnMoved, without its connection, so its request counts.
-func (m *RepairMover) flowMoved(i int, f Flow, t TagMove) {
+// flowMoved is flowsMoved of one record.
+func (m *RepairMover) flowMoved(i int, f Flow, t TagMove) { m.flowsMoved(i, []flowMove{{f, t}}) }
+
+// flowMove is one record of a MsgFlowMoved.
+type flowMove struct {
+	f Flow
+	t TagMove
+}
+
+// flowsMoved steers each flow of ms to node i if it names a flow this mover
+// moved (same incarnation) and is newer than the last move applied, all in
+// one steering update (a node reports the moves of RepairNoteDelay in one
+// frame); a stale one still reaches OnMoved, without its connection, so its
+// request counts.
+func (m *RepairMover) flowsMoved(i int, ms []flowMove) {
+	var stale []TagMove // reported to OnMoved as stale
+	var fs []Flow
+	var ok []flowMove
 	m.mu.Lock()
-	mf, ok := m.flows[f]
-	if !ok || mf.pending || mf.tag != t.Inc || t.Seq <= mf.seq {
-		m.mu.Unlock()
-		m.Stale.Add(1)
-		if ok && mf.tag == t.Inc && m.cfg.OnMoved != nil {
-			t.Conn = 0 // a later move was applied first: the request counts, the connection stays
-			m.cfg.OnMoved(i, t)
+	last := map[Flow]uint32{} // the newest move of each flow in ms, as applied in order
+	for _, r := range ms {
+		mf, known := m.flows[r.f]
+		seq, seen := last[r.f]
+		if !seen {
+			seq = mf.seq
 		}
-		return
+		if !known || mf.pending || mf.tag != r.t.Inc || r.t.Seq <= seq {
+			m.Stale.Add(1)
+			if known && mf.tag == r.t.Inc {
+				stale = append(stale, r.t)
+			}
+			continue
+		}
+		last[r.f] = r.t.Seq
+		fs = append(fs, r.f)
+		ok = append(ok, r)
 	}
-	err := m.steer.Add(f, i)
-	if err == nil {
-		mf.node, mf.seq = i, t.Seq
-		m.flows[f] = mf
+	err := m.steer.AddFlows(fs, i)
+	if err != nil { // one by one: a failed flow keeps its old node
+		done := ok[:0]
+		for _, r := range ok {
+			if m.steer.Add(r.f, i) == nil {
+				done = append(done, r)
+			}
+		}
+		ok = done
+	}
+	conns := make([]uint64, len(ok))
+	for k, r := range ok {
+		mf := m.flows[r.f]
+		mf.node, mf.seq = i, r.t.Seq
+		m.flows[r.f] = mf
+		conns[k] = mf.conn
 	}
 	m.mu.Unlock()
-	if err != nil {
-		if m.cfg.OnError != nil {
-			m.cfg.OnError(err)
-		}
+	if err != nil && m.cfg.OnError != nil {
+		m.cfg.OnError(err)
+	}
+	m.Retagged.Add(uint64(len(ok)))
+	if m.cfg.OnMoved == nil {
 		return
 	}
-	m.Retagged.Add(1)
-	if m.cfg.OnMoved != nil {
-		t.Conn = mf.conn
-		m.cfg.OnMoved(i, t)
+	ts := make([]TagMove, 0, len(stale)+len(ok))
+	for _, t := range stale {
+		t.Conn = 0 // a later move was applied first: the request counts, the connection stays
+		ts = append(ts, t)
+	}
+	for k, r := range ok {
+		t := r.t
+		t.Conn = conns[k]
+		ts = append(ts, t)
+	}
+	if len(ts) > 0 {
+		m.cfg.OnMoved(i, ts)
 	}
 }
 
@@ -369,8 +413,8 @@ func (m *RepairMover) MoveFD(fd int, prefix []byte, i int, conn uint64, fetch ui
 		return fmt.Errorf("%w: %w", ErrNotMoved, err)
 	}
 	op := &moveOp{m: m, f: f, i: i, fetch: fetch,
-		thaw: func() error { return ThawFD(fd) }, close: func() { unix.Close(fd) }}
-	if err := op.start(conn, func() (*TCPState, error) { return FreezeFD(fd, prefix) }); err != nil {
+		thaw: func() error { return ThawFD(fd) }, close: func() { rawCloseFD(fd) }}
+	if err := op.start(conn, func() (*TCPState, error) { return freezeFD(fd, prefix, &f) }); err != nil {
 		return err
 	}
 	n := len(prefix)
@@ -572,6 +616,41 @@ func (m *RepairMover) fin(f Flow, tag uint32) {
 		m.unsteerLater(f)
 	default:
 		time.AfterFunc(m.cfg.Linger, func() { m.unsteerLater(f) })
+	}
+}
+
+// fins handles a frame of FIN-HANDOFF notices (a node in tag mode sends the
+// ends of RepairNoteDelay together): as fin for each, with the eBPF
+// entries removed in one system call when they go at once.
+func (m *RepairMover) fins(ns []FinNotice) {
+	if len(ns) == 1 || m.cfg.Linger > 0 || m.steer.Backend() != "bpf" {
+		for _, n := range ns {
+			m.fin(n.Flow, n.Tag)
+		}
+		return
+	}
+	var gone []Flow
+	var ended []movedFlow
+	m.mu.Lock()
+	for _, n := range ns {
+		mf, ok := m.flows[n.Flow]
+		if !ok || mf.pending || mf.tag != n.Tag {
+			continue
+		}
+		m.dropFlow(n.Flow, mf)
+		gone = append(gone, n.Flow)
+		ended = append(ended, mf)
+	}
+	_, err := m.steer.RemoveFlows(gone)
+	m.mu.Unlock()
+	m.Ended.Add(uint64(len(ended)))
+	if m.cfg.OnEnd != nil {
+		for _, mf := range ended {
+			m.cfg.OnEnd(mf.node, mf.conn)
+		}
+	}
+	if err != nil && m.cfg.OnError != nil {
+		m.cfg.OnError(err)
 	}
 }
 

@@ -41,8 +41,10 @@ type repairRouter struct {
 	downs   map[int]uint64            // by node: how often its channel broke (forward checks it)
 	waits   map[flowSeq]chan struct{} // moves here waiting for MsgForwarding
 	notes   []byte
-	moves   []byte // MsgFlowMoved records not yet sent
-	left    []byte // MsgFlowLeft records not yet sent
+	moves   []byte            // MsgFlowMoved records not yet sent
+	left    []byte            // MsgFlowLeft records not yet sent
+	acks    []pendingAckFrame // acknowledgements of the front's handoffs not yet sent
+	fins    []byte            // FIN-HANDOFF records not yet sent
 	armed   bool
 	timer   *time.Timer
 	closed  bool
@@ -55,6 +57,17 @@ type repairRouter struct {
 // forwards the flow meanwhile) and a note's the policy's accounting, which
 // lags by at most this much.
 const RepairNoteDelay = 10 * time.Millisecond
+
+// untilTick is how long from now to the next multiple of period on the
+// wall clock (a full period when now is on one). Every node flushes its
+// batch at these ticks rather than a period after its first record, so the
+// frames of all nodes reach the front together, in one of its wake-ups
+// instead of one per node (nodes' clocks agree within far less than a
+// period; where they do not, this is no worse than a timer per node). A
+// record still waits at most one period.
+func untilTick(now time.Time, period time.Duration) time.Duration {
+	return period - time.Duration(now.UnixNano()%int64(period))
+}
 
 // askTimeout bounds the wait for the front's answer to an ask; without one
 // the node serves the request itself.
@@ -411,7 +424,7 @@ func (r *repairRouter) queueLeft(f Flow, inc, seq uint32) {
 	r.l.Left.Add(1)
 	if !r.armed && !r.closed {
 		r.armed = true
-		r.timer.Reset(RepairNoteDelay)
+		r.timer.Reset(untilTick(time.Now(), RepairNoteDelay))
 	}
 }
 
@@ -477,7 +490,7 @@ func (r *repairRouter) note(seq uint32, conn uint64, url string) {
 	now := len(r.notes) >= maxNotesFrame
 	if !now && !r.armed && !r.closed {
 		r.armed = true
-		r.timer.Reset(RepairNoteDelay)
+		r.timer.Reset(untilTick(time.Now(), RepairNoteDelay))
 	}
 	r.mu.Unlock()
 	if now {
@@ -494,7 +507,7 @@ func (r *repairRouter) reportMove(f Flow, t TagMove) {
 	now := len(r.moves) >= maxNotesFrame
 	if !now && !r.armed && !r.closed {
 		r.armed = true
-		r.timer.Reset(RepairNoteDelay)
+		r.timer.Reset(untilTick(time.Now(), RepairNoteDelay))
 	}
 	r.mu.Unlock()
 	if now {
@@ -502,31 +515,103 @@ func (r *repairRouter) reportMove(f Flow, t TagMove) {
 	}
 }
 
-// flush sends the queued move reports, flows left and notes to the front,
-// moves first (a note may be about a connection a report brings here, and
-// a flow that came here and left again must be steered here before it can
-// be found left). The channel's send lock keeps them ahead of any later
-// frame, such as a FIN-HANDOFF that calls flush first.
+// queue appends a record to one of the router's queues (under r.mu) and
+// arms the flush timer; it reports whether the queue is big enough to be
+// flushed at once.
+func (r *repairRouter) queue(add func()) bool {
+	r.mu.Lock()
+	add()
+	now := len(r.notes) >= maxNotesFrame || len(r.moves) >= maxNotesFrame || len(r.fins) >= maxNotesFrame ||
+		len(r.acks) >= maxNotesFrame/16
+	if !now && !r.armed && !r.closed {
+		r.armed = true
+		r.timer.Reset(untilTick(time.Now(), RepairNoteDelay))
+	}
+	r.mu.Unlock()
+	return now
+}
+
+// ackLater queues the acknowledgement of one of the front's tag-mode
+// handoffs to a guarded flow, sent with the notes within RepairNoteDelay
+// rather than at once: the front only closes its frozen copy on it (the
+// flow already reaches this node, and a segment the front's copy takes
+// meanwhile is dropped there, never acknowledged), so one frame of
+// acknowledgements, move reports, notes and ends per period costs the
+// front one wake-up instead of one per connection for each.
+func (r *repairRouter) ackLater(ch *channel, ack []byte) {
+	if r.queue(func() { r.acks = append(r.acks, pendingAckFrame{ch, ack}) }) {
+		r.flush()
+	}
+}
+
+// pendingAckFrame is a queued acknowledgement and the channel its handoff
+// came on.
+type pendingAckFrame struct {
+	ch *channel
+	p  []byte
+}
+
+// finLater queues the FIN-HANDOFF of a connection in tag mode, sent after
+// the reports and notes queued before it (the front must steer the flow
+// here before it can end it here) within RepairNoteDelay. The flow is fully
+// closed, so the entry that stays on the front meanwhile steers nothing
+// (and a new connection on the same 4-tuple is a new incarnation, which
+// this notice cannot end).
+func (r *repairRouter) finLater(f Flow, tag uint32) {
+	if r.queue(func() { r.fins = AppendFin(r.fins, f, tag) }) {
+		r.flush()
+	}
+}
+
+// flush sends the queued acknowledgements, move reports, flows left, notes
+// and FIN-HANDOFFs to the front in one write, in that order: moves before
+// notes and ends (a note may be about a connection a report brings here, a
+// flow that came here and left again must be steered here before it can be
+// found left, and a flow must be steered here before its end here counts).
+// The channel's send lock keeps them ahead of any later frame.
 func (r *repairRouter) flush() {
 	r.mu.Lock()
-	b, mv, left, front := r.notes, r.moves, r.left, r.front
-	r.notes, r.moves, r.left, r.armed = nil, nil, nil, false
+	acks, b, mv, left, fins, front := r.acks, r.notes, r.moves, r.left, r.fins, r.front
+	r.acks, r.notes, r.moves, r.left, r.fins, r.armed = nil, nil, nil, nil, nil, false
 	r.mu.Unlock()
 	if front == nil {
 		return
 	}
-	if len(mv) > 0 && front.send(MsgFlowMoved, mv) == nil {
-		r.l.Notes.Add(1)
+	// All in one write: one wake-up of the front for the period.
+	fs := make([]frame, 0, len(acks)+4)
+	for _, a := range acks {
+		if a.ch != front { // the front's channel changed meanwhile: on the handoff's own
+			a.ch.send(MsgHandoffAck, a.p)
+			continue
+		}
+		fs = append(fs, frame{MsgHandoffAck, a.p})
+	}
+	if len(mv) > 0 {
+		fs = append(fs, frame{MsgFlowMoved, mv})
 	}
 	for len(left) > 0 {
 		n := min(len(left), maxNotesFrame/flowLeftLen*flowLeftLen)
-		if front.send(MsgFlowLeft, left[:n]) == nil {
-			r.l.Notes.Add(1)
-		}
+		fs = append(fs, frame{MsgFlowLeft, left[:n]})
 		left = left[n:]
 	}
-	if len(b) > 0 && front.send(MsgNotes, b) == nil {
-		r.l.Notes.Add(1)
+	if len(b) > 0 {
+		fs = append(fs, frame{MsgNotes, b})
+	}
+	for len(fins) > 0 {
+		n := min(len(fins), maxNotesFrame/finLen*finLen)
+		fs = append(fs, frame{MsgFinHandoff, fins[:n]})
+		fins = fins[n:]
+	}
+	if len(fs) == 0 || front.sendFrames(fs) != nil {
+		return
+	}
+	for _, f := range fs {
+		switch f.k {
+		case MsgFlowMoved, MsgFlowLeft, MsgNotes:
+			r.l.Notes.Add(1)
+		case MsgFinHandoff:
+			r.l.Fins.Add(uint64(len(f.p) / finLen))
+		}
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // another node is reported to the front (MsgFlowMoved, batched; the front
 // then steers the flow here), ahead of anything this node says later about
 // the connection on the same channel (its notes, its FIN-HANDOFF, which
-// flushes the reports first).
+// goes in the same batch after the reports).
 func (l *RepairListener) rebuild(ch *channel, k MsgKind, p []byte) (net.Conn, *TCPState, error) {
 	var tm *TagMove
 	if k == MsgTagHandoff {

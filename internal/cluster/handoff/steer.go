@@ -181,6 +181,9 @@ func (s *Steer) noEarlyDemux() error {
 // port to the node's fwmark, consulted for every packet to the VIP.
 type flowMap interface {
 	put(f Flow, mark uint32, node netip.Addr) error
+	// putAll steers every flow of fs to one node (a batched report of
+	// moves: the eBPF backend makes it one system call).
+	putAll(fs []Flow, mark uint32, node netip.Addr) error
 	del(fs []Flow) error
 	count() (int, error)
 	close() error
@@ -271,6 +274,17 @@ func (s *nftMap) put(f Flow, mark uint32, _ netip.Addr) error {
 	// meta mark is host order
 	e := nftables.SetElement{Key: flowKey(f), Val: binary.NativeEndian.AppendUint32(nil, mark)}
 	if err := s.conn.SetAddElements(s.set, []nftables.SetElement{e}); err != nil {
+		return err
+	}
+	return s.conn.Flush()
+}
+
+func (s *nftMap) putAll(fs []Flow, mark uint32, _ netip.Addr) error {
+	els := make([]nftables.SetElement, len(fs))
+	for i, f := range fs {
+		els[i] = nftables.SetElement{Key: flowKey(f), Val: binary.NativeEndian.AppendUint32(nil, mark)}
+	}
+	if err := s.conn.SetAddElements(s.set, els); err != nil {
 		return err
 	}
 	return s.conn.Flush()
@@ -411,6 +425,42 @@ func (s *Steer) Add(f Flow, node int) error {
 	}
 	s.flows[f] = node
 	s.Added.Add(1)
+	return nil
+}
+
+// AddFlows steers every flow of fs to node i, in one kernel update where
+// the backend allows (a node's batched report of the moves it took over:
+// one bpf(2) call instead of one per move). It returns once the kernel has
+// the entries; on error none of fs counts as steered here (the caller may
+// retry them one by one with Add).
+func (s *Steer) AddFlows(fs []Flow, node int) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.nodes[node]; !ok {
+		return fmt.Errorf("%w: %d", ErrUnknownNode, node)
+	}
+	if s.cfg.Backend != "bpf" {
+		var old []Flow
+		for _, f := range fs {
+			if n, ok := s.flows[f]; ok && n != node && n != held {
+				old = append(old, f)
+			}
+		}
+		if len(old) > 0 {
+			s.m.del(old)
+		}
+	}
+	if err := s.m.putAll(fs, s.Mark(node), s.nodes[node]); err != nil {
+		s.Errors.Add(1)
+		return fmt.Errorf("handoff: steer %d flows: %w", len(fs), err)
+	}
+	for _, f := range fs {
+		s.flows[f] = node
+	}
+	s.Added.Add(uint64(len(fs)))
 	return nil
 }
 

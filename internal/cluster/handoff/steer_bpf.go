@@ -42,6 +42,22 @@ type bpfMap struct {
 	// on the heap so that the kernel may read key and value through the
 	// addresses in its attr.
 	el *bpfElem
+	// batch is the scratch of putAll and del (under Steer.mu too).
+	batch *bpfBatch
+}
+
+// bpfBatch is a bpf(2) BPF_MAP_*_BATCH attribute and the keys and values
+// it points to.
+type bpfBatch struct {
+	attr         bpfBatchAttr
+	keys, values []byte
+}
+
+// bpfBatchAttr is union bpf_attr's batch member (include/uapi/linux/bpf.h).
+type bpfBatchAttr struct {
+	inBatch, outBatch, keys, values uint64
+	count, mapFD                    uint32
+	elemFlags, flags                uint64
 }
 
 // bpfElem is a bpf(2) BPF_MAP_*_ELEM attribute and the key and value it
@@ -58,8 +74,10 @@ type bpfElem struct {
 
 // bpf(2) commands (include/uapi/linux/bpf.h).
 const (
-	bpfMapUpdateElem = 2
-	bpfMapDeleteElem = 3
+	bpfMapUpdateElem  = 2
+	bpfMapDeleteElem  = 3
+	bpfMapUpdateBatch = 26
+	bpfMapDeleteBatch = 27
 )
 
 // elem runs one map command on key (and value for an update) with a raw
@@ -81,6 +99,40 @@ func (b *bpfMap) elem(cmd int, key []byte, value []byte) error {
 		return fmt.Errorf("bpf map command %d: %w", cmd, errno)
 	}
 	return nil
+}
+
+// batchCmd runs one batched map command on the first n keys (and values,
+// for an update) of b.batch with a raw system call, and returns how many
+// elements the kernel processed: all n, or those before the one that
+// failed.
+func (b *bpfMap) batchCmd(cmd int, n int) (int, error) {
+	e := b.batch
+	e.attr = bpfBatchAttr{}
+	e.attr.mapFD = uint32(b.m.FD())
+	e.attr.count = uint32(n)
+	e.attr.keys = uint64(uintptr(unsafe.Pointer(&e.keys[0])))
+	if cmd == bpfMapUpdateBatch {
+		e.attr.values = uint64(uintptr(unsafe.Pointer(&e.values[0])))
+	}
+	_, _, errno := unix.RawSyscall(unix.SYS_BPF, uintptr(cmd), uintptr(unsafe.Pointer(&e.attr)), unsafe.Sizeof(e.attr))
+	runtime.KeepAlive(e)
+	if errno != 0 {
+		return int(e.attr.count), fmt.Errorf("bpf batch command %d: %w", cmd, errno)
+	}
+	return n, nil
+}
+
+// fillKeys puts fs's keys into the batch scratch (from key 0).
+func (b *bpfMap) fillKeys(fs []Flow) {
+	e := b.batch
+	if cap(e.keys) < 8*len(fs) {
+		e.keys = make([]byte, 8*len(fs))
+		e.values = make([]byte, 8*len(fs))
+	}
+	e.keys, e.values = e.keys[:8*len(fs)], e.values[:8*len(fs)]
+	for i, f := range fs {
+		copy(e.keys[8*i:], flowKey(f))
+	}
 }
 
 // __sk_buff field offsets (include/uapi/linux/bpf.h).
@@ -165,7 +217,7 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 		m.Close()
 		return nil, fmt.Errorf("handoff: steer: attach tcx ingress on %s: %w", cfg.Dev, err)
 	}
-	return &bpfMap{m: m, prog: prog, l: l, el: new(bpfElem)}, nil
+	return &bpfMap{m: m, prog: prog, l: l, el: new(bpfElem), batch: new(bpfBatch)}, nil
 }
 
 func (b *bpfMap) put(f Flow, mark uint32, node netip.Addr) error {
@@ -176,12 +228,43 @@ func (b *bpfMap) put(f Flow, mark uint32, node netip.Addr) error {
 	return b.elem(bpfMapUpdateElem, flowKey(f), v[:])
 }
 
+// putAll updates every flow of fs in one BPF_MAP_UPDATE_BATCH call.
+func (b *bpfMap) putAll(fs []Flow, mark uint32, node netip.Addr) error {
+	if len(fs) == 1 {
+		return b.put(fs[0], mark, node)
+	}
+	b.fillKeys(fs)
+	a := node.As4()
+	v := b.batch.values
+	for i := range fs {
+		binary.NativeEndian.PutUint32(v[8*i:], mark)
+		copy(v[8*i+4:], a[:])
+	}
+	_, err := b.batchCmd(bpfMapUpdateBatch, len(fs))
+	return err
+}
+
+// del deletes fs's entries: one BPF_MAP_DELETE_BATCH call for several
+// (FIN-HANDOFF notices arrive batched), resumed after a key the map does
+// not hold (the kernel stops at the first ENOENT).
 func (b *bpfMap) del(fs []Flow) error {
+	if len(fs) == 1 {
+		if err := b.elem(bpfMapDeleteElem, flowKey(fs[0]), nil); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		return nil
+	}
 	var errs []error
-	for _, f := range fs {
-		if err := b.elem(bpfMapDeleteElem, flowKey(f), nil); err != nil && !errors.Is(err, unix.ENOENT) {
+	for len(fs) > 0 {
+		b.fillKeys(fs)
+		n, err := b.batchCmd(bpfMapDeleteBatch, len(fs))
+		if err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, err)
 		}
+		if err == nil {
+			break
+		}
+		fs = fs[min(n+1, len(fs)):] // skip the key that failed
 	}
 	return errors.Join(errs...)
 }

@@ -125,6 +125,27 @@ func testSteerTable(t *testing.T, backend string) {
 			t.Errorf("RemoveNode(1) = %d, %v; want 5", n, err)
 		}
 		check("node 1 dropped", 2)
+		// A batch of moves reported together: one update, then one
+		// removal that finds a key the kernel no longer has in the
+		// middle (the eBPF backend resumes after it).
+		batch := []Flow{flow(3000), flow(3001), flow(3002), flow(3003), flow(3004), flow(3005)}
+		if err := s.AddFlows(batch, 1); err != nil {
+			t.Errorf("AddFlows: %v", err)
+		}
+		check("six added in a batch", 8)
+		if err := s.AddFlows([]Flow{flow(3000), flow(1006)}, 0); err != nil {
+			t.Errorf("AddFlows (moves): %v", err)
+		}
+		check("two moved in a batch", 8)
+		if b, ok := s.m.(*bpfMap); ok {
+			if err := b.del([]Flow{flow(3002)}); err != nil {
+				t.Errorf("del: %v", err)
+			}
+		}
+		if n, err := s.RemoveFlows(batch); n != 6 || err != nil {
+			t.Errorf("RemoveFlows of the batch = %d, %v; want 6", n, err)
+		}
+		check("the batch removed", 2)
 		// Hold: a kernel entry with no node (eBPF only), replaced in place
 		// by Add, released by Remove.
 		err = s.Hold(flow(2000))
