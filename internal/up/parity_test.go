@@ -194,13 +194,15 @@ func zipfTrace(t *testing.T) string {
 	return p
 }
 
-// parityTrace replays one trace live and simulated for every path and
-// policy and returns the rows.
-func parityTrace(t *testing.T, pc parityCase, paths, pols []string) []parityRow {
+// parityCluster is the parity replays' cluster configuration (4 nodes
+// with 2 MiB gdsf caches under policy, on the site made from pc's trace)
+// and the trace's requests for that site, live (urls) and for the
+// simulator.
+func parityCluster(t *testing.T, pc parityCase, policy string) (Config, []string, []sim.Access) {
 	t.Helper()
-	dataDir := t.TempDir()
-	cfg := Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: dataDir, Nodes: 4, CacheMB: 2, Cache: "gdsf",
-		SiteFromTrace: pc.Path, HealthInterval: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), Nodes: 4, CacheMB: 2, Cache: "gdsf",
+		SiteFromTrace: pc.Path, HealthInterval: time.Second, Policy: policy,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := cfg.fill(); err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +212,14 @@ func parityTrace(t *testing.T, pc parityCase, paths, pols []string) []parityRow 
 	}
 	cfg.Site, cfg.SiteFromTrace = root, ""
 	urls, accesses := parityWorkload(t, pc, root)
+	return cfg, urls, accesses
+}
+
+// parityTrace replays one trace live and simulated for every path and
+// policy and returns the rows.
+func parityTrace(t *testing.T, pc parityCase, paths, pols []string) []parityRow {
+	t.Helper()
+	cfg, urls, accesses := parityCluster(t, pc, "")
 	t.Logf("%s: %d of its first records name files of the site", pc.Name, len(urls))
 	var rows []parityRow
 	for _, path := range paths {

@@ -3,7 +3,6 @@ package up
 import (
 	"bufio"
 	"io"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -95,19 +94,7 @@ func TestTagMovesLiveVsSim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays a trace through a live multi-process cluster; skipped with -short")
 	}
-	pc := parityCase{Name: "nasa-small", Path: paritySmall}
-	cfg := Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), Nodes: 4, CacheMB: 2, Cache: "gdsf",
-		SiteFromTrace: pc.Path, HealthInterval: time.Second, Policy: "tbccrd",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if err := cfg.fill(); err != nil {
-		t.Fatal(err)
-	}
-	root, _, err := prepareSite(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Site, cfg.SiteFromTrace = root, ""
-	urls, acc := parityWorkload(t, pc, root)
+	cfg, urls, acc := parityCluster(t, parityCase{Name: "nasa-small", Path: paritySmall}, "tbccrd")
 	logs, err := os.CreateTemp(t.TempDir(), "nodes-*.log")
 	if err != nil {
 		t.Fatal(err)
@@ -170,19 +157,7 @@ func TestHybridSharesTagWork(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays a trace through a live multi-process cluster; skipped with -short")
 	}
-	pc := parityCase{Name: "nasa-small", Path: paritySmall}
-	cfg := Config{Listen: "127.0.0.1:0", Admin: "off", DataDir: t.TempDir(), Nodes: 4, CacheMB: 2, Cache: "gdsf",
-		SiteFromTrace: pc.Path, HealthInterval: time.Second, Policy: "tbccrd",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if err := cfg.fill(); err != nil {
-		t.Fatal(err)
-	}
-	root, _, err := prepareSite(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Site, cfg.SiteFromTrace = root, ""
-	urls, _ := parityWorkload(t, pc, root)
+	cfg, urls, _ := parityCluster(t, parityCase{Name: "nasa-small", Path: paritySmall}, "tbccrd")
 	for _, cpu := range []float64{1000, 0.01} {
 		p, err := StartProcs(cfg, ProcsConfig{Path: "hybrid", Exe: shoalBinary(t), hybridCPU: cpu})
 		if err != nil {
