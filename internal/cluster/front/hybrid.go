@@ -66,7 +66,8 @@ func (h *HybridConfig) fill() {
 // keep its CPU near CPUPercent (relayShare) and lets the nodes move the
 // rest among themselves; when it has room for more it tells the nodes
 // (handoff.TableRoom, each node the whole room), which then hand
-// connections back instead of moving them. Seed 000's nodes and seed 002's loaded front thus share the work.
+// connections back instead of moving them. Seed 000's moving nodes and
+// seed 002's loaded front thus share the work.
 func Hybrid(handoff DataPath) func(d policy.Decision, x *Exchange) DataPath {
 	h := &hybrid{handoff: handoff, relay: Relay()}
 	if p, ok := handoff.(*passfdPath); ok {
