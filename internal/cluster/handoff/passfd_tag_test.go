@@ -229,13 +229,7 @@ func TestTagMoveRefused(t *testing.T) {
 // acknowledging it (the kernel closes the descriptor it held); the sender's
 // copy keeps the client's connection open and goes to the front.
 func TestTagMoveReceiverDies(t *testing.T) {
-	dir := shortTempDir(t)
-	path := filepath.Join(dir, "b.sock")
-	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ul.Close()
+	path, ul := packetListener(t, "b.sock")
 	go func() { // a node that reads one move and dies
 		uc, err := ul.AcceptUnix()
 		if err != nil {
@@ -247,7 +241,7 @@ func TestTagMoveReceiverDies(t *testing.T) {
 		}
 		uc.Close()
 	}()
-	f, a, c, client := tagSetup(t, dir, path)
+	f, a, c, client := tagSetup(t, filepath.Dir(path), path)
 	if err := c.MoveTo(1, "/x", []byte("GET /x HTTP/1.1\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -286,6 +280,19 @@ func waitFor(t *testing.T, ok func() bool) {
 }
 
 // shortTempDir is a folder for sockets (paths are limited to 107 bytes).
+// packetListener listens on a unixpacket socket name in a short temporary
+// folder, closed when the test ends, as a node's handoff socket does.
+func packetListener(t *testing.T, name string) (string, *net.UnixListener) {
+	t.Helper()
+	path := filepath.Join(shortTempDir(t), name)
+	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ul.Close() })
+	return path, ul
+}
+
 func shortTempDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "shoal-tag-")
@@ -302,13 +309,7 @@ func shortTempDir(t *testing.T) string {
 // OnDisconnect (an acknowledgement queued by a node that died after it
 // still settles its move).
 func TestPolledClient(t *testing.T) {
-	dir := shortTempDir(t)
-	path := filepath.Join(dir, "n.sock")
-	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ul.Close()
+	path, ul := packetListener(t, "n.sock")
 	acked, closeNode := make(chan struct{}), make(chan struct{})
 	go func() { // a node that acknowledges two messages, then goes away
 		uc, err := ul.AcceptUnix()
@@ -357,13 +358,7 @@ func TestPolledClient(t *testing.T) {
 // away settles what the node had acknowledged first, then reports the
 // disconnect once, as the reader goroutine of an unpolled client would.
 func TestPolledClientSendToDeadNode(t *testing.T) {
-	dir := shortTempDir(t)
-	path := filepath.Join(dir, "n.sock")
-	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ul.Close()
+	path, ul := packetListener(t, "n.sock")
 	gone := make(chan struct{})
 	go func() { // a node that acknowledges one message and dies
 		defer close(gone)
