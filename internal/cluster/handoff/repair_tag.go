@@ -589,19 +589,11 @@ func (r *repairRouter) flush() {
 	if len(mv) > 0 {
 		fs = append(fs, frame{MsgFlowMoved, mv})
 	}
-	for len(left) > 0 {
-		n := min(len(left), maxNotesFrame/flowLeftLen*flowLeftLen)
-		fs = append(fs, frame{MsgFlowLeft, left[:n]})
-		left = left[n:]
-	}
+	fs = appendRecordFrames(fs, MsgFlowLeft, left, flowLeftLen)
 	if len(b) > 0 {
 		fs = append(fs, frame{MsgNotes, b})
 	}
-	for len(fins) > 0 {
-		n := min(len(fins), maxNotesFrame/finLen*finLen)
-		fs = append(fs, frame{MsgFinHandoff, fins[:n]})
-		fins = fins[n:]
-	}
+	fs = appendRecordFrames(fs, MsgFinHandoff, fins, finLen)
 	if len(fs) == 0 || front.sendFrames(fs) != nil {
 		return
 	}
@@ -650,3 +642,14 @@ func (r *repairRouter) close() {
 // errNoFront refuses a node-to-node move to a node the front has not spoken
 // to: it could not tell the front to steer the flow.
 var errNoFront = errors.New("handoff: no front channel to report the move to")
+
+// appendRecordFrames appends frames of kind carrying b, a run of records of
+// recLen bytes each, cut between records so no frame is over maxNotesFrame.
+func appendRecordFrames(fs []frame, kind MsgKind, b []byte, recLen int) []frame {
+	for len(b) > 0 {
+		n := min(len(b), maxNotesFrame/recLen*recLen)
+		fs = append(fs, frame{kind, b[:n]})
+		b = b[n:]
+	}
+	return fs
+}
