@@ -27,8 +27,9 @@ func (m memFlowMap) del(fs []Flow) error {
 	}
 	return nil
 }
-func (m memFlowMap) count() (int, error) { return len(m), nil }
-func (m memFlowMap) close() error        { return nil }
+func (m memFlowMap) count() (int, error)      { return len(m), nil }
+func (m memFlowMap) close() error             { return nil }
+func (m memFlowMap) setSlots([][8]byte) error { return nil }
 
 // testFlow is a flow from client port port.
 func testFlow(port uint16) Flow {

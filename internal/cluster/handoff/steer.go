@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,7 @@ type Steer struct {
 	m          flowMap      // the kernel's flow → mark map (nftables or eBPF)
 	flows      map[Flow]int // flow → node index
 	nodes      map[int]netip.Addr
+	slots      []int  // the nodes that accept (SetSlots)
 	moved      bool   // the local rule was moved
 	earlyDemux []byte // tcp_early_demux before NewSteer, restored by Close
 
@@ -186,6 +188,8 @@ type flowMap interface {
 	putAll(fs []Flow, mark uint32, node netip.Addr) error
 	del(fs []Flow) error
 	count() (int, error)
+	// setSlots writes the direct-accept table (Steer.SetSlots).
+	setSlots(vals [][8]byte) error
 	close() error
 }
 
@@ -305,6 +309,8 @@ func (s *nftMap) count() (int, error) {
 	els, err := s.conn.GetSetElements(s.set)
 	return len(els), err
 }
+
+func (s *nftMap) setSlots([][8]byte) error { return errors.ErrUnsupported }
 
 func (s *nftMap) close() error {
 	s.conn.DelTable(s.table)
@@ -521,6 +527,72 @@ func (s *Steer) RemoveNode(node int) (int, error) {
 		}
 	}
 	return len(fs), s.removeLocked(fs)
+}
+
+// SetSlots makes the nodes in accept take new connections straight from
+// the clients: every segment of a flow the map does not hold, SYN
+// included, goes to the node of the flow's slot (steerProgram), which
+// accepts it on the VIP and reports it; an empty accept gives new
+// connections back to the front. Each of the SteerSlots slots goes to the
+// node of accept with the highest hash of (slot, node) — rendezvous
+// hashing, so that a node joining or leaving moves only the slots it
+// takes or had, and the connections too young to be in the map break only
+// there. Only the eBPF backend has slots (errors.ErrUnsupported otherwise).
+func (s *Steer) SetSlots(accept []int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, i := range accept {
+		if _, ok := s.nodes[i]; !ok {
+			return fmt.Errorf("%w: %d", ErrUnknownNode, i)
+		}
+	}
+	vals := make([][8]byte, SteerSlots)
+	for k, i := range slotOwners(accept) {
+		if i >= 0 {
+			binary.NativeEndian.PutUint32(vals[k][:], s.Mark(i))
+			a := s.nodes[i].As4()
+			copy(vals[k][4:], a[:])
+		}
+	}
+	if err := s.m.setSlots(vals); err != nil {
+		return fmt.Errorf("handoff: steer: slots: %w", err)
+	}
+	s.slots = slices.Clone(accept)
+	return nil
+}
+
+// Slots is the node each slot names (-1: the front accepts), as SetSlots
+// last wrote them.
+func (s *Steer) Slots() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slotOwners(s.slots)
+}
+
+// slotOwners is the node of accept each slot goes to: the one with the
+// highest slotHash (-1 when accept is empty).
+func slotOwners(accept []int) []int {
+	out := make([]int, SteerSlots)
+	for k := range out {
+		out[k] = -1
+		best := uint64(0)
+		for _, i := range accept {
+			if h := slotHash(k, i); out[k] < 0 || h > best {
+				out[k], best = i, h
+			}
+		}
+	}
+	return out
+}
+
+// slotHash is rendezvous hashing's weight of node i for slot k
+// (splitmix64 of both).
+func slotHash(k, i int) uint64 {
+	x := uint64(k)<<32 | uint64(uint32(i))
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // Len is the number of steered flows.

@@ -19,8 +19,9 @@ import (
 
 // bpfMap is Steer's eBPF backend: a hash map (client address . port →
 // fwmark, node address) read by a small TCX ingress program on the front's
-// interface towards the clients. For a TCP packet to VIP:port without SYN
-// whose key is in the map, the program sets skb->mark and sends the frame
+// interface towards the clients (steerProgram). For a TCP packet to VIP:port
+// whose key is in the map (or, when nodes accept, whose slot names a node),
+// the program sets skb->mark and sends the frame
 // straight back out of the interface to the node's MAC with
 // bpf_redirect_neigh, before the front's IP stack sees it (no routing, no
 // prerouting hook, no forwarding path; the fwmark routes stay as a
@@ -36,7 +37,10 @@ import (
 // and leaves every other packet alone.
 type bpfMap struct {
 	m    *ebpf.Map
-	prog *ebpf.Program
+	// slots is the direct-accept table (Steer.SetSlots): SteerSlots
+	// entries of mark and node address, all zero while the front accepts.
+	slots *ebpf.Map
+	prog  *ebpf.Program
 	l    link.Link
 	// el is the scratch of put and del (Steer.mu serialises them): it lives
 	// on the heap so that the kernel may read key and value through the
@@ -157,67 +161,26 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 	// Packet bytes loaded as little-endian words compare against these.
 	vipLE := int32(binary.LittleEndian.Uint32(vip[:]))
 	portLE := int32(binary.LittleEndian.Uint16(port[:]))
-	const (
-		ipOff  = 14
-		tcpOff = ipOff + 20
-	)
-	insns := append(ipv4TCPPrologue(tcpOff), asm.Instructions{
-		asm.LoadMem(asm.R5, asm.R2, ipOff+16, asm.Word),
-		asm.JNE.Imm32(asm.R5, vipLE, "pass"),
-		asm.LoadMem(asm.R5, asm.R2, tcpOff+2, asm.Half),
-		asm.JNE.Imm(asm.R5, portLE, "pass"),
-		asm.LoadMem(asm.R5, asm.R2, tcpOff+13, asm.Byte),
-		asm.And.Imm(asm.R5, 0x02), // never steer a SYN
-		asm.JNE.Imm(asm.R5, 0, "pass"),
-		// key on the stack: saddr, sport, 0 0
-		asm.LoadMem(asm.R5, asm.R2, ipOff+12, asm.Word),
-		asm.StoreMem(asm.RFP, -8, asm.R5, asm.Word),
-		asm.LoadMem(asm.R5, asm.R2, tcpOff, asm.Half),
-		asm.StoreMem(asm.RFP, -4, asm.R5, asm.Word),
-		asm.LoadMapPtr(asm.R1, m.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -8),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "pass"),
-		// value: mark (u32), node IPv4 address (network order)
-		asm.LoadMem(asm.R5, asm.R0, 0, asm.Word),
-		asm.StoreMem(asm.R6, skbMark, asm.R5, asm.Word),
-		asm.LoadMem(asm.R5, asm.R0, 4, asm.Word),
-		asm.JEq.Imm(asm.R5, 0, "drop"), // node 0.0.0.0: the flow is held (Steer.Hold)
-		// struct bpf_redir_neigh { u32 nh_family; be32 ipv4_nh; u32 pad[3] } at fp-32
-		asm.StoreImm(asm.RFP, -32, 2, asm.Word), // AF_INET
-		asm.StoreMem(asm.RFP, -28, asm.R5, asm.Word),
-		asm.StoreImm(asm.RFP, -24, 0, asm.Word),
-		asm.StoreImm(asm.RFP, -20, 0, asm.Word),
-		asm.StoreImm(asm.RFP, -16, 0, asm.Word),
-		// bpf_redirect_neigh(ifindex, &nh, 20, 0): straight out of the same
-		// interface to the node's MAC, skipping the front's IP stack (no
-		// routing, no forwarding path) — LVS direct routing in the driver
-		// hook.
-		asm.Mov.Imm(asm.R1, int32(ifc.Index)),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -32),
-		asm.Mov.Imm(asm.R3, 20),
-		asm.Mov.Imm(asm.R4, 0),
-		asm.FnRedirectNeigh.Call(),
-		asm.Return(),                               // TC_ACT_REDIRECT (7) from the helper, or TC_ACT_SHOT on error
-		asm.Mov.Imm(asm.R0, -1).WithSymbol("pass"), // TCX_NEXT: continue as if no program ran
-		asm.Return(),
-		asm.Mov.Imm(asm.R0, 2).WithSymbol("drop"), // TC_ACT_SHOT: the client retransmits later
-		asm.Return(),
-	}...)
+	slots, err := ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_slots", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: SteerSlots})
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("handoff: steer: bpf map: %w", err)
+	}
+	insns := steerProgram(m, slots, vipLE, portLE, int32(ifc.Index))
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "shoal_steer", Type: ebpf.SchedCLS, License: "Apache-2.0", Instructions: insns})
 	if err != nil {
 		m.Close()
+		slots.Close()
 		return nil, fmt.Errorf("handoff: steer: load bpf program: %w", err)
 	}
 	l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: prog, Attach: ebpf.AttachTCXIngress})
 	if err != nil {
 		prog.Close()
 		m.Close()
+		slots.Close()
 		return nil, fmt.Errorf("handoff: steer: attach tcx ingress on %s: %w", cfg.Dev, err)
 	}
-	return &bpfMap{m: m, prog: prog, l: l, el: new(bpfElem), batch: new(bpfBatch)}, nil
+	return &bpfMap{m: m, slots: slots, prog: prog, l: l, el: new(bpfElem), batch: new(bpfBatch)}, nil
 }
 
 func (b *bpfMap) put(f Flow, mark uint32, node netip.Addr) error {
@@ -280,7 +243,106 @@ func (b *bpfMap) count() (int, error) {
 }
 
 func (b *bpfMap) close() error {
-	return errors.Join(b.l.Close(), b.prog.Close(), b.m.Close())
+	return errors.Join(b.l.Close(), b.prog.Close(), b.m.Close(), b.slots.Close())
+}
+
+// steerProgram is the steering program over the flow map m and the slot
+// table slots. For a TCP segment to the VIP and port (vipLE, portLE: as a
+// little-endian load of the packet's bytes reads them):
+//
+//   - a flow in m goes where its entry says (dropped while held);
+//   - any other segment, the SYN of a new connection included, goes to the
+//     node of its slot, hash(client address, port) mod SteerSlots, when the
+//     slot names one (nodes accept: Steer.SetSlots) — stateless, like LVS's
+//     or Maglev's consistent hashing, so a SYN flood allocates nothing here;
+//   - otherwise it passes to the front's stack. A SYN passes whenever its
+//     slot is empty, even if m has an entry (the front accepts, and a new
+//     connection on a 4-tuple whose entry is still present must reach it).
+func steerProgram(m, slots *ebpf.Map, vipLE, portLE, ifindex int32) asm.Instructions {
+	const (
+		ipOff  = 14
+		tcpOff = ipOff + 20
+	)
+	return append(ipv4TCPPrologue(tcpOff), asm.Instructions{
+		asm.LoadMem(asm.R5, asm.R2, ipOff+16, asm.Word),
+		asm.JNE.Imm32(asm.R5, vipLE, "pass"),
+		asm.LoadMem(asm.R5, asm.R2, tcpOff+2, asm.Half),
+		asm.JNE.Imm(asm.R5, portLE, "pass"),
+		asm.LoadMem(asm.R7, asm.R2, tcpOff+13, asm.Byte),
+		asm.And.Imm(asm.R7, 0x02), // R7: SYN
+		// flow key on the stack: saddr, sport, 0 0
+		asm.LoadMem(asm.R5, asm.R2, ipOff+12, asm.Word),
+		asm.StoreMem(asm.RFP, -8, asm.R5, asm.Word),
+		asm.LoadMem(asm.R4, asm.R2, tcpOff, asm.Half),
+		asm.StoreMem(asm.RFP, -4, asm.R4, asm.Word),
+		// slot key at fp-12: (saddr ^ sport) * golden ratio, top 8 bits
+		asm.Xor.Reg32(asm.R5, asm.R4),
+		asm.Mul.Imm32(asm.R5, -1640531535), // 0x9E3779B1
+		asm.RSh.Imm32(asm.R5, 32-steerSlotBits),
+		asm.StoreMem(asm.RFP, -12, asm.R5, asm.Word),
+		asm.LoadMapPtr(asm.R1, slots.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -12),
+		asm.FnMapLookupElem.Call(),
+		asm.Mov.Reg(asm.R8, asm.R0), // R8: the slot's entry, or 0
+		asm.JEq.Imm(asm.R8, 0, "noslot"),
+		asm.LoadMem(asm.R5, asm.R8, 4, asm.Word),
+		asm.JNE.Imm(asm.R5, 0, "flow"),
+		asm.Mov.Imm(asm.R8, 0).WithSymbol("noslot"),
+		asm.JNE.Imm(asm.R7, 0, "pass"), // a SYN and no node accepts: the front's
+		asm.LoadMapPtr(asm.R1, m.FD()).WithSymbol("flow"),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -8),
+		asm.FnMapLookupElem.Call(),
+		asm.JNE.Imm(asm.R0, 0, "steer"),
+		asm.JEq.Imm(asm.R8, 0, "pass"),
+		asm.Mov.Reg(asm.R0, asm.R8),
+		// value: mark (u32), node IPv4 address (network order)
+		asm.LoadMem(asm.R5, asm.R0, 0, asm.Word).WithSymbol("steer"),
+		asm.StoreMem(asm.R6, skbMark, asm.R5, asm.Word),
+		asm.LoadMem(asm.R5, asm.R0, 4, asm.Word),
+		asm.JEq.Imm(asm.R5, 0, "drop"), // node 0.0.0.0: the flow is held (Steer.Hold)
+		// struct bpf_redir_neigh { u32 nh_family; be32 ipv4_nh; u32 pad[3] } at fp-32
+		asm.StoreImm(asm.RFP, -32, 2, asm.Word), // AF_INET
+		asm.StoreMem(asm.RFP, -28, asm.R5, asm.Word),
+		asm.StoreImm(asm.RFP, -24, 0, asm.Word),
+		asm.StoreImm(asm.RFP, -20, 0, asm.Word),
+		asm.StoreImm(asm.RFP, -16, 0, asm.Word),
+		// bpf_redirect_neigh(ifindex, &nh, 20, 0): straight out of the same
+		// interface to the node's MAC, skipping the front's IP stack (no
+		// routing, no forwarding path) — LVS direct routing in the driver
+		// hook.
+		asm.Mov.Imm(asm.R1, ifindex),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -32),
+		asm.Mov.Imm(asm.R3, 20),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnRedirectNeigh.Call(),
+		asm.Return(),                               // TC_ACT_REDIRECT (7) from the helper, or TC_ACT_SHOT on error
+		asm.Mov.Imm(asm.R0, -1).WithSymbol("pass"), // TCX_NEXT: continue as if no program ran
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, 2).WithSymbol("drop"), // TC_ACT_SHOT: the client retransmits later
+		asm.Return(),
+	}...)
+}
+
+// steerSlotBits is log2 of SteerSlots.
+const steerSlotBits = 8
+
+// SteerSlots is the size of the direct-accept table: a new connection goes
+// to the node of slot hash(client address, port) mod SteerSlots. 256 slots
+// spread the connections of up to a few dozen nodes within a few percent.
+const SteerSlots = 1 << steerSlotBits
+
+// setSlots writes the slot table: vals[k] is slot k's mark and node
+// address (zero: none).
+func (b *bpfMap) setSlots(vals [][8]byte) error {
+	for k := range vals {
+		if err := b.slots.Update(uint32(k), vals[k][:], ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("slot %d: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // ipv4TCPPrologue is the start the steering and guard programs share: it
