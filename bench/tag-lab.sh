@@ -3,7 +3,10 @@
 # repair lab): relay against the repair path in tag mode (the node holding a
 # connection moves it with TCP_REPAIR to the node the front's table names,
 # docs/datapaths.md) and against the repair path whose connections stay
-# where their first request sent them (--repair-moves front).
+# where their first request sent them (--repair-moves front), and ("accept")
+# against tag mode in which the nodes accept new connections themselves
+# (--repair-accept nodes: the front's steering program sends each new
+# connection's SYN to a node, the front leaves the connection path).
 #
 # Set-up (`shoal lab up`, network namespaces on one bridge; root only):
 # NODES `shoal node` (pinned to LOAD_CORE) serve FILES files of 1 KB with a
@@ -26,7 +29,7 @@
 #
 # Usage: sudo bench/tag-lab.sh
 # Env:   RUNS=3 DURATION=5s WARM=2s CONNS=16 NODES=3 FILES=200
-#        FRONT_CORE=0 LOAD_CORE=1 SHOAL=path/to/shoal PATHS="relay tag first"
+#        FRONT_CORE=0 LOAD_CORE=1 SHOAL=path/to/shoal PATHS="relay tag first accept"
 #        PERF=/tmp/front.perf (perf record of each front during its runs)
 #        STAT=/tmp/front.stat (perf stat of each front during its runs:
 #        task-clock, context switches and every system call by name; with
@@ -49,7 +52,7 @@ NODES=${NODES:-3}
 FILES=${FILES:-200}
 FRONT_CORE=${FRONT_CORE:-0}
 LOAD_CORE=${LOAD_CORE:-1}
-PATHS=${PATHS:-"relay tag first"}
+PATHS=${PATHS:-"relay tag first accept"}
 
 BENCH=tag-lab
 cd "$(dirname "$0")/.."
@@ -114,6 +117,7 @@ start_front() { # start_front PATH
 	relay) args+=(--path relay) ;;
 	tag) args+=(--path repair --repair-key-file "$W/key" --repair-moves nodes) ;;
 	first) args+=(--path repair --repair-key-file "$W/key" --repair-moves front) ;;
+	accept) args+=(--path repair --repair-key-file "$W/key" --repair-moves nodes --repair-accept nodes) ;;
 	esac
 	GOMAXPROCS=1 ip netns exec "$NS-front" taskset -c "$FRONT_CORE" "$SHOAL" "${args[@]}" 2>"$W/front-$1.log" &
 	FRONTPID=$!
@@ -164,7 +168,7 @@ for run in $(seq "$RUNS"); do
 		stop_pids "${NODEPIDS[@]}"
 		PIDS=() # gone: their ids may be reused
 		[ -z "${KEEP:-}" ] || { mkdir -p "$KEEP/$run-$path" && cp "$W"/*.log "$KEEP/$run-$path/"; }
-		grep -ho 'moved_out=[0-9]* move_failed=[0-9]* move_lost=[0-9]* asked=[0-9]* forward_late=[0-9]*' "$W"/node*.log >&2 || true
+		grep -ho 'moved_out=[0-9]* move_failed=[0-9]* move_lost=[0-9]* asked=[0-9]* forward_late=[0-9]*\|accepted=[0-9]*' "$W"/node*.log | paste -sd' ' >&2 || true
 	done
 done
 

@@ -48,6 +48,7 @@ var frontFlagKeys = map[string]string{
 	"repair-dev":             "repair.dev",
 	"repair-steer":           "repair.steer",
 	"repair-moves":           "repair.moves",
+	"repair-accept":          "repair.accept",
 	"access-log":             "access_log",
 	"access-log-format":      "access_log_format",
 	"log-level":              "log_level",
@@ -117,6 +118,7 @@ func frontFileFlags(f config.Front) map[string]string {
 		"repair-dev":      f.Repair.Dev,
 		"repair-steer":    f.Repair.Steer,
 		"repair-moves":    f.Repair.Moves,
+		"repair-accept":   f.Repair.Accept,
 	}
 }
 

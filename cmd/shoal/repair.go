@@ -20,6 +20,7 @@ type repairFlags struct {
 	dev     *string
 	steer   *string
 	moves   *string
+	accept  *string
 	listen  *string // node only
 	maxConn *int    // node only
 }
@@ -30,6 +31,7 @@ func addRepairFrontFlags(fs *flag.FlagSet, def config.Repair) *repairFlags {
 		port:    fs.Int("repair-port", def.Port, "--path repair: the nodes' handoff port (shoal node --repair-listen)"),
 		dev:     fs.String("repair-dev", def.Dev, "--path repair: interface towards the nodes (default: the one holding the listen address)"),
 		steer:   fs.String("repair-steer", def.Steer, "--path repair: per-flow steering: bpf (TCX program, kernel ≥ 6.6), nftables, or auto (bpf, else nftables)"),
+		accept:  fs.String("repair-accept", def.Accept, "--path repair in tag mode (tbccrd, --repair-moves nodes): front (the front accepts each new connection and hands it over) or nodes (the steering program sends a new connection straight to a node, which accepts it on the VIP; the front leaves the connection path; bpf steering only)"),
 		moves:   fs.String("repair-moves", def.Moves, "--path repair under a policy that shares its URL table (tbccrd): nodes (the node holding a connection moves it with TCP_REPAIR to the node the table names for each request) or front (a connection stays where its first request sent it)"),
 	}
 }

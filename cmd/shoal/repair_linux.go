@@ -28,8 +28,11 @@ func (rf *repairFlags) frontPath(listen string, logger *slog.Logger) (front.Data
 	if err != nil {
 		return nil, nil, fmt.Errorf("--repair-moves: %w", err)
 	}
+	if *rf.accept != "front" && *rf.accept != "nodes" {
+		return nil, nil, fmt.Errorf("--repair-accept %q: want front or nodes", *rf.accept)
+	}
 	rp, err := front.Repair(front.RepairConfig{Key: key, VIP: vip, Dev: *rf.dev, Port: *rf.port,
-		Steer: handoff.SteerConfig{Backend: *rf.steer}, Moves: moves})
+		Steer: handoff.SteerConfig{Backend: *rf.steer}, Moves: moves, NodesAccept: *rf.accept == "nodes"})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -60,7 +63,7 @@ func (rf *repairFlags) startNode(srv *node.Server, logf func(msg string, args ..
 		a := rl.Auth()
 		logf("repair handoff port closed", "restored", rl.Restored.Load(), "failed", rl.Failed.Load(),
 			"fin_handoff", rl.Fins.Load(), "moved_out", rl.MovedOut.Load(), "move_failed", rl.MoveFailed.Load(),
-			"move_lost", rl.MoveLost.Load(), "flows_left", rl.Left.Load(), "asked", rl.Asked.Load(), "forward_late", rl.ForwardLate.Load(), "guard_dropped", guardDropped(rl), "limited", rl.Limited.Load(), "refused", rl.Refused.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
+			"move_lost", rl.MoveLost.Load(), "flows_left", rl.Left.Load(), "asked", rl.Asked.Load(), "accepted", rl.Accepted.Load(), "forward_late", rl.ForwardLate.Load(), "guard_dropped", guardDropped(rl), "limited", rl.Limited.Load(), "refused", rl.Refused.Load(), "forged", a.Forged.Load(), "replayed", a.Replayed.Load(),
 			"stale", a.Stale.Load(), "malformed", a.Malformed.Load())
 		rl.Close()
 	}, nil

@@ -277,6 +277,11 @@ type Repair struct {
 	// front (a connection stays where its first request sent it).
 	// Default "nodes".
 	Moves string `toml:"moves"`
+	// Accept says who accepts new connections in tag mode: front (the
+	// front accepts each one and hands it over) or nodes (the front's
+	// steering program sends a new connection's SYN straight to a node,
+	// which accepts it on the VIP and reports it). Default "front".
+	Accept string `toml:"accept"`
 }
 
 // Tuning holds the policies' knobs: the [tuning] table, which
@@ -331,6 +336,7 @@ func (f *Front) fill() {
 	def(&f.Path, "relay")
 	def(&f.Repair.Steer, "auto")
 	def(&f.Repair.Moves, "nodes")
+	def(&f.Repair.Accept, "front")
 	def(&f.PassFDMoves, "nodes")
 	num(&f.Repair.Port, front.DefaultRepairPort)
 	if f.Hybrid.CPUPercent == 0 {
@@ -508,6 +514,9 @@ func (f *Front) validate(name string, data []byte) []error {
 	}
 	if !slices.Contains([]string{"nodes", "front"}, f.Repair.Moves) {
 		bad([]string{"repair", "moves"}, fmt.Sprintf("repair moves %q is unknown", f.Repair.Moves), "use nodes or front")
+	}
+	if !slices.Contains([]string{"nodes", "front"}, f.Repair.Accept) {
+		bad([]string{"repair", "accept"}, fmt.Sprintf("repair accept %q is unknown", f.Repair.Accept), "use front or nodes")
 	}
 	if f.Limits.MaxConnPerNode < 0 {
 		bad([]string{"limits", "max_conn_per_node"}, "max_conn_per_node is negative", "use a positive count such as 256")

@@ -200,7 +200,7 @@ func TestNodeTemplateIsDefaults(t *testing.T) {
 // their flags do and refuse nonsense.
 func TestFrontHybridRepairKeys(t *testing.T) {
 	d := DefaultFront()
-	if d.Hybrid != (Hybrid{CPUPercent: 30, Conns: 130, SizeKB: 100}) || d.Repair != (Repair{Port: 7070, Steer: "auto", Moves: "nodes"}) {
+	if d.Hybrid != (Hybrid{CPUPercent: 30, Conns: 130, SizeKB: 100}) || d.Repair != (Repair{Port: 7070, Steer: "auto", Moves: "nodes", Accept: "front"}) {
 		t.Errorf("defaults: hybrid %+v, repair %+v", d.Hybrid, d.Repair)
 	}
 	f, err := ParseFront("f.toml", []byte("[hybrid]\ncpu_percent = -1\nsite = \"/srv\"\n[repair]\nkey_file = \"/k\"\nsteer = \"bpf\"\n"))

@@ -47,6 +47,13 @@ type RepairConfig struct {
 	// TagFlush is how long the front gathers table changes before it
 	// pushes them (default DefaultRepairTagFlush).
 	TagFlush time.Duration
+	// NodesAccept, in tag mode, has the nodes accept new connections
+	// themselves (repair_tag.go, handoff's repair_accept.go): the front's
+	// steering program sends a new flow's SYN straight to a node and the
+	// front never accepts, freezes or hands over a connection while a node
+	// accepts. Default false: the front accepts and hands each connection
+	// over.
+	NodesAccept bool
 }
 
 // RepairPath is the repair data path (seed 002, SPEC §4): the front reads a
@@ -95,7 +102,7 @@ func Repair(cfg RepairConfig) (*RepairPath, error) {
 	p := &RepairPath{cfg: cfg}
 	m, err := handoff.NewRepairMover(handoff.RepairMoverConfig{
 		Key: cfg.Key, VIP: cfg.VIP, Dev: cfg.Dev, Timeout: cfg.Timeout, Linger: cfg.Linger, Steer: cfg.Steer,
-		OnNodeDown: p.nodeDown, OnEnd: p.end, OnMoved: p.tagMoved, OnTag: p.tagMsg,
+		OnNodeDown: p.nodeDown, OnEnd: p.end, OnMoved: p.tagMoved, OnTag: p.tagMsg, NodesAccept: cfg.NodesAccept,
 		OnError: func(err error) {
 			if s := p.s.Load(); s != nil {
 				s.logf("front: repair: %v", err)
@@ -185,6 +192,7 @@ func (p *RepairPath) nodeDown(idx, dropped int, err error) {
 		s.cl.ReleaseNode(idx) // held.go
 		s.logf("front: repair: channel to node %d broke (%v): dropped %d flows", idx, err, dropped)
 	}
+	p.kickPush() // no new connections for it (accepting)
 }
 
 // Serve moves the client connection of x to x.Backend, or relays when that

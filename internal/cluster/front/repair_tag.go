@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,8 @@ type repairTag struct {
 	limit int
 	peers map[int]string
 	gens  map[int]uint64
+	// accepting is the nodes new connections go to (NodesAccept).
+	accepting []int
 }
 
 // tagOn reports whether connections go out in tag mode: the policy shares
@@ -175,6 +178,7 @@ func (p *RepairPath) push(s *Server) {
 		}
 	}
 	t.peers = peers
+	defer p.setAccepting(s)
 	for i := range peers {
 		cl := p.mover.Client(i)
 		if cl == nil || cl.Dial() != nil {
@@ -189,6 +193,34 @@ func (p *RepairPath) push(s *Server) {
 			s.ctr.tag.pushes.Add(1)
 		}
 	}
+}
+
+// setAccepting sends new connections to the nodes that accept them
+// (RepairConfig.NodesAccept): up, with some weight, their channel up and
+// greeted with the table on it (so that they know their index, which their
+// reports carry). It changes the steering program's slots only when that
+// set changes; an empty set gives new connections back to the front.
+func (p *RepairPath) setAccepting(s *Server) {
+	if !p.cfg.NodesAccept {
+		return
+	}
+	t := &p.tag
+	var acc []int
+	for _, n := range s.cl.Nodes() {
+		cl := p.mover.Client(n.Index)
+		if n.Up && n.Weight > 0 && cl != nil && p.mover.Accepts(n.Index) && t.gens[n.Index] == cl.Generation() {
+			acc = append(acc, n.Index)
+		}
+	}
+	if slices.Equal(acc, t.accepting) {
+		return
+	}
+	if err := p.mover.SetAccepting(acc); err != nil {
+		s.logf("front: repair: nodes accepting %v: %v", acc, err)
+		return
+	}
+	s.logf("front: repair: nodes accepting new connections: %v", acc)
+	t.accepting = acc
 }
 
 // greeting is what a node on a new channel is told first: drop your table,

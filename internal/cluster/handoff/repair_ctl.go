@@ -108,8 +108,12 @@ type RepairClient struct {
 	// c != nil, readable without wmu; greeted, that the node answered the
 	// current channel's hello (or none was sent).
 	guarded, up, greeted atomic.Bool
-	vip                  netip.Addr    // sent in MsgHello (invalid: no hello)
-	hello                chan struct{} // closed when the current channel's MsgHelloAck came (under wmu)
+	// accepts says the node answered the current channel's hello with
+	// AckAccepts.
+	accepts    atomic.Bool
+	vip        netip.Addr    // sent in MsgHello (invalid: no hello)
+	acceptPort uint16        // sent in MsgHello after vip (0: the front accepts)
+	hello      chan struct{} // closed when the current channel's MsgHelloAck came (under wmu)
 
 	pmu     sync.Mutex
 	pending map[uint64]pendingAck
@@ -153,6 +157,10 @@ type RepairClientConfig struct {
 	// VIP, if valid, is sent in a MsgHello when the channel is dialled;
 	// the node's answer says whether it guards the address (Guarded).
 	VIP netip.Addr
+	// AcceptPort, if not 0, asks the node in the hello to accept new
+	// connections on VIP:AcceptPort itself (repair_accept.go); the
+	// answer says whether it does (Accepts).
+	AcceptPort uint16
 	// OnTag, if set, receives the tag-mode messages a node sends the
 	// front (MsgFlowMoved, MsgFlowLeft, MsgNotes, MsgAsk; repair_tag.go), from the
 	// reader goroutine; p is valid only during the call.
@@ -165,7 +173,7 @@ func NewRepairClient(cfg RepairClientConfig) *RepairClient {
 		cfg.Timeout = 2 * time.Second
 	}
 	c := &RepairClient{addr: cfg.Addr, auth: cfg.Auth, timeout: cfg.Timeout, onFin: cfg.OnFin, onFins: cfg.OnFins, onDown: cfg.OnDown,
-		onTag: cfg.OnTag, pending: make(map[uint64]pendingAck), vip: cfg.VIP}
+		onTag: cfg.OnTag, pending: make(map[uint64]pendingAck), vip: cfg.VIP, acceptPort: cfg.AcceptPort}
 	c.sweep = time.AfterFunc(time.Hour, c.sweepPending)
 	c.sweep.Stop()
 	return c
@@ -399,8 +407,12 @@ func (c *RepairClient) dialLocked() error {
 	hello := make(chan struct{})
 	if c.vip.Is4() {
 		a := c.vip.As4()
+		p := a[:]
+		if c.acceptPort != 0 {
+			p = binary.BigEndian.AppendUint16(p, c.acceptPort)
+		}
 		conn.SetWriteDeadline(time.Now().Add(c.timeout))
-		if _, err := conn.Write(na.Seal(nil, ToNode, MsgHello, a[:])); err != nil {
+		if _, err := conn.Write(na.Seal(nil, ToNode, MsgHello, p)); err != nil {
 			conn.Close()
 			return fmt.Errorf("handoff: hello to %s: %w", c.addr, err)
 		}
@@ -409,6 +421,7 @@ func (c *RepairClient) dialLocked() error {
 	}
 	c.greeted.Store(!c.vip.Is4())
 	c.guarded.Store(false)
+	c.accepts.Store(false)
 	c.c, c.rc, c.na, c.hello = conn, rc, na, hello
 	c.up.Store(true)
 	c.gen++
@@ -530,6 +543,7 @@ func (c *RepairClient) read(conn net.Conn, rc syscall.RawConn, na *NodeAuth, hel
 		case MsgHelloAck:
 			if helloOpen {
 				c.guarded.Store(len(p) > 0 && p[0]&AckGuarded != 0)
+				c.accepts.Store(len(p) > 0 && p[0]&AckAccepts != 0)
 				c.greeted.Store(true)
 				close(hello)
 				helloOpen = false
@@ -588,6 +602,10 @@ func (c *RepairClient) finFrame(p []byte) {
 // it has not rebuilt yet (AckGuarded).
 func (c *RepairClient) Guarded() bool { return c.guarded.Load() }
 
+// Accepts reports whether the node said, on the current channel, that it
+// accepts new connections on the VIP (RepairClientConfig.AcceptPort).
+func (c *RepairClient) Accepts() bool { return c.accepts.Load() && c.up.Load() }
+
 // Connected reports whether the control channel is up and the node has
 // answered its hello (so Guarded is known). HandoffAsync needs the channel
 // up; it returns ErrNoChannel otherwise.
@@ -629,6 +647,10 @@ type RepairListener struct {
 
 	mu    sync.Mutex
 	chans map[net.Conn]*chanState
+	// accepting holds the listeners on VIPs fronts asked this node to
+	// accept on (repair_accept.go); nextConn counts their connections.
+	accepting map[netip.AddrPort]net.Listener
+	nextConn  atomic.Uint64
 
 	guard    *Guard // nil: not guarding (guardErr says why)
 	guardErr error
@@ -659,6 +681,8 @@ type RepairListener struct {
 	// ForwardLate counts connections moved here whose MsgForwarding did
 	// not come within a second (served anyway).
 	ForwardLate atomic.Uint64
+	// Accepted counts connections this node accepted on a VIP itself.
+	Accepted atomic.Uint64
 }
 
 // chanState is what the listener knows of one control connection.
@@ -886,10 +910,14 @@ func (l *RepairListener) serveChannel(c net.Conn) {
 			}
 			l.mu.Unlock()
 		}
-		if k == MsgHello && len(p) == 4 {
+		if k == MsgHello && (len(p) == 4 || len(p) == 6) {
 			var flags byte
-			if l.guard.Covers(netip.AddrFrom4([4]byte(p))) {
+			vip := netip.AddrFrom4([4]byte(p[:4]))
+			if l.guard.Covers(vip) {
 				flags |= AckGuarded
+			}
+			if len(p) == 6 && l.acceptOn(netip.AddrPortFrom(vip, binary.BigEndian.Uint16(p[4:]))) {
+				flags |= AckAccepts
 			}
 			if err := ch.send(MsgHelloAck, []byte{flags}); err != nil {
 				return
@@ -984,6 +1012,9 @@ func (l *RepairListener) Close() error {
 		l.mu.Lock()
 		for c := range l.chans {
 			c.Close()
+		}
+		for _, ln := range l.accepting {
+			ln.Close()
 		}
 		l.mu.Unlock()
 	})

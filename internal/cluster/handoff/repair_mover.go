@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,7 @@ type RepairMover struct {
 	flows   map[Flow]movedFlow // steered or held flows
 	conns   map[uint64]Flow    // the caller's connection ids of flows (Live)
 	unsteer []Flow             // ended flows waiting for a batched removal
+	ended   endedFlows         // ended flows nodes accepted (adopt)
 
 	// Moved counts connections a node acknowledged; Refused, handoffs that
 	// gave the socket back (ErrNotMoved); Lost, handoffs whose outcome is
@@ -80,6 +82,9 @@ type RepairMover struct {
 	// Left the flows unsteered at their old holder's MsgFlowLeft
 	// (repair_left.go).
 	Moved, Refused, Lost, Ended, Dropped, Early, Held, Retagged, Stale, Left atomic.Uint64
+	// Adopted counts flows taken from nodes' reports of connections they
+	// accepted (NodesAccept).
+	Adopted atomic.Uint64
 }
 
 // movedFlow is one moved connection as the mover remembers it.
@@ -136,8 +141,14 @@ type RepairMoverConfig struct {
 	OnTag func(i int, k MsgKind, p []byte)
 	// LeftGrace is how long a flow reported left by its old holder
 	// (MsgFlowLeft) stays steered in case a report of a later move of it
-	// is still on its way (default DefaultLeftGrace).
+	// is still on its way (default DefaultLeftGrace), and how long an
+	// ended connection a node accepted is remembered (adopt).
 	LeftGrace time.Duration
+	// NodesAccept asks each node, when its channel opens, to accept new
+	// connections on the VIP itself (repair_accept.go), and makes the
+	// mover take the flows nodes report accepting (adopt). Which nodes
+	// are sent new connections is SetAccepting's.
+	NodesAccept bool
 }
 
 // ErrNotMoved wraps a Move failure after which the node certainly does not
@@ -216,7 +227,7 @@ func (m *RepairMover) AddNode(i int, addr netip.AddrPort) error {
 		return fmt.Errorf("handoff: repair mover: %w", err)
 	}
 	m.clients[i] = NewRepairClient(RepairClientConfig{
-		Addr: addr.String(), Auth: m.auth, Timeout: m.cfg.Timeout, OnFins: m.fins, VIP: m.cfg.VIP.Addr(),
+		Addr: addr.String(), Auth: m.auth, Timeout: m.cfg.Timeout, OnFins: m.fins, VIP: m.cfg.VIP.Addr(), AcceptPort: m.acceptPort(),
 		OnDown: func(err error) { m.nodeDown(i, err) },
 		OnTag:  func(k MsgKind, p []byte) { m.tagMsg(i, k, p) },
 	})
@@ -269,55 +280,27 @@ type flowMove struct {
 }
 
 // flowsMoved steers each flow of ms to node i if it names a flow this mover
-// moved (same incarnation) and is newer than the last move applied, all in
-// one steering update (a node reports the moves of RepairNoteDelay in one
-// frame); a stale one still reaches OnMoved, without its connection, so its
-// request counts.
+// moved (same incarnation) and is newer than the last move applied, or a
+// connection a node accepted (adopt), all in one steering update (a node
+// reports the moves of RepairNoteDelay in one frame); a stale one still
+// reaches OnMoved, without its connection, so its request counts.
 func (m *RepairMover) flowsMoved(i int, ms []flowMove) {
-	var stale []TagMove // reported to OnMoved as stale
-	var fs []Flow
-	var ok []flowMove
 	m.mu.Lock()
-	last := map[Flow]uint32{} // the newest move of each flow in ms, as applied in order
-	for _, r := range ms {
-		mf, known := m.flows[r.f]
-		seq, seen := last[r.f]
-		if !seen {
-			seq = mf.seq
-		}
-		if !known || mf.pending || mf.tag != r.t.Inc || r.t.Seq <= seq {
-			m.Stale.Add(1)
-			if known && mf.tag == r.t.Inc {
-				stale = append(stale, r.t)
-			}
-			continue
-		}
-		last[r.f] = r.t.Seq
-		fs = append(fs, r.f)
-		ok = append(ok, r)
-	}
-	err := m.steer.AddFlows(fs, i)
-	if err != nil { // one by one: a failed flow keeps its old node
-		done := ok[:0]
-		for _, r := range ok {
-			if m.steer.Add(r.f, i) == nil {
-				done = append(done, r)
-			}
-		}
-		ok = done
-	}
+	ok, stale, replaced, err := m.applyMoves(i, ms)
 	conns := make([]uint64, len(ok))
 	for k, r := range ok {
-		mf := m.flows[r.f]
-		mf.node, mf.seq = i, r.t.Seq
-		m.flows[r.f] = mf
-		conns[k] = mf.conn
+		conns[k] = m.flows[r.f].conn
 	}
 	m.mu.Unlock()
 	if err != nil && m.cfg.OnError != nil {
 		m.cfg.OnError(err)
 	}
 	m.Retagged.Add(uint64(len(ok)))
+	if m.cfg.OnEnd != nil {
+		for _, mf := range replaced {
+			m.cfg.OnEnd(mf.node, mf.conn)
+		}
+	}
 	if m.cfg.OnMoved == nil {
 		return
 	}
@@ -334,6 +317,62 @@ func (m *RepairMover) flowsMoved(i int, ms []flowMove) {
 	if len(ts) > 0 {
 		m.cfg.OnMoved(i, ts)
 	}
+}
+
+// applyMoves is flowsMoved's part under m.mu: it decides which records
+// apply, steers their flows to node i and records the moves. It returns
+// the moves applied, the stale ones of known flows, the earlier
+// incarnations an accepted connection replaced, and a steering error.
+func (m *RepairMover) applyMoves(i int, ms []flowMove) (ok []flowMove, stale []TagMove, replaced []movedFlow, err error) {
+	var fs, fresh []Flow
+	last := map[Flow]uint32{} // the newest move of each flow in ms, as applied in order
+	now := time.Now()
+	for _, r := range ms {
+		mf, known := m.flows[r.f]
+		if m.cfg.NodesAccept && (!known || r.t.Seq == 0 && !mf.pending && mf.tag != r.t.Inc) {
+			if m.adopt(r.f, r.t, now) {
+				if known {
+					replaced = append(replaced, mf)
+				}
+				fresh = append(fresh, r.f)
+				last[r.f] = r.t.Seq
+				fs = append(fs, r.f)
+				ok = append(ok, r)
+				continue
+			}
+		}
+		seq, seen := last[r.f]
+		if !seen {
+			seq = mf.seq
+		}
+		if !known || mf.pending || mf.tag != r.t.Inc || r.t.Seq <= seq {
+			m.Stale.Add(1)
+			if known && mf.tag == r.t.Inc {
+				stale = append(stale, r.t)
+			}
+			continue
+		}
+		last[r.f] = r.t.Seq
+		fs = append(fs, r.f)
+		ok = append(ok, r)
+	}
+	if err = m.steer.AddFlows(fs, i); err != nil { // one by one: a failed flow keeps its old node
+		done := ok[:0]
+		for _, r := range ok {
+			if m.steer.Add(r.f, i) == nil {
+				done = append(done, r)
+			} else if slices.Contains(fresh, r.f) {
+				m.dropFlow(r.f, m.flows[r.f])
+			}
+		}
+		ok = done
+	}
+	for _, r := range ok {
+		mf := m.flows[r.f]
+		mf.node, mf.seq = i, r.t.Seq
+		m.flows[r.f] = mf
+	}
+	return ok, stale, replaced, err
 }
 
 // HasNode reports whether node i was added.
@@ -591,6 +630,9 @@ func (m *RepairMover) forget(f Flow, tag uint32, pending bool) {
 // batched.
 func (m *RepairMover) fin(f Flow, tag uint32) {
 	m.mu.Lock()
+	if m.cfg.NodesAccept {
+		m.ended.add(f, tag, time.Now(), m.cfg.LeftGrace)
+	}
 	mf, ok := m.flows[f]
 	if !ok || mf.pending || mf.tag != tag {
 		m.mu.Unlock()
@@ -632,7 +674,11 @@ func (m *RepairMover) fins(ns []FinNotice) {
 	var gone []Flow
 	var ended []movedFlow
 	m.mu.Lock()
+	now := time.Now()
 	for _, n := range ns {
+		if m.cfg.NodesAccept {
+			m.ended.add(n.Flow, n.Tag, now, m.cfg.LeftGrace)
+		}
 		mf, ok := m.flows[n.Flow]
 		if !ok || mf.pending || mf.tag != n.Tag {
 			continue

@@ -80,10 +80,13 @@ const (
 	// flow (12 bytes) and the handoff's RcvSeq as an incarnation tag.
 	MsgFinHandoff MsgKind = 3
 	// MsgHello (front → node) is the first frame on a new control
-	// channel: the front's virtual IP (4 bytes). MsgHelloAck (node →
-	// front) answers it with a flags byte (AckGuarded: the node's Guard
-	// covers that address), so that the front knows before its first
-	// handoff whether it may steer early (RepairMover).
+	// channel: the front's virtual IP (4 bytes), and its port (2 more)
+	// when the front wants the node to accept the VIP's new connections
+	// itself (repair_accept.go). MsgHelloAck (node → front) answers it
+	// with a flags byte (AckGuarded: the node's Guard covers that address;
+	// AckAccepts: it listens on VIP:port), so that the front knows before
+	// its first handoff whether it may steer early (RepairMover) and
+	// whether it may send the node new connections.
 	MsgHello    MsgKind = 4
 	MsgHelloAck MsgKind = 5
 )

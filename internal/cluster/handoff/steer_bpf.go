@@ -36,12 +36,12 @@ import (
 // or generated object in the tree); it assumes IPv4 without options (IHL 5)
 // and leaves every other packet alone.
 type bpfMap struct {
-	m    *ebpf.Map
+	m *ebpf.Map
 	// slots is the direct-accept table (Steer.SetSlots): SteerSlots
 	// entries of mark and node address, all zero while the front accepts.
 	slots *ebpf.Map
 	prog  *ebpf.Program
-	l    link.Link
+	l     link.Link
 	// el is the scratch of put and del (Steer.mu serialises them): it lives
 	// on the heap so that the kernel may read key and value through the
 	// addresses in its attr.
@@ -151,7 +151,7 @@ func newBPFMap(cfg SteerConfig) (*bpfMap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("handoff: steer: %w", err)
 	}
-	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_flows", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 1 << 20})
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "shoal_flows", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: bpfMaxFlows})
 	if err != nil {
 		return nil, fmt.Errorf("handoff: steer: bpf map: %w", err)
 	}
@@ -325,6 +325,9 @@ func steerProgram(m, slots *ebpf.Map, vipLE, portLE, ifindex int32) asm.Instruct
 		asm.Return(),
 	}...)
 }
+
+// bpfMaxFlows is the flow map's size.
+const bpfMaxFlows = 1 << 20
 
 // steerSlotBits is log2 of SteerSlots.
 const steerSlotBits = 8
