@@ -36,4 +36,7 @@ type RepairStats struct {
 	// reported them left and no later move came (the node they moved to
 	// died before it reported them; handoff's repair_left.go).
 	Left uint64
+	// Adopted counts connections nodes accepted themselves and reported
+	// (RepairConfig.NodesAccept), whose flows the front then steers.
+	Adopted uint64
 }

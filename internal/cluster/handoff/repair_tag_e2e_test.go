@@ -18,8 +18,8 @@ import (
 
 // tagStats is what a stopped front and its nodes logged about tag mode.
 type tagStats struct {
-	moved, lost, ended, dropped, steered, retagged, staleMoves, left int
-	movedOut, moveFailed, moveLost                                   int
+	moved, lost, ended, dropped, steered, retagged, staleMoves, left, adopted int
+	movedOut, moveFailed, moveLost, accepted                                  int
 }
 
 // stopTagCluster stops the front and the nodes and reads their counters.
@@ -27,7 +27,7 @@ func stopTagCluster(t *testing.T, rc *repairCluster) tagStats {
 	t.Helper()
 	time.Sleep(300 * time.Millisecond) // the last FIN-HANDOFF notices
 	rc.front.stop()
-	re := regexp.MustCompile(`stats="\{Moved:(\d+) FallbackFreeze:\d+ FallbackNode:\d+ Lost:(\d+) Ended:(\d+) Dropped:(\d+) Steered:(\d+) .*Retagged:(\d+) StaleMoves:(\d+)(?: Left:(\d+))?`)
+	re := regexp.MustCompile(`stats="\{Moved:(\d+) FallbackFreeze:\d+ FallbackNode:\d+ Lost:(\d+) Ended:(\d+) Dropped:(\d+) Steered:(\d+) .*Retagged:(\d+) StaleMoves:(\d+)(?: Left:(\d+))?(?: Adopted:(\d+))?`)
 	m := rc.front.waitLog(re, 5*time.Second)
 	if m == nil {
 		t.Fatalf("front logged no repair stats:\n%s", rc.front.logText())
@@ -42,6 +42,7 @@ func stopTagCluster(t *testing.T, rc *repairCluster) tagStats {
 	s.retagged, _ = strconv.Atoi(m[6])
 	s.staleMoves, _ = strconv.Atoi(m[7])
 	s.left, _ = strconv.Atoi(m[8])
+	s.adopted, _ = strconv.Atoi(m[9])
 	nre := regexp.MustCompile(`moved_out=(\d+) move_failed=(\d+) move_lost=(\d+)`)
 	for i, n := range rc.nodes {
 		n.stop()
@@ -56,6 +57,10 @@ func stopTagCluster(t *testing.T, rc *repairCluster) tagStats {
 		b, _ := strconv.Atoi(nm[2])
 		c, _ := strconv.Atoi(nm[3])
 		s.movedOut, s.moveFailed, s.moveLost = s.movedOut+a, s.moveFailed+b, s.moveLost+c
+		if am := regexp.MustCompile(`accepted=(\d+)`).FindStringSubmatch(n.logText()); am != nil {
+			d, _ := strconv.Atoi(am[1])
+			s.accepted += d
+		}
 	}
 	rc.lab.Down(t.Context())
 	return s
@@ -91,17 +96,69 @@ func TestRepairTagKeepAlive(t *testing.T) {
 	}
 }
 
+// TestRepairTagNodesAccept: with --repair-accept nodes the front's
+// steering program sends each new connection's SYN straight to a node,
+// which accepts it on the VIP, reports it and moves it by the table like
+// any other. After a warm-up (the front hands the first connections over
+// until the nodes' channels are up), no connection passes through the
+// front: every body arrives intact, the nodes accepted every connection
+// of the run, the front adopted each from the nodes' reports, and no flow
+// stays steered once the clients are done.
+func TestRepairTagNodesAccept(t *testing.T) {
+	conns, reqs := 24, 2400
+	if testing.Short() {
+		conns, reqs = 8, 400
+	}
+	rc := startRepairClusterPath(t, 3, 48, "repair", "--policy", "tbccrd", "--repair-accept", "nodes", "--admin", tagAdmin)
+	warm := runFetch(t, rc.lab.ClientNS(), rc.base, "4", "96", rc.manPath)
+	if warm.OK != 96 {
+		t.Fatalf("warm-up: %+v", warm)
+	}
+	if rc.front.waitLog(regexp.MustCompile(`nodes accepting new connections: \[0 1 2\]`), 5*time.Second) == nil {
+		t.Fatalf("the front never sent new connections to the nodes:\n%s", rc.front.logText())
+	}
+	r := runFetch(t, rc.lab.ClientNS(), rc.base, strconv.Itoa(conns), strconv.Itoa(reqs), rc.manPath)
+	t.Logf("Go client: %+v", r)
+	if r.OK != reqs || r.Bad != 0 || r.Errors != 0 || r.Dials != conns {
+		t.Errorf("Go client: %d ok of %d, %d corrupt, %d errors, %d dials for %d connections (first: %s)",
+			r.OK, reqs, r.Bad, r.Errors, r.Dials, conns, r.FirstError)
+	}
+	left := waitSteered(t, rc, 10*time.Second)
+	s := stopTagCluster(t, rc)
+	t.Logf("tag: %+v", s)
+	if s.moved > warm.Dials || s.accepted < conns || s.adopted < conns {
+		t.Errorf("front handed over %d connections (warm-up: %d); nodes accepted %d, front adopted %d; want all %d of the run accepted and adopted",
+			s.moved, warm.Dials, s.accepted, s.adopted, conns)
+	}
+	if s.movedOut == 0 || s.lost != 0 || s.moveLost != 0 || left != 0 || s.steered != 0 {
+		t.Errorf("nodes moved %d connections, lost %d (front %d); %d flows steered after the clients were done, %d at stop",
+			s.movedOut, s.moveLost, s.lost, left, s.steered)
+	}
+}
+
 // TestRepairTagPipelined: each connection sends ten requests in one write,
 // for files of 1 KB to 1 MB that the table spreads over the nodes, so a
 // connection moves while the answers before the move are still being sent
 // (the holder waits for them) and carries the requests after it to the new
 // node; every answer must arrive, intact and in order.
 func TestRepairTagPipelined(t *testing.T) {
-	rc := startRepairClusterPath(t, 3, 24, "repair", "--policy", "tbccrd")
+	for _, accept := range []string{"front", "nodes"} {
+		t.Run("accept="+accept, func(t *testing.T) { testRepairTagPipelined(t, accept) })
+	}
+}
+
+// testRepairTagPipelined is TestRepairTagPipelined with new connections
+// accepted by accept (--repair-accept): with nodes, the connection's
+// first requests reach a node that accepted it, which may move it at once.
+func testRepairTagPipelined(t *testing.T, accept string) {
+	rc := startRepairClusterPath(t, 3, 24, "repair", "--policy", "tbccrd", "--repair-accept", accept)
 	// Warm the table: each file served once, so that its entry names one
 	// node.
 	if r := runFetch(t, rc.lab.ClientNS(), rc.base, "4", "48", rc.manPath); r.OK != 48 {
 		t.Fatalf("warm-up: %+v", r)
+	}
+	if accept == "nodes" && rc.front.waitLog(regexp.MustCompile(`nodes accepting new connections: \[0 1 2\]`), 5*time.Second) == nil {
+		t.Fatalf("the front never sent new connections to the nodes:\n%s", rc.front.logText())
 	}
 	time.Sleep(50 * time.Millisecond) // the table's push
 	var out strings.Builder
@@ -124,6 +181,9 @@ func TestRepairTagPipelined(t *testing.T) {
 	t.Logf("tag: %+v", s)
 	if s.movedOut == 0 || s.moveLost != 0 || s.lost != 0 || s.steered != 0 {
 		t.Errorf("moves %d, lost %d (front %d), %d flows still steered", s.movedOut, s.moveLost, s.lost, s.steered)
+	}
+	if accept == "nodes" && s.accepted < 12 {
+		t.Errorf("nodes accepted %d of the 12 pipelining connections", s.accepted)
 	}
 }
 
