@@ -168,7 +168,7 @@ for run in $(seq "$RUNS"); do
 		stop_pids "${NODEPIDS[@]}"
 		PIDS=() # gone: their ids may be reused
 		[ -z "${KEEP:-}" ] || { mkdir -p "$KEEP/$run-$path" && cp "$W"/*.log "$KEEP/$run-$path/"; }
-		grep -ho 'moved_out=[0-9]* move_failed=[0-9]* move_lost=[0-9]* asked=[0-9]* forward_late=[0-9]*\|accepted=[0-9]*' "$W"/node*.log | paste -sd' ' >&2 || true
+		grep -ho 'moved_out=[0-9]*\|move_failed=[0-9]*\|move_lost=[0-9]*\|asked=[0-9]*\|accepted=[0-9]*\|forward_late=[0-9]*' "$W"/node*.log | paste -sd' ' >&2 || true
 	done
 done
 

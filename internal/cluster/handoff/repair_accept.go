@@ -23,7 +23,7 @@ import (
 // the policy counts the connection on the node.
 //
 //	client ──SYN──▶ front's TCX program: no entry, slot k ──▶ node A (listens on VIP:port)
-//	A accepts, A ──MsgFlowMoved{seq 0} (batched ≤ 10 ms)──▶ front, which maps the flow to A
+//	A accepts, A ──MsgFlowMoved{seq 0} (batched ≤ 20 ms)──▶ front, which maps the flow to A
 //	A reads a request the table gives B: the node-to-node move (repair_tagmsg.go)
 //
 // The front asks for it in its MsgHello (the VIP's port after the address)

@@ -51,12 +51,16 @@ type repairRouter struct {
 }
 
 // RepairNoteDelay is how long a node gathers its notes and move reports
-// before it sends them to the front in tag mode across hosts. Longer than
-// passfd's DefaultNoteDelay: every frame costs the front a wake-up and a
-// read, a report's only urgency is the front's flow map (the old holder
-// forwards the flow meanwhile) and a note's the policy's accounting, which
-// lags by at most this much.
-const RepairNoteDelay = 10 * time.Millisecond
+// before it sends them to the front in tag mode across hosts: the period
+// of the front's table pushes (DefaultRepairTagFlush in
+// internal/cluster/front), so that state crosses each way at most every
+// 20 ms. Every frame costs the front a wake-up and a read, which at a
+// fixed request rate is most of what a front whose nodes accept costs
+// (docs/benchmarks.md: 10 ms cost it 17–20 µs a request, 20 ms 11–17, 40
+// ms 7–9); a report's only urgency is the front's flow map (the old
+// holder forwards the flow meanwhile), a note's and an end's the policy's
+// accounting, which lags by at most this much.
+const RepairNoteDelay = 20 * time.Millisecond
 
 // untilTick is how long from now to the next multiple of period on the
 // wall clock (a full period when now is on one). Every node flushes its

@@ -20,7 +20,7 @@ import (
 //	    A holds the flow (Guard.Hold), freezes the socket,
 //	    A ──MsgTagHandoff (seq n+1, the same sealed state)──▶ B
 //	    B rebuilds, B ──MsgHandoffAck──▶ A
-//	    B ──MsgFlowMoved (batched ≤ 10 ms)──▶ front, which steers the flow to B
+//	    B ──MsgFlowMoved (batched ≤ 20 ms)──▶ front, which steers the flow to B
 //	    A's guard forwards to B whatever segments of the flow still reach A
 //	    until the front's map follows; A drops its frozen copy silently,
 //	    A ──MsgForwarding──▶ B, which only now serves the connection
