@@ -59,6 +59,11 @@ type clientConn struct {
 	// without trying a handoff: the raw accept path already tried and
 	// failed (counted there).
 	relayOnce bool
+	// closeAfter closes the connection after the answer being relayed:
+	// the repair path relays a connection it could not hand over, and
+	// when nodes accept new connections (RepairConfig.NodesAccept) the
+	// steering may send its later packets to a node at any time.
+	closeAfter bool
 	// tls is set for a TLS client connection (tls.go): its requests are
 	// never handed off, and small responses go out in one record.
 	tls bool
@@ -136,6 +141,7 @@ func (s *Server) putClientConn(cc *clientConn) {
 	clear(cc.tokens)
 	cc.tokens = cc.tokens[:0]
 	cc.relayOnce, cc.rawHeld, cc.proxied, cc.relayed, cc.asked, cc.moves = false, false, false, false, false, 0
+	cc.closeAfter = false
 	cc.log.captured = false
 	s.ccPool.Put(cc)
 }

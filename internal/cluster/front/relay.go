@@ -397,7 +397,7 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 	resp := &nc.resp
 	noBody := resp.NoBody() || req.IsMethod("HEAD")
 	strip := !noBody && resp.Chunked && req.Minor == 0
-	closeClient := req.Close || s.closing.Load() || (!noBody && resp.UntilClose) || strip
+	closeClient := req.Close || s.closing.Load() || (!noBody && resp.UntilClose) || strip || cc.closeAfter
 	nodeReuse := !resp.Close
 
 	cc.tokens = connTokens(cc.tokens[:0], resp.Headers)

@@ -201,6 +201,7 @@ func (p *RepairPath) nodeDown(idx, dropped int, err error) {
 func (p *RepairPath) Serve(x *Exchange) Result {
 	cc := x.cc
 	s := cc.s
+	cc.closeAfter = p.cfg.NodesAccept // for the relays below
 	if cc.relayOnce {
 		// The raw accept path tried this request's handoff and failed
 		// (counted there): relay it, hand off the next ones again.
