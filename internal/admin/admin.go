@@ -540,7 +540,7 @@ var (
 	descSteered = prometheus.NewDesc("shoal_front_repair_steered_flows",
 		"Flows the repair path steers to nodes now.", nil, nil)
 	descRepair = prometheus.NewDesc("shoal_front_repair_total",
-		"repair (TCP_REPAIR) handoff events: moved, fallback_freeze, fallback_node, lost, ended, dropped, refused_forged, refused_replayed, refused_stale, refused_malformed, left (tag mode: flows ended at their old holder's report).", []string{"event"}, nil)
+		"repair (TCP_REPAIR) handoff events: moved, fallback_freeze, fallback_node, lost, ended, dropped, refused_forged, refused_replayed, refused_stale, refused_malformed, left (tag mode: flows ended at their old holder's report), adopted (connections the nodes accepted themselves), move_reports (node-to-node moves reported).", []string{"event"}, nil)
 	descHybrid = prometheus.NewDesc("shoal_front_hybrid_decisions_total",
 		"Hybrid data-path decisions (seed 002): hand off for cpu, conns or size, or relay.", []string{"reason"}, nil)
 	descLimit = prometheus.NewDesc("shoal_front_connection_limit_total",
@@ -623,7 +623,8 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 			labelled{"refused_forged", r.Forged}, labelled{"refused_replayed", r.Replayed},
 			labelled{"refused_stale", r.Stale}, labelled{"refused_malformed", r.Malformed},
 			labelled{"steered_early", r.Early}, labelled{"held", r.Held},
-			labelled{"moved_by_nodes", r.Retagged}, labelled{"moves_stale", r.StaleMoves}, labelled{"left", r.Left})
+			labelled{"moved_by_nodes", r.Retagged}, labelled{"moves_stale", r.StaleMoves}, labelled{"left", r.Left},
+			labelled{"adopted", r.Adopted}, labelled{"move_reports", r.MoveReports})
 		gauge(descSteered, float64(r.Steered))
 	}
 }

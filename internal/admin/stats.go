@@ -140,6 +140,11 @@ type RepairStats struct {
 	// Left: in tag mode, flows unsteered because their old holder reported
 	// them left (their new holder died before reporting them).
 	Left uint64 `json:"left"`
+	// Adopted: connections the nodes accepted themselves and reported
+	// (--repair-accept nodes); MoveReports: the node-to-node moves the
+	// nodes reported in tag mode.
+	Adopted     uint64 `json:"adopted"`
+	MoveReports uint64 `json:"move_reports"`
 }
 
 // FrontStats converts the front's counters to the form /stats serves.
@@ -177,7 +182,8 @@ func FrontStats(st front.Stats) Stats {
 		out.Repair = &RepairStats{Moved: r.Moved, Fast: r.Fast, FallbackFreeze: r.FallbackFreeze, FallbackNode: r.FallbackNode,
 			Lost: r.Lost, Ended: r.Ended, Dropped: r.Dropped, Steered: r.Steered,
 			Forged: r.Forged, Replayed: r.Replayed, Stale: r.Stale, Malformed: r.Malformed,
-			Early: r.Early, Held: r.Held, Retagged: r.Retagged, StaleMoves: r.StaleMoves, Left: r.Left}
+			Early: r.Early, Held: r.Held, Retagged: r.Retagged, StaleMoves: r.StaleMoves, Left: r.Left,
+			Adopted: r.Adopted, MoveReports: r.MoveReports}
 	}
 	return out
 }

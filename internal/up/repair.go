@@ -31,6 +31,9 @@ type RepairConfig struct {
 	Stderr *os.File
 	// Log, if set, receives each `ip` command run.
 	Log func(cmd string)
+	// nodesAccept runs the front with `[repair] accept = "nodes"` (the
+	// nodes accept new connections themselves in tag mode).
+	nodesAccept bool
 }
 
 // Repair is a cluster on the repair data path (SPEC §4): a handoff.Lab of
@@ -245,7 +248,7 @@ func (r *Repair) startLab(ctx context.Context, rc RepairConfig, root, dir, keyFi
 		}
 	}
 	frontCfg := filepath.Join(dir, "front.toml")
-	if err := os.WriteFile(frontCfg, []byte(repairFrontConfig(cfg, vip, adminAddr, r.AdminTokenFile, nodeURLs)), 0o644); err != nil {
+	if err := os.WriteFile(frontCfg, []byte(repairFrontConfig(cfg, vip, adminAddr, r.AdminTokenFile, nodeURLs, rc.nodesAccept)), 0o644); err != nil {
 		return err
 	}
 	newFront := func() *exec.Cmd {
@@ -278,7 +281,7 @@ func portOf(addr string, def int) (int, error) {
 // as a flag): the same policy, cache budget, node cache policy (which the
 // tbccrd and weblins mirrors follow) and health checks as the other paths
 // of `shoal up`, and the admin token file.
-func repairFrontConfig(cfg Config, vip netip.AddrPort, admin, tokenFile string, nodes []string) string {
+func repairFrontConfig(cfg Config, vip netip.AddrPort, admin, tokenFile string, nodes []string, nodesAccept bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by shoal up --path repair\nlisten = %q\nadmin = %q\nadmin_token_file = %q\npolicy = %q\npath = \"repair\"\n",
 		vip.String(), admin, tokenFile, cfg.Policy)
@@ -286,6 +289,9 @@ func repairFrontConfig(cfg Config, vip netip.AddrPort, admin, tokenFile string, 
 		fmt.Fprintf(&b, "\n[[node]]\nurl = %q\n", u)
 	}
 	fmt.Fprintf(&b, "\n[health]\ninterval = %q\n\n[tuning]\ncache_mb = %d\nnode_cache = %q\n", cfg.HealthInterval.String(), cfg.CacheMB, cfg.Cache)
+	if nodesAccept {
+		b.WriteString("\n[repair]\naccept = \"nodes\"\n")
+	}
 	return b.String()
 }
 

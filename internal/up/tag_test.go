@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"shoal/internal/admin"
 	"shoal/internal/cluster/front"
 	"shoal/internal/cluster/policy"
 	"shoal/internal/tools/sim"
@@ -140,6 +142,74 @@ func TestTagMovesLiveVsSim(t *testing.T) {
 	if tg.Moved == 0 || tg.Served < uint64(len(urls))/2 {
 		t.Errorf("the nodes moved %d connections and routed %d of %d requests; want most routed by the table", tg.Moved,
 			tg.Served, len(urls))
+	}
+}
+
+// TestRepairAcceptMovesLiveVsSim replays the short parity trace through
+// `shoal up --path repair --policy tbccrd` with the nodes accepting new
+// connections themselves (the front's steering program sends each SYN to a
+// node by hash), on keep-alive connections of 10 requests, 16 at a time,
+// and through the simulator's tag path, which places each connection's
+// first request by layer-4 wrr as seed 000's front does: the moves per
+// request the nodes report to the front must be within 10 % of the
+// simulated ones, and nearly every connection of the replay must have been
+// accepted by a node.
+func TestRepairAcceptMovesLiveVsSim(t *testing.T) {
+	needLab(t)
+	cfg, urls, acc := parityCluster(t, parityCase{Name: "nasa-small", Path: paritySmall}, "tbccrd")
+	cfg.HealthInterval, cfg.Admin = 200*time.Millisecond, "127.0.0.1:0" // the admin API on the front's lab address
+	logs, err := os.Create(t.TempDir() + "/cluster.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	r, err := StartRepair(cfg, RepairConfig{Exe: shoalBinary(t), Stderr: logs, nodesAccept: true})
+	if err != nil {
+		b, _ := os.ReadFile(logs.Name())
+		t.Fatalf("%v\nlogs:\n%s", err, b)
+	}
+	defer r.Close()
+	// The first connection goes through the front, which then opens the
+	// nodes' channels and hands them the new connections.
+	if bad := replayKeepAlive(t, r.URL, urls[:1], 1, 1); bad != 0 {
+		t.Fatal("the first request failed")
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(logs.Name())
+		if strings.Contains(string(b), "nodes accepting new connections: [0 1 2 3]") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the nodes never accepted new connections; logs:\n%s", b)
+		}
+	}
+	before := frontStats(t, client, r.AdminURL, r.AdminToken).Repair
+	if bad := replayKeepAlive(t, r.URL, urls, 16, tagConnRequests); bad != 0 {
+		t.Errorf("%d of %d requests failed", bad, len(urls))
+	}
+	conns := (len(urls) + tagConnRequests - 1) / tagConnRequests
+	var st *admin.RepairStats
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st = frontStats(t, client, r.AdminURL, r.AdminToken).Repair
+		if st.Ended-before.Ended >= uint64(conns) || time.Now().After(deadline) {
+			break // every connection's end reported, after its moves
+		}
+	}
+	live := float64(st.MoveReports-before.MoveReports) / float64(len(urls))
+	res, err := sim.Run(sim.Config{Policy: "tbccrd", Nodes: 4, CacheBytes: 2 << 20, Cache: "gdsf",
+		PerNode: 4, Path: sim.PathTag, ConnRequests: tagConnRequests, PolicyConfig: policy.Config{}}, sim.NewSliceSource(acc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d requests on %d connections: front handed over %d, nodes accepted %d; live %.3f moves per request, sim %.3f; hit ratio sim %.3f",
+		len(urls), conns, st.Moved-before.Moved, st.Adopted-before.Adopted, live, res.MovesPerRequest, res.HitRatio)
+	if st.Moved != before.Moved || st.Adopted-before.Adopted < uint64(conns)*9/10 {
+		t.Errorf("front handed over %d connections, nodes reported accepting %d of %d", st.Moved-before.Moved,
+			st.Adopted-before.Adopted, conns)
+	}
+	if res.MovesPerRequest == 0 || math.Abs(live-res.MovesPerRequest)/res.MovesPerRequest > 0.10 {
+		t.Errorf("moves per request: live %.3f, simulated %.3f: more than 10 %% apart", live, res.MovesPerRequest)
 	}
 }
 

@@ -128,7 +128,7 @@ func (p *RepairPath) Stats() RepairStats {
 		Forged: a.Forged.Load(), Replayed: a.Replayed.Load(), Stale: a.Stale.Load(),
 		Malformed: a.Malformed.Load(), Early: m.Early.Load(), Held: m.Held.Load(), Fast: p.fast.Load(),
 		Retagged: m.Retagged.Load(), StaleMoves: m.Stale.Load(), Left: m.Left.Load(),
-		Adopted: m.Adopted.Load(),
+		Adopted: m.Adopted.Load(), MoveReports: m.Reported.Load(),
 	}
 }
 

@@ -37,6 +37,7 @@ type RepairStats struct {
 	// died before it reported them; handoff's repair_left.go).
 	Left uint64
 	// Adopted counts connections nodes accepted themselves and reported
-	// (RepairConfig.NodesAccept), whose flows the front then steers.
-	Adopted uint64
+	// (RepairConfig.NodesAccept), whose flows the front then steers;
+	// MoveReports, the node-to-node moves nodes reported in tag mode.
+	Adopted, MoveReports uint64
 }

@@ -83,8 +83,10 @@ type RepairMover struct {
 	// (repair_left.go).
 	Moved, Refused, Lost, Ended, Dropped, Early, Held, Retagged, Stale, Left atomic.Uint64
 	// Adopted counts flows taken from nodes' reports of connections they
-	// accepted (NodesAccept).
-	Adopted atomic.Uint64
+	// accepted (NodesAccept); Reported, the node-to-node moves reported
+	// (MsgFlowMoved records with a move count of 1 or more, applied or
+	// stale): the moves the nodes made, as the simulator counts them.
+	Adopted, Reported atomic.Uint64
 }
 
 // movedFlow is one moved connection as the mover remembers it.
@@ -328,18 +330,22 @@ func (m *RepairMover) applyMoves(i int, ms []flowMove) (ok []flowMove, stale []T
 	last := map[Flow]uint32{} // the newest move of each flow in ms, as applied in order
 	now := time.Now()
 	for _, r := range ms {
+		if r.t.Seq > 0 {
+			m.Reported.Add(1)
+		}
 		mf, known := m.flows[r.f]
 		if m.cfg.NodesAccept && (!known || r.t.Seq == 0 && !mf.pending && mf.tag != r.t.Inc) {
-			if m.adopt(r.f, r.t, now) {
-				if known {
-					replaced = append(replaced, mf)
-				}
-				fresh = append(fresh, r.f)
-				last[r.f] = r.t.Seq
-				fs = append(fs, r.f)
-				ok = append(ok, r)
-				continue
+			if !m.adopt(r.f, r.t, now) {
+				continue // refused (counted stale)
 			}
+			if known {
+				replaced = append(replaced, mf)
+			}
+			fresh = append(fresh, r.f)
+			last[r.f] = r.t.Seq
+			fs = append(fs, r.f)
+			ok = append(ok, r)
+			continue
 		}
 		seq, seen := last[r.f]
 		if !seen {
