@@ -27,7 +27,8 @@ import (
 // keeps forwarding a migrated connection's packets to the real server.
 //
 // Two backends hold the flow table (SteerConfig.Backend), both keyed by the
-// client's address and port and never matching a SYN:
+// client's address and port and never matching a SYN while the front
+// accepts (with the eBPF backend the nodes may accept instead: SetSlots):
 //
 //   - bpf (default where it loads): an eBPF hash map read by a TCX ingress
 //     program on the front's interface, which sets the flow's fwmark and
