@@ -102,5 +102,6 @@ port = 7070                    # the nodes' handoff port (shoal node --repair-li
 dev = ""                       # interface towards the nodes; "" = the one holding the listen address
 steer = "auto"                 # per-flow steering: bpf (kernel >= 6.6), nftables, or auto
 moves = "nodes"                # under tbccrd: nodes move connections among themselves, or "front" (they stay put)
+accept = "front"               # under tbccrd with moves = "nodes": "nodes" accept new connections themselves (bpf steering)
 
 `
