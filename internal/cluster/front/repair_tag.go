@@ -49,8 +49,11 @@ type repairTag struct {
 	limit int
 	peers map[int]string
 	gens  map[int]uint64
-	// accepting is the nodes new connections go to (NodesAccept).
-	accepting []int
+	// accepting is the nodes new connections go to (NodesAccept); left,
+	// when each node that stopped accepting did, gone those of them
+	// whose slots still go to the front.
+	accepting, gone []int
+	left            map[int]time.Time
 }
 
 // tagOn reports whether connections go out in tag mode: the policy shares
@@ -198,8 +201,11 @@ func (p *RepairPath) push(s *Server) {
 // setAccepting sends new connections to the nodes that accept them
 // (RepairConfig.NodesAccept): up, with some weight, their channel up and
 // greeted with the table on it (so that they know their index, which their
-// reports carry). It changes the steering program's slots only when that
-// set changes; an empty set gives new connections back to the front.
+// reports carry). A node that stops accepting leaves its slots to the
+// front for handoff.DeadFlowsPass first (its connections too young to be
+// reported meet the front's reset rather than another node's silence). It
+// changes the steering program's slots only when that set changes; an
+// empty set gives new connections back to the front.
 func (p *RepairPath) setAccepting(s *Server) {
 	if !p.cfg.NodesAccept {
 		return
@@ -212,15 +218,33 @@ func (p *RepairPath) setAccepting(s *Server) {
 			acc = append(acc, n.Index)
 		}
 	}
-	if slices.Equal(acc, t.accepting) {
+	now := time.Now()
+	if t.left == nil {
+		t.left = map[int]time.Time{}
+	}
+	for _, i := range t.accepting {
+		if !slices.Contains(acc, i) {
+			t.left[i] = now
+		}
+	}
+	var gone []int
+	for i, at := range t.left {
+		if slices.Contains(acc, i) || now.Sub(at) > handoff.DeadFlowsPass {
+			delete(t.left, i)
+			continue
+		}
+		gone = append(gone, i)
+	}
+	slices.Sort(gone)
+	if slices.Equal(acc, t.accepting) && slices.Equal(gone, t.gone) {
 		return
 	}
-	if err := p.mover.SetAccepting(acc); err != nil {
+	if err := p.mover.SetAccepting(acc, gone); err != nil {
 		s.logf("front: repair: nodes accepting %v: %v", acc, err)
 		return
 	}
-	s.logf("front: repair: nodes accepting new connections: %v", acc)
-	t.accepting = acc
+	s.logf("front: repair: nodes accepting new connections: %v (the front takes those of %v)", acc, gone)
+	t.accepting, t.gone = acc, gone
 }
 
 // greeting is what a node on a new channel is told first: drop your table,

@@ -27,9 +27,10 @@ func (m *RepairMover) Accepts(i int) bool {
 }
 
 // SetAccepting sends the VIP's new connections to nodes (Steer.SetSlots):
-// none gives them back to the front.
-func (m *RepairMover) SetAccepting(nodes []int) error {
-	if err := m.steer.SetSlots(nodes); err != nil {
+// none gives them back to the front; the slots of the nodes in gone (they
+// left recently) go to the front.
+func (m *RepairMover) SetAccepting(nodes, gone []int) error {
+	if err := m.steer.SetSlots(nodes, gone); err != nil {
 		return fmt.Errorf("handoff: repair mover: %w", err)
 	}
 	return nil

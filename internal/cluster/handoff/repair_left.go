@@ -80,8 +80,8 @@ func (m *RepairMover) leftCandidates(i int, p []byte) []leftFlow {
 }
 
 // dropLeft ends the flows of cand that are still as flowsLeft found them:
-// their steering goes (one batch), and OnEnd tells the caller, as a
-// FIN-HANDOFF would have.
+// their steering goes (one batch, unsteerDead), and OnEnd tells the
+// caller, as a FIN-HANDOFF would have.
 func (m *RepairMover) dropLeft(cand []leftFlow) {
 	var gone []Flow
 	var ended []movedFlow
@@ -97,7 +97,7 @@ func (m *RepairMover) dropLeft(cand []leftFlow) {
 	}
 	var err error
 	if len(gone) > 0 {
-		_, err = m.steer.RemoveFlows(gone)
+		err = m.unsteerDead(gone)
 	}
 	m.mu.Unlock()
 	m.Left.Add(uint64(len(gone)))

@@ -724,6 +724,25 @@ func (m *RepairMover) Live(conn uint64) bool {
 	return ok
 }
 
+// DeadFlowsPass is how long a dead node's flows go to the front's stack
+// (unsteerDead), and its slots (front's setAccepting): long enough for a
+// client's retransmissions to meet the front's reset.
+const DeadFlowsPass = 10 * time.Second
+
+// unsteerDead removes the steering of flows whose node died or lost them.
+// With nodes accepting, they go to the front's own stack for a while
+// instead (Steer.PassFlows), which resets their clients, rather than to
+// their slot's node, whose guard would leave them waiting. Called with
+// m.mu held.
+func (m *RepairMover) unsteerDead(fs []Flow) error {
+	if !m.cfg.NodesAccept || m.steer.Backend() != "bpf" {
+		_, err := m.steer.RemoveFlows(fs)
+		return err
+	}
+	time.AfterFunc(DeadFlowsPass, func() { m.steer.RemovePassing(fs) })
+	return m.steer.PassFlows(fs)
+}
+
 // unsteerBatch is how long removals wait to share one netlink commit.
 const unsteerBatch = 2 * time.Millisecond
 
@@ -759,10 +778,13 @@ func (m *RepairMover) flushUnsteer() {
 	}
 }
 
-// nodeDown unsteers node i's flows when its control channel broke.
+// nodeDown unsteers node i's flows when its control channel broke
+// (unsteerDead).
 func (m *RepairMover) nodeDown(i int, err error) {
 	m.mu.Lock()
-	n, _ := m.steer.RemoveNode(i)
+	fs := m.steer.NodeFlows(i)
+	n := len(fs)
+	m.unsteerDead(fs)
 	for f, mf := range m.flows {
 		if mf.node == i {
 			m.dropFlow(f, mf)

@@ -223,16 +223,39 @@ func TestRepairTagPeerUnreachable(t *testing.T) {
 // Once the clients are done, no flow may stay in the front's flow map: the
 // ones whose last move report died with the node (still in its batch) are
 // ended by their old holder's MsgFlowLeft.
+//
+// vanish-accept=nodes: the nodes accept new connections, and node 2's host
+// vanishes (its link goes down: no reset from its kernel, as when a host
+// loses power). Once the front's channel to it breaks, its flows go to the
+// front's own stack for a while, whose resets end them; their slot's node
+// would drop their segments (its guard) and leave the clients waiting.
 func TestRepairTagNodeKilled(t *testing.T) {
-	rc := startRepairClusterPath(t, 3, 24, "repair", "--policy", "tbccrd", "--admin", tagAdmin)
+	t.Run("kill-accept=front", func(t *testing.T) { testRepairTagNodeKilled(t, "front", false) })
+	t.Run("vanish-accept=nodes", func(t *testing.T) { testRepairTagNodeKilled(t, "nodes", true) })
+}
+
+// testRepairTagNodeKilled is TestRepairTagNodeKilled with new connections
+// accepted by accept (--repair-accept), node 2 killed or, with vanish, cut
+// off.
+func testRepairTagNodeKilled(t *testing.T, accept string, vanish bool) {
+	rc := startRepairClusterPath(t, 3, 24, "repair", "--policy", "tbccrd", "--admin", tagAdmin, "--repair-accept", accept)
 	if r := runFetch(t, rc.lab.ClientNS(), rc.base, "4", "96", rc.manPath); r.OK != 96 {
 		t.Fatalf("warm-up: %+v", r)
+	}
+	if accept == "nodes" && rc.front.waitLog(regexp.MustCompile(`nodes accepting new connections: \[0 1 2\]`), 5*time.Second) == nil {
+		t.Fatalf("the front never sent new connections to the nodes:\n%s", rc.front.logText())
 	}
 	var out strings.Builder
 	cl, _ := helper(t, rc.lab.ClientNS(), "fetch", &out, rc.base, "8", "3000", rc.manPath)
 	time.Sleep(300 * time.Millisecond)
-	rc.nodes[2].cmd.Process.Kill()
-	rc.nodes[2].cmd.Wait()
+	if vanish {
+		if out, err := Exec(t.Context(), rc.lab.NodeNS(2), "ip", "link", "set", "eth0", "down").CombinedOutput(); err != nil {
+			t.Fatalf("cutting node 2 off: %v: %s", err, out)
+		}
+	} else {
+		rc.nodes[2].cmd.Process.Kill()
+		rc.nodes[2].cmd.Wait()
+	}
 	start := time.Now()
 	if err := cl.Wait(); err != nil {
 		t.Fatalf("Go client: %v", err)

@@ -60,6 +60,7 @@ type Steer struct {
 	flows      map[Flow]int // flow → node index
 	nodes      map[int]netip.Addr
 	slots      []int  // the nodes that accept (SetSlots)
+	gone       []int  // nodes that left, whose slots go to the front (SetSlots)
 	moved      bool   // the local rule was moved
 	earlyDemux []byte // tcp_early_demux before NewSteer, restored by Close
 
@@ -535,21 +536,28 @@ func (s *Steer) RemoveNode(node int) (int, error) {
 // included, goes to the node of the flow's slot (steerProgram), which
 // accepts it on the VIP and reports it; an empty accept gives new
 // connections back to the front. Each of the SteerSlots slots goes to the
-// node of accept with the highest hash of (slot, node) — rendezvous
-// hashing, so that a node joining or leaving moves only the slots it
-// takes or had, and the connections too young to be in the map break only
-// there. Only the eBPF backend has slots (errors.ErrUnsupported otherwise).
-func (s *Steer) SetSlots(accept []int) error {
+// node of accept or gone with the highest hash of (slot, node) —
+// rendezvous hashing, so that a node joining or leaving moves only the
+// slots it takes or had. The slots of a node in gone (it left recently)
+// go to the front's own stack: its connections too young to be in the map
+// meet the front's reset, not the silence of another node's guard, and
+// new connections there are accepted by the front meanwhile. Only the
+// eBPF backend has slots (errors.ErrUnsupported otherwise).
+func (s *Steer) SetSlots(accept, gone []int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, i := range accept {
+	for _, i := range slices.Concat(accept, gone) {
 		if _, ok := s.nodes[i]; !ok {
 			return fmt.Errorf("%w: %d", ErrUnknownNode, i)
 		}
 	}
 	vals := make([][8]byte, SteerSlots)
-	for k, i := range slotOwners(accept) {
-		if i >= 0 {
+	for k, i := range slotOwners(slices.Concat(accept, gone)) {
+		switch {
+		case i < 0:
+		case slices.Contains(gone, i):
+			copy(vals[k][4:], []byte{255, 255, 255, 255})
+		default:
 			binary.NativeEndian.PutUint32(vals[k][:], s.Mark(i))
 			a := s.nodes[i].As4()
 			copy(vals[k][4:], a[:])
@@ -558,16 +566,22 @@ func (s *Steer) SetSlots(accept []int) error {
 	if err := s.m.setSlots(vals); err != nil {
 		return fmt.Errorf("handoff: steer: slots: %w", err)
 	}
-	s.slots = slices.Clone(accept)
+	s.slots, s.gone = slices.Clone(accept), slices.Clone(gone)
 	return nil
 }
 
-// Slots is the node each slot names (-1: the front accepts), as SetSlots
-// last wrote them.
+// Slots is the node each slot names as SetSlots last wrote them: -1 when
+// the front accepts there (no node accepts, or the slot's node left).
 func (s *Steer) Slots() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slotOwners(s.slots)
+	out := slotOwners(slices.Concat(s.slots, s.gone))
+	for k, i := range out {
+		if slices.Contains(s.gone, i) {
+			out[k] = -1
+		}
+	}
+	return out
 }
 
 // slotOwners is the node of accept each slot goes to: the one with the
@@ -594,6 +608,65 @@ func slotHash(k, i int) uint64 {
 	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
 	x = (x ^ x>>27) * 0x94d049bb133111eb
 	return x ^ x>>31
+}
+
+// passing marks a flow in Steer.flows that PassFlows sends to the
+// front's own stack.
+const passing = -2
+
+// PassFlows sends the steered flows of fs to the front's own stack
+// instead of dropping their entries (their node died or lost them): with
+// nodes accepting (SetSlots), a flow the map does not hold goes to its
+// slot's node, whose guard drops a segment that finds no connection, and
+// the client would wait for its timeout; the front, which has no socket
+// for it either, answers with a reset, as it does for every flow when it
+// accepts itself. RemovePassing removes the entries later.
+func (s *Steer) PassFlows(fs []Flow) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var pass []Flow
+	for _, f := range fs {
+		if _, ok := s.flows[f]; ok {
+			s.flows[f] = passing
+			pass = append(pass, f)
+		}
+	}
+	if len(pass) == 0 {
+		return nil
+	}
+	if err := s.m.putAll(pass, 0, netip.AddrFrom4([4]byte{255, 255, 255, 255})); err != nil {
+		s.Errors.Add(1)
+		return fmt.Errorf("handoff: steer: pass %d flows: %w", len(pass), err)
+	}
+	return nil
+}
+
+// NodeFlows lists the flows steered to node.
+func (s *Steer) NodeFlows(node int) []Flow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var fs []Flow
+	for f, n := range s.flows {
+		if n == node {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+// RemovePassing removes the entries of the flows of fs that PassFlows
+// passes still (not steered again since), and returns how many.
+func (s *Steer) RemovePassing(fs []Flow) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var del []Flow
+	for _, f := range fs {
+		if s.flows[f] == passing {
+			delete(s.flows, f)
+			del = append(del, f)
+		}
+	}
+	return len(del), s.removeLocked(del)
 }
 
 // Len is the number of steered flows.

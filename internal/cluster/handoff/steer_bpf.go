@@ -301,7 +301,8 @@ func steerProgram(m, slots *ebpf.Map, vipLE, portLE, ifindex int32) asm.Instruct
 		asm.LoadMem(asm.R5, asm.R0, 0, asm.Word).WithSymbol("steer"),
 		asm.StoreMem(asm.R6, skbMark, asm.R5, asm.Word),
 		asm.LoadMem(asm.R5, asm.R0, 4, asm.Word),
-		asm.JEq.Imm(asm.R5, 0, "drop"), // node 0.0.0.0: the flow is held (Steer.Hold)
+		asm.JEq.Imm(asm.R5, 0, "drop"),    // node 0.0.0.0: the flow is held (Steer.Hold)
+		asm.JEq.Imm32(asm.R5, -1, "pass"), // 255.255.255.255: to the front's stack (Steer.PassFlows)
 		// struct bpf_redir_neigh { u32 nh_family; be32 ipv4_nh; u32 pad[3] } at fp-32
 		asm.StoreImm(asm.RFP, -32, 2, asm.Word), // AF_INET
 		asm.StoreMem(asm.RFP, -28, asm.R5, asm.Word),

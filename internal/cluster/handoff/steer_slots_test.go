@@ -92,7 +92,7 @@ func TestSteerProgramSlots(t *testing.T) {
 		run("held flow", held, ack, drop, 0)
 		run("another port", wrongPort, ack, pass, 0)
 
-		if err := s.SetSlots([]int{2}); err != nil {
+		if err := s.SetSlots([]int{2}, nil); err != nil {
 			t.Errorf("SetSlots: %v", err)
 			return
 		}
@@ -103,9 +103,23 @@ func TestSteerProgramSlots(t *testing.T) {
 		run("node 2 accepts: held flow", held, ack, drop, 0)
 		run("node 2 accepts: another port", wrongPort, syn, pass, 0)
 
+		// Node 1 dies: its flow goes to the front's stack (which resets
+		// it) until the entry is removed, then to its slot's node.
+		if fs := s.NodeFlows(1); len(fs) != 1 || fs[0] != mapped {
+			t.Errorf("NodeFlows(1) = %v; want [%v]", fs, mapped)
+		}
+		if err := s.PassFlows([]Flow{mapped, other}); err != nil { // other is not steered: ignored
+			t.Errorf("PassFlows: %v", err)
+		}
+		run("node 1 died: its flow", mapped, ack, pass, 0)
+		if n, err := s.RemovePassing([]Flow{mapped, held}); n != 1 || err != nil {
+			t.Errorf("RemovePassing = %d, %v; want 1 (the held flow is not passing)", n, err)
+		}
+		run("node 1's flow unmapped", mapped, ack, redirect, 2)
+
 		// Three nodes: each new flow goes to the node its slot names,
 		// and every node takes some of 300 client ports.
-		if err := s.SetSlots([]int{0, 1, 2}); err != nil {
+		if err := s.SetSlots([]int{0, 1, 2}, nil); err != nil {
 			t.Errorf("SetSlots: %v", err)
 			return
 		}
@@ -120,8 +134,26 @@ func TestSteerProgramSlots(t *testing.T) {
 		if len(per) != 3 || per[0] < 50 || per[1] < 50 || per[2] < 50 {
 			t.Errorf("300 new flows over three nodes: %v", per)
 		}
-		// Node 1 leaves: its slots go to the others, no other slot moves.
-		if err := s.SetSlots([]int{0, 2}); err != nil {
+		// Node 1 leaves: first its slots go to the front (the segments of
+		// its young flows and new connections there pass to the front's
+		// stack), no other slot moves; then they go to the others.
+		if err := s.SetSlots([]int{0, 2}, []int{1}); err != nil {
+			t.Errorf("SetSlots: %v", err)
+			return
+		}
+		for k, n := range s.Slots() {
+			if owners[k] == 1 && n != -1 || owners[k] != 1 && n != owners[k] {
+				t.Errorf("slot %d: node %d while node 1 leaves, was %d", k, n, owners[k])
+			}
+		}
+		for p := range uint16(300) {
+			f := flow(20000 + p)
+			if owners[slotOf(f.Client)] == 1 {
+				run("node 1 leaving: a flow of its slots", f, ack, pass, 0)
+				break
+			}
+		}
+		if err := s.SetSlots([]int{0, 2}, nil); err != nil {
 			t.Errorf("SetSlots: %v", err)
 			return
 		}
@@ -130,7 +162,7 @@ func TestSteerProgramSlots(t *testing.T) {
 				t.Errorf("slot %d: node %d after node 1 left, was %d", k, n, owners[k])
 			}
 		}
-		if err := s.SetSlots(nil); err != nil {
+		if err := s.SetSlots(nil, nil); err != nil {
 			t.Errorf("SetSlots(nil): %v", err)
 		}
 		run("front accepts again: SYN of a new flow", other, syn, pass, 0)
