@@ -2,7 +2,6 @@ package handoff
 
 import (
 	"fmt"
-	"net"
 	"syscall"
 	"time"
 	"unsafe"
@@ -35,11 +34,16 @@ func newFDSender() *fdSender {
 	return s
 }
 
+// deadliner is a socket whose waiting writes can be given a deadline.
+type deadliner interface {
+	SetWriteDeadline(t time.Time) error
+}
+
 // send writes h and data with fd attached (fd < 0: none) on uc, whose
 // RawConn is rc; a send that finds the socket full waits up to timeout (0:
 // no limit). A nil error means the record (and the descriptor) is queued
 // for the peer.
-func (s *fdSender) send(uc *net.UnixConn, rc syscall.RawConn, h FDHeader, fd int, timeout time.Duration, data [][]byte) error {
+func (s *fdSender) send(uc deadliner, rc syscall.RawConn, h FDHeader, fd int, timeout time.Duration, data [][]byte) error {
 	msg, err := record(nil, h, 0, s.msg, data)
 	s.msg = msg
 	if err != nil {
@@ -75,6 +79,20 @@ func (s *fdSender) send(uc *net.UnixConn, rc syscall.RawConn, h FDHeader, fd int
 		return fmt.Errorf("handoff: sendmsg: %w", s.err)
 	}
 	return nil
+}
+
+// sendConn is send with conn's descriptor attached; conn's descriptor stays
+// open meanwhile.
+func (s *fdSender) sendConn(uc clientSock, h FDHeader, conn syscall.Conn, timeout time.Duration, data [][]byte) error {
+	crc, err := conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("handoff: client socket: %w", err)
+	}
+	var serr error
+	if err := crc.Control(func(fd uintptr) { serr = s.send(uc, uc, h, int(fd), timeout, data) }); err != nil {
+		return fmt.Errorf("handoff: client socket: %w", err)
+	}
+	return serr
 }
 
 func (s *fdSender) control(fd uintptr) { s.step(fd) }
