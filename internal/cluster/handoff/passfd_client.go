@@ -227,33 +227,15 @@ func (c *FDClient) TrySendRaw(h FDHeader, fd int, data ...[]byte) error {
 	}
 	snd := c.senders.Get().(*fdSender)
 	defer c.senders.Put(snd)
-	msg, err := record(nil, h, 0, snd.msg, data)
-	snd.msg = msg[:0]
-	if err != nil {
+	if err := snd.prepare(h, fd, data); err != nil {
 		return err
 	}
-	var oob [32]byte
-	rights := appendRights(oob[:0], fd)
-	iov := unix.Iovec{Base: &msg[0]}
-	iov.SetLen(len(msg))
-	mh := unix.Msghdr{Iov: &iov, Control: &rights[0]}
-	mh.Iovlen = 1
-	mh.SetControllen(len(rights))
-	var serr error
-	// Control, not Write: Write would refuse with the write deadline a
-	// blocking Send left armed (and since expired) on the socket.
-	cerr := uc.Control(func(s uintptr) {
-		// A raw system call: it cannot block (MSG_DONTWAIT), so the
-		// runtime's syscall bookkeeping (entersyscall, which also wakes
-		// a sleeping sysmon thread) is pure cost here.
-		_, _, e := unix.RawSyscall(unix.SYS_SENDMSG, s, uintptr(unsafe.Pointer(&mh)), unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-		if e != 0 {
-			serr = e
-		}
-	})
-	if cerr == nil {
-		cerr = serr
-	}
+	// A raw system call under Control, not Write: it cannot block
+	// (MSG_DONTWAIT), so the runtime's syscall bookkeeping (entersyscall,
+	// which also wakes a sleeping sysmon thread) would be pure cost, and
+	// Write would refuse with the write deadline a blocking Send left
+	// armed (and since expired) on the socket.
+	cerr := snd.trySend(uc)
 	switch {
 	case cerr == nil:
 		return nil

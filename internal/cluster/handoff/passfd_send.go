@@ -44,19 +44,8 @@ type deadliner interface {
 // no limit). A nil error means the record (and the descriptor) is queued
 // for the peer.
 func (s *fdSender) send(uc deadliner, rc syscall.RawConn, h FDHeader, fd int, timeout time.Duration, data [][]byte) error {
-	msg, err := record(nil, h, 0, s.msg, data)
-	s.msg = msg
-	if err != nil {
+	if err := s.prepare(h, fd, data); err != nil {
 		return err
-	}
-	s.iov.Base = unsafe.SliceData(msg)
-	s.iov.SetLen(len(msg))
-	s.mh = unix.Msghdr{Iov: &s.iov}
-	s.mh.Iovlen = 1
-	if fd >= 0 {
-		rights := appendRights(s.oob[:0], fd)
-		s.mh.Control = &rights[0]
-		s.mh.SetControllen(len(rights))
 	}
 	// First try without waiting, under Control: Write would refuse at once
 	// if a deadline armed by an earlier wait has expired.
@@ -79,6 +68,36 @@ func (s *fdSender) send(uc deadliner, rc syscall.RawConn, h FDHeader, fd int, ti
 		return fmt.Errorf("handoff: sendmsg: %w", s.err)
 	}
 	return nil
+}
+
+// prepare builds the record of h and data in s.msg and the message header
+// that sends it, with fd attached (fd < 0: none).
+func (s *fdSender) prepare(h FDHeader, fd int, data [][]byte) error {
+	msg, err := record(nil, h, 0, s.msg, data)
+	s.msg = msg
+	if err != nil {
+		return err
+	}
+	s.iov.Base = unsafe.SliceData(msg)
+	s.iov.SetLen(len(msg))
+	s.mh = unix.Msghdr{Iov: &s.iov}
+	s.mh.Iovlen = 1
+	if fd >= 0 {
+		rights := appendRights(s.oob[:0], fd)
+		s.mh.Control = &rights[0]
+		s.mh.SetControllen(len(rights))
+	}
+	return nil
+}
+
+// trySend writes the prepared record on rc without ever waiting: a full
+// socket gives unix.EAGAIN. It allocates nothing.
+func (s *fdSender) trySend(rc syscall.RawConn) error {
+	s.err = nil
+	if err := rc.Control(s.ctl); err != nil {
+		return err
+	}
+	return s.err
 }
 
 // sendConn is send with conn's descriptor attached; conn's descriptor stays
