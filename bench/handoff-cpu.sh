@@ -7,8 +7,9 @@
 # 1 MB files; `shoal front` (GOMAXPROCS=1, pinned to core 0) runs once per
 # data path; `shoal bench http` (pinned to core 1, with the nodes) loads it
 # for DURATION per run, with keep-alive and with one request per connection
-# (Connection: close). The front's CPU time (utime+stime from
-# /proc/PID/stat over the run) divided by the requests completed is the
+# (Connection: close). The front's CPU time over the run (its threads'
+# schedstat in ns; utime+stime from /proc/PID/stat, in 10 ms ticks, if a
+# thread exited) divided by the requests completed is the
 # cost per request: unlike req/s, other load on this shared machine barely
 # moves it. Paths:
 #   relay          the front relays through pooled keep-alive connections
@@ -115,15 +116,16 @@ for size in $SIZES; do
 		for run in $(seq "$RUNS"); do
 			for path in relay passfd passfd-return; do
 				pid=${FPID[$path]}
-				before=$(cputicks "$pid")
+				before=$(cputicks "$pid") nsbefore=$(cpuns "$pid")
 				taskset -c "$LOAD_CORE" "$SHOAL" bench http --url "http://${FADDR[$path]}/$size" --connections "$CONNS" \
 					--duration "$DURATION" --keepalive=$ka --json >"$W/out.json"
-				after=$(cputicks "$pid")
+				after=$(cputicks "$pid") nsafter=$(cpuns "$pid")
 				read -r reqs errs < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["ok"], r["errors_total"])' "$W/out.json")
 				if [ "$errs" != 0 ]; then
 					echo "handoff-cpu: $path $size keepalive=$ka: $errs errors" >&2
 				fi
-				COST[$path,$size,$ka]+="$(python3 -c "print(($after - $before) / $TCK / max($reqs, 1) * 1e6)") "
+				secs=$(cpusecs "$before" "$after" "$nsbefore" "$nsafter")
+				COST[$path,$size,$ka]+="$(python3 -c "print($secs / max($reqs, 1) * 1e6)") "
 				COST[$path,$size,$ka,n]+="$reqs "
 			done
 		done
