@@ -44,9 +44,8 @@ type FDClient struct {
 	pollBuf []byte
 
 	mu     sync.Mutex
-	uc     *net.UnixConn
-	rc     syscall.RawConn // uc's, made once per dial
-	pollRd *fdReader       // uc's reader when polled
+	uc     clientSock
+	pollRd *fdReader // uc's reader when polled
 	closed bool
 	// refused is the last trust refusal, returned without dialling again
 	// until refusedUntil: a refused socket costs one check per
@@ -125,21 +124,30 @@ func (c *FDClient) Path() string { return c.path }
 // ErrFDClientClosed is returned by Send after Close.
 var ErrFDClientClosed = errors.New("handoff: client closed")
 
-// conn returns the live socket and its RawConn, dialling it if needed.
-func (c *FDClient) conn() (*net.UnixConn, syscall.RawConn, error) {
+// clientSock is an FDClient's connected socket: a RawConn over its
+// descriptor that can also arm a deadline for sends that wait and be
+// closed. On Linux it stays out of Go's poller (fdsock_linux.go).
+type clientSock interface {
+	syscall.RawConn
+	SetWriteDeadline(t time.Time) error
+	Close() error
+}
+
+// conn returns the live socket, dialling it if needed.
+func (c *FDClient) conn() (clientSock, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, nil, ErrFDClientClosed
+		return nil, ErrFDClientClosed
 	}
 	if c.uc != nil {
-		return c.uc, c.rc, nil
+		return c.uc, nil
 	}
 	var uc *net.UnixConn
 	var err error
 	if c.trust != nil {
 		if c.refused != nil && time.Now().Before(c.refusedUntil) {
-			return nil, nil, c.refused
+			return nil, c.refused
 		}
 		uc, err = dialTrusted(c.path, *c.trust)
 		if errors.Is(err, ErrUntrusted) {
@@ -152,33 +160,29 @@ func (c *FDClient) conn() (*net.UnixConn, syscall.RawConn, error) {
 		}
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	rc, err := uc.SyscallConn()
+	sock, err := newClientSock(uc) // closes uc
 	if err != nil {
-		uc.Close()
-		return nil, nil, fmt.Errorf("handoff: dial %s: %w", c.path, err)
+		return nil, fmt.Errorf("handoff: dial %s: %w", c.path, err)
 	}
 	if c.polled {
-		if c.pollRd, err = newFDReader(uc); err != nil {
-			uc.Close()
-			return nil, nil, err
-		}
+		c.pollRd = newSockReader(sock)
 	}
 	c.refused = nil
-	c.uc, c.rc = uc, rc
+	c.uc = sock
 	c.gen.Add(1)
 	if !c.polled {
-		go c.read(uc)
+		go c.read(sock)
 	}
-	return uc, rc, nil
+	return sock, nil
 }
 
 // drop forgets uc (if it is still the current socket) and closes it.
-func (c *FDClient) drop(uc *net.UnixConn) {
+func (c *FDClient) drop(uc clientSock) {
 	c.mu.Lock()
 	if c.uc == uc {
-		c.uc, c.rc = nil, nil
+		c.uc = nil
 	}
 	c.mu.Unlock()
 	uc.Close()
@@ -217,39 +221,21 @@ var ErrWouldBlock = errors.New("handoff: node socket full")
 // listener from one goroutine and hands a blocked send to a goroutine of its
 // own. On success the caller closes fd; on any error it still owns it.
 func (c *FDClient) TrySendRaw(h FDHeader, fd int, data ...[]byte) error {
-	uc, rc, err := c.conn()
+	uc, err := c.conn()
 	if err != nil {
 		return err
 	}
 	snd := c.senders.Get().(*fdSender)
 	defer c.senders.Put(snd)
-	msg, err := record(nil, h, 0, snd.msg, data)
-	snd.msg = msg[:0]
-	if err != nil {
+	if err := snd.prepare(h, fd, data); err != nil {
 		return err
 	}
-	var oob [32]byte
-	rights := appendRights(oob[:0], fd)
-	iov := unix.Iovec{Base: &msg[0]}
-	iov.SetLen(len(msg))
-	mh := unix.Msghdr{Iov: &iov, Control: &rights[0]}
-	mh.Iovlen = 1
-	mh.SetControllen(len(rights))
-	var serr error
-	// Control, not Write: Write would refuse with the write deadline a
-	// blocking Send left armed (and since expired) on the socket.
-	cerr := rc.Control(func(s uintptr) {
-		// A raw system call: it cannot block (MSG_DONTWAIT), so the
-		// runtime's syscall bookkeeping (entersyscall, which also wakes
-		// a sleeping sysmon thread) is pure cost here.
-		_, _, e := unix.RawSyscall(unix.SYS_SENDMSG, s, uintptr(unsafe.Pointer(&mh)), unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-		if e != 0 {
-			serr = e
-		}
-	})
-	if cerr == nil {
-		cerr = serr
-	}
+	// A raw system call under Control, not Write: it cannot block
+	// (MSG_DONTWAIT), so the runtime's syscall bookkeeping (entersyscall,
+	// which also wakes a sleeping sysmon thread) would be pure cost, and
+	// Write would refuse with the write deadline a blocking Send left
+	// armed (and since expired) on the socket.
+	cerr := snd.trySend(uc)
 	switch {
 	case cerr == nil:
 		return nil
@@ -276,15 +262,15 @@ func appendRights(b []byte, fd int) []byte {
 }
 
 func (c *FDClient) send(h FDHeader, conn syscall.Conn, fd int, data [][]byte) error {
-	uc, rc, err := c.conn()
+	uc, err := c.conn()
 	if err != nil {
 		return err
 	}
 	snd := c.senders.Get().(*fdSender)
 	if conn != nil {
-		snd.msg, err = SendFD(uc, h, conn, c.timeout, snd.msg, data...)
+		err = snd.sendConn(uc, h, conn, c.timeout, data)
 	} else {
-		err = snd.send(uc, rc, h, fd, c.timeout, data)
+		err = snd.send(uc, uc, h, fd, c.timeout, data)
 	}
 	if cap(snd.msg) <= 64<<10 {
 		c.senders.Put(snd)
@@ -311,7 +297,7 @@ func (c *FDClient) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	uc := c.uc
-	c.uc, c.rc, c.pollRd = nil, nil, nil
+	c.uc, c.pollRd = nil, nil
 	c.mu.Unlock()
 	if uc == nil {
 		return nil
@@ -326,7 +312,7 @@ func (c *FDClient) Close() error {
 // broken drops uc after a failed send. A polled client first reads what
 // the node sent before (its acknowledgements say which moves it took),
 // then calls OnDisconnect, which the reader goroutine calls otherwise.
-func (c *FDClient) broken(uc *net.UnixConn) {
+func (c *FDClient) broken(uc clientSock) {
 	if !c.polled {
 		c.drop(uc)
 		return
@@ -358,11 +344,11 @@ func (c *FDClient) Poll() {
 // lose drops a polled client's socket after its last messages were read
 // and calls OnDisconnect, once per socket: only while uc is still the
 // client's current one.
-func (c *FDClient) lose(uc *net.UnixConn) {
+func (c *FDClient) lose(uc clientSock) {
 	c.mu.Lock()
 	current := c.uc == uc
 	if current {
-		c.uc, c.rc, c.pollRd = nil, nil, nil
+		c.uc, c.pollRd = nil, nil
 	}
 	c.mu.Unlock()
 	uc.Close()
@@ -373,7 +359,7 @@ func (c *FDClient) lose(uc *net.UnixConn) {
 
 // pollLocked reads and dispatches every message queued on uc, with pollMu
 // held; false when the stream ended or broke.
-func (c *FDClient) pollLocked(uc *net.UnixConn) bool {
+func (c *FDClient) pollLocked(uc clientSock) bool {
 	c.mu.Lock()
 	rd := c.pollRd
 	if c.uc != uc {
@@ -399,17 +385,14 @@ func (c *FDClient) pollLocked(uc *net.UnixConn) bool {
 	}
 }
 
-func (c *FDClient) read(uc *net.UnixConn) {
+func (c *FDClient) read(uc clientSock) {
 	defer func() {
 		c.drop(uc)
 		if c.onDisconnect != nil {
 			c.onDisconnect()
 		}
 	}()
-	rd, err := newFDReader(uc)
-	if err != nil {
-		return
-	}
+	rd := newSockReader(uc)
 	buf := make([]byte, FDHeaderLen+FDMaxData)
 	for {
 		r, err := c.wrap(rd.recv(buf))

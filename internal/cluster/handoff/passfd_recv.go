@@ -40,9 +40,14 @@ func newFDReader(uc *net.UnixConn) (*fdReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("handoff: handoff socket: %w", err)
 	}
+	return newSockReader(rc), nil
+}
+
+// newSockReader binds a reader to a socket's RawConn.
+func newSockReader(rc syscall.RawConn) *fdReader {
 	r := &fdReader{rc: rc}
 	r.step = r.recvStep
-	return r, nil
+	return r
 }
 
 // recvStep is the RawConn read step: one recvmsg, false while the socket

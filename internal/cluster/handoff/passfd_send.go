@@ -2,7 +2,6 @@ package handoff
 
 import (
 	"fmt"
-	"net"
 	"syscall"
 	"time"
 	"unsafe"
@@ -35,24 +34,18 @@ func newFDSender() *fdSender {
 	return s
 }
 
+// deadliner is a socket whose waiting writes can be given a deadline.
+type deadliner interface {
+	SetWriteDeadline(t time.Time) error
+}
+
 // send writes h and data with fd attached (fd < 0: none) on uc, whose
 // RawConn is rc; a send that finds the socket full waits up to timeout (0:
 // no limit). A nil error means the record (and the descriptor) is queued
 // for the peer.
-func (s *fdSender) send(uc *net.UnixConn, rc syscall.RawConn, h FDHeader, fd int, timeout time.Duration, data [][]byte) error {
-	msg, err := record(nil, h, 0, s.msg, data)
-	s.msg = msg
-	if err != nil {
+func (s *fdSender) send(uc deadliner, rc syscall.RawConn, h FDHeader, fd int, timeout time.Duration, data [][]byte) error {
+	if err := s.prepare(h, fd, data); err != nil {
 		return err
-	}
-	s.iov.Base = unsafe.SliceData(msg)
-	s.iov.SetLen(len(msg))
-	s.mh = unix.Msghdr{Iov: &s.iov}
-	s.mh.Iovlen = 1
-	if fd >= 0 {
-		rights := appendRights(s.oob[:0], fd)
-		s.mh.Control = &rights[0]
-		s.mh.SetControllen(len(rights))
 	}
 	// First try without waiting, under Control: Write would refuse at once
 	// if a deadline armed by an earlier wait has expired.
@@ -75,6 +68,50 @@ func (s *fdSender) send(uc *net.UnixConn, rc syscall.RawConn, h FDHeader, fd int
 		return fmt.Errorf("handoff: sendmsg: %w", s.err)
 	}
 	return nil
+}
+
+// prepare builds the record of h and data in s.msg and the message header
+// that sends it, with fd attached (fd < 0: none).
+func (s *fdSender) prepare(h FDHeader, fd int, data [][]byte) error {
+	msg, err := record(nil, h, 0, s.msg, data)
+	s.msg = msg
+	if err != nil {
+		return err
+	}
+	s.iov.Base = unsafe.SliceData(msg)
+	s.iov.SetLen(len(msg))
+	s.mh = unix.Msghdr{Iov: &s.iov}
+	s.mh.Iovlen = 1
+	if fd >= 0 {
+		rights := appendRights(s.oob[:0], fd)
+		s.mh.Control = &rights[0]
+		s.mh.SetControllen(len(rights))
+	}
+	return nil
+}
+
+// trySend writes the prepared record on rc without ever waiting: a full
+// socket gives unix.EAGAIN. It allocates nothing.
+func (s *fdSender) trySend(rc syscall.RawConn) error {
+	s.err = nil
+	if err := rc.Control(s.ctl); err != nil {
+		return err
+	}
+	return s.err
+}
+
+// sendConn is send with conn's descriptor attached; conn's descriptor stays
+// open meanwhile.
+func (s *fdSender) sendConn(uc clientSock, h FDHeader, conn syscall.Conn, timeout time.Duration, data [][]byte) error {
+	crc, err := conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("handoff: client socket: %w", err)
+	}
+	var serr error
+	if err := crc.Control(func(fd uintptr) { serr = s.send(uc, uc, h, int(fd), timeout, data) }); err != nil {
+		return fmt.Errorf("handoff: client socket: %w", err)
+	}
+	return serr
 }
 
 func (s *fdSender) control(fd uintptr) { s.step(fd) }

@@ -3,10 +3,13 @@ package handoff
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"shoal/internal/testutil"
 )
@@ -84,5 +87,62 @@ func TestTrySendRaw(t *testing.T) {
 	}
 	if err := c.TrySendRaw(h, fd, []byte("again")); err != nil {
 		t.Fatalf("after draining one: %v", err)
+	}
+}
+
+// TestTrySendRawAllocatesNothing: the raw accept loop's send builds the
+// record, its message header and control data in a pooled sender, so a
+// passed connection costs the front no allocation.
+func TestTrySendRawAllocatesNothing(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "n.sock")
+	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	c := NewFDClient(FDClientConfig{Path: sock})
+	defer c.Close()
+	client, server := testutil.TCPPair(t)
+	defer client.Close()
+	rc, _ := server.SyscallConn()
+	var fd int
+	rc.Control(func(f uintptr) { fd = int(f) })
+	h := FDHeader{Kind: FDHandoff, Node: 1, Moves: 1, Conn: 7}
+	head := []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if err := c.TrySendRaw(h, fd, head); err != nil { // dials
+		t.Fatal(err)
+	}
+	peer, err := ul.AcceptUnix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	rd, err := newFDReader(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, FDHeaderLen+FDMaxData)
+	var failed error
+	recv := func() {
+		m, err := rd.recv(buf)
+		if err != nil || m.FD < 0 {
+			failed = fmt.Errorf("recv: %v, descriptor %d", err, m.FD)
+			return
+		}
+		unix.Close(m.FD)
+	}
+	recv()
+	n := testing.AllocsPerRun(200, func() {
+		if err := c.TrySendRaw(h, fd, head); err != nil {
+			failed = err
+			return
+		}
+		recv()
+	})
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if n != 0 {
+		t.Errorf("TrySendRaw (and the zero-allocation receive) allocate %v times a send, want 0", n)
 	}
 }
