@@ -740,7 +740,10 @@ func (m *RepairMover) unsteerDead(fs []Flow) error {
 		return err
 	}
 	time.AfterFunc(DeadFlowsPass, func() { m.steer.RemovePassing(fs) })
-	return m.steer.PassFlows(fs)
+	if err := m.steer.PassFlows(fs); err != nil {
+		return err
+	}
+	return tickle(fs) // a client waiting for an answer learns it now
 }
 
 // unsteerBatch is how long removals wait to share one netlink commit.
