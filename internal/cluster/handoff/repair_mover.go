@@ -729,21 +729,24 @@ func (m *RepairMover) Live(conn uint64) bool {
 // client's retransmissions to meet the front's reset.
 const DeadFlowsPass = 10 * time.Second
 
-// unsteerDead removes the steering of flows whose node died or lost them.
-// With nodes accepting, they go to the front's own stack for a while
-// instead (Steer.PassFlows), which resets their clients, rather than to
-// their slot's node, whose guard would leave them waiting. Called with
-// m.mu held.
+// unsteerDead removes the steering of flows whose node died or lost them,
+// so that their packets meet the front's reset, and tickles their clients
+// (tickle: a client waiting for an answer sends nothing). With nodes
+// accepting, the flows go to the front's own stack for DeadFlowsPass
+// instead (Steer.PassFlows): without an entry they would go to their
+// slot's node, whose guard would leave them waiting. Called with m.mu held.
 func (m *RepairMover) unsteerDead(fs []Flow) error {
-	if !m.cfg.NodesAccept || m.steer.Backend() != "bpf" {
-		_, err := m.steer.RemoveFlows(fs)
+	var err error
+	if m.cfg.NodesAccept && m.steer.Backend() == "bpf" {
+		time.AfterFunc(DeadFlowsPass, func() { m.steer.RemovePassing(fs) })
+		err = m.steer.PassFlows(fs)
+	} else {
+		_, err = m.steer.RemoveFlows(fs)
+	}
+	if err != nil {
 		return err
 	}
-	time.AfterFunc(DeadFlowsPass, func() { m.steer.RemovePassing(fs) })
-	if err := m.steer.PassFlows(fs); err != nil {
-		return err
-	}
-	return tickle(fs) // a client waiting for an answer learns it now
+	return tickle(fs)
 }
 
 // unsteerBatch is how long removals wait to share one netlink commit.
