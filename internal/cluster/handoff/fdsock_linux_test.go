@@ -4,9 +4,7 @@ package handoff
 
 import (
 	"bufio"
-	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,12 +19,7 @@ import (
 // connection while Go's poller (which asks for EPOLLOUT on every socket)
 // watched it.
 func TestFDClientSocketNotWatchedForWriteSpace(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "n.sock")
-	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ul.Close()
+	sock, ul := listenPacket(t)
 	c := NewFDClient(FDClientConfig{Path: sock})
 	defer c.Close()
 	if err := c.SendMsg(FDHeader{Kind: FDTable}, []byte("x")); err != nil { // dials

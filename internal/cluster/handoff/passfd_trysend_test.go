@@ -19,12 +19,7 @@ import (
 // has expired (it must not see that deadline), and reports ErrWouldBlock at
 // once, keeping the descriptor, when the node's socket is full.
 func TestTrySendRaw(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "n.sock")
-	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ul.Close()
+	sock, ul := listenPacket(t)
 	c := NewFDClient(FDClientConfig{Path: sock, SendTimeout: 10 * time.Millisecond})
 	defer c.Close()
 	client, server := testutil.TCPPair(t)
@@ -94,12 +89,7 @@ func TestTrySendRaw(t *testing.T) {
 // record, its message header and control data in a pooled sender, so a
 // passed connection costs the front no allocation.
 func TestTrySendRawAllocatesNothing(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "n.sock")
-	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ul.Close()
+	sock, ul := listenPacket(t)
 	c := NewFDClient(FDClientConfig{Path: sock})
 	defer c.Close()
 	client, server := testutil.TCPPair(t)
@@ -145,4 +135,17 @@ func TestTrySendRawAllocatesNothing(t *testing.T) {
 	if n != 0 {
 		t.Errorf("TrySendRaw (and the zero-allocation receive) allocate %v times a send, want 0", n)
 	}
+}
+
+// listenPacket listens on a unixpacket socket in a temporary folder, as a
+// node's handoff socket does, closed when the test ends.
+func listenPacket(t *testing.T) (string, *net.UnixListener) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "n.sock")
+	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ul.Close() })
+	return sock, ul
 }

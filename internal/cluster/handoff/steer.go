@@ -516,21 +516,6 @@ func (s *Steer) removeLocked(fs []Flow) error {
 	return nil
 }
 
-// RemoveNode drops every flow steered to node i (the node died or left)
-// and returns how many there were.
-func (s *Steer) RemoveNode(node int) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var fs []Flow
-	for f, n := range s.flows {
-		if n == node {
-			fs = append(fs, f)
-			delete(s.flows, f)
-		}
-	}
-	return len(fs), s.removeLocked(fs)
-}
-
 // SetSlots makes the nodes in accept take new connections straight from
 // the clients: every segment of a flow the map does not hold, SYN
 // included, goes to the node of the flow's slot (steerProgram), which

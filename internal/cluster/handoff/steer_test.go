@@ -121,8 +121,8 @@ func testSteerTable(t *testing.T, backend string) {
 		}
 		check("two removed in a batch", 7)
 		// Node 1 now has 1000, 1003, 1005, 1007, 1009.
-		if n, err := s.RemoveNode(1); n != 5 || err != nil {
-			t.Errorf("RemoveNode(1) = %d, %v; want 5", n, err)
+		if n, err := s.RemoveFlows(s.NodeFlows(1)); n != 5 || err != nil {
+			t.Errorf("RemoveFlows(NodeFlows(1)) = %d, %v; want 5", n, err)
 		}
 		check("node 1 dropped", 2)
 		// A batch of moves reported together: one update, then one
