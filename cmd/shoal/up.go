@@ -28,14 +28,14 @@ func init() {
 
 // upFlags are the flags of `shoal up` that are not fields of up.Config.
 type upFlags struct {
-	diskWeights, path, accessLog, accessLogFormat, state, moves *string
-	verbose, loopback                                           *bool
-	shutdownTO                                                  *time.Duration
-	pops                                                        *int
-	origin                                                      *string
-	logf                                                        *logFlags
-	memory                                                      sizeFlag
-	protocols                                                   protocolKeys
+	diskWeights, path, accessLog, accessLogFormat, state, moves, accept *string
+	verbose, loopback                                                   *bool
+	shutdownTO                                                          *time.Duration
+	pops                                                                *int
+	origin                                                              *string
+	logf                                                                *logFlags
+	memory                                                              sizeFlag
+	protocols                                                           protocolKeys
 }
 
 // addUpFlags defines the flags of `shoal up` on fs, those of up.Config
@@ -65,6 +65,7 @@ func addUpFlags(fs *flag.FlagSet, c *up.Config) *upFlags {
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 0, "open client connections from one address (0: 256, -1: no limit)")
 	fs.BoolVar(&c.TLS, "tls", false, "serve HTTPS with a self-signed certificate for localhost and 127.0.0.1 kept in the --data folder (clients: curl -k, shoal bench http --insecure); "+
 		"with passfd or hybrid every request is relayed")
+	uf.accept = fs.String("repair-accept", "front", "--path repair under tbccrd: front (the front accepts each new connection and hands it over) or nodes (the nodes accept new connections themselves; the front leaves the connection path)")
 	uf.moves = fs.String("moves", "nodes", "--path passfd under a policy that shares its URL table (tbccrd): nodes (they move a connection to the node its next request belongs to, by the table) or front (every later request goes back to the front, which passes it on)")
 	uf.verbose = fs.Bool("v", false, "--path repair: print each ip command that builds the lab")
 	uf.accessLog = fs.String("access-log", "", "the front's access log file, - for stdout (default off)")
@@ -198,7 +199,10 @@ func (uf *upFlags) start(c up.Config) (cl *up.Cluster, lab *up.Repair, shutdown 
 			shutdown = cl.Shutdown
 		}
 	case "repair":
-		rc := up.RepairConfig{}
+		if *uf.accept != "front" && *uf.accept != "nodes" {
+			return nil, nil, nil, fmt.Errorf("--repair-accept %q: want front or nodes", *uf.accept)
+		}
+		rc := up.RepairConfig{NodesAccept: *uf.accept == "nodes"}
 		if *uf.verbose {
 			rc.Log = func(cmd string) { fmt.Fprintln(os.Stderr, "+", cmd) }
 		}

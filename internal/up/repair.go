@@ -31,9 +31,10 @@ type RepairConfig struct {
 	Stderr *os.File
 	// Log, if set, receives each `ip` command run.
 	Log func(cmd string)
-	// nodesAccept runs the front with `[repair] accept = "nodes"` (the
-	// nodes accept new connections themselves in tag mode).
-	nodesAccept bool
+	// NodesAccept runs the front with `[repair] accept = "nodes"`: under
+	// tbccrd the nodes accept new connections themselves (front.RepairConfig
+	// NodesAccept). Default false.
+	NodesAccept bool
 }
 
 // Repair is a cluster on the repair data path (SPEC §4): a handoff.Lab of
@@ -248,7 +249,7 @@ func (r *Repair) startLab(ctx context.Context, rc RepairConfig, root, dir, keyFi
 		}
 	}
 	frontCfg := filepath.Join(dir, "front.toml")
-	if err := os.WriteFile(frontCfg, []byte(repairFrontConfig(cfg, vip, adminAddr, r.AdminTokenFile, nodeURLs, rc.nodesAccept)), 0o644); err != nil {
+	if err := os.WriteFile(frontCfg, []byte(repairFrontConfig(cfg, vip, adminAddr, r.AdminTokenFile, nodeURLs, rc.NodesAccept)), 0o644); err != nil {
 		return err
 	}
 	newFront := func() *exec.Cmd {

@@ -163,7 +163,7 @@ func TestRepairAcceptMovesLiveVsSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logs.Close()
-	r, err := StartRepair(cfg, RepairConfig{Exe: shoalBinary(t), Stderr: logs, nodesAccept: true})
+	r, err := StartRepair(cfg, RepairConfig{Exe: shoalBinary(t), Stderr: logs, NodesAccept: true})
 	if err != nil {
 		b, _ := os.ReadFile(logs.Name())
 		t.Fatalf("%v\nlogs:\n%s", err, b)

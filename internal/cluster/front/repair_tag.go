@@ -243,7 +243,11 @@ func (p *RepairPath) setAccepting(s *Server) {
 		s.logf("front: repair: nodes accepting %v: %v", acc, err)
 		return
 	}
-	s.logf("front: repair: nodes accepting new connections: %v (the front takes those of %v)", acc, gone)
+	if len(gone) > 0 {
+		s.logf("front: repair: nodes accepting new connections: %v (the front takes those of %v for now)", acc, gone)
+	} else {
+		s.logf("front: repair: nodes accepting new connections: %v", acc)
+	}
 	t.accepting, t.gone = acc, gone
 }
 
