@@ -113,6 +113,18 @@ func TestFrontPassFDBlindPolicyKeepsConnections(t *testing.T) {
 		after := stats()
 		return handoffStats{after.Passed - before.Passed, after.Returned - before.Returned, after.FallbackNoSocket - before.FallbackNoSocket}
 	}
+	// The nodes serve first: a request relayed (fallback_no_socket) to a
+	// node not listening yet is a 502 (seen once under CI's load).
+	for _, n := range nodes {
+		waitFor("node "+n, func() bool {
+			resp, err := http.Get("http://" + n + "/a.txt")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
+	}
 	waitFor("the front", func() bool {
 		resp, err := http.Get("http://" + adminAddr + "/stats")
 		if err == nil {
