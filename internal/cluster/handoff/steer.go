@@ -531,13 +531,14 @@ func (s *Steer) removeLocked(fs []Flow) error {
 func (s *Steer) SetSlots(accept, gone []int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, i := range slices.Concat(accept, gone) {
+	all := slices.Concat(accept, gone)
+	for _, i := range all {
 		if _, ok := s.nodes[i]; !ok {
 			return fmt.Errorf("%w: %d", ErrUnknownNode, i)
 		}
 	}
 	vals := make([][8]byte, SteerSlots)
-	for k, i := range slotOwners(slices.Concat(accept, gone)) {
+	for k, i := range slotOwners(all) {
 		switch {
 		case i < 0:
 		case slices.Contains(gone, i):
