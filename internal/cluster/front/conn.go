@@ -52,6 +52,7 @@ type clientConn struct {
 	vh     vhostState
 	sent   int64 // bytes written to the client for the current request (Observation.Bytes)
 	tokens [][]byte
+	tok    uint64 // the relayed request's token (echo.go)
 	// pathName/pathCtr cache the last data path's counter.
 	pathName string
 	pathCtr  *atomic.Uint64

@@ -78,6 +78,7 @@ type muxStream struct {
 	req     httpwire.Request
 	out     []byte
 	tokens  [][]byte
+	tok     uint64 // the relayed request's token (echo.go)
 	fields  []httpwire.Header
 	buf     []byte // a response body that arrived whole
 	url     string
@@ -270,7 +271,8 @@ func (m *muxStream) relay() Result {
 	s.relaying.Add(1)
 	defer s.relaying.Add(-1)
 	var expect bool
-	m.out, m.tokens, expect = appendNodeHead(m.out[:0], m.tokens[:0], &m.req, m.ip, m.t.d, m.t.b)
+	m.tok = newToken()
+	m.out, m.tokens, expect = appendNodeHead(m.out[:0], m.tokens[:0], &m.req, m.ip, m.t.d, m.t.b, m.tok)
 	if len(m.out) > s.cfg.MaxHeadBytes+httpwire.ForwardHeadroom {
 		return m.fail(431, answerBadRequest, fmt.Errorf("node %s: rewritten head of %d bytes", u.b.URL, len(m.out)))
 	}
@@ -288,7 +290,7 @@ func (m *muxStream) exchange(u *upstream, expect bool) (nc *nodeConn, res Result
 	s := m.s
 	replayable := m.body == nil
 	nc = u.pool.get(m.now)
-	for nc != nil && !nc.quiet() {
+	for nc != nil && !nc.fit(replayable) {
 		nc.c.Close()
 		s.ctr.freshRedials.Add(1)
 		nc = u.pool.get(m.now)
@@ -320,11 +322,14 @@ func (m *muxStream) exchange(u *upstream, expect bool) (nc *nodeConn, res Result
 			return nil, res, false
 		}
 		got, err := readNodeHead(nc, m.now, s.cfg.ResponseTimeout, nil)
-		if err == nil {
+		if err == nil && nc.answered(m.tok) {
 			return nc, Result{}, true
 		}
 		nc.c.Close()
 		nc = nil
+		if err == nil {
+			err, got = errNotOurs, !reused // as in clientConn.relay
+		}
 		err = fmt.Errorf("node %s: response: %w", u.b.URL, err)
 		var ne net.Error
 		switch {

@@ -74,6 +74,10 @@ type nodeConn struct {
 	peek     func(fd uintptr)
 	quietNow bool
 	peekBuf  [1]byte
+	// echoes: the node has answered on this connection with the token of
+	// the request (seqHeader), so a replayable request may skip the peek;
+	// unpeeked: the request in flight did (see fit and answered).
+	echoes, unpeeked bool
 }
 
 // newNodeConn wraps a fresh connection to a node.
@@ -205,6 +209,36 @@ func (nc *nodeConn) quiet() bool {
 		return false
 	}
 	return nc.quietNow
+}
+
+// fit reports whether a pooled connection may carry the next request. A
+// node that echoes the request's token (seqHeader; shoal's nodes do) shows
+// in the answer itself whether the answer is the request's: a replayable
+// request then skips quiet's peek, one system call a request, and an answer
+// without its token closes the connection and the request goes again on a
+// fresh one (answered). Requests with a body, which cannot be replayed, and
+// nodes that do not echo (nginx, say) are peeked first.
+func (nc *nodeConn) fit(replayable bool) bool {
+	nc.unpeeked = nc.echoes && replayable && nc.in.len() == 0
+	return nc.unpeeked || nc.quiet()
+}
+
+// answered reports whether the response head in nc.resp answers the
+// request sent with token tok, and learns whether the node echoes. An
+// answer carrying another token answers another request (bytes the node
+// sent while the connection idled); one without a token is only trusted
+// when the connection was fresh or peeked quiet before the request went.
+func (nc *nodeConn) answered(tok uint64) bool {
+	v, ok := echoOf(nc.resp.Headers)
+	switch {
+	case ok && v == tok:
+		nc.echoes = true
+		return true
+	case ok, nc.unpeeked:
+		return false
+	}
+	nc.echoes = false
+	return true
 }
 
 // peekStep is quiet's RawConn.Control callback.

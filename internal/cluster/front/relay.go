@@ -17,6 +17,7 @@ import (
 var (
 	errNodeHeadTooLarge = errors.New("response head larger than the node buffer")
 	errUpgrade          = errors.New("node switched protocols without being asked")
+	errNotOurs          = errors.New("answer without the request's token (sent while the connection idled)")
 )
 
 // acquireNode takes one of u's request slots (Config.MaxConn),
@@ -71,7 +72,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 	}
 	replayable := !req.HasBody()
 	nc := u.pool.get(cc.now)
-	for nc != nil && !nc.quiet() {
+	for nc != nil && !nc.fit(replayable) {
 		// The node sent bytes (or closed) while the connection sat idle:
 		// nothing may be read there as the answer to the next request.
 		nc.c.Close()
@@ -100,11 +101,15 @@ func (cc *clientConn) relay(x *Exchange) Result {
 			return cc.sendFailed(u, err, replayable)
 		}
 		got, err := cc.readResponseHead(x, nc)
-		if err == nil {
+		if err == nil && nc.answered(cc.tok) {
 			break
 		}
 		nc.c.Close()
 		nc = nil
+		if err == nil {
+			err = errNotOurs
+			got = !reused // a fresh connection's wrong token is the node's fault
+		}
 		err = fmt.Errorf("node %s: response: %w", u.b.URL, err)
 		var ne net.Error
 		switch {
@@ -172,15 +177,16 @@ func (s *Server) dialNode(u *upstream) (*nodeConn, error) {
 // fetch from (peer fetch, seed 001): nodes believe it from their trusted
 // fronts only.
 func (cc *clientConn) buildRequest(x *Exchange) (expect bool) {
-	cc.out, cc.tokens, expect = appendNodeHead(cc.out[:0], cc.tokens[:0], x.Req, cc.clientIP(), x.Decision, x.Backend)
+	cc.tok = newToken()
+	cc.out, cc.tokens, expect = appendNodeHead(cc.out[:0], cc.tokens[:0], x.Req, cc.clientIP(), x.Decision, x.Backend, cc.tok)
 	return expect
 }
 
 // appendNodeHead appends req's head as the node gets it (buildRequest
-// says how), for a client at ip, to out; tokens is scratch for the
-// Connection header's names. It reports whether the client expects
-// 100-continue before a body.
-func appendNodeHead(out []byte, tokens [][]byte, req *httpwire.Request, ip string, d policy.Decision, b *control.Backend) ([]byte, [][]byte, bool) {
+// says how), for a client at ip, with the request token tok (seqHeader),
+// to out; tokens is scratch for the Connection header's names. It reports
+// whether the client expects 100-continue before a body.
+func appendNodeHead(out []byte, tokens [][]byte, req *httpwire.Request, ip string, d policy.Decision, b *control.Backend, tok uint64) ([]byte, [][]byte, bool) {
 	expect := false
 	tokens = connTokens(tokens, req.Headers)
 	lastXFF := -1
@@ -238,6 +244,7 @@ func appendNodeHead(out []byte, tokens [][]byte, req *httpwire.Request, ip strin
 		out = append(out, b.Addr...)
 		out = append(out, "\r\n"...)
 	}
+	out = appendSeq(out, tok)
 	return append(out, "\r\n"...), tokens, expect && req.HasBody()
 }
 
@@ -514,7 +521,8 @@ func connTokens(dst [][]byte, hs []httpwire.Header) [][]byte {
 
 // dropHeader reports whether a field is hop-by-hop (RFC 9110 §7.6.1:
 // Connection, Keep-Alive, Proxy-*, TE, Trailer, Upgrade, and any field the
-// Connection header names) and so must not be forwarded.
+// Connection header names), or the front's request token, and so must not
+// be forwarded.
 func dropHeader(name []byte, tokens [][]byte) bool {
 	switch len(name) {
 	case 2:
@@ -523,6 +531,10 @@ func dropHeader(name []byte, tokens [][]byte) bool {
 		}
 	case 7:
 		if httpwire.EqualFold(name, "trailer") || httpwire.EqualFold(name, "upgrade") {
+			return true
+		}
+	case 9:
+		if isSeqHeader(name) { // the front's own token (echo.go)
 			return true
 		}
 	case 10:

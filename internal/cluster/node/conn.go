@@ -512,9 +512,11 @@ func stripAuthority(t []byte) []byte {
 	return t
 }
 
-// finish appends Date, optional Connection: close and the blank line.
+// finish appends Date, the front's token (SeqHeader), optional
+// Connection: close and the blank line.
 func (c *conn) finish(now time.Time, closeAfter bool) {
 	c.out = append(c.out, c.s.dates.Line(now)...)
+	c.out = appendEcho(c.out, c.req.Headers)
 	if closeAfter {
 		c.out = append(c.out, connectionClose...)
 	} else if c.req.Minor == 0 {

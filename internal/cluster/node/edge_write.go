@@ -22,6 +22,7 @@ import (
 var headSkip = map[string]bool{
 	"Content-Length": true, "Transfer-Encoding": true, "Age": true,
 	"Via": true, "Cache-Status": true, "X-Cache": true,
+	SeqHeader: true, // a front's token is the cluster's, never the origin's
 }
 
 // noFraming is appendEdgeHead's length for responses that carry neither
@@ -93,6 +94,7 @@ func (c *conn) appendEdgeHead(status int, hp *headParts, age, length int64, cs h
 	if !hp.hasDate {
 		c.out = append(c.out, c.s.dates.Line(now)...)
 	}
+	c.out = appendEcho(c.out, c.req.Headers)
 	if closeAfter || mustClose {
 		c.out = append(c.out, connectionClose...)
 	} else if c.req.Minor == 0 {
