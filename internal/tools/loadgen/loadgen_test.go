@@ -391,7 +391,7 @@ func TestNames(t *testing.T) {
 // trivialServer answers every request on a connection with a fixed 1 KB
 // response, handling pipelined requests; it is the in-process peer for the
 // client-cost benchmark.
-func trivialServer(b *testing.B) string {
+func trivialServer(b testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
