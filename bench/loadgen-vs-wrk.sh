@@ -10,7 +10,12 @@
 # medians, the per-run ratio shoal/wrk (median, min–max) and each client's
 # CPU time per request. Target: ratio ≥ 0.90.
 #
-# Usage: bench/loadgen-vs-wrk.sh            (env: RUNS=5 DURATION=5s CONNS=64)
+# With SYSCALLS=N it then counts each client's system calls per request
+# (perf stat on the syscall tracepoints): shoal over --requests N, wrk over
+# DURATION, both still pinned next to nginx.
+#
+# Usage: bench/loadgen-vs-wrk.sh            (env: RUNS=5 DURATION=5s CONNS=64
+#        SYSCALLS=0 REV=HEAD: the commit to build, SHOAL_WORKTREE=1 the tree)
 # Needs nginx and wrk (apt-get install -y nginx wrk), taskset, go.
 set -euo pipefail
 
@@ -70,14 +75,15 @@ http {
 }
 CONF
 
-# Build the committed HEAD (not the working tree, where other work may be
+REV=${REV:-HEAD}
+# Build the committed REV (HEAD) (not the working tree, where other work may be
 # half-written), or the working tree with SHOAL_WORKTREE=1.
 echo "building shoal…" >&2
 if [[ "${SHOAL_WORKTREE:-0}" == 1 ]]; then
 	(cd "$repo" && go build -o "$tmp/shoal" ./cmd/shoal)
 else
 	mkdir -p "$tmp/src"
-	git -C "$repo" archive HEAD | tar -x -C "$tmp/src"
+	git -C "$repo" archive "$REV" | tar -x -C "$tmp/src"
 	(cd "$tmp/src" && go build -o "$tmp/shoal" ./cmd/shoal)
 fi
 
@@ -148,3 +154,19 @@ rm_=$(printf '%s\n' "${ratios[@]}" | median)
 printf 'median requests/s: wrk %.0f  shoal %.0f  ratio of medians %.3f\n' "$wm" "$sm" "$(awk -v s="$sm" -v w="$wm" 'BEGIN {print s/w}')"
 printf 'per-run ratio shoal/wrk: median %s (min–max %s)  target ≥ 0.90\n' "$rm_" "$(printf '%s\n' "${ratios[@]}" | minmax)"
 printf 'median client CPU per request: wrk %.2f µs  shoal %.2f µs  (shoal/wrk %.2f)\n' "$wcm" "$scm" "$(awk -v s="$scm" -v w="$wcm" 'BEGIN {print s/w}')"
+
+# System calls per request: total (raw_syscalls) and the ones that matter.
+((${SYSCALLS:-0} > 0)) || exit 0
+command -v perf >/dev/null || { echo "SYSCALLS needs perf" >&2; exit 1; }
+events=raw_syscalls:sys_enter
+for e in read write writev epoll_wait epoll_pwait futex nanosleep; do events+=",syscalls:sys_enter_$e"; done
+per_request() { # $1 perf CSV, $2 requests
+	awk -F, -v n="$2" '$1 ~ /^[0-9]+$/ && $1 > 0 {sub(/^(raw_)?syscalls:sys_enter_?/, "", $3); printf "%s %.3f  ", ($3 == "" ? "all" : $3), $1/n} END {print ""}' "$1"
+}
+perf stat -x, -o "$tmp/shoal.perf" -e "$events" -- env GOMAXPROCS=1 taskset -c "$CLIENT_CPU" "$tmp/shoal" bench http \
+	--url "$url" --connections "$CONNS" --requests "$SYSCALLS" --json >"$tmp/shoal.out"
+n=$(sed -n 's/.*"requests":\([0-9]*\).*/\1/p' "$tmp/shoal.out")
+echo "shoal system calls per request ($n requests): $(per_request "$tmp/shoal.perf" "$n")"
+perf stat -x, -o "$tmp/wrk.perf" -e "$events" -- taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$url" >"$tmp/wrk.out"
+n=$(awk '/ requests in / {print $1}' "$tmp/wrk.out")
+echo "wrk system calls per request ($n requests): $(per_request "$tmp/wrk.perf" "$n")"
