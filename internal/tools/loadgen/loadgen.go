@@ -7,8 +7,9 @@
 // that intended time, so a stalled server cannot hide its queueing delay
 // ("coordinated omission"). Each connection is one goroutine driving a raw
 // net.Conn with a hand-written HTTP/1.1 response parser — no net/http on the
-// hot path, no allocation per request — so that on one core it keeps up with
-// wrk. Latency goes into per-worker log-linear histograms (≤ 0.4 % relative
+// hot path, no allocation per request, and on plain TCP one write and one
+// read a request, raw system calls (plainConn) — so that on one core it
+// keeps up with wrk. Latency goes into per-worker log-linear histograms (≤ 0.4 % relative
 // error) merged at the end; failures are counted by kind.
 //
 // The TCP mode (RunTCP) is seed 002's experiment client: connect, send B

@@ -69,26 +69,29 @@ func (c *plainConn) Read(p []byte) (int, error) {
 }
 
 // exchange writes the armed request and reads the first bytes of its
-// answer into p within one RawConn.Read. A request the socket does not
-// take whole (a send buffer full of a long URL) is finished the ordinary
-// way: a write that waits in the poller, then a read.
+// answer into p within one RawConn.Read.
 func (c *plainConn) exchange(p []byte) (int, error) {
 	req := c.req
 	c.wn, c.sent, c.rb, c.rn, c.rerr = 0, false, p, 0, nil
 	err := c.io.Loop(c.step)
 	c.req, c.rb = nil, nil
 	switch {
-	case c.rerr != nil || c.rn > 0:
-		return c.rn, c.rerr
-	case err != nil:
+	case err != nil: // a deadline or a close before the step read
 		return 0, err
-	case c.wn < len(req):
-		if _, err := c.io.Write(req[c.wn:], nil); err != nil {
-			return 0, err
-		}
-		return c.io.Read(p)
+	case c.rerr == nil && c.wn < len(req):
+		return c.finish(req[c.wn:], p)
 	}
-	return 0, nil // unreachable: the step ends with a read or a failure
+	return c.rn, c.rerr
+}
+
+// finish sends the rest of a request the socket did not take whole (a
+// send buffer full of a long URL) the ordinary way, a write that waits in
+// the poller, then reads.
+func (c *plainConn) finish(rest, p []byte) (int, error) {
+	if _, err := c.io.Write(rest, nil); err != nil {
+		return 0, err
+	}
+	return c.io.Read(p)
 }
 
 // exchangeStep is exchange's RawConn.Read callback: its first call writes
