@@ -10,7 +10,13 @@
 # medians, the per-run ratio shoal/wrk (median, min–max) and each client's
 # CPU time per request. Target: ratio ≥ 0.90.
 #
-# Usage: bench/loadgen-vs-wrk.sh            (env: RUNS=5 DURATION=5s CONNS=64)
+# With SYSCALLS=N it then counts each client's system calls per request
+# (perf stat on the syscall tracepoints): shoal over --requests N, wrk over
+# DURATION, both still pinned next to nginx.
+#
+# Usage: bench/loadgen-vs-wrk.sh            (env: RUNS=5 DURATION=5s CONNS=64
+#        SYSCALLS=0 REV=HEAD: the commit to build, SHOAL_WORKTREE=1 the tree,
+#        SERVER_CPU=0 CLIENT_CPU=1, CLIENT_SCHED=batch)
 # Needs nginx and wrk (apt-get install -y nginx wrk), taskset, go.
 set -euo pipefail
 
@@ -70,14 +76,19 @@ http {
 }
 CONF
 
-# Build the committed HEAD (not the working tree, where other work may be
+REV=${REV:-HEAD}
+# How both clients start: pinned, and with CLIENT_SCHED=batch as SCHED_BATCH
+# threads, which do not preempt nginx when they wake (see docs/benchmarks.md).
+client=(taskset -c "$CLIENT_CPU")
+[[ "${CLIENT_SCHED:-}" == batch ]] && client=(chrt --batch 0 "${client[@]}")
+# Build the committed REV (HEAD) (not the working tree, where other work may be
 # half-written), or the working tree with SHOAL_WORKTREE=1.
 echo "building shoal…" >&2
 if [[ "${SHOAL_WORKTREE:-0}" == 1 ]]; then
 	(cd "$repo" && go build -o "$tmp/shoal" ./cmd/shoal)
 else
 	mkdir -p "$tmp/src"
-	git -C "$repo" archive HEAD | tar -x -C "$tmp/src"
+	git -C "$repo" archive "$REV" | tar -x -C "$tmp/src"
 	(cd "$tmp/src" && go build -o "$tmp/shoal" ./cmd/shoal)
 fi
 
@@ -105,14 +116,14 @@ fi
 # Trust ratios from a quiet machine (load average below 1 per core).
 TIMEFORMAT='%U %S'
 run_wrk() {
-	{ time taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$url" >"$tmp/wrk.out"; } 2>"$tmp/wrk.time"
+	{ time "${client[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" "$url" >"$tmp/wrk.out"; } 2>"$tmp/wrk.time"
 	local rps
 	rps=$(awk '/^Requests\/sec:/ {print $2}' "$tmp/wrk.out")
 	# wrk prints "N requests in 5.00s"
 	awk -v rps="$rps" 'NR==FNR && / requests in / {n=$1; next} NR!=FNR {printf "%s %.2f\n", rps, ($1+$2)*1e6/n}' "$tmp/wrk.out" "$tmp/wrk.time"
 }
 run_shoal() {
-	{ time GOMAXPROCS=1 taskset -c "$CLIENT_CPU" "$tmp/shoal" bench http --url "$url" --connections "$CONNS" \
+	{ time GOMAXPROCS=1 "${client[@]}" "$tmp/shoal" bench http --url "$url" --connections "$CONNS" \
 		--duration "$DURATION" --json >"$tmp/shoal.out"; } 2>"$tmp/shoal.time"
 	local rps n
 	rps=$(sed -n 's/.*"rps":\([0-9.e+]*\).*/\1/p' "$tmp/shoal.out")
@@ -148,3 +159,19 @@ rm_=$(printf '%s\n' "${ratios[@]}" | median)
 printf 'median requests/s: wrk %.0f  shoal %.0f  ratio of medians %.3f\n' "$wm" "$sm" "$(awk -v s="$sm" -v w="$wm" 'BEGIN {print s/w}')"
 printf 'per-run ratio shoal/wrk: median %s (min–max %s)  target ≥ 0.90\n' "$rm_" "$(printf '%s\n' "${ratios[@]}" | minmax)"
 printf 'median client CPU per request: wrk %.2f µs  shoal %.2f µs  (shoal/wrk %.2f)\n' "$wcm" "$scm" "$(awk -v s="$scm" -v w="$wcm" 'BEGIN {print s/w}')"
+
+# System calls per request: total (raw_syscalls) and the ones that matter.
+((${SYSCALLS:-0} > 0)) || exit 0
+command -v perf >/dev/null || { echo "SYSCALLS needs perf" >&2; exit 1; }
+events=raw_syscalls:sys_enter
+for e in read write writev epoll_wait epoll_pwait futex nanosleep; do events+=",syscalls:sys_enter_$e"; done
+per_request() { # $1 perf CSV, $2 requests
+	awk -F, -v n="$2" '$1 ~ /^[0-9]+$/ && $1 > 0 {sub(/^(raw_)?syscalls:sys_enter_?/, "", $3); printf "%s %.3f  ", ($3 == "" ? "all" : $3), $1/n} END {print ""}' "$1"
+}
+perf stat -x, -o "$tmp/shoal.perf" -e "$events" -- env GOMAXPROCS=1 "${client[@]}" "$tmp/shoal" bench http \
+	--url "$url" --connections "$CONNS" --requests "$SYSCALLS" --json >"$tmp/shoal.out"
+n=$(sed -n 's/.*"requests":\([0-9]*\).*/\1/p' "$tmp/shoal.out")
+echo "shoal system calls per request ($n requests): $(per_request "$tmp/shoal.perf" "$n")"
+perf stat -x, -o "$tmp/wrk.perf" -e "$events" -- "${client[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" "$url" >"$tmp/wrk.out"
+n=$(awk '/ requests in / {print $1}' "$tmp/wrk.out")
+echo "wrk system calls per request ($n requests): $(per_request "$tmp/wrk.perf" "$n")"

@@ -40,6 +40,48 @@ func Write(fd int, b []byte) (int, error) {
 	return int(r), nil
 }
 
+// TryRead reads once into b from the non-blocking descriptor fd, calling
+// again when a signal interrupted it. again reports an empty socket
+// (EAGAIN): the caller waits for readiness, then tries again. The end of
+// the stream is io.EOF (when b has room). It is the read of Conn.Read, for
+// callers that read inside RawConn callbacks of their own.
+func TryRead(fd int, b []byte) (n int, again bool, err error) {
+	for {
+		n, err = Read(fd, b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return 0, true, nil
+		case err != nil:
+			return 0, false, err
+		case n == 0 && len(b) > 0:
+			return 0, false, io.EOF
+		}
+		return n, false, nil
+	}
+}
+
+// TryWrite writes b to the non-blocking descriptor fd until all of it is
+// written, the socket is full (again: EAGAIN, n bytes were taken) or a
+// write fails, for callers that write inside RawConn callbacks of their
+// own.
+func TryWrite(fd int, b []byte) (n int, again bool, err error) {
+	for n < len(b) {
+		m, err := Write(fd, b[n:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return n, true, nil
+		case err != nil:
+			return n, false, err
+		}
+		n += m
+	}
+	return n, false, nil
+}
+
 // Writev writes a then b to the non-blocking descriptor fd once.
 func Writev(fd int, a, b []byte) (int, error) {
 	iov := [2]unix.Iovec{{Base: unsafe.SliceData(a)}, {Base: unsafe.SliceData(b)}}
@@ -114,21 +156,12 @@ func (c *Conn) Read(p []byte) (int, error) {
 }
 
 func (c *Conn) readStep(fd uintptr) bool {
-	for {
-		n, err := Read(int(fd), c.rb)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			return false
-		case err != nil:
-			c.rerr = err
-		case n == 0 && len(c.rb) > 0:
-			c.rerr = io.EOF
-		}
-		c.rn = n
-		return true
+	n, again, err := TryRead(int(fd), c.rb)
+	if again {
+		return false
 	}
+	c.rn, c.rerr = n, err
+	return true
 }
 
 // Loop runs f inside one syscall.RawConn.Read: f is called at once, then

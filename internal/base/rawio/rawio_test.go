@@ -149,3 +149,53 @@ func TestLoopShutdown(t *testing.T) {
 		t.Fatalf("Loop: %v; last read %d, %v; want the end of the stream", err, n, rerr)
 	}
 }
+
+// fdOf is c's descriptor (valid while c is open).
+func fdOf(t *testing.T, c *net.TCPConn) int {
+	t.Helper()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd int
+	raw.Control(func(f uintptr) { fd = int(f) })
+	return fd
+}
+
+// TestTryReadWrite: TryRead answers again on an empty socket, the bytes
+// once they are there and io.EOF at the end; TryWrite answers again with
+// the bytes a full socket took.
+func TestTryReadWrite(t *testing.T) {
+	c, s := testutil.TCPPair(t)
+	fd := fdOf(t, c)
+	buf := make([]byte, 16)
+	if n, again, err := TryRead(fd, buf); !again || n != 0 || err != nil {
+		t.Fatalf("empty socket: %d, %v, %v; want again", n, again, err)
+	}
+	s.Write([]byte("ab"))
+	time.Sleep(20 * time.Millisecond)
+	if n, again, err := TryRead(fd, buf); n != 2 || again || err != nil {
+		t.Fatalf("after 2 bytes: %d, %v, %v", n, again, err)
+	}
+	s.CloseWrite()
+	time.Sleep(20 * time.Millisecond)
+	if n, again, err := TryRead(fd, buf); n != 0 || again || err != io.EOF {
+		t.Fatalf("after the peer's FIN: %d, %v, %v; want io.EOF", n, again, err)
+	}
+
+	c.SetWriteBuffer(1) // the kernel's minimum; the peer reads nothing
+	s.SetReadBuffer(1)
+	big := make([]byte, 8<<20)
+	n, again, err := TryWrite(fd, big)
+	if !again || err != nil || n <= 0 || n >= len(big) {
+		t.Fatalf("TryWrite of %d bytes to a peer that does not read: %d, %v, %v; want again after part", len(big), n, again, err)
+	}
+	s.Close()
+	time.Sleep(20 * time.Millisecond)
+	for i := 0; i < 3 && err == nil; i++ { // the RST of the closed peer fails a write
+		_, _, err = TryWrite(fd, big[:1])
+	}
+	if err == nil {
+		t.Fatal("TryWrite to a peer that closed with unread bytes did not fail")
+	}
+}

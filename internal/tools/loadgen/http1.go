@@ -57,6 +57,9 @@ func newRespReader(rd io.Reader, size int) *respReader {
 // reset forgets buffered bytes (used when the connection is replaced).
 func (p *respReader) reset(rd io.Reader) { p.rd, p.r, p.w = rd, 0, 0 }
 
+// buffered is the number of bytes read but not yet parsed.
+func (p *respReader) buffered() int { return p.w - p.r }
+
 // fill reads more bytes, compacting first when the buffer tail is full.
 func (p *respReader) fill() error {
 	if p.r > 0 && (p.r == p.w || p.w == len(p.buf)) {

@@ -287,17 +287,20 @@ func TestKeepAliveAndConnectionClose(t *testing.T) {
 		t.Errorf("bytes: wire %d body %d", res.WireBytes, res.BodyBytes)
 	}
 
+	// Read under mu: the client's raw system calls (plainConn) are no
+	// synchronisation the race detector sees, as net.Conn's are.
+	closes := func() int { mu.Lock(); defer mu.Unlock(); return closeHeaders }
 	res = run(t, Config{URL: srv.url(), Requests: 5, DisableKeepAlive: true})
-	if res.Requests != 5 || res.Connects != 5 || closeHeaders != 5 {
-		t.Errorf("no keep-alive: requests %d connects %d close headers %d, want 5 5 5", res.Requests, res.Connects, closeHeaders)
+	if res.Requests != 5 || res.Connects != 5 || closes() != 5 {
+		t.Errorf("no keep-alive: requests %d connects %d close headers %d, want 5 5 5", res.Requests, res.Connects, closes())
 	}
 
 	// Two requests per connection, the server ending every third: 9
 	// requests take 5 connections and send no close header.
 	res = run(t, Config{URL: srv.url(), Requests: 9, ConnRequests: 2})
-	if res.Requests != 9 || res.Connects != 5 || res.Errors != [NumErrorKinds]uint64{} || closeHeaders != 5 {
+	if res.Requests != 9 || res.Connects != 5 || res.Errors != [NumErrorKinds]uint64{} || closes() != 5 {
 		t.Errorf("2 per connection: requests %d connects %d errors %v close headers %d, want 9 5 none 5", res.Requests,
-			res.Connects, res.Errors, closeHeaders)
+			res.Connects, res.Errors, closes())
 	}
 }
 
@@ -391,7 +394,7 @@ func TestNames(t *testing.T) {
 // trivialServer answers every request on a connection with a fixed 1 KB
 // response, handling pipelined requests; it is the in-process peer for the
 // client-cost benchmark.
-func trivialServer(b *testing.B) string {
+func trivialServer(b testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
