@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"shoal/internal/base/rawio"
@@ -101,19 +100,9 @@ func (b *batcher) run() {
 // goroutine through its read deadline; sendAwait then sends the rest the
 // ordinary way or reports the error.
 func (nc *nodeConn) flushHead() {
-	for nc.wn < len(nc.wbuf) {
-		m, err := rawio.Write(nc.fd, nc.wbuf[nc.wn:])
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			if err != syscall.EAGAIN {
-				nc.werr = err
-			}
-			break
-		}
-		nc.wn += m
-	}
+	m, _, err := rawio.TryWrite(nc.fd, nc.wbuf[nc.wn:])
+	nc.wn += m
+	nc.werr = err
 	if nc.wn == len(nc.wbuf) {
 		nc.flushed.Store(flushDone)
 	} else {

@@ -2,7 +2,6 @@ package front
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -152,41 +151,20 @@ func (nc *nodeConn) rawStep(fd uintptr) bool {
 			nc.batch.add(nc)
 			return false // wait for readability
 		}
-		for nc.wn < len(nc.wbuf) {
-			m, err := rawio.Write(int(fd), nc.wbuf[nc.wn:])
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != nil {
-				if err != syscall.EAGAIN {
-					nc.werr = err
-				}
-				return true
-			}
-			nc.wn += m
-		}
-		return false // wait for readability
+		m, again, err := rawio.TryWrite(int(fd), nc.wbuf[nc.wn:])
+		nc.wn += m
+		nc.werr = err
+		// Wait for readability once all is written; a full socket or an
+		// error ends the step (sendAwait writes the rest the ordinary way).
+		return again || err != nil
 	}
-	for {
-		m, err := rawio.Read(int(fd), nc.in.b[nc.in.w:])
-		if err == syscall.EINTR {
-			continue
-		}
-		if err == syscall.EAGAIN {
-			return false
-		}
-		if err != nil {
-			nc.rerr = err
-			return true
-		}
-		if m > 0 {
-			nc.in.w += m
-			nc.rn = m
-			return true
-		}
-		nc.rerr = io.EOF
-		return true
+	m, again, err := rawio.TryRead(int(fd), nc.in.b[nc.in.w:])
+	if again {
+		return false
 	}
+	nc.in.w += m
+	nc.rn, nc.rerr = m, err
+	return true
 }
 
 // quiet reports whether a pooled connection is fit to carry a request:
