@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpwire"
+	"shoal/internal/testutil"
 )
 
 func TestEchoOf(t *testing.T) {
@@ -77,22 +78,8 @@ func TestAnswered(t *testing.T) {
 // on its socket is fit for a replayable request once its node echoes
 // tokens (the answer will tell), and unfit otherwise (the peek sees them).
 func TestFitSkipsPeekOnlyForEchoes(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	c, srv := testutil.TCPPair(t)
 	nc := newNodeConn(c)
-	defer c.Close()
 	if !nc.fit(true) || !nc.fit(false) {
 		t.Fatal("a quiet connection is unfit")
 	}
