@@ -91,7 +91,13 @@ func TestPeerFetchRelay(t *testing.T) {
 			t.Fatalf("status %d, %d bytes, SHA-256 differs", r.status, len(r.body))
 		}
 	}
+	// A streamed fetch is counted once its answer has ended, on both
+	// nodes, which may be just after the client read its last byte.
 	a, b := ns[0].srv.PeerStats(), ns[1].srv.PeerStats()
+	for deadline := time.Now().Add(5 * time.Second); (a.Fetches < 3 || b.Served < 3) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		a, b = ns[0].srv.PeerStats(), ns[1].srv.PeerStats()
+	}
 	if a.Fetches != 3 || a.FetchBytes != 3*uint64(len(want)) || a.Failures != 0 {
 		t.Errorf("node 0: %+v", a)
 	}
