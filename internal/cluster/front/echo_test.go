@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,10 +31,7 @@ func TestEchoOf(t *testing.T) {
 	} {
 		var hs []httpwire.Header
 		for _, h := range tc.heads {
-			var n, v string
-			fmt.Sscanf(h, "%s", &n)
-			n = n[:len(n)-1]
-			v = h[len(n)+2:]
+			n, v, _ := strings.Cut(h, ": ")
 			hs = append(hs, httpwire.Header{Name: []byte(n), Value: []byte(v)})
 		}
 		tok, ok := echoOf(hs)
