@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -143,8 +144,12 @@ func find(limit time.Duration, nr int) (int, error) {
 		// Wait busy, not with time.Sleep: while every P is idle, sysmon
 		// sleeps in a futex until the next timer instead of nanosleep, so a
 		// sleeping finder of an idle program (a node just started) could
-		// miss it throughout.
+		// miss it throughout. Yield while busy, though: a goroutine that
+		// runs 10 ms without a scheduling point is preempted by sysmon,
+		// which then polls every 20 µs, and on a loaded machine spends
+		// those rounds waiting for a core rather than in nanosleep.
 		for t := time.Now(); time.Since(t) < 200*time.Microsecond; {
+			runtime.Gosched()
 		}
 	}
 }

@@ -103,13 +103,15 @@ func TestIdleWatchRestoresInheritors(t *testing.T) {
 	}
 }
 
-// idleTries is idle with the watcher's period every, tried up to five
-// times: on a loaded machine (the whole test suite in CI) sysmon, which
-// sleeps 20 µs at a time while it preempts a busy goroutine, may wait for
-// a core through one whole search and never be seen in nanosleep.
+// idleTries is idle with the watcher's period every, tried up to 20
+// times (1 s): on a loaded machine (the whole test suite in CI) sysmon,
+// which sleeps 20 µs at a time while it preempts a busy goroutine, may
+// wait for a core through one whole search and never be seen in
+// nanosleep (with two busy loops on both cores, 5 tries failed 1–4 times
+// in 30 runs).
 func idleTries(every time.Duration) (int, error) {
 	var err error
-	for range 5 {
+	for range 20 {
 		var tid int
 		if tid, err = idle(every); err == nil {
 			return tid, nil
