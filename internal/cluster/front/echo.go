@@ -8,11 +8,11 @@ import (
 )
 
 // seqHeader carries a random token with each request the front relays; a
-// node echoes it in its answer (node.SeqHeader), which proves the answer is
-// that request's and spares the peek at the pooled connection before the
-// request goes (nodeConn.fit). Hop-by-hop: dropped from what clients send
-// and from what they get (dropHeader).
-const seqHeader = "Shoal-Seq"
+// node echoes it in its answer, which proves the answer is that request's
+// and spares the peek at the pooled connection before the request goes
+// (nodeConn.fit). Hop-by-hop: dropped from what clients send and from what
+// they get (dropHeader).
+const seqHeader = httpwire.SeqHeader
 
 // newToken is a request's token: random, so that nothing a client or a
 // node sends ahead can carry the token of a request not yet made, and never
@@ -39,24 +39,5 @@ func isSeqHeader(name []byte) bool {
 // echoOf returns the token the last seqHeader of hs carries; ok false when
 // there is none or it is not a token appendSeq writes.
 func echoOf(hs []httpwire.Header) (tok uint64, ok bool) {
-	var v []byte
-	for _, h := range hs {
-		if isSeqHeader(h.Name) {
-			v = h.Value
-		}
-	}
-	if len(v) == 0 || len(v) > 16 {
-		return 0, false
-	}
-	for _, c := range v {
-		switch {
-		case c >= '0' && c <= '9':
-			tok = tok<<4 | uint64(c-'0')
-		case c >= 'a' && c <= 'f':
-			tok = tok<<4 | uint64(c-'a'+10)
-		default:
-			return 0, false
-		}
-	}
-	return tok, true
+	return httpwire.ParseSeq(httpwire.LastSeq(hs))
 }

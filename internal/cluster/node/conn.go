@@ -512,7 +512,7 @@ func stripAuthority(t []byte) []byte {
 	return t
 }
 
-// finish appends Date, the front's token (SeqHeader), optional
+// finish appends Date, the front's token (httpwire.SeqHeader), optional
 // Connection: close and the blank line.
 func (c *conn) finish(now time.Time, closeAfter bool) {
 	c.out = append(c.out, c.s.dates.Line(now)...)

@@ -89,7 +89,7 @@ func (c *conn) readEdgeReq(scheme string) (*edgeReq, error) {
 	r.header.Del("Content-Length")
 	r.hint = c.fetchHint()
 	r.header.Del(FetchHeader) // the cluster's, never the origin's
-	r.header.Del(SeqHeader)
+	r.header.Del(httpwire.SeqHeader)
 	_, r.ranged = r.header["Range"]
 	for _, f := range [...]string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"} {
 		if _, ok := r.header[f]; ok {

@@ -22,7 +22,7 @@ import (
 var headSkip = map[string]bool{
 	"Content-Length": true, "Transfer-Encoding": true, "Age": true,
 	"Via": true, "Cache-Status": true, "X-Cache": true,
-	SeqHeader: true, // a front's token is the cluster's, never the origin's
+	httpwire.SeqHeader: true, // a front's token is the cluster's, never the origin's
 }
 
 // noFraming is appendEdgeHead's length for responses that carry neither

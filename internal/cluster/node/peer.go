@@ -29,32 +29,17 @@ import (
 // list (Config.Peer.Peers). The front removes any copy a client sent.
 const FetchHeader = "Shoal-Fetch"
 
-// SeqHeader is the request header by which a front tags a relayed request
-// with a token; the node echoes it in the answer, which tells the front the
-// answer is that request's without peeking at its pooled connection first
-// (front/echo.go). Echoing a short hex token back to whoever sent it
-// reveals and enables nothing, so every sender gets it.
-const SeqHeader = "Shoal-Seq"
-
-// appendEcho appends the SeqHeader field of the request headers hs, when
-// there is one holding a token as fronts write it (1–16 lowercase hex
-// digits); anything else is not echoed.
+// appendEcho appends the front's token (httpwire.SeqHeader) of the request
+// headers hs, when there is one holding a token as fronts write it: the
+// front then knows the answer is that request's without peeking at its
+// pooled connection first (front/echo.go). Echoing a short hex token back
+// to whoever sent it reveals and enables nothing, so every sender gets it.
 func appendEcho(out []byte, hs []httpwire.Header) []byte {
-	var v []byte
-	for _, h := range hs {
-		if len(h.Name) == len(SeqHeader) && httpwire.EqualFold(h.Name, SeqHeader) {
-			v = h.Value
-		}
-	}
-	if len(v) == 0 || len(v) > 16 {
+	v := httpwire.LastSeq(hs)
+	if _, ok := httpwire.ParseSeq(v); !ok {
 		return out
 	}
-	for _, ch := range v {
-		if (ch < '0' || ch > '9') && (ch < 'a' || ch > 'f') {
-			return out
-		}
-	}
-	out = append(out, SeqHeader+": "...)
+	out = append(out, httpwire.SeqHeader+": "...)
 	out = append(out, v...)
 	return append(out, crlf...)
 }
