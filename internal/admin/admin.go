@@ -508,7 +508,7 @@ var (
 	descBytes   = prometheus.NewDesc("shoal_front_bytes_total", "Bytes read from (in) and written to (out) clients by the front itself.", []string{"dir"}, nil)
 	descQueue   = prometheus.NewDesc("shoal_front_queue_total", "Node-queue events: queued, timeout (503), full (503).", []string{"event"}, nil)
 	descBatch   = prometheus.NewDesc("shoal_front_node_head_batches_total",
-		"Request heads written to nodes by the batcher: rounds (what=batches) and heads (what=heads); heads/batches is the mean batch.", []string{"what"}, nil)
+		"Request heads written to nodes by the batcher: rounds (what=batches) and heads (what=heads); heads/batches is the mean batch; what=piped: heads that went in another request's write, on its node connection (pipelining).", []string{"what"}, nil)
 	descHandoff = prometheus.NewDesc("shoal_front_handoff_total",
 		"passfd handoff events: passed (fast_passed of them from the raw accept loop), returned, return_refused, redispatched, ended, lost; "+
 			"tag mode (nodes move connections by the front's table): tag_served (requests the nodes routed), tag_moved (node-to-node moves), "+
@@ -587,7 +587,7 @@ func (c *frontCollector) Collect(ch chan<- prometheus.Metric) {
 	counters(descQueue, labelled{"queued", st.Queued}, labelled{"timeout", st.QueueTimeouts}, labelled{"full", st.QueueFull})
 	counters(descLimit, labelled{"refused_limit", st.RefusedLimit}, labelled{"refused_per_ip", st.RefusedPerIP},
 		labelled{"idle_closed", st.IdleShed})
-	counters(descBatch, labelled{"batches", st.HeadBatches}, labelled{"heads", st.HeadsBatched})
+	counters(descBatch, labelled{"batches", st.HeadBatches}, labelled{"heads", st.HeadsBatched}, labelled{"piped", st.HeadsPiped})
 	counters(descEvents, labelled{"request_heads", st.Requests}, labelled{"retries", st.Retries},
 		labelled{"fresh_redials", st.FreshRedials}, labelled{"node_dials", st.NodeDials},
 		labelled{"sent_4xx", st.Sent4xx}, labelled{"sent_5xx", st.Sent5xx})

@@ -38,6 +38,7 @@ type Stats struct {
 	Streaming     int64             `json:"streaming"`        // response bodies streaming after giving back their node slot
 	HeadBatches   uint64            `json:"head_batches"`     // batcher rounds
 	HeadsBatched  uint64            `json:"heads_batched"`    // request heads written in those rounds
+	HeadsPiped    uint64            `json:"heads_piped"`      // heads that went in another request's write (pipelining)
 	Paths         map[string]uint64 `json:"paths"`            // requests per data path
 	Handoff       HandoffStats      `json:"handoff"`          // handoff paths (passfd, hybrid)
 	Repair        *RepairStats      `json:"repair,omitempty"` // the repair path; absent on others
@@ -153,7 +154,7 @@ func FrontStats(st front.Stats) Stats {
 		ConnsAccepted: st.ConnsAccepted, ConnsActive: st.ConnsActive, Requests: st.Requests, Retries: st.Retries,
 		FreshRedials: st.FreshRedials, Sent4xx: st.Sent4xx, Sent5xx: st.Sent5xx, BytesIn: st.BytesIn, BytesOut: st.BytesOut,
 		Queued: st.Queued, QueueTimeouts: st.QueueTimeouts, QueueFull: st.QueueFull, NodeDials: st.NodeDials,
-		HeadBatches: st.HeadBatches, HeadsBatched: st.HeadsBatched,
+		HeadBatches: st.HeadBatches, HeadsBatched: st.HeadsBatched, HeadsPiped: st.HeadsPiped,
 		RefusedLimit: st.RefusedLimit, RefusedPerIP: st.RefusedPerIP, IdleShed: st.IdleShed, Streaming: st.Streaming,
 		Status: make(map[string]uint64, 5), Paths: make(map[string]uint64, len(st.Paths)),
 		Answers: map[string]uint64{},

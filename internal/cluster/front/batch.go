@@ -100,6 +100,9 @@ func (b *batcher) run() {
 // goroutine through its read deadline; sendAwait then sends the rest the
 // ordinary way or reports the error.
 func (nc *nodeConn) flushHead() {
+	if nc.piped {
+		nc.closePipe()
+	}
 	m, _, err := rawio.TryWrite(nc.fd, nc.wbuf[nc.wn:])
 	nc.wn += m
 	nc.werr = err

@@ -97,6 +97,9 @@ type clientConn struct {
 	// may run, for Server.Close (keepalive.go).
 	lp      loopState
 	looping atomic.Bool
+	// turn is signalled when the requests before this one's on a
+	// pipelined node connection have read their answers (pipeline.go).
+	turn chan struct{}
 }
 
 // inSize and outSize are the sizes of a connection's buffers: a maximal
@@ -109,7 +112,7 @@ func (s *Server) outSize() int { return s.cfg.MaxHeadBytes + 1024 }
 func (s *Server) getClientConn(c net.Conn) *clientConn {
 	cc, _ := s.ccPool.Get().(*clientConn)
 	if cc == nil {
-		cc = &clientConn{s: s}
+		cc = &clientConn{s: s, turn: make(chan struct{}, 1)}
 		cc.in.b = make([]byte, s.inSize())
 		cc.out = make([]byte, 0, s.outSize())
 	}

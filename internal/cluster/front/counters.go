@@ -16,6 +16,7 @@ type counters struct {
 	requests      atomic.Uint64
 	retries       atomic.Uint64
 	freshRedials  atomic.Uint64
+	pipelined     atomic.Uint64
 	sent4xx       atomic.Uint64
 	sent5xx       atomic.Uint64
 	status        [6]atomic.Uint64

@@ -237,6 +237,7 @@ type Stats struct {
 	Streaming     int64             // response bodies streaming now after giving back their node slot
 	HeadBatches   uint64            // rounds in which the batcher wrote request heads to nodes
 	HeadsBatched  uint64            // request heads written in those rounds (HeadsBatched/HeadBatches: mean batch)
+	HeadsPiped    uint64            // request heads that went in another request's batched write, on its node connection (pipelining)
 	Paths         map[string]uint64 // requests per data path name
 	Handoff       HandoffStats      // handoff paths: passes, fallbacks, returns, hybrid decisions
 	Protocols     ProtocolStats     // requests and connections by protocol; PROXY headers
@@ -514,6 +515,7 @@ func (s *Server) Stats() Stats {
 		RefusedPerIP:  c.refusedPerIP.Load(),
 		IdleShed:      c.idleShed.Load(),
 		Streaming:     c.streaming.Load(),
+		HeadsPiped:    c.pipelined.Load(),
 		Paths:         map[string]uint64{},
 		Handoff:       c.handoffStats(),
 		Protocols:     c.protocolStats(),

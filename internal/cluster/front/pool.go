@@ -23,6 +23,10 @@ type upstream struct {
 	b    *control.Backend
 	pool pool
 	lim  limiter
+	// pmu guards open, the connection whose batched write requests may
+	// still join (pipeline.go), and that connection's wbuf and pq.
+	pmu  sync.Mutex
+	open *nodeConn
 }
 
 func newUpstream(b *control.Backend, cfg *Config) *upstream {
@@ -77,6 +81,17 @@ type nodeConn struct {
 	// the request (seqHeader), so a replayable request may skip the peek;
 	// unpeeked: the request in flight did (see fit and answered).
 	echoes, unpeeked bool
+
+	// Pipelining (pipeline.go): u is the connection's node; lead asks the
+	// request being sent to open the connection for joining, pbuf keeps
+	// the joined heads' buffer between uses; piped: requests joined this
+	// use, pq those still waiting for their turn, broken: the connection
+	// failed and they go elsewhere.
+	u             *upstream
+	lead          bool
+	pbuf          []byte
+	piped, broken bool
+	pq            []*clientConn
 }
 
 // newNodeConn wraps a fresh connection to a node.
@@ -123,7 +138,11 @@ func (nc *nodeConn) sendAwait(b []byte, batch *batcher) error {
 		}
 		nc.batch = nil
 	}
+	b = nc.wbuf // with the heads that joined it (pipeline.go)
 	nc.wbuf = nil
+	if nc.lead {
+		nc.pbuf, nc.lead = b[:0], false
+	}
 	if nc.werr != nil {
 		return nc.werr
 	}
@@ -148,6 +167,9 @@ func (nc *nodeConn) rawStep(fd uintptr) bool {
 		nc.phase = 1
 		if nc.batch != nil {
 			nc.flushed.Store(flushPending)
+			if nc.lead {
+				nc.openPipe()
+			}
 			nc.batch.add(nc)
 			return false // wait for readability
 		}

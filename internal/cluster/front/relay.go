@@ -71,14 +71,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		return Result{Status: cc.writeError(431, answerBadRequest, true), Close: true, Err: fmt.Errorf("node %s: rewritten head of %d bytes", u.b.URL, len(cc.out))}
 	}
 	replayable := !req.HasBody()
-	nc := u.pool.get(cc.now)
-	for nc != nil && !nc.fit(replayable) {
-		// The node sent bytes (or closed) while the connection sat idle:
-		// nothing may be read there as the answer to the next request.
-		nc.c.Close()
-		s.ctr.freshRedials.Add(1)
-		nc = u.pool.get(cc.now)
-	}
+	nc, joined := cc.nodeConnFor(u, x, replayable)
 	reused := nc != nil
 	for {
 		if nc == nil {
@@ -86,8 +79,14 @@ func (cc *clientConn) relay(x *Exchange) Result {
 				return Result{Retry: true, NodeFailed: true, Err: fmt.Errorf("node %s: %w", u.b.URL, err)}
 			}
 		}
-		if err = cc.sendRequest(x, nc, expect); err != nil {
-			nc.c.Close()
+		if joined {
+			joined = false // a retry goes on a connection of its own
+			err = nc.awaitTurn(cc)
+		} else {
+			err = cc.sendRequest(x, nc, expect)
+		}
+		if err != nil {
+			cc.endNode(u, nc, false)
 			nc = nil
 			if replayable && reused {
 				// A pooled connection the node had closed: redial once.
@@ -104,7 +103,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		if err == nil && nc.answered(cc.tok) {
 			break
 		}
-		nc.c.Close()
+		cc.endNode(u, nc, false)
 		nc = nil
 		if err == nil {
 			err = errNotOurs
@@ -130,6 +129,33 @@ func (cc *clientConn) relay(x *Exchange) Result {
 		return Result{Status: cc.writeError(502, answerNodeError, true), Close: true, NodeFailed: true, Err: err}
 	}
 	return cc.relayResponse(x, u, nc, &held)
+}
+
+// nodeConnFor finds the connection x goes to u on: one open for joining
+// (pipeline.go), whose answers x then waits its turn for (joined), else a
+// pooled one fit to carry it, else nil (the caller dials). A pooled
+// connection whose node echoes may lead a pipeline when x may join one.
+func (cc *clientConn) nodeConnFor(u *upstream, x *Exchange, replayable bool) (nc *nodeConn, joined bool) {
+	s := cc.s
+	pipe := replayable && pipeable(x)
+	if pipe {
+		if nc = u.join(cc, cc.out); nc != nil {
+			s.ctr.pipelined.Add(1)
+			return nc, true
+		}
+	}
+	nc = u.pool.get(cc.now)
+	for nc != nil && !nc.fit(replayable) {
+		// The node sent bytes (or closed) while the connection sat idle:
+		// nothing may be read there as the answer to the next request.
+		nc.c.Close()
+		s.ctr.freshRedials.Add(1)
+		nc = u.pool.get(cc.now)
+	}
+	if nc != nil {
+		nc.lead = pipe && nc.unpeeked
+	}
+	return nc, false
 }
 
 // sendFailed answers a request that could not be sent to u and will not be
@@ -160,7 +186,9 @@ func (s *Server) dialNode(u *upstream) (*nodeConn, error) {
 		return nil, err
 	}
 	s.ctr.nodeDials.Add(1)
-	return newNodeConn(c), nil
+	nc := newNodeConn(c)
+	nc.u = u
+	return nc, nil
 }
 
 // buildRequest writes the request head for the node into cc.out: the
@@ -304,12 +332,18 @@ func (cc *clientConn) sendRequest(x *Exchange, nc *nodeConn, expect bool) error 
 // can, waits for the answer in the same step (sendAwait), batched with the
 // heads of other requests when enough are in relay (batch.go).
 func (nc *nodeConn) sendHead(s *Server, head []byte, now int64) error {
+	lead := nc.lead // set by relay for a request that may lead a pipeline
+	nc.lead = false
 	nc.wdl.setWrite(nc.c, now, s.cfg.ResponseTimeout)
 	if nc.raw != nil && nc.in.len() == 0 && nc.in.w < len(nc.in.b) {
 		nc.rdl.setRead(nc.c, now, s.cfg.ResponseTimeout)
 		batch := s.batch
 		if s.relaying.Load() < int64(s.cfg.batchMin) {
 			batch = nil // nothing to batch with: do not wait for a round
+		}
+		if lead && batch != nil { // heads may join it (pipeline.go)
+			nc.lead = true
+			head = append(nc.pbuf[:0], head...) // a buffer of its own
 		}
 		return nc.sendAwait(head, batch)
 	}
@@ -451,9 +485,24 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 		rto: s.cfg.ResponseTimeout, wto: s.cfg.WriteTimeout, lr: &cc.lr}
 	var err error
 	var n int64
+	status := resp.Status // nc (and resp in it) belongs to the pool after put
+	ended := false        // endNode was called
 	switch {
 	case noBody:
+		if nc.piped { // the next answer on nc need not wait for this write
+			cc.endNode(u, nc, nodeReuse)
+			ended = true
+		}
 		err = cc.write(out)
+	case nc.piped && resp.ContentLength >= 0 && int64(nc.in.len()) >= resp.ContentLength:
+		// The whole answer is here: copied out, the connection goes on to
+		// the next request while this one is written to its client.
+		cc.out = append(out, nc.in.bytes()[:resp.ContentLength]...)
+		nc.in.consume(int(resp.ContentLength))
+		cc.log.body = resp.ContentLength
+		cc.endNode(u, nc, nodeReuse)
+		ended = true
+		err = cc.write(cc.out)
 	case resp.ContentLength >= 0:
 		avail := nc.in.len()
 		if int64(avail) > resp.ContentLength {
@@ -478,14 +527,11 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 	s.ctr.bytesOut.Add(uint64(n))
 	cc.log.body += n
 	cc.sent += n
-	status := resp.Status // nc (and resp in it) belongs to the pool after put
-	if err != nil || !nodeReuse || nc.in.len() != 0 {
-		nc.c.Close()
-	} else {
+	if !ended {
 		if n > 0 { // streamed through pipe: the clock moved on
 			cc.now = time.Now().UnixNano()
 		}
-		u.pool.put(nc, cc.now)
+		cc.endNode(u, nc, err == nil && nodeReuse)
 	}
 	if err != nil {
 		return Result{Status: status, Close: true, Err: fmt.Errorf("node %s: body: %w", u.b.URL, err)}

@@ -1,0 +1,193 @@
+package front
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"shoal/internal/base/httpwire"
+	"shoal/internal/cluster/policy"
+)
+
+// echoAnswer writes the answer a shoal node would: the path as the body,
+// the request's token echoed.
+func echoAnswer(w io.Writer, req *http.Request) {
+	body := req.URL.Path
+	fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nShoal-Seq: %s\r\n\r\n%s", len(body), req.Header.Get("Shoal-Seq"), body)
+}
+
+// pipeNode is a node that reads every request that arrived together
+// (one segment) before answering them, in order or, with reverse, last
+// first, and counts the requests that came more than one to a read.
+func pipeNode(t *testing.T, reverse bool, together *int64, mu *sync.Mutex) string {
+	return rawBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			reqs := []*http.Request{req}
+			for br.Buffered() > 0 {
+				if req, err = http.ReadRequest(br); err != nil {
+					return
+				}
+				reqs = append(reqs, req)
+			}
+			if len(reqs) > 1 {
+				mu.Lock()
+				*together += int64(len(reqs))
+				mu.Unlock()
+			}
+			out := bufio.NewWriter(c)
+			for i := range reqs {
+				if reverse {
+					i = len(reqs) - 1 - i
+				}
+				echoAnswer(out, reqs[i])
+			}
+			if out.Flush() != nil {
+				return
+			}
+		}
+	})
+}
+
+// burst runs clients keep-alive connections of rounds GETs each over
+// paths against addr and returns every answer that was not the request's
+// own (status and body) or failed.
+func burst(addr string, clients, rounds int, paths []string) []string {
+	var mu sync.Mutex
+	var wrong []string
+	var wg sync.WaitGroup
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bad := func(s string) { mu.Lock(); wrong = append(wrong, s); mu.Unlock() }
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				bad(err.Error())
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			br := bufio.NewReader(c)
+			for j := 0; j < rounds; j++ {
+				p := paths[(i*7+j)%len(paths)]
+				if _, err := io.WriteString(c, get(p)); err != nil {
+					bad(err.Error())
+					return
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					bad(err.Error())
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != p || resp.Header.Get("Shoal-Seq") != "" {
+					bad(fmt.Sprintf("%s: %d %q", p, resp.StatusCode, body))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return wrong
+}
+
+func pipePaths(n int) []string {
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("/p%d", i)
+	}
+	return paths
+}
+
+// TestPipelinedAnswersReachTheirClients: concurrent requests for small
+// objects of known size share node connections (the node reads several in
+// one read, HeadsPiped counts them), and every client gets its own answer.
+func TestPipelinedAnswersReachTheirClients(t *testing.T) {
+	var together int64
+	var mu sync.Mutex
+	node := pipeNode(t, false, &together, &mu)
+	addr, s, _ := startFront(t, Config{batchMin: 1}, node)
+	paths := pipePaths(16)
+	if wrong := burst(addr, 1, len(paths), paths); len(wrong) > 0 { // the sizes become known
+		t.Fatalf("warm-up: %q", wrong)
+	}
+	if wrong := burst(addr, 32, 50, paths); len(wrong) > 0 {
+		t.Fatalf("%d wrong answers, first %q", len(wrong), wrong[0])
+	}
+	st := s.Stats()
+	mu.Lock()
+	defer mu.Unlock()
+	if st.HeadsPiped == 0 || together == 0 {
+		t.Fatalf("no request was pipelined: HeadsPiped %d, node read %d requests more than one at a time", st.HeadsPiped, together)
+	}
+	if st.FreshRedials != 0 || st.Retries != 0 {
+		t.Errorf("fresh redials %d retries %d, want 0", st.FreshRedials, st.Retries)
+	}
+	t.Logf("%d heads pipelined beside %d batched; the node read %d requests in reads of several", st.HeadsPiped, st.HeadsBatched, together)
+}
+
+// TestPipelineOutOfOrderNodeBreaks: a node that answers pipelined requests
+// last first. Each answer carries another request's token, so the
+// connection breaks at the first and every request on it goes again on a
+// fresh connection of its own: no client ever gets another's answer.
+func TestPipelineOutOfOrderNodeBreaks(t *testing.T) {
+	var together int64
+	var mu sync.Mutex
+	node := pipeNode(t, true, &together, &mu)
+	addr, s, _ := startFront(t, Config{batchMin: 1}, node)
+	paths := pipePaths(16)
+	if wrong := burst(addr, 1, len(paths), paths); len(wrong) > 0 {
+		t.Fatalf("warm-up: %q", wrong)
+	}
+	if wrong := burst(addr, 32, 50, paths); len(wrong) > 0 {
+		t.Fatalf("%d wrong answers, first %q", len(wrong), wrong[0])
+	}
+	st := s.Stats()
+	if st.HeadsPiped == 0 || st.FreshRedials == 0 {
+		t.Fatalf("HeadsPiped %d, fresh redials %d: no pipeline was tried and broken", st.HeadsPiped, st.FreshRedials)
+	}
+	t.Logf("%d heads pipelined, %d fresh redials", st.HeadsPiped, st.FreshRedials)
+}
+
+// TestPipelineOnlySmallKnownGets: which requests may share a connection.
+func TestPipelineOnlySmallKnownGets(t *testing.T) {
+	for _, tc := range []struct {
+		head string
+		size int64
+		want bool
+	}{
+		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", 100, true},
+		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", pipeSmall, true},
+		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", pipeSmall + 1, false},
+		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", -1, false}, // size unknown
+		{"HEAD /a HTTP/1.1\r\nHost: x\r\n\r\n", -1, true},
+		{"DELETE /a HTTP/1.1\r\nHost: x\r\n\r\n", 100, false},
+		{"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n", 100, false},
+	} {
+		x := parseExchange(t, tc.head)
+		x.Policy.Size = tc.size
+		if got := pipeable(x); got != tc.want {
+			t.Errorf("%q size %d: %v, want %v", tc.head, tc.size, got, tc.want)
+		}
+	}
+}
+
+// parseExchange parses head into an Exchange with an empty policy request.
+func parseExchange(t *testing.T, head string) *Exchange {
+	t.Helper()
+	var req httpwire.Request
+	if _, err := httpwire.ParseRequest([]byte(head), &req); err != nil {
+		t.Fatalf("%q: %v", head, err)
+	}
+	return &Exchange{Req: &req, Policy: &policy.Request{Size: -1}}
+}
