@@ -102,6 +102,7 @@ type Conn struct {
 	raw syscall.RawConn
 	// rstep and wstep are readStep and writeStep bound once.
 	rstep, wstep func(fd uintptr) bool
+	tstep        func(fd uintptr) // tryStep bound once
 	rb           []byte
 	rn           int
 	rerr         error
@@ -131,7 +132,7 @@ func (c *Conn) Bind(nc net.Conn) bool {
 		return false
 	}
 	if c.rstep == nil {
-		c.rstep, c.wstep, c.vstep = c.readStep, c.writeStep, c.writevStep
+		c.rstep, c.wstep, c.vstep, c.tstep = c.readStep, c.writeStep, c.writevStep, c.tryStep
 	}
 	c.raw = raw
 	return true
@@ -200,6 +201,22 @@ func (c *Conn) Write(a, b []byte) (int, error) {
 	}
 	return c.wn, err
 }
+
+// TryWrite writes what the socket takes now of a then b, without waiting,
+// and returns the bytes written: for a caller that must not wait for a
+// slow peer while it holds what others wait for, and writes the rest with
+// Write afterwards.
+func (c *Conn) TryWrite(a, b []byte) (int, error) {
+	c.wv[0], c.wv[1], c.wn, c.werr = a, b, 0, nil
+	err := c.raw.Control(c.tstep)
+	c.wv[0], c.wv[1] = nil, nil
+	if err == nil {
+		err = c.werr
+	}
+	return c.wn, err
+}
+
+func (c *Conn) tryStep(fd uintptr) { c.writeStep(fd) }
 
 func (c *Conn) writeStep(fd uintptr) bool {
 	for len(c.wv[0])+len(c.wv[1]) > 0 {

@@ -199,3 +199,35 @@ func TestTryReadWrite(t *testing.T) {
 		t.Fatal("TryWrite to a peer that closed with unread bytes did not fail")
 	}
 }
+
+// TestConnTryWrite: Conn.TryWrite takes what the socket takes and returns
+// without waiting for a peer that does not read.
+func TestConnTryWrite(t *testing.T) {
+	c, s := testutil.TCPPair(t)
+	var rc Conn
+	if !rc.Bind(c) {
+		t.Fatal("Bind failed on a TCP connection")
+	}
+	if n, err := rc.TryWrite([]byte("ab"), []byte("cd")); n != 4 || err != nil {
+		t.Fatalf("small write: %d, %v", n, err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(s, got); err != nil || string(got) != "abcd" {
+		t.Fatalf("peer read %q, %v", got, err)
+	}
+	c.SetWriteBuffer(1)
+	s.SetReadBuffer(1)
+	big := make([]byte, 8<<20)
+	done := make(chan struct{})
+	var n int
+	var err error
+	go func() { n, err = rc.TryWrite([]byte("head"), big); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("TryWrite waited for a peer that does not read")
+	}
+	if err != nil || n <= 0 || n >= len(big)+4 {
+		t.Fatalf("TryWrite to a peer that does not read: %d, %v; want part", n, err)
+	}
+}

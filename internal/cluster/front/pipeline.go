@@ -130,6 +130,31 @@ func (nc *nodeConn) pass(ok bool) bool {
 	return true
 }
 
+// sendPiped sends an answer whose head is out and whose body, n bytes, is
+// whole in nc's buffer, and ends nc's use for it (endNode with ok). What
+// the client's socket takes now goes at once and the rest is copied out
+// first, so the next request on nc never waits for a slow client.
+func (cc *clientConn) sendPiped(u *upstream, nc *nodeConn, out []byte, n int, ok bool) error {
+	body := nc.in.bytes()[:n]
+	w, err := cc.io.TryWrite(out, body)
+	cc.s.ctr.bytesOut.Add(uint64(w))
+	cc.sent += int64(w)
+	var rest []byte
+	if err == nil && w < len(out)+n {
+		if w < len(out) {
+			rest = append(out[w:], body...)
+		} else {
+			rest = append(out[:0], body[w-len(out):]...)
+		}
+	}
+	nc.in.consume(n)
+	cc.endNode(u, nc, ok)
+	if len(rest) > 0 {
+		err = cc.write(rest)
+	}
+	return err
+}
+
 // endNode is done with nc for the current request: ok, the connection
 // carried its answer whole and may carry another. A pipelined connection
 // goes to the next request in line; the last one pools it.

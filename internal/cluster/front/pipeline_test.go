@@ -12,6 +12,7 @@ import (
 
 	"shoal/internal/base/httpwire"
 	"shoal/internal/cluster/policy"
+	"shoal/internal/testutil"
 )
 
 // echoAnswer writes the answer a shoal node would: the path as the body,
@@ -190,4 +191,40 @@ func parseExchange(t *testing.T, head string) *Exchange {
 		t.Fatalf("%q: %v", head, err)
 	}
 	return &Exchange{Req: &req, Policy: &policy.Request{Size: -1}}
+}
+
+// TestSendPipedPassesBeforeASlowClient: a client that reads nothing does
+// not hold up the request queued behind its answer on a pipelined node
+// connection: the turn passes while the rest of the answer waits for the
+// client.
+func TestSendPipedPassesBeforeASlowClient(t *testing.T) {
+	_, s, _ := startFront(t, Config{}, "http://127.0.0.1:1")
+	client, peer := testutil.TCPPair(t) // peer reads nothing
+	client.SetWriteBuffer(1)
+	peer.SetReadBuffer(1)
+	cc := s.getClientConn(client)
+	nodeSide, _ := testutil.TCPPair(t)
+	nc := newNodeConn(nodeSide)
+	nc.u = &upstream{}
+	next := &clientConn{turn: make(chan struct{}, 1)}
+	nc.piped, nc.pq = true, []*clientConn{next}
+	body := make([]byte, 8<<20) // far more than the socket buffers hold
+	nc.in.b = body
+	nc.in.w = len(body)
+	done := make(chan error, 1)
+	go func() { done <- cc.sendPiped(nc.u, nc, []byte("HTTP/1.1 200 OK\r\n\r\n"), len(body), true) }()
+	select {
+	case <-next.turn:
+	case err := <-done:
+		t.Fatalf("sendPiped returned (%v) before passing the turn, with a client that reads nothing", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next request never got its turn: a slow client holds up the node connection")
+	}
+	if nc.broken || nc.in.len() != 0 || len(nc.pq) != 0 {
+		t.Fatalf("after the pass: broken %v, %d bytes buffered, %d waiting", nc.broken, nc.in.len(), len(nc.pq))
+	}
+	peer.Close() // the rest of the write fails now
+	if err := <-done; err == nil {
+		t.Fatal("the write to a client that closed succeeded")
+	}
 }

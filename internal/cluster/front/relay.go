@@ -137,7 +137,7 @@ func (cc *clientConn) relay(x *Exchange) Result {
 // connection whose node echoes may lead a pipeline when x may join one.
 func (cc *clientConn) nodeConnFor(u *upstream, x *Exchange, replayable bool) (nc *nodeConn, joined bool) {
 	s := cc.s
-	pipe := replayable && pipeable(x)
+	pipe := replayable && cc.io.Active() && pipeable(x) // plain TCP clients (sendPiped)
 	if pipe {
 		if nc = u.join(cc, cc.out); nc != nil {
 			s.ctr.pipelined.Add(1)
@@ -495,14 +495,9 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 		}
 		err = cc.write(out)
 	case nc.piped && resp.ContentLength >= 0 && int64(nc.in.len()) >= resp.ContentLength:
-		// The whole answer is here: copied out, the connection goes on to
-		// the next request while this one is written to its client.
-		cc.out = append(out, nc.in.bytes()[:resp.ContentLength]...)
-		nc.in.consume(int(resp.ContentLength))
 		cc.log.body = resp.ContentLength
-		cc.endNode(u, nc, nodeReuse)
+		err = cc.sendPiped(u, nc, out, int(resp.ContentLength), nodeReuse)
 		ended = true
-		err = cc.write(cc.out)
 	case resp.ContentLength >= 0:
 		avail := nc.in.len()
 		if int64(avail) > resp.ContentLength {
