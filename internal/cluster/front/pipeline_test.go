@@ -110,13 +110,15 @@ func pipePaths(n int) []string {
 	return paths
 }
 
-// TestPipelinedAnswersReachTheirClients: concurrent requests for small
-// objects of known size share node connections (the node reads several in
-// one read, HeadsPiped counts them), and every client gets its own answer.
-func TestPipelinedAnswersReachTheirClients(t *testing.T) {
+// pipeBurst starts a front with batching from the first request in front
+// of a pipeNode, warms the size table with one request for each of 16
+// paths, then runs 32 clients of 50 requests each. It fails the test on a
+// wrong answer and returns the front's counters and how many requests
+// the node read more than one at a time.
+func pipeBurst(t *testing.T, reverse bool) (Stats, int64) {
 	var together int64
 	var mu sync.Mutex
-	node := pipeNode(t, false, &together, &mu)
+	node := pipeNode(t, reverse, &together, &mu)
 	addr, s, _ := startFront(t, Config{batchMin: 1}, node)
 	paths := pipePaths(16)
 	if wrong := burst(addr, 1, len(paths), paths); len(wrong) > 0 { // the sizes become known
@@ -125,9 +127,16 @@ func TestPipelinedAnswersReachTheirClients(t *testing.T) {
 	if wrong := burst(addr, 32, 50, paths); len(wrong) > 0 {
 		t.Fatalf("%d wrong answers, first %q", len(wrong), wrong[0])
 	}
-	st := s.Stats()
 	mu.Lock()
 	defer mu.Unlock()
+	return s.Stats(), together
+}
+
+// TestPipelinedAnswersReachTheirClients: concurrent requests for small
+// objects of known size share node connections (the node reads several in
+// one read, HeadsPiped counts them), and every client gets its own answer.
+func TestPipelinedAnswersReachTheirClients(t *testing.T) {
+	st, together := pipeBurst(t, false)
 	if st.HeadsPiped == 0 || together == 0 {
 		t.Fatalf("no request was pipelined: HeadsPiped %d, node read %d requests more than one at a time", st.HeadsPiped, together)
 	}
@@ -142,18 +151,7 @@ func TestPipelinedAnswersReachTheirClients(t *testing.T) {
 // connection breaks at the first and every request on it goes again on a
 // fresh connection of its own: no client ever gets another's answer.
 func TestPipelineOutOfOrderNodeBreaks(t *testing.T) {
-	var together int64
-	var mu sync.Mutex
-	node := pipeNode(t, true, &together, &mu)
-	addr, s, _ := startFront(t, Config{batchMin: 1}, node)
-	paths := pipePaths(16)
-	if wrong := burst(addr, 1, len(paths), paths); len(wrong) > 0 {
-		t.Fatalf("warm-up: %q", wrong)
-	}
-	if wrong := burst(addr, 32, 50, paths); len(wrong) > 0 {
-		t.Fatalf("%d wrong answers, first %q", len(wrong), wrong[0])
-	}
-	st := s.Stats()
+	st, _ := pipeBurst(t, true)
 	if st.HeadsPiped == 0 || st.FreshRedials == 0 {
 		t.Fatalf("HeadsPiped %d, fresh redials %d: no pipeline was tried and broken", st.HeadsPiped, st.FreshRedials)
 	}

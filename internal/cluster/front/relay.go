@@ -441,27 +441,7 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 	closeClient := req.Close || s.closing.Load() || (!noBody && resp.UntilClose) || strip || cc.closeAfter
 	nodeReuse := !resp.Close
 
-	cc.tokens = connTokens(cc.tokens[:0], resp.Headers)
-	out := append(cc.out[:0], resp.StatusLine...)
-	out = append(out, "\r\n"...)
-	for _, h := range resp.Headers {
-		if dropHeader(h.Name, cc.tokens) {
-			continue
-		}
-		if strip && len(h.Name) == 17 && httpwire.EqualFold(h.Name, "transfer-encoding") {
-			continue
-		}
-		out = append(out, h.Name...)
-		out = append(out, ": "...)
-		out = append(out, h.Value...)
-		out = append(out, "\r\n"...)
-	}
-	if cc.tls && s.altSvc != nil { // HTTP/3 advertised (Config.AltSvc)
-		out = append(out, "Alt-Svc: "...)
-		out = append(out, s.altSvc...)
-		out = append(out, "\r\n"...)
-	}
-	out = appendHeadEnd(out, closeClient, req.Minor)
+	out := cc.responseHead(resp, strip, closeClient, req.Minor)
 	cc.out = out
 	nc.in.consume(resp.HeadLen)
 	s.ctr.status[resp.Status/100].Add(1)
@@ -532,6 +512,34 @@ func (cc *clientConn) relayResponse(x *Exchange, u *upstream, nc *nodeConn, held
 		return Result{Status: status, Close: true, Err: fmt.Errorf("node %s: body: %w", u.b.URL, err)}
 	}
 	return Result{Status: status, Close: closeClient}
+}
+
+// responseHead writes the head of resp as the client gets it into cc.out:
+// hop-by-hop fields dropped, Transfer-Encoding too when strip de-chunks
+// the body for an HTTP/1.0 client, Alt-Svc added over TLS, and the
+// connection's fate (closeClient) for an HTTP/1.minor client.
+func (cc *clientConn) responseHead(resp *httpwire.ResponseHead, strip, closeClient bool, minor int) []byte {
+	cc.tokens = connTokens(cc.tokens[:0], resp.Headers)
+	out := append(cc.out[:0], resp.StatusLine...)
+	out = append(out, "\r\n"...)
+	for _, h := range resp.Headers {
+		if dropHeader(h.Name, cc.tokens) {
+			continue
+		}
+		if strip && len(h.Name) == 17 && httpwire.EqualFold(h.Name, "transfer-encoding") {
+			continue
+		}
+		out = append(out, h.Name...)
+		out = append(out, ": "...)
+		out = append(out, h.Value...)
+		out = append(out, "\r\n"...)
+	}
+	if cc.tls && cc.s.altSvc != nil { // HTTP/3 advertised (Config.AltSvc)
+		out = append(out, "Alt-Svc: "...)
+		out = append(out, cc.s.altSvc...)
+		out = append(out, "\r\n"...)
+	}
+	return appendHeadEnd(out, closeClient, minor)
 }
 
 // connTokens appends the field names listed in Connection headers (other
