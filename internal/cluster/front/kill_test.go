@@ -92,8 +92,19 @@ func startHelperNode(t *testing.T, site string) (*exec.Cmd, string) {
 
 // TestNodeKilledUnderLoad kills one of two node processes with SIGKILL
 // while clients loop GETs through the front: no request may fail except
-// one whose response was already streaming when the node died.
+// one whose response was already streaming when the node died. Again
+// with batching from the first request and 32 clients, so that requests
+// are pipelined on the node connections when the node dies.
 func TestNodeKilledUnderLoad(t *testing.T) {
+	t.Run("8 clients", func(t *testing.T) { nodeKilledUnderLoad(t, Config{}, 8) })
+	t.Run("pipelined", func(t *testing.T) {
+		if st := nodeKilledUnderLoad(t, Config{batchMin: 1}, 32); st.HeadsPiped == 0 {
+			t.Fatal("no request was pipelined: the test did not exercise pipelining")
+		}
+	})
+}
+
+func nodeKilledUnderLoad(t *testing.T, cfg Config, clients int) Stats {
 	total := 4000
 	if testing.Short() {
 		total = 1000
@@ -101,14 +112,13 @@ func TestNodeKilledUnderLoad(t *testing.T) {
 	site := helperSite(t)
 	n1, u1 := startHelperNode(t, site)
 	_, u2 := startHelperNode(t, site)
-	addr, s, cl := startFront(t, Config{}, u1, u2)
+	addr, s, cl := startFront(t, cfg, u1, u2)
 
 	var issued, ok, streaming atomic.Int64
 	var mu sync.Mutex
 	var failures []string
 	killAt := int64(total / 4)
 	var killOnce sync.Once
-	const clients = 8
 	var wg sync.WaitGroup
 	for w := 0; w < clients; w++ {
 		wg.Add(1)
@@ -149,8 +159,8 @@ func TestNodeKilledUnderLoad(t *testing.T) {
 	wg.Wait()
 	st := s.Stats()
 	nodes := cl.Nodes()
-	t.Logf("%d ok, %d cut while streaming, %d failed; retries %d, fresh redials %d; node 0 up=%v failures=%d",
-		ok.Load(), streaming.Load(), len(failures), st.Retries, st.FreshRedials, nodes[0].Up, nodes[0].Failures)
+	t.Logf("%d ok, %d cut while streaming, %d failed; retries %d, fresh redials %d, pipelined %d; node 0 up=%v failures=%d",
+		ok.Load(), streaming.Load(), len(failures), st.Retries, st.FreshRedials, st.HeadsPiped, nodes[0].Up, nodes[0].Failures)
 	if len(failures) > 0 {
 		t.Fatalf("%d requests failed, first: %s", len(failures), failures[0])
 	}
@@ -160,4 +170,5 @@ func TestNodeKilledUnderLoad(t *testing.T) {
 	if ok.Load()+streaming.Load() != int64(total) {
 		t.Fatalf("%d answered of %d", ok.Load()+streaming.Load(), total)
 	}
+	return st
 }
