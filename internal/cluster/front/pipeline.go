@@ -26,7 +26,10 @@ import "errors"
 //     waiting on it goes again on a fresh connection, as a stale pooled
 //     connection's does);
 //   - whose object the cluster's size table knows to be at most pipeSmall
-//     (or HEAD), so the answers fit the node buffer and none streams.
+//     (or HEAD), so the answers fit the node buffer and none streams; a
+//     request for a larger object, or one of unknown size, may join as
+//     the last: nobody waits behind it, and it closes the connection to
+//     joining.
 //
 // The lock is the upstream's pmu: it guards upstream.open and, on the
 // connection open for joining, wbuf and pq.
@@ -40,23 +43,29 @@ const (
 
 var errPipeBroken = errors.New("pipelined connection broke before this request's answer")
 
-// pipeable reports whether the request in x may join or lead a pipeline.
-func pipeable(x *Exchange) bool {
+// pipeable reports whether the request in x may join a pipeline (join),
+// and whether it may have requests queued behind it (small: it may lead
+// one, or join and leave it open).
+func pipeable(x *Exchange) (join, small bool) {
 	req := x.Req
 	if req.HasBody() || x.Policy == nil {
-		return false
+		return false, false
 	}
 	if req.IsMethod("HEAD") {
-		return true
+		return true, true
+	}
+	if !req.IsMethod("GET") {
+		return false, false
 	}
 	n := x.Policy.Size
-	return req.IsMethod("GET") && n >= 0 && n <= pipeSmall
+	return true, n >= 0 && n <= pipeSmall
 }
 
 // join appends head to the connection open for joining on u, if there is
 // one with room, and queues cc to read its answer after the requests
-// before it. It returns that connection, or nil.
-func (u *upstream) join(cc *clientConn, head []byte) *nodeConn {
+// before it; unless small, the connection then takes no more. It returns
+// that connection, or nil.
+func (u *upstream) join(cc *clientConn, head []byte, small bool) *nodeConn {
 	u.pmu.Lock()
 	defer u.pmu.Unlock()
 	nc := u.open
@@ -65,6 +74,9 @@ func (u *upstream) join(cc *clientConn, head []byte) *nodeConn {
 	}
 	nc.wbuf = append(nc.wbuf, head...)
 	nc.pq = append(nc.pq, cc)
+	if !small {
+		u.open = nil
+	}
 	return nc
 }
 

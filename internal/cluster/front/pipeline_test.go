@@ -158,25 +158,26 @@ func TestPipelineOutOfOrderNodeBreaks(t *testing.T) {
 	t.Logf("%d heads pipelined, %d fresh redials", st.HeadsPiped, st.FreshRedials)
 }
 
-// TestPipelineOnlySmallKnownGets: which requests may share a connection.
-func TestPipelineOnlySmallKnownGets(t *testing.T) {
+// TestPipelineOnlyGetsSmallInside: which requests may share a connection,
+// and which may have others queued behind them.
+func TestPipelineOnlyGetsSmallInside(t *testing.T) {
 	for _, tc := range []struct {
-		head string
-		size int64
-		want bool
+		head                string
+		size                int64
+		wantJoin, wantSmall bool
 	}{
-		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", 100, true},
-		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", pipeSmall, true},
-		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", pipeSmall + 1, false},
-		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", -1, false}, // size unknown
-		{"HEAD /a HTTP/1.1\r\nHost: x\r\n\r\n", -1, true},
-		{"DELETE /a HTTP/1.1\r\nHost: x\r\n\r\n", 100, false},
-		{"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n", 100, false},
+		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", 100, true, true},
+		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", pipeSmall, true, true},
+		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", pipeSmall + 1, true, false},
+		{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", -1, true, false}, // size unknown
+		{"HEAD /a HTTP/1.1\r\nHost: x\r\n\r\n", -1, true, true},
+		{"DELETE /a HTTP/1.1\r\nHost: x\r\n\r\n", 100, false, false},
+		{"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n", 100, false, false},
 	} {
 		x := parseExchange(t, tc.head)
 		x.Policy.Size = tc.size
-		if got := pipeable(x); got != tc.want {
-			t.Errorf("%q size %d: %v, want %v", tc.head, tc.size, got, tc.want)
+		if join, small := pipeable(x); join != tc.wantJoin || small != tc.wantSmall {
+			t.Errorf("%q size %d: join %v small %v, want %v %v", tc.head, tc.size, join, small, tc.wantJoin, tc.wantSmall)
 		}
 	}
 }
@@ -224,5 +225,35 @@ func TestSendPipedPassesBeforeASlowClient(t *testing.T) {
 	peer.Close() // the rest of the write fails now
 	if err := <-done; err == nil {
 		t.Fatal("the write to a client that closed succeeded")
+	}
+}
+
+// TestJoinLargeLast: a request that may be large joins as the last one;
+// nobody joins behind it.
+func TestJoinLargeLast(t *testing.T) {
+	u := &upstream{}
+	nc := &nodeConn{u: u}
+	nc.openPipe()
+	a, b, c := &clientConn{}, &clientConn{}, &clientConn{}
+	if got := u.join(a, []byte("A"), true); got != nc {
+		t.Fatal("a small request did not join the open connection")
+	}
+	if got := u.join(b, []byte("B"), false); got != nc {
+		t.Fatal("a large request did not join as the last")
+	}
+	if got := u.join(c, []byte("C"), true); got != nil {
+		t.Fatal("a request joined behind a large one")
+	}
+	if string(nc.wbuf) != "AB" || len(nc.pq) != 2 || nc.pq[0] != a || nc.pq[1] != b {
+		t.Fatalf("heads %q, %d queued", nc.wbuf, len(nc.pq))
+	}
+	nc.pq, nc.wbuf = nil, nil // a fresh window holds pipeMax requests, the leader's included
+	nc.openPipe()
+	n := 0
+	for u.join(a, nil, true) != nil {
+		n++
+	}
+	if n != pipeMax-1 {
+		t.Fatalf("%d joined behind the leader, want %d", n, pipeMax-1)
 	}
 }

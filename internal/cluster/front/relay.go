@@ -137,9 +137,10 @@ func (cc *clientConn) relay(x *Exchange) Result {
 // connection whose node echoes may lead a pipeline when x may join one.
 func (cc *clientConn) nodeConnFor(u *upstream, x *Exchange, replayable bool) (nc *nodeConn, joined bool) {
 	s := cc.s
-	pipe := replayable && cc.io.Active() && pipeable(x) // plain TCP clients (sendPiped)
-	if pipe {
-		if nc = u.join(cc, cc.out); nc != nil {
+	join, small := pipeable(x)
+	join = join && cc.io.Active() // plain TCP clients (sendPiped)
+	if join {
+		if nc = u.join(cc, cc.out, small); nc != nil {
 			s.ctr.pipelined.Add(1)
 			return nc, true
 		}
@@ -153,7 +154,7 @@ func (cc *clientConn) nodeConnFor(u *upstream, x *Exchange, replayable bool) (nc
 		nc = u.pool.get(cc.now)
 	}
 	if nc != nil {
-		nc.lead = pipe && nc.unpeeked
+		nc.lead = join && small && nc.unpeeked
 	}
 	return nc, false
 }
