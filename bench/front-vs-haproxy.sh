@@ -19,6 +19,10 @@
 #        to FILE, the input of bench/report (see bench/compare.sh).
 #        NICE=-10 (every process of the benchmark runs at this niceness, to
 #        keep other work on a shared machine from skewing one side)
+#        NGINX_ECHO=1 makes both nginx echo the front's request token
+#        (add_header Shoal-Seq $http_shoal_seq always): the front then skips
+#        its peek and pipelines to them; HAProxy's requests carry no token
+#        and get no header
 set -euo pipefail
 
 RUNS=${RUNS:-5}
@@ -46,8 +50,10 @@ head -c 65536 /dev/urandom >"$W/www/64k"
 head -c 1048576 /dev/urandom >"$W/www/1m"
 chmod -R a+rX "$W" # nginx workers run as nobody
 
-start_nginx 1 "$N1" "sendfile on;" "tcp_nopush on;" "types { application/octet-stream bin; }"
-start_nginx 2 "$N2" "sendfile on;" "tcp_nopush on;" "types { application/octet-stream bin; }"
+echo=()
+[ -z "${NGINX_ECHO:-}" ] || echo=('add_header Shoal-Seq $http_shoal_seq always;')
+start_nginx 1 "$N1" "sendfile on;" "tcp_nopush on;" "types { application/octet-stream bin; }" "${echo[@]}"
+start_nginx 2 "$N2" "sendfile on;" "tcp_nopush on;" "types { application/octet-stream bin; }" "${echo[@]}"
 start_haproxy 4096 ""
 
 GOMAXPROCS=1 nice -n "$NICE" taskset -c "$PROXY_CORE" "$SHOAL" front --listen "$SHO" --nodes "http://$N1,http://$N2" \
