@@ -4,8 +4,8 @@ import "errors"
 
 // Pipelining to nodes (RFC 9112 §9.3.2). The batcher (batch.go) writes the
 // heads that became ready in one scheduling round back to back, one write
-// per node connection; in the stack set-up a round held about 9 heads for
-// 4 nodes. Requests for the same node in one round now share a connection:
+// per node connection, and a round often holds several heads for one node.
+// Requests for the same node in one round share a connection:
 // the first (the leader) opens it for joining while its head waits in the
 // batcher, later ones append their heads to the leader's, and the batcher's
 // one write sends them all. The node reads them in one read and answers
@@ -16,8 +16,9 @@ import "errors"
 // Answers come back in order, so the requests on a connection take turns
 // reading it: the leader first, then each joiner in the order its head was
 // appended (nodeConn.pq). A request whose whole answer is in the buffer
-// copies it out and passes the turn before writing to its client, so a
-// slow client holds up nobody behind it. Only what cannot hold up the
+// writes what its client's socket takes at once, copies the rest out and
+// passes the turn before waiting for the client, so a slow client holds
+// up nobody behind it (sendPiped). Only what cannot hold up the
 // queue for long joins:
 //   - GET and HEAD without a body, which may be sent again;
 //   - for a node that echoes the request token (echo.go), so every answer
@@ -35,7 +36,8 @@ import "errors"
 // connection open for joining, wbuf and pq.
 
 // pipeMax bounds the requests in flight on one node connection; pipeSmall
-// is the largest object a request may ask for to join a pipeline.
+// is the largest object a request may ask for and still have others
+// queued behind it.
 const (
 	pipeMax   = 8
 	pipeSmall = 16 << 10
