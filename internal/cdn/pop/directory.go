@@ -272,8 +272,32 @@ func (m *manager) handOver(now time.Time) {
 	}
 	m.mu.Unlock()
 	m.sendEntries(pred, es, 8)
+	m.tellHolders(es)
 	if moved > 0 {
 		go m.refresh(context.Background(), now)
+	}
+}
+
+// tellHolders answers notmine to the holders of entries handed over, on
+// the new owner's behalf: their tables still name this PoP as the key's
+// home, so a new owner that later loses and recalls a holder (homeDied,
+// then opReregister on its return) would get none of these keys back from
+// it, as a holder registers again only what it registered at the asker.
+// Told now, each holder looks the home up and registers there.
+func (m *manager) tellHolders(es []chord.Entry) {
+	by := map[uint64][]regItem{}
+	self := m.r.selfID()
+	for _, e := range es {
+		if id, _, ok := parseHolder(e.Holder); ok && id != self {
+			by[id] = append(by[id], regItem{Key: uint64(e.Key)})
+		}
+	}
+	for id, items := range by {
+		for len(items) > 0 {
+			n := min(len(items), regBatch)
+			m.r.send(id, "", msg{Op: opNotMine, Items: items[:n]})
+			items = items[n:]
+		}
 	}
 }
 
