@@ -87,8 +87,10 @@ func TestFrontPassFDBlindPolicyKeepsConnections(t *testing.T) {
 		return handoffStats{st.Handoff.Passed, st.Handoff.Returned, st.Handoff.FallbackNoSocket}
 	}
 	// keepAlive sends n requests on one connection and returns the front's
-	// handoff counters' growth.
-	keepAlive := func(n int) handoffStats {
+	// handoff counters' growth once at least passed connections are counted
+	// passed or relayed (2 s at most): the front counts a handoff after its
+	// send returns, by when the node may have answered every request.
+	keepAlive := func(n int, passed uint64) handoffStats {
 		t.Helper()
 		before := stats()
 		c, err := net.Dial("tcp", listen)
@@ -110,8 +112,15 @@ func TestFrontPassFDBlindPolicyKeepsConnections(t *testing.T) {
 			}
 		}
 		c.Close()
-		after := stats()
-		return handoffStats{after.Passed - before.Passed, after.Returned - before.Returned, after.FallbackNoSocket - before.FallbackNoSocket}
+		var d handoffStats
+		for end := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			after := stats()
+			d = handoffStats{after.Passed - before.Passed, after.Returned - before.Returned,
+				after.FallbackNoSocket - before.FallbackNoSocket}
+			if d.Passed+d.FallbackNoSocket >= passed || time.Now().After(end) {
+				return d
+			}
+		}
 	}
 	// The nodes serve first: a request relayed (fallback_no_socket) to a
 	// node not listening yet is a 502 (seen once under CI's load).
@@ -140,12 +149,12 @@ func TestFrontPassFDBlindPolicyKeepsConnections(t *testing.T) {
 	// start, after a reload) is relayed (fallback_no_socket): wait until
 	// two in a row are passed.
 	sockets := func() bool {
-		first := keepAlive(1)
-		return first.Passed == 1 && keepAlive(1).Passed == 1
+		first := keepAlive(1, 1)
+		return first.Passed == 1 && keepAlive(1, 1).Passed == 1
 	}
 	waitFor("both handoff sockets", sockets)
 
-	if got := keepAlive(20); got.Passed != 1 || got.Returned != 0 || got.FallbackNoSocket != 0 {
+	if got := keepAlive(20, 1); got.Passed != 1 || got.Returned != 0 || got.FallbackNoSocket != 0 {
 		t.Errorf("wrr, 20 requests on one connection: %+v; want 1 handoff and no return", got)
 	}
 
@@ -153,7 +162,7 @@ func TestFrontPassFDBlindPolicyKeepsConnections(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGHUP)
 	waitFor("the reload", func() bool { return strings.Contains(stderr.String(), "configuration reloaded") })
 	waitFor("both handoff sockets after the reload", sockets)
-	if got := keepAlive(20); got.Passed != 20 || got.Returned != 19 {
+	if got := keepAlive(20, 20); got.Passed != 20 || got.Returned != 19 {
 		t.Errorf("lard, 20 requests on one connection: %+v; want 20 handoffs and 19 returns", got)
 	}
 }
