@@ -73,6 +73,9 @@ bench_workdir shoal-svh
 OUT=${OUT:-$(mktemp -d /tmp/stack-vs-haproxy.XXXXXX)}
 mkdir -p "$OUT"
 bench_stop_services
+# BUILD names what ran in each result row: the commit (+ when the tree has
+# changes), or the binary given as SHOAL.
+BUILD=${SHOAL:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +)}
 bench_build_shoal
 LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -342,7 +345,8 @@ run() {
 		curl -fs -o /dev/null "http://127.0.0.1:$(port "$i")/" -m 2 && alive=$((alive + 1)) || true
 	done
 	python3 - "$OUT/bench-$cfg-$disk-$layout-$round.json" "$cfg" "$disk" "$layout" "$round" "$((rb1 - rb0))" "$((rb2 - rb1))" \
-		"$((cb1 - cb0))" "$((cf1 - cf0))" "$gc0" "$gc1" "$ooms" "$peak" "$alive" >>"$OUT/runs.jsonl" <<'PY'
+		"$((cb1 - cb0))" "$((cf1 - cf0))" "$gc0" "$gc1" "$ooms" "$peak" "$alive" \
+		"$([ "$disk" = throttled ] && echo "$THROTTLE_BPS $THROTTLE_IOPS" || echo "0 0")" "$BUILD" >>"$OUT/runs.jsonl" <<'PY'
 import json, sys
 a = sys.argv[1:]
 b = json.load(open(a[0]))
@@ -358,6 +362,7 @@ print(json.dumps({
     "backend_cpu_us_per_req": int(a[7]) / 1e3 / ok, "front_cpu_us_per_req": int(a[8]) / 1e3 / ok,
     "gc_share": (gc1 - gc0) / (cpu1 - cpu0) if cpu1 > cpu0 else None,
     "oom_kills": int(a[11]), "peak_bytes": int(a[12]), "backends_alive": int(a[13]),
+    "throttle_bps": int(a[14].split()[0]), "throttle_iops": int(a[14].split()[1]), "build": a[15],
 }))
 PY
 	tail -1 "$OUT/runs.jsonl" >&2
