@@ -16,7 +16,9 @@
 # the back-end tier and of the front tier (cgroup CPU counters, so every
 # process of a tier counts); OOM kills and failed requests; for shoal, the
 # collector's share of the nodes' CPU (runtime/metrics via /.shoal/status)
-# and the nodes' peak memory. DISKS runs it on the machine's disk ("fast")
+# and the nodes' peak memory; then, per round, each shoal configuration's
+# req/s ratio to each HAProxy one and whether it read fewer disk bytes than
+# all of them. DISKS runs it on the machine's disk ("fast")
 # and throttled to a cloud volume's baseline ("throttled": THROTTLE_BPS
 # bytes/s and THROTTLE_IOPS reads/s for the 4 back-ends together, which
 # share one disk as on one machine; cgroup v1 blkio.throttle.* or v2
@@ -403,5 +405,27 @@ for (disk, layout, cfg), rs in sorted(cells.items()):
           f"{med([r['backend_cpu_us_per_req'] for r in rs]):.1f} | {med([r['front_cpu_us_per_req'] for r in rs]):.1f} | "
           f"{'–' if g != g else f'{g * 100:.1f} %'} | {sum(r['oom_kills'] for r in rs)} | {sum(r['errors'] for r in rs)} | "
           f"{max(r['peak_bytes'] for r in rs) / 2**20:.1f} |")
+# Ratios per round: each shoal configuration against each HAProxy one run in
+# the same cell and round, and whether it read fewer disk bytes than all of
+# them. A ratio holds only when it holds in every round.
+rounds = {}
+for r in runs:
+    rounds.setdefault((r["disk"], r["layout"], r["round"]), {})[r["config"]] = r
+peers = sorted({r["config"] for r in runs if r["config"].startswith("haproxy")})
+mine = sorted({r["config"] for r in runs if not r["config"].startswith("haproxy")})
+if peers and mine:
+    print("\nPer round, req/s ratio of each shoal configuration to each HAProxy one (rounds in order), and the rounds in "
+          "which it read fewer disk bytes than every HAProxy configuration:\n")
+    print("| disk | layout | configuration | " + " | ".join(f"÷ {p}" for p in peers) + " | disk bytes below all |")
+    print("|---|---|---|" + "---|" * len(peers) + "---|")
+    for (disk, layout) in sorted({(d, l) for d, l, _ in rounds}):
+        rs = [rounds[k] for k in sorted(rounds) if k[:2] == (disk, layout)]
+        for cfg in mine:
+            cols = []
+            for p in peers:
+                xs = [f"{rd[cfg]['rps'] / rd[p]['rps']:.2f}" for rd in rs if cfg in rd and p in rd]
+                cols.append(", ".join(xs) or "–")
+            below = [all(rd[cfg]["disk_bytes"] < rd[p]["disk_bytes"] for p in peers if p in rd) for rd in rs if cfg in rd]
+            print(f"| {disk} | {layout} | {cfg} | " + " | ".join(cols) + f" | {sum(below)} of {len(below)} |")
 PY
 echo "raw runs in $OUT" >&2
