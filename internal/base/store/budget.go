@@ -29,13 +29,6 @@ const (
 	ProcessOverhead = 10 << 20
 	// NodeOverhead is what each further node of one process adds.
 	NodeOverhead = 2 << 20
-	// GoHeadroom is the least the Go runtime's soft limit allows above
-	// the process's expected use. The runtime counts more than its live
-	// heap against the limit (free and unused spans, GC metadata, stacks:
-	// about 7 MiB beside a 4 MiB heap), so a limit near the expected use
-	// has the collector run back to back (measured: 515 collections in
-	// 5 s and twice the CPU per request at 12 MiB).
-	GoHeadroom = 2 << 20
 	// InlineShare bounds each arena to this share of its store: the rest
 	// of the store's bodies stay in the page cache, which the kernel can
 	// reclaim, so the Go runtime's limit may take what the arenas leave.
@@ -83,9 +76,14 @@ type Plan struct {
 // an equal share of what is left after ProcessOverhead and NodeOverhead
 // per further node (at least MinStore), each arena half of its store at
 // most (InlineShare), and the Go runtime's soft limit what the arenas and
-// KernelReserve leave, so that anonymous memory (arenas and Go) always fits
-// the limit while the stores' page cache may be reclaimed; the runtime
-// uses about ProcessOverhead of it. limit 0 plans nothing.
+// KernelReserve leave (at least MinStore), so that anonymous memory (arenas
+// and Go) always fits the limit while the stores' page cache may be
+// reclaimed; the runtime uses about ProcessOverhead of it. Below about
+// 20 MiB that leaves the runtime less than it uses at ease: it then
+// collects more often and the node runs slower (8 MiB: a third of its CPU
+// in the collector), which beats the kernel killing it (a Go limit above
+// the cgroup's, as this plan once gave there, got every node of an 8 MiB
+// cgroup killed under load where nginx served). limit 0 plans nothing.
 func PlanMemory(limit int64, source string, nodes int) Plan {
 	nodes = max(nodes, 1)
 	p := Plan{Limit: limit, Source: source, Nodes: nodes}
@@ -96,7 +94,7 @@ func PlanMemory(limit int64, source string, nodes int) Plan {
 	use := int64(ProcessOverhead + NodeOverhead*(nodes-1))
 	p.Store = max(limit-use, MinStore*n) / n
 	p.Inline = max(p.Store/InlineShare, MinStore)
-	p.GoLimit = max(limit-p.Inline*n-KernelReserve, use+GoHeadroom)
+	p.GoLimit = max(limit-p.Inline*n-KernelReserve, MinStore)
 	p.GCPercent = GCPercent
 	return p
 }
