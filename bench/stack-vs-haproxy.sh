@@ -153,12 +153,12 @@ cg_enter() { # cg_enter NAME PID
 }
 
 disk_readbytes() { # bytes the back-ends read from disk
-	if [ "$CGV" = 2 ]; then awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {sub("rbytes=", "", $i); s += $i}} END {print s + 0}' "$CG2/$CGP/disk/io.stat"
-	else awk '$2 == "Read" {s += $3} END {print s + 0}' "$(cgdir blkio disk)/blkio.throttle.io_service_bytes"; fi
+	if [ "$CGV" = 2 ]; then awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {sub("rbytes=", "", $i); s += $i}} END {printf "%.0f\n", s}' "$CG2/$CGP/disk/io.stat"
+	else awk '$2 == "Read" {s += $3} END {printf "%.0f\n", s}' "$(cgdir blkio disk)/blkio.throttle.io_service_bytes"; fi
 }
 
 cg_cpu_ns() {
-	if [ "$CGV" = 2 ]; then awk '$1 == "usage_usec" {print $2 * 1000}' "$(cgdir - "$1")/cpu.stat"
+	if [ "$CGV" = 2 ]; then awk '$1 == "usage_usec" {printf "%.0f\n", $2 * 1000}' "$(cgdir - "$1")/cpu.stat"
 	else cat "$(cgdir cpuacct "$1")/cpuacct.usage"; fi
 }
 

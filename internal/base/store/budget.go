@@ -29,6 +29,14 @@ const (
 	ProcessOverhead = 10 << 20
 	// NodeOverhead is what each further node of one process adds.
 	NodeOverhead = 2 << 20
+	// GoHeadroom is the least the Go runtime's soft limit allows above
+	// the process's expected use where the budget has room for it. The
+	// runtime counts more than its live heap against the limit (free and
+	// unused spans, GC metadata, stacks: about 7 MiB beside a 4 MiB heap),
+	// so a limit near the expected use has the collector run back to back
+	// (measured: 515 collections in 5 s and twice the CPU per request at
+	// 12 MiB).
+	GoHeadroom = 2 << 20
 	// InlineShare bounds each arena to this share of its store: the rest
 	// of the store's bodies stay in the page cache, which the kernel can
 	// reclaim, so the Go runtime's limit may take what the arenas leave.
@@ -36,6 +44,14 @@ const (
 	// KernelReserve is the kernel memory the cgroup charges, which the
 	// arena (anonymous memory, never reclaimed) must leave room for.
 	KernelReserve = 4 << 20
+	// KernelFloor is what a small cgroup keeps beside the arenas and the
+	// Go runtime: the kernel memory it still charges (sockets, page
+	// tables; 0.6–1.1 MiB measured at 8–12 MiB, where the reclaimable
+	// dentries and inodes of KernelReserve are gone) and a little page
+	// cache. The Go runtime's limit never goes past the arenas and this
+	// (at 8 MiB a limit of 6 MiB was killed once in two runs, 3–5 MiB
+	// never).
+	KernelFloor = 2 << 20
 	// GCPercent is the collector's target the plan sets (GOGC): the heap
 	// grows 25 % over the live heap between collections instead of 100 %,
 	// which keeps 3 MiB more for the stores; a hit allocates nothing, so
@@ -76,14 +92,15 @@ type Plan struct {
 // an equal share of what is left after ProcessOverhead and NodeOverhead
 // per further node (at least MinStore), each arena half of its store at
 // most (InlineShare), and the Go runtime's soft limit what the arenas and
-// KernelReserve leave (at least MinStore), so that anonymous memory (arenas
-// and Go) always fits the limit while the stores' page cache may be
-// reclaimed; the runtime uses about ProcessOverhead of it. Below about
-// 20 MiB that leaves the runtime less than it uses at ease: it then
-// collects more often and the node runs slower (8 MiB: a third of its CPU
-// in the collector), which beats the kernel killing it (a Go limit above
-// the cgroup's, as this plan once gave there, got every node of an 8 MiB
-// cgroup killed under load where nginx served). limit 0 plans nothing.
+// KernelReserve leave, so that anonymous memory (arenas and Go) always fits
+// the limit while the stores' page cache may be reclaimed; the runtime
+// uses about ProcessOverhead of it. A small limit leaves the runtime less
+// than it uses at ease (ProcessOverhead and GoHeadroom): it then gets what
+// the arenas and KernelFloor leave (at least MinStore), collects more
+// often and runs slower, which beats the kernel killing it (a Go limit
+// above the cgroup's, as this plan once gave at 8 MiB, got every node of
+// an 8 MiB cgroup killed under load where nginx served). limit 0 plans
+// nothing.
 func PlanMemory(limit int64, source string, nodes int) Plan {
 	nodes = max(nodes, 1)
 	p := Plan{Limit: limit, Source: source, Nodes: nodes}
@@ -94,7 +111,7 @@ func PlanMemory(limit int64, source string, nodes int) Plan {
 	use := int64(ProcessOverhead + NodeOverhead*(nodes-1))
 	p.Store = max(limit-use, MinStore*n) / n
 	p.Inline = max(p.Store/InlineShare, MinStore)
-	p.GoLimit = max(limit-p.Inline*n-KernelReserve, MinStore)
+	p.GoLimit = min(max(limit-p.Inline*n-KernelReserve, use+GoHeadroom), max(limit-p.Inline*n-KernelFloor, MinStore))
 	p.GCPercent = GCPercent
 	return p
 }
