@@ -140,9 +140,9 @@ func TestUpSizesFromCgroup(t *testing.T) {
 
 // A node in a small memory cgroup (8 MiB, where nginx serves the stack
 // set-up's trace) lives through 32 connections of load: the plan caps the Go
-// runtime's limit at what the cgroup leaves beside the arena and the
-// kernel (5 MiB) and the node collects more often instead of growing. With the runtime's limit at 12 MiB, above
-// the cgroup's, the kernel killed it within the first few hundred requests.
+// runtime's limit at the cgroup's (8 MiB) and the node collects more often
+// instead of growing. With the runtime's limit at 12 MiB, above the
+// cgroup's, the kernel killed it.
 func TestNodeLivesInSmallCgroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads a node in a memory cgroup; skipped with -short")

@@ -44,14 +44,6 @@ const (
 	// KernelReserve is the kernel memory the cgroup charges, which the
 	// arena (anonymous memory, never reclaimed) must leave room for.
 	KernelReserve = 4 << 20
-	// KernelFloor is what a small cgroup keeps beside the arenas and the
-	// Go runtime: the kernel memory it still charges (sockets, page
-	// tables; 0.6–1.1 MiB measured at 8–12 MiB, where the reclaimable
-	// dentries and inodes of KernelReserve are gone) and a little page
-	// cache. The Go runtime's limit never goes past the arenas and this
-	// (at 8 MiB a limit of 6 MiB was killed once in two runs, 3–5 MiB
-	// never).
-	KernelFloor = 2 << 20
 	// GCPercent is the collector's target the plan sets (GOGC): the heap
 	// grows 25 % over the live heap between collections instead of 100 %,
 	// which keeps 3 MiB more for the stores; a hit allocates nothing, so
@@ -94,13 +86,12 @@ type Plan struct {
 // most (InlineShare), and the Go runtime's soft limit what the arenas and
 // KernelReserve leave, so that anonymous memory (arenas and Go) always fits
 // the limit while the stores' page cache may be reclaimed; the runtime
-// uses about ProcessOverhead of it. A small limit leaves the runtime less
-// than it uses at ease (ProcessOverhead and GoHeadroom): it then gets what
-// the arenas and KernelFloor leave (at least MinStore), collects more
-// often and runs slower, which beats the kernel killing it (a Go limit
-// above the cgroup's, as this plan once gave at 8 MiB, got every node of
-// an 8 MiB cgroup killed under load where nginx served). limit 0 plans
-// nothing.
+// uses about ProcessOverhead of it. Where that is less than the runtime
+// uses at ease (ProcessOverhead and GoHeadroom) it gets that much, but
+// never more than the limit itself: a soft limit above the cgroup's hard
+// one only lets the heap grow until the kernel kills the process (at 8 MiB
+// a Go limit of 12 MiB got a node killed under load where nginx served;
+// at 8 it collects more often and lives). limit 0 plans nothing.
 func PlanMemory(limit int64, source string, nodes int) Plan {
 	nodes = max(nodes, 1)
 	p := Plan{Limit: limit, Source: source, Nodes: nodes}
@@ -111,7 +102,7 @@ func PlanMemory(limit int64, source string, nodes int) Plan {
 	use := int64(ProcessOverhead + NodeOverhead*(nodes-1))
 	p.Store = max(limit-use, MinStore*n) / n
 	p.Inline = max(p.Store/InlineShare, MinStore)
-	p.GoLimit = min(max(limit-p.Inline*n-KernelReserve, use+GoHeadroom), max(limit-p.Inline*n-KernelFloor, MinStore))
+	p.GoLimit = min(max(limit-p.Inline*n-KernelReserve, use+GoHeadroom), limit)
 	p.GCPercent = GCPercent
 	return p
 }

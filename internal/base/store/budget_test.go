@@ -20,13 +20,11 @@ func TestPlanMemory(t *testing.T) {
 		// 144 less 10 and 2 for each further node, over 4; arenas 16 each;
 		// Go 144-64-4.
 		{144 * mib, 4, 32 * mib, 76 * mib, 16 * mib},
-		// 16: the arena 3; Go would like 10+2 and gets 16-3-2.
-		{16 * mib, 1, 6 * mib, 11 * mib, 3 * mib},
-		// Small: MinStore; Go gets what the arena and KernelFloor leave:
-		// 8-1-2 and 5-1-2.
-		{8 * mib, 1, 1 * mib, 5 * mib, 1 * mib},
-		{5 * mib, 1, 1 * mib, 2 * mib, 1 * mib},
-		{2 * mib, 1, 1 * mib, 1 * mib, 1 * mib}, // at least MinStore
+		// 16: the arena 3; Go at least 10+2.
+		{16 * mib, 1, 6 * mib, 12 * mib, 3 * mib},
+		// Small: MinStore; Go at least 10+2 but never above the limit.
+		{8 * mib, 1, 1 * mib, 8 * mib, 1 * mib},
+		{5 * mib, 1, 1 * mib, 5 * mib, 1 * mib},
 	}
 	for _, c := range cases {
 		p := PlanMemory(c.limit, "src", c.nodes)
