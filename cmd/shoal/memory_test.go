@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -138,80 +136,3 @@ func TestUpSizesFromCgroup(t *testing.T) {
 	}
 }
 
-// A node in a small memory cgroup (8 MiB, where nginx serves the stack
-// set-up's trace) lives through 32 connections of load: the plan caps the Go
-// runtime's limit at the cgroup's (8 MiB) and the node collects more often
-// instead of growing. With the runtime's limit at 12 MiB, above the
-// cgroup's, the kernel killed it.
-func TestNodeLivesInSmallCgroup(t *testing.T) {
-	if testing.Short() {
-		t.Skip("loads a node in a memory cgroup; skipped with -short")
-	}
-	procs := memCgroup(t, 8<<20)
-	root := t.TempDir()
-	const files = 400
-	sizes := make([]int, files)
-	for i := range files {
-		sizes[i] = 2<<10 + i*97%60<<10 // 2–62 KiB, 12 MiB in all
-		body := strings.Repeat(string(rune('a'+i%26)), sizes[i])
-		if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("f%d.txt", i)), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	addr := freeAddr(t)
-	cmd := inCgroup(procs, "node", "--root", root, "--listen", addr, "--log-level", "warn")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-done })
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 20 * time.Second}
-	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := client.Get("http://" + addr + "/f0.txt"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatal("the node did not answer within 30 s")
-		}
-	}
-	const conns, each = 32, 150
-	errs := make(chan error, conns)
-	for c := range conns {
-		go func() {
-			for k := range each {
-				i := (c*each + k*7) % files
-				resp, err := client.Get(fmt.Sprintf("http://%s/f%d.txt", addr, i))
-				if err != nil {
-					errs <- err
-					return
-				}
-				n, err := io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != 200 || n != int64(sizes[i]) {
-					errs <- fmt.Errorf("f%d.txt: %d, %d of %d bytes, %v", i, resp.StatusCode, n, sizes[i], err)
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	failed := 0
-	var first error
-	for range conns {
-		if err := <-errs; err != nil {
-			failed++
-			first = cmp.Or(first, err)
-		}
-	}
-	select {
-	case err := <-done:
-		t.Fatalf("the node in an 8 MiB cgroup ended under load (%v); %d of %d connections failed, the first: %v",
-			err, failed, conns, first)
-	default:
-	}
-	if failed > 0 {
-		t.Errorf("%d of %d connections failed, the first: %v", failed, conns, first)
-	}
-}

@@ -91,7 +91,8 @@ type Plan struct {
 // never more than the limit itself: a soft limit above the cgroup's hard
 // one only lets the heap grow until the kernel kills the process (at 8 MiB
 // a Go limit of 12 MiB got a node killed under load where nginx served;
-// at 8 it collects more often and lives). limit 0 plans nothing.
+// capped at 8 it lived in some runs, not all: docs/benchmarks.md "Smaller
+// budgets"). limit 0 plans nothing.
 func PlanMemory(limit int64, source string, nodes int) Plan {
 	nodes = max(nodes, 1)
 	p := Plan{Limit: limit, Source: source, Nodes: nodes}
