@@ -135,4 +135,3 @@ func TestUpSizesFromCgroup(t *testing.T) {
 		t.Errorf("shoal up printed:\n%s\nwant 4 nodes of 32 MiB from a 144 MiB cgroup limit, Go limited to 76 MiB", all)
 	}
 }
-
