@@ -51,6 +51,13 @@ const (
 	GCPercent = 25
 	// MinStore is the smallest memory tier a plan gives a node.
 	MinStore = 1 << 20
+	// NoInline is Plan.Inline for a budget too small for an arena: below
+	// what the Go runtime uses at ease (ProcessOverhead and GoHeadroom) an
+	// arena's anonymous memory only takes what the runtime needs, while
+	// bodies in the page cache are reclaimed under pressure (at 8 MiB a
+	// node with a 1 MiB arena was killed in 3 runs of 3 on the NASA trace,
+	// without one it lived in some: docs/benchmarks.md "Smaller budgets").
+	NoInline = -1
 )
 
 // Plan is how a process's memory budget is split between its nodes'
@@ -66,10 +73,11 @@ type Plan struct {
 	// Nodes is the number of nodes sharing the process.
 	Nodes int `json:"nodes"`
 	// Store is each node's memory tier (0: the store's default), and
-	// Inline the most of it each node's arena may take: the arena is
-	// anonymous memory the kernel cannot reclaim, so the arenas and the
-	// Go runtime at its limit must fit the limit with KernelReserve to
-	// spare, while page cache beyond that is only reclaimed.
+	// Inline the most of it each node's arena may take (NoInline: no
+	// arena): the arena is anonymous memory the kernel cannot reclaim, so
+	// the arenas and the Go runtime at its limit must fit the limit with
+	// KernelReserve to spare, while page cache beyond that is only
+	// reclaimed.
 	Store  int64 `json:"store_bytes"`
 	Inline int64 `json:"inline_bytes"`
 	// GoLimit is the Go runtime's soft memory limit the plan sets
@@ -83,7 +91,8 @@ type Plan struct {
 // PlanMemory splits limit bytes between nodes nodes: each one's store gets
 // an equal share of what is left after ProcessOverhead and NodeOverhead
 // per further node (at least MinStore), each arena half of its store at
-// most (InlineShare), and the Go runtime's soft limit what the arenas and
+// most (InlineShare; none below ProcessOverhead and GoHeadroom, NoInline),
+// and the Go runtime's soft limit what the arenas and
 // KernelReserve leave, so that anonymous memory (arenas and Go) always fits
 // the limit while the stores' page cache may be reclaimed; the runtime
 // uses about ProcessOverhead of it. Where that is less than the runtime
@@ -103,7 +112,10 @@ func PlanMemory(limit int64, source string, nodes int) Plan {
 	use := int64(ProcessOverhead + NodeOverhead*(nodes-1))
 	p.Store = max(limit-use, MinStore*n) / n
 	p.Inline = max(p.Store/InlineShare, MinStore)
-	p.GoLimit = min(max(limit-p.Inline*n-KernelReserve, use+GoHeadroom), limit)
+	if limit < use+GoHeadroom {
+		p.Inline = NoInline
+	}
+	p.GoLimit = min(max(limit-max(p.Inline, 0)*n-KernelReserve, use+GoHeadroom), limit)
 	p.GCPercent = GCPercent
 	return p
 }

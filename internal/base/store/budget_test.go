@@ -22,13 +22,15 @@ func TestPlanMemory(t *testing.T) {
 		{144 * mib, 4, 32 * mib, 76 * mib, 16 * mib},
 		// 16: the arena 3; Go at least 10+2.
 		{16 * mib, 1, 6 * mib, 12 * mib, 3 * mib},
-		// Small: MinStore; Go at least 10+2 but never above the limit.
-		{8 * mib, 1, 1 * mib, 8 * mib, 1 * mib},
-		{5 * mib, 1, 1 * mib, 5 * mib, 1 * mib},
+		// 12: the runtime at ease (10+2) and a 1 MiB arena.
+		{12 * mib, 1, 2 * mib, 12 * mib, 1 * mib},
+		// Small: MinStore, no arena; Go never above the limit.
+		{8 * mib, 1, 1 * mib, 8 * mib, NoInline},
+		{5 * mib, 1, 1 * mib, 5 * mib, NoInline},
 	}
 	for _, c := range cases {
 		p := PlanMemory(c.limit, "src", c.nodes)
-		if p.Store/mib != c.store/mib || p.GoLimit/mib != c.goLimit/mib || p.Inline/mib != c.inline/mib || p.Nodes != c.nodes {
+		if p.Store/mib != c.store/mib || p.GoLimit/mib != c.goLimit/mib || p.Inline != c.inline || p.Nodes != c.nodes {
 			t.Errorf("PlanMemory(%d MiB, %d nodes) = store %d MiB, Go %d MiB, arena %d MiB; want %d, %d, %d",
 				c.limit/mib, c.nodes, p.Store/mib, p.GoLimit/mib, p.Inline/mib, c.store/mib, c.goLimit/mib, c.inline/mib)
 		}

@@ -117,9 +117,10 @@ type Config struct {
 	// DefaultInlineMax; negative: nothing inline.
 	InlineMax int64
 	// InlineBytes bounds the arena, part of MemoryBytes: a body that finds
-	// it full stays in the page cache. Default (0) and at most MemoryBytes.
-	// The arena is anonymous memory the kernel cannot reclaim, so a budget
-	// planned from a cgroup's limit bounds it (Plan.Inline).
+	// it full stays in the page cache. Default (0) and at most MemoryBytes;
+	// negative: no arena, every body stays in the page cache. The arena is
+	// anonymous memory the kernel cannot reclaim, so a budget planned from
+	// a cgroup's limit bounds it (Plan.Inline).
 	InlineBytes int64
 	// Cost is GDSF's retrieval cost of a body (cache.Config.Cost). Default
 	// cache.DiskCost: a disk read and its transfer.
@@ -194,6 +195,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.InlineMax == 0 {
 		c.InlineMax = DefaultInlineMax
+	}
+	if c.InlineBytes < 0 {
+		c.InlineMax = -1
 	}
 	if c.InlineBytes <= 0 || c.InlineBytes > c.MemoryBytes {
 		c.InlineBytes = c.MemoryBytes
