@@ -44,8 +44,18 @@ func readAll(t *testing.T, h *Handle) []byte {
 	return b
 }
 
+// TestPutGet stores bodies of each size, with the arena and without one
+// (InlineBytes negative, a plan's NoInline): then nothing is inline and
+// every body is served from its file.
 func TestPutGet(t *testing.T) {
-	s := open(t, Config{Dir: t.TempDir(), MemoryBytes: 1 << 20})
+	for _, inlineBytes := range []int64{0, NoInline} {
+		t.Run(fmt.Sprintf("inline-bytes=%d", inlineBytes), func(t *testing.T) { testPutGet(t, inlineBytes) })
+	}
+}
+
+func testPutGet(t *testing.T, inlineBytes int64) {
+	s := open(t, Config{Dir: t.TempDir(), MemoryBytes: 1 << 20, InlineBytes: inlineBytes})
+	arena := inlineBytes >= 0
 	cases := []struct {
 		key    string
 		size   int
@@ -74,8 +84,8 @@ func TestPutGet(t *testing.T) {
 		if got := readAll(t, &h); !bytes.Equal(got, want) {
 			t.Errorf("%s: body differs", c.key)
 		}
-		if string(h.Meta()) != "meta "+c.key || !h.InMemory() || h.Inline() != c.inline {
-			t.Errorf("%s: meta %q, in memory %v, inline %v; want inline %v", c.key, h.Meta(), h.InMemory(), h.Inline(), c.inline)
+		if string(h.Meta()) != "meta "+c.key || !h.InMemory() || h.Inline() != (c.inline && arena) {
+			t.Errorf("%s: meta %q, in memory %v, inline %v; want inline %v", c.key, h.Meta(), h.InMemory(), h.Inline(), c.inline && arena)
 		}
 		if c.size > 0 {
 			var buf bytes.Buffer
@@ -87,7 +97,7 @@ func TestPutGet(t *testing.T) {
 		h.Release() // harmless
 	}
 	st := s.Stats()
-	if st.Hits != 5 || st.MemoryHits != 5 || st.DiskObjects != 5 || st.MemoryObjects != 5 {
+	if st.Hits != 5 || st.MemoryHits != 5 || st.DiskObjects != 5 || st.MemoryObjects != 5 || (st.InlineBytes > 0) != arena {
 		t.Errorf("stats %+v", st)
 	}
 	if _, ok := s.Get("/none"); ok || s.Stats().Misses != 1 {
