@@ -54,9 +54,9 @@ const (
 	// NoInline is Plan.Inline for a budget too small for an arena: below
 	// what the Go runtime uses at ease (ProcessOverhead and GoHeadroom) an
 	// arena's anonymous memory only takes what the runtime needs, while
-	// bodies in the page cache are reclaimed under pressure (at 8 MiB a
-	// node with a 1 MiB arena was killed in 3 runs of 3 on the NASA trace,
-	// without one it lived in some: docs/benchmarks.md "Smaller budgets").
+	// bodies in the page cache are reclaimed under pressure (at 8 MiB nodes
+	// with a 1 MiB arena were killed on the NASA trace, without one they
+	// lived: docs/benchmarks.md "Smaller budgets").
 	NoInline = -1
 )
 
@@ -100,8 +100,8 @@ type Plan struct {
 // never more than the limit itself: a soft limit above the cgroup's hard
 // one only lets the heap grow until the kernel kills the process (at 8 MiB
 // a Go limit of 12 MiB got a node killed under load where nginx served;
-// capped at 8 it lived in some runs, not all: docs/benchmarks.md "Smaller
-// budgets"). limit 0 plans nothing.
+// capped at 8 and without an arena it lives, slowed by its collector:
+// docs/benchmarks.md "Smaller budgets"). limit 0 plans nothing.
 func PlanMemory(limit int64, source string, nodes int) Plan {
 	nodes = max(nodes, 1)
 	p := Plan{Limit: limit, Source: source, Nodes: nodes}
