@@ -76,6 +76,10 @@ func planMemory(memory sizeFlag, nodes int, cacheBytes int64, logger *slog.Logge
 		}
 	}
 	p := store.PlanMemory(limit, src, nodes)
+	if p.Short() {
+		logger.Warn("the memory limit is below what a node was measured to live in under load; it may be killed",
+			"limit_mib", p.Limit>>20, "source", p.Source, "least_mib", p.Least()>>20)
+	}
 	if cacheBytes > 0 {
 		p = p.WithStore(cacheBytes)
 	}

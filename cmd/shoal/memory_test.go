@@ -58,12 +58,58 @@ func inCgroup(procs string, args ...string) *exec.Cmd {
 }
 
 // A node started in a memory cgroup with no memory flag sizes its store and
-// the Go runtime's limit from the cgroup's limit (store.PlanMemory: 48 MiB
-// less 10 MiB of the process's own; the arena at most half of that, and Go
-// limited to what the arena and 4 MiB of kernel memory leave: 48-19-4), and
-// says so in its status.
+// the Go runtime's limit from the cgroup's limit (store.PlanMemory), says so
+// in its status, and holds small bodies in its arena only where the budget
+// has room for one. 48 MiB: less 10 MiB of the process's own, a 38 MiB store;
+// the arena at most half of it, and Go limited to what the arena and 4 MiB of
+// kernel memory leave (48-19-4). 10 MiB: below what the runtime uses at ease,
+// so the smallest store, no arena (a small file is served from the page
+// cache), and Go limited to the budget itself.
 func TestNodeSizesFromCgroup(t *testing.T) {
-	procs := memCgroup(t, 48<<20)
+	const mib = 1 << 20
+	for _, c := range []struct {
+		limit, store, goLimit int64
+		arena                 bool
+	}{
+		{48 * mib, 38 * mib, 25 * mib, true},
+		{10 * mib, 1 * mib, 10 * mib, false},
+	} {
+		t.Run(fmt.Sprintf("%dMiB", c.limit/mib), func(t *testing.T) {
+			m := nodeMemoryInCgroup(t, c.limit)
+			if m.Plan.Limit != c.limit || !strings.HasPrefix(m.Plan.Source, "/sys/fs/cgroup") || m.Plan.Store != c.store ||
+				m.Store.Capacity != c.store || m.Plan.GoLimit != c.goLimit || m.GoLimit != c.goLimit {
+				t.Errorf("memory status %+v; want a %d MiB limit from the cgroup, a %d MiB store and a %d MiB Go limit in force",
+					m, c.limit/mib, c.store/mib, c.goLimit/mib)
+			}
+			if m.Store.Objects != 1 || (m.Store.Inline > 0) != c.arena || (m.Plan.Inline > 0) != c.arena {
+				t.Errorf("after two requests for a small file: %d objects in memory, %d bytes of arena (plan %d); want 1 object, arena %v",
+					m.Store.Objects, m.Store.Inline, m.Plan.Inline, c.arena)
+			}
+		})
+	}
+}
+
+// nodeMemory is the memory part of a node's /.shoal/status.
+type nodeMemory struct {
+	Plan struct {
+		Limit   int64  `json:"limit_bytes"`
+		Source  string `json:"source"`
+		Store   int64  `json:"store_bytes"`
+		Inline  int64  `json:"inline_bytes"`
+		GoLimit int64  `json:"go_limit_bytes"`
+	} `json:"plan"`
+	GoLimit int64 `json:"go_limit_bytes"`
+	Store   struct {
+		Capacity int64 `json:"memory_capacity"`
+		Objects  int   `json:"memory_objects"`
+		Inline   int64 `json:"inline_bytes"`
+	} `json:"store"`
+}
+
+// nodeMemoryInCgroup starts a node with no memory flag in a memory cgroup of
+// limit bytes, asks it twice for a small file and returns its memory status.
+func nodeMemoryInCgroup(t *testing.T, limit int64) nodeMemory {
+	procs := memCgroup(t, limit)
 	root := t.TempDir()
 	os.WriteFile(filepath.Join(root, "a.txt"), []byte("hello\n"), 0o644)
 	addr := freeAddr(t)
@@ -73,24 +119,12 @@ func TestNodeSizesFromCgroup(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	var st struct {
-		Memory struct {
-			Plan struct {
-				Limit   int64  `json:"limit_bytes"`
-				Source  string `json:"source"`
-				Store   int64  `json:"store_bytes"`
-				GoLimit int64  `json:"go_limit_bytes"`
-			} `json:"plan"`
-			GoLimit int64 `json:"go_limit_bytes"`
-			Store   struct {
-				Capacity int64 `json:"memory_capacity"`
-			} `json:"store"`
-		} `json:"memory"`
+		Memory nodeMemory `json:"memory"`
 	}
 	var err error
 	for range 100 {
 		var resp *http.Response
-		if resp, err = http.Get("http://" + addr + "/.shoal/status"); err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&st)
+		if resp, err = http.Get("http://" + addr + "/a.txt"); err == nil {
 			resp.Body.Close()
 			break
 		}
@@ -99,11 +133,20 @@ func TestNodeSizesFromCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := st.Memory
-	if m.Plan.Limit != 48<<20 || !strings.HasPrefix(m.Plan.Source, "/sys/fs/cgroup") || m.Plan.Store != 38<<20 ||
-		m.Store.Capacity != 38<<20 || m.Plan.GoLimit != 25<<20 || m.GoLimit != 25<<20 {
-		t.Errorf("memory status %+v; want a 48 MiB limit from the cgroup, a 38 MiB store and a 25 MiB Go limit in force", m)
+	for _, path := range []string{"/a.txt", "/.shoal/status"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if path == "/.shoal/status" {
+			err = json.NewDecoder(resp.Body).Decode(&st)
+		}
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
+	return st.Memory
 }
 
 // `shoal up` in a memory cgroup splits its limit between its nodes' caches

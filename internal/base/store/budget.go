@@ -58,6 +58,13 @@ const (
 	// with a 1 MiB arena were killed on the NASA trace, without one they
 	// lived: docs/benchmarks.md "Smaller budgets").
 	NoInline = -1
+	// MinLimit is the smallest budget a node process was measured to live
+	// in under load (the NASA trace's site through 32 connections: it lives
+	// at 8 MiB, slowed by its collector, and is killed at 7 and 6, where
+	// nginx serves): below it the Go runtime's own resident memory, about
+	// 4 MiB at rest, leaves the heap no room (docs/benchmarks.md "Smaller
+	// budgets"). A plan below it is Short.
+	MinLimit = 8 << 20
 )
 
 // Plan is how a process's memory budget is split between its nodes'
@@ -119,6 +126,14 @@ func PlanMemory(limit int64, source string, nodes int) Plan {
 	p.GCPercent = GCPercent
 	return p
 }
+
+// Least is the smallest limit p's nodes were measured to live in under
+// load: MinLimit, and NodeOverhead for each further node.
+func (p Plan) Least() int64 { return MinLimit + NodeOverhead*int64(max(p.Nodes, 1)-1) }
+
+// Short reports whether p's limit is below Least, so that the process may
+// be killed: the node says so at start.
+func (p Plan) Short() bool { return p.Limit > 0 && p.Limit < p.Least() }
 
 // WithStore is p with each node's store set by hand (--cache-mb) to
 // bytes; the Go runtime's limit stays, and the arena may take the store

@@ -12,27 +12,33 @@ func TestPlanMemory(t *testing.T) {
 		limit                  int64
 		nodes                  int
 		store, goLimit, inline int64
+		short                  bool
 	}{
-		{0, 1, 0, 0, 0}, // no limit: nothing planned
+		{0, 1, 0, 0, 0, false}, // no limit: nothing planned
 		// 36 less 10 for the process; arena at most 13; Go what the arena
 		// and 4 MiB of kernel memory leave: 36-13-4.
-		{36 * mib, 1, 26 * mib, 19 * mib, 13 * mib},
+		{36 * mib, 1, 26 * mib, 19 * mib, 13 * mib, false},
 		// 144 less 10 and 2 for each further node, over 4; arenas 16 each;
 		// Go 144-64-4.
-		{144 * mib, 4, 32 * mib, 76 * mib, 16 * mib},
+		{144 * mib, 4, 32 * mib, 76 * mib, 16 * mib, false},
 		// 16: the arena 3; Go at least 10+2.
-		{16 * mib, 1, 6 * mib, 12 * mib, 3 * mib},
+		{16 * mib, 1, 6 * mib, 12 * mib, 3 * mib, false},
 		// 12: the runtime at ease (10+2) and a 1 MiB arena.
-		{12 * mib, 1, 2 * mib, 12 * mib, 1 * mib},
-		// Small: MinStore, no arena; Go never above the limit.
-		{8 * mib, 1, 1 * mib, 8 * mib, NoInline},
-		{5 * mib, 1, 1 * mib, 5 * mib, NoInline},
+		{12 * mib, 1, 2 * mib, 12 * mib, 1 * mib, false},
+		// Small: MinStore, no arena; Go never above the limit; short below
+		// 8 MiB, and below 8 + 2 for each further node.
+		{8 * mib, 1, 1 * mib, 8 * mib, NoInline, false},
+		{5 * mib, 1, 1 * mib, 5 * mib, NoInline, true},
+		{12 * mib, 4, 1 * mib, 12 * mib, NoInline, true},
 	}
 	for _, c := range cases {
 		p := PlanMemory(c.limit, "src", c.nodes)
 		if p.Store/mib != c.store/mib || p.GoLimit/mib != c.goLimit/mib || p.Inline != c.inline || p.Nodes != c.nodes {
 			t.Errorf("PlanMemory(%d MiB, %d nodes) = store %d MiB, Go %d MiB, arena %d MiB; want %d, %d, %d",
 				c.limit/mib, c.nodes, p.Store/mib, p.GoLimit/mib, p.Inline/mib, c.store/mib, c.goLimit/mib, c.inline/mib)
+		}
+		if p.Short() != c.short {
+			t.Errorf("PlanMemory(%d MiB, %d nodes).Short() = %v", c.limit/mib, c.nodes, p.Short())
 		}
 		if want := map[bool]int{true: GCPercent}[c.limit > 0]; p.GCPercent != want {
 			t.Errorf("PlanMemory(%d MiB): GC percent %d, want %d", c.limit/mib, p.GCPercent, want)
