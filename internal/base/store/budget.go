@@ -98,10 +98,10 @@ type Plan struct {
 // PlanMemory splits limit bytes between nodes nodes: each one's store gets
 // an equal share of what is left after ProcessOverhead and NodeOverhead
 // per further node (at least MinStore), each arena half of its store at
-// most (InlineShare; none below ProcessOverhead and GoHeadroom, NoInline),
-// and the Go runtime's soft limit what the arenas and
-// KernelReserve leave, so that anonymous memory (arenas and Go) always fits
-// the limit while the stores' page cache may be reclaimed; the runtime
+// most (InlineShare; none below ProcessOverhead and GoHeadroom: NoInline),
+// and the Go runtime's soft limit what the arenas and KernelReserve leave,
+// so that anonymous memory (arenas and Go) always fits the limit while the
+// stores' page cache may be reclaimed; the runtime
 // uses about ProcessOverhead of it. Where that is less than the runtime
 // uses at ease (ProcessOverhead and GoHeadroom) it gets that much, but
 // never more than the limit itself: a soft limit above the cgroup's hard
