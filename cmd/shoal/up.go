@@ -239,6 +239,9 @@ func printUp(cl *up.Cluster, lab *up.Repair, path string) {
 	fmt.Printf("  %d nodes, policy %s, path %s, %d MiB %s cache per node; %s\n", c.Nodes, c.Policy, path, c.CacheMB, c.Cache, cl.SiteInfo)
 	if p := c.MemoryPlan; p.Limit > 0 {
 		fmt.Printf("  memory: %d MiB from %s, split between %d nodes' caches and the Go runtime's limit of %d MiB\n", p.Limit>>20, p.Source, p.Nodes, p.GoLimit>>20)
+		if p.Short() {
+			fmt.Printf("  warning: %d nodes were measured to need at least %d MiB under load; below it they may be killed\n", p.Nodes, p.Least()>>20)
+		}
 	}
 	if cl.AdminURL != "" {
 		fmt.Printf("  admin %s/nodes  metrics %s/metrics\n", cl.AdminURL, cl.AdminURL)
