@@ -236,8 +236,18 @@ func (s *Store) release(e *entry, report bool) {
 // page-cache drops, closes, deletes and OnEvict calls, none of which
 // should hold up other requests.
 func (s *Store) unlock() {
+	// The usual few go through a copy on the stack, so that s.gone keeps
+	// its array and an operation that displaces something allocates
+	// nothing for it.
+	var buf [4]goneEntry
 	g := s.gone
-	s.gone = nil
+	if len(g) <= len(buf) {
+		g = buf[:copy(buf[:], g)]
+		clear(s.gone)
+		s.gone = s.gone[:0]
+	} else {
+		s.gone = nil
+	}
 	s.mu.Unlock()
 	for _, x := range g {
 		if x.f != nil {

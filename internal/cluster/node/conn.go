@@ -122,6 +122,7 @@ type connFields struct {
 	hostBuf []byte          // its normalized host name
 	spans   []httpwire.Span // ranges of the current request (ranges.go)
 	scratch []byte          // names and keys built per request without allocating
+	lastMod [29]byte        // Last-Modified of a response no prebuilt object carries
 
 	out      []byte        // response bytes for the current batch
 	rio      rawio.Conn    // raw reads and writes when nc is a plain TCP connection
@@ -129,6 +130,7 @@ type connFields struct {
 	wbufs    net.Buffers   // scratch that WriteTo consumes
 	segStart int           // start of out not yet referenced by bufs
 	rep      reply         // the file response being put together (serve.go)
+	spare    *object       // a miss's object the store did not keep, rebuilt by the next miss
 	snd      *store.Sender // sends store bodies to nc, made on first use
 	logLine  []byte
 

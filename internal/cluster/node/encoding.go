@@ -192,19 +192,25 @@ func appendRepHeaders(dst []byte, server, etag, lastMod, coding string, vary boo
 // buildObject is the cacheable form of a representation of size bytes,
 // sel, sent with the content type of the name it answers for.
 func buildObject(server string, sel *content.Entry, ctype, coding string, vary bool, size int64) *object {
-	o := &object{
-		etag:    sel.ETag,
-		lastMod: string(httpwire.AppendHTTPDate(nil, sel.ModTime)),
-		ctype:   ctype,
-		coding:  coding,
-		vary:    vary,
+	o := &object{}
+	o.build(server, sel, ctype, coding, vary, size)
+	return o
+}
+
+// build makes o the cacheable form of a representation of size bytes,
+// reusing o's head buffer: a conn rebuilds the object of a miss the store
+// did not keep (conn.spare) instead of allocating one per miss.
+func (o *object) build(server string, sel *content.Entry, ctype, coding string, vary bool, size int64) {
+	h := o.head[:0]
+	if h == nil {
+		h = make([]byte, 0, 256)
 	}
-	h := make([]byte, 0, 256)
+	*o = object{etag: sel.ETag, ctype: ctype, coding: coding, vary: vary}
+	o.lastMod = bstr(httpwire.AppendHTTPDate(o.date[:0], sel.ModTime))
 	h = httpwire.AppendStatusLine(h, 200)
 	h = httpwire.AppendHeader(h, "Content-Type", o.ctype)
 	h = httpwire.AppendHeaderInt(h, "Content-Length", size)
 	h = appendRepHeaders(h, server, o.etag, o.lastMod, coding, vary)
 	h = httpwire.AppendHeader(h, "Accept-Ranges", "bytes")
 	o.head = h
-	return o
 }

@@ -17,7 +17,8 @@ import (
 // heap: in its arena when small, in the page cache otherwise.
 type object struct {
 	etag    string
-	lastMod string // IMF-fixdate of the entry's ModTime
+	lastMod string   // IMF-fixdate of the entry's ModTime, a view of date
+	date    [29]byte // lastMod's bytes, held by the object itself
 	ctype   string
 	coding  string      // Content-Encoding of a precompressed variant, "" for identity
 	vary    bool        // the name has variants: responses carry Vary: Accept-Encoding

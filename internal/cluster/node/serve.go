@@ -28,6 +28,7 @@ type reply struct {
 	key    string      // the cache key, owned (not a view of conn.scratch)
 	rule   *headerRule // the site's caching headers for the name, or nil
 	o      *object     // the prebuilt head and validators, when known
+	spare  bool        // o was built for this miss from the conn's spare (conn.spare)
 	h      store.Handle
 	body   []byte // a body fetched from a peer, not in the store
 	mem    bool   // the body came from a memory: this node's or a peer's
@@ -44,7 +45,7 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 	c.cond.scan(c.req.Headers)
 	r := &c.rep
 	*r = reply{e: e}
-	defer r.h.Release()
+	defer c.endReply(r)
 	r.sel, r.coding, r.vary = c.selectEncoding(tbl, e, c.cond.acceptEncoding)
 	r.ctype = c.site.rules.contentType(e)
 	if done, keep := c.findBody(tbl, r, now, closeAfter, head); done {
@@ -60,7 +61,7 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 	if r.o != nil {
 		lastMod = r.o.lastMod
 	} else {
-		lastMod = string(httpwire.AppendHTTPDate(nil, sel.ModTime))
+		lastMod = bstr(httpwire.AppendHTTPDate(c.lastMod[:0], sel.ModTime)) // only appended to c.out
 	}
 	switch precondition(&c.req, &c.cond, sel.ETag, sel.ModTime, now) {
 	case 412:
@@ -90,6 +91,17 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 		r.h = h
 	}
 	return c.answer(r, kind, lastMod, now, closeAfter, head)
+}
+
+// endReply releases r's handle and keeps the object built for a miss as
+// the conn's spare when the store did not keep it: the next miss rebuilds
+// it instead of allocating one.
+func (c *conn) endReply(r *reply) {
+	kept := r.h.Valid() && r.h.InMemory()
+	r.h.Release()
+	if r.spare && !kept {
+		c.spare = r.o
+	}
 }
 
 // findBody looks for r's body in the store, then at a peer, and otherwise
@@ -134,7 +146,11 @@ func (c *conn) findBody(tbl *content.Table, r *reply, now time.Time, closeAfter,
 	}
 	r.key = key
 	if cacheable {
-		r.o = buildObject(c.s.cfg.ServerName, sel, r.ctype, r.coding, r.vary, sel.Size)
+		r.o, c.spare, r.spare = c.spare, nil, true
+		if r.o == nil {
+			r.o = &object{}
+		}
+		r.o.build(c.s.cfg.ServerName, sel, r.ctype, r.coding, r.vary, sel.Size)
 		r.o.rule = rule
 	}
 	return false, false
