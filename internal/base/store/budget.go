@@ -61,9 +61,10 @@ const (
 	// MinLimit is the smallest budget a node process was measured to live
 	// in under load (the NASA trace's site through 32 connections: it lives
 	// at 8 MiB, slowed by its collector, and is killed at 7 and 6, where
-	// nginx serves): below it the Go runtime's own resident memory, about
-	// 4 MiB at rest, leaves the heap no room (docs/benchmarks.md "Smaller
-	// budgets"). A plan below it is Short.
+	// nginx serves): below it the process's own resident memory (the Go
+	// runtime and every package the binary links), about 4 MiB at rest,
+	// leaves the heap no room (docs/benchmarks.md "Smaller budgets"). A
+	// plan below it is Short.
 	MinLimit = 8 << 20
 )
 
