@@ -206,11 +206,11 @@ func (o *object) build(server string, sel *content.Entry, ctype, coding string, 
 		h = make([]byte, 0, 256)
 	}
 	*o = object{etag: sel.ETag, ctype: ctype, coding: coding, vary: vary}
-	o.lastMod = bstr(httpwire.AppendHTTPDate(o.date[:0], sel.ModTime))
+	httpwire.AppendHTTPDate(o.date[:0], sel.ModTime) // always 29 bytes: fills date in place
 	h = httpwire.AppendStatusLine(h, 200)
 	h = httpwire.AppendHeader(h, "Content-Type", o.ctype)
 	h = httpwire.AppendHeaderInt(h, "Content-Length", size)
-	h = appendRepHeaders(h, server, o.etag, o.lastMod, coding, vary)
+	h = appendRepHeaders(h, server, o.etag, o.lastModified(), coding, vary)
 	h = httpwire.AppendHeader(h, "Accept-Ranges", "bytes")
 	o.head = h
 }

@@ -16,15 +16,18 @@ import (
 // object store (internal/base/store), which holds the body off the Go
 // heap: in its arena when small, in the page cache otherwise.
 type object struct {
-	etag    string
-	lastMod string   // IMF-fixdate of the entry's ModTime, a view of date
-	date    [29]byte // lastMod's bytes, held by the object itself
-	ctype   string
-	coding  string      // Content-Encoding of a precompressed variant, "" for identity
-	vary    bool        // the name has variants: responses carry Vary: Accept-Encoding
-	rule    *headerRule // the site's caching headers for the name, or nil (site.go)
-	head    []byte      // "HTTP/1.1 200 OK\r\n...Accept-Ranges: bytes\r\n"
+	etag   string
+	date   [29]byte // IMF-fixdate of the entry's ModTime (lastModified)
+	ctype  string
+	coding string      // Content-Encoding of a precompressed variant, "" for identity
+	vary   bool        // the name has variants: responses carry Vary: Accept-Encoding
+	rule   *headerRule // the site's caching headers for the name, or nil (site.go)
+	head   []byte      // "HTTP/1.1 200 OK\r\n...Accept-Ranges: bytes\r\n"
 }
+
+// lastModified is the object's Last-Modified value, a view of its date:
+// only appended to responses, never kept.
+func (o *object) lastModified() string { return bstr(o.date[:]) }
 
 // cached returns key's entry in the object store when it holds the
 // representation sel (same ETag and Vary), with its object; otherwise an

@@ -59,7 +59,7 @@ func (c *conn) serveFile(tbl *content.Table, e *content.Entry, now time.Time, cl
 	sel := r.sel
 	lastMod := ""
 	if r.o != nil {
-		lastMod = r.o.lastMod
+		lastMod = r.o.lastModified()
 	} else {
 		lastMod = bstr(httpwire.AppendHTTPDate(c.lastMod[:0], sel.ModTime)) // only appended to c.out
 	}
