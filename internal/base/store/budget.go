@@ -102,10 +102,10 @@ type Plan struct {
 // most (InlineShare; none below ProcessOverhead and GoHeadroom: NoInline),
 // and the Go runtime's soft limit what the arenas and KernelReserve leave,
 // so that anonymous memory (arenas and Go) always fits the limit while the
-// stores' page cache may be reclaimed; the runtime
-// uses about ProcessOverhead of it. Where that is less than the runtime
-// uses at ease (ProcessOverhead and GoHeadroom) it gets that much, but
-// never more than the limit itself: a soft limit above the cgroup's hard
+// stores' page cache may be reclaimed; the runtime uses about
+// ProcessOverhead of it. Where that is less than the runtime uses at ease
+// (ProcessOverhead and GoHeadroom) it gets that much, but never more than
+// the limit itself: a soft limit above the cgroup's hard
 // one only lets the heap grow until the kernel kills the process (at 8 MiB
 // a Go limit of 12 MiB got a node killed under load where nginx served;
 // capped at 8 and without an arena it lives, slowed by its collector:
