@@ -236,6 +236,10 @@ func (s *Store) release(e *entry, report bool) {
 // page-cache drops, closes, deletes and OnEvict calls, none of which
 // should hold up other requests.
 func (s *Store) unlock() {
+	if len(s.gone) == 0 { // a hit's Release: nothing displaced
+		s.mu.Unlock()
+		return
+	}
 	// The usual few go through a copy on the stack, so that s.gone keeps
 	// its array and an operation that displaces something allocates
 	// nothing for it.
