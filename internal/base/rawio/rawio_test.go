@@ -231,3 +231,40 @@ func TestConnTryWrite(t *testing.T) {
 		t.Fatalf("TryWrite to a peer that does not read: %d, %v; want part", n, err)
 	}
 }
+
+// TestDiscard: Discard drops exactly what it is asked for (waiting for
+// bytes still in flight), leaves what follows to Read, and reports the end
+// of the stream.
+func TestDiscard(t *testing.T) {
+	c, s := testutil.TCPPair(t)
+	var r Conn
+	if !r.Bind(c) {
+		t.Fatal("a TCP connection did not bind")
+	}
+	body := make([]byte, 300<<10) // more than one read's worth of segments
+	go func() {
+		s.Write(body)
+		time.Sleep(5 * time.Millisecond) // the tail arrives while Discard waits
+		s.Write([]byte("tail"))
+		s.Close()
+	}()
+	left := len(body)
+	for left > 0 {
+		n, err := r.Discard(left)
+		if err != nil || n <= 0 || n > left {
+			t.Fatalf("Discard(%d) = %d, %v", left, n, err)
+		}
+		left -= n
+	}
+	got, err := io.ReadAll(readerFunc(r.Read))
+	if err != nil || string(got) != "tail" {
+		t.Fatalf("after the discard read %q, %v; want \"tail\"", got, err)
+	}
+	if n, err := r.Discard(10); n != 0 || err != io.EOF {
+		t.Fatalf("Discard at the end = %d, %v; want 0, io.EOF", n, err)
+	}
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

@@ -205,9 +205,32 @@ func (p *respReader) readOne(head bool) (resp response, err error) {
 	return resp, err
 }
 
-// skip discards n body bytes (n < 0: until EOF).
+// discarder is a reader that can drop bytes without copying them
+// (plainConn: recv with MSG_TRUNC).
+type discarder interface {
+	discard(n int) (int, error)
+}
+
+// maxDiscard bounds one discard call.
+const maxDiscard = 1 << 30
+
+// skip discards n body bytes (n < 0: until EOF). Once the buffer is empty,
+// a known remainder is dropped in the socket when the reader can
+// (discarder): nothing follows a body before the next request is sent, so
+// the buffer has nothing to gain.
 func (p *respReader) skip(n int64, resp *response) error {
+	d, _ := p.rd.(discarder)
 	for n != 0 {
+		if p.r == p.w && n > 0 && d != nil {
+			k, err := d.discard(int(min(n, maxDiscard)))
+			p.n += int64(k)
+			resp.bodyBytes += int64(k)
+			n -= int64(k)
+			if err != nil {
+				return eofAs(err, errShortBody, "")
+			}
+			continue
+		}
 		if p.r == p.w {
 			p.r, p.w = 0, 0
 			if err := p.fill(); err != nil {

@@ -134,3 +134,50 @@ func FuzzResponseReader(f *testing.F) {
 		}
 	})
 }
+
+// dropReader is a strings.Reader that can also drop bytes (a discarder)
+// and records how it was asked to.
+type dropReader struct {
+	*strings.Reader
+	reads, drops int
+	asked        []int
+}
+
+func (d *dropReader) Read(p []byte) (int, error) { d.reads++; return d.Reader.Read(p) }
+
+func (d *dropReader) discard(n int) (int, error) {
+	d.drops++
+	d.asked = append(d.asked, n)
+	k := min(n, 1000) // a socket hands over what has arrived
+	skipped, err := io.CopyN(io.Discard, d.Reader, int64(k))
+	if err == io.EOF && skipped > 0 {
+		err = nil
+	}
+	return int(skipped), err
+}
+
+// TestResponseReaderDiscards: once the buffer is empty a body's remainder
+// is dropped by the reader (no copy), asked for exactly what is left, and
+// the next response is read whole; a chunked body's chunks too. A body
+// cut short is a short body.
+func TestResponseReaderDiscards(t *testing.T) {
+	first := "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + strings.Repeat("b", 5000)
+	second := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + "fa0\r\n" + strings.Repeat("c", 4000) + "\r\n0\r\n\r\n"
+	d := &dropReader{Reader: strings.NewReader(first + second)}
+	p := newRespReader(d, 1024)
+	resp, err := p.read(false)
+	// The first read takes 1024 bytes: the 41-byte head and 983 body bytes;
+	// 4017 are left, dropped at most 1000 at a time.
+	if err != nil || resp.bodyBytes != 5000 || d.reads != 1 || d.drops != 5 || d.asked[0] != 4017 || d.asked[4] != 17 {
+		t.Fatalf("first: body %d err %v, reads %d drops %d asked %v; want 5000 bytes, 1 read, 5 drops from 4017 to 17",
+			resp.bodyBytes, err, d.reads, d.drops, d.asked)
+	}
+	resp, err = p.read(false)
+	if err != nil || resp.bodyBytes != 4000 || resp.wireBytes != int64(len(second)) {
+		t.Fatalf("second: body %d wire %d err %v, want 4000 and %d", resp.bodyBytes, resp.wireBytes, err, len(second))
+	}
+	cut := &dropReader{Reader: strings.NewReader(first[:3000])}
+	if _, err := newRespReader(cut, 1024).read(false); !errors.Is(err, errShortBody) {
+		t.Fatalf("a body cut short: %v, want errShortBody", err)
+	}
+}

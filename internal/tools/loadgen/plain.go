@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"errors"
 	"net"
 
 	"shoal/internal/base/rawio"
@@ -66,6 +67,19 @@ func (c *plainConn) Read(p []byte) (int, error) {
 		return c.io.Read(p)
 	}
 	return c.exchange(p)
+}
+
+// errArmed is discard called before the armed request went out: nothing
+// can have arrived for it, so dropping bytes would be a bug.
+var errArmed = errors.New("loadgen: discard before the request was sent")
+
+// discard drops up to n received bytes in the socket (rawio's
+// TryDiscard), waiting in the poller while it is empty.
+func (c *plainConn) discard(n int) (int, error) {
+	if c.req != nil {
+		return 0, errArmed
+	}
+	return c.io.Discard(n)
 }
 
 // exchange writes the armed request and reads the first bytes of its
