@@ -27,7 +27,10 @@
 # Core layouts (LAYOUTS, BACKEND:LOAD): the 4 back-ends share core BACKEND;
 # the front and the load generator share core LOAD; "0:1 1:0" runs both ways
 # round. nginx has 1 worker and shoal's nodes GOMAXPROCS=1, HAProxy nbthread
-# 1 and shoal's front GOMAXPROCS=1.
+# 1 and shoal's front GOMAXPROCS=1. The load generator runs as SCHED_BATCH
+# (LOAD_SCHED=batch; "other" for the normal policy), so that its wake-ups do
+# not preempt the front it shares a core with: the core then does the
+# fronts' work, not context switches (docs/benchmarks.md).
 #
 # Needs root (cgroups, drop_caches), nginx, haproxy, python3. Cgroup v1
 # (memory, blkio, cpuacct hierarchies) or v2 (memory, io, cpu).
@@ -37,7 +40,8 @@
 #        CONFIGS="haproxy-roundrobin haproxy-uri shoal-wrr shoal-lard shoal-tbccrd"
 #        (shoal-POLICY-PATH picks the front's data path: shoal-tbccrd-hybrid);
 #        DISKS="fast throttled"; LAYOUTS="0:1 1:0"; THROTTLE_BPS=125000000;
-#        THROTTLE_IOPS=3000; TRACE=path; NICE=-10; SHOAL=path/to/shoal;
+#        THROTTLE_IOPS=3000; TRACE=path; NICE=-10; LOAD_SCHED=batch;
+#        SHOAL=path/to/shoal;
 #        PERF=record or stat (perf record -g, or perf stat of its CPU,
 #        context switches and system calls, of the front's process during
 #        the measured passes: OUT/perf*-CONFIG-DISK-LAYOUT-ROUND.*);
@@ -60,6 +64,9 @@ LAYOUTS=${LAYOUTS:-"0:1 1:0"}
 THROTTLE_BPS=${THROTTLE_BPS:-125000000}
 THROTTLE_IOPS=${THROTTLE_IOPS:-3000}
 NICE=${NICE:--10}
+LOAD_SCHED=${LOAD_SCHED:-batch}
+LOADSCHED=()
+[ "$LOAD_SCHED" = batch ] && LOADSCHED=(chrt --batch 0)
 TRACE=${TRACE:-/work/shared/data/traces/nasa_aug95_19950801_fullday_derived.log.gz}
 # Below the ephemeral port range, where outgoing connections cannot hold them.
 BASE=${PORT_BASE:-$((12000 + (RANDOM % 700) * 10))}
@@ -68,7 +75,7 @@ NB=4
 BENCH=stack-vs-haproxy
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-bench_need nginx haproxy go curl python3 taskset
+bench_need nginx haproxy go curl python3 taskset chrt
 [ "$(id -u)" = 0 ] || { echo "$BENCH: needs root (cgroups, drop_caches)" >&2; exit 1; }
 [ -f "$TRACE" ] || { echo "$BENCH: no trace at $TRACE" >&2; exit 1; }
 bench_workdir shoal-svh
@@ -318,7 +325,7 @@ run() {
 	sync; echo 3 >/proc/sys/vm/drop_caches
 	local rb0=0 rb1=0 rb2=0 cb0=0 cb1=0 cf0 cf1 gc0 gc1 n
 	rb0=$(disk_readbytes)
-	nice -n "$NICE" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" --trace "$TRACE" \
+	nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" --trace "$TRACE" \
 		--connections "$CONNS" --timeout 30s --json >"$OUT/warm-$cfg-$disk-$layout-$round.json"
 	rb1=$(disk_readbytes)
 	for i in $(seq $NB); do cb0=$((cb0 + $(cg_cpu_ns "b$i"))); done
@@ -329,7 +336,7 @@ run() {
 	stat) perf stat -e 'task-clock,context-switches,syscalls:sys_enter_*' -o "$OUT/perfstat-$cfg-$disk-$layout-$round.txt" \
 		-p "$frontpid" >/dev/null 2>&1 & perfpid=$! ;;
 	esac
-	nice -n "$NICE" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" --trace "$TRACE" \
+	nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" --trace "$TRACE" \
 		--requests $((PASSES * REQS)) --connections "$CONNS" --timeout 30s --json >"$OUT/bench-$cfg-$disk-$layout-$round.json"
 	rb2=$(disk_readbytes)
 	if [ -n "$perfpid" ]; then kill -INT "$perfpid"; wait "$perfpid" || true; fi
@@ -348,7 +355,7 @@ run() {
 	done
 	python3 - "$OUT/bench-$cfg-$disk-$layout-$round.json" "$cfg" "$disk" "$layout" "$round" "$((rb1 - rb0))" "$((rb2 - rb1))" \
 		"$((cb1 - cb0))" "$((cf1 - cf0))" "$gc0" "$gc1" "$ooms" "$peak" "$alive" \
-		"$([ "$disk" = throttled ] && echo "$THROTTLE_BPS $THROTTLE_IOPS" || echo "0 0")" "$BUILD" >>"$OUT/runs.jsonl" <<'PY'
+		"$([ "$disk" = throttled ] && echo "$THROTTLE_BPS $THROTTLE_IOPS" || echo "0 0")" "$BUILD" "$LOAD_SCHED" >>"$OUT/runs.jsonl" <<'PY'
 import json, sys
 a = sys.argv[1:]
 b = json.load(open(a[0]))
@@ -365,6 +372,7 @@ print(json.dumps({
     "gc_share": (gc1 - gc0) / (cpu1 - cpu0) if cpu1 > cpu0 else None,
     "oom_kills": int(a[11]), "peak_bytes": int(a[12]), "backends_alive": int(a[13]),
     "throttle_bps": int(a[14].split()[0]), "throttle_iops": int(a[14].split()[1]), "build": a[15],
+    "load_sched": a[16],
 }))
 PY
 	tail -1 "$OUT/runs.jsonl" >&2
