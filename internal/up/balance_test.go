@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"shoal/internal/cluster/control"
+	"shoal/internal/testutil"
 	"shoal/internal/tools/loadgen"
 )
 
@@ -261,7 +262,7 @@ func TestLoadAwareSpreadsUnderPassFD(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shoal binary and starts node processes")
 	}
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("measures load distribution, which the race detector's slowdown of the front distorts")
 	}
 	shoalBinary(t) // built once, before the subtests
@@ -301,7 +302,7 @@ func TestLoadAwareSpreadsUnderPassFD(t *testing.T) {
 // counted until the node's FIN-HANDOFF.
 func TestLoadAwareSpreadsUnderRepair(t *testing.T) {
 	needLab(t)
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("measures load distribution, which the race detector's slowdown distorts")
 	}
 	exe := shoalBinary(t)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"shoal/internal/base/timeq"
+	"shoal/internal/testutil"
 )
 
 // vnet is an in-memory network with a virtual clock; messages are encoded
@@ -262,7 +263,7 @@ func stats(h []int) (mean float64, p99, most int) {
 
 func TestLookupsCorrectWithinLogHops(t *testing.T) {
 	sizes := []int{1, 2, 3, 8, 64, 512, 1024}
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testutil.RaceEnabled {
 		sizes = sizes[:5]
 	}
 	for _, n := range sizes {
@@ -378,8 +379,6 @@ func TestDirectory(t *testing.T) {
 		t.Fatal("hash")
 	}
 }
-
-var raceEnabled bool
 
 // TestOwnsIsTheKeysSuccessor: on a converged ring of 16, every key is owned
 // by exactly one node, the first at or after it on the circle.

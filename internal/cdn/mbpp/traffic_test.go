@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // TestTrafficPerRound measures messages and bytes per MBPP round (-v
@@ -14,7 +16,7 @@ import (
 // encoding).
 func TestTrafficPerRound(t *testing.T) {
 	sizes := []int{8, 64, 512}
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testutil.RaceEnabled {
 		sizes = sizes[:2]
 	}
 	for _, n := range sizes {
@@ -55,5 +57,3 @@ func TestTrafficPerRound(t *testing.T) {
 		}
 	}
 }
-
-var raceEnabled bool

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"shoal/internal/base/httpwire"
+	"shoal/internal/testutil"
 )
 
 // TestServeLocal: a front in the process hands a fresh hit to the node,
@@ -54,7 +55,7 @@ func TestServeLocal(t *testing.T) {
 	}
 	var nc net.Conn = discardConn{}
 	req := parse(get)
-	if n := testing.AllocsPerRun(100, func() { s.ServeLocal(nc, req, now, false, time.Second) }); n != 0 && !raceEnabled {
+	if n := testing.AllocsPerRun(100, func() { s.ServeLocal(nc, req, now, false, time.Second) }); n != 0 && !testutil.RaceEnabled {
 		t.Errorf("local hit: %v allocations", n)
 	}
 	if res, out := local("HEAD /f.bin HTTP/1.1\r\nHost: bench\r\n\r\n", true); !res.Handled || res.Body != 0 || res.Keep ||
