@@ -62,10 +62,51 @@ const (
 	// maxFreeConns bounds the free list: about the connections one node
 	// serves at once under a front's usual concurrency.
 	maxFreeConns = 32
-	// maxKeptOut is the largest output buffer a freed conn keeps; a
-	// larger one (a long pipelined batch) is dropped.
-	maxKeptOut = flushAt
+	// ownOut is the output buffer a conn keeps for itself (a response
+	// head, a small body); a batch that needs more borrows from outBufs.
+	ownOut = 4 << 10
+	// maxOutBufs bounds the grown output buffers kept for lending, and
+	// maxLentOut the size of one kept (larger ones go to the collector).
+	maxOutBufs = 4
+	maxLentOut = 256 << 10
 )
+
+// outBufs lends grown output buffers to conns for one batch each (process):
+// a batch of pipelined answers grows its buffer to flushAt and past it, and
+// kept by every open connection such buffers were a third of a node's live
+// heap under the NASA trace (0.8–1.3 MiB of 2.5–3.3; docs/benchmarks.md),
+// memory its store could hold bodies in. Lent, they number about the
+// conns being served at once, not the conns open.
+type outBufs struct {
+	mu   sync.Mutex
+	list [][]byte
+}
+
+// get takes a kept buffer, or nil when there is none.
+func (o *outBufs) get() []byte {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(o.list)
+	if n == 0 {
+		return nil
+	}
+	b := o.list[n-1]
+	o.list[n-1] = nil
+	o.list = o.list[:n-1]
+	return b
+}
+
+// put keeps b for the next batch, unless the list is full or b too large.
+func (o *outBufs) put(b []byte) {
+	if cap(b) > maxLentOut {
+		return
+	}
+	o.mu.Lock()
+	if len(o.list) < maxOutBufs {
+		o.list = append(o.list, b[:0])
+	}
+	o.mu.Unlock()
+}
 
 // get takes a freed conn, or nil when there is none.
 func (f *freeConns) get() *conn {
@@ -124,7 +165,8 @@ type connFields struct {
 	scratch []byte          // names and keys built per request without allocating
 	lastMod [29]byte        // Last-Modified of a response no prebuilt object carries
 
-	out      []byte        // response bytes for the current batch
+	out      []byte        // response bytes for the current batch: own, or lent by Server.outBufs
+	own      []byte        // the conn's own small output buffer (ownOut)
 	rio      rawio.Conn    // raw reads and writes when nc is a plain TCP connection
 	bufs     net.Buffers   // segments for writev when large bodies are not copied
 	wbufs    net.Buffers   // scratch that WriteTo consumes
@@ -163,12 +205,12 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if c == nil {
 		c = &conn{}
 	}
-	buf, out := c.buf, c.out[:0]
+	buf, out := c.buf, c.own[:0]
 	if len(buf) != s.cfg.MaxHead+4096 {
 		buf = make([]byte, s.cfg.MaxHead+4096)
 	}
 	if out == nil {
-		out = make([]byte, 0, 4096)
+		out = make([]byte, 0, ownOut)
 	}
 	// Keep what only grows (buffers, header slice, scratch, raw I/O steps
 	// bound to c.rio); everything else starts from zero.
@@ -177,6 +219,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		nc:  nc,
 		buf: buf,
 		out: out,
+		own: out,
 		req: httpwire.Request{Headers: c.req.Headers[:0]},
 
 		hostBuf: c.hostBuf[:0], spans: c.spans[:0], scratch: c.scratch[:0],
@@ -211,12 +254,9 @@ func (c *conn) release() {
 	c.rio.Unbind()
 	clear(c.req.Headers[:cap(c.req.Headers)])
 	clear(c.bufs[:cap(c.bufs)])
-	out := c.out[:0]
-	if cap(out) > maxKeptOut {
-		out = nil
-	}
+	c.returnOut()
 	c.connFields = connFields{
-		buf: c.buf, out: out,
+		buf: c.buf, own: c.own[:0],
 		req:     httpwire.Request{Headers: c.req.Headers[:0]},
 		hostBuf: c.hostBuf[:0], spans: c.spans[:0], scratch: c.scratch[:0],
 		bufs: c.bufs[:0], logLine: c.logLine[:0], rio: c.rio,
@@ -321,6 +361,11 @@ func (c *conn) serve() {
 // reports whether the connection stays open.
 func (c *conn) process(now time.Time) bool {
 	keep := true
+	if cap(c.out) <= ownOut && c.r < c.w {
+		if b := c.s.outBufs.get(); b != nil {
+			c.out = b
+		}
+	}
 	for c.r < c.w && keep {
 		n, err := c.s.parser.Parse(c.buf[c.r:c.w], &c.req)
 		if err == httpwire.ErrNeedMore {
@@ -377,10 +422,18 @@ func (c *conn) process(now time.Time) bool {
 		c.s.writeLog(c.logLine)
 		c.logLine = c.logLine[:0]
 	}
-	if cap(c.out) > 1<<20 {
-		c.out = make([]byte, 0, 4096)
-	}
+	c.returnOut()
 	return keep
+}
+
+// returnOut gives a grown output buffer (lent, or grown from the conn's
+// own) to the server's outBufs once its batch is out, and takes the conn's
+// own buffer back.
+func (c *conn) returnOut() {
+	if cap(c.out) > ownOut && len(c.out) == 0 && len(c.bufs) == 0 {
+		c.s.outBufs.put(c.out)
+		c.out = c.own[:0]
+	}
 }
 
 // flush writes the batch: one write(2) when everything is in out, one

@@ -62,8 +62,10 @@ type Server struct {
 	shed      atomic.Int64      // idle connections closed to make room
 
 	shedCand []idleConn // makeRoom's scratch, under mu
-	// freeConns recycles ended conns with their buffers (conn.go).
+	// freeConns recycles ended conns with their buffers, outBufs lends
+	// grown output buffers to the conns answering a batch (conn.go).
 	freeConns freeConns
+	outBufs   outBufs
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
