@@ -21,8 +21,10 @@ import (
 // What the plan reserves beside the stores. Measured for a node serving
 // 1,700 files (the NASA trace's site) to 32 connections in a memory
 // cgroup (docs/benchmarks.md): about 7 MiB of Go runtime at GOGC 25 (a
-// 3.9 MiB live heap), 2 MiB of the binary's pages, and 4 MiB of kernel
-// memory (dentries, inodes, sockets) the cgroup charges.
+// 3 MiB live heap), 2 MiB of the binary's pages, and 4 MiB of kernel
+// memory (dentries, inodes, sockets) the cgroup charges. A store a MiB
+// larger read no less from disk and had the kernel reclaim more of its
+// pages (docs/benchmarks.md), so the margin stays.
 const (
 	// ProcessOverhead is what one process uses beside its stores: the
 	// plan gives the stores the rest of the limit.

@@ -26,8 +26,13 @@
 //     file put them: the entry keeps the file open and a hit sends the
 //     bytes with sendfile(2) (Sender). Eviction drops the pages with
 //     posix_fadvise(DONTNEED), and a body the policy did not admit is
-//     dropped when its last reader is done, so what the kernel keeps is what
-//     the policy chose. Resident reports what mincore(2) says is resident.
+//     dropped when its last reader is done, so what the kernel keeps is
+//     mostly what the policy chose: pages sendfile(2) queued that socket
+//     buffers still hold survive DONTNEED and stay for the kernel's LRU.
+//     That remainder is left on purpose: on the trace in a memory cgroup,
+//     copying turned-away bodies so that none survive read more from disk,
+//     not less (docs/benchmarks.md). Resident reports what mincore(2) says
+//     is resident.
 //
 // Nothing else holds the bytes: the arena's freed blocks are returned to the
 // kernel with madvise(DONTNEED), and a memory cgroup charges the arena and
