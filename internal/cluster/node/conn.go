@@ -43,93 +43,62 @@ var (
 	connectionKeepAlive = []byte("Connection: keep-alive\r\n")
 )
 
-// freeConns is the bounded free list of ended conns, kept with their read
-// and output buffers: under tbccrd in passfd tag mode nearly every request
-// arrives on a connection another node just moved here, so a conn and its
-// buffers would otherwise be garbage after one request, and the collector
-// they feed clears a sync.Pool at every cycle, which made such a node
-// allocate a read buffer and grow an output buffer per moved connection
-// (docs/benchmarks.md, "Receiving a handed connection"). A plain list
-// survives collections; its bound keeps what an idle node holds small
-// (maxFreeConns conns of about 13 KiB of read buffer and at most
-// maxKeptOut of output each).
-type freeConns struct {
+// freeList is a bounded stack of things kept for reuse (ended conns, grown
+// output buffers). A plain list rather than a sync.Pool: the collector
+// empties a pool at every cycle, which made a node under tbccrd in passfd
+// tag mode, where nearly every request arrives on a connection another node
+// just moved here, allocate a read buffer and grow an output buffer per
+// moved connection (docs/benchmarks.md, "Receiving a handed connection").
+// The bound keeps what an idle node holds small.
+type freeList[T any] struct {
 	mu   sync.Mutex
-	list []*conn
+	list []T
+}
+
+// get takes a kept item, or the zero T when there is none.
+func (f *freeList[T]) get() T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var zero T
+	n := len(f.list)
+	if n == 0 {
+		return zero
+	}
+	x := f.list[n-1]
+	f.list[n-1] = zero
+	f.list = f.list[:n-1]
+	return x
+}
+
+// put keeps x, unless max are kept already.
+func (f *freeList[T]) put(x T, max int) {
+	f.mu.Lock()
+	if len(f.list) < max {
+		f.list = append(f.list, x)
+	}
+	f.mu.Unlock()
 }
 
 const (
-	// maxFreeConns bounds the free list: about the connections one node
-	// serves at once under a front's usual concurrency.
+	// maxFreeConns bounds Server.freeConns, the ended conns kept with
+	// their buffers (about 13 KiB of read buffer and ownOut of output
+	// each): about the connections one node serves at once under a
+	// front's usual concurrency.
 	maxFreeConns = 32
 	// ownOut is the output buffer a conn keeps for itself (a response
-	// head, a small body); a batch that needs more borrows from outBufs.
+	// head, a small body). A batch that needs more (pipelined answers grow
+	// their buffer to flushAt and past it) borrows one from
+	// Server.outBufs and gives it back once out: kept by every open
+	// connection, such buffers were a third of a node's live heap under
+	// the NASA trace (0.8–1.3 MiB of 2.5–3.3; docs/benchmarks.md), memory
+	// its store could hold bodies in; lent, they number about the conns
+	// being answered at once.
 	ownOut = 4 << 10
 	// maxOutBufs bounds the grown output buffers kept for lending, and
 	// maxLentOut the size of one kept (larger ones go to the collector).
 	maxOutBufs = 4
 	maxLentOut = 256 << 10
 )
-
-// outBufs lends grown output buffers to conns for one batch each (process):
-// a batch of pipelined answers grows its buffer to flushAt and past it, and
-// kept by every open connection such buffers were a third of a node's live
-// heap under the NASA trace (0.8–1.3 MiB of 2.5–3.3; docs/benchmarks.md),
-// memory its store could hold bodies in. Lent, they number about the
-// conns being served at once, not the conns open.
-type outBufs struct {
-	mu   sync.Mutex
-	list [][]byte
-}
-
-// get takes a kept buffer, or nil when there is none.
-func (o *outBufs) get() []byte {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := len(o.list)
-	if n == 0 {
-		return nil
-	}
-	b := o.list[n-1]
-	o.list[n-1] = nil
-	o.list = o.list[:n-1]
-	return b
-}
-
-// put keeps b for the next batch, unless the list is full or b too large.
-func (o *outBufs) put(b []byte) {
-	if cap(b) > maxLentOut {
-		return
-	}
-	o.mu.Lock()
-	if len(o.list) < maxOutBufs {
-		o.list = append(o.list, b[:0])
-	}
-	o.mu.Unlock()
-}
-
-// get takes a freed conn, or nil when there is none.
-func (f *freeConns) get() *conn {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := len(f.list)
-	if n == 0 {
-		return nil
-	}
-	c := f.list[n-1]
-	f.list[n-1] = nil
-	f.list = f.list[:n-1]
-	return c
-}
-
-// put keeps c for the next connection, unless the list is full.
-func (f *freeConns) put(c *conn) {
-	f.mu.Lock()
-	if len(f.list) < maxFreeConns {
-		f.list = append(f.list, c)
-	}
-	f.mu.Unlock()
-}
 
 // conn is one client connection, served by one goroutine. A conn is
 // recycled through Server.connPool when its connection ends (newConn,
@@ -262,7 +231,7 @@ func (c *conn) release() {
 		bufs: c.bufs[:0], logLine: c.logLine[:0], rio: c.rio,
 	}
 	if cap(c.scratch) <= 64<<10 && cap(c.logLine) <= 64<<10 {
-		s.freeConns.put(c)
+		s.freeConns.put(c, maxFreeConns)
 	}
 }
 
@@ -363,7 +332,7 @@ func (c *conn) process(now time.Time) bool {
 	keep := true
 	if cap(c.out) <= ownOut && c.r < c.w {
 		if b := c.s.outBufs.get(); b != nil {
-			c.out = b
+			c.out = b[:0]
 		}
 	}
 	for c.r < c.w && keep {
@@ -431,7 +400,9 @@ func (c *conn) process(now time.Time) bool {
 // own buffer back.
 func (c *conn) returnOut() {
 	if cap(c.out) > ownOut && len(c.out) == 0 && len(c.bufs) == 0 {
-		c.s.outBufs.put(c.out)
+		if cap(c.out) <= maxLentOut {
+			c.s.outBufs.put(c.out, maxOutBufs)
+		}
 		c.out = c.own[:0]
 	}
 }

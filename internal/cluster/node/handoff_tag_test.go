@@ -50,7 +50,7 @@ func TestTagMoveKeepsKey(t *testing.T) {
 	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
 		if fc := s.freeConns.get(); fc != nil {
 			copy(fc.buf, bytes.Repeat([]byte("X"), len(fc.buf)))
-			s.freeConns.put(fc)
+			s.freeConns.put(fc, maxFreeConns)
 		}
 		if key != "/b.txt" {
 			t.Fatalf("moved with key %q, want /b.txt", key)

@@ -52,23 +52,22 @@ func TestIdleConnsHoldNoGrownOutput(t *testing.T) {
 	}
 }
 
-// The buffers kept for lending are bounded: a burst of conns each growing
-// its own leaves at most maxOutBufs behind, none larger than maxLentOut.
-func TestOutBufsBound(t *testing.T) {
-	var o outBufs
+// A free list keeps at most its bound and hands items back last in,
+// first out, then the zero value.
+func TestFreeListBound(t *testing.T) {
+	var f freeList[[]byte]
 	for i := range 3 * maxOutBufs {
-		o.put(make([]byte, 10, 8<<10+i))
+		f.put(make([]byte, 0, 1+i), maxOutBufs)
 	}
-	o.put(make([]byte, 0, 2*maxLentOut))
-	if len(o.list) != maxOutBufs {
-		t.Errorf("%d buffers kept, want %d", len(o.list), maxOutBufs)
+	if len(f.list) != maxOutBufs {
+		t.Errorf("%d kept, want %d", len(f.list), maxOutBufs)
 	}
-	for range maxOutBufs {
-		if b := o.get(); len(b) != 0 || cap(b) < 8<<10 || cap(b) > maxLentOut {
-			t.Errorf("lent a buffer of length %d, capacity %d", len(b), cap(b))
+	for i := maxOutBufs; i > 0; i-- {
+		if b := f.get(); cap(b) != i {
+			t.Errorf("got capacity %d, want %d (the last kept first)", cap(b), i)
 		}
 	}
-	if b := o.get(); b != nil {
-		t.Errorf("lent a buffer from an empty list: capacity %d", cap(b))
+	if b := f.get(); b != nil {
+		t.Errorf("an empty list gave a buffer of capacity %d", cap(b))
 	}
 }

@@ -64,8 +64,8 @@ type Server struct {
 	shedCand []idleConn // makeRoom's scratch, under mu
 	// freeConns recycles ended conns with their buffers, outBufs lends
 	// grown output buffers to the conns answering a batch (conn.go).
-	freeConns freeConns
-	outBufs   outBufs
+	freeConns freeList[*conn]
+	outBufs   freeList[[]byte]
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
