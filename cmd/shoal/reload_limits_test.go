@@ -66,7 +66,7 @@ func TestFrontLimitsReloadUnderLoad(t *testing.T) {
 					var err error
 					if c, err = net.Dial("tcp", listen); err != nil {
 						failed.Add(1)
-						firstErr.CompareAndSwap(nil, err)
+						firstErr.CompareAndSwap(nil, err.Error()) // a string: errors differ in type
 						return
 					}
 					br = bufio.NewReader(c)
@@ -79,7 +79,7 @@ func TestFrontLimitsReloadUnderLoad(t *testing.T) {
 				}
 				if err != nil {
 					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					firstErr.CompareAndSwap(nil, err.Error()) // a string: errors differ in type
 					c.Close()
 					c = nil
 					continue

@@ -94,7 +94,7 @@ func TestKilledNodeRestarts(t *testing.T) {
 				}
 				if err != nil {
 					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					firstErr.CompareAndSwap(nil, err.Error()) // a string: errors differ in type
 				} else {
 					ok.Add(1)
 				}

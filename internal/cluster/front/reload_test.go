@@ -102,7 +102,7 @@ func (cs *keepAliveClients) stop() { close(cs.done); cs.wg.Wait() }
 
 func (cs *keepAliveClients) fail(err error) {
 	cs.failed.Add(1)
-	cs.firstErr.CompareAndSwap(nil, err)
+	cs.firstErr.CompareAndSwap(nil, err.Error()) // a string: errors differ in type
 }
 
 func (cs *keepAliveClients) run(addr string, i int) {
