@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"shoal/internal/testutil"
 )
 
 // Many distinct URLs through a PoP cost it its memory budget and little
@@ -26,7 +28,7 @@ import (
 // stored: the first ones are still answered from the disk tier at the
 // end.
 func TestPopMemoryManyURLs(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testutil.RaceEnabled {
 		t.Skip("fetches 200,000 URLs through a PoP and measures its memory (not with -short or -race)")
 	}
 	const (

@@ -3,6 +3,7 @@
 package testutil
 
 // RaceEnabled reports a build with the race detector, whose instrumentation
-// allocates and slows code about tenfold: tests that count allocations or
-// measure throughput skip those checks under it.
+// allocates, slows code about tenfold and multiplies a process's memory:
+// tests that count allocations or measure throughput or memory skip those
+// checks under it.
 const RaceEnabled = true
