@@ -81,9 +81,9 @@ func (f *freeList[T]) put(x T, max int) {
 
 const (
 	// maxFreeConns bounds Server.freeConns, the ended conns kept with
-	// their buffers (about 13 KiB of read buffer and ownOut of output
-	// each): about the connections one node serves at once under a
-	// front's usual concurrency.
+	// their buffers (ownIn of read buffer and ownOut of output each):
+	// about the connections one node serves at once under a front's usual
+	// concurrency.
 	maxFreeConns = 32
 	// ownOut is the output buffer a conn keeps for itself (a response
 	// head, a small body). A batch that needs more (pipelined answers grow
@@ -98,6 +98,15 @@ const (
 	// maxLentOut the size of one kept (larger ones go to the collector).
 	maxOutBufs = 4
 	maxLentOut = 256 << 10
+	// ownIn is the read buffer a conn keeps for itself: a request head or
+	// a few pipelined ones. A head that does not fit, or a burst that
+	// filled it (a front's pipelined batch), gets a full-size buffer
+	// (Config.MaxHead and 4 KiB) lent by Server.inBufs until every byte in
+	// it is parsed, so the 20–28 connections a node holds open under a
+	// front keep 4 KiB each instead of 13 (docs/benchmarks.md).
+	ownIn = 4 << 10
+	// maxInBufs bounds the full-size read buffers kept for lending.
+	maxInBufs = 4
 )
 
 // conn is one client connection, served by one goroutine. A conn is
@@ -123,10 +132,12 @@ type connFields struct {
 	// X-Forwarded-For names the client for the access log.
 	trusted bool
 
-	buf  []byte // read buffer; requests are parsed in place
-	r, w int    // unparsed bytes are buf[r:w]
-	req  httpwire.Request
-	cond condFields // preconditions and Accept-Encoding of req (precond.go)
+	buf   []byte // read buffer, own or lent by Server.inBufs; requests are parsed in place
+	r, w  int    // unparsed bytes are buf[r:w]
+	ownIn []byte // the conn's own small read buffer (ownIn)
+	burst bool   // the last read filled the space it had: more is likely waiting
+	req   httpwire.Request
+	cond  condFields // preconditions and Accept-Encoding of req (precond.go)
 
 	site    *vsite          // the site of the current request (vhosts.go)
 	hostBuf []byte          // its normalized host name
@@ -174,9 +185,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if c == nil {
 		c = &conn{}
 	}
-	buf, out := c.buf, c.own[:0]
-	if len(buf) != s.cfg.MaxHead+4096 {
-		buf = make([]byte, s.cfg.MaxHead+4096)
+	in, out := c.ownIn, c.own[:0]
+	if in == nil {
+		in = make([]byte, ownIn)
 	}
 	if out == nil {
 		out = make([]byte, 0, ownOut)
@@ -184,12 +195,13 @@ func newConn(s *Server, nc net.Conn) *conn {
 	// Keep what only grows (buffers, header slice, scratch, raw I/O steps
 	// bound to c.rio); everything else starts from zero.
 	c.connFields = connFields{
-		s:   s,
-		nc:  nc,
-		buf: buf,
-		out: out,
-		own: out,
-		req: httpwire.Request{Headers: c.req.Headers[:0]},
+		s:     s,
+		nc:    nc,
+		buf:   in,
+		ownIn: in,
+		out:   out,
+		own:   out,
+		req:   httpwire.Request{Headers: c.req.Headers[:0]},
 
 		hostBuf: c.hostBuf[:0], spans: c.spans[:0], scratch: c.scratch[:0],
 		bufs: c.bufs[:0], logLine: c.logLine[:0], rio: c.rio,
@@ -224,8 +236,9 @@ func (c *conn) release() {
 	clear(c.req.Headers[:cap(c.req.Headers)])
 	clear(c.bufs[:cap(c.bufs)])
 	c.returnOut()
+	c.returnIn()
 	c.connFields = connFields{
-		buf: c.buf, own: c.own[:0],
+		ownIn: c.ownIn, own: c.own[:0],
 		req:     httpwire.Request{Headers: c.req.Headers[:0]},
 		hostBuf: c.hostBuf[:0], spans: c.spans[:0], scratch: c.scratch[:0],
 		bufs: c.bufs[:0], logLine: c.logLine[:0], rio: c.rio,
@@ -405,6 +418,47 @@ func (c *conn) returnOut() {
 		}
 		c.out = c.own[:0]
 	}
+}
+
+// fullIn is the size of a full read buffer: the largest head the parser
+// takes and room for the next request's first bytes.
+func (c *conn) fullIn() int { return c.s.cfg.MaxHead + 4096 }
+
+// fitIn readies the read buffer for the next read: a full-size one when
+// the last read filled the space it had or an unfinished head fills the
+// buffer, else the conn's own once every byte in a larger one is parsed.
+func (c *conn) fitIn() {
+	if len(c.buf) < c.fullIn() && (c.burst || c.w == len(c.buf)) {
+		c.growIn()
+		return
+	}
+	if !c.burst && c.r == c.w && c.pre == 0 {
+		c.returnIn()
+	}
+}
+
+// growIn moves the unparsed bytes into a full-size read buffer, lent by
+// Server.inBufs when it keeps one.
+func (c *conn) growIn() {
+	b := c.s.inBufs.get()
+	if b == nil {
+		b = make([]byte, c.fullIn())
+	}
+	c.w = copy(b, c.buf[c.r:c.w])
+	c.r, c.buf = 0, b
+}
+
+// returnIn takes the conn's own read buffer back (empty) and gives a lent
+// full-size one to Server.inBufs; a larger one (a big pre-read) goes to
+// the collector.
+func (c *conn) returnIn() {
+	if len(c.buf) <= len(c.ownIn) {
+		return
+	}
+	if len(c.buf) == c.fullIn() {
+		c.s.inBufs.put(c.buf, maxInBufs)
+	}
+	c.buf, c.r, c.w = c.ownIn, 0, 0
 }
 
 // flush writes the batch: one write(2) when everything is in out, one

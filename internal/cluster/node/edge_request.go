@@ -132,6 +132,10 @@ func (c *conn) attachBody(r *edgeReq) {
 		b, _ := br.Peek(br.Buffered())
 		rest = append(rest, b...)
 		rest = append(rest, c.buf[c.r:c.w]...)
+		if len(rest) > len(c.buf) && len(c.buf) < c.fullIn() {
+			c.r, c.w = 0, 0
+			c.growIn()
+		}
 		if len(rest) > len(c.buf) {
 			return false
 		}

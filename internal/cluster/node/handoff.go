@@ -94,6 +94,9 @@ func (s *Server) ServeConn(nc net.Conn, preread []byte) error {
 // setPreread places b at the start of the read buffer, to be returned by
 // the first read.
 func (c *conn) setPreread(b []byte) {
+	if len(b) > len(c.buf)-1024 && len(b) <= c.fullIn()-1024 && c.r == c.w {
+		c.growIn()
+	}
 	if len(b) > len(c.buf)-1024 {
 		c.buf = make([]byte, len(b)+4096)
 	}
@@ -181,12 +184,13 @@ func (c *conn) read() (int, error) {
 		c.pre = 0
 		return n, nil
 	}
+	c.fitIn()
 	hb := c.hb
 	if hb == nil || !hb.oneShot || !hb.served {
-		return c.readNC(c.buf[c.w:])
+		return c.readIn()
 	}
 	if c.r == c.w {
-		n, err := c.readNC(c.buf[c.w:])
+		n, err := c.readIn()
 		if n <= 0 {
 			return n, err
 		}
@@ -200,6 +204,15 @@ func (c *conn) read() (int, error) {
 	n := c.w - c.r
 	c.w = c.r
 	return n, nil
+}
+
+// readIn reads into the free part of the read buffer once and notes
+// whether it filled it (a burst: the next read gets a full-size buffer).
+func (c *conn) readIn() (int, error) {
+	p := c.buf[c.w:]
+	n, err := c.readNC(p)
+	c.burst = n == len(p)
+	return n, err
 }
 
 // readNC reads from the client once: raw when nc is a plain TCP

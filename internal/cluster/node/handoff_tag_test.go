@@ -44,13 +44,17 @@ func TestTagMoveKeepsKey(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no move for /b.txt")
 	}
-	// The connection's buffer goes to the free list with its conn once its
-	// serve loop ends; whatever the list hands out meanwhile is scribbled
-	// over.
+	// The connection's buffer goes to a free list (its own with the conn, a
+	// lent one to inBufs) once its serve loop ends; whatever the lists hand
+	// out meanwhile is scribbled over.
 	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
 		if fc := s.freeConns.get(); fc != nil {
-			copy(fc.buf, bytes.Repeat([]byte("X"), len(fc.buf)))
+			copy(fc.ownIn, bytes.Repeat([]byte("X"), len(fc.ownIn)))
 			s.freeConns.put(fc, maxFreeConns)
+		}
+		if b := s.inBufs.get(); b != nil {
+			copy(b, bytes.Repeat([]byte("X"), len(b)))
+			s.inBufs.put(b, maxInBufs)
 		}
 		if key != "/b.txt" {
 			t.Fatalf("moved with key %q, want /b.txt", key)

@@ -63,9 +63,11 @@ type Server struct {
 
 	shedCand []idleConn // makeRoom's scratch, under mu
 	// freeConns recycles ended conns with their buffers, outBufs lends
-	// grown output buffers to the conns answering a batch (conn.go).
+	// grown output buffers to the conns answering a batch and inBufs
+	// full-size read buffers to those reading a large one (conn.go).
 	freeConns freeList[*conn]
 	outBufs   freeList[[]byte]
+	inBufs    freeList[[]byte]
 
 	logMu  sync.Mutex
 	logBuf *bufio.Writer // nil when the access log is off
