@@ -44,7 +44,7 @@ var (
 )
 
 // freeList is a bounded stack of things kept for reuse (ended conns, grown
-// output buffers). A plain list rather than a sync.Pool: the collector
+// output buffers, full-size read buffers). A plain list rather than a sync.Pool: the collector
 // empties a pool at every cycle, which made a node under tbccrd in passfd
 // tag mode, where nearly every request arrives on a connection another node
 // just moved here, allocate a read buffer and grow an output buffer per
@@ -110,7 +110,7 @@ const (
 )
 
 // conn is one client connection, served by one goroutine. A conn is
-// recycled through Server.connPool when its connection ends (newConn,
+// recycled through Server.freeConns when its connection ends (newConn,
 // release): under tbccrd in passfd tag mode nearly every request arrives on
 // a connection another node just moved here, so a conn, its buffers,
 // header slice and raw I/O steps would otherwise be garbage after one
@@ -432,7 +432,7 @@ func (c *conn) fitIn() {
 		c.growIn()
 		return
 	}
-	if !c.burst && c.r == c.w && c.pre == 0 {
+	if !c.burst && c.r == c.w {
 		c.returnIn()
 	}
 }

@@ -94,11 +94,12 @@ func (s *Server) ServeConn(nc net.Conn, preread []byte) error {
 // setPreread places b at the start of the read buffer, to be returned by
 // the first read.
 func (c *conn) setPreread(b []byte) {
-	if len(b) > len(c.buf)-1024 && len(b) <= c.fullIn()-1024 && c.r == c.w {
-		c.growIn()
-	}
-	if len(b) > len(c.buf)-1024 {
-		c.buf = make([]byte, len(b)+4096)
+	if need := len(b) + 1024; need > len(c.buf) {
+		if need <= c.fullIn() {
+			c.growIn()
+		} else {
+			c.buf = make([]byte, len(b)+4096)
+		}
 	}
 	c.pre = copy(c.buf[c.w:], b)
 }
