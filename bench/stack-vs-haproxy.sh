@@ -13,8 +13,9 @@
 # Every run starts from dropped caches, and reports per configuration:
 # req/s and p99 of the measured passes; disk bytes the back-ends' cgroups
 # read (block I/O counters: warm-up and measured passes); CPU per request of
-# the back-end tier and of the front tier (cgroup CPU counters, so every
-# process of a tier counts); OOM kills and failed requests; for shoal, the
+# the back-end tier, the front tier and the load generator (cgroup CPU
+# counters, so every process of a tier counts); OOM kills and failed
+# requests; for shoal, the
 # collector's share of the nodes' CPU (runtime/metrics via /.shoal/status)
 # and the nodes' peak memory; then, per round, each shoal configuration's
 # req/s ratio to each HAProxy one and whether it read fewer disk bytes than
@@ -30,7 +31,9 @@
 # 1 and shoal's front GOMAXPROCS=1. The load generator runs as SCHED_BATCH
 # (LOAD_SCHED=batch; "other" for the normal policy), so that its wake-ups do
 # not preempt the front it shares a core with: the core then does the
-# fronts' work, not context switches (docs/benchmarks.md).
+# fronts' work, not context switches; and with its io_uring engine
+# (LOAD_ENGINE=uring; "goroutines" for the other), which takes about a
+# third less of that core (docs/benchmarks.md).
 #
 # Needs root (cgroups, drop_caches), nginx, haproxy, python3. Cgroup v1
 # (memory, blkio, cpuacct hierarchies) or v2 (memory, io, cpu).
@@ -40,7 +43,7 @@
 #        CONFIGS="haproxy-roundrobin haproxy-uri shoal-wrr shoal-lard shoal-tbccrd"
 #        (shoal-POLICY-PATH picks the front's data path: shoal-tbccrd-hybrid);
 #        DISKS="fast throttled"; LAYOUTS="0:1 1:0"; THROTTLE_BPS=125000000;
-#        THROTTLE_IOPS=3000; TRACE=path; NICE=-10; LOAD_SCHED=batch;
+#        THROTTLE_IOPS=3000; TRACE=path; NICE=-10; LOAD_SCHED=batch; LOAD_ENGINE=uring;
 #        SHOAL=path/to/shoal;
 #        PERF=record or stat (perf record -g, or perf stat of its CPU,
 #        context switches and system calls, of the front's process during
@@ -65,6 +68,7 @@ THROTTLE_BPS=${THROTTLE_BPS:-125000000}
 THROTTLE_IOPS=${THROTTLE_IOPS:-3000}
 NICE=${NICE:--10}
 LOAD_SCHED=${LOAD_SCHED:-batch}
+LOAD_ENGINE=${LOAD_ENGINE:-uring}
 LOADSCHED=()
 [ "$LOAD_SCHED" = batch ] && LOADSCHED=(chrt --batch 0)
 TRACE=${TRACE:-/work/shared/data/traces/nasa_aug95_19950801_fullday_derived.log.gz}
@@ -209,7 +213,7 @@ cg_rm_disk() {
 
 bench_cleanup_more() {
 	local n
-	for n in front b1 b2 b3 b4; do cg_rm "$n"; done
+	for n in front load b1 b2 b3 b4; do cg_rm "$n"; done
 	cg_rm_disk
 	if [ "$CGV" = 2 ]; then rmdir "$CG2/$CGP" 2>/dev/null || true
 	else for c in memory blkio cpuacct; do rmdir "/sys/fs/cgroup/$c/$CGP" 2>/dev/null || true; done; fi
@@ -312,6 +316,7 @@ run() {
 	cg_disk "$thr"
 	for i in $(seq $NB); do cg_new "b$i" "$MEM"; done
 	cg_new front 0
+	cg_new load 0
 	for i in $(seq $NB); do
 		if [ "$kind" = haproxy ]; then start_nginx_backend "$i" "$bcore"
 		else GOMAXPROCS=1 cg_start "b$i" "$bcore" "$SHOAL" node --root "$W/www$i" --listen "127.0.0.1:$(port "$i")" --log-level warn \
@@ -323,25 +328,28 @@ run() {
 	waitup "127.0.0.1:$(port 5)"
 	sleep 1.5 # the front's health checks see every node
 	sync; echo 3 >/proc/sys/vm/drop_caches
-	local rb0=0 rb1=0 rb2=0 cb0=0 cb1=0 cf0 cf1 gc0 gc1 n
+	local rb0=0 rb1=0 rb2=0 cb0=0 cb1=0 cf0 cf1 cl0 cl1 gc0 gc1 n
 	rb0=$(disk_readbytes)
-	nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" --trace "$TRACE" \
-		--connections "$CONNS" --timeout 30s --json >"$OUT/warm-$cfg-$disk-$layout-$round.json"
+	(cg_enter load "$BASHPID"; exec nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" \
+		--trace "$TRACE" --connections "$CONNS" --timeout 30s --engine "$LOAD_ENGINE" --json) >"$OUT/warm-$cfg-$disk-$layout-$round.json"
 	rb1=$(disk_readbytes)
 	for i in $(seq $NB); do cb0=$((cb0 + $(cg_cpu_ns "b$i"))); done
 	cf0=$(cg_cpu_ns front)
+	cl0=$(cg_cpu_ns load)
 	gc0=$([ "$kind" = shoal ] && node_status_sum || echo "0 0")
 	case ${PERF:-} in
 	record) perf record -q -g -o "$OUT/perf-$cfg-$disk-$layout-$round.data" -p "$frontpid" >/dev/null 2>&1 & perfpid=$! ;;
 	stat) perf stat -e 'task-clock,context-switches,syscalls:sys_enter_*' -o "$OUT/perfstat-$cfg-$disk-$layout-$round.txt" \
 		-p "$frontpid" >/dev/null 2>&1 & perfpid=$! ;;
 	esac
-	nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" --trace "$TRACE" \
-		--requests $((PASSES * REQS)) --connections "$CONNS" --timeout 30s --json >"$OUT/bench-$cfg-$disk-$layout-$round.json"
+	(cg_enter load "$BASHPID"; exec nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" \
+		--trace "$TRACE" --requests $((PASSES * REQS)) --connections "$CONNS" --timeout 30s --engine "$LOAD_ENGINE" --json) \
+		>"$OUT/bench-$cfg-$disk-$layout-$round.json"
 	rb2=$(disk_readbytes)
 	if [ -n "$perfpid" ]; then kill -INT "$perfpid"; wait "$perfpid" || true; fi
 	for i in $(seq $NB); do cb1=$((cb1 + $(cg_cpu_ns "b$i"))); done
 	cf1=$(cg_cpu_ns front)
+	cl1=$(cg_cpu_ns load)
 	gc1=$([ "$kind" = shoal ] && node_status_sum || echo "0 0")
 	if [ "$kind" = shoal ]; then
 		for i in $(seq $NB); do curl -fs "http://127.0.0.1:$(port "$i")/.shoal/status" || echo '{}'; echo; done >"$OUT/status-$cfg-$disk-$layout-$round.jsonl"
@@ -355,7 +363,7 @@ run() {
 	done
 	python3 - "$OUT/bench-$cfg-$disk-$layout-$round.json" "$cfg" "$disk" "$layout" "$round" "$((rb1 - rb0))" "$((rb2 - rb1))" \
 		"$((cb1 - cb0))" "$((cf1 - cf0))" "$gc0" "$gc1" "$ooms" "$peak" "$alive" \
-		"$([ "$disk" = throttled ] && echo "$THROTTLE_BPS $THROTTLE_IOPS" || echo "0 0")" "$BUILD" "$LOAD_SCHED" >>"$OUT/runs.jsonl" <<'PY'
+		"$([ "$disk" = throttled ] && echo "$THROTTLE_BPS $THROTTLE_IOPS" || echo "0 0")" "$BUILD" "$LOAD_SCHED" "$LOAD_ENGINE" "$((cl1 - cl0))" >>"$OUT/runs.jsonl" <<'PY'
 import json, sys
 a = sys.argv[1:]
 b = json.load(open(a[0]))
@@ -372,11 +380,11 @@ print(json.dumps({
     "gc_share": (gc1 - gc0) / (cpu1 - cpu0) if cpu1 > cpu0 else None,
     "oom_kills": int(a[11]), "peak_bytes": int(a[12]), "backends_alive": int(a[13]),
     "throttle_bps": int(a[14].split()[0]), "throttle_iops": int(a[14].split()[1]), "build": a[15],
-    "load_sched": a[16],
+    "load_sched": a[16], "load_engine": a[17], "load_cpu_us_per_req": int(a[18]) / 1e3 / ok,
 }))
 PY
 	tail -1 "$OUT/runs.jsonl" >&2
-	for n in front b1 b2 b3 b4; do cg_rm "$n"; done
+	for n in front load b1 b2 b3 b4; do cg_rm "$n"; done
 	cg_rm_disk
 	for f in "$W"/nginx*.pid; do [ -f "$f" ] && rm -f "$f"; done
 	PIDS=()
@@ -408,14 +416,15 @@ for r in runs:
 # throttle is held by the disk; one below it, by the CPU.
 def mbps(r):
     return r["disk_bytes"] / 1e6 / max((r["ok"] + r["answered_4xx"]) / r["rps"], 1e-9)
-print("| disk | layout | configuration | req/s | p99 ms | disk MB (warm-up + passes) | disk MB/s | back-end CPU µs/req | front CPU µs/req | GC share | OOM kills | failed | peak MiB |")
-print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| disk | layout | configuration | req/s | p99 ms | disk MB (warm-up + passes) | disk MB/s | back-end CPU µs/req | front CPU µs/req | load generator CPU µs/req | GC share | OOM kills | failed | peak MiB |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (disk, layout, cfg), rs in sorted(cells.items()):
     g = med([r["gc_share"] for r in rs])
     print(f"| {disk} | {layout} | {cfg} | {med([r['rps'] for r in rs]):.0f} | {med([r['p99_ms'] for r in rs]):.2f} | "
           f"{med([r['disk_bytes_warmup'] for r in rs]) / 1e6:.0f} + {med([r['disk_bytes'] for r in rs]) / 1e6:.0f} | "
           f"{med([mbps(r) for r in rs]):.0f} | "
           f"{med([r['backend_cpu_us_per_req'] for r in rs]):.1f} | {med([r['front_cpu_us_per_req'] for r in rs]):.1f} | "
+          f"{med([r.get('load_cpu_us_per_req') for r in rs]):.1f} | "
           f"{'–' if g != g else f'{g * 100:.1f} %'} | {sum(r['oom_kills'] for r in rs)} | {sum(r['errors'] for r in rs)} | "
           f"{max(r['peak_bytes'] for r in rs) / 2**20:.1f} |")
 for bps in sorted({r.get("throttle_bps", 0) for r in runs} - {0}):

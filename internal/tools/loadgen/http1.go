@@ -137,58 +137,10 @@ func (p *respReader) readOne(head bool) (resp response, err error) {
 			return resp, err
 		}
 	}
-	l, err := p.line()
+	resp, contentLength, chunked, err := p.readHead()
 	if err != nil {
-		return resp, eofAs(err, errProtocol, "truncated status line")
+		return resp, err
 	}
-	// "HTTP/1.1 200 OK": version, space, three digits, then space or end.
-	if len(l) < 12 || !bytes.HasPrefix(l, []byte("HTTP/1.")) || (l[7] != '0' && l[7] != '1') || l[8] != ' ' ||
-		!isDigit(l[9]) || !isDigit(l[10]) || !isDigit(l[11]) || (len(l) > 12 && l[12] != ' ') {
-		return resp, fmt.Errorf("%w: bad status line %q", errProtocol, clip(l))
-	}
-	http10 := l[7] == '0'
-	resp.status = int(l[9]-'0')*100 + int(l[10]-'0')*10 + int(l[11]-'0')
-	resp.close = http10 // HTTP/1.0 closes unless it says keep-alive
-	contentLength := int64(-1)
-	chunked := false
-	for {
-		l, err = p.line()
-		if err != nil {
-			return resp, eofAs(err, errProtocol, "truncated header")
-		}
-		if len(l) == 0 {
-			break
-		}
-		colon := bytes.IndexByte(l, ':')
-		if colon <= 0 {
-			return resp, fmt.Errorf("%w: bad header line %q", errProtocol, clip(l))
-		}
-		name := l[:colon]
-		switch {
-		case headerIs(name, "content-length"):
-			value := bytes.TrimSpace(l[colon+1:])
-			n, ok := parseDecimal(value)
-			if !ok || (contentLength >= 0 && n != contentLength) {
-				return resp, fmt.Errorf("%w: bad Content-Length %q", errProtocol, clip(value))
-			}
-			contentLength = n
-		case headerIs(name, "transfer-encoding"):
-			// Only a final "chunked" coding makes the length knowable.
-			value := bytes.TrimSpace(l[colon+1:])
-			if !hasTokenLast(value, "chunked") {
-				return resp, fmt.Errorf("%w: unsupported Transfer-Encoding %q", errProtocol, clip(value))
-			}
-			chunked = true
-		case headerIs(name, "connection"):
-			value := l[colon+1:]
-			if hasToken(value, "close") {
-				resp.close = true
-			} else if http10 && hasToken(value, "keep-alive") {
-				resp.close = false
-			}
-		}
-	}
-	resp.wireBytes = p.n
 	if head || resp.status < 200 || resp.status == 204 || resp.status == 304 {
 		return resp, nil
 	}
@@ -203,6 +155,64 @@ func (p *respReader) readOne(head bool) (resp response, err error) {
 	}
 	resp.wireBytes = p.n
 	return resp, err
+}
+
+// readHead parses a response's status line and header fields: the status,
+// whether the connection closes after it, and how the body is framed
+// (contentLength -1 when not given).
+func (p *respReader) readHead() (resp response, contentLength int64, chunked bool, err error) {
+	contentLength = -1
+	l, err := p.line()
+	if err != nil {
+		return resp, contentLength, false, eofAs(err, errProtocol, "truncated status line")
+	}
+	// "HTTP/1.1 200 OK": version, space, three digits, then space or end.
+	if len(l) < 12 || !bytes.HasPrefix(l, []byte("HTTP/1.")) || (l[7] != '0' && l[7] != '1') || l[8] != ' ' ||
+		!isDigit(l[9]) || !isDigit(l[10]) || !isDigit(l[11]) || (len(l) > 12 && l[12] != ' ') {
+		return resp, contentLength, false, fmt.Errorf("%w: bad status line %q", errProtocol, clip(l))
+	}
+	http10 := l[7] == '0'
+	resp.status = int(l[9]-'0')*100 + int(l[10]-'0')*10 + int(l[11]-'0')
+	resp.close = http10 // HTTP/1.0 closes unless it says keep-alive
+	for {
+		l, err = p.line()
+		if err != nil {
+			return resp, contentLength, chunked, eofAs(err, errProtocol, "truncated header")
+		}
+		if len(l) == 0 {
+			break
+		}
+		colon := bytes.IndexByte(l, ':')
+		if colon <= 0 {
+			return resp, contentLength, chunked, fmt.Errorf("%w: bad header line %q", errProtocol, clip(l))
+		}
+		name := l[:colon]
+		switch {
+		case headerIs(name, "content-length"):
+			value := bytes.TrimSpace(l[colon+1:])
+			n, ok := parseDecimal(value)
+			if !ok || (contentLength >= 0 && n != contentLength) {
+				return resp, contentLength, chunked, fmt.Errorf("%w: bad Content-Length %q", errProtocol, clip(value))
+			}
+			contentLength = n
+		case headerIs(name, "transfer-encoding"):
+			// Only a final "chunked" coding makes the length knowable.
+			value := bytes.TrimSpace(l[colon+1:])
+			if !hasTokenLast(value, "chunked") {
+				return resp, contentLength, chunked, fmt.Errorf("%w: unsupported Transfer-Encoding %q", errProtocol, clip(value))
+			}
+			chunked = true
+		case headerIs(name, "connection"):
+			value := l[colon+1:]
+			if hasToken(value, "close") {
+				resp.close = true
+			} else if http10 && hasToken(value, "keep-alive") {
+				resp.close = false
+			}
+		}
+	}
+	resp.wireBytes = p.n
+	return resp, contentLength, chunked, nil
 }
 
 // discarder is a reader that can drop bytes without copying them

@@ -9,7 +9,10 @@
 // net.Conn with a hand-written HTTP/1.1 response parser — no net/http on the
 // hot path, no allocation per request, and on plain TCP one write and one
 // read a request, raw system calls (plainConn) — so that on one core it
-// keeps up with wrk. Latency goes into per-worker log-linear histograms (≤ 0.4 % relative
+// keeps up with wrk. On Linux the uring engine (Config.Engine) runs a plain
+// closed-loop run's connections from one goroutine on one io_uring instead,
+// one system call for all that is ready (ring_linux.go), where a core shared
+// with the server under test matters. Latency goes into per-worker log-linear histograms (≤ 0.4 % relative
 // error) merged at the end; failures are counted by kind.
 //
 // The TCP mode (RunTCP) is seed 002's experiment client: connect, send B
@@ -66,6 +69,12 @@ type Config struct {
 	// Insecure skips verifying an https URL's certificate (a self-signed
 	// one, as `shoal up --tls` makes). Default false.
 	Insecure bool
+	// Engine is "goroutines" (default: a goroutine per connection) or
+	// "uring": every connection on one io_uring, one system call for all
+	// the sends and receives that are ready (Linux; plain http, closed
+	// loop, Content-Length-framed responses). It costs a core shared with
+	// the server under test about a third less (docs/benchmarks.md).
+	Engine string
 }
 
 const (
@@ -121,10 +130,12 @@ type Runner struct {
 	tls     *tls.Config // nil for http
 	workers []*worker
 
-	next    atomic.Uint64 // index of the next request
-	stopped atomic.Bool
-	t0      time.Time
-	ran     atomic.Bool
+	next atomic.Uint64 // index of the next request
+	// ringDone counts the requests finished by the uring engine.
+	ringDone atomic.Uint64
+	stopped  atomic.Bool
+	t0       time.Time
+	ran      atomic.Bool
 }
 
 // New validates cfg and prepares a Runner.
@@ -154,6 +165,9 @@ func New(cfg Config) (*Runner, error) {
 	case "GET", "HEAD":
 	default:
 		return nil, fmt.Errorf("method %q: only GET and HEAD are supported", cfg.Method)
+	}
+	if err := checkEngine(&cfg, u.Scheme); err != nil {
+		return nil, err
 	}
 	if cfg.Workload == nil {
 		t := u.EscapedPath()
@@ -206,7 +220,7 @@ func (r *Runner) Probe(ctx context.Context) error {
 // Completed is the number of requests finished so far (successes and
 // failures); safe to call during Run.
 func (r *Runner) Completed() uint64 {
-	var n uint64
+	n := r.ringDone.Load()
 	for _, w := range r.workers {
 		n += w.done.Load()
 	}
@@ -224,6 +238,9 @@ func (r *Runner) Duration() time.Duration { return r.cfg.Duration }
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if !r.ran.CompareAndSwap(false, true) {
 		return nil, errors.New("loadgen: Runner.Run called twice")
+	}
+	if r.cfg.Engine == EngineRing {
+		return r.runRing(ctx)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -488,17 +505,20 @@ func (w *worker) fail(k ErrorKind) {
 }
 
 func (w *worker) buildRequest(target string) {
-	b := w.req[:0]
-	b = append(b, w.r.cfg.Method...)
+	w.req, w.lastTarget = w.r.appendRequest(w.req[:0], target), target
+}
+
+// appendRequest appends the request head for target to b.
+func (r *Runner) appendRequest(b []byte, target string) []byte {
+	b = append(b, r.cfg.Method...)
 	b = append(b, ' ')
 	b = append(b, target...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
-	b = append(b, w.r.host...)
-	if w.r.cfg.DisableKeepAlive {
+	b = append(b, r.host...)
+	if r.cfg.DisableKeepAlive {
 		b = append(b, "\r\nConnection: close"...)
 	}
-	b = append(b, "\r\n\r\n"...)
-	w.req, w.lastTarget = b, target
+	return append(b, "\r\n\r\n"...)
 }
 
 func (w *worker) closeConn() {

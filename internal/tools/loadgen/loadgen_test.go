@@ -196,8 +196,9 @@ func TestOpenLoopCountsFromIntendedTime(t *testing.T) {
 	}
 }
 
-func TestErrorClassification(t *testing.T) {
-	srv := newRawServer(t, func(_ int, path, _ string, c *net.TCPConn) bool {
+// errorServer answers each path with a way of failing (or not).
+func errorServer(t *testing.T) *rawServer {
+	return newRawServer(t, func(_ int, path, _ string, c *net.TCPConn) bool {
 		switch path {
 		case "/ok":
 			return ok(c, "fine")
@@ -227,14 +228,21 @@ func TestErrorClassification(t *testing.T) {
 		}
 		return false
 	})
-	// A port nobody listens on, for connect errors.
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
+}
+
+// deadURL is an address nobody listens on, for connect errors.
+func deadURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadURL := "http://" + dead.Addr().String() + "/"
-	dead.Close()
+	defer ln.Close()
+	return "http://" + ln.Addr().String() + "/"
+}
 
+func TestErrorClassification(t *testing.T) {
+	srv, dead := errorServer(t), deadURL(t)
 	cases := []struct {
 		url      string
 		kind     ErrorKind // NumErrorKinds = no error
@@ -249,7 +257,7 @@ func TestErrorClassification(t *testing.T) {
 		{srv.url() + "/short-chunked", ErrShortBody, 0},
 		{srv.url() + "/stall", ErrTimeout, 0},
 		{srv.url() + "/garbage", ErrProtocol, 0},
-		{deadURL, ErrConnect, 0},
+		{dead, ErrConnect, 0},
 	}
 	for _, c := range cases {
 		res := run(t, Config{URL: c.url, Requests: 1, Timeout: 200 * time.Millisecond})
