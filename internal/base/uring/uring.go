@@ -227,6 +227,9 @@ func (r *Ring) Enter(wait time.Duration) error {
 		r.queued = 0
 		return nil
 	}
+	if e == unix.EEXIST {
+		return fmt.Errorf("io_uring_enter from a thread other than the ring's (lock the goroutine to its thread): %w", e)
+	}
 	return fmt.Errorf("io_uring_enter: %w", e)
 }
 

@@ -4,13 +4,18 @@ package uring
 
 import (
 	"net"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
 )
 
+// newRing makes a ring for the calling test, which it locks to its thread
+// (the ring is single-issuer) until the test ends.
 func newRing(t *testing.T) *Ring {
 	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
 	r, err := New(4)
 	if err != nil {
 		t.Skipf("no io_uring here: %v", err)
