@@ -213,8 +213,7 @@ func (e *ringEngine) complete(u uint64, res int32) {
 		if c.ops == 0 {
 			e.closeFailed(i)
 		}
-	case res < 0 && res == -int32(unix.ECANCELED): // the linked send failed; its completion says why
-	case res < 0:
+	case res < 0: // (a receive cancelled by its failed send finds c.failed set)
 		e.fail(i, classify(syscall.Errno(-res)))
 	case op == opSend:
 		if int(res) < len(c.req) {

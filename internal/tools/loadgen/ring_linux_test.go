@@ -166,3 +166,27 @@ func TestRingEngineChecks(t *testing.T) {
 		}
 	}
 }
+
+// A server that resets a kept-alive connection after an answer: the next
+// request on it fails as a reset (its send, or the receive linked to it),
+// and the one after goes on a new connection — in both engines alike.
+func TestRingResetBetweenRequests(t *testing.T) {
+	needRing(t)
+	srv := newRawServer(t, func(_ int, path string, _ string, c *net.TCPConn) bool {
+		ok(c, "x")
+		if path == "/rst" {
+			time.Sleep(5 * time.Millisecond) // the answer is read before the reset
+			c.SetLinger(0)
+			return false
+		}
+		return true
+	})
+	for _, engine := range []string{EngineGoroutines, EngineRing} {
+		res := run(t, Config{URL: srv.url(), Workload: List{"/a", "/rst", "/b", "/c", "/d"}, Requests: 5, Engine: engine})
+		var want [NumErrorKinds]uint64
+		want[ErrReset] = 1
+		if res.Requests != 4 || res.Errors != want || res.Connects != 2 {
+			t.Errorf("%s: requests %d errors %v connects %d, want 4, one reset, 2", engine, res.Requests, res.Errors, res.Connects)
+		}
+	}
+}
