@@ -15,15 +15,14 @@
 # read (block I/O counters: warm-up and measured passes); CPU per request of
 # the back-end tier, the front tier and the load generator (cgroup CPU
 # counters, so every process of a tier counts); OOM kills and failed
-# requests; for shoal, the
-# collector's share of the nodes' CPU (runtime/metrics via /.shoal/status)
-# and the nodes' peak memory; then, per round, each shoal configuration's
-# req/s ratio to each HAProxy one and whether it read fewer disk bytes than
-# all of them. DISKS runs it on the machine's disk ("fast")
-# and throttled to a cloud volume's baseline ("throttled": THROTTLE_BPS
-# bytes/s and THROTTLE_IOPS reads/s for the 4 back-ends together, which
-# share one disk as on one machine; cgroup v1 blkio.throttle.* or v2
-# io.max).
+# requests; for shoal, the collector's share of the nodes' CPU
+# (runtime/metrics via /.shoal/status) and the nodes' peak memory; then,
+# per round, each shoal configuration's req/s ratio to each HAProxy one and
+# whether it read fewer disk bytes than all of them. DISKS runs it on the
+# machine's disk ("fast") and throttled to a cloud volume's baseline
+# ("throttled": THROTTLE_BPS bytes/s and THROTTLE_IOPS reads/s for the 4
+# back-ends together, which share one disk as on one machine; cgroup v1
+# blkio.throttle.* or v2 io.max).
 #
 # Core layouts (LAYOUTS, BACKEND:LOAD): the 4 back-ends share core BACKEND;
 # the front and the load generator share core LOAD; "0:1 1:0" runs both ways
@@ -308,6 +307,15 @@ print(gc, cpu)'
 
 waitup() { for _ in $(seq 100); do curl -s -o /dev/null "http://$1/" && return 0; sleep 0.1; done; echo "$BENCH: $1 does not answer" >&2; return 1; }
 
+# load_trace CORE [ARGS]: the trace through the front by the load generator,
+# in its own cgroup on CORE (one pass unless ARGS say otherwise), JSON out.
+load_trace() {
+	local core=$1
+	shift
+	(cg_enter load "$BASHPID"; exec nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$core" "$SHOAL" bench http \
+		--url "http://127.0.0.1:$(port 5)" --trace "$TRACE" --connections "$CONNS" --timeout 30s --engine "$LOAD_ENGINE" --json "$@")
+}
+
 # run CONFIG DISK LAYOUT ROUND → one JSON line in $OUT/runs.jsonl
 run() {
 	local cfg=$1 disk=$2 layout=$3 round=$4 bcore=${3%:*} lcore=${3#*:} thr=0 i kind=${1%%-*} pol=${1#*-} path=relay
@@ -330,8 +338,7 @@ run() {
 	sync; echo 3 >/proc/sys/vm/drop_caches
 	local rb0=0 rb1=0 rb2=0 cb0=0 cb1=0 cf0 cf1 cl0 cl1 gc0 gc1 n
 	rb0=$(disk_readbytes)
-	(cg_enter load "$BASHPID"; exec nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" \
-		--trace "$TRACE" --connections "$CONNS" --timeout 30s --engine "$LOAD_ENGINE" --json) >"$OUT/warm-$cfg-$disk-$layout-$round.json"
+	load_trace "$lcore" >"$OUT/warm-$cfg-$disk-$layout-$round.json"
 	rb1=$(disk_readbytes)
 	for i in $(seq $NB); do cb0=$((cb0 + $(cg_cpu_ns "b$i"))); done
 	cf0=$(cg_cpu_ns front)
@@ -342,9 +349,7 @@ run() {
 	stat) perf stat -e 'task-clock,context-switches,syscalls:sys_enter_*' -o "$OUT/perfstat-$cfg-$disk-$layout-$round.txt" \
 		-p "$frontpid" >/dev/null 2>&1 & perfpid=$! ;;
 	esac
-	(cg_enter load "$BASHPID"; exec nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$lcore" "$SHOAL" bench http --url "http://127.0.0.1:$(port 5)" \
-		--trace "$TRACE" --requests $((PASSES * REQS)) --connections "$CONNS" --timeout 30s --engine "$LOAD_ENGINE" --json) \
-		>"$OUT/bench-$cfg-$disk-$layout-$round.json"
+	load_trace "$lcore" --requests $((PASSES * REQS)) >"$OUT/bench-$cfg-$disk-$layout-$round.json"
 	rb2=$(disk_readbytes)
 	if [ -n "$perfpid" ]; then kill -INT "$perfpid"; wait "$perfpid" || true; fi
 	for i in $(seq $NB); do cb1=$((cb1 + $(cg_cpu_ns "b$i"))); done

@@ -104,7 +104,6 @@ type Ring struct {
 	cqes                          unsafe.Pointer
 	sqes                          []sqe
 	sqRing, sqeMem                []byte
-	queued                        uint32
 	entries                       uint32
 	ts                            unix.Timespec
 	arg                           getEventsArg
@@ -175,7 +174,6 @@ func (r *Ring) push(e sqe) bool {
 	r.sqes[i] = e
 	*(*uint32)(unsafe.Add(unsafe.Pointer(r.sqArr), 4*uintptr(i))) = i
 	atomic.StoreUint32(r.sqTail, tail+1)
-	r.queued++
 	return true
 }
 
@@ -220,11 +218,12 @@ func (r *Ring) Enter(wait time.Duration) error {
 	} else {
 		flags = enterGetEvents // runs deferred task work, so completions appear
 	}
-	n := r.queued
+	// What the kernel has not consumed yet is what is queued; a submission
+	// cut short (EAGAIN, EBUSY) leaves the rest for the next Enter.
+	n := *r.sqTail - atomic.LoadUint32(r.sqHead)
 	_, _, e := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(n), min, flags, argp, argsz)
 	switch e {
 	case 0, unix.ETIME, unix.EINTR, unix.EAGAIN, unix.EBUSY:
-		r.queued = 0
 		return nil
 	}
 	if e == unix.EEXIST {

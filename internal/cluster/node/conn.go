@@ -44,12 +44,12 @@ var (
 )
 
 // freeList is a bounded stack of things kept for reuse (ended conns, grown
-// output buffers, full-size read buffers). A plain list rather than a sync.Pool: the collector
-// empties a pool at every cycle, which made a node under tbccrd in passfd
-// tag mode, where nearly every request arrives on a connection another node
-// just moved here, allocate a read buffer and grow an output buffer per
-// moved connection (docs/benchmarks.md, "Receiving a handed connection").
-// The bound keeps what an idle node holds small.
+// output buffers, full-size read buffers). A plain list rather than a
+// sync.Pool: the collector empties a pool at every cycle, which made a node
+// under tbccrd in passfd tag mode, where nearly every request arrives on a
+// connection another node just moved here, allocate a read buffer and grow
+// an output buffer per moved connection (docs/benchmarks.md, "Receiving a
+// handed connection"). The bound keeps what an idle node holds small.
 type freeList[T any] struct {
 	mu   sync.Mutex
 	list []T

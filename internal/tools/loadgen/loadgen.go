@@ -11,9 +11,10 @@
 // read a request, raw system calls (plainConn) — so that on one core it
 // keeps up with wrk. On Linux the uring engine (Config.Engine) runs a plain
 // closed-loop run's connections from one goroutine on one io_uring instead,
-// one system call for all that is ready (ring_linux.go), where a core shared
-// with the server under test matters. Latency goes into per-worker log-linear histograms (≤ 0.4 % relative
-// error) merged at the end; failures are counted by kind.
+// one system call for all that is ready (ring_linux.go), where a core
+// shared with the server under test matters. Latency goes into per-worker
+// log-linear histograms (≤ 0.4 % relative error) merged at the end;
+// failures are counted by kind.
 //
 // The TCP mode (RunTCP) is seed 002's experiment client: connect, send B
 // bytes, read B bytes, close, repeat, reported per concurrency level so the
@@ -194,8 +195,10 @@ func New(cfg Config) (*Runner, error) {
 			r.cfg.Duration = defaultDuration
 		}
 	}
-	for i := 0; i < cfg.Connections; i++ {
-		r.workers = append(r.workers, newWorker(r))
+	if cfg.Engine != EngineRing { // the uring engine keeps its own connections
+		for i := 0; i < cfg.Connections; i++ {
+			r.workers = append(r.workers, newWorker(r))
+		}
 	}
 	return r, nil
 }

@@ -82,8 +82,11 @@ func (r *Runner) runRing(ctx context.Context) (*Result, error) {
 	// from this thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	// A connection has at most two operations queued (a send and its
+	// receive, or one receive) and each is submitted before its completion
+	// can queue the next, so two entries a connection never fill the queue.
 	entries := uint32(8)
-	for entries < uint32(2*len(r.workers)+8) {
+	for entries < uint32(2*r.cfg.Connections+8) {
 		entries <<= 1
 	}
 	ring, err := uring.New(entries)
@@ -91,7 +94,7 @@ func (r *Runner) runRing(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("engine uring: %w", err)
 	}
 	defer ring.Close()
-	e := &ringEngine{r: r, ring: ring, conns: make([]ringConn, len(r.workers))}
+	e := &ringEngine{r: r, ring: ring, conns: make([]ringConn, r.cfg.Connections)}
 	e.rd.rd = noMore{}
 	tick := min(max(r.cfg.Timeout/10, time.Millisecond), 100*time.Millisecond)
 	r.t0 = time.Now()
@@ -156,9 +159,6 @@ func (e *ringEngine) next(i int) {
 			c.req, c.target = r.appendRequest(c.req[:0], t), t
 		}
 		c.start, c.body, c.failed = time.Since(r.t0), false, false
-		if e.ring.Room() < 2 { // never with two entries a connection; cheap insurance
-			e.ring.Enter(0)
-		}
 		e.ring.Send(c.fd, c.req, true, user(i, opSend))
 		e.ring.Recv(c.fd, c.buf[c.w:], 0, user(i, opHead))
 		c.ops += 2
@@ -256,9 +256,6 @@ func (e *ringEngine) parse(i int) {
 				e.fail(i, ErrProtocol) // a head longer than the buffer
 				return
 			}
-			if e.ring.Room() < 1 {
-				e.ring.Enter(0)
-			}
 			e.ring.Recv(c.fd, c.buf[c.w:], 0, user(i, opHead))
 			c.ops++
 			return
@@ -319,9 +316,6 @@ func headEnd(b []byte) int {
 // dropRest queues a receive that drops the rest of c's body in the socket.
 func (e *ringEngine) dropRest(i int) {
 	c := &e.conns[i]
-	if e.ring.Room() < 1 {
-		e.ring.Enter(0)
-	}
 	e.ring.Discard(c.fd, uint32(min(c.rem, maxDiscard)), user(i, opBody))
 	c.ops++
 }
