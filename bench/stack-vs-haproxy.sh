@@ -166,8 +166,8 @@ cg_enter() { # cg_enter NAME PID
 
 # The guest reports free memory to the host (free page reporting, a virtio
 # balloon feature): after drop_caches it hands back the freed page cache, and
-# while it does, work on both cores runs about a quarter slower (a loopback
-# TCP probe: 56 k round trips/s before, 41–47 k while 3.5 GB were reported,
+# while it does, work runs about a quarter slower (a loopback TCP probe on
+# one core: 56 k round trips/s before, 41–47 k while 3.5 GB were reported,
 # docs/benchmarks.md). reported_kib counts what it has handed back so far.
 REPORTED=/sys/module/page_reporting/parameters/reported_kib
 reported_kib() { if [ -r "$REPORTED" ]; then cat "$REPORTED"; else echo 0; fi; }
