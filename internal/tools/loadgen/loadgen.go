@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -90,6 +91,10 @@ type Result struct {
 	Requests, OK uint64
 	// Duration is the measured wall time from the first send to the end.
 	Duration time.Duration
+	// CPU is the load generator's own user and system CPU time over the
+	// run (not its start-up, such as reading a trace): what it took from
+	// a core it may share with the server under test.
+	CPU time.Duration
 	// WireBytes counts response bytes read (status line, headers, body);
 	// BodyBytes only the bodies.
 	WireBytes, BodyBytes int64
@@ -242,9 +247,29 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if !r.ran.CompareAndSwap(false, true) {
 		return nil, errors.New("loadgen: Runner.Run called twice")
 	}
+	cpu0 := processCPU()
+	run := r.runWorkers
 	if r.cfg.Engine == EngineRing {
-		return r.runRing(ctx)
+		run = r.runRing
 	}
+	res, err := run(ctx)
+	if res != nil {
+		res.CPU = processCPU() - cpu0
+	}
+	return res, err
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// runWorkers is Run with the goroutines engine: one worker a connection.
+func (r *Runner) runWorkers(ctx context.Context) (*Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.t0 = time.Now()

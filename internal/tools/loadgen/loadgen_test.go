@@ -487,7 +487,7 @@ func TestOpenLoopBacklog(t *testing.T) {
 
 func TestSummaryJSON(t *testing.T) {
 	var r Result
-	r.Requests, r.OK, r.Duration, r.WireBytes = 10, 9, 2*time.Second, 4000
+	r.Requests, r.OK, r.Duration, r.WireBytes, r.CPU = 10, 9, 2*time.Second, 4000, 1500*time.Millisecond
 	r.Errors[ErrStatus5xx] = 1
 	r.Latency.Record(time.Millisecond)
 	b, err := json.Marshal(Summarize(Config{URL: "http://x/", Connections: 2}, &r))
@@ -502,6 +502,9 @@ func TestSummaryJSON(t *testing.T) {
 		if _, ok := m[k]; !ok {
 			t.Errorf("key %q missing from %s", k, b)
 		}
+	}
+	if m["cpu_s"] != 1.5 {
+		t.Errorf("cpu_s %v, want 1.5", m["cpu_s"])
 	}
 	lat := m["latency_ms"].(map[string]any)
 	for _, k := range []string{"p50", "p90", "p99", "p999", "max"} {

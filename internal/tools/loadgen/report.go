@@ -48,6 +48,7 @@ type Summary struct {
 	Requests    uint64            `json:"requests"` // complete responses, any status
 	OK          uint64            `json:"ok"`       // 2xx and 3xx
 	DurationS   float64           `json:"duration_s"`
+	CPUS        float64           `json:"cpu_s"` // the load generator's CPU over the run
 	RPS         float64           `json:"rps"`
 	BytesPerSec float64           `json:"bytes_per_sec"` // response bytes incl. headers
 	BodyBytes   int64             `json:"body_bytes"`
@@ -62,7 +63,7 @@ type Summary struct {
 func Summarize(cfg Config, r *Result) Summary {
 	s := Summary{
 		URL: cfg.URL, Mode: "closed", Connections: cfg.Connections,
-		Requests: r.Requests, OK: r.OK, DurationS: r.Duration.Seconds(),
+		Requests: r.Requests, OK: r.OK, DurationS: r.Duration.Seconds(), CPUS: r.CPU.Seconds(),
 		RPS: r.RPS(), BytesPerSec: r.BytesPerSec(), BodyBytes: r.BodyBytes, Connects: r.Connects, Backlog: r.Backlog,
 		LatencyMS: LatenciesOf(&r.Latency), Errors: ErrorCounts(&r.Errors),
 	}
@@ -92,6 +93,9 @@ func (s Summary) WriteText(w io.Writer) error {
 			"              the connection count the server fell behind the rate and the percentiles are optimistic\n", s.Backlog)
 	}
 	fmt.Fprintf(&b, "  throughput  %.1f req/s, %s/s\n", s.RPS, humanBytes(s.BytesPerSec))
+	if s.Requests > 0 && s.CPUS > 0 {
+		fmt.Fprintf(&b, "  own CPU     %.2fs, %.1f µs a request\n", s.CPUS, s.CPUS*1e6/float64(s.Requests))
+	}
 	l := s.LatencyMS
 	fmt.Fprintf(&b, "  latency ms  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f\n",
 		l.P50, l.P90, l.P99, l.P999, l.Max, l.Mean)

@@ -80,6 +80,9 @@ func TestRingMatchesGoroutines(t *testing.T) {
 	if r.Latency.Count() != 40 {
 		t.Errorf("uring: %d latency samples, want 40", r.Latency.Count())
 	}
+	if g.CPU <= 0 || r.CPU <= 0 {
+		t.Errorf("CPU over the run: goroutines %v, uring %v; want both counted", g.CPU, r.CPU)
+	}
 }
 
 func TestRingErrorClassification(t *testing.T) {
