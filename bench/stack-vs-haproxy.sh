@@ -10,13 +10,23 @@
 # `hash-type consistent`. shoal's nodes are started with no memory flag:
 # they size themselves from their cgroup.
 #
-# Every run starts from dropped caches (and, on a guest that reports free
-# memory to its host, waits until the freed cache has been reported), and
-# reports per configuration:
-# req/s and p99 of the measured passes; disk bytes the back-ends' cgroups
-# read (block I/O counters: warm-up and measured passes); CPU per request of
-# the back-end tier, the front tier and the load generator (cgroup CPU
-# counters, so every process of a tier counts); OOM kills and failed
+# The configurations of a cell (disk, layout, round) run side by side
+# (INTERLEAVE=1): each has its own back-ends, front, cgroups, ports and site
+# copies, all started at once; caches are dropped (and, on a guest that
+# reports free memory to its host, the freed cache is left to be reported),
+# each gets its warm-up pass, and then the measured passes take turns, one
+# pass of each configuration at a time, the order rotating by one every
+# pass. Every configuration thus meets the host's slow minutes alike (on
+# this machine they come and go within a minute or two and move a front's
+# cost a request by up to half, docs/benchmarks.md), and a ratio of two
+# configurations compares the same minutes. INTERLEAVE=0 runs them one
+# after the other, each from its own dropped caches. Reported per
+# configuration:
+# req/s of the measured passes together and the worst pass's p99; disk
+# bytes the back-ends' cgroups read (block I/O counters: warm-up and
+# measured passes); CPU per request of the back-end tier and the front tier
+# (cgroup CPU counters over the measured passes, so every process of a tier
+# counts) and of the load generator (its own, `cpu_s`); OOM kills and failed
 # requests; for shoal, the collector's share of the nodes' CPU
 # (runtime/metrics via /.shoal/status) and the nodes' peak memory; then,
 # per round, each shoal configuration's req/s ratio to each HAProxy one and
@@ -45,12 +55,12 @@
 #        (shoal-POLICY-PATH picks the front's data path: shoal-tbccrd-hybrid);
 #        DISKS="fast throttled"; LAYOUTS="0:1 1:0"; THROTTLE_BPS=125000000;
 #        THROTTLE_IOPS=3000; TRACE=path; NICE=-10; LOAD_SCHED=batch; LOAD_ENGINE=uring;
-#        SHOAL=path/to/shoal;
+#        INTERLEAVE=1; SHOAL=path/to/shoal;
 #        PERF=record or stat (perf record -g, or perf stat of its CPU,
 #        context switches and system calls, of the front's process during
-#        the measured passes: OUT/perf*-CONFIG-DISK-LAYOUT-ROUND.*);
+#        each measured pass: OUT/bench-CONFIG-DISK-LAYOUT-ROUND-pPASS.perf*);
 #        FRONT_ARGS="" (extra `shoal front` flags, e.g. "--passfd-moves front");
-#        METRICS=1 (the front serves /metrics, saved after the passes as
+#        METRICS=1 (a shoal front serves /metrics, saved after the passes as
 #        OUT/metrics-CONFIG-DISK-LAYOUT-ROUND.txt; it costs the front its
 #        decision logging, so leave it off for the numbers);
 #        NODE_ARGS="" (extra `shoal node` flags, e.g. "--cache lru"; none by
@@ -70,6 +80,11 @@ THROTTLE_IOPS=${THROTTLE_IOPS:-3000}
 NICE=${NICE:--10}
 LOAD_SCHED=${LOAD_SCHED:-batch}
 LOAD_ENGINE=${LOAD_ENGINE:-uring}
+INTERLEAVE=${INTERLEAVE:-1}
+# One stack (back-ends, front, their cgroups, ports and site copies) per
+# configuration of a cell when they run side by side.
+NSTACKS=1
+[ "$INTERLEAVE" = 1 ] && NSTACKS=$(wc -w <<<"$CONFIGS")
 LOADSCHED=()
 [ "$LOAD_SCHED" = batch ] && LOADSCHED=(chrt --batch 0)
 TRACE=${TRACE:-/work/shared/data/traces/nasa_aug95_19950801_fullday_derived.log.gz}
@@ -112,33 +127,41 @@ fi
 DEV=$(lsblk -no MAJ:MIN "$(findmnt -no SOURCE -T "$W" | head -1)" 2>/dev/null | head -1 | tr -d ' ')
 [ -n "$DEV" ] || { echo "$BENCH: cannot find the block device of $W" >&2; exit 1; }
 
-cgdir() { # cgdir CONTROLLER NAME (v2: the back-ends b* under disk/)
+# Stack ST's cgroups are named sST-front, sST-b1 … sST-b4 (cgn NAME).
+ST=0
+cgn() { echo "s$ST-$1"; }
+
+cgdir() { # cgdir CONTROLLER NAME (v2: a stack's back-ends sN-b* under its sN-disk)
 	if [ "$CGV" = 2 ]; then
-		if [[ $2 == b* ]]; then echo "$CG2/$CGP/disk/$2"; else echo "$CG2/$CGP/$2"; fi
+		if [[ $2 == s*-b* ]]; then echo "$CG2/$CGP/${2%%-*}-disk/$2"; else echo "$CG2/$CGP/$2"; fi
 	else echo "/sys/fs/cgroup/$1/$CGP/$2"; fi
 }
 
-# The back-ends share one disk, as on one machine: their reads are counted
-# (and, throttled, limited) together. v2: the back-ends' cgroups sit in one
-# parent, "disk", whose io.max binds them all; v1 throttling is not
-# hierarchical, so every back-end's process joins one blkio cgroup, "disk",
-# while its memory and CPU are counted in its own.
+# A stack's back-ends share one disk, as on one machine: their reads are
+# counted (and, throttled, limited) together. v2: the back-ends' cgroups sit
+# in one parent, sST-disk, whose io.max binds them all; v1 throttling is not
+# hierarchical, so every back-end's process joins one blkio cgroup,
+# sST-disk, while its memory and CPU are counted in its own. Only one stack
+# is loaded at a time, so each stack's limit is the disk's.
 
-# cg_disk THROTTLE: make the shared disk cgroup, throttled when THROTTLE=1.
+# cg_disk THROTTLE: make stack ST's disk cgroup, throttled when THROTTLE=1.
 cg_disk() {
+	local d
 	if [ "$CGV" = 2 ]; then
-		mkdir "$CG2/$CGP/disk"
-		echo "+memory +io +cpu" >"$CG2/$CGP/disk/cgroup.subtree_control"
-		[ "$1" = 0 ] || echo "$DEV rbps=$THROTTLE_BPS riops=$THROTTLE_IOPS" >"$CG2/$CGP/disk/io.max"
+		d="$CG2/$CGP/s$ST-disk"
+		mkdir "$d"
+		echo "+memory +io +cpu" >"$d/cgroup.subtree_control"
+		[ "$1" = 0 ] || echo "$DEV rbps=$THROTTLE_BPS riops=$THROTTLE_IOPS" >"$d/io.max"
 	else
-		mkdir "$(cgdir blkio disk)"
+		d=$(cgdir blkio "s$ST-disk")
+		mkdir "$d"
 		if [ "$1" != 0 ]; then
-			echo "$DEV $THROTTLE_BPS" >"$(cgdir blkio disk)/blkio.throttle.read_bps_device"
-			echo "$DEV $THROTTLE_IOPS" >"$(cgdir blkio disk)/blkio.throttle.read_iops_device"
+			echo "$DEV $THROTTLE_BPS" >"$d/blkio.throttle.read_bps_device"
+			echo "$DEV $THROTTLE_IOPS" >"$d/blkio.throttle.read_iops_device"
 		else
 			# v1 counts a cgroup's I/O only on a throttled device: a
 			# limit no disk reaches turns the counters on.
-			echo "$DEV 1000000000000000" >"$(cgdir blkio disk)/blkio.throttle.read_bps_device"
+			echo "$DEV 1000000000000000" >"$d/blkio.throttle.read_bps_device"
 		fi
 	fi
 }
@@ -160,7 +183,7 @@ cg_enter() { # cg_enter NAME PID
 	if [ "$CGV" = 2 ]; then echo "$2" >"$(cgdir - "$1")/cgroup.procs"
 	else
 		for c in memory cpuacct; do echo "$2" >"$(cgdir $c "$1")/cgroup.procs"; done
-		[[ $1 != b* ]] || echo "$2" >"$(cgdir blkio disk)/cgroup.procs"
+		[[ $1 != s*-b* ]] || echo "$2" >"$(cgdir blkio "${1%%-*}-disk")/cgroup.procs"
 	fi
 }
 
@@ -185,9 +208,9 @@ settle_reporting() { # wait (up to 60 s) until no free memory was reported for 3
 	done
 }
 
-disk_readbytes() { # bytes the back-ends read from disk
-	if [ "$CGV" = 2 ]; then awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {sub("rbytes=", "", $i); s += $i}} END {printf "%.0f\n", s}' "$CG2/$CGP/disk/io.stat"
-	else awk '$2 == "Read" {s += $3} END {printf "%.0f\n", s}' "$(cgdir blkio disk)/blkio.throttle.io_service_bytes"; fi
+disk_readbytes() { # bytes stack ST's back-ends read from disk
+	if [ "$CGV" = 2 ]; then awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {sub("rbytes=", "", $i); s += $i}} END {printf "%.0f\n", s}' "$CG2/$CGP/s$ST-disk/io.stat"
+	else awk '$2 == "Read" {s += $3} END {printf "%.0f\n", s}' "$(cgdir blkio "s$ST-disk")/blkio.throttle.io_service_bytes"; fi
 }
 
 cg_cpu_ns() {
@@ -229,14 +252,16 @@ cg_rm() { # kill what is left in NAME and remove it
 }
 
 cg_rm_disk() {
-	if [ "$CGV" = 2 ]; then rmdir "$CG2/$CGP/disk" 2>/dev/null || true
-	else rmdir "$(cgdir blkio disk)" 2>/dev/null || true; fi
+	if [ "$CGV" = 2 ]; then rmdir "$CG2/$CGP/s$ST-disk" 2>/dev/null || true
+	else rmdir "$(cgdir blkio "s$ST-disk")" 2>/dev/null || true; fi
 }
 
 bench_cleanup_more() {
 	local n
-	for n in front load b1 b2 b3 b4; do cg_rm "$n"; done
-	cg_rm_disk
+	for ((ST = 0; ST < NSTACKS; ST++)); do
+		for n in front b1 b2 b3 b4; do cg_rm "$(cgn "$n")"; done
+		cg_rm_disk
+	done
 	if [ "$CGV" = 2 ]; then rmdir "$CG2/$CGP" 2>/dev/null || true
 	else for c in memory blkio cpuacct; do rmdir "/sys/fs/cgroup/$c/$CGP" 2>/dev/null || true; done; fi
 }
@@ -260,21 +285,21 @@ for _ in $(seq 300); do curl -fs -o /dev/null "http://127.0.0.1:$((BASE + 8))/" 
 kill "$UPPID" 2>/dev/null || true
 wait "$UPPID" 2>/dev/null || true
 SITE=$(ls -d "$W"/up/trace-* 2>/dev/null) || { echo "$BENCH: shoal up did not write the site:" >&2; cat "$W/up.log" >&2; exit 1; }
-for i in $(seq $NB); do cp -a "$SITE" "$W/www$i"; done
+for ((st = 0; st < NSTACKS; st++)); do for i in $(seq $NB); do cp -a "$SITE" "$W/s$st-www$i"; done; done
 rm -rf "$W/up"
 chmod -R a+rX "$W"
-echo "site: $(find "$W/www1" -type f | wc -l) files, $(du -sm "$W/www1" | cut -f1) MB per copy" >&2
+echo "site: $(find "$W/s0-www1" -type f | wc -l) files, $(du -sm "$W/s0-www1" | cut -f1) MB per copy" >&2
 REQS=$(python3 -c "import gzip,sys; print(sum(1 for _ in gzip.open(sys.argv[1],'rt',errors='replace')))" "$TRACE")
 
-port() { echo $((BASE + $1)); } # 1..4 back-ends, 5 front, 6 its admin API
+port() { echo $((BASE + 10 * ST + $1)); } # stack ST's 1..4 back-ends, 5 front, 6 its admin API
 
 start_nginx_backend() { # start_nginx_backend I CORE THROTTLE
 	local i=$1
-	cat >"$W/nginx$i.conf" <<NGX
+	cat >"$W/nginx-s$ST-$i.conf" <<NGX
 worker_processes 1;
 daemon off;
-pid $W/nginx$i.pid;
-error_log $W/nginx$i.err warn;
+pid $W/nginx-s$ST-$i.pid;
+error_log $W/nginx-s$ST-$i.err warn;
 events { worker_connections 4096; }
 http {
 	include /etc/nginx/mime.types;
@@ -283,15 +308,15 @@ http {
 	tcp_nopush on;
 	keepalive_requests 1000000;
 	keepalive_timeout 75s;
-	client_body_temp_path $W/tmp$i;
-	proxy_temp_path $W/tmp$i;
-	fastcgi_temp_path $W/tmp$i;
-	uwsgi_temp_path $W/tmp$i;
-	scgi_temp_path $W/tmp$i;
-	server { listen 127.0.0.1:$(port "$i"); root $W/www$i; }
+	client_body_temp_path $W/tmp-s$ST-$i;
+	proxy_temp_path $W/tmp-s$ST-$i;
+	fastcgi_temp_path $W/tmp-s$ST-$i;
+	uwsgi_temp_path $W/tmp-s$ST-$i;
+	scgi_temp_path $W/tmp-s$ST-$i;
+	server { listen 127.0.0.1:$(port "$i"); root $W/s$ST-www$i; }
 }
 NGX
-	cg_start "b$i" "$2" nginx -c "$W/nginx$i.conf" -p "$W"
+	cg_start "$(cgn "b$i")" "$2" nginx -c "$W/nginx-s$ST-$i.conf" -p "$W"
 }
 
 start_haproxy_front() { # start_haproxy_front BALANCE CORE
@@ -301,8 +326,8 @@ start_haproxy_front() { # start_haproxy_front BALANCE CORE
 		printf '\toption http-keep-alive\n\thttp-reuse always\nfrontend fe\n\tbind 127.0.0.1:%s\n\tdefault_backend be\nbackend be\n' "$(port 5)"
 		if [ "$bal" = uri ]; then printf '\tbalance uri\n\thash-type consistent\n'; else printf '\tbalance roundrobin\n'; fi
 		for i in $(seq $NB); do printf '\tserver n%d 127.0.0.1:%s\n' "$i" "$(port "$i")"; done
-	} >"$W/haproxy.cfg"
-	cg_start front "$2" haproxy -db -f "$W/haproxy.cfg"
+	} >"$W/haproxy-s$ST.cfg"
+	cg_start "$(cgn front)" "$2" haproxy -db -f "$W/haproxy-s$ST.cfg"
 }
 
 start_shoal_front() { # start_shoal_front POLICY CORE PATH: the nodes' planned store and admission mirrored
@@ -310,8 +335,8 @@ start_shoal_front() { # start_shoal_front POLICY CORE PATH: the nodes' planned s
 	for i in $(seq $NB); do nodes+="${nodes:+,}http://127.0.0.1:$(port "$i")"; done
 	local store_mb
 	store_mb=$(curl -fs "http://127.0.0.1:$(port 1)/.shoal/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["memory"]["store"]["memory_capacity"] >> 20)')
-	printf '[tuning]\ncache_mb = %d\nnode_cache = "gdsf"\nno_cache_kb = %d\n' "$store_mb" $((store_mb * 1024 / 8)) >"$W/front.toml"
-	GOMAXPROCS=1 cg_start front "$2" "$SHOAL" front --config "$W/front.toml" --listen "127.0.0.1:$(port 5)" --nodes "$nodes" \
+	printf '[tuning]\ncache_mb = %d\nnode_cache = "gdsf"\nno_cache_kb = %d\n' "$store_mb" $((store_mb * 1024 / 8)) >"$W/front-s$ST.toml"
+	GOMAXPROCS=1 cg_start "$(cgn front)" "$2" "$SHOAL" front --config "$W/front-s$ST.toml" --listen "127.0.0.1:$(port 5)" --nodes "$nodes" \
 		--policy "$1" --path "$3" --handoff-dir "$W" --log-level warn ${METRICS:+--admin "127.0.0.1:$(port 6)"} ${FRONT_ARGS:-}
 }
 
@@ -330,97 +355,144 @@ print(gc, cpu)'
 
 waitup() { for _ in $(seq 100); do curl -s -o /dev/null "http://$1/" && return 0; sleep 0.1; done; echo "$BENCH: $1 does not answer" >&2; return 1; }
 
-# load_trace CORE [ARGS]: the trace through the front by the load generator,
-# in its own cgroup on CORE (one pass unless ARGS say otherwise), JSON out.
+# load_trace CORE [ARGS]: the trace through stack ST's front by the load
+# generator on CORE (one pass unless ARGS say otherwise), JSON out; its own
+# CPU over the requests is the JSON's cpu_s.
 load_trace() {
 	local core=$1
 	shift
-	(cg_enter load "$BASHPID"; exec nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$core" "$SHOAL" bench http \
-		--url "http://127.0.0.1:$(port 5)" --trace "$TRACE" --connections "$CONNS" --timeout 30s --engine "$LOAD_ENGINE" --json "$@")
+	nice -n "$NICE" "${LOADSCHED[@]}" taskset -c "$core" "$SHOAL" bench http \
+		--url "http://127.0.0.1:$(port 5)" --trace "$TRACE" --connections "$CONNS" --timeout 30s --engine "$LOAD_ENGINE" --json "$@"
 }
 
-# run CONFIG DISK LAYOUT ROUND → one JSON line in $OUT/runs.jsonl
-run() {
-	local cfg=$1 disk=$2 layout=$3 round=$4 bcore=${3%:*} lcore=${3#*:} thr=0 i kind=${1%%-*} pol=${1#*-} path=relay
+# stack_up CONFIG DISK LAYOUT: configuration CONFIG as stack ST, its
+# back-ends on the layout's first core and its front on the second.
+stack_up() {
+	local cfg=$1 disk=$2 bcore=${3%:*} lcore=${3#*:} i kind=${1%%-*} pol=${1#*-} path=relay
 	if [[ $pol == *-* ]]; then path=${pol#*-}; pol=${pol%%-*}; fi
-	[ "$disk" = throttled ] && thr=1
-	cg_disk "$thr"
-	for i in $(seq $NB); do cg_new "b$i" "$MEM"; done
-	cg_new front 0
-	cg_new load 0
+	cg_disk "$([ "$disk" = throttled ] && echo 1 || echo 0)"
+	for i in $(seq $NB); do cg_new "$(cgn "b$i")" "$MEM"; done
+	cg_new "$(cgn front)" 0
 	for i in $(seq $NB); do
 		if [ "$kind" = haproxy ]; then start_nginx_backend "$i" "$bcore"
-		else GOMAXPROCS=1 cg_start "b$i" "$bcore" "$SHOAL" node --root "$W/www$i" --listen "127.0.0.1:$(port "$i")" --log-level warn \
-			--handoff-socket "$W/h$i.sock" ${NODE_ARGS:-}; fi
+		else GOMAXPROCS=1 cg_start "$(cgn "b$i")" "$bcore" "$SHOAL" node --root "$W/s$ST-www$i" --listen "127.0.0.1:$(port "$i")" \
+			--log-level warn --handoff-socket "$W/s$ST-h$i.sock" ${NODE_ARGS:-}; fi
 		waitup "127.0.0.1:$(port "$i")"
 	done
 	if [ "$kind" = haproxy ]; then start_haproxy_front "$pol" "$lcore"; else start_shoal_front "$pol" "$lcore" "$path"; fi
-	local frontpid=$LASTPID perfpid=
+	FRONTPID[$ST]=$LASTPID
 	waitup "127.0.0.1:$(port 5)"
-	sleep 1.5 # the front's health checks see every node
-	sync; echo 3 >/proc/sys/vm/drop_caches
-	settle_reporting
-	local rb0=0 rb1=0 rb2=0 cb0=0 cb1=0 cf0 cf1 cl0 cl1 gc0 gc1 n
-	rb0=$(disk_readbytes)
-	load_trace "$lcore" >"$OUT/warm-$cfg-$disk-$layout-$round.json"
-	rb1=$(disk_readbytes)
-	for i in $(seq $NB); do cb0=$((cb0 + $(cg_cpu_ns "b$i"))); done
-	cf0=$(cg_cpu_ns front)
-	cl0=$(cg_cpu_ns load)
-	gc0=$([ "$kind" = shoal ] && node_status_sum || echo "0 0")
-	local rk0 rk1
-	rk0=$(reported_kib)
+}
+
+backends_cpu_ns() { local i n=0; for i in $(seq $NB); do n=$((n + $(cg_cpu_ns "$(cgn "b$i")"))); done; echo $n; }
+
+# measured_pass CORE FILE: one measured pass of stack ST into FILE, its
+# disk bytes, back-end and front CPU and reported memory added to the
+# stack's sums.
+measured_pass() {
+	local core=$1 file=$2 rb cb cf rk perfpid=
+	rb=$(disk_readbytes) cb=$(backends_cpu_ns) cf=$(cg_cpu_ns "$(cgn front)") rk=$(reported_kib)
 	case ${PERF:-} in
-	record) perf record -q -g -o "$OUT/perf-$cfg-$disk-$layout-$round.data" -p "$frontpid" >/dev/null 2>&1 & perfpid=$! ;;
-	stat) perf stat -e 'task-clock,context-switches,syscalls:sys_enter_*' -o "$OUT/perfstat-$cfg-$disk-$layout-$round.txt" \
-		-p "$frontpid" >/dev/null 2>&1 & perfpid=$! ;;
+	record) perf record -q -g -o "${file%.json}.perf.data" -p "${FRONTPID[$ST]}" >/dev/null 2>&1 & perfpid=$! ;;
+	stat) perf stat -e 'task-clock,context-switches,syscalls:sys_enter_*' -o "${file%.json}.perfstat.txt" \
+		-p "${FRONTPID[$ST]}" >/dev/null 2>&1 & perfpid=$! ;;
 	esac
-	load_trace "$lcore" --requests $((PASSES * REQS)) >"$OUT/bench-$cfg-$disk-$layout-$round.json"
-	rb2=$(disk_readbytes)
-	rk1=$(reported_kib)
+	load_trace "$core" --requests "$REQS" >"$file"
 	if [ -n "$perfpid" ]; then kill -INT "$perfpid"; wait "$perfpid" || true; fi
-	for i in $(seq $NB); do cb1=$((cb1 + $(cg_cpu_ns "b$i"))); done
-	cf1=$(cg_cpu_ns front)
-	cl1=$(cg_cpu_ns load)
-	gc1=$([ "$kind" = shoal ] && node_status_sum || echo "0 0")
+	SUM_RB[$ST]=$((SUM_RB[$ST] + $(disk_readbytes) - rb))
+	SUM_CB[$ST]=$((SUM_CB[$ST] + $(backends_cpu_ns) - cb))
+	SUM_CF[$ST]=$((SUM_CF[$ST] + $(cg_cpu_ns "$(cgn front)") - cf))
+	SUM_RK[$ST]=$((SUM_RK[$ST] + $(reported_kib) - rk))
+}
+
+# stack_row CONFIG DISK LAYOUT ROUND → stack ST's JSON line in
+# $OUT/runs.jsonl, from its passes' files and sums.
+stack_row() {
+	local cfg=$1 disk=$2 layout=$3 round=$4 kind=${1%%-*} name="$1-$2-$3-$4" i ooms=0 peak=0 alive=0 gc1="0 0" n
 	if [ "$kind" = shoal ]; then
-		for i in $(seq $NB); do curl -fs "http://127.0.0.1:$(port "$i")/.shoal/status" || echo '{}'; echo; done >"$OUT/status-$cfg-$disk-$layout-$round.jsonl"
-		[ -z "${METRICS:-}" ] || curl -fs "http://127.0.0.1:$(port 6)/metrics" >"$OUT/metrics-$cfg-$disk-$layout-$round.txt" || true
+		gc1=$(node_status_sum)
+		for i in $(seq $NB); do curl -fs "http://127.0.0.1:$(port "$i")/.shoal/status" || echo '{}'; echo; done >"$OUT/status-$name.jsonl"
+		[ -z "${METRICS:-}" ] || curl -fs "http://127.0.0.1:$(port 6)/metrics" >"$OUT/metrics-$name.txt" || true
 	fi
-	for i in $(seq $NB); do { echo "## b$i"; cg_memstat "b$i"; } >>"$OUT/memstat-$cfg-$disk-$layout-$round.txt"; done
-	local ooms=0 peak=0 alive=0
 	for i in $(seq $NB); do
-		ooms=$((ooms + $(cg_ooms "b$i"))); peak=$(( $(cg_peak "b$i") > peak ? $(cg_peak "b$i") : peak ))
+		n=$(cgn "b$i")
+		{ echo "## b$i"; cg_memstat "$n"; } >>"$OUT/memstat-$name.txt"
+		ooms=$((ooms + $(cg_ooms "$n"))); peak=$(( $(cg_peak "$n") > peak ? $(cg_peak "$n") : peak ))
 		curl -fs -o /dev/null "http://127.0.0.1:$(port "$i")/" -m 2 && alive=$((alive + 1)) || true
 	done
-	python3 - "$OUT/bench-$cfg-$disk-$layout-$round.json" "$cfg" "$disk" "$layout" "$round" "$((rb1 - rb0))" "$((rb2 - rb1))" \
-		"$((cb1 - cb0))" "$((cf1 - cf0))" "$gc0" "$gc1" "$ooms" "$peak" "$alive" \
-		"$([ "$disk" = throttled ] && echo "$THROTTLE_BPS $THROTTLE_IOPS" || echo "0 0")" "$BUILD" "$LOAD_SCHED" "$LOAD_ENGINE" "$((cl1 - cl0))" "$((rk1 - rk0))" >>"$OUT/runs.jsonl" <<'PY'
+	python3 - "$OUT/bench-$name" "$PASSES" "$cfg" "$disk" "$layout" "$round" "${WARM_RB[$ST]}" "${SUM_RB[$ST]}" \
+		"${SUM_CB[$ST]}" "${SUM_CF[$ST]}" "${GC0[$ST]}" "$gc1" "$ooms" "$peak" "$alive" \
+		"$([ "$disk" = throttled ] && echo "$THROTTLE_BPS $THROTTLE_IOPS" || echo "0 0")" "$BUILD" "$LOAD_SCHED" "$LOAD_ENGINE" \
+		"${SUM_RK[$ST]}" "$INTERLEAVE" >>"$OUT/runs.jsonl" <<'PY'
 import json, sys
 a = sys.argv[1:]
-b = json.load(open(a[0]))
+bs = [json.load(open(f"{a[0]}-p{p}.json")) for p in range(1, int(a[1]) + 1)]
+a = a[1:]
 gc0, cpu0 = map(float, a[9].split()); gc1, cpu1 = map(float, a[10].split())
-ok = max(b["ok"] + b["errors"]["status_4xx"], 1)
+tot = lambda k: sum(b[k] for b in bs)
+x4 = sum(b["errors"]["status_4xx"] for b in bs)
+ok = max(tot("ok") + x4, 1)
 print(json.dumps({
     "config": a[1], "disk": a[2], "layout": a[3], "round": int(a[4]),
-    # The trace asks for URLs the site lacks: 4xx answers are the trace's,
-    # every other error is a failure.
-    "rps": b["rps"], "p99_ms": b["latency_ms"]["p99"], "ok": b["ok"], "answered_4xx": b["errors"]["status_4xx"],
-    "errors": b["errors_total"] - b["errors"]["status_4xx"],
+    # The passes together; p99 is the worst pass's. The trace asks for URLs
+    # the site lacks: 4xx answers are the trace's, every other error is a
+    # failure.
+    "rps": tot("requests") / tot("duration_s"), "p99_ms": max(b["latency_ms"]["p99"] for b in bs),
+    "ok": tot("ok"), "answered_4xx": x4, "errors": tot("errors_total") - x4,
     "disk_bytes_warmup": int(a[5]), "disk_bytes": int(a[6]),
     "backend_cpu_us_per_req": int(a[7]) / 1e3 / ok, "front_cpu_us_per_req": int(a[8]) / 1e3 / ok,
     "gc_share": (gc1 - gc0) / (cpu1 - cpu0) if cpu1 > cpu0 else None,
     "oom_kills": int(a[11]), "peak_bytes": int(a[12]), "backends_alive": int(a[13]),
     "throttle_bps": int(a[14].split()[0]), "throttle_iops": int(a[14].split()[1]), "build": a[15],
-    "load_sched": a[16], "load_engine": a[17], "load_cpu_us_per_req": int(a[18]) / 1e3 / ok,
+    "load_sched": a[16], "load_engine": a[17], "load_cpu_us_per_req": tot("cpu_s") * 1e6 / ok,
     # Free memory the guest handed back to the host during the passes.
-    "reported_mib": int(a[19]) / 1024,
+    "reported_mib": int(a[18]) / 1024,
+    # Whether the cell's configurations took turns pass by pass.
+    "interleaved": a[19] == "1",
 }))
 PY
 	tail -1 "$OUT/runs.jsonl" >&2
-	for n in front load b1 b2 b3 b4; do cg_rm "$n"; done
+}
+
+stack_down() {
+	local n
+	for n in front b1 b2 b3 b4; do cg_rm "$(cgn "$n")"; done
 	cg_rm_disk
-	for f in "$W"/nginx*.pid; do [ -f "$f" ] && rm -f "$f"; done
+}
+
+# cell DISK LAYOUT ROUND CONFIG...: the configurations side by side, stacks
+# 0, 1, … in the order given: caches dropped once, a warm-up pass each, then
+# the measured passes taking turns, the order rotating by one every pass.
+cell() {
+	local disk=$1 layout=$2 round=$3 lcore=${2#*:} n p k rb
+	shift 3
+	local cfgs=("$@")
+	n=${#cfgs[@]}
+	for ((ST = 0; ST < n; ST++)); do
+		stack_up "${cfgs[ST]}" "$disk" "$layout"
+		SUM_RB[$ST]=0 SUM_CB[$ST]=0 SUM_CF[$ST]=0 SUM_RK[$ST]=0
+	done
+	sleep 1.5 # the fronts' health checks see every node
+	sync; echo 3 >/proc/sys/vm/drop_caches
+	settle_reporting
+	for ((ST = 0; ST < n; ST++)); do
+		rb=$(disk_readbytes)
+		load_trace "$lcore" >"$OUT/warm-${cfgs[ST]}-$disk-$layout-$round.json"
+		WARM_RB[$ST]=$(( $(disk_readbytes) - rb ))
+	done
+	for ((ST = 0; ST < n; ST++)); do
+		GC0[$ST]=$([[ ${cfgs[ST]} == shoal-* ]] && node_status_sum || echo "0 0")
+	done
+	for p in $(seq "$PASSES"); do
+		for ((k = 0; k < n; k++)); do
+			ST=$(( (k + p - 1) % n ))
+			measured_pass "$lcore" "$OUT/bench-${cfgs[ST]}-$disk-$layout-$round-p$p.json"
+		done
+	done
+	for ((ST = 0; ST < n; ST++)); do stack_row "${cfgs[ST]}" "$disk" "$layout" "$round"; done
+	for ((ST = 0; ST < n; ST++)); do stack_down; done
+	ST=0
+	rm -f "$W"/nginx*.pid
 	PIDS=()
 }
 
@@ -428,9 +500,12 @@ PY
 for r in $(seq "$RUNS"); do
 	for layout in $LAYOUTS; do
 		for disk in $DISKS; do
-			for cfg in $CONFIGS; do
-				run "$cfg" "$disk" "$layout" "$r"
-			done
+			if [ "$INTERLEAVE" = 1 ]; then
+				# shellcheck disable=SC2086 # one word per configuration
+				cell "$disk" "$layout" "$r" $CONFIGS
+			else
+				for cfg in $CONFIGS; do cell "$disk" "$layout" "$r" "$cfg"; done
+			fi
 		done
 	done
 done
