@@ -386,11 +386,11 @@ stack_up() {
 
 backends_cpu_ns() { local i n=0; for i in $(seq $NB); do n=$((n + $(cg_cpu_ns "$(cgn "b$i")"))); done; echo $n; }
 
-# measured_pass CORE FILE: one measured pass of stack ST into FILE, its
-# disk bytes, back-end and front CPU and reported memory added to the
-# stack's sums.
+# measured_pass CORE CONFIG DISK LAYOUT ROUND PASS: one measured pass of
+# stack ST, its disk bytes, back-end and front CPU and reported memory added
+# to the stack's sums, and a line of its own in $OUT/passes.jsonl.
 measured_pass() {
-	local core=$1 file=$2 rb cb cf rk perfpid=
+	local core=$1 file="$OUT/bench-$2-$3-$4-$5-p$6.json" rb cb cf rk perfpid= db dcb dcf
 	rb=$(disk_readbytes) cb=$(backends_cpu_ns) cf=$(cg_cpu_ns "$(cgn front)") rk=$(reported_kib)
 	case ${PERF:-} in
 	record) perf record -q -g -o "${file%.json}.perf.data" -p "${FRONTPID[$ST]}" >/dev/null 2>&1 & perfpid=$! ;;
@@ -399,10 +399,18 @@ measured_pass() {
 	esac
 	load_trace "$core" --requests "$REQS" >"$file"
 	if [ -n "$perfpid" ]; then kill -INT "$perfpid"; wait "$perfpid" || true; fi
-	SUM_RB[$ST]=$((SUM_RB[$ST] + $(disk_readbytes) - rb))
-	SUM_CB[$ST]=$((SUM_CB[$ST] + $(backends_cpu_ns) - cb))
-	SUM_CF[$ST]=$((SUM_CF[$ST] + $(cg_cpu_ns "$(cgn front)") - cf))
+	db=$(($(disk_readbytes) - rb)) dcb=$(($(backends_cpu_ns) - cb)) dcf=$(($(cg_cpu_ns "$(cgn front)") - cf))
+	SUM_RB[$ST]=$((SUM_RB[$ST] + db)) SUM_CB[$ST]=$((SUM_CB[$ST] + dcb)) SUM_CF[$ST]=$((SUM_CF[$ST] + dcf))
 	SUM_RK[$ST]=$((SUM_RK[$ST] + $(reported_kib) - rk))
+	python3 - "$file" "$2" "$3" "$4" "$5" "$6" "$db" "$dcb" "$dcf" >>"$OUT/passes.jsonl" <<'PY'
+import json, sys
+f, cfg, disk, layout, rd, p, db, cb, cf = sys.argv[1:]
+b = json.load(open(f))
+n = max(b["requests"], 1)
+print(json.dumps({"config": cfg, "disk": disk, "layout": layout, "round": int(rd), "pass": int(p), "rps": b["rps"],
+                  "disk_bytes": int(db), "backend_cpu_us_per_req": int(cb) / 1e3 / n,
+                  "front_cpu_us_per_req": int(cf) / 1e3 / n, "load_cpu_us_per_req": b["cpu_s"] * 1e6 / n}))
+PY
 }
 
 # stack_row CONFIG DISK LAYOUT ROUND → stack ST's JSON line in
@@ -486,7 +494,7 @@ cell() {
 	for p in $(seq "$PASSES"); do
 		for ((k = 0; k < n; k++)); do
 			ST=$(( (k + p - 1) % n ))
-			measured_pass "$lcore" "$OUT/bench-${cfgs[ST]}-$disk-$layout-$round-p$p.json"
+			measured_pass "$lcore" "${cfgs[ST]}" "$disk" "$layout" "$round" "$p"
 		done
 	done
 	for ((ST = 0; ST < n; ST++)); do stack_row "${cfgs[ST]}" "$disk" "$layout" "$round"; done
@@ -497,6 +505,7 @@ cell() {
 }
 
 : >"$OUT/runs.jsonl"
+: >"$OUT/passes.jsonl"
 for r in $(seq "$RUNS"); do
 	for layout in $LAYOUTS; do
 		for disk in $DISKS; do
