@@ -4,8 +4,9 @@
 // store over memory and disk (store), tables outside the Go heap (offheap),
 // access-log formats (trace),
 // authenticated frames between machines (peerwire, wire), the accept loop
-// (accept), a timer queue (timeq), the runtime monitor (sysmon), raw socket
-// I/O (rawio) and an io_uring ring (uring), and plots (figure).
+// (accept), a timer queue (timeq), the runtime monitor (sysmon), the
+// process's own CPU and memory (procstat), raw socket I/O (rawio) and an
+// io_uring ring (uring), and plots (figure).
 //
 // Packages under base import only the standard library, well-kept modules and
 // each other: nothing here knows about clusters, PoPs or tools, so either tier

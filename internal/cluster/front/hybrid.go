@@ -4,9 +4,9 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"shoal/internal/base/procstat"
 	"shoal/internal/cluster/policy"
 )
 
@@ -145,13 +145,13 @@ func (h *hybrid) sampled(s *Server, pct float64) {
 func sampleCPU(s *Server, every time.Duration, f func(*Server, float64)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last, lastAt := processCPU(), time.Now()
+	last, lastAt := procstat.CPU(), time.Now()
 	for {
 		select {
 		case <-s.done:
 			return
 		case now := <-t.C:
-			cpu := processCPU()
+			cpu := procstat.CPU()
 			if wall := now.Sub(lastAt); wall > 0 {
 				pct := float64(cpu-last) / float64(wall) * 100
 				s.ctr.cpuBits.Store(math.Float64bits(pct))
@@ -160,15 +160,6 @@ func sampleCPU(s *Server, every time.Duration, f func(*Server, float64)) {
 			last, lastAt = cpu, now
 		}
 	}
-}
-
-// processCPU is the process's user+system CPU time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // relayShare is how many client connections the front relays itself in tag

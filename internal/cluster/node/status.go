@@ -2,15 +2,14 @@ package node
 
 import (
 	"encoding/json"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
-	"syscall"
 	"time"
 
 	"shoal/internal/base/cache"
+	"shoal/internal/base/procstat"
 	"shoal/internal/base/store"
 	"shoal/internal/cluster/peer"
 )
@@ -93,7 +92,7 @@ var goMetrics = [...]string{"/cpu/classes/gc/total:cpu-seconds", "/memory/classe
 
 // memoryStatus reads the memory part of the status.
 func (s *Server) memoryStatus(st store.Stats) *MemoryStatus {
-	ms := &MemoryStatus{Plan: s.cfg.Memory, Store: st, GoLimit: debug.SetMemoryLimit(-1), CPUSeconds: cpuTime().Seconds()}
+	ms := &MemoryStatus{Plan: s.cfg.Memory, Store: st, GoLimit: debug.SetMemoryLimit(-1), CPUSeconds: procstat.CPU().Seconds()}
 	var samples [len(goMetrics)]metrics.Sample
 	for i, name := range goMetrics {
 		samples[i].Name = name
@@ -118,7 +117,7 @@ func (s *Server) Status() Status {
 		InService:         s.inService.Load(),
 		CPUs:              runtime.GOMAXPROCS(0),
 		SharedProcess:     s.cfg.SharedProcess,
-		RSSBytes:          rssBytes(),
+		RSSBytes:          procstat.RSS(),
 		Goroutines:        runtime.NumGoroutine(),
 		HandoffSocket:     s.cfg.HandoffSocket,
 		ConnsRefused:      s.refused.Load(),
@@ -167,7 +166,7 @@ type usageSampler struct {
 }
 
 func (u *usageSampler) init() {
-	u.lastCPU, u.lastAt = cpuTime(), time.Now()
+	u.lastCPU, u.lastAt = procstat.CPU(), time.Now()
 }
 
 // percents returns the process CPU and the node's busy time (busy, the
@@ -176,7 +175,7 @@ func (u *usageSampler) init() {
 func (u *usageSampler) percents(busy int64) (cpu, busyPct float64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	c, now := cpuTime(), time.Now()
+	c, now := procstat.CPU(), time.Now()
 	wall := now.Sub(u.lastAt)
 	d, b := c-u.lastCPU, busy-u.lastBusy
 	u.lastCPU, u.lastBusy, u.lastAt = c, busy, now
@@ -184,29 +183,4 @@ func (u *usageSampler) percents(busy int64) (cpu, busyPct float64) {
 		return 0, 0
 	}
 	return float64(d) / float64(wall) * 100, float64(b) / float64(wall) * 100
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// rssBytes reads the resident set size from /proc/self/statm (pages).
-func rssBytes() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	i := 0
-	for i < len(b) && b[i] != ' ' {
-		i++
-	}
-	var pages int64
-	for i++; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		pages = pages*10 + int64(b[i]-'0')
-	}
-	return pages * int64(os.Getpagesize())
 }

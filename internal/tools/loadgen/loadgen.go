@@ -31,8 +31,9 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"shoal/internal/base/procstat"
 )
 
 // Config describes one HTTP run. Zero fields take the documented defaults.
@@ -247,25 +248,16 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if !r.ran.CompareAndSwap(false, true) {
 		return nil, errors.New("loadgen: Runner.Run called twice")
 	}
-	cpu0 := processCPU()
+	cpu0 := procstat.CPU()
 	run := r.runWorkers
 	if r.cfg.Engine == EngineRing {
 		run = r.runRing
 	}
 	res, err := run(ctx)
 	if res != nil {
-		res.CPU = processCPU() - cpu0
+		res.CPU = procstat.CPU() - cpu0
 	}
 	return res, err
-}
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // runWorkers is Run with the goroutines engine: one worker a connection.

@@ -2,10 +2,9 @@ package sim
 
 import (
 	"os"
-	"syscall"
 	"testing"
-	"time"
 
+	"shoal/internal/base/procstat"
 	"shoal/internal/base/trace"
 )
 
@@ -31,7 +30,7 @@ func benchAccesses(b *testing.B) []Access {
 func benchPolicy(b *testing.B, pol string, nodes int) {
 	acc := benchAccesses(b)
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := procstat.CPU()
 	var n int64
 	for b.Loop() {
 		res, err := Run(Config{Policy: pol, Nodes: nodes, CacheBytes: 2 << 20}, NewSliceSource(acc))
@@ -43,18 +42,9 @@ func benchPolicy(b *testing.B, pol string, nodes int) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "requests/s")
 	// On a shared machine wall time undercounts a core; CPU time of the
 	// process (GC included) gives the per-core rate.
-	if cpu := cpuTime() - cpu0; cpu > 0 {
+	if cpu := procstat.CPU() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(n)/cpu.Seconds(), "requests/cpu-s")
 	}
-}
-
-// cpuTime is the process's user+system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkSimWRR8 measures the simulator's speed: trace requests simulated per
