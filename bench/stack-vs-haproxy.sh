@@ -256,12 +256,15 @@ cg_rm_disk() {
 	else rmdir "$(cgdir blkio "s$ST-disk")" 2>/dev/null || true; fi
 }
 
-bench_cleanup_more() {
+# stack_down: remove stack ST's cgroups and what still runs in them.
+stack_down() {
 	local n
-	for ((ST = 0; ST < NSTACKS; ST++)); do
-		for n in front b1 b2 b3 b4; do cg_rm "$(cgn "$n")"; done
-		cg_rm_disk
-	done
+	for n in front b1 b2 b3 b4; do cg_rm "$(cgn "$n")"; done
+	cg_rm_disk
+}
+
+bench_cleanup_more() {
+	for ((ST = 0; ST < NSTACKS; ST++)); do stack_down; done
 	if [ "$CGV" = 2 ]; then rmdir "$CG2/$CGP" 2>/dev/null || true
 	else for c in memory blkio cpuacct; do rmdir "/sys/fs/cgroup/$c/$CGP" 2>/dev/null || true; done; fi
 }
@@ -340,9 +343,13 @@ start_shoal_front() { # start_shoal_front POLICY CORE PATH: the nodes' planned s
 		--policy "$1" --path "$3" --handoff-dir "$W" --log-level warn ${METRICS:+--admin "127.0.0.1:$(port 6)"} ${FRONT_ARGS:-}
 }
 
-node_status_sum() { # GC CPU s, process CPU s, peak heap: summed over the nodes
+node_statuses() { # stack ST's nodes' /.shoal/status, a JSON line each ({} for one that does not answer)
 	local i
-	for i in $(seq $NB); do curl -fs "http://127.0.0.1:$(port "$i")/.shoal/status" || echo '{}'; echo; done | python3 -c '
+	for i in $(seq $NB); do curl -fs "http://127.0.0.1:$(port "$i")/.shoal/status" || echo '{}'; echo; done
+}
+
+status_sum() { # GC CPU s and process CPU s, summed over the node status lines on stdin
+	python3 -c '
 import json, sys
 gc = cpu = 0.0
 for line in sys.stdin:
@@ -418,8 +425,8 @@ PY
 stack_row() {
 	local cfg=$1 disk=$2 layout=$3 round=$4 kind=${1%%-*} name="$1-$2-$3-$4" i ooms=0 peak=0 alive=0 gc1="0 0" n
 	if [ "$kind" = shoal ]; then
-		gc1=$(node_status_sum)
-		for i in $(seq $NB); do curl -fs "http://127.0.0.1:$(port "$i")/.shoal/status" || echo '{}'; echo; done >"$OUT/status-$name.jsonl"
+		node_statuses >"$OUT/status-$name.jsonl"
+		gc1=$(status_sum <"$OUT/status-$name.jsonl")
 		[ -z "${METRICS:-}" ] || curl -fs "http://127.0.0.1:$(port 6)/metrics" >"$OUT/metrics-$name.txt" || true
 	fi
 	for i in $(seq $NB); do
@@ -462,12 +469,6 @@ PY
 	tail -1 "$OUT/runs.jsonl" >&2
 }
 
-stack_down() {
-	local n
-	for n in front b1 b2 b3 b4; do cg_rm "$(cgn "$n")"; done
-	cg_rm_disk
-}
-
 # cell DISK LAYOUT ROUND CONFIG...: the configurations side by side, stacks
 # 0, 1, … in the order given: caches dropped once, a warm-up pass each, then
 # the measured passes taking turns, the order rotating by one every pass.
@@ -489,7 +490,7 @@ cell() {
 		WARM_RB[$ST]=$(( $(disk_readbytes) - rb ))
 	done
 	for ((ST = 0; ST < n; ST++)); do
-		GC0[$ST]=$([[ ${cfgs[ST]} == shoal-* ]] && node_status_sum || echo "0 0")
+		GC0[$ST]=$([[ ${cfgs[ST]} == shoal-* ]] && node_statuses | status_sum || echo "0 0")
 	done
 	for p in $(seq "$PASSES"); do
 		for ((k = 0; k < n; k++)); do
